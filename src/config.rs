@@ -1,0 +1,513 @@
+//! The TOML config: its model, defaults, and one pass that reports *every* problem with its key,
+//! so `check-config` can list them all at once instead of failing on the first.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use toml::{Table, Value};
+
+/// How an agent's non-conformant responses are treated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Conformance {
+    /// A broken response becomes 502 AGENT_PROTOCOL_VIOLATION (default).
+    Enforce,
+    /// Passed on, counted and logged.
+    Report,
+}
+
+/// A credential: compared in constant time, never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(s: impl Into<String>) -> Self {
+        Secret(s.into())
+    }
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+    /// Constant-time comparison (the length of the secret is not hidden).
+    pub fn matches(&self, candidate: &[u8]) -> bool {
+        use subtle::ConstantTimeEq;
+        self.0.as_bytes().ct_eq(candidate).into()
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// Route name: the agent is served under `/agents/{name}/`.
+    pub name: String,
+    /// Base URL, without a trailing slash.
+    pub url: String,
+    pub card_path: String,
+    pub refresh: Duration,
+    pub timeout: Duration,
+    pub ingest_token: Option<Secret>,
+    pub conformance: Conformance,
+}
+
+#[derive(Debug, Clone)]
+pub struct RedisConfig {
+    pub url: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: SocketAddr,
+    /// Largest request body accepted (POST /tasks), in bytes.
+    pub max_body_bytes: usize,
+    /// How long terminal tasks stay in the ledger.
+    pub task_retention: Duration,
+    /// Upper bound on tasks held by the in-process ledger.
+    pub max_tasks: usize,
+    /// Upper bound on concurrent client connections.
+    pub max_connections: usize,
+    /// TCP connect timeout towards agents.
+    pub connect_timeout: Duration,
+    pub agents: Vec<AgentConfig>,
+    pub redis: Option<RedisConfig>,
+}
+
+pub const DEFAULT_CARD_PATH: &str = "/agent-card.json";
+pub const DEFAULT_REFRESH_SECS: u64 = 300;
+pub const DEFAULT_TIMEOUT_MS: u64 = 10_000;
+
+impl Config {
+    /// A config with defaults and the given agents (used by `demo` and tests).
+    pub fn with_agents(listen: SocketAddr, agents: Vec<AgentConfig>) -> Config {
+        Config {
+            listen,
+            max_body_bytes: 1 << 20,
+            task_retention: Duration::from_secs(24 * 3600),
+            max_tasks: 1_000_000,
+            max_connections: 65_536,
+            connect_timeout: Duration::from_secs(2),
+            agents,
+            redis: None,
+        }
+    }
+
+    pub fn load(path: &Path) -> Result<Config, Vec<Problem>> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            vec![Problem::new(
+                "",
+                format!("cannot read {}: {e}", path.display()),
+            )]
+        })?;
+        Config::parse(&text)
+    }
+
+    /// Parse and check; on failure, every problem found.
+    pub fn parse(text: &str) -> Result<Config, Vec<Problem>> {
+        let table: Table = text.parse().map_err(|e: toml::de::Error| {
+            vec![Problem::new(
+                "",
+                format!("not valid TOML: {}", e.message().trim()),
+            )]
+        })?;
+        let mut c = Checker::default();
+        let cfg = c.config(&table);
+        if c.problems.is_empty() {
+            Ok(cfg)
+        } else {
+            Err(c.problems)
+        }
+    }
+}
+
+impl AgentConfig {
+    pub fn new(name: &str, url: &str) -> AgentConfig {
+        AgentConfig {
+            name: name.into(),
+            url: url.trim_end_matches('/').into(),
+            card_path: DEFAULT_CARD_PATH.into(),
+            refresh: Duration::from_secs(DEFAULT_REFRESH_SECS),
+            timeout: Duration::from_millis(DEFAULT_TIMEOUT_MS),
+            ingest_token: None,
+            conformance: Conformance::Enforce,
+        }
+    }
+}
+
+/// One thing wrong with a config, at a key such as `agents[1].url`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub key: String,
+    pub message: String,
+}
+
+impl Problem {
+    fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
+        Problem {
+            key: key.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.key.is_empty() {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "{}: {}", self.key, self.message)
+        }
+    }
+}
+
+#[derive(Default)]
+struct Checker {
+    problems: Vec<Problem>,
+}
+
+const TOP_KEYS: &[&str] = &[
+    "listen",
+    "max_body_bytes",
+    "task_retention_secs",
+    "max_tasks",
+    "max_connections",
+    "connect_timeout_ms",
+    "agents",
+    "redis",
+];
+const AGENT_KEYS: &[&str] = &[
+    "name",
+    "url",
+    "card_path",
+    "refresh_secs",
+    "timeout_ms",
+    "ingest_token",
+    "conformance",
+];
+const REDIS_KEYS: &[&str] = &["url"];
+
+impl Checker {
+    fn problem(&mut self, key: impl Into<String>, msg: impl Into<String>) {
+        self.problems.push(Problem::new(key, msg));
+    }
+
+    fn unknown_keys(&mut self, t: &Table, known: &[&str], prefix: &str) {
+        for k in t.keys().filter(|k| !known.contains(&k.as_str())) {
+            self.problem(format!("{prefix}{k}"), "unknown key");
+        }
+    }
+
+    fn string<'t>(&mut self, t: &'t Table, key: &str, at: &str) -> Option<&'t str> {
+        match t.get(key) {
+            None => None,
+            Some(Value::String(s)) => Some(s),
+            Some(_) => {
+                self.problem(at, "must be a string");
+                None
+            }
+        }
+    }
+
+    /// A positive integer within `1..=max`, or the default when absent.
+    fn int(&mut self, t: &Table, key: &str, at: &str, default: u64, max: u64) -> u64 {
+        match t.get(key) {
+            None => default,
+            Some(Value::Integer(i)) if *i >= 1 && (*i as u64) <= max => *i as u64,
+            Some(Value::Integer(_)) => {
+                self.problem(at, format!("must be between 1 and {max}"));
+                default
+            }
+            Some(_) => {
+                self.problem(at, "must be an integer");
+                default
+            }
+        }
+    }
+
+    fn config(&mut self, t: &Table) -> Config {
+        self.unknown_keys(t, TOP_KEYS, "");
+        let listen = match self.string(t, "listen", "listen") {
+            Some(s) => s.parse().unwrap_or_else(|_| {
+                self.problem("listen", format!("{s:?} is not an IP:port address"));
+                SocketAddr::from(([127, 0, 0, 1], 0))
+            }),
+            None => {
+                self.problem(
+                    "listen",
+                    "is required (e.g. \"127.0.0.1:8080\"; port 0 picks a free port)",
+                );
+                SocketAddr::from(([127, 0, 0, 1], 0))
+            }
+        };
+        let mut cfg = Config::with_agents(listen, Vec::new());
+        cfg.max_body_bytes = self.int(
+            t,
+            "max_body_bytes",
+            "max_body_bytes",
+            cfg.max_body_bytes as u64,
+            1 << 30,
+        ) as usize;
+        cfg.task_retention = Duration::from_secs(self.int(
+            t,
+            "task_retention_secs",
+            "task_retention_secs",
+            cfg.task_retention.as_secs(),
+            365 * 86_400,
+        ));
+        cfg.max_tasks =
+            self.int(t, "max_tasks", "max_tasks", cfg.max_tasks as u64, 1 << 32) as usize;
+        cfg.max_connections = self.int(
+            t,
+            "max_connections",
+            "max_connections",
+            cfg.max_connections as u64,
+            1 << 22,
+        ) as usize;
+        cfg.connect_timeout = Duration::from_millis(self.int(
+            t,
+            "connect_timeout_ms",
+            "connect_timeout_ms",
+            cfg.connect_timeout.as_millis() as u64,
+            600_000,
+        ));
+
+        match t.get("agents") {
+            Some(Value::Array(list)) => {
+                let mut names = HashSet::new();
+                for (i, a) in list.iter().enumerate() {
+                    let at = format!("agents[{i}]");
+                    let Value::Table(a) = a else {
+                        self.problem(at, "must be a table ([[agents]])");
+                        continue;
+                    };
+                    if let Some(agent) = self.agent(a, &at) {
+                        if !names.insert(agent.name.clone()) {
+                            self.problem(
+                                format!("{at}.name"),
+                                format!("{:?} is used by another agent", agent.name),
+                            );
+                        }
+                        cfg.agents.push(agent);
+                    }
+                }
+                if list.is_empty() {
+                    self.problem("agents", "at least one [[agents]] entry is required");
+                }
+            }
+            Some(_) => self.problem("agents", "must be an array of tables ([[agents]])"),
+            None => self.problem("agents", "at least one [[agents]] entry is required"),
+        }
+
+        match t.get("redis") {
+            None => {}
+            Some(Value::Table(r)) => {
+                self.unknown_keys(r, REDIS_KEYS, "redis.");
+                match self.string(r, "url", "redis.url") {
+                    Some(u)
+                        if u.starts_with("redis://")
+                            || u.starts_with("rediss://")
+                            || u.starts_with("unix://") =>
+                    {
+                        cfg.redis = Some(RedisConfig { url: u.to_owned() });
+                    }
+                    Some(u) => self.problem(
+                        "redis.url",
+                        format!(
+                            "{:?} must start with redis://, rediss:// or unix://",
+                            redact_url(u)
+                        ),
+                    ),
+                    None => self.problem("redis.url", "is required in [redis]"),
+                }
+            }
+            Some(_) => self.problem("redis", "must be a table ([redis])"),
+        }
+        cfg
+    }
+
+    fn agent(&mut self, a: &Table, at: &str) -> Option<AgentConfig> {
+        self.unknown_keys(a, AGENT_KEYS, &format!("{at}."));
+        let name = self.string(a, "name", &format!("{at}.name"));
+        match name {
+            None => self.problem(format!("{at}.name"), "is required"),
+            Some(n) if !valid_name(n) => self.problem(
+                format!("{at}.name"),
+                format!("{n:?} must be 1-64 characters of A-Z a-z 0-9 . _ -"),
+            ),
+            _ => {}
+        }
+        let url = self.string(a, "url", &format!("{at}.url"));
+        match url {
+            None => self.problem(format!("{at}.url"), "is required"),
+            Some(u) => {
+                if let Err(e) = check_agent_url(u) {
+                    self.problem(format!("{at}.url"), e);
+                }
+            }
+        }
+        let mut agent = AgentConfig::new(name.unwrap_or(""), url.unwrap_or(""));
+        if let Some(p) = self.string(a, "card_path", &format!("{at}.card_path")) {
+            if !p.starts_with('/') || p.contains(char::is_whitespace) {
+                self.problem(
+                    format!("{at}.card_path"),
+                    "must be an absolute path such as \"/agent-card.json\"",
+                );
+            }
+            agent.card_path = p.to_owned();
+        }
+        agent.refresh = Duration::from_secs(self.int(
+            a,
+            "refresh_secs",
+            &format!("{at}.refresh_secs"),
+            DEFAULT_REFRESH_SECS,
+            7 * 86_400,
+        ));
+        agent.timeout = Duration::from_millis(self.int(
+            a,
+            "timeout_ms",
+            &format!("{at}.timeout_ms"),
+            DEFAULT_TIMEOUT_MS,
+            600_000,
+        ));
+        if let Some(tok) = self.string(a, "ingest_token", &format!("{at}.ingest_token")) {
+            if tok.len() < 16 {
+                self.problem(
+                    format!("{at}.ingest_token"),
+                    "must be at least 16 characters",
+                );
+            }
+            agent.ingest_token = Some(Secret::new(tok));
+        }
+        match self.string(a, "conformance", &format!("{at}.conformance")) {
+            None | Some("enforce") => {}
+            Some("report") => agent.conformance = Conformance::Report,
+            Some(other) => self.problem(
+                format!("{at}.conformance"),
+                format!("{other:?} must be \"enforce\" or \"report\""),
+            ),
+        }
+        (name.is_some() && url.is_some()).then_some(agent)
+    }
+}
+
+fn valid_name(n: &str) -> bool {
+    !n.is_empty()
+        && n.len() <= 64
+        && n.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+}
+
+fn check_agent_url(u: &str) -> Result<(), String> {
+    let uri: hyper::Uri = u.parse().map_err(|e| format!("{u:?} is not a URL: {e}"))?;
+    match uri.scheme_str() {
+        Some("http") | Some("https") => {}
+        _ => return Err(format!("{u:?} must be an http:// or https:// URL")),
+    }
+    if uri.host().is_none_or(str::is_empty) {
+        return Err(format!("{u:?} has no host"));
+    }
+    if uri.query().is_some() {
+        return Err(format!("{u:?} must not have a query string"));
+    }
+    if u.contains('@') {
+        return Err("credentials in the URL are not supported".into());
+    }
+    Ok(())
+}
+
+/// A URL with any password replaced, for messages.
+fn redact_url(u: &str) -> String {
+    match (u.find("://"), u.rfind('@')) {
+        (Some(s), Some(at)) if at > s => format!("{}***{}", &u[..s + 3], &u[at..]),
+        _ => u.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_config_parses() {
+        let cfg = Config::parse(
+            r#"
+            listen = "127.0.0.1:0"
+            max_body_bytes = 2048
+            [[agents]]
+            name = "scripts"
+            url = "http://127.0.0.1:9000/"
+            card_path = "/card.json"
+            refresh_secs = 5
+            timeout_ms = 250
+            ingest_token = "0123456789abcdef0123"
+            conformance = "report"
+            [redis]
+            url = "redis://127.0.0.1:6379"
+        "#,
+        )
+        .expect("valid");
+        assert_eq!(cfg.max_body_bytes, 2048);
+        let a = &cfg.agents[0];
+        assert_eq!(a.url, "http://127.0.0.1:9000");
+        assert_eq!(a.card_path, "/card.json");
+        assert_eq!(a.timeout, Duration::from_millis(250));
+        assert_eq!(a.conformance, Conformance::Report);
+        assert!(a
+            .ingest_token
+            .as_ref()
+            .is_some_and(|t| t.matches(b"0123456789abcdef0123")));
+        assert!(!format!("{a:?}").contains("0123456789abcdef"));
+        assert_eq!(
+            cfg.redis.map(|r| r.url).as_deref(),
+            Some("redis://127.0.0.1:6379")
+        );
+    }
+
+    #[test]
+    fn every_problem_is_reported_with_its_key() {
+        let problems = Config::parse(
+            r#"
+            listen = "nowhere"
+            colour = "blue"
+            [[agents]]
+            name = "a b"
+            url = "ftp://x"
+            timeout_ms = 0
+            conformance = "maybe"
+            [[agents]]
+            url = "http://ok"
+            [redis]
+            url = "http://x"
+        "#,
+        )
+        .expect_err("broken");
+        let keys: Vec<&str> = problems.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "colour",
+                "listen",
+                "agents[0].name",
+                "agents[0].url",
+                "agents[0].timeout_ms",
+                "agents[0].conformance",
+                "agents[1].name",
+                "redis.url"
+            ]
+        );
+    }
+
+    #[test]
+    fn duplicate_names_and_missing_agents_are_problems() {
+        let p = Config::parse("listen = \"127.0.0.1:1\"\n[[agents]]\nname=\"a\"\nurl=\"http://x\"\n[[agents]]\nname=\"a\"\nurl=\"http://y\"\n").expect_err("dup");
+        assert_eq!(p[0].key, "agents[1].name");
+        let p = Config::parse("listen = \"127.0.0.1:1\"").expect_err("none");
+        assert_eq!(p[0].key, "agents");
+        let p = Config::parse("listen = ").expect_err("toml");
+        assert!(p[0].message.starts_with("not valid TOML"));
+    }
+}

@@ -1,0 +1,651 @@
+//! The task routes, proxied to agents under the gateway's rules:
+//!
+//! create: content type → size → JSON → `input` against the card's input_schema → forward →
+//! conformance of the reply → ledger. get / cancel: the ledger first (terminal tasks are answered
+//! or refused without the agent), then the agent, then the ledger's verdict on what it said.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::header::{self, HeaderValue};
+use hyper::http::response::Parts;
+use hyper::{Method, Request, Response, StatusCode};
+use serde_json::Value;
+
+use super::body::Body;
+use super::catalog::json_response;
+use super::error::{ApiError, ApiResult, Code};
+use super::Ctx;
+use crate::config::Conformance;
+use crate::ledger::{from_label, Record};
+use crate::protocol::card::violations;
+use crate::protocol::conform::{artifact_ids, check_artifact_list, check_task, TaskExpect};
+use crate::protocol::task::{Status, TaskRef, Verdict};
+use crate::protocol::Violation;
+use crate::registry::Agent;
+use crate::upstream::{read_limited, strip_hop_by_hop, upstream_headers, UpstreamError};
+use crate::State;
+
+/// Largest JSON answer read from an agent (Tasks and artifact lists; files are streamed).
+const MAX_AGENT_JSON: usize = 8 << 20;
+
+fn ledger_down(e: crate::ledger::LedgerError) -> ApiError {
+    ApiError::new(Code::Unavailable, e.to_string())
+}
+
+fn unknown_agent(name: &str) -> ApiError {
+    ApiError::new(Code::UnknownAgent, format!("no agent named {name:?}"))
+}
+
+/// The agent of a task route, checked against the ledger: under `/agents/{name}/` the task must
+/// not belong to another agent; without a prefix the ledger decides.
+async fn task_agent(
+    state: &State,
+    ctx: &mut Ctx,
+    prefix: Option<&str>,
+    task_id: &str,
+) -> Result<(Arc<Agent>, Option<Record>), ApiError> {
+    let record = state.ledger.get(task_id).await.map_err(ledger_down)?;
+    let agent = match prefix {
+        Some(name) => {
+            let agent = state
+                .registry
+                .resolve(name)
+                .ok_or_else(|| unknown_agent(name))?;
+            if record.as_ref().is_some_and(|r| *r.agent != agent.cfg.name) {
+                return Err(ApiError::new(
+                    Code::TaskNotFound,
+                    format!("agent {name:?} has no task {task_id}"),
+                ));
+            }
+            agent
+        }
+        None => {
+            let r = record.as_ref().ok_or_else(|| {
+                ApiError::new(
+                    Code::TaskNotFound,
+                    format!("task {task_id} is not known to the gateway"),
+                )
+            })?;
+            state
+                .registry
+                .by_name(&r.agent)
+                .cloned()
+                .ok_or_else(|| unknown_agent(&r.agent))?
+        }
+    };
+    ctx.agent = Some(agent.clone());
+    Ok((agent, record))
+}
+
+fn build_request(
+    agent: &Agent,
+    ctx: &Ctx,
+    method: Method,
+    path: &str,
+    client: &hyper::HeaderMap,
+    body: Bytes,
+    reads_body: bool,
+) -> Result<Request<Full<Bytes>>, ApiError> {
+    let mut req = Request::builder()
+        .method(method)
+        .uri(format!("{}{}", agent.cfg.url, path))
+        .body(Full::new(body))
+        .map_err(|e| {
+            ApiError::new(
+                Code::AgentUnreachable,
+                format!("cannot build the agent request: {e}"),
+            )
+        })?;
+    *req.headers_mut() = upstream_headers(client, ctx.peer.ip(), &ctx.request_id, reads_body);
+    Ok(req)
+}
+
+fn upstream_error(agent: &Agent, e: UpstreamError) -> ApiError {
+    let name = &agent.cfg.name;
+    match e {
+        UpstreamError::Timeout => ApiError::new(
+            Code::AgentTimeout,
+            format!(
+                "agent {name:?} did not answer within {} ms",
+                agent.cfg.timeout.as_millis()
+            ),
+        ),
+        UpstreamError::Unreachable(why) => ApiError::new(
+            Code::AgentUnreachable,
+            format!("agent {name:?} unreachable: {why}"),
+        ),
+        UpstreamError::TooLarge(n) => ApiError::new(
+            Code::AgentProtocolViolation,
+            format!("agent {name:?} answered with more than {n} bytes"),
+        ),
+    }
+}
+
+/// One buffered exchange with an agent, timed.
+async fn exchange(
+    state: &State,
+    agent: &Agent,
+    req: Request<Full<Bytes>>,
+) -> Result<(Parts, Bytes), ApiError> {
+    let started = std::time::Instant::now();
+    let out = state
+        .upstream
+        .exchange(req, agent.cfg.timeout, MAX_AGENT_JSON)
+        .await;
+    state
+        .metrics
+        .upstream_seconds
+        .with_label_values(&[agent.cfg.name.as_str()])
+        .observe(started.elapsed().as_secs_f64());
+    out.map_err(|e| upstream_error(agent, e))
+}
+
+/// A non-conformant agent answer: counted and logged; refused in `enforce` mode.
+fn conformance(
+    state: &State,
+    agent: &Agent,
+    ctx: &Ctx,
+    kind: &'static str,
+    found: Vec<Violation>,
+) -> Result<(), ApiError> {
+    if found.is_empty() {
+        return Ok(());
+    }
+    let mode = match agent.cfg.conformance {
+        Conformance::Enforce => "enforce",
+        Conformance::Report => "report",
+    };
+    state
+        .metrics
+        .protocol_violations
+        .with_label_values(&[agent.cfg.name.as_str(), kind, mode])
+        .inc();
+    tracing::warn!(agent = %agent.cfg.name, request_id = ?ctx.request_id, kind, mode, first = %found[0].message, count = found.len(), "agent response violates A2A 1.0");
+    match agent.cfg.conformance {
+        Conformance::Report => Ok(()),
+        Conformance::Enforce => Err(ApiError::new(
+            Code::AgentProtocolViolation,
+            format!(
+                "agent {:?} answered outside the A2A 1.0 protocol ({kind})",
+                agent.cfg.name
+            ),
+        )
+        .with_details(found)),
+    }
+}
+
+fn parse_agent_json(
+    agent: &Agent,
+    ctx: &Ctx,
+    state: &State,
+    kind: &'static str,
+    body: &[u8],
+) -> Result<Option<Value>, ApiError> {
+    match serde_json::from_slice(body) {
+        Ok(v) => Ok(Some(v)),
+        Err(e) => conformance(
+            state,
+            agent,
+            ctx,
+            kind,
+            vec![Violation::new(
+                "",
+                "type",
+                format!("response is not JSON: {e}"),
+            )],
+        )
+        .map(|()| None),
+    }
+}
+
+/// The answer to pass on: the agent's status and headers (hop-by-hop removed), with `body`.
+fn relay(mut parts: Parts, body: Bytes) -> Response<Body> {
+    strip_hop_by_hop(&mut parts.headers);
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, Body::full(body))
+}
+
+/// Record what an agent said about a task, through the ledger's rule. Returns the body to pass on:
+/// the agent's own if the ledger accepted it (or it repeats what is recorded), the recorded task
+/// if it was refused.
+async fn record(
+    state: &State,
+    agent: &Agent,
+    ctx: &Ctx,
+    doc: &Value,
+    raw: &Bytes,
+) -> Result<Bytes, ApiError> {
+    let Some(task) = TaskRef::from_json(doc) else {
+        // Unrecordable (report mode let it through): pass it on, but it proves nothing.
+        return Ok(raw.clone());
+    };
+    let name = agent.cfg.name.as_str();
+    let applied = state
+        .ledger
+        .apply(name, &task.task_id, task.head, raw.clone())
+        .await
+        .map_err(ledger_down)?;
+    let m = &state.metrics;
+    match applied.verdict {
+        Verdict::Refused(reason) => {
+            m.refused.with_label_values(&[name, reason.as_str()]).inc();
+            tracing::warn!(agent = name, task_id = %task.task_id, request_id = ?ctx.request_id, reason = reason.as_str(),
+                recorded = applied.record.head.status.as_str(), offered = task.head.status.as_str(),
+                "refused a task update that would break the state machine; answering with the recorded task");
+            Ok(applied.record.task)
+        }
+        v => {
+            if let Some(from) = from_label(v, task.head.status) {
+                m.transitions
+                    .with_label_values(&[from, task.head.status.as_str()])
+                    .inc();
+            }
+            Ok(raw.clone())
+        }
+    }
+}
+
+fn is_json(h: &hyper::HeaderMap) -> bool {
+    h.get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| {
+            let mime = ct.split(';').next().unwrap_or("").trim();
+            mime.eq_ignore_ascii_case("application/json")
+                || (mime.len() > 5 && mime[mime.len() - 5..].eq_ignore_ascii_case("+json"))
+        })
+}
+
+/// Read a request body under the configured limit, refusing early on Content-Length.
+async fn read_body(
+    state: &State,
+    req: Request<Incoming>,
+) -> Result<(hyper::http::request::Parts, Bytes), ApiError> {
+    let limit = state.config.max_body_bytes;
+    let (parts, body) = req.into_parts();
+    let too_large = || {
+        ApiError::new(
+            Code::PayloadTooLarge,
+            format!("request body exceeds {limit} bytes"),
+        )
+    };
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(too_large());
+    }
+    match read_limited(body, limit).await {
+        Ok(b) => Ok((parts, b)),
+        Err(UpstreamError::TooLarge(_)) => Err(too_large()),
+        Err(e) => Err(ApiError::new(
+            Code::InvalidRequest,
+            format!("request body could not be read: {e:?}"),
+        )),
+    }
+}
+
+/// POST /tasks and POST /agents/{name}/tasks.
+pub async fn create(
+    state: &State,
+    ctx: &mut Ctx,
+    prefix: Option<&str>,
+    req: Request<Incoming>,
+) -> ApiResult {
+    let mut agent = match prefix {
+        Some(name) => Some(
+            state
+                .registry
+                .resolve(name)
+                .ok_or_else(|| unknown_agent(name))?,
+        ),
+        None => None,
+    };
+    ctx.agent = agent.clone();
+    if !is_json(req.headers()) {
+        return Err(ApiError::new(
+            Code::UnsupportedMediaType,
+            "POST /tasks takes Content-Type: application/json",
+        ));
+    }
+    let (parts, raw) = read_body(state, req).await?;
+    let doc: Value = serde_json::from_slice(&raw).map_err(|e| {
+        ApiError::new(
+            Code::InvalidJson,
+            format!("request body is not valid JSON: {e}"),
+        )
+    })?;
+    let Value::Object(obj) = &doc else {
+        return Err(ApiError::new(
+            Code::InvalidRequest,
+            "request body must be a JSON object with an `input` object",
+        ));
+    };
+    if agent.is_none() {
+        let name = obj.get("agent").and_then(Value::as_str).ok_or_else(|| {
+            ApiError::new(
+                Code::InvalidRequest,
+                "POST /tasks needs `agent` (a route name or agent_id) and `input`",
+            )
+        })?;
+        let a = state
+            .registry
+            .resolve(name)
+            .ok_or_else(|| unknown_agent(name))?;
+        ctx.agent = Some(a.clone());
+        agent = Some(a);
+    }
+    let Some(agent) = agent else {
+        return Err(ApiError::new(Code::UnknownAgent, "no agent"));
+    };
+    let input = match obj.get("input") {
+        Some(v @ Value::Object(_)) => v,
+        _ => {
+            return Err(ApiError::new(
+                Code::InvalidRequest,
+                "request body must have an `input` object",
+            ))
+        }
+    };
+    let card = agent.card().map_err(|why| {
+        ApiError::new(
+            Code::AgentUnavailable,
+            format!("agent {:?} has no valid card: {why}", agent.cfg.name),
+        )
+    })?;
+    if !card.input.is_valid(input) {
+        state
+            .metrics
+            .validation_failures
+            .with_label_values(&[agent.cfg.name.as_str()])
+            .inc();
+        let found = violations(&card.input, input, "/input");
+        return Err(ApiError::new(
+            Code::InputSchemaViolation,
+            format!(
+                "input does not match the input_schema of agent {:?} ({} violation(s))",
+                agent.cfg.name,
+                found.len()
+            ),
+        )
+        .with_details(found));
+    }
+    // The agent gets exactly what the client sent, except that the agent-less form's routing
+    // field is the gateway's business.
+    let forward = if prefix.is_some() {
+        raw
+    } else {
+        let body = serde_json::to_vec(&serde_json::json!({ "input": input }))
+            .map_err(|e| ApiError::new(Code::InvalidRequest, e.to_string()))?;
+        Bytes::from(body)
+    };
+    let mut up = build_request(
+        &agent,
+        ctx,
+        Method::POST,
+        "/tasks",
+        &parts.headers,
+        forward,
+        true,
+    )?;
+    up.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    let (res, body) = exchange(state, &agent, up).await?;
+    if !res.status.is_success() {
+        // The agent's own refusal (400, 409, 5xx...) is its answer to give.
+        return Ok(relay(res, body));
+    }
+    if res.status != StatusCode::ACCEPTED {
+        conformance(
+            state,
+            &agent,
+            ctx,
+            "create_status",
+            vec![Violation::new(
+                "",
+                "status",
+                format!("create answered {} instead of 202 Accepted", res.status),
+            )],
+        )?;
+    }
+    let Some(task) = parse_agent_json(&agent, ctx, state, "task", &body)? else {
+        return Ok(relay(res, body));
+    };
+    let expect = TaskExpect {
+        agent_id: Some(&card.agent_id),
+        task_id: None,
+        status: Some(Status::Submitted),
+        output: card.output.as_ref(),
+    };
+    conformance(state, &agent, ctx, "task", check_task(&task, expect))?;
+    let out = record(state, &agent, ctx, &task, &body).await?;
+    Ok(relay(res, out))
+}
+
+/// GET /tasks/{id}: terminal tasks are answered from the ledger (final, and readable while the
+/// agent is down); others are asked of the agent and judged.
+pub async fn get(
+    state: &State,
+    ctx: &mut Ctx,
+    prefix: Option<&str>,
+    task_id: &str,
+    req: Request<Incoming>,
+) -> ApiResult {
+    let (agent, recorded) = task_agent(state, ctx, prefix, task_id).await?;
+    if let Some(r) = recorded.filter(|r| r.head.status.is_terminal()) {
+        let mut res = json_response(StatusCode::OK, r.task);
+        res.headers_mut()
+            .insert("x-a2a-source", HeaderValue::from_static("ledger"));
+        return Ok(res);
+    }
+    let up = build_request(
+        &agent,
+        ctx,
+        Method::GET,
+        &format!("/tasks/{task_id}"),
+        req.headers(),
+        Bytes::new(),
+        true,
+    )?;
+    let (res, body) = exchange(state, &agent, up).await?;
+    if res.status != StatusCode::OK {
+        return Ok(relay(res, body));
+    }
+    let Some(task) = parse_agent_json(&agent, ctx, state, "task", &body)? else {
+        return Ok(relay(res, body));
+    };
+    let card = agent.card().ok();
+    let expect = TaskExpect {
+        agent_id: card.as_ref().map(|c| c.agent_id.as_str()),
+        task_id: Some(task_id),
+        status: None,
+        output: card.as_ref().and_then(|c| c.output.as_ref()),
+    };
+    conformance(state, &agent, ctx, "task", check_task(&task, expect))?;
+    let out = record(state, &agent, ctx, &task, &body).await?;
+    Ok(relay(res, out))
+}
+
+/// POST /tasks/{id}/cancel: a terminal task is refused with 409 without contacting the agent.
+pub async fn cancel(
+    state: &State,
+    ctx: &mut Ctx,
+    prefix: Option<&str>,
+    task_id: &str,
+    req: Request<Incoming>,
+) -> ApiResult {
+    let (agent, recorded) = task_agent(state, ctx, prefix, task_id).await?;
+    if let Some(r) = recorded.filter(|r| r.head.status.is_terminal()) {
+        let task: Value = serde_json::from_slice(&r.task).unwrap_or(Value::Null);
+        return Err(ApiError::new(
+            Code::TaskTerminal,
+            format!(
+                "task {task_id} is {} and cannot be cancelled",
+                r.head.status.as_str()
+            ),
+        )
+        .with_details(serde_json::json!({ "status": r.head.status.as_str(), "task": task })));
+    }
+    let up = build_request(
+        &agent,
+        ctx,
+        Method::POST,
+        &format!("/tasks/{task_id}/cancel"),
+        req.headers(),
+        Bytes::new(),
+        true,
+    )?;
+    let (res, body) = exchange(state, &agent, up).await?;
+    // The spec leaves the body of a 202 open; when it is a Task, it is news about the task.
+    let task = (res.status.is_success() && is_json(&res.headers))
+        .then(|| serde_json::from_slice::<Value>(&body).ok())
+        .flatten();
+    let Some(task) = task.filter(|t| t.get("task_id").is_some()) else {
+        return Ok(relay(res, body));
+    };
+    let card = agent.card().ok();
+    let expect = TaskExpect {
+        agent_id: card.as_ref().map(|c| c.agent_id.as_str()),
+        task_id: Some(task_id),
+        status: None,
+        output: card.as_ref().and_then(|c| c.output.as_ref()),
+    };
+    conformance(state, &agent, ctx, "task", check_task(&task, expect))?;
+    let out = record(state, &agent, ctx, &task, &body).await?;
+    Ok(relay(res, out))
+}
+
+/// GET /tasks/{id}/artifacts: checked, and each artifact id remembered for the agent-less
+/// `/artifacts/{id}/content`.
+pub async fn artifacts(
+    state: &State,
+    ctx: &mut Ctx,
+    prefix: Option<&str>,
+    task_id: &str,
+    req: Request<Incoming>,
+) -> ApiResult {
+    let (agent, _) = task_agent(state, ctx, prefix, task_id).await?;
+    let up = build_request(
+        &agent,
+        ctx,
+        Method::GET,
+        &format!("/tasks/{task_id}/artifacts"),
+        req.headers(),
+        Bytes::new(),
+        true,
+    )?;
+    let (res, body) = exchange(state, &agent, up).await?;
+    if res.status != StatusCode::OK {
+        return Ok(relay(res, body));
+    }
+    let Some(list) = parse_agent_json(&agent, ctx, state, "artifacts", &body)? else {
+        return Ok(relay(res, body));
+    };
+    conformance(
+        state,
+        &agent,
+        ctx,
+        "artifacts",
+        check_artifact_list(&list, task_id),
+    )?;
+    let ids: Vec<String> = artifact_ids(&list)
+        .filter(|id| super::valid_id(id))
+        .map(str::to_owned)
+        .collect();
+    if !ids.is_empty() {
+        state
+            .ledger
+            .note_artifacts(&agent.cfg.name, ids)
+            .await
+            .map_err(ledger_down)?;
+    }
+    Ok(relay(res, body))
+}
+
+/// A streamed pass-through: the agent's status, headers and body, never buffered whole.
+/// Only the response head is under the agent's timeout.
+async fn pass_through(state: &State, agent: &Agent, up: Request<Full<Bytes>>) -> ApiResult {
+    let started = std::time::Instant::now();
+    let res = state.upstream.send(up, agent.cfg.timeout).await;
+    state
+        .metrics
+        .upstream_seconds
+        .with_label_values(&[agent.cfg.name.as_str()])
+        .observe(started.elapsed().as_secs_f64());
+    let (mut parts, body) = res.map_err(|e| upstream_error(agent, e))?.into_parts();
+    strip_hop_by_hop(&mut parts.headers);
+    Ok(Response::from_parts(parts, Body::Stream(body)))
+}
+
+/// GET /artifacts/{id}/content: 302s and file bodies pass through with their Content-Type.
+pub async fn content(
+    state: &State,
+    ctx: &mut Ctx,
+    prefix: Option<&str>,
+    artifact_id: &str,
+    req: Request<Incoming>,
+) -> ApiResult {
+    let agent = match prefix {
+        Some(name) => state
+            .registry
+            .resolve(name)
+            .ok_or_else(|| unknown_agent(name))?,
+        None => {
+            let name = state.ledger.artifact_agent(artifact_id).await.map_err(ledger_down)?.ok_or_else(|| {
+                ApiError::new(Code::ArtifactNotFound, format!("artifact {artifact_id} is not known to the gateway; list its task's artifacts first, or use /agents/{{name}}/artifacts/{artifact_id}/content"))
+            })?;
+            state
+                .registry
+                .by_name(&name)
+                .cloned()
+                .ok_or_else(|| unknown_agent(&name))?
+        }
+    };
+    ctx.agent = Some(agent.clone());
+    let up = build_request(
+        &agent,
+        ctx,
+        Method::GET,
+        &format!("/artifacts/{artifact_id}/content"),
+        req.headers(),
+        Bytes::new(),
+        false,
+    )?;
+    pass_through(state, &agent, up).await
+}
+
+/// GET /tasks/{id}/stream: a plain streaming pass-through with the headers that keep proxies
+/// from buffering an event stream.
+pub async fn stream(
+    state: &State,
+    ctx: &mut Ctx,
+    prefix: Option<&str>,
+    task_id: &str,
+    req: Request<Incoming>,
+) -> ApiResult {
+    let (agent, _) = task_agent(state, ctx, prefix, task_id).await?;
+    let mut up = build_request(
+        &agent,
+        ctx,
+        Method::GET,
+        &format!("/tasks/{task_id}/stream"),
+        req.headers(),
+        Bytes::new(),
+        true,
+    )?;
+    up.headers_mut().insert(
+        header::ACCEPT,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    let mut res = pass_through(state, &agent, up).await?;
+    let h = res.headers_mut();
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    Ok(res)
+}

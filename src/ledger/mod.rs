@@ -1,0 +1,118 @@
+//! The task ledger: the one place where a task's state changes.
+//!
+//! Every source of news about a task (the agent's answer to create / get / cancel, and later push
+//! notifications and other replicas) goes through [`TaskLedger::apply`], which judges the update
+//! with [`crate::protocol::task::judge`] and records it only if accepted. Implementations differ in
+//! where the record lives (this process, or Redis for many replicas), never in the rule.
+
+mod memory;
+
+pub use memory::MemoryLedger;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::protocol::task::{judge, Head, Refusal, Status, Verdict};
+
+/// What the ledger holds for one task.
+#[derive(Debug, Clone)]
+pub struct Record {
+    /// The route name of the agent the task belongs to.
+    pub agent: Arc<str>,
+    pub head: Head,
+    /// The last accepted Task document, exactly as the agent sent it.
+    pub task: Bytes,
+}
+
+/// The result of [`TaskLedger::apply`].
+#[derive(Debug, Clone)]
+pub struct Applied {
+    pub verdict: Verdict,
+    /// The record after the update: the new one if accepted, the standing one otherwise.
+    pub record: Record,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerError {
+    /// The store could not be reached or answered wrongly.
+    #[error("task ledger unavailable: {0}")]
+    Unavailable(String),
+}
+
+pub type LedgerFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, LedgerError>> + Send + 'a>>;
+
+/// Where tasks are recorded. Narrow on purpose: every backend implements exactly these, and is
+/// tested against the same behaviour.
+pub trait TaskLedger: Send + Sync + 'static {
+    /// Judge `head` against the record of `task_id` and store `task` if accepted.
+    fn apply<'a>(
+        &'a self,
+        agent: &'a str,
+        task_id: &'a str,
+        head: Head,
+        task: Bytes,
+    ) -> LedgerFuture<'a, Applied>;
+    /// The record of a task, if the gateway has seen it (and it has not expired).
+    fn get<'a>(&'a self, task_id: &'a str) -> LedgerFuture<'a, Option<Record>>;
+    /// Remember which agent serves these artifacts, so `/artifacts/{id}/content` can be routed.
+    fn note_artifacts<'a>(
+        &'a self,
+        agent: &'a str,
+        artifact_ids: Vec<String>,
+    ) -> LedgerFuture<'a, ()>;
+    /// The agent that listed this artifact.
+    fn artifact_agent<'a>(&'a self, artifact_id: &'a str) -> LedgerFuture<'a, Option<Arc<str>>>;
+    /// Tasks held, by state (indexed like [`Status::ALL`]).
+    fn counts(&self) -> LedgerFuture<'_, [u64; 6]>;
+}
+
+/// The ledger's rule: the protocol's [`judge`], plus one of the gateway's own: a task recorded
+/// under one agent cannot be rewritten by another (an agent answering with someone else's
+/// task_id must not be able to move that task).
+pub fn decide(recorded: Option<(&str, Head)>, agent: &str, update: Head) -> Verdict {
+    match recorded {
+        Some((owner, _)) if owner != agent => Verdict::Refused(Refusal::ForeignAgent),
+        Some((_, head)) => judge(Some(head), update),
+        None => judge(None, update),
+    }
+}
+
+/// Labels for the transitions metric.
+pub fn from_label(verdict: Verdict, to: Status) -> Option<&'static str> {
+    match verdict {
+        Verdict::New => Some("none"),
+        Verdict::Transition { from } => Some(from.as_str()),
+        Verdict::Refresh => Some(to.as_str()),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn another_agent_cannot_move_a_task() {
+        let h = Head {
+            status: Status::Working,
+            updated_ms: 1,
+        };
+        let later = Head {
+            status: Status::Completed,
+            updated_ms: 2,
+        };
+        assert_eq!(
+            decide(Some(("a", h)), "b", later),
+            Verdict::Refused(Refusal::ForeignAgent)
+        );
+        assert_eq!(
+            decide(Some(("a", h)), "a", later),
+            Verdict::Transition {
+                from: Status::Working
+            }
+        );
+    }
+}

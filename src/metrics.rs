@@ -1,0 +1,130 @@
+//! The Prometheus families, registered once per gateway (not in the global registry, so several
+//! gateways can live in one test process). Labels never carry task or request ids: cardinality is
+//! bounded by routes × configured agents × status codes.
+
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry,
+    TextEncoder,
+};
+
+pub struct Metrics {
+    registry: Registry,
+    pub requests: IntCounterVec,
+    pub request_seconds: HistogramVec,
+    pub upstream_seconds: HistogramVec,
+    pub validation_failures: IntCounterVec,
+    pub protocol_violations: IntCounterVec,
+    pub card_fetches: IntCounterVec,
+    pub card_age_seconds: IntGaugeVec,
+    pub transitions: IntCounterVec,
+    pub refused: IntCounterVec,
+    pub tasks: IntGaugeVec,
+    pub ledger_evictions: IntCounter,
+}
+
+const LATENCY_BUCKETS: &[f64] = &[
+    0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+    10.0,
+];
+
+fn n(name: &str) -> String {
+    format!("a2a_gateway_{name}")
+}
+
+impl Metrics {
+    pub fn new() -> Result<Metrics, prometheus::Error> {
+        let registry = Registry::new();
+        let counter =
+            |name: &str, help: &str, labels: &[&str]| -> Result<IntCounterVec, prometheus::Error> {
+                let c = IntCounterVec::new(Opts::new(n(name), help), labels)?;
+                registry.register(Box::new(c.clone()))?;
+                Ok(c)
+            };
+        let gauge =
+            |name: &str, help: &str, labels: &[&str]| -> Result<IntGaugeVec, prometheus::Error> {
+                let g = IntGaugeVec::new(Opts::new(n(name), help), labels)?;
+                registry.register(Box::new(g.clone()))?;
+                Ok(g)
+            };
+        let histogram =
+            |name: &str, help: &str, labels: &[&str]| -> Result<HistogramVec, prometheus::Error> {
+                let h = HistogramVec::new(
+                    HistogramOpts::new(n(name), help).buckets(LATENCY_BUCKETS.to_vec()),
+                    labels,
+                )?;
+                registry.register(Box::new(h.clone()))?;
+                Ok(h)
+            };
+        let m = Metrics {
+            registry: registry.clone(),
+            requests: counter(
+                "requests_total",
+                "Requests answered, by route, agent and status code.",
+                &["route", "agent", "status"],
+            )?,
+            request_seconds: histogram(
+                "request_duration_seconds",
+                "Time to answer a request (to response headers).",
+                &["route", "agent"],
+            )?,
+            upstream_seconds: histogram(
+                "upstream_duration_seconds",
+                "Time for an agent to answer the gateway (to response headers).",
+                &["agent"],
+            )?,
+            validation_failures: counter(
+                "validation_failures_total",
+                "Task inputs refused by the card's input_schema.",
+                &["agent"],
+            )?,
+            protocol_violations: counter(
+                "protocol_violations_total",
+                "Agent responses that broke the A2A 1.0 protocol, by what they were.",
+                &["agent", "kind", "mode"],
+            )?,
+            card_fetches: counter(
+                "card_fetches_total",
+                "Agent card fetches, by result.",
+                &["agent", "result"],
+            )?,
+            card_age_seconds: gauge(
+                "card_age_seconds",
+                "Seconds since the serving card was fetched or revalidated.",
+                &["agent"],
+            )?,
+            transitions: counter(
+                "task_transitions_total",
+                "Task state changes accepted by the ledger (from=none for a first sighting).",
+                &["from", "to"],
+            )?,
+            refused: counter(
+                "transitions_refused_total",
+                "Task updates refused by the state machine.",
+                &["agent", "reason"],
+            )?,
+            tasks: gauge("tasks", "Tasks in the ledger, by state.", &["state"])?,
+            ledger_evictions: IntCounter::new(
+                n("ledger_evictions_total"),
+                "Tasks evicted from a full in-process ledger before their retention ended.",
+            )?,
+        };
+        registry.register(Box::new(m.ledger_evictions.clone()))?;
+        let build = IntGaugeVec::new(
+            Opts::new(n("build_info"), "Build information; always 1."),
+            &["version"],
+        )?;
+        build.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
+        registry.register(Box::new(build))?;
+        Ok(m)
+    }
+
+    /// The text exposition of every family.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(16 * 1024);
+        // Encoding into a Vec cannot fail on I/O; a malformed family would be a bug of ours.
+        if let Err(e) = TextEncoder::new().encode(&self.registry.gather(), &mut out) {
+            tracing::error!(error = %e, "metrics encoding failed");
+        }
+        out
+    }
+}

@@ -1,0 +1,284 @@
+//! The task state machine and the one rule every source of news about a task goes through.
+//!
+//! The gateway does not see every step an agent takes (it may learn WORKING only from a push, or
+//! first meet a task already INPUT_REQUIRED), so an update is judged by *reachability* from the
+//! recorded state plus its `updated_at`, not by single edges.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The six states of A2A 1.0, nothing else.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Status {
+    Submitted,
+    Working,
+    InputRequired,
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+impl Status {
+    pub const ALL: [Status; 6] = [
+        Status::Submitted,
+        Status::Working,
+        Status::InputRequired,
+        Status::Completed,
+        Status::Failed,
+        Status::Cancelled,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Submitted => "SUBMITTED",
+            Status::Working => "WORKING",
+            Status::InputRequired => "INPUT_REQUIRED",
+            Status::Completed => "COMPLETED",
+            Status::Failed => "FAILED",
+            Status::Cancelled => "CANCELLED",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Status> {
+        Status::ALL.into_iter().find(|st| st.as_str() == s)
+    }
+
+    /// Index into [`Status::ALL`], for per-state counters.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// COMPLETED, FAILED and CANCELLED are final.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Status::Completed | Status::Failed | Status::Cancelled)
+    }
+
+    /// Whether `to` can follow `self` through zero or more steps of the protocol's edges:
+    /// SUBMITTED→WORKING; WORKING→INPUT_REQUIRED|COMPLETED|FAILED|CANCELLED; INPUT_REQUIRED→WORKING;
+    /// any non-terminal→CANCELLED|FAILED. The same state is reachable (a refresh).
+    pub fn reaches(self, to: Status) -> bool {
+        use Status::*;
+        if self == to {
+            return true;
+        }
+        match self {
+            Completed | Failed | Cancelled => false,
+            // Nothing leads back to SUBMITTED.
+            Submitted | Working | InputRequired => to != Submitted,
+        }
+    }
+}
+
+/// What the ledger knows of a task, enough to judge the next update.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Head {
+    pub status: Status,
+    /// `updated_at` in ms since the epoch.
+    pub updated_ms: i64,
+}
+
+/// Why an update was not accepted. The label is used in metrics and error details.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// The recorded task is COMPLETED, FAILED or CANCELLED.
+    Terminal,
+    /// The new state cannot follow the recorded one (e.g. WORKING → SUBMITTED).
+    Backwards,
+    /// Reachable, but older than what is recorded (an out-of-order delivery).
+    Stale,
+    /// The task is recorded under another agent: one agent may not rewrite another's task.
+    ForeignAgent,
+}
+
+impl Refusal {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Refusal::Terminal => "terminal",
+            Refusal::Backwards => "backwards",
+            Refusal::Stale => "stale",
+            Refusal::ForeignAgent => "foreign_agent",
+        }
+    }
+}
+
+/// The outcome of judging one update against the recorded head.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// First sighting of the task.
+    New,
+    /// A change of state.
+    Transition {
+        from: Status,
+    },
+    /// Same state, newer `updated_at`.
+    Refresh,
+    /// Exactly what is recorded (same state and `updated_at`): acknowledged, nothing changes.
+    Duplicate,
+    Refused(Refusal),
+}
+
+impl Verdict {
+    /// The update changes the record (and is to be announced as a change).
+    pub fn is_accepted(self) -> bool {
+        matches!(
+            self,
+            Verdict::New | Verdict::Transition { .. } | Verdict::Refresh
+        )
+    }
+}
+
+/// The rule. Pure: the ledger implementations (memory, Redis) apply exactly this.
+pub fn judge(recorded: Option<Head>, update: Head) -> Verdict {
+    let Some(rec) = recorded else {
+        return Verdict::New;
+    };
+    if rec.status.is_terminal() {
+        return if rec == update {
+            Verdict::Duplicate
+        } else {
+            Verdict::Refused(Refusal::Terminal)
+        };
+    }
+    if !rec.status.reaches(update.status) {
+        return Verdict::Refused(Refusal::Backwards);
+    }
+    if update.updated_ms < rec.updated_ms {
+        return Verdict::Refused(Refusal::Stale);
+    }
+    if update.status == rec.status {
+        if update.updated_ms == rec.updated_ms {
+            Verdict::Duplicate
+        } else {
+            Verdict::Refresh
+        }
+    } else {
+        Verdict::Transition { from: rec.status }
+    }
+}
+
+/// The fields of a Task the gateway routes and judges by, read from a Task JSON that has
+/// already passed (or, in report mode, been reported by) the conformance check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskRef {
+    pub task_id: String,
+    pub head: Head,
+}
+
+impl TaskRef {
+    /// `None` when the document lacks a readable task_id, status or updated_at: such a response
+    /// cannot be recorded, whatever the conformance mode.
+    pub fn from_json(task: &Value) -> Option<TaskRef> {
+        let task_id = task.get("task_id")?.as_str()?;
+        let status = Status::parse(task.get("status")?.as_str()?)?;
+        let updated_ms = super::time::parse_lenient(task.get("updated_at")?.as_str()?)?;
+        Some(TaskRef {
+            task_id: task_id.to_owned(),
+            head: Head { status, updated_ms },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Status::*;
+    use super::*;
+
+    fn h(status: Status, updated_ms: i64) -> Head {
+        Head { status, updated_ms }
+    }
+
+    #[test]
+    fn the_protocol_edges_are_reachable() {
+        for (from, to) in [
+            (Submitted, Working),
+            (Working, InputRequired),
+            (Working, Completed),
+            (Working, Failed),
+            (Working, Cancelled),
+            (InputRequired, Working),
+            (Submitted, Cancelled),
+            (Submitted, Failed),
+            (InputRequired, Cancelled),
+            (InputRequired, Failed),
+            // Through unseen steps.
+            (Submitted, Completed),
+            (Submitted, InputRequired),
+            (InputRequired, Completed),
+        ] {
+            assert!(from.reaches(to), "{from:?} -> {to:?}");
+        }
+    }
+
+    #[test]
+    fn nothing_leaves_a_terminal_state_or_returns_to_submitted() {
+        for from in [Completed, Failed, Cancelled] {
+            for to in Status::ALL {
+                assert_eq!(from.reaches(to), from == to, "{from:?} -> {to:?}");
+            }
+        }
+        for from in [Working, InputRequired] {
+            assert!(!from.reaches(Submitted));
+        }
+    }
+
+    #[test]
+    fn judge_accepts_forward_and_refreshes() {
+        assert_eq!(judge(None, h(Working, 5)), Verdict::New);
+        assert_eq!(
+            judge(Some(h(Submitted, 1)), h(Working, 2)),
+            Verdict::Transition { from: Submitted }
+        );
+        assert_eq!(
+            judge(Some(h(Working, 2)), h(Completed, 2)),
+            Verdict::Transition { from: Working }
+        );
+        assert_eq!(judge(Some(h(Working, 2)), h(Working, 3)), Verdict::Refresh);
+        assert_eq!(
+            judge(Some(h(Working, 2)), h(Working, 2)),
+            Verdict::Duplicate
+        );
+    }
+
+    #[test]
+    fn judge_refuses_every_regression() {
+        assert_eq!(
+            judge(Some(h(Completed, 5)), h(Working, 9)),
+            Verdict::Refused(Refusal::Terminal)
+        );
+        assert_eq!(
+            judge(Some(h(Completed, 5)), h(Completed, 9)),
+            Verdict::Refused(Refusal::Terminal)
+        );
+        assert_eq!(
+            judge(Some(h(Cancelled, 5)), h(Failed, 9)),
+            Verdict::Refused(Refusal::Terminal)
+        );
+        assert_eq!(
+            judge(Some(h(Cancelled, 5)), h(Cancelled, 5)),
+            Verdict::Duplicate
+        );
+        assert_eq!(
+            judge(Some(h(Working, 5)), h(Submitted, 9)),
+            Verdict::Refused(Refusal::Backwards)
+        );
+        // Reachable but older: an out-of-order delivery.
+        assert_eq!(
+            judge(Some(h(InputRequired, 6)), h(Working, 5)),
+            Verdict::Refused(Refusal::Stale)
+        );
+        assert_eq!(
+            judge(Some(h(Working, 6)), h(Completed, 5)),
+            Verdict::Refused(Refusal::Stale)
+        );
+    }
+
+    #[test]
+    fn task_ref_reads_head() {
+        let t = serde_json::json!({"task_id":"x","status":"WORKING","updated_at":"1970-01-01T00:00:00.007Z"});
+        let r = TaskRef::from_json(&t).expect("readable");
+        assert_eq!(r.task_id, "x");
+        assert_eq!(r.head, h(Working, 7));
+        assert!(TaskRef::from_json(&serde_json::json!({"task_id":"x","status":"DONE","updated_at":"1970-01-01T00:00:00.007Z"})).is_none());
+    }
+}

@@ -1,0 +1,397 @@
+//! The agents the gateway fronts, by route name and by card `agent_id`, each with its card.
+//!
+//! Cards are fetched at start (every agent concurrently, none of them holding up the listener)
+//! and refreshed on the card's `Cache-Control: max-age` or the agent's `refresh_secs`, with
+//! `If-None-Match`. A failed fetch or an invalid card never replaces a good one: the last good
+//! card keeps serving, marked stale, while the fetch is retried with backoff.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use http_body_util::Full;
+use hyper::header::{self, HeaderValue};
+use hyper::{Request, StatusCode};
+use serde_json::Value;
+use tokio::sync::watch;
+
+use crate::config::AgentConfig;
+use crate::metrics::Metrics;
+use crate::protocol::card::Card;
+use crate::upstream::{Upstream, UpstreamError};
+
+/// Largest card accepted.
+const MAX_CARD_BYTES: usize = 1 << 20;
+/// Retry backoff after a failed fetch starts here and doubles up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_secs(1);
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CardState {
+    /// Fetched or revalidated by the last attempt.
+    Fresh,
+    /// The last attempt failed; the last good card is serving.
+    Stale,
+    /// No good card yet.
+    Unavailable,
+}
+
+impl CardState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CardState::Fresh => "fresh",
+            CardState::Stale => "stale",
+            CardState::Unavailable => "unavailable",
+        }
+    }
+}
+
+/// The card of one agent and what is known about fetching it.
+#[derive(Clone)]
+pub struct CardSlot {
+    pub card: Option<Arc<Card>>,
+    pub state: CardState,
+    pub fetched_at: Option<DateTime<Utc>>,
+    pub fetched_instant: Option<Instant>,
+    pub last_error: Option<String>,
+    pub etag: Option<HeaderValue>,
+    /// At least one fetch has finished (successfully or not): `/readyz` waits for this.
+    pub attempted: bool,
+}
+
+pub struct Agent {
+    pub cfg: AgentConfig,
+    slot: RwLock<CardSlot>,
+}
+
+impl Agent {
+    fn new(cfg: AgentConfig) -> Agent {
+        Agent {
+            cfg,
+            slot: RwLock::new(CardSlot {
+                card: None,
+                state: CardState::Unavailable,
+                fetched_at: None,
+                fetched_instant: None,
+                last_error: None,
+                etag: None,
+                attempted: false,
+            }),
+        }
+    }
+
+    /// The serving card, or why there is none (for AGENT_UNAVAILABLE).
+    pub fn card(&self) -> Result<Arc<Card>, String> {
+        let s = self.slot.read().unwrap_or_else(|p| p.into_inner());
+        match &s.card {
+            Some(c) => Ok(c.clone()),
+            None => Err(s
+                .last_error
+                .clone()
+                .unwrap_or_else(|| "agent card not fetched yet".into())),
+        }
+    }
+
+    pub fn slot(&self) -> CardSlot {
+        self.slot.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn update(&self, f: impl FnOnce(&mut CardSlot)) {
+        f(&mut self.slot.write().unwrap_or_else(|p| p.into_inner()));
+    }
+}
+
+pub struct Registry {
+    agents: Vec<Arc<Agent>>,
+    by_name: HashMap<String, Arc<Agent>>,
+    by_id: RwLock<HashMap<String, Arc<Agent>>>,
+}
+
+impl Registry {
+    pub fn new(cfgs: &[AgentConfig]) -> Registry {
+        let agents: Vec<Arc<Agent>> = cfgs
+            .iter()
+            .cloned()
+            .map(|c| Arc::new(Agent::new(c)))
+            .collect();
+        let by_name = agents
+            .iter()
+            .map(|a| (a.cfg.name.clone(), a.clone()))
+            .collect();
+        Registry {
+            agents,
+            by_name,
+            by_id: RwLock::new(HashMap::new()),
+        }
+    }
+
+    pub fn agents(&self) -> &[Arc<Agent>] {
+        &self.agents
+    }
+
+    /// By route name, then by the agent_id of a serving card.
+    pub fn resolve(&self, name_or_id: &str) -> Option<Arc<Agent>> {
+        if let Some(a) = self.by_name.get(name_or_id) {
+            return Some(a.clone());
+        }
+        self.by_id
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name_or_id)
+            .cloned()
+    }
+
+    pub fn by_name(&self, name: &str) -> Option<&Arc<Agent>> {
+        self.by_name.get(name)
+    }
+
+    /// Start one refresh loop per agent. Each fetches at once, so a slow agent delays only itself.
+    pub fn spawn_refreshers(
+        self: &Arc<Self>,
+        upstream: Upstream,
+        metrics: Arc<Metrics>,
+        shutdown: watch::Receiver<bool>,
+    ) {
+        for agent in &self.agents {
+            let (reg, agent, up, m, mut stop) = (
+                self.clone(),
+                agent.clone(),
+                upstream.clone(),
+                metrics.clone(),
+                shutdown.clone(),
+            );
+            tokio::spawn(async move {
+                let mut failures = 0u32;
+                loop {
+                    let wait = match reg.refresh(&agent, &up, &m).await {
+                        Ok(next) => {
+                            failures = 0;
+                            next
+                        }
+                        Err(()) => {
+                            failures = failures.saturating_add(1);
+                            backoff(failures, agent.cfg.refresh)
+                        }
+                    };
+                    tokio::select! {
+                        _ = tokio::time::sleep(wait) => {}
+                        _ = stop.changed() => return,
+                    }
+                }
+            });
+        }
+    }
+
+    /// One fetch of one agent's card. Ok(delay until the next), or Err after recording why.
+    pub async fn refresh(&self, agent: &Agent, up: &Upstream, m: &Metrics) -> Result<Duration, ()> {
+        let name = agent.cfg.name.as_str();
+        let outcome = fetch(agent, up).await;
+        let result_label = match &outcome {
+            Ok(Fetched::NotModified { .. }) => "not_modified",
+            Ok(Fetched::New { .. }) => "ok",
+            Err(FetchError::Invalid(_)) => "invalid",
+            Err(FetchError::Status(_)) => "http_error",
+            Err(FetchError::Upstream(UpstreamError::Timeout)) => "timeout",
+            Err(FetchError::Upstream(_)) => "unreachable",
+        };
+        m.card_fetches
+            .with_label_values(&[name, result_label])
+            .inc();
+        match outcome {
+            Ok(Fetched::NotModified { max_age }) => {
+                agent.update(|s| {
+                    s.attempted = true;
+                    if s.card.is_some() {
+                        s.state = CardState::Fresh;
+                        s.fetched_at = Some(Utc::now());
+                        s.fetched_instant = Some(Instant::now());
+                        s.last_error = None;
+                    }
+                });
+                Ok(max_age.unwrap_or(agent.cfg.refresh))
+            }
+            Ok(Fetched::New {
+                card,
+                etag,
+                max_age,
+            }) => {
+                let card = Arc::new(*card);
+                let old_id = agent.slot().card.map(|c| c.agent_id.clone());
+                {
+                    let mut ids = self.by_id.write().unwrap_or_else(|p| p.into_inner());
+                    if let Some(old) = old_id.filter(|o| *o != card.agent_id) {
+                        ids.remove(&old);
+                    }
+                    if let Some(me) = self.by_name.get(name) {
+                        ids.insert(card.agent_id.clone(), me.clone());
+                    }
+                }
+                agent.update(|s| {
+                    *s = CardSlot {
+                        card: Some(card),
+                        state: CardState::Fresh,
+                        fetched_at: Some(Utc::now()),
+                        fetched_instant: Some(Instant::now()),
+                        last_error: None,
+                        etag,
+                        attempted: true,
+                    }
+                });
+                Ok(max_age.unwrap_or(agent.cfg.refresh))
+            }
+            Err(e) => {
+                let reason = e.to_string();
+                tracing::warn!(agent = name, error = %reason, "agent card fetch failed; last good card (if any) keeps serving");
+                agent.update(|s| {
+                    s.attempted = true;
+                    s.state = if s.card.is_some() {
+                        CardState::Stale
+                    } else {
+                        CardState::Unavailable
+                    };
+                    s.last_error = Some(reason);
+                });
+                Err(())
+            }
+        }
+    }
+}
+
+enum Fetched {
+    New {
+        card: Box<Card>,
+        etag: Option<HeaderValue>,
+        max_age: Option<Duration>,
+    },
+    NotModified {
+        max_age: Option<Duration>,
+    },
+}
+
+enum FetchError {
+    Upstream(UpstreamError),
+    Status(StatusCode),
+    Invalid(String),
+}
+
+impl std::fmt::Display for FetchError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FetchError::Upstream(UpstreamError::Timeout) => f.write_str("card fetch timed out"),
+            FetchError::Upstream(UpstreamError::TooLarge(n)) => {
+                write!(f, "card larger than {n} bytes")
+            }
+            FetchError::Upstream(UpstreamError::Unreachable(e)) => {
+                write!(f, "card fetch failed: {e}")
+            }
+            FetchError::Status(s) => write!(f, "card fetch answered {s}"),
+            FetchError::Invalid(e) => write!(f, "invalid card: {e}"),
+        }
+    }
+}
+
+async fn fetch(agent: &Agent, up: &Upstream) -> Result<Fetched, FetchError> {
+    let url = format!("{}{}", agent.cfg.url, agent.cfg.card_path);
+    let mut req = Request::get(url)
+        .header(header::ACCEPT, "application/json")
+        .header(header::ACCEPT_ENCODING, "identity")
+        .body(Full::new(Bytes::new()))
+        .map_err(|e| FetchError::Invalid(format!("card URL: {e}")))?;
+    let have_card = agent.slot().card.is_some();
+    if let Some(etag) = agent.slot().etag.filter(|_| have_card) {
+        req.headers_mut().insert(header::IF_NONE_MATCH, etag);
+    }
+    let (parts, body) = up
+        .exchange(req, agent.cfg.timeout, MAX_CARD_BYTES)
+        .await
+        .map_err(FetchError::Upstream)?;
+    let max_age = max_age(&parts.headers);
+    if parts.status == StatusCode::NOT_MODIFIED && have_card {
+        return Ok(Fetched::NotModified { max_age });
+    }
+    if parts.status != StatusCode::OK {
+        return Err(FetchError::Status(parts.status));
+    }
+    let doc: Value =
+        serde_json::from_slice(&body).map_err(|e| FetchError::Invalid(format!("not JSON: {e}")))?;
+    let card = Card::compile(doc).map_err(|e| {
+        let mut msg = e.message;
+        for d in e.details.iter().take(5) {
+            msg.push_str(&format!("; {} {}", d.instance_path, d.message));
+        }
+        FetchError::Invalid(msg)
+    })?;
+    Ok(Fetched::New {
+        card: Box::new(card),
+        etag: parts.headers.get(header::ETAG).cloned(),
+        max_age,
+    })
+}
+
+/// `max-age` of a Cache-Control header, clamped to [1 s, 24 h]; `no-cache`/`no-store` give none.
+fn max_age(h: &hyper::HeaderMap) -> Option<Duration> {
+    let mut age = None;
+    for v in h
+        .get_all(header::CACHE_CONTROL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+    {
+        for d in v.split(',').map(str::trim) {
+            if d.eq_ignore_ascii_case("no-cache") || d.eq_ignore_ascii_case("no-store") {
+                return None;
+            }
+            if let Some(n) = d
+                .strip_prefix("max-age=")
+                .and_then(|n| n.trim_matches('"').parse::<u64>().ok())
+            {
+                age = Some(Duration::from_secs(n.clamp(1, 86_400)));
+            }
+        }
+    }
+    age
+}
+
+/// 1 s, 2 s, 4 s … capped at min(refresh, 60 s), with ±20% jitter so a fleet of gateways
+/// restarted together does not fetch in lockstep.
+fn backoff(failures: u32, refresh: Duration) -> Duration {
+    let cap = refresh.min(MAX_BACKOFF).max(FIRST_BACKOFF);
+    let base = FIRST_BACKOFF
+        .saturating_mul(1u32 << failures.saturating_sub(1).min(16))
+        .min(cap);
+    let r = RandomState::new().hash_one(failures) % 401; // 0..=400
+    base.mul_f64(0.8 + r as f64 / 1000.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn max_age_is_read_and_clamped() {
+        let mut h = hyper::HeaderMap::new();
+        h.insert(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("public, max-age=30"),
+        );
+        assert_eq!(max_age(&h), Some(Duration::from_secs(30)));
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("max-age=0"));
+        assert_eq!(max_age(&h), Some(Duration::from_secs(1)));
+        h.insert(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("no-cache, max-age=30"),
+        );
+        assert_eq!(max_age(&h), None);
+    }
+
+    #[test]
+    fn backoff_grows_to_its_cap() {
+        let r = Duration::from_secs(300);
+        assert!(backoff(1, r) <= Duration::from_millis(1200));
+        assert!(backoff(3, r) >= Duration::from_millis(3200));
+        assert!(backoff(30, r) <= Duration::from_secs(72));
+        assert!(backoff(30, Duration::from_secs(5)) <= Duration::from_secs(6));
+    }
+}

@@ -1,0 +1,225 @@
+//! The one pooled client towards agents, and the header hygiene of a reverse proxy.
+//!
+//! Built once: keep-alive pool with a timer (without one, idle connections are never reaped),
+//! TCP_NODELAY, a connect timeout, HTTP/1.1 and HTTP/2 over rustls with the webpki roots. hyper
+//! has no request timeout; callers wrap each exchange in `tokio::time::timeout` with the agent's.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
+use hyper::{Request, Response};
+use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+
+pub type HttpClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// Why an exchange with an agent failed, mapped later to AGENT_UNREACHABLE / AGENT_TIMEOUT /
+/// AGENT_PROTOCOL_VIOLATION.
+#[derive(Debug)]
+pub enum UpstreamError {
+    Unreachable(String),
+    Timeout,
+    TooLarge(usize),
+}
+
+#[derive(Clone)]
+pub struct Upstream {
+    client: HttpClient,
+}
+
+impl Upstream {
+    pub fn new(connect_timeout: Duration) -> Result<Upstream, String> {
+        let mut http = HttpConnector::new();
+        http.set_nodelay(true);
+        http.set_connect_timeout(Some(connect_timeout));
+        http.enforce_http(false);
+        http.set_keepalive(Some(Duration::from_secs(60)));
+        // The ring provider is passed explicitly so no process-wide default has to be installed.
+        let builder = HttpsConnectorBuilder::new()
+            .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
+            .map_err(|e| format!("TLS setup: {e}"))?;
+        let connector = builder
+            .https_or_http()
+            .enable_http1()
+            .enable_http2()
+            .wrap_connector(http);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_timer(TokioTimer::new())
+            .timer(TokioTimer::new())
+            .pool_idle_timeout(Duration::from_secs(90))
+            .pool_max_idle_per_host(256)
+            .build(connector);
+        Ok(Upstream { client })
+    }
+
+    /// Send and wait for the response head, within `timeout`.
+    pub async fn send(
+        &self,
+        req: Request<Full<Bytes>>,
+        timeout: Duration,
+    ) -> Result<Response<Incoming>, UpstreamError> {
+        match tokio::time::timeout(timeout, self.client.request(req)).await {
+            Err(_) => Err(UpstreamError::Timeout),
+            Ok(Err(e)) => Err(UpstreamError::Unreachable(describe(&e))),
+            Ok(Ok(res)) => Ok(res),
+        }
+    }
+
+    /// Send and read the whole body (at most `limit` bytes), all within `timeout`.
+    pub async fn exchange(
+        &self,
+        req: Request<Full<Bytes>>,
+        timeout: Duration,
+        limit: usize,
+    ) -> Result<(hyper::http::response::Parts, Bytes), UpstreamError> {
+        let work = async {
+            let res = self
+                .client
+                .request(req)
+                .await
+                .map_err(|e| UpstreamError::Unreachable(describe(&e)))?;
+            let (parts, body) = res.into_parts();
+            let body = read_limited(body, limit).await?;
+            Ok((parts, body))
+        };
+        tokio::time::timeout(timeout, work)
+            .await
+            .unwrap_or(Err(UpstreamError::Timeout))
+    }
+}
+
+/// Collect a body, refusing more than `limit` bytes (checked against Content-Length first when
+/// the peer sends one, so an oversized body is refused before it is read).
+pub async fn read_limited<B>(body: B, limit: usize) -> Result<Bytes, UpstreamError>
+where
+    B: hyper::body::Body<Data = Bytes>,
+    B::Error:
+        std::fmt::Display + Send + Sync + 'static + Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    if body.size_hint().lower() > limit as u64 {
+        return Err(UpstreamError::TooLarge(limit));
+    }
+    match Limited::new(body, limit).collect().await {
+        Ok(c) => Ok(c.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(UpstreamError::TooLarge(limit)),
+        Err(e) => Err(UpstreamError::Unreachable(format!("body: {e}"))),
+    }
+}
+
+fn describe(e: &hyper_util::client::legacy::Error) -> String {
+    use std::error::Error;
+    let mut msg = e.to_string();
+    let mut src = e.source();
+    while let Some(s) = src {
+        msg.push_str(": ");
+        msg.push_str(&s.to_string());
+        src = s.source();
+    }
+    msg
+}
+
+/// Hop-by-hop headers (RFC 9110 §7.6.1) never cross a proxy.
+const HOP_BY_HOP: [HeaderName; 8] = [
+    header::CONNECTION,
+    header::PROXY_AUTHENTICATE,
+    header::PROXY_AUTHORIZATION,
+    header::TE,
+    header::TRAILER,
+    header::TRANSFER_ENCODING,
+    header::UPGRADE,
+    HeaderName::from_static("keep-alive"),
+];
+
+/// Remove hop-by-hop headers, including every header the `Connection` header names.
+pub fn strip_hop_by_hop(h: &mut HeaderMap) {
+    let named: Vec<HeaderName> = h
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
+        .collect();
+    for n in named.iter().chain(HOP_BY_HOP.iter()) {
+        h.remove(n);
+    }
+}
+
+/// The headers sent to an agent: the client's end-to-end headers, minus what the gateway owns
+/// (Host, Content-Length, and Accept-Encoding where the gateway must read the body), plus the
+/// forwarding headers and the request id.
+pub fn upstream_headers(
+    client: &HeaderMap,
+    client_ip: std::net::IpAddr,
+    request_id: &HeaderValue,
+    gateway_reads_body: bool,
+) -> HeaderMap {
+    let mut h = client.clone();
+    strip_hop_by_hop(&mut h);
+    h.remove(header::HOST);
+    h.remove(header::CONTENT_LENGTH);
+    if gateway_reads_body {
+        h.insert(
+            header::ACCEPT_ENCODING,
+            HeaderValue::from_static("identity"),
+        );
+    }
+    let xff = HeaderName::from_static("x-forwarded-for");
+    let ip = client_ip.to_string();
+    let forwarded = match h.get(&xff).and_then(|v| v.to_str().ok()) {
+        Some(prior) => format!("{prior}, {ip}"),
+        None => ip,
+    };
+    if let Ok(v) = HeaderValue::from_str(&forwarded) {
+        h.insert(xff, v);
+    }
+    h.insert(
+        HeaderName::from_static("x-forwarded-proto"),
+        HeaderValue::from_static("http"),
+    );
+    h.insert(HeaderName::from_static("x-request-id"), request_id.clone());
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hop_by_hop_and_connection_named_headers_are_removed() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::CONNECTION,
+            HeaderValue::from_static("keep-alive, x-secret-hop"),
+        );
+        h.insert("x-secret-hop", HeaderValue::from_static("1"));
+        h.insert("keep-alive", HeaderValue::from_static("timeout=5"));
+        h.insert(
+            header::TRANSFER_ENCODING,
+            HeaderValue::from_static("chunked"),
+        );
+        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer x"));
+        strip_hop_by_hop(&mut h);
+        assert_eq!(h.len(), 1);
+        assert!(h.contains_key(header::AUTHORIZATION));
+    }
+
+    #[test]
+    fn forwarding_headers_are_set_and_appended() {
+        let mut h = HeaderMap::new();
+        h.insert("x-forwarded-for", HeaderValue::from_static("10.0.0.1"));
+        h.insert(header::HOST, HeaderValue::from_static("gw"));
+        h.insert(header::ACCEPT_ENCODING, HeaderValue::from_static("gzip"));
+        let rid = HeaderValue::from_static("rid-1");
+        let out = upstream_headers(&h, "127.0.0.1".parse().expect("ip"), &rid, true);
+        assert_eq!(out["x-forwarded-for"], "10.0.0.1, 127.0.0.1");
+        assert_eq!(out["x-forwarded-proto"], "http");
+        assert_eq!(out["x-request-id"], "rid-1");
+        assert_eq!(out[header::ACCEPT_ENCODING], "identity");
+        assert!(!out.contains_key(header::HOST));
+    }
+}
