@@ -385,7 +385,7 @@ mod tests {
         let found = (0..100)
             .filter(|i| futures_block(l.artifact_agent(&format!("art{i}"))).is_some())
             .count();
-        assert!(found <= SHARDS && found >= 1, "{found}");
+        assert!((1..=SHARDS).contains(&found), "{found}");
         assert_eq!(
             futures_block(l.artifact_agent("art99")).as_deref(),
             Some("a")
