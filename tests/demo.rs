@@ -1,0 +1,94 @@
+//! `a2a-gateway demo` prints curl commands that work when pasted: run each one with sh and check
+//! what it prints.
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Kill(Child);
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn demo_commands_work_as_printed() {
+    if Command::new("curl").arg("--version").output().is_err() {
+        panic!("curl is needed for this test (the demo prints curl commands)");
+    }
+    let mut child = Kill(
+        Command::new(support::bin())
+            .args(["demo", "--listen", "127.0.0.1:0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("demo starts"),
+    );
+    let stdout = child.0.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut commands = Vec::new();
+    loop {
+        let line = rx
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .expect("demo prints its commands within 60 s");
+        if line.starts_with("Ctrl-C") {
+            break;
+        }
+        if line.starts_with("curl ") || line.starts_with("id=$(") {
+            commands.push(line);
+        }
+    }
+    assert!(commands.len() >= 10, "too few commands: {commands:#?}");
+    let run = |cmd: &str| -> String {
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(cmd)
+            .output()
+            .expect("sh runs");
+        assert!(out.status.success(), "{cmd} exited {:?}", out.status);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let mut seen_stream_event = false;
+    for cmd in &commands {
+        let out = run(cmd);
+        assert!(!out.trim().is_empty(), "{cmd} printed nothing");
+        if cmd.contains("/metrics") {
+            assert!(out.contains("a2a_gateway_requests_total{"), "{out}");
+            continue;
+        }
+        if cmd.contains("/stream") {
+            assert!(
+                out.contains("event: log"),
+                "the watch command shows the task working: {out}"
+            );
+            seen_stream_event = true;
+            continue;
+        }
+        if cmd.contains("/content") {
+            assert!(out.contains("python"), "the generated script: {out}");
+            continue;
+        }
+        let v: serde_json::Value = serde_json::from_str(&out)
+            .unwrap_or_else(|e| panic!("{cmd} printed non-JSON ({e}): {out}"));
+        if cmd.contains("\"topic\":7") {
+            assert_eq!(v["error"]["code"], "INPUT_SCHEMA_VIOLATION", "{out}");
+        } else if cmd.contains("/cancel") {
+            assert_eq!(v["error"]["code"], "TASK_TERMINAL", "{out}");
+        } else {
+            assert!(v.get("error").is_none(), "{cmd} failed: {out}");
+            if cmd.contains("-X POST") {
+                assert_eq!(v["status"], "SUBMITTED", "{out}");
+            }
+        }
+    }
+    assert!(seen_stream_event);
+}

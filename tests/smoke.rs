@@ -1,0 +1,23 @@
+mod support;
+use support::*;
+
+#[tokio::test]
+async fn create_and_get_through_the_gateway() {
+    let a = agent().await;
+    let g = TestGateway::start(&[("scripts", &a)], |_| {}).await;
+    g.ready().await;
+    let r = g
+        .http
+        .post_json(
+            "/agents/scripts/tasks",
+            &serde_json::json!({"input": good_input()}),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{:?}", r);
+    let t = r.json();
+    assert_eq!(t["status"], "SUBMITTED");
+    let id = t["task_id"].as_str().expect("id").to_owned();
+    let r = g.http.get(&format!("/tasks/{id}")).await;
+    assert_eq!(r.status, 200, "{:?}", r);
+    assert_eq!(r.json()["task_id"], id.as_str());
+}

@@ -1,0 +1,352 @@
+//! Test support: start the real gateway on port 0 in front of real sample agents on loopback, and
+//! talk to it over real HTTP.
+#![allow(dead_code, unused_imports)]
+
+use std::time::{Duration, Instant};
+
+use a2a_gateway::config::{AgentConfig, Config};
+use a2a_gateway::sample::{AgentOptions, SampleAgent};
+use a2a_gateway::Gateway;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::header::HeaderMap;
+use hyper::{Method, Request};
+use hyper_util::client::legacy::{connect::HttpConnector, Client};
+use hyper_util::rt::TokioExecutor;
+use serde_json::Value;
+
+pub use a2a_gateway::sample;
+
+/// An HTTP answer, read whole.
+#[derive(Debug)]
+pub struct Resp {
+    pub status: u16,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl Resp {
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+    }
+    /// The gateway's error code, asserting the error body has the documented shape.
+    pub fn error_code(&self) -> String {
+        let j = self.json();
+        assert!(
+            j["error"]["message"].is_string(),
+            "error body without message: {j}"
+        );
+        j["error"]["code"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no error.code in {j}"))
+            .to_owned()
+    }
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+/// A plain HTTP/1.1 client towards one base URL.
+#[derive(Clone)]
+pub struct Http {
+    pub base: String,
+    client: Client<HttpConnector, Full<Bytes>>,
+}
+
+impl Http {
+    pub fn new(base: impl Into<String>) -> Http {
+        Http {
+            base: base.into(),
+            client: Client::builder(TokioExecutor::new()).build_http(),
+        }
+    }
+
+    pub async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: impl Into<Bytes>,
+    ) -> Resp {
+        let mut req = Request::builder()
+            .method(method)
+            .uri(format!("{}{}", self.base, path));
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let req = req.body(Full::new(body.into())).expect("request");
+        let res = tokio::time::timeout(Duration::from_secs(20), self.client.request(req))
+            .await
+            .expect("gateway answered in time")
+            .expect("request sent");
+        let (parts, body) = res.into_parts();
+        let body = tokio::time::timeout(Duration::from_secs(20), body.collect())
+            .await
+            .expect("body in time")
+            .expect("body")
+            .to_bytes();
+        Resp {
+            status: parts.status.as_u16(),
+            headers: parts.headers,
+            body,
+        }
+    }
+
+    pub async fn get(&self, path: &str) -> Resp {
+        self.send(Method::GET, path, &[], Bytes::new()).await
+    }
+
+    pub async fn post_json(&self, path: &str, body: &Value) -> Resp {
+        self.send(
+            Method::POST,
+            path,
+            &[("content-type", "application/json")],
+            serde_json::to_vec(body).expect("json"),
+        )
+        .await
+    }
+
+    pub async fn post_empty(&self, path: &str) -> Resp {
+        self.send(Method::POST, path, &[], Bytes::new()).await
+    }
+
+    /// The response head and the live body, for streaming routes.
+    pub async fn open(&self, path: &str) -> hyper::Response<hyper::body::Incoming> {
+        let req = Request::get(format!("{}{}", self.base, path))
+            .body(Full::new(Bytes::new()))
+            .expect("request");
+        self.client.request(req).await.expect("request sent")
+    }
+}
+
+/// A gateway started in-process, and a client for it.
+pub struct TestGateway {
+    pub gw: Gateway,
+    pub http: Http,
+}
+
+impl TestGateway {
+    /// Start on port 0 in front of `agents` (route name, agent), with `tweak` applied to the config.
+    pub async fn start(
+        agents: &[(&str, &SampleAgent)],
+        tweak: impl FnOnce(&mut Config),
+    ) -> TestGateway {
+        let cfgs = agents
+            .iter()
+            .map(|(name, a)| AgentConfig::new(name, &a.base_url()))
+            .collect();
+        let mut cfg = Config::with_agents("127.0.0.1:0".parse().expect("addr"), cfgs);
+        tweak(&mut cfg);
+        let gw = Gateway::start(cfg).await.expect("gateway starts");
+        let http = Http::new(format!("http://{}", gw.addr()));
+        TestGateway { gw, http }
+    }
+
+    /// Wait until every agent has had a card attempt (`/readyz` answers 200).
+    pub async fn ready(&self) {
+        wait_for("gateway ready", || async {
+            self.http.get("/readyz").await.status == 200
+        })
+        .await;
+    }
+
+    /// The value of one sample of a metric family, matched on all the given labels.
+    pub async fn metric(&self, family: &str, labels: &[(&str, &str)]) -> f64 {
+        let text = String::from_utf8(self.http.get("/metrics").await.body.to_vec()).expect("utf8");
+        metric_value(&text, family, labels)
+    }
+}
+
+/// Find `family{...labels...} value` in a Prometheus text exposition; 0 when absent.
+pub fn metric_value(text: &str, family: &str, labels: &[(&str, &str)]) -> f64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter(|l| l.starts_with(family) && l[family.len()..].starts_with(['{', ' ']))
+        .filter(|l| {
+            labels
+                .iter()
+                .all(|(k, v)| l.contains(&format!("{k}=\"{v}\"")))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// A sample agent with default options and the given card.
+pub async fn agent() -> SampleAgent {
+    SampleAgent::start(AgentOptions::default())
+        .await
+        .expect("agent starts")
+}
+
+pub async fn agent_with(opts: AgentOptions) -> SampleAgent {
+    SampleAgent::start(opts).await.expect("agent starts")
+}
+
+/// Poll `check` every 20 ms for up to 10 s.
+pub async fn wait_for<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !check().await {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A valid input for the sample agents' card.
+pub fn good_input() -> Value {
+    serde_json::json!({"topic": "averages of a CSV column", "filename": "avg.py"})
+}
+
+/// Path of the built gateway binary (for tests of the command line).
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_a2a-gateway")
+}
+
+/// An answer read off a raw TCP exchange (see [`raw_request`]).
+#[derive(Debug)]
+pub struct RawResp {
+    pub status: u16,
+    /// Header names lower-cased, in the order received.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl RawResp {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+    }
+}
+
+/// Send `head` (request line and headers, without the blank line) and `body` exactly as given over
+/// a fresh TCP connection, for what a well-behaved client library will not send (chunked bodies,
+/// hop-by-hop headers, unnormalised paths). `Connection: close` is added so the answer ends at EOF.
+pub async fn raw_request(addr: std::net::SocketAddr, head: &str, body: &[u8]) -> RawResp {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let exchange = async {
+        let mut tcp = tokio::net::TcpStream::connect(addr)
+            .await
+            .expect("connect to the gateway");
+        let mut req = head
+            .trim_end()
+            .replace('\n', "\r\n")
+            .replace("\r\r\n", "\r\n")
+            .into_bytes();
+        req.extend_from_slice(b"\r\nConnection: close\r\n\r\n");
+        req.extend_from_slice(body);
+        tcp.write_all(&req).await.expect("request written");
+        let mut out = Vec::new();
+        // A server may answer and close before reading all of a refused body: a reset after
+        // the answer arrived is not an error here.
+        let mut buf = [0u8; 16 * 1024];
+        loop {
+            match tcp.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => out.extend_from_slice(&buf[..n]),
+            }
+        }
+        out
+    };
+    let raw = tokio::time::timeout(Duration::from_secs(20), exchange)
+        .await
+        .expect("raw exchange in time");
+    parse_raw_response(&raw)
+}
+
+fn parse_raw_response(raw: &[u8]) -> RawResp {
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or_else(|| {
+            panic!(
+                "no complete response head in {:?}",
+                String::from_utf8_lossy(raw)
+            )
+        });
+    let head = std::str::from_utf8(&raw[..split]).expect("response head is UTF-8");
+    let mut lines = head.split("\r\n");
+    let status_line = lines.next().expect("status line");
+    let status = status_line
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("bad status line {status_line:?}"));
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    let mut body = raw[split + 4..].to_vec();
+    let chunked = headers
+        .iter()
+        .any(|(k, v)| k == "transfer-encoding" && v.eq_ignore_ascii_case("chunked"));
+    if chunked {
+        body = dechunk(&body);
+    }
+    RawResp {
+        status,
+        headers,
+        body,
+    }
+}
+
+fn dechunk(mut data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let Some(eol) = data.windows(2).position(|w| w == b"\r\n") else {
+            return out;
+        };
+        let size = std::str::from_utf8(&data[..eol])
+            .ok()
+            .and_then(|s| usize::from_str_radix(s.split(';').next().unwrap_or("").trim(), 16).ok());
+        let Some(size) = size.filter(|n| *n > 0) else {
+            return out;
+        };
+        let start = eol + 2;
+        let end = (start + size).min(data.len());
+        out.extend_from_slice(&data[start..end]);
+        data = data.get(end + 2..).unwrap_or_default();
+    }
+}
+
+/// Assert `r` is an error of the gateway's own with this status and code, in the documented
+/// shape `{"error":{"code","message","details"?}}` and nothing else; returns the `error` object.
+pub fn assert_api_error(r: &Resp, status: u16, code: &str) -> Value {
+    assert_eq!(r.status, status, "expected {status} {code}, got {r:?}");
+    assert!(
+        r.header("content-type")
+            .is_some_and(|ct| ct.starts_with("application/json")),
+        "error without a JSON content type: {r:?}"
+    );
+    let j = r.json();
+    let outer = j
+        .as_object()
+        .unwrap_or_else(|| panic!("error body is not an object: {j}"));
+    assert_eq!(outer.len(), 1, "error body has keys besides `error`: {j}");
+    let err = outer
+        .get("error")
+        .and_then(Value::as_object)
+        .unwrap_or_else(|| panic!("no `error` object in {j}"));
+    assert_eq!(err.get("code").and_then(Value::as_str), Some(code), "{j}");
+    assert!(
+        err.get("message")
+            .and_then(Value::as_str)
+            .is_some_and(|m| !m.is_empty()),
+        "error without a message: {j}"
+    );
+    assert!(
+        err.keys()
+            .all(|k| ["code", "message", "details"].contains(&k.as_str())),
+        "unexpected keys in {j}"
+    );
+    Value::Object(err.clone())
+}
