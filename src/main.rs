@@ -1,6 +1,6 @@
 //! The `a2a-gateway` command: serve, check a config, or run the demo.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -51,6 +51,7 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| "a2a_gateway=info".into()),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     let cli = Cli::parse();
     match cli.command {

@@ -192,7 +192,10 @@ impl Registry {
         let result_label = match &outcome {
             Ok(Fetched::NotModified { .. }) => "not_modified",
             Ok(Fetched::New { .. }) => "ok",
-            Err(FetchError::Invalid(_)) => "invalid",
+            // An oversized card is the agent's mistake, not a network failure.
+            Err(FetchError::Invalid(_)) | Err(FetchError::Upstream(UpstreamError::TooLarge(_))) => {
+                "invalid"
+            }
             Err(FetchError::Status(_)) => "http_error",
             Err(FetchError::Upstream(UpstreamError::Timeout)) => "timeout",
             Err(FetchError::Upstream(_)) => "unreachable",
@@ -222,11 +225,25 @@ impl Registry {
                 let old_id = agent.slot().card.map(|c| c.agent_id.clone());
                 {
                     let mut ids = self.by_id.write().unwrap_or_else(|p| p.into_inner());
+                    let mine = |a: &Arc<Agent>| a.cfg.name == name;
                     if let Some(old) = old_id.filter(|o| *o != card.agent_id) {
-                        ids.remove(&old);
+                        if ids.get(&old).is_some_and(mine) {
+                            ids.remove(&old);
+                        }
                     }
-                    if let Some(me) = self.by_name.get(name) {
-                        ids.insert(card.agent_id.clone(), me.clone());
+                    match (ids.get(&card.agent_id), self.by_name.get(name)) {
+                        // First come keeps the alias: two agents claiming one agent_id is a
+                        // fleet misconfiguration, not something to resolve by whoever refreshed last.
+                        (Some(other), _) if !mine(other) => tracing::warn!(
+                            agent = name,
+                            other = %other.cfg.name,
+                            agent_id = %card.agent_id,
+                            "two agents' cards claim the same agent_id; it keeps routing to the first"
+                        ),
+                        (_, Some(me)) => {
+                            ids.insert(card.agent_id.clone(), me.clone());
+                        }
+                        _ => {}
                     }
                 }
                 agent.update(|s| {

@@ -100,6 +100,14 @@ impl<'a> Route<'a> {
         }
     }
 
+    /// Answered by the gateway itself (so HEAD is answered like GET, without a body).
+    fn is_local(&self) -> bool {
+        matches!(
+            self,
+            Route::Healthz | Route::Readyz | Route::Metrics | Route::Catalog | Route::Card(_)
+        )
+    }
+
     /// (metrics label, the one method the route answers)
     fn meta(&self) -> (&'static str, Method) {
         match self {
@@ -163,14 +171,21 @@ pub async fn handle(
             Code::NotFound,
             format!("no route for {path}"),
         ))
-    } else if req.method() != method {
+    } else if req.method() != method
+        && !(req.method() == Method::HEAD && method == Method::GET && route.is_local())
+    {
         let mut res = ApiError::new(
             Code::MethodNotAllowed,
             format!("{} is not allowed here; use {method}", req.method()),
         )
         .into_response();
-        let allow = if method == Method::POST { "POST" } else { "GET" };
-        res.headers_mut().insert(ALLOW, HeaderValue::from_static(allow));
+        let allow = if method == Method::POST {
+            "POST"
+        } else {
+            "GET"
+        };
+        res.headers_mut()
+            .insert(ALLOW, HeaderValue::from_static(allow));
         Ok(res)
     } else {
         dispatch(&state, &mut ctx, route, req).await

@@ -92,6 +92,10 @@ fn card_schema() -> &'static Validator {
     })
 }
 
+/// Where a card keeps the credential the agent sends with its push notifications (and, when the
+/// table is malformed, possibly the credential itself as a value of the wrong type).
+const SECRET_POINTER: &str = "/notification_config";
+
 /// A card that passed validation, with its compiled validators.
 #[derive(Debug)]
 pub struct Card {
@@ -118,7 +122,21 @@ impl Card {
     /// Validate a fetched card and compile its schemas. The auth header is dropped here, so no
     /// later code path can serve or log it by mistake.
     pub fn compile(mut doc: Value) -> Result<Card, CardError> {
-        let details = violations(card_schema(), &doc, "");
+        let details: Vec<Violation> = card_schema()
+            .iter_errors(&doc)
+            .take(MAX_VIOLATIONS)
+            .map(|e| {
+                let at = e.instance_path().to_string();
+                // A malformed auth_header is still the agent's credential: say where and why the
+                // card is wrong, never the value (these messages are served and logged).
+                let message = if at.starts_with(SECRET_POINTER) {
+                    e.masked().to_string()
+                } else {
+                    e.to_string()
+                };
+                Violation::new(at, e.schema_path().to_string(), message)
+            })
+            .collect();
         if !details.is_empty() {
             return Err(CardError {
                 message: "agent card does not match the A2A 1.0 AgentCard schema".into(),
@@ -221,6 +239,20 @@ mod tests {
         assert!(!served.contains("auth_header"));
         assert!(!served.contains("dG9rZW4tZm9yLXdlYmhvb2tz"));
         assert!(served.contains("endpoint_url"));
+    }
+
+    #[test]
+    fn a_malformed_auth_header_is_not_quoted_in_the_violations() {
+        let mut c = spec_example();
+        c["notification_config"]["auth_header"] = json!(["Authorization: Bearer s3cr3t"]);
+        let e = Card::compile(c).expect_err("auth_header must be a string");
+        let d = e
+            .details
+            .iter()
+            .find(|d| d.instance_path == "/notification_config/auth_header")
+            .expect("the violation is reported");
+        assert!(d.message.contains("string"), "{d:?}");
+        assert!(!format!("{e:?}").contains("s3cr3t"), "{e:?}");
     }
 
     #[test]

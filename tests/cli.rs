@@ -1,0 +1,512 @@
+//! The command line, through the real binary run as a child process: `check-config` on the shipped
+//! configs and on broken ones, serving with `--config` (address printed, proxying, SIGTERM), the
+//! refusal of `[redis]`, usage errors, and that `auth_header` never reaches the process's output.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use sample::{card_for, Route};
+use serde_json::json;
+use support::*;
+use tokio::sync::mpsc;
+
+/// How long a child gets to do what the test is waiting for before the test fails.
+const DEADLINE: Duration = Duration::from_secs(20);
+/// SIGTERM must stop the server in "a few seconds", even with an idle keep-alive connection open
+/// (well under the gateway's 10 s drain period for busy connections).
+const STOP_DEADLINE: Duration = Duration::from_secs(5);
+
+fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+/// A child process that is killed (and reaped) when dropped, whatever the test did.
+struct Proc {
+    child: Child,
+    stdout_lines: mpsc::UnboundedReceiver<String>,
+    stdout: Arc<Mutex<String>>,
+    stderr: Arc<Mutex<String>>,
+    readers: Vec<JoinHandle<()>>,
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Everything a finished child said.
+#[derive(Debug)]
+struct Finished {
+    status: ExitStatus,
+    stdout: String,
+    stderr: String,
+}
+
+impl Finished {
+    fn output(&self) -> String {
+        format!("{}\n{}", self.stdout, self.stderr)
+    }
+}
+
+impl Proc {
+    /// Start the binary with `args` and `env`, reading both of its outputs as they come (so a
+    /// chatty child never blocks on a full pipe).
+    fn spawn(args: &[&str], env: &[(&str, &str)]) -> Proc {
+        let mut cmd = Command::new(bin());
+        cmd.args(args)
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("the binary starts");
+        let (tx, stdout_lines) = mpsc::unbounded_channel();
+        let stdout = Arc::new(Mutex::new(String::new()));
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let out = child.stdout.take().expect("stdout");
+        let err = child.stderr.take().expect("stderr");
+        let keep_out = stdout.clone();
+        let keep_err = stderr.clone();
+        let readers = vec![
+            std::thread::spawn(move || {
+                for line in BufReader::new(out).lines().map_while(Result::ok) {
+                    keep_out
+                        .lock()
+                        .expect("stdout buffer")
+                        .push_str(&format!("{line}\n"));
+                    let _ = tx.send(line);
+                }
+            }),
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let mut err = err;
+                let mut chunk = [0u8; 8192];
+                while let Ok(n) = err.read(&mut chunk) {
+                    if n == 0 {
+                        break;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    *keep_err.lock().expect("stderr buffer") =
+                        String::from_utf8_lossy(&buf).into_owned();
+                }
+            }),
+        ];
+        Proc {
+            child,
+            stdout_lines,
+            stdout,
+            stderr,
+            readers,
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The address from the `listening on http://ADDR` line the server prints at start.
+    async fn listening_addr(&mut self) -> String {
+        let wait = async {
+            while let Some(line) = self.stdout_lines.recv().await {
+                if let Some(addr) = line.trim().strip_prefix("listening on http://") {
+                    return Some(addr.to_owned());
+                }
+            }
+            None
+        };
+        match tokio::time::timeout(DEADLINE, wait).await {
+            Ok(Some(addr)) => addr,
+            _ => panic!(
+                "no `listening on http://ADDR` line; stdout: {:?} stderr: {:?}",
+                self.stdout.lock().expect("stdout"),
+                self.stderr.lock().expect("stderr")
+            ),
+        }
+    }
+
+    /// Wait (without blocking the runtime) for the child to exit by itself, then collect its output.
+    async fn finish(self) -> Finished {
+        self.finish_within(DEADLINE).await
+    }
+
+    async fn finish_within(mut self, limit: Duration) -> Finished {
+        let deadline = Instant::now() + limit;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                break status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "still running after {limit:?}; stderr: {:?}",
+                self.stderr.lock().expect("stderr")
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        for r in std::mem::take(&mut self.readers) {
+            let _ = r.join();
+        }
+        let stdout = self.stdout.lock().expect("stdout").clone();
+        let stderr = self.stderr.lock().expect("stderr").clone();
+        Finished {
+            status,
+            stdout,
+            stderr,
+        }
+    }
+
+    /// `kill -TERM pid`, then wait for the child to exit within [`STOP_DEADLINE`].
+    async fn terminate(self) -> Finished {
+        let sent = Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(sent.success(), "kill -TERM failed");
+        self.finish_within(STOP_DEADLINE).await
+    }
+}
+
+/// Run the binary to completion.
+async fn run(args: &[&str]) -> Finished {
+    Proc::spawn(args, &[]).finish().await
+}
+
+fn temp_config(text: &str) -> tempfile::NamedTempFile {
+    let file = tempfile::Builder::new()
+        .suffix(".toml")
+        .tempfile()
+        .expect("temp file");
+    std::fs::write(file.path(), text).expect("config written");
+    file
+}
+
+fn path_of(file: &tempfile::NamedTempFile) -> &str {
+    file.path().to_str().expect("utf-8 temp path")
+}
+
+/// A config on a free port in front of `agents` (route name, base URL), with `extra` appended
+/// to every `[[agents]]` table.
+fn serving_config(agents: &[(&str, String)], extra: &str) -> tempfile::NamedTempFile {
+    let mut text = String::from("listen = \"127.0.0.1:0\"\n");
+    for (name, url) in agents {
+        text.push_str(&format!(
+            "\n[[agents]]\nname = \"{name}\"\nurl = \"{url}\"\n{extra}\n"
+        ));
+    }
+    temp_config(&text)
+}
+
+/// The text without terminal colour sequences (`ESC [ ... m`), which the logs may carry.
+fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn assert_no_panic(f: &Finished) {
+    assert!(
+        !f.output().contains("panicked"),
+        "the binary panicked: {f:?}"
+    );
+}
+
+// --- check-config ---
+
+#[tokio::test]
+async fn check_config_accepts_the_shipped_config() {
+    let path = repo("config/gateway.toml");
+    let f = run(&["check-config", "--config", path.to_str().expect("path")]).await;
+    assert!(f.status.success(), "{f:?}");
+}
+
+#[tokio::test]
+async fn check_config_accepts_every_example_config() {
+    let mut examples: Vec<PathBuf> = std::fs::read_dir(repo("config/examples"))
+        .expect("config/examples")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    examples.sort();
+    assert!(!examples.is_empty(), "no config/examples/*.toml");
+    for path in examples {
+        let f = run(&["check-config", "--config", path.to_str().expect("path")]).await;
+        assert!(f.status.success(), "{}: {f:?}", path.display());
+    }
+}
+
+#[tokio::test]
+async fn check_config_reports_every_mistake_of_the_broken_fixture_with_its_key() {
+    // One key per mistake in tests/fixtures/broken.toml.
+    let keys = [
+        "listen",                // not an IP:port
+        "colour",                // unknown key
+        "agents[0].name",        // a space in it
+        "agents[0].url",         // not http(s)
+        "agents[0].timeout_ms",  // zero
+        "agents[0].conformance", // not enforce/report
+        "agents[1].card_path",   // not absolute
+        "agents[2].name",        // used by agents[1]
+    ];
+    let path = repo("tests/fixtures/broken.toml");
+    let f = run(&["check-config", "--config", path.to_str().expect("path")]).await;
+    assert!(!f.status.success(), "{f:?}");
+    assert_no_panic(&f);
+    let out = f.output();
+    let reported: Vec<&str> = out
+        .lines()
+        .map(str::trim)
+        .filter_map(|l| l.split_once(": ").map(|(key, _)| key))
+        .filter(|key| !key.contains(' ') && !key.contains('/'))
+        .collect();
+    for key in keys {
+        assert!(reported.contains(&key), "{key} is not reported: {out}");
+    }
+    for key in &reported {
+        assert!(keys.contains(key), "unexpected problem at {key}: {out}");
+    }
+}
+
+#[tokio::test]
+async fn check_config_reports_a_missing_file() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let missing = dir.path().join("no-such-gateway.toml");
+    let missing = missing.to_str().expect("path");
+    let f = run(&["check-config", "--config", missing]).await;
+    assert!(!f.status.success(), "{f:?}");
+    assert_no_panic(&f);
+    assert!(f.stderr.contains(missing), "the file is not named: {f:?}");
+}
+
+#[tokio::test]
+async fn check_config_reports_invalid_toml() {
+    let file = temp_config("listen = \"127.0.0.1:0\"\n[[agents]\nname = \n");
+    let f = run(&["check-config", "--config", path_of(&file)]).await;
+    assert!(!f.status.success(), "{f:?}");
+    assert_no_panic(&f);
+    assert!(f.stderr.contains("TOML"), "{f:?}");
+}
+
+#[tokio::test]
+async fn check_config_without_a_file_asks_for_one() {
+    let f = run(&["check-config"]).await;
+    assert!(!f.status.success(), "{f:?}");
+    assert_no_panic(&f);
+    assert!(f.stderr.contains("--config"), "{f:?}");
+}
+
+#[tokio::test]
+async fn check_config_accepts_a_redis_table() {
+    let file = temp_config(
+        "listen = \"127.0.0.1:0\"\n[[agents]]\nname = \"a\"\nurl = \"http://127.0.0.1:9\"\n\
+         [redis]\nurl = \"redis://127.0.0.1:6379\"\n",
+    );
+    let f = run(&["check-config", "--config", path_of(&file)]).await;
+    assert!(f.status.success(), "{f:?}");
+}
+
+// --- usage ---
+
+#[tokio::test]
+async fn no_arguments_is_an_error_with_a_usage_hint() {
+    let f = run(&[]).await;
+    assert!(!f.status.success(), "{f:?}");
+    assert_no_panic(&f);
+    assert!(f.stderr.contains("--config"), "no usage hint: {f:?}");
+}
+
+#[tokio::test]
+async fn help_describes_the_commands() {
+    let f = run(&["--help"]).await;
+    assert!(f.status.success(), "{f:?}");
+    for word in ["--config", "check-config", "demo"] {
+        assert!(
+            f.stdout.contains(word),
+            "--help does not mention {word}: {f:?}"
+        );
+    }
+}
+
+// --- serving ---
+
+#[tokio::test(flavor = "multi_thread")]
+async fn serving_prints_its_address_and_proxies_to_the_agents() {
+    let a = agent().await;
+    let config = serving_config(&[("scripts", a.base_url())], "");
+    let mut p = Proc::spawn(&["--config", path_of(&config)], &[]);
+    let addr = p.listening_addr().await;
+    let sock: std::net::SocketAddr = addr.parse().expect("an IP:port address");
+    assert!(sock.ip().is_loopback() && sock.port() != 0, "{addr}");
+    let http = Http::new(format!("http://{addr}"));
+    assert_eq!(http.get("/healthz").await.status, 200);
+    wait_for("readyz", || async {
+        http.get("/readyz").await.status == 200
+    })
+    .await;
+    let r = http
+        .post_json("/agents/scripts/tasks", &json!({ "input": good_input() }))
+        .await;
+    assert_eq!(r.status, 202, "{r:?}");
+    let id = r.json()["task_id"].as_str().expect("task_id").to_owned();
+    assert!(a.task(&id).is_some(), "the agent never got task {id}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_stops_the_server_with_status_0() {
+    let a = agent().await;
+    let config = serving_config(&[("scripts", a.base_url())], "");
+    let mut p = Proc::spawn(&["--config", path_of(&config)], &[]);
+    let addr = p.listening_addr().await;
+    let http = Http::new(format!("http://{addr}"));
+    wait_for("readyz", || async {
+        http.get("/readyz").await.status == 200
+    })
+    .await;
+    let r = http
+        .post_json("/agents/scripts/tasks", &json!({ "input": good_input() }))
+        .await;
+    assert_eq!(r.status, 202, "{r:?}");
+    // `http` keeps its keep-alive connection to the gateway open across the signal.
+    let f = p.terminate().await;
+    assert!(f.status.success(), "exit after SIGTERM: {f:?}");
+    assert!(f.stdout.contains("listening on"), "{f:?}");
+}
+
+#[tokio::test]
+async fn serving_refuses_a_redis_config() {
+    let file = temp_config(
+        "listen = \"127.0.0.1:0\"\n[[agents]]\nname = \"a\"\nurl = \"http://127.0.0.1:9\"\n\
+         [redis]\nurl = \"redis://127.0.0.1:6379\"\n",
+    );
+    let f = Proc::spawn(&["--config", path_of(&file)], &[])
+        .finish()
+        .await;
+    assert!(!f.status.success(), "{f:?}");
+    assert_no_panic(&f);
+    assert!(f.stderr.contains("[redis]"), "no clear message: {f:?}");
+    assert!(!f.stdout.contains("listening on"), "{f:?}");
+}
+
+#[tokio::test]
+async fn serving_refuses_a_broken_config_with_its_problems() {
+    let path = repo("tests/fixtures/broken.toml");
+    let f = Proc::spawn(&["--config", path.to_str().expect("path")], &[])
+        .finish()
+        .await;
+    assert!(!f.status.success(), "{f:?}");
+    assert_no_panic(&f);
+    assert!(f.stderr.contains("agents[0].url"), "{f:?}");
+    assert!(!f.stdout.contains("listening on"), "{f:?}");
+}
+
+// --- redaction in the process output ---
+
+const SECRET_TOKEN: &str = "SECRET-c2VjcmV0LWZvci1sb2dz";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_auth_header_never_reaches_the_process_output() {
+    let auth = format!("Authorization: Bearer {SECRET_TOKEN}");
+    // A good card with the secret, revalidated again and again.
+    let good = agent().await;
+    good.set_card(card_for(
+        "Hooked Agent",
+        Some(("http://127.0.0.1:9/hook", &auth)),
+    ));
+    // A card that is refused (and logged as refused) with the secret in it.
+    let bad = agent().await;
+    let mut card = card_for("Broken Hooked Agent", None);
+    card["notification_config"] = json!({"endpoint_url": "not a uri", "auth_header": auth});
+    bad.set_card(card);
+    // And one whose auth_header is itself malformed.
+    let worse = agent().await;
+    let mut card = card_for("Worse Hooked Agent", None);
+    card["notification_config"] =
+        json!({"endpoint_url": "http://127.0.0.1:9/hook", "auth_header": [auth]});
+    worse.set_card(card);
+
+    let config = serving_config(
+        &[
+            ("good", good.base_url()),
+            ("bad", bad.base_url()),
+            ("worse", worse.base_url()),
+        ],
+        "refresh_secs = 1",
+    );
+    let mut p = Proc::spawn(&["--config", path_of(&config)], &[("RUST_LOG", "debug")]);
+    let addr = p.listening_addr().await;
+    let http = Http::new(format!("http://{addr}"));
+    wait_for("readyz", || async {
+        http.get("/readyz").await.status == 200
+    })
+    .await;
+    wait_for("a revalidated card", || async {
+        good.card_not_modified() >= 1
+    })
+    .await;
+    wait_for("the broken cards refetched", || async {
+        bad.request_count(Route::Card) >= 2 && worse.request_count(Route::Card) >= 2
+    })
+    .await;
+    let r = http
+        .post_json("/agents/good/tasks", &json!({ "input": good_input() }))
+        .await;
+    assert_eq!(r.status, 202, "{r:?}");
+    for path in [
+        "/agents",
+        "/readyz",
+        "/metrics",
+        "/agents/good/agent-card.json",
+        "/agents/bad/agent-card.json",
+        "/agents/worse/agent-card.json",
+    ] {
+        let r = http.get(path).await;
+        assert!(
+            !String::from_utf8_lossy(&r.body).contains(SECRET_TOKEN),
+            "secret in {path}"
+        );
+    }
+    for name in ["bad", "worse"] {
+        let r = http
+            .post_json(
+                &format!("/agents/{name}/tasks"),
+                &json!({ "input": good_input() }),
+            )
+            .await;
+        assert_eq!(r.status, 503, "{r:?}");
+    }
+    let f = p.terminate().await;
+    assert!(f.status.success(), "{f:?}");
+    // The logs were really captured, at debug level, including the refused cards.
+    let output = strip_ansi(&f.output());
+    assert!(output.contains("DEBUG"), "no debug output: {output}");
+    for name in ["bad", "worse"] {
+        assert!(
+            output.lines().any(|l| l.contains("agent card fetch failed")
+                && l.contains(&format!("agent=\"{name}\""))),
+            "the refused card of {name} was not logged: {output}"
+        );
+    }
+    assert!(
+        !output.contains(SECRET_TOKEN),
+        "the secret reached the process output:\n{output}"
+    );
+}
