@@ -74,6 +74,39 @@ fn bench(c: &mut Criterion) {
         n += 1;
         answer(&format!("00000000-0000-4000-8000-{n:012x}"))
     };
+    let sample = answer("00000000-0000-4000-8000-000000000000");
+    g.bench_function("parse_answer", |b| {
+        b.iter(|| serde_json::from_slice::<Value>(&sample).expect("json"))
+    });
+    let parsed: Value = serde_json::from_slice(&sample).expect("json");
+    g.bench_function("check_answer", |b| {
+        b.iter(|| {
+            let expect = TaskExpect {
+                agent_id: Some(&card.agent_id),
+                task_id: None,
+                status: Some(Status::Submitted),
+                output: None,
+            };
+            assert!(check_task(&parsed, expect).is_empty());
+            TaskRef::from_json(&parsed).expect("task ref")
+        })
+    });
+    g.bench_function("record_answer", |b| {
+        b.iter_batched(
+            &mut next_answer,
+            |raw| {
+                // The task id sits at a fixed offset of the answer built by `answer`.
+                let id = std::str::from_utf8(&raw[12..48]).expect("id");
+                let head = a2a_gateway::protocol::task::Head {
+                    status: Status::Submitted,
+                    updated_ms: 1,
+                };
+                rt.block_on(ledger.apply("scripts", id, head, raw.clone()))
+                    .expect("apply")
+            },
+            BatchSize::SmallInput,
+        )
+    });
     g.bench_function("check_and_record_answer", |b| {
         b.iter_batched(
             &mut next_answer,

@@ -22,7 +22,7 @@ use crate::config::Conformance;
 use crate::ledger::{from_label, Record};
 use crate::protocol::card::violations;
 use crate::protocol::conform::{artifact_ids, check_artifact_list, check_task, TaskExpect};
-use crate::protocol::task::{Status, TaskRef, Verdict};
+use crate::protocol::task::{Refusal, Status, TaskRef, Verdict};
 use crate::protocol::Violation;
 use crate::registry::Agent;
 use crate::upstream::{read_limited, strip_hop_by_hop, upstream_headers, UpstreamError};
@@ -210,18 +210,43 @@ fn relay(mut parts: Parts, body: Bytes) -> Response<Body> {
 
 /// Record what an agent said about a task, through the ledger's rule. Returns the body to pass on:
 /// the agent's own if the ledger accepted it (or it repeats what is recorded), the recorded task
-/// if it was refused.
+/// if it was refused; AGENT_PROTOCOL_VIOLATION if the task is recorded under another agent.
+///
+/// `asked` is the task the request was about (get, cancel): a document about another task is
+/// refused in every conformance mode.
 async fn record(
     state: &State,
     agent: &Agent,
     ctx: &Ctx,
+    asked: Option<&str>,
     doc: &Value,
     raw: &Bytes,
-) -> Result<Bytes, ApiError> {
+) -> Result<(Option<Verdict>, Bytes), ApiError> {
     let Some(task) = TaskRef::from_json(doc) else {
         // Unrecordable (report mode let it through): pass it on, but it proves nothing.
-        return Ok(raw.clone());
+        return Ok((None, raw.clone()));
     };
+    if let Some(want) = asked.filter(|id| *id != task.task_id) {
+        // Whatever the conformance mode: an answer about another task is never passed on as
+        // the answer about this one, nor recorded.
+        state
+            .metrics
+            .protocol_violations
+            .with_label_values(&[agent.cfg.name.as_str(), "task_identity", "enforce"])
+            .inc();
+        return Err(ApiError::new(
+            Code::AgentProtocolViolation,
+            format!(
+                "asked about task {want}, agent {:?} answered about task {}",
+                agent.cfg.name, task.task_id
+            ),
+        )
+        .with_details(vec![Violation::new(
+            "/task_id",
+            "const",
+            format!("expected {want}"),
+        )]));
+    }
     let name = agent.cfg.name.as_str();
     let applied = state
         .ledger
@@ -230,12 +255,30 @@ async fn record(
         .map_err(ledger_down)?;
     let m = &state.metrics;
     match applied.verdict {
+        Verdict::Refused(Refusal::ForeignAgent) => {
+            // The standing record is another agent's task: it is no answer to this request, and
+            // passing the agent's document on would let it speak for a task it does not own.
+            m.refused
+                .with_label_values(&[name, Refusal::ForeignAgent.as_str()])
+                .inc();
+            tracing::warn!(agent = name, task_id = %task.task_id, request_id = ?ctx.request_id, owner = %applied.record.agent,
+                "refused an answer about a task recorded under another agent");
+            Err(ApiError::new(
+                Code::AgentProtocolViolation,
+                format!("agent {name:?} answered about a task that belongs to another agent"),
+            )
+            .with_details(vec![Violation::new(
+                "/task_id",
+                Refusal::ForeignAgent.as_str(),
+                format!("task {} is recorded under another agent", task.task_id),
+            )]))
+        }
         Verdict::Refused(reason) => {
             m.refused.with_label_values(&[name, reason.as_str()]).inc();
             tracing::warn!(agent = name, task_id = %task.task_id, request_id = ?ctx.request_id, reason = reason.as_str(),
                 recorded = applied.record.head.status.as_str(), offered = task.head.status.as_str(),
                 "refused a task update that would break the state machine; answering with the recorded task");
-            Ok(applied.record.task)
+            Ok((Some(applied.verdict), applied.record.task))
         }
         v => {
             if let Some(from) = from_label(v, task.head.status) {
@@ -243,7 +286,7 @@ async fn record(
                     .with_label_values(&[from, task.head.status.as_str()])
                     .inc();
             }
-            Ok(raw.clone())
+            Ok((Some(v), raw.clone()))
         }
     }
 }
@@ -424,7 +467,7 @@ pub async fn create(
         output: card.output.as_ref(),
     };
     conformance(state, &agent, ctx, "task", check_task(&task, expect))?;
-    let out = record(state, &agent, ctx, &task, &body).await?;
+    let (_, out) = record(state, &agent, ctx, None, &task, &body).await?;
     Ok(relay(res, out))
 }
 
@@ -468,7 +511,7 @@ pub async fn get(
         output: card.as_ref().and_then(|c| c.output.as_ref()),
     };
     conformance(state, &agent, ctx, "task", check_task(&task, expect))?;
-    let out = record(state, &agent, ctx, &task, &body).await?;
+    let (_, out) = record(state, &agent, ctx, Some(task_id), &task, &body).await?;
     Ok(relay(res, out))
 }
 
@@ -482,15 +525,7 @@ pub async fn cancel(
 ) -> ApiResult {
     let (agent, recorded) = task_agent(state, ctx, prefix, task_id).await?;
     if let Some(r) = recorded.filter(|r| r.head.status.is_terminal()) {
-        let task: Value = serde_json::from_slice(&r.task).unwrap_or(Value::Null);
-        return Err(ApiError::new(
-            Code::TaskTerminal,
-            format!(
-                "task {task_id} is {} and cannot be cancelled",
-                r.head.status.as_str()
-            ),
-        )
-        .with_details(serde_json::json!({ "status": r.head.status.as_str(), "task": task })));
+        return Err(terminal(task_id, r.head.status, &r.task));
     }
     let up = build_request(
         &agent,
@@ -517,8 +552,31 @@ pub async fn cancel(
         output: card.as_ref().and_then(|c| c.output.as_ref()),
     };
     conformance(state, &agent, ctx, "task", check_task(&task, expect))?;
-    let out = record(state, &agent, ctx, &task, &body).await?;
-    Ok(relay(res, out))
+    match record(state, &agent, ctx, Some(task_id), &task, &body).await? {
+        // The task ended before the cancel took effect (the agent may say CANCELLED, the ledger
+        // already holds COMPLETED): the cancel did nothing, say so as for any terminal task.
+        (Some(Verdict::Refused(Refusal::Terminal)), recorded) => {
+            let status = serde_json::from_slice::<Value>(&recorded)
+                .ok()
+                .and_then(|t| t["status"].as_str().and_then(Status::parse))
+                .unwrap_or(Status::Cancelled);
+            Err(terminal(task_id, status, &recorded))
+        }
+        (_, out) => Ok(relay(res, out)),
+    }
+}
+
+/// 409 TASK_TERMINAL, with the recorded task in the details.
+fn terminal(task_id: &str, status: Status, recorded: &[u8]) -> ApiError {
+    let task: Value = serde_json::from_slice(recorded).unwrap_or(Value::Null);
+    ApiError::new(
+        Code::TaskTerminal,
+        format!(
+            "task {task_id} is {} and cannot be cancelled",
+            status.as_str()
+        ),
+    )
+    .with_details(serde_json::json!({ "status": status.as_str(), "task": task }))
 }
 
 /// GET /tasks/{id}/artifacts: checked, and each artifact id remembered for the agent-less
