@@ -73,6 +73,8 @@ pub struct Config {
     pub max_connections: usize,
     /// TCP connect timeout towards agents.
     pub connect_timeout: Duration,
+    /// Worker threads serving clients; 0 means one per available core.
+    pub workers: usize,
     pub agents: Vec<AgentConfig>,
     pub redis: Option<RedisConfig>,
 }
@@ -91,8 +93,17 @@ impl Config {
             max_tasks: 1_000_000,
             max_connections: 65_536,
             connect_timeout: Duration::from_secs(2),
+            workers: 0,
             agents,
             redis: None,
+        }
+    }
+
+    /// The number of worker threads to run.
+    pub fn worker_count(&self) -> usize {
+        match self.workers {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
         }
     }
 
@@ -176,6 +187,7 @@ const TOP_KEYS: &[&str] = &[
     "max_tasks",
     "max_connections",
     "connect_timeout_ms",
+    "workers",
     "agents",
     "redis",
 ];
@@ -274,6 +286,9 @@ impl Checker {
             cfg.connect_timeout.as_millis() as u64,
             600_000,
         ));
+        if t.contains_key("workers") {
+            cfg.workers = self.int(t, "workers", "workers", 1, 1024) as usize;
+        }
 
         match t.get("agents") {
             Some(Value::Array(list)) => {

@@ -19,7 +19,6 @@ use std::sync::Arc;
 
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
 
 use config::Config;
 use ledger::{MemoryLedger, TaskLedger};
@@ -27,9 +26,10 @@ use metrics::Metrics;
 use registry::Registry;
 use upstream::Upstream;
 
-/// Everything a request handler needs, shared by all connections.
+/// Everything a request handler needs. One per worker thread: the shared parts are `Arc`s, the
+/// upstream client (and so its connection pool) is the worker's own.
 pub struct State {
-    pub config: Config,
+    pub config: Arc<Config>,
     pub registry: Arc<Registry>,
     pub ledger: Arc<dyn TaskLedger>,
     pub upstream: Upstream,
@@ -39,9 +39,9 @@ pub struct State {
 /// A running gateway.
 pub struct Gateway {
     addr: SocketAddr,
-    state: Arc<State>,
+    metrics: Arc<Metrics>,
     stop: watch::Sender<bool>,
-    server: JoinHandle<()>,
+    workers: Vec<std::thread::JoinHandle<()>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -57,47 +57,79 @@ pub enum StartError {
 
 impl Gateway {
     /// Bind, start fetching every agent's card (without waiting for any), and serve.
+    ///
+    /// Thread per core: each worker thread runs its own single-threaded runtime with its own
+    /// listener (SO_REUSEPORT, the kernel spreads connections) and its own upstream pool, so a
+    /// request and its upstream exchange are served on one thread with no cross-thread wake-ups.
+    /// Card refreshes run on the caller's runtime.
     pub async fn start(config: Config) -> Result<Gateway, StartError> {
         if config.redis.is_some() {
             return Err(StartError::Setup(
                 "[redis] is configured, but this build only has the in-process store; remove [redis] to run on it".into(),
             ));
         }
+        let config = Arc::new(config);
         let metrics =
             Arc::new(Metrics::new().map_err(|e| StartError::Setup(format!("metrics: {e}")))?);
-        let upstream = Upstream::new(config.connect_timeout).map_err(StartError::Setup)?;
         let ledger: Arc<dyn TaskLedger> = Arc::new(MemoryLedger::new(
             config.max_tasks,
             config.task_retention,
             metrics.ledger_evictions.clone(),
         ));
         let registry = Arc::new(Registry::new(&config.agents));
-        let listener =
-            TcpListener::bind(config.listen)
-                .await
-                .map_err(|source| StartError::Listen {
-                    addr: config.listen,
-                    source,
-                })?;
-        let addr = listener.local_addr().map_err(|source| StartError::Listen {
-            addr: config.listen,
-            source,
+        let listeners = http::bind(config.listen, config.worker_count()).map_err(|source| {
+            StartError::Listen {
+                addr: config.listen,
+                source,
+            }
         })?;
+        let addr = listeners[0]
+            .local_addr()
+            .map_err(|source| StartError::Listen {
+                addr: config.listen,
+                source,
+            })?;
         let (stop, stop_rx) = watch::channel(false);
-        registry.spawn_refreshers(upstream.clone(), metrics.clone(), stop_rx.clone());
-        let state = Arc::new(State {
-            config,
-            registry,
-            ledger,
-            upstream,
-            metrics,
-        });
-        let server = tokio::spawn(http::serve(listener, state.clone(), stop_rx));
+        let card_upstream = Upstream::new(config.connect_timeout).map_err(StartError::Setup)?;
+        registry.spawn_refreshers(card_upstream, metrics.clone(), stop_rx.clone());
+        let slots = Arc::new(tokio::sync::Semaphore::new(config.max_connections));
+        let mut workers = Vec::with_capacity(listeners.len());
+        for (i, listener) in listeners.into_iter().enumerate() {
+            let state = State {
+                config: config.clone(),
+                registry: registry.clone(),
+                ledger: ledger.clone(),
+                upstream: Upstream::new(config.connect_timeout).map_err(StartError::Setup)?,
+                metrics: metrics.clone(),
+            };
+            let (stop_rx, slots) = (stop_rx.clone(), slots.clone());
+            let worker = std::thread::Builder::new()
+                .name(format!("a2a-gw-{i}"))
+                .spawn(move || {
+                    let rt = match tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                    {
+                        Ok(rt) => rt,
+                        Err(e) => {
+                            return tracing::error!(error = %e, "worker runtime failed to start")
+                        }
+                    };
+                    rt.block_on(async move {
+                        match TcpListener::from_std(listener) {
+                            Ok(l) => http::serve(l, Arc::new(state), slots, stop_rx).await,
+                            Err(e) => tracing::error!(error = %e, "worker listener failed"),
+                        }
+                    });
+                })
+                .map_err(|e| StartError::Setup(format!("worker thread: {e}")))?;
+            workers.push(worker);
+        }
         Ok(Gateway {
             addr,
-            state,
+            metrics,
             stop,
-            server,
+            workers,
         })
     }
 
@@ -106,14 +138,20 @@ impl Gateway {
         self.addr
     }
 
-    pub fn state(&self) -> &Arc<State> {
-        &self.state
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
     }
 
     /// Stop accepting, let in-flight requests finish (bounded), stop card refreshes.
     pub async fn shutdown(self) {
         let _ = self.stop.send(true);
-        let _ = self.server.await;
+        let workers = self.workers;
+        let _ = tokio::task::spawn_blocking(move || {
+            for w in workers {
+                let _ = w.join();
+            }
+        })
+        .await;
     }
 
     /// Serve until the process is asked to stop (Ctrl-C or SIGTERM).

@@ -18,7 +18,7 @@ use hyper::body::Incoming;
 use hyper::header::{HeaderName, HeaderValue, ALLOW};
 use hyper::{Method, Request, Response};
 
-pub use server::serve;
+pub use server::{bind, serve};
 
 use crate::registry::Agent;
 use crate::State;

@@ -1,6 +1,7 @@
 //! The listener: hyper-util's auto builder (HTTP/1.1 and h2c), a bound on open connections,
 //! timeouts hyper does not set by itself, and graceful shutdown.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -8,6 +9,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
+use socket2::{Domain, Protocol, Socket, Type};
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
@@ -16,7 +18,34 @@ use crate::State;
 /// How long in-flight requests get to finish after shutdown is asked for.
 const DRAIN: Duration = Duration::from_secs(10);
 
-pub async fn serve(listener: TcpListener, state: Arc<State>, mut shutdown: watch::Receiver<bool>) {
+/// Bind `workers` listeners on one address with SO_REUSEPORT (the first resolves port 0, the
+/// others join it), ready to be handed to worker runtimes.
+pub fn bind(addr: SocketAddr, workers: usize) -> std::io::Result<Vec<std::net::TcpListener>> {
+    let one = |addr: SocketAddr| -> std::io::Result<std::net::TcpListener> {
+        let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+        s.set_reuse_address(true)?;
+        s.set_reuse_port(true)?;
+        s.set_nonblocking(true)?;
+        s.bind(&addr.into())?;
+        s.listen(1024)?;
+        Ok(s.into())
+    };
+    let first = one(addr)?;
+    let bound = first.local_addr()?;
+    let mut all = vec![first];
+    for _ in 1..workers.max(1) {
+        all.push(one(bound)?);
+    }
+    Ok(all)
+}
+
+/// Serve one listener until `shutdown`; `slots` bounds open connections across all workers.
+pub async fn serve(
+    listener: TcpListener,
+    state: Arc<State>,
+    slots: Arc<Semaphore>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -32,7 +61,6 @@ pub async fn serve(listener: TcpListener, state: Arc<State>, mut shutdown: watch
         .keep_alive_interval(Duration::from_secs(30))
         .keep_alive_timeout(Duration::from_secs(20));
     let builder = Arc::new(builder);
-    let slots = Arc::new(Semaphore::new(state.config.max_connections));
     let graceful = GracefulShutdown::new();
 
     loop {

@@ -85,6 +85,9 @@ impl MemoryLedger {
             return Applied { verdict, record };
         }
         let expires = head.status.is_terminal().then(|| now + self.retention);
+        // The agent's answer is usually a slice of the connection's read buffer: holding that
+        // slice would pin the whole buffer (several KiB) for as long as the task is retained.
+        let task = Bytes::copy_from_slice(&task);
         if let Some(key) = s.tasks.get_key_value(task_id).map(|(k, _)| k.clone()) {
             let Some(e) = s.tasks.get_mut(&key) else {
                 unreachable!("the key was just read under the same lock")
@@ -359,6 +362,20 @@ mod tests {
         assert!(l.get_now("done").is_none());
         assert!(l.get_now("live").is_some());
         assert_eq!(l.counts_now().iter().sum::<u64>(), 1);
+    }
+
+    #[test]
+    fn a_recorded_task_does_not_pin_the_buffer_it_was_read_into() {
+        let l = ledger(100, Duration::from_secs(60));
+        let read_buffer = Bytes::from(vec![b'x'; 8192]);
+        let answer = read_buffer.slice(100..400);
+        let applied = l.apply_now("a", "t", h(Status::Working, 1), answer.clone());
+        assert_eq!(applied.record.task, answer);
+        assert_ne!(
+            applied.record.task.as_ptr(),
+            answer.as_ptr(),
+            "copied, not sliced"
+        );
     }
 
     #[test]
