@@ -55,10 +55,25 @@ pub struct AgentConfig {
     pub conformance: Conformance,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct RedisConfig {
+    /// May carry a password: never printed (see the Debug impl).
     pub url: String,
+    /// Prepended to every key. Its `{hash tag}` keeps all keys in one Redis Cluster slot, which
+    /// the atomic scripts need.
+    pub prefix: String,
 }
+
+impl fmt::Debug for RedisConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisConfig")
+            .field("url", &redact_url(&self.url))
+            .field("prefix", &self.prefix)
+            .finish()
+    }
+}
+
+pub const DEFAULT_REDIS_PREFIX: &str = "a2a:{gw}:";
 
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -200,7 +215,7 @@ const AGENT_KEYS: &[&str] = &[
     "ingest_token",
     "conformance",
 ];
-const REDIS_KEYS: &[&str] = &["url"];
+const REDIS_KEYS: &[&str] = &["url", "prefix"];
 
 impl Checker {
     fn problem(&mut self, key: impl Into<String>, msg: impl Into<String>) {
@@ -327,7 +342,16 @@ impl Checker {
                             || u.starts_with("rediss://")
                             || u.starts_with("unix://") =>
                     {
-                        cfg.redis = Some(RedisConfig { url: u.to_owned() });
+                        let prefix = self
+                            .string(r, "prefix", "redis.prefix")
+                            .unwrap_or(DEFAULT_REDIS_PREFIX);
+                        if prefix.is_empty() || prefix.len() > 64 {
+                            self.problem("redis.prefix", "must be 1-64 characters");
+                        }
+                        cfg.redis = Some(RedisConfig {
+                            url: u.to_owned(),
+                            prefix: prefix.to_owned(),
+                        });
                     }
                     Some(u) => self.problem(
                         "redis.url",

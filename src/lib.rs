@@ -21,7 +21,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use config::Config;
-use ledger::{MemoryLedger, TaskLedger};
+use ledger::{MemoryLedger, RedisLedger, TaskLedger};
 use metrics::Metrics;
 use registry::Registry;
 use upstream::Upstream;
@@ -63,19 +63,21 @@ impl Gateway {
     /// request and its upstream exchange are served on one thread with no cross-thread wake-ups.
     /// Card refreshes run on the caller's runtime.
     pub async fn start(config: Config) -> Result<Gateway, StartError> {
-        if config.redis.is_some() {
-            return Err(StartError::Setup(
-                "[redis] is configured, but this build only has the in-process store; remove [redis] to run on it".into(),
-            ));
-        }
         let config = Arc::new(config);
         let metrics =
             Arc::new(Metrics::new().map_err(|e| StartError::Setup(format!("metrics: {e}")))?);
-        let ledger: Arc<dyn TaskLedger> = Arc::new(MemoryLedger::new(
-            config.max_tasks,
-            config.task_retention,
-            metrics.ledger_evictions.clone(),
-        ));
+        let ledger: Arc<dyn TaskLedger> = match &config.redis {
+            Some(r) => Arc::new(
+                RedisLedger::connect(&r.url, &r.prefix, config.task_retention)
+                    .await
+                    .map_err(|e| StartError::Setup(e.to_string()))?,
+            ),
+            None => Arc::new(MemoryLedger::new(
+                config.max_tasks,
+                config.task_retention,
+                metrics.ledger_evictions.clone(),
+            )),
+        };
         let registry = Arc::new(Registry::new(&config.agents));
         let listeners = http::bind(config.listen, config.worker_count()).map_err(|source| {
             StartError::Listen {

@@ -1,6 +1,6 @@
 //! The command line, through the real binary run as a child process: `check-config` on the shipped
 //! configs and on broken ones, serving with `--config` (address printed, proxying, SIGTERM), the
-//! refusal of `[redis]`, usage errors, and that `auth_header` never reaches the process's output.
+//! a clear failure when Redis is unreachable, usage errors, and that `auth_header` never reaches the process's output.
 
 mod support;
 
@@ -392,17 +392,26 @@ async fn sigterm_stops_the_server_with_status_0() {
 }
 
 #[tokio::test]
-async fn serving_refuses_a_redis_config() {
-    let file = temp_config(
+async fn serving_fails_clearly_when_redis_is_unreachable_and_keeps_its_password() {
+    // A port nothing listens on: bound, read back, released.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
+    let file = temp_config(&format!(
         "listen = \"127.0.0.1:0\"\n[[agents]]\nname = \"a\"\nurl = \"http://127.0.0.1:9\"\n\
-         [redis]\nurl = \"redis://127.0.0.1:6379\"\n",
-    );
+         [redis]\nurl = \"redis://:s3cretpw@127.0.0.1:{port}\"\n"
+    ));
     let f = Proc::spawn(&["--config", path_of(&file)], &[])
         .finish()
         .await;
     assert!(!f.status.success(), "{f:?}");
     assert_no_panic(&f);
-    assert!(f.stderr.contains("[redis]"), "no clear message: {f:?}");
+    assert!(f.stderr.contains("redis"), "no clear message: {f:?}");
+    assert!(
+        !f.stderr.contains("s3cretpw") && !f.stdout.contains("s3cretpw"),
+        "{f:?}"
+    );
     assert!(!f.stdout.contains("listening on"), "{f:?}");
 }
 

@@ -6,7 +6,9 @@
 //! where the record lives (this process, or Redis for many replicas), never in the rule.
 
 mod memory;
+mod redis;
 
+pub use self::redis::RedisLedger;
 pub use memory::MemoryLedger;
 
 use std::future::Future;

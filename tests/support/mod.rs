@@ -17,6 +17,8 @@ use serde_json::Value;
 
 pub use a2a_gateway::sample;
 
+pub mod redis_server;
+
 /// An HTTP answer, read whole.
 #[derive(Debug)]
 pub struct Resp {

@@ -1,0 +1,248 @@
+//! The ledger in Redis, for several replicas acting as one gateway.
+//!
+//! A task is a hash (`agent`, `status`, `updated_ms`, `task`); an update is one Lua script
+//! ([`apply.lua`](apply.lua)) that judges and stores it atomically, so replicas racing on one
+//! task can never move a terminal task or move a task backwards. Every key starts with the
+//! configured prefix, whose `{hash tag}` keeps all keys in one Redis Cluster slot (a script may
+//! only touch keys of one slot). Terminal tasks expire after the retention; live tasks after a
+//! longer bound, refreshed by every accepted update, so an abandoned task cannot stay forever.
+//! Per-state sorted sets (score = expiry) give exact counts without scanning.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{AsyncCommands, Script, Value as RValue};
+
+use super::{Applied, LedgerError, LedgerFuture, Record, TaskLedger};
+use crate::protocol::task::{Head, Refusal, Status, Verdict};
+
+/// How long a task that never reaches a terminal state is kept after its last update.
+const LIVE_TTL: Duration = Duration::from_secs(30 * 86_400);
+
+pub struct RedisLedger {
+    conn: ConnectionManager,
+    prefix: String,
+    retention: Duration,
+    apply: Script,
+}
+
+fn unavailable(e: redis::RedisError) -> LedgerError {
+    LedgerError::Unavailable(format!("redis: {e}"))
+}
+
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+impl RedisLedger {
+    /// Connect (once, failing fast if Redis is not there at start); the connection then
+    /// reconnects by itself, and calls made while Redis is away fail with `Unavailable`.
+    pub async fn connect(
+        url: &str,
+        prefix: &str,
+        retention: Duration,
+    ) -> Result<RedisLedger, LedgerError> {
+        let client = redis::Client::open(url).map_err(unavailable)?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(2)))
+            .set_response_timeout(Some(Duration::from_secs(2)))
+            .set_number_of_retries(2)
+            .set_max_delay(Duration::from_millis(500));
+        let conn = ConnectionManager::new_with_config(client, config)
+            .await
+            .map_err(unavailable)?;
+        Ok(RedisLedger {
+            conn,
+            prefix: prefix.to_owned(),
+            retention,
+            apply: Script::new(include_str!("apply.lua")),
+        })
+    }
+
+    fn task_key(&self, id: &str) -> String {
+        format!("{}task:{id}", self.prefix)
+    }
+
+    fn state_prefix(&self) -> String {
+        format!("{}state:", self.prefix)
+    }
+
+    fn artifact_key(&self, id: &str) -> String {
+        format!("{}artifact:{id}", self.prefix)
+    }
+
+    async fn apply_inner(
+        &self,
+        agent: &str,
+        task_id: &str,
+        head: Head,
+        task: Bytes,
+    ) -> Result<Applied, LedgerError> {
+        let mut conn = self.conn.clone();
+        let reply: Vec<RValue> = self
+            .apply
+            .key(self.task_key(task_id))
+            .key(self.state_prefix())
+            .arg(agent)
+            .arg(head.status.as_str())
+            .arg(head.updated_ms)
+            .arg(task.as_ref())
+            .arg(now_ms())
+            .arg(self.retention.as_millis() as u64)
+            .arg(LIVE_TTL.as_millis() as u64)
+            .arg(task_id)
+            .invoke_async(&mut conn)
+            .await
+            .map_err(unavailable)?;
+        let bad =
+            || LedgerError::Unavailable("redis: unexpected reply from the apply script".into());
+        let text = |v: &RValue| -> Option<String> { redis::from_redis_value_ref::<String>(v).ok() };
+        let verdict_s = reply.first().and_then(text).ok_or_else(bad)?;
+        let rec_agent = reply.get(1).and_then(text).ok_or_else(bad)?;
+        let rec_status = reply
+            .get(2)
+            .and_then(text)
+            .and_then(|s| Status::parse(&s))
+            .ok_or_else(bad)?;
+        let rec_updated = reply
+            .get(3)
+            .and_then(text)
+            .and_then(|s| s.parse::<i64>().ok())
+            .ok_or_else(bad)?;
+        let rec_task = reply
+            .get(4)
+            .and_then(|v| redis::from_redis_value_ref::<Vec<u8>>(v).ok())
+            .ok_or_else(bad)?;
+        let verdict = match verdict_s.as_str() {
+            "new" => Verdict::New,
+            // The state the task left, which only the script saw.
+            "transition" => Verdict::Transition {
+                from: reply
+                    .get(5)
+                    .and_then(text)
+                    .and_then(|s| Status::parse(&s))
+                    .ok_or_else(bad)?,
+            },
+            "refresh" => Verdict::Refresh,
+            "duplicate" => Verdict::Duplicate,
+            "terminal" => Verdict::Refused(Refusal::Terminal),
+            "backwards" => Verdict::Refused(Refusal::Backwards),
+            "stale" => Verdict::Refused(Refusal::Stale),
+            "foreign_agent" => Verdict::Refused(Refusal::ForeignAgent),
+            _ => return Err(bad()),
+        };
+        Ok(Applied {
+            verdict,
+            record: Record {
+                agent: rec_agent.into(),
+                head: Head {
+                    status: rec_status,
+                    updated_ms: rec_updated,
+                },
+                task: Bytes::from(rec_task),
+            },
+        })
+    }
+}
+
+impl TaskLedger for RedisLedger {
+    fn apply<'a>(
+        &'a self,
+        agent: &'a str,
+        task_id: &'a str,
+        head: Head,
+        task: Bytes,
+    ) -> LedgerFuture<'a, Applied> {
+        Box::pin(self.apply_inner(agent, task_id, head, task))
+    }
+
+    fn get<'a>(&'a self, task_id: &'a str) -> LedgerFuture<'a, Option<Record>> {
+        Box::pin(async move {
+            let mut conn = self.conn.clone();
+            let (agent, status, updated, task): (
+                Option<String>,
+                Option<String>,
+                Option<i64>,
+                Option<Vec<u8>>,
+            ) = redis::cmd("HMGET")
+                .arg(self.task_key(task_id))
+                .arg(&["agent", "status", "updated_ms", "task"])
+                .query_async(&mut conn)
+                .await
+                .map_err(unavailable)?;
+            Ok(
+                match (
+                    agent,
+                    status.as_deref().and_then(Status::parse),
+                    updated,
+                    task,
+                ) {
+                    (Some(agent), Some(status), Some(updated_ms), Some(task)) => Some(Record {
+                        agent: agent.into(),
+                        head: Head { status, updated_ms },
+                        task: Bytes::from(task),
+                    }),
+                    _ => None,
+                },
+            )
+        })
+    }
+
+    fn note_artifacts<'a>(
+        &'a self,
+        agent: &'a str,
+        artifact_ids: Vec<String>,
+    ) -> LedgerFuture<'a, ()> {
+        Box::pin(async move {
+            let mut conn = self.conn.clone();
+            let mut pipe = redis::pipe();
+            let ttl = self.retention.as_millis() as u64;
+            for id in &artifact_ids {
+                pipe.cmd("SET")
+                    .arg(self.artifact_key(id))
+                    .arg(agent)
+                    .arg("PX")
+                    .arg(ttl)
+                    .ignore();
+            }
+            pipe.query_async::<()>(&mut conn).await.map_err(unavailable)
+        })
+    }
+
+    fn artifact_agent<'a>(&'a self, artifact_id: &'a str) -> LedgerFuture<'a, Option<Arc<str>>> {
+        Box::pin(async move {
+            let mut conn = self.conn.clone();
+            let agent: Option<String> = conn
+                .get(self.artifact_key(artifact_id))
+                .await
+                .map_err(unavailable)?;
+            Ok(agent.map(Into::into))
+        })
+    }
+
+    fn counts(&self) -> LedgerFuture<'_, [u64; 6]> {
+        Box::pin(async move {
+            let mut conn = self.conn.clone();
+            let mut pipe = redis::pipe();
+            let now = now_ms();
+            for st in Status::ALL {
+                let key = format!("{}{}", self.state_prefix(), st.as_str());
+                // Index entries of expired tasks are dropped here, so the counts stay exact.
+                pipe.cmd("ZREMRANGEBYSCORE")
+                    .arg(&key)
+                    .arg("-inf")
+                    .arg(now)
+                    .ignore();
+                pipe.cmd("ZCARD").arg(&key);
+            }
+            let counts: Vec<u64> = pipe.query_async(&mut conn).await.map_err(unavailable)?;
+            let mut out = [0u64; 6];
+            for (o, c) in out.iter_mut().zip(counts) {
+                *o = c;
+            }
+            Ok(out)
+        })
+    }
+}

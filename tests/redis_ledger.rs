@@ -1,0 +1,327 @@
+//! The Redis ledger against a real redis-server of the test's own: the Lua rule agrees with the
+//! Rust rule on every case, replicas racing on one task never regress it, tasks created through
+//! one gateway are served by another, and a Redis restarted empty is survived without a restart.
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use a2a_gateway::ledger::{decide, MemoryLedger, RedisLedger, TaskLedger};
+use a2a_gateway::protocol::task::{Head, Status, Verdict};
+use bytes::Bytes;
+use serde_json::json;
+use support::redis_server::RedisServer;
+use support::*;
+
+async fn redis_ledger(r: &RedisServer, retention: Duration) -> RedisLedger {
+    RedisLedger::connect(&r.url(), "t:{gw}:", retention)
+        .await
+        .expect("redis ledger connects")
+}
+
+fn doc(id: &str, h: Head) -> Bytes {
+    Bytes::from(format!(
+        "{{\"task_id\":\"{id}\",\"status\":\"{}\",\"at\":{}}}",
+        h.status.as_str(),
+        h.updated_ms
+    ))
+}
+
+/// Every (recorded state, update state, older/same/newer, same/other agent) through the Lua
+/// script and through `ledger::decide`: the verdicts and the standing records must agree.
+#[tokio::test]
+async fn the_lua_rule_agrees_with_the_rust_rule_on_every_case() {
+    let r = RedisServer::start();
+    let l = redis_ledger(&r, Duration::from_secs(60)).await;
+    let mut n = 0;
+    for rec in Status::ALL {
+        for upd in Status::ALL {
+            for dt in [-1i64, 0, 1] {
+                for agent in ["a", "b"] {
+                    n += 1;
+                    let id = format!("case-{n}");
+                    let first = Head {
+                        status: rec,
+                        updated_ms: 1_000,
+                    };
+                    let update = Head {
+                        status: upd,
+                        updated_ms: 1_000 + dt,
+                    };
+                    let a = l
+                        .apply("a", &id, first, doc(&id, first))
+                        .await
+                        .expect("apply");
+                    assert_eq!(a.verdict, Verdict::New);
+                    let got = l
+                        .apply(agent, &id, update, doc(&id, update))
+                        .await
+                        .expect("apply");
+                    let want = decide(Some(("a", first)), agent, update);
+                    assert_eq!(
+                        got.verdict, want,
+                        "{rec:?} then {upd:?} dt={dt} agent={agent}"
+                    );
+                    let standing = if want.is_accepted() { update } else { first };
+                    assert_eq!(got.record.head, standing);
+                    assert_eq!(got.record.task, doc(&id, standing));
+                    let read = l.get(&id).await.expect("get").expect("recorded");
+                    assert_eq!(read.head, standing);
+                    assert_eq!(&*read.agent, "a");
+                }
+            }
+        }
+    }
+    assert_eq!(n, 216);
+}
+
+/// The same behaviour from both backends, through the trait.
+async fn behaviour(l: &dyn TaskLedger) {
+    let h = |status, updated_ms| Head { status, updated_ms };
+    assert!(l.get("nope").await.expect("get").is_none());
+    l.apply(
+        "a",
+        "t1",
+        h(Status::Submitted, 1),
+        doc("t1", h(Status::Submitted, 1)),
+    )
+    .await
+    .expect("apply");
+    let v = l
+        .apply(
+            "a",
+            "t1",
+            h(Status::Working, 2),
+            doc("t1", h(Status::Working, 2)),
+        )
+        .await
+        .expect("apply");
+    assert_eq!(
+        v.verdict,
+        Verdict::Transition {
+            from: Status::Submitted
+        }
+    );
+    l.apply(
+        "a",
+        "t2",
+        h(Status::Failed, 1),
+        doc("t2", h(Status::Failed, 1)),
+    )
+    .await
+    .expect("apply");
+    let mut want = [0u64; 6];
+    want[Status::Working.index()] = 1;
+    want[Status::Failed.index()] = 1;
+    assert_eq!(l.counts().await.expect("counts"), want);
+    assert!(l.artifact_agent("art-1").await.expect("artifact").is_none());
+    l.note_artifacts("a", vec!["art-1".into(), "art-2".into()])
+        .await
+        .expect("note");
+    assert_eq!(
+        l.artifact_agent("art-2")
+            .await
+            .expect("artifact")
+            .as_deref(),
+        Some("a")
+    );
+}
+
+#[tokio::test]
+async fn both_backends_behave_alike() {
+    let r = RedisServer::start();
+    behaviour(&redis_ledger(&r, Duration::from_secs(60)).await).await;
+    let evictions = prometheus::IntCounter::new("e", "e").expect("counter");
+    behaviour(&MemoryLedger::new(1000, Duration::from_secs(60), evictions)).await;
+}
+
+#[tokio::test]
+async fn terminal_tasks_expire_after_the_retention() {
+    let r = RedisServer::start();
+    let l = redis_ledger(&r, Duration::from_millis(300)).await;
+    let done = Head {
+        status: Status::Completed,
+        updated_ms: 5,
+    };
+    let live = Head {
+        status: Status::Working,
+        updated_ms: 5,
+    };
+    l.apply("a", "done", done, doc("done", done))
+        .await
+        .expect("apply");
+    l.apply("a", "live", live, doc("live", live))
+        .await
+        .expect("apply");
+    wait_for("the terminal task expires", || async {
+        l.get("done").await.expect("get").is_none()
+    })
+    .await;
+    assert!(l.get("live").await.expect("get").is_some());
+    let counts = l.counts().await.expect("counts");
+    assert_eq!(counts[Status::Completed.index()], 0);
+    assert_eq!(counts[Status::Working.index()], 1);
+}
+
+/// Two replicas (two connections) race conflicting updates on the same tasks: each task ends in
+/// exactly one terminal state, and every later read returns that state.
+#[tokio::test]
+async fn racing_replicas_never_regress_a_terminal_task() {
+    let r = RedisServer::start();
+    let replicas = [
+        Arc::new(redis_ledger(&r, Duration::from_secs(60)).await),
+        Arc::new(redis_ledger(&r, Duration::from_secs(60)).await),
+    ];
+    let tasks: Vec<String> = (0..50).map(|i| format!("race-{i}")).collect();
+    let updates = [
+        Head {
+            status: Status::Working,
+            updated_ms: 10,
+        },
+        Head {
+            status: Status::InputRequired,
+            updated_ms: 20,
+        },
+        Head {
+            status: Status::Working,
+            updated_ms: 30,
+        },
+        Head {
+            status: Status::Completed,
+            updated_ms: 40,
+        },
+        Head {
+            status: Status::Failed,
+            updated_ms: 40,
+        },
+        Head {
+            status: Status::Cancelled,
+            updated_ms: 35,
+        },
+        Head {
+            status: Status::Working,
+            updated_ms: 50,
+        },
+    ];
+    let mut joins = Vec::new();
+    for (i, replica) in replicas.iter().enumerate() {
+        for (j, u) in updates.iter().enumerate() {
+            let (l, tasks, u) = (replica.clone(), tasks.clone(), *u);
+            joins.push(tokio::spawn(async move {
+                let mut first_terminal = Vec::new();
+                for id in &tasks {
+                    let a = l.apply("a", id, u, doc(id, u)).await.expect("apply");
+                    if a.verdict.is_accepted() && u.status.is_terminal() {
+                        first_terminal.push(id.clone());
+                    }
+                }
+                let _ = (i, j);
+                first_terminal
+            }));
+        }
+    }
+    let mut terminal_accepts = std::collections::HashMap::<String, usize>::new();
+    for j in joins {
+        for id in j.await.expect("join") {
+            *terminal_accepts.entry(id).or_default() += 1;
+        }
+    }
+    for id in &tasks {
+        let rec = replicas[0].get(id).await.expect("get").expect("recorded");
+        if rec.head.status.is_terminal() {
+            assert_eq!(
+                terminal_accepts.get(id),
+                Some(&1),
+                "{id}: exactly one terminal update accepted"
+            );
+        }
+        // A terminal state once recorded is what every replica reads from then on.
+        for l in &replicas {
+            for u in updates {
+                let after = l.apply("a", id, u, doc(id, u)).await.expect("apply");
+                if rec.head.status.is_terminal() {
+                    assert!(
+                        !after.verdict.is_accepted(),
+                        "{id}: {u:?} moved a terminal task"
+                    );
+                    assert_eq!(after.record.head, rec.head);
+                }
+            }
+        }
+    }
+}
+
+fn with_redis(r: &RedisServer) -> impl FnOnce(&mut a2a_gateway::config::Config) + '_ {
+    move |cfg| {
+        cfg.redis = Some(a2a_gateway::config::RedisConfig {
+            url: r.url(),
+            prefix: "gw:{gw}:".into(),
+        });
+    }
+}
+
+/// A task created through one replica is served and guarded by another.
+#[tokio::test]
+async fn replicas_share_the_ledger() {
+    let r = RedisServer::start();
+    let a = agent().await;
+    let g1 = TestGateway::start(&[("scripts", &a)], with_redis(&r)).await;
+    let g2 = TestGateway::start(&[("scripts", &a)], with_redis(&r)).await;
+    g1.ready().await;
+    g2.ready().await;
+    let created = g1
+        .http
+        .post_json("/agents/scripts/tasks", &json!({"input": good_input()}))
+        .await;
+    assert_eq!(created.status, 202, "{created:?}");
+    let id = created.json()["task_id"].as_str().expect("id").to_owned();
+    // Agent-less GET on the other replica: it learns the agent from the shared ledger.
+    let got = g2.http.get(&format!("/tasks/{id}")).await;
+    assert_eq!(got.status, 200, "{got:?}");
+    a.set_status(
+        &id,
+        "COMPLETED",
+        json!({"output": {"summary": "s", "filename": "avg.py"}}),
+    )
+    .expect("task");
+    assert_eq!(
+        g2.http.get(&format!("/tasks/{id}")).await.json()["status"],
+        "COMPLETED"
+    );
+    // The first replica refuses a cancel from the shared record, without the agent.
+    let cancels = a.request_count(sample::Route::CancelTask);
+    let c = g1.http.post_empty(&format!("/tasks/{id}/cancel")).await;
+    assert_eq!(c.status, 409, "{c:?}");
+    assert_eq!(a.request_count(sample::Route::CancelTask), cancels);
+}
+
+/// Redis killed: the gateway answers 503 UNAVAILABLE (not a hang, not a panic); Redis back,
+/// empty: the gateway serves again without a restart.
+#[tokio::test]
+async fn a_redis_restarted_empty_is_survived_without_a_restart() {
+    let mut r = RedisServer::start();
+    let a = agent().await;
+    let g = TestGateway::start(&[("scripts", &a)], with_redis(&r)).await;
+    g.ready().await;
+    let body = json!({"input": good_input()});
+    assert_eq!(
+        g.http
+            .post_json("/agents/scripts/tasks", &body)
+            .await
+            .status,
+        202
+    );
+    r.kill();
+    let down = g.http.post_json("/agents/scripts/tasks", &body).await;
+    assert_eq!(down.status, 503, "{down:?}");
+    assert_eq!(down.error_code(), "UNAVAILABLE");
+    r.restart_empty();
+    wait_for("the gateway uses the restarted redis", || async {
+        g.http
+            .post_json("/agents/scripts/tasks", &body)
+            .await
+            .status
+            == 202
+    })
+    .await;
+}

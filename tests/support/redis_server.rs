@@ -1,0 +1,108 @@
+//! A redis-server of the test's own, on a free port, that the test can kill (-9) and restart
+//! empty on the same port. Never the machine's shared Redis on 6379.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct RedisServer {
+    child: Option<Child>,
+    pub port: u16,
+    dir: tempfile::TempDir,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+impl RedisServer {
+    pub fn start() -> RedisServer {
+        // The port is free when read back; another process could take it before redis binds,
+        // so retry with a fresh one.
+        for _ in 0..5 {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let mut s = RedisServer {
+                child: None,
+                port: free_port(),
+                dir,
+            };
+            if s.spawn() {
+                return s;
+            }
+        }
+        panic!("redis-server did not start (is it on PATH?)");
+    }
+
+    fn spawn(&mut self) -> bool {
+        let child = Command::new("redis-server")
+            .args([
+                "--port",
+                &self.port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server on PATH");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if self.ping() {
+                return true;
+            }
+            if let Some(Ok(Some(_))) = self.child.as_mut().map(|c| c.try_wait()) {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
+    /// PING over a raw socket: answers +PONG when the server is up.
+    pub fn ping(&self) -> bool {
+        let Ok(mut s) = TcpStream::connect_timeout(
+            &([127, 0, 0, 1], self.port).into(),
+            Duration::from_millis(200),
+        ) else {
+            return false;
+        };
+        let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+        let mut buf = [0u8; 7];
+        s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// kill -9: no shutdown, no save.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Kill, then start again on the same port with nothing in it.
+    pub fn restart_empty(&mut self) {
+        self.kill();
+        assert!(self.spawn(), "redis-server restarted on port {}", self.port);
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
