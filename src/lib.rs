@@ -13,6 +13,7 @@ pub mod protocol;
 pub mod registry;
 pub mod sample;
 pub mod upstream;
+pub mod webhook;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
