@@ -20,6 +20,8 @@ pub struct Metrics {
     pub refused: IntCounterVec,
     pub tasks: IntGaugeVec,
     pub ledger_evictions: IntCounter,
+    pub notifications_ingested: IntCounterVec,
+    pub notifications_refused: IntCounterVec,
 }
 
 const LATENCY_BUCKETS: &[f64] = &[
@@ -103,6 +105,16 @@ impl Metrics {
                 &["agent", "reason"],
             )?,
             tasks: gauge("tasks", "Tasks in the ledger, by state.", &["state"])?,
+            notifications_ingested: counter(
+                "notifications_ingested_total",
+                "Push notifications accepted from agents (a state change or refresh recorded).",
+                &["agent"],
+            )?,
+            notifications_refused: counter(
+                "notifications_refused_total",
+                "Push notifications refused, by reason (unauthorized, invalid, terminal, backwards, stale, foreign_agent).",
+                &["agent", "reason"],
+            )?,
             ledger_evictions: IntCounter::new(
                 n("ledger_evictions_total"),
                 "Tasks evicted from a full in-process ledger before their retention ended.",

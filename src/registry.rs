@@ -222,7 +222,13 @@ impl Registry {
                 max_age,
             }) => {
                 let card = Arc::new(*card);
-                let old_id = agent.slot().card.map(|c| c.agent_id.clone());
+                let old = agent.slot().card;
+                if old.as_ref().map(|c| &c.notification_endpoint)
+                    != Some(&card.notification_endpoint)
+                {
+                    warn_if_not_ingest(name, &card);
+                }
+                let old_id = old.map(|c| c.agent_id.clone());
                 {
                     let mut ids = self.by_id.write().unwrap_or_else(|p| p.into_inner());
                     let mine = |a: &Arc<Agent>| a.cfg.name == name;
@@ -274,6 +280,30 @@ impl Registry {
                 Err(())
             }
         }
+    }
+}
+
+/// An agent's pushes only reach the ledger (and the webhooks) through this gateway's ingest
+/// route; a card naming any other endpoint means status changes the gateway will not see.
+fn warn_if_not_ingest(name: &str, card: &Card) {
+    let Some(url) = card.notification_endpoint.as_deref() else {
+        return;
+    };
+    let path = url
+        .parse::<hyper::Uri>()
+        .map(|u| u.path().to_owned())
+        .unwrap_or_default();
+    let ours = [
+        format!("/agents/{name}/notifications"),
+        format!("/agents/{}/notifications", card.agent_id),
+    ];
+    if !ours.iter().any(|p| path.ends_with(p.as_str())) {
+        tracing::warn!(
+            agent = name,
+            endpoint_url = url,
+            expected_path = %ours[0],
+            "the agent's card sends push notifications somewhere other than this gateway"
+        );
     }
 }
 

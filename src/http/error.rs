@@ -26,6 +26,9 @@ pub enum Code {
     NotFound,
     MethodNotAllowed,
     Unavailable,
+    Unauthorized,
+    TransitionRefused,
+    InvalidNotification,
 }
 
 impl Code {
@@ -47,6 +50,9 @@ impl Code {
             Code::NotFound => "NOT_FOUND",
             Code::MethodNotAllowed => "METHOD_NOT_ALLOWED",
             Code::Unavailable => "UNAVAILABLE",
+            Code::Unauthorized => "UNAUTHORIZED",
+            Code::TransitionRefused => "TRANSITION_REFUSED",
+            Code::InvalidNotification => "INVALID_NOTIFICATION",
         }
     }
 
@@ -57,7 +63,9 @@ impl Code {
             Code::UnknownAgent | Code::TaskNotFound | Code::ArtifactNotFound | Code::NotFound => {
                 StatusCode::NOT_FOUND
             }
-            Code::TaskTerminal => StatusCode::CONFLICT,
+            Code::TaskTerminal | Code::TransitionRefused => StatusCode::CONFLICT,
+            Code::Unauthorized => StatusCode::UNAUTHORIZED,
+            Code::InvalidNotification => StatusCode::UNPROCESSABLE_ENTITY,
             Code::AgentUnavailable | Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             Code::AgentUnreachable | Code::AgentProtocolViolation => StatusCode::BAD_GATEWAY,
             Code::AgentTimeout => StatusCode::GATEWAY_TIMEOUT,
@@ -114,6 +122,12 @@ impl ApiError {
         *res.status_mut() = self.code.status();
         res.headers_mut()
             .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        if self.code == Code::Unauthorized {
+            res.headers_mut().insert(
+                hyper::header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer"),
+            );
+        }
         res
     }
 }

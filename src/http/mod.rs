@@ -6,6 +6,7 @@
 pub mod body;
 mod catalog;
 pub mod error;
+mod notifications;
 mod server;
 mod tasks;
 
@@ -49,6 +50,7 @@ enum Route<'a> {
     ListArtifacts(Option<&'a str>, &'a str),
     Stream(Option<&'a str>, &'a str),
     ArtifactContent(Option<&'a str>, &'a str),
+    Notifications(&'a str),
     NotFound,
 }
 
@@ -81,6 +83,9 @@ impl<'a> Route<'a> {
         let id = |s: &'a str| valid_id(s).then_some(s);
         match p {
             [Some("tasks"), None, None, None] => Route::CreateTask(agent),
+            [Some("notifications"), None, None, None] => {
+                agent.map_or(Route::NotFound, Route::Notifications)
+            }
             [Some("tasks"), Some(t), None, None] => {
                 id(t).map_or(Route::NotFound, |t| Route::GetTask(agent, t))
             }
@@ -122,6 +127,7 @@ impl<'a> Route<'a> {
             Route::ListArtifacts(..) => ("list_artifacts", Method::GET),
             Route::Stream(..) => ("stream", Method::GET),
             Route::ArtifactContent(..) => ("artifact_content", Method::GET),
+            Route::Notifications(_) => ("notifications", Method::POST),
             Route::NotFound => ("not_found", Method::GET),
         }
     }
@@ -222,6 +228,7 @@ async fn dispatch(
         Route::ListArtifacts(a, t) => tasks::artifacts(state, ctx, a, t, req).await,
         Route::Stream(a, t) => tasks::stream(state, ctx, a, t, req).await,
         Route::ArtifactContent(a, id) => tasks::content(state, ctx, a, id, req).await,
+        Route::Notifications(a) => notifications::ingest(state, ctx, a, req).await,
         Route::NotFound => Err(ApiError::new(Code::NotFound, "no such route")),
     }
 }

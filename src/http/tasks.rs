@@ -31,11 +31,11 @@ use crate::State;
 /// Largest JSON answer read from an agent (Tasks and artifact lists; files are streamed).
 const MAX_AGENT_JSON: usize = 8 << 20;
 
-fn ledger_down(e: crate::ledger::LedgerError) -> ApiError {
+pub(super) fn ledger_down(e: crate::ledger::LedgerError) -> ApiError {
     ApiError::new(Code::Unavailable, e.to_string())
 }
 
-fn unknown_agent(name: &str) -> ApiError {
+pub(super) fn unknown_agent(name: &str) -> ApiError {
     ApiError::new(Code::UnknownAgent, format!("no agent named {name:?}"))
 }
 
@@ -248,21 +248,11 @@ async fn record(
         )]));
     }
     let name = agent.cfg.name.as_str();
-    let applied = state
-        .ledger
-        .apply(name, &task.task_id, task.head, raw.clone())
-        .await
-        .map_err(ledger_down)?;
-    let m = &state.metrics;
+    let applied = apply(state, agent, ctx, &task, raw).await?;
     match applied.verdict {
         Verdict::Refused(Refusal::ForeignAgent) => {
             // The standing record is another agent's task: it is no answer to this request, and
             // passing the agent's document on would let it speak for a task it does not own.
-            m.refused
-                .with_label_values(&[name, Refusal::ForeignAgent.as_str()])
-                .inc();
-            tracing::warn!(agent = name, task_id = %task.task_id, request_id = ?ctx.request_id, owner = %applied.record.agent,
-                "refused an answer about a task recorded under another agent");
             Err(ApiError::new(
                 Code::AgentProtocolViolation,
                 format!("agent {name:?} answered about a task that belongs to another agent"),
@@ -273,12 +263,33 @@ async fn record(
                 format!("task {} is recorded under another agent", task.task_id),
             )]))
         }
+        Verdict::Refused(_) => Ok((Some(applied.verdict), applied.record.task)),
+        v => Ok((Some(v), raw.clone())),
+    }
+}
+
+/// The one way news about a task enters the ledger from the HTTP edge (agent answers and push
+/// notifications alike): apply it, and count and log what the state machine decided.
+pub(super) async fn apply(
+    state: &State,
+    agent: &Agent,
+    ctx: &Ctx,
+    task: &TaskRef,
+    raw: &Bytes,
+) -> Result<crate::ledger::Applied, ApiError> {
+    let name = agent.cfg.name.as_str();
+    let applied = state
+        .ledger
+        .apply(name, &task.task_id, task.head, raw.clone())
+        .await
+        .map_err(ledger_down)?;
+    let m = &state.metrics;
+    match applied.verdict {
         Verdict::Refused(reason) => {
             m.refused.with_label_values(&[name, reason.as_str()]).inc();
             tracing::warn!(agent = name, task_id = %task.task_id, request_id = ?ctx.request_id, reason = reason.as_str(),
-                recorded = applied.record.head.status.as_str(), offered = task.head.status.as_str(),
-                "refused a task update that would break the state machine; answering with the recorded task");
-            Ok((Some(applied.verdict), applied.record.task))
+                owner = %applied.record.agent, recorded = applied.record.head.status.as_str(), offered = task.head.status.as_str(),
+                "refused a task update that would break the state machine");
         }
         v => {
             if let Some(from) = from_label(v, task.head.status) {
@@ -286,12 +297,12 @@ async fn record(
                     .with_label_values(&[from, task.head.status.as_str()])
                     .inc();
             }
-            Ok((Some(v), raw.clone()))
         }
     }
+    Ok(applied)
 }
 
-fn is_json(h: &hyper::HeaderMap) -> bool {
+pub(super) fn is_json(h: &hyper::HeaderMap) -> bool {
     h.get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|ct| {
@@ -302,7 +313,7 @@ fn is_json(h: &hyper::HeaderMap) -> bool {
 }
 
 /// Read a request body under the configured limit, refusing early on Content-Length.
-async fn read_body(
+pub(super) async fn read_body(
     state: &State,
     req: Request<Incoming>,
 ) -> Result<(hyper::http::request::Parts, Bytes), ApiError> {

@@ -191,6 +191,30 @@ fn check_task_at(r: &mut Report, task: &Value, base: &str, expect: TaskExpect<'_
     }
 }
 
+/// Check a push notification `{"event_type": "task.status.updated", "timestamp", "data": Task}`.
+pub fn check_notification(doc: &Value, expect: TaskExpect<'_>) -> Vec<Violation> {
+    let mut r = Report::default();
+    let Some(obj) = doc.as_object() else {
+        r.push("", "type", "a notification must be a JSON object");
+        return r.0;
+    };
+    match obj.get("event_type") {
+        Some(Value::String(s)) if s == "task.status.updated" => {}
+        Some(_) => r.push(
+            "/event_type",
+            "const",
+            "`event_type` must be \"task.status.updated\"",
+        ),
+        None => r.push("", "required", "`event_type` is required"),
+    }
+    r.timestamp(obj, "", "timestamp");
+    match obj.get("data") {
+        Some(d) => check_task_at(&mut r, d, "/data", expect),
+        None => r.push("", "required", "`data` (the Task) is required"),
+    }
+    r.0
+}
+
 /// Check a List Artifacts body `{"artifacts": [Artifact, ...]}` for the given task.
 pub fn check_artifact_list(body: &Value, task_id: &str) -> Vec<Violation> {
     let mut r = Report::default();
@@ -355,6 +379,27 @@ mod tests {
         };
         let v = check_task(&task("WORKING"), e);
         assert_eq!(v.len(), 2, "{v:?}");
+    }
+
+    #[test]
+    fn notifications_are_checked() {
+        let ok = json!({"event_type": "task.status.updated", "timestamp": "2023-10-27T10:05:00.000Z", "data": task("WORKING")});
+        assert_eq!(check_notification(&ok, TaskExpect::default()), vec![]);
+        let bad =
+            json!({"event_type": "task.created", "timestamp": "now", "data": {"task_id": TID}});
+        let v = check_notification(&bad, TaskExpect::default());
+        let paths: Vec<&str> = v.iter().map(|v| v.instance_path.as_str()).collect();
+        assert!(
+            paths.contains(&"/event_type")
+                && paths.contains(&"/timestamp")
+                && paths.contains(&"/data"),
+            "{paths:?}"
+        );
+        assert!(!check_notification(
+            &json!({"event_type": "task.status.updated"}),
+            TaskExpect::default()
+        )
+        .is_empty());
     }
 
     #[test]
