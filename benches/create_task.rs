@@ -86,6 +86,7 @@ fn bench(c: &mut Criterion) {
                 task_id: None,
                 status: Some(Status::Submitted),
                 output: None,
+                now_ms: None,
             };
             assert!(check_task(&parsed, expect).is_empty());
             TaskRef::from_json(&parsed).expect("task ref")
@@ -107,24 +108,23 @@ fn bench(c: &mut Criterion) {
             BatchSize::SmallInput,
         )
     });
+    // Check the agent's 202 answer and record it: what the gateway does after the exchange.
+    let check_and_record = |raw: Bytes| {
+        let task: Value = serde_json::from_slice(&raw).expect("json");
+        let expect = TaskExpect {
+            agent_id: Some(&card.agent_id),
+            task_id: None,
+            status: Some(Status::Submitted),
+            output: None,
+            now_ms: None,
+        };
+        assert!(check_task(&task, expect).is_empty());
+        let r = TaskRef::from_json(&task).expect("task ref");
+        rt.block_on(ledger.apply("scripts", &r.task_id, r.head, raw))
+            .expect("apply")
+    };
     g.bench_function("check_and_record_answer", |b| {
-        b.iter_batched(
-            &mut next_answer,
-            |raw| {
-                let task: Value = serde_json::from_slice(&raw).expect("json");
-                let expect = TaskExpect {
-                    agent_id: Some(&card.agent_id),
-                    task_id: None,
-                    status: Some(Status::Submitted),
-                    output: None,
-                };
-                assert!(check_task(&task, expect).is_empty());
-                let r = TaskRef::from_json(&task).expect("task ref");
-                rt.block_on(ledger.apply("scripts", &r.task_id, r.head, raw))
-                    .expect("apply")
-            },
-            BatchSize::SmallInput,
-        )
+        b.iter_batched(&mut next_answer, check_and_record, BatchSize::SmallInput)
     });
     g.bench_function("whole_hot_path", |b| {
         b.iter_batched(
@@ -132,17 +132,7 @@ fn bench(c: &mut Criterion) {
             |raw| {
                 let doc: Value = serde_json::from_slice(REQUEST).expect("json");
                 assert!(card.input.is_valid(&doc["input"]));
-                let task: Value = serde_json::from_slice(&raw).expect("json");
-                let expect = TaskExpect {
-                    agent_id: Some(&card.agent_id),
-                    task_id: None,
-                    status: Some(Status::Submitted),
-                    output: None,
-                };
-                assert!(check_task(&task, expect).is_empty());
-                let r = TaskRef::from_json(&task).expect("task ref");
-                rt.block_on(ledger.apply("scripts", &r.task_id, r.head, raw))
-                    .expect("apply")
+                check_and_record(raw)
             },
             BatchSize::SmallInput,
         )

@@ -84,6 +84,8 @@ pub struct Config {
     pub task_retention: Duration,
     /// Upper bound on tasks held by the in-process ledger.
     pub max_tasks: usize,
+    /// Upper bound on the bytes of task documents held by the in-process ledger.
+    pub max_ledger_bytes: usize,
     /// Upper bound on concurrent client connections.
     pub max_connections: usize,
     /// TCP connect timeout towards agents.
@@ -106,7 +108,8 @@ impl Config {
             max_body_bytes: 1 << 20,
             task_retention: Duration::from_secs(24 * 3600),
             max_tasks: 1_000_000,
-            max_connections: 65_536,
+            max_ledger_bytes: 1 << 30,
+            max_connections: 16_384,
             connect_timeout: Duration::from_secs(2),
             workers: 0,
             agents,
@@ -200,6 +203,7 @@ const TOP_KEYS: &[&str] = &[
     "max_body_bytes",
     "task_retention_secs",
     "max_tasks",
+    "max_ledger_bytes",
     "max_connections",
     "connect_timeout_ms",
     "workers",
@@ -287,6 +291,13 @@ impl Checker {
         ));
         cfg.max_tasks =
             self.int(t, "max_tasks", "max_tasks", cfg.max_tasks as u64, 1 << 32) as usize;
+        cfg.max_ledger_bytes = self.int(
+            t,
+            "max_ledger_bytes",
+            "max_ledger_bytes",
+            cfg.max_ledger_bytes as u64,
+            1 << 40,
+        ) as usize;
         cfg.max_connections = self.int(
             t,
             "max_connections",
@@ -337,16 +348,28 @@ impl Checker {
             Some(Value::Table(r)) => {
                 self.unknown_keys(r, REDIS_KEYS, "redis.");
                 match self.string(r, "url", "redis.url") {
-                    Some(u)
-                        if u.starts_with("redis://")
-                            || u.starts_with("rediss://")
-                            || u.starts_with("unix://") =>
-                    {
+                    Some(u) if u.starts_with("rediss://") => self.problem(
+                        "redis.url",
+                        "rediss:// (TLS) is not built into this gateway; use redis:// on a private network, a unix:// socket, or a TLS sidecar",
+                    ),
+                    Some(u) if u.starts_with("redis://") || u.starts_with("unix://") => {
                         let prefix = self
                             .string(r, "prefix", "redis.prefix")
                             .unwrap_or(DEFAULT_REDIS_PREFIX);
                         if prefix.is_empty() || prefix.len() > 64 {
                             self.problem("redis.prefix", "must be 1-64 characters");
+                        }
+                        // The atomic scripts touch several keys; in Redis Cluster they must all
+                        // hash to one slot, which only a {hash tag} guarantees.
+                        let tagged = prefix
+                            .find('{')
+                            .and_then(|open| prefix[open..].find('}').map(|close| close > 1))
+                            .unwrap_or(false);
+                        if !tagged {
+                            self.problem(
+                                "redis.prefix",
+                                format!("{prefix:?} needs a {{hash tag}} such as \"a2a:{{gw}}:\" so every key lands in one cluster slot"),
+                            );
                         }
                         cfg.redis = Some(RedisConfig {
                             url: u.to_owned(),
@@ -356,7 +379,7 @@ impl Checker {
                     Some(u) => self.problem(
                         "redis.url",
                         format!(
-                            "{:?} must start with redis://, rediss:// or unix://",
+                            "{:?} must start with redis:// or unix://",
                             redact_url(u)
                         ),
                     ),
@@ -538,6 +561,28 @@ mod tests {
                 "redis.url"
             ]
         );
+    }
+
+    #[test]
+    fn redis_needs_a_supported_url_and_a_hash_tagged_prefix() {
+        let base = "listen = \"127.0.0.1:1\"\n[[agents]]\nname=\"a\"\nurl=\"http://x\"\n[redis]\n";
+        let p = Config::parse(&format!("{base}url = \"rediss://h:6380\"\n")).expect_err("tls");
+        assert_eq!(p[0].key, "redis.url");
+        let p = Config::parse(&format!("{base}url = \"redis://h\"\nprefix = \"a2a:\"\n"))
+            .expect_err("no tag");
+        assert_eq!(p[0].key, "redis.prefix");
+        let p = Config::parse(&format!(
+            "{base}url = \"redis://h\"\nprefix = \"a2a:{{}}:\"\n"
+        ))
+        .expect_err("empty tag");
+        assert_eq!(p[0].key, "redis.prefix");
+        let ok = Config::parse(&format!(
+            "{base}url = \"redis://:pw@h\"\nprefix = \"x:{{t}}:\"\n"
+        ))
+        .expect("ok");
+        let r = ok.redis.expect("redis");
+        assert_eq!(r.prefix, "x:{t}:");
+        assert!(!format!("{r:?}").contains("pw"), "{r:?}");
     }
 
     #[test]

@@ -73,11 +73,14 @@ impl Gateway {
                     .await
                     .map_err(|e| StartError::Setup(e.to_string()))?,
             ),
-            None => Arc::new(MemoryLedger::new(
-                config.max_tasks,
-                config.task_retention,
-                metrics.ledger_evictions.clone(),
-            )),
+            None => Arc::new(
+                MemoryLedger::new(
+                    config.max_tasks,
+                    config.task_retention,
+                    metrics.ledger_evictions.clone(),
+                )
+                .with_byte_budget(config.max_ledger_bytes),
+            ),
         };
         let registry = Arc::new(Registry::new(&config.agents));
         let listeners = http::bind(config.listen, config.worker_count()).map_err(|source| {

@@ -10,6 +10,11 @@ use clap::{Parser, Subcommand};
 
 mod demo;
 
+/// mimalloc: the gateway allocates small, short-lived buffers per request on every worker
+/// thread; glibc malloc cost about 8% more CPU per created task in the load run.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "a2a-gateway",

@@ -181,6 +181,12 @@ pub fn upstream_headers(
         HeaderName::from_static("x-forwarded-proto"),
         HeaderValue::from_static("http"),
     );
+    // So an agent that builds absolute URLs (artifact downloads, redirects) can build them for
+    // the host the client used rather than its own internal address.
+    if let Some(host) = client.get(header::HOST) {
+        h.entry(HeaderName::from_static("x-forwarded-host"))
+            .or_insert_with(|| host.clone());
+    }
     h.insert(HeaderName::from_static("x-request-id"), request_id.clone());
     h
 }

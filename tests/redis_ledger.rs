@@ -295,8 +295,9 @@ async fn replicas_share_the_ledger() {
     assert_eq!(a.request_count(sample::Route::CancelTask), cancels);
 }
 
-/// Redis killed: the gateway answers 503 UNAVAILABLE (not a hang, not a panic); Redis back,
-/// empty: the gateway serves again without a restart.
+/// Redis killed: a create the agent accepted is passed on marked unrecorded (a 503 would make
+/// the client create it twice), routes that need the ledger answer 503 UNAVAILABLE (not a hang,
+/// not a panic); Redis back, empty: the gateway serves again without a restart.
 #[tokio::test]
 async fn a_redis_restarted_empty_is_survived_without_a_restart() {
     let mut r = RedisServer::start();
@@ -304,24 +305,25 @@ async fn a_redis_restarted_empty_is_survived_without_a_restart() {
     let g = TestGateway::start(&[("scripts", &a)], with_redis(&r)).await;
     g.ready().await;
     let body = json!({"input": good_input()});
-    assert_eq!(
-        g.http
-            .post_json("/agents/scripts/tasks", &body)
-            .await
-            .status,
-        202
-    );
+    let before = g.http.post_json("/agents/scripts/tasks", &body).await;
+    assert_eq!(before.status, 202);
+    assert_eq!(before.header("x-a2a-ledger"), None);
     r.kill();
     let down = g.http.post_json("/agents/scripts/tasks", &body).await;
-    assert_eq!(down.status, 503, "{down:?}");
-    assert_eq!(down.error_code(), "UNAVAILABLE");
+    assert_eq!(down.status, 202, "{down:?}");
+    assert_eq!(down.header("x-a2a-ledger"), Some("unrecorded"));
+    let id = down.json()["task_id"].as_str().expect("id").to_owned();
+    let read = g.http.get(&format!("/tasks/{id}")).await;
+    assert_eq!(read.status, 503, "{read:?}");
+    assert_eq!(read.error_code(), "UNAVAILABLE");
     r.restart_empty();
     wait_for("the gateway uses the restarted redis", || async {
-        g.http
-            .post_json("/agents/scripts/tasks", &body)
-            .await
-            .status
-            == 202
+        let r = g.http.post_json("/agents/scripts/tasks", &body).await;
+        r.status == 202 && r.header("x-a2a-ledger").is_none()
     })
     .await;
+    // The task created while Redis was down is recorded by the first read through its agent.
+    let late = g.http.get(&format!("/agents/scripts/tasks/{id}")).await;
+    assert_eq!(late.status, 200, "{late:?}");
+    assert_eq!(g.http.get(&format!("/tasks/{id}")).await.status, 200);
 }

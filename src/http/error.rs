@@ -27,6 +27,7 @@ pub enum Code {
     MethodNotAllowed,
     Unavailable,
     Unauthorized,
+    RequestTimeout,
     TransitionRefused,
     InvalidNotification,
 }
@@ -51,6 +52,7 @@ impl Code {
             Code::MethodNotAllowed => "METHOD_NOT_ALLOWED",
             Code::Unavailable => "UNAVAILABLE",
             Code::Unauthorized => "UNAUTHORIZED",
+            Code::RequestTimeout => "REQUEST_TIMEOUT",
             Code::TransitionRefused => "TRANSITION_REFUSED",
             Code::InvalidNotification => "INVALID_NOTIFICATION",
         }
@@ -65,6 +67,7 @@ impl Code {
             }
             Code::TaskTerminal | Code::TransitionRefused => StatusCode::CONFLICT,
             Code::Unauthorized => StatusCode::UNAUTHORIZED,
+            Code::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             Code::InvalidNotification => StatusCode::UNPROCESSABLE_ENTITY,
             Code::AgentUnavailable | Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             Code::AgentUnreachable | Code::AgentProtocolViolation => StatusCode::BAD_GATEWAY,

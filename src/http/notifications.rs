@@ -43,10 +43,11 @@ pub async fn ingest(state: &State, ctx: &mut Ctx, name: &str, req: Request<Incom
         refuse("unauthorized");
         return Err(unauthorized("this agent has no ingest_token configured; the gateway accepts no notifications for it"));
     };
-    let presented = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "));
+    let presented = req.headers().get(header::AUTHORIZATION).and_then(|v| {
+        // The scheme is case-insensitive (RFC 9110 §11.1); the token is not.
+        let b = v.as_bytes();
+        (b.len() > 7 && b[..7].eq_ignore_ascii_case(b"bearer ")).then(|| &b[7..])
+    });
     if !presented.is_some_and(|p| token.matches(p)) {
         refuse("unauthorized");
         return Err(unauthorized(
@@ -72,6 +73,7 @@ pub async fn ingest(state: &State, ctx: &mut Ctx, name: &str, req: Request<Incom
         task_id: None,
         status: None,
         output: card.as_ref().and_then(|c| c.output.as_ref()),
+        now_ms: Some(crate::protocol::time::now_ms()),
     };
     let found = check_notification(&doc, expect);
     if !found.is_empty() {
@@ -97,7 +99,8 @@ pub async fn ingest(state: &State, ctx: &mut Ctx, name: &str, req: Request<Incom
         }
     }
     let data = &doc["data"];
-    let Some(task) = TaskRef::from_json(data) else {
+    let horizon = crate::protocol::time::now_ms() + crate::protocol::time::MAX_SKEW_MS;
+    let Some(task) = TaskRef::from_json(data).filter(|t| t.head.updated_ms <= horizon) else {
         refuse("invalid");
         return Err(ApiError::new(
             Code::InvalidNotification,

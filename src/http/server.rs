@@ -15,27 +15,28 @@ use tokio::sync::{watch, Semaphore};
 
 use crate::State;
 
+/// How long a new connection may stay silent before it is closed.
+const FIRST_BYTES: Duration = Duration::from_secs(10);
+
 /// How long in-flight requests get to finish after shutdown is asked for.
 const DRAIN: Duration = Duration::from_secs(10);
 
-/// Bind `workers` listeners on one address with SO_REUSEPORT (the first resolves port 0, the
-/// others join it), ready to be handed to worker runtimes.
+/// Bind the address once and hand each worker a clone of the listening socket: the workers'
+/// accept loops share one accept queue, and whichever worker is free takes the next connection.
+/// (SO_REUSEPORT would spread connections in the kernel, but it would also let a second gateway
+/// started on the same port silently take half the traffic.)
 pub fn bind(addr: SocketAddr, workers: usize) -> std::io::Result<Vec<std::net::TcpListener>> {
-    let one = |addr: SocketAddr| -> std::io::Result<std::net::TcpListener> {
-        let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-        s.set_reuse_address(true)?;
-        s.set_reuse_port(true)?;
-        s.set_nonblocking(true)?;
-        s.bind(&addr.into())?;
-        s.listen(1024)?;
-        Ok(s.into())
-    };
-    let first = one(addr)?;
-    let bound = first.local_addr()?;
-    let mut all = vec![first];
+    let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    s.set_reuse_address(true)?;
+    s.set_nonblocking(true)?;
+    s.bind(&addr.into())?;
+    s.listen(1024)?;
+    let first: std::net::TcpListener = s.into();
+    let mut all = Vec::with_capacity(workers.max(1));
     for _ in 1..workers.max(1) {
-        all.push(one(bound)?);
+        all.push(first.try_clone()?);
     }
+    all.insert(0, first);
     Ok(all)
 }
 
@@ -84,12 +85,21 @@ pub async fn serve(
         let _ = stream.set_nodelay(true);
         let st = state.clone();
         let svc = service_fn(move |req| crate::http::handle(st.clone(), peer, req));
-        let conn = builder
-            .serve_connection_with_upgrades(TokioIo::new(stream), svc)
-            .into_owned();
-        let conn = graceful.watch(conn);
+        let builder = builder.clone();
+        let watcher = graceful.watcher();
         tokio::spawn(async move {
-            let _ = conn.await;
+            // The protocol sniffing of the auto builder reads with no deadline of its own, and
+            // header_read_timeout starts only after it: a client that sends nothing must not
+            // hold a connection slot forever.
+            // peek, not readable(): readiness may be reported spuriously; a byte may not.
+            let mut first = [0u8; 1];
+            let spoke = tokio::time::timeout(FIRST_BYTES, stream.peek(&mut first)).await;
+            if !matches!(spoke, Ok(Ok(n)) if n > 0) {
+                drop(permit);
+                return;
+            }
+            let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
+            let _ = watcher.watch(conn.into_owned()).await;
             drop(permit);
         });
     }

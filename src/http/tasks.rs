@@ -28,6 +28,9 @@ use crate::registry::Agent;
 use crate::upstream::{read_limited, strip_hop_by_hop, upstream_headers, UpstreamError};
 use crate::State;
 
+/// How long a client may take to send its request body.
+const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Largest JSON answer read from an agent (Tasks and artifact lists; files are streamed).
 const MAX_AGENT_JSON: usize = 8 << 20;
 
@@ -80,18 +83,50 @@ async fn task_agent(
     Ok((agent, record))
 }
 
+/// What of the client's request goes to the agent besides the body: its headers (filtered) and
+/// its query string.
+struct ClientSide<'a> {
+    headers: &'a hyper::HeaderMap,
+    query: Option<&'a str>,
+}
+
+impl<'a> ClientSide<'a> {
+    fn of<B>(req: &'a Request<B>) -> Self {
+        ClientSide {
+            headers: req.headers(),
+            query: req.uri().query(),
+        }
+    }
+}
+
 fn build_request(
     agent: &Agent,
     ctx: &Ctx,
     method: Method,
     path: &str,
-    client: &hyper::HeaderMap,
+    client: ClientSide<'_>,
     body: Bytes,
     reads_body: bool,
 ) -> Result<Request<Full<Bytes>>, ApiError> {
+    let ClientSide {
+        headers: client,
+        query,
+    } = client;
+    // Without a good card the gateway cannot check what the agent says: it does not proxy.
+    if let Err(why) = agent.card() {
+        return Err(ApiError::new(
+            Code::AgentUnavailable,
+            format!("agent {:?} has no valid card: {why}", agent.cfg.name),
+        ));
+    }
+    // The prefix stands for the agent's base URL: the query string goes along unchanged.
+    let url = match query {
+        Some(q) => format!("{}{path}?{q}", agent.cfg.url),
+        None => format!("{}{path}", agent.cfg.url),
+    };
     let mut req = Request::builder()
         .method(method)
-        .uri(format!("{}{}", agent.cfg.url, path))
+        .uri(url)
         .body(Full::new(body))
         .map_err(|e| {
             ApiError::new(
@@ -205,7 +240,27 @@ fn parse_agent_json(
 fn relay(mut parts: Parts, body: Bytes) -> Response<Body> {
     strip_hop_by_hop(&mut parts.headers);
     parts.headers.remove(header::CONTENT_LENGTH);
+    // The gateway speaks its own HTTP version to its client, whatever the agent spoke.
+    parts.version = hyper::Version::HTTP_11;
     Response::from_parts(parts, Body::full(body))
+}
+
+/// Relay the agent's head with a body of the gateway's choosing (the recorded task): headers
+/// that describe the agent's body would now describe something else.
+fn relay_substituted(mut parts: Parts, agent_body: &Bytes, body: Bytes) -> Response<Body> {
+    if body != *agent_body {
+        for h in [
+            header::ETAG,
+            header::LAST_MODIFIED,
+            header::CONTENT_ENCODING,
+            header::CONTENT_LOCATION,
+        ] {
+            parts.headers.remove(h);
+        }
+        parts.headers.remove("digest");
+        parts.headers.remove("content-digest");
+    }
+    relay(parts, body)
 }
 
 /// Record what an agent said about a task, through the ledger's rule. Returns the body to pass on:
@@ -222,8 +277,16 @@ async fn record(
     doc: &Value,
     raw: &Bytes,
 ) -> Result<(Option<Verdict>, Bytes), ApiError> {
-    let Some(task) = TaskRef::from_json(doc) else {
-        // Unrecordable (report mode let it through): pass it on, but it proves nothing.
+    let horizon = crate::protocol::time::now_ms() + crate::protocol::time::MAX_SKEW_MS;
+    let task = TaskRef::from_json(doc).filter(|t| t.head.updated_ms <= horizon);
+    let Some(task) = task else {
+        // Cannot be judged (report mode let it through): it proves nothing, and it must not
+        // contradict a record either, so where the task is recorded the record answers.
+        if let Some(id) = asked {
+            if let Some(r) = state.ledger.get(id).await.map_err(ledger_down)? {
+                return Ok((None, r.task));
+            }
+        }
         return Ok((None, raw.clone()));
     };
     if let Some(want) = asked.filter(|id| *id != task.task_id) {
@@ -263,7 +326,11 @@ async fn record(
                 format!("task {} is recorded under another agent", task.task_id),
             )]))
         }
-        Verdict::Refused(_) => Ok((Some(applied.verdict), applied.record.task)),
+        // A duplicate repeats the record's state and time; the record's document is the one
+        // every later read returns, so it is the one to pass on now as well.
+        Verdict::Refused(_) | Verdict::Duplicate => {
+            Ok((Some(applied.verdict), applied.record.task))
+        }
         v => Ok((Some(v), raw.clone())),
     }
 }
@@ -292,7 +359,7 @@ pub(super) async fn apply(
                 "refused a task update that would break the state machine");
         }
         v => {
-            if let Some(from) = from_label(v, task.head.status) {
+            if let Some(from) = from_label(v) {
                 m.transitions
                     .with_label_values(&[from, task.head.status.as_str()])
                     .inc();
@@ -333,7 +400,18 @@ pub(super) async fn read_body(
     if declared.is_some_and(|n| n > limit as u64) {
         return Err(too_large());
     }
-    match read_limited(body, limit).await {
+    // A client trickling its body must not hold the request (and its buffer) open forever.
+    let read = tokio::time::timeout(BODY_TIMEOUT, read_limited(body, limit)).await;
+    let Ok(read) = read else {
+        return Err(ApiError::new(
+            Code::RequestTimeout,
+            format!(
+                "request body not received within {} s",
+                BODY_TIMEOUT.as_secs()
+            ),
+        ));
+    };
+    match read {
         Ok(b) => Ok((parts, b)),
         Err(UpstreamError::TooLarge(_)) => Err(too_large()),
         Err(e) => Err(ApiError::new(
@@ -442,7 +520,10 @@ pub async fn create(
         ctx,
         Method::POST,
         "/tasks",
-        &parts.headers,
+        ClientSide {
+            headers: &parts.headers,
+            query: parts.uri.query(),
+        },
         forward,
         true,
     )?;
@@ -476,10 +557,23 @@ pub async fn create(
         task_id: None,
         status: Some(Status::Submitted),
         output: card.output.as_ref(),
+        now_ms: Some(crate::protocol::time::now_ms()),
     };
     conformance(state, &agent, ctx, "task", check_task(&task, expect))?;
-    let (_, out) = record(state, &agent, ctx, None, &task, &body).await?;
-    Ok(relay(res, out))
+    match record(state, &agent, ctx, None, &task, &body).await {
+        Ok((_, out)) => Ok(relay_substituted(res, &body, out)),
+        // The agent has created the task: a 503 now would make the client retry and create it
+        // twice. Pass the 202 on, marked, and let a later GET or push record it.
+        Err(e) if e.code == Code::Unavailable => {
+            tracing::error!(agent = %agent.cfg.name, request_id = ?ctx.request_id, error = %e.message,
+                "task created but not recorded: the ledger is unavailable");
+            let mut out = relay(res, body);
+            out.headers_mut()
+                .insert("x-a2a-ledger", HeaderValue::from_static("unrecorded"));
+            Ok(out)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// GET /tasks/{id}: terminal tasks are answered from the ledger (final, and readable while the
@@ -503,7 +597,7 @@ pub async fn get(
         ctx,
         Method::GET,
         &format!("/tasks/{task_id}"),
-        req.headers(),
+        ClientSide::of(&req),
         Bytes::new(),
         true,
     )?;
@@ -520,10 +614,11 @@ pub async fn get(
         task_id: Some(task_id),
         status: None,
         output: card.as_ref().and_then(|c| c.output.as_ref()),
+        now_ms: Some(crate::protocol::time::now_ms()),
     };
     conformance(state, &agent, ctx, "task", check_task(&task, expect))?;
     let (_, out) = record(state, &agent, ctx, Some(task_id), &task, &body).await?;
-    Ok(relay(res, out))
+    Ok(relay_substituted(res, &body, out))
 }
 
 /// POST /tasks/{id}/cancel: a terminal task is refused with 409 without contacting the agent.
@@ -543,7 +638,7 @@ pub async fn cancel(
         ctx,
         Method::POST,
         &format!("/tasks/{task_id}/cancel"),
-        req.headers(),
+        ClientSide::of(&req),
         Bytes::new(),
         true,
     )?;
@@ -561,6 +656,7 @@ pub async fn cancel(
         task_id: Some(task_id),
         status: None,
         output: card.as_ref().and_then(|c| c.output.as_ref()),
+        now_ms: Some(crate::protocol::time::now_ms()),
     };
     conformance(state, &agent, ctx, "task", check_task(&task, expect))?;
     match record(state, &agent, ctx, Some(task_id), &task, &body).await? {
@@ -573,7 +669,7 @@ pub async fn cancel(
                 .unwrap_or(Status::Cancelled);
             Err(terminal(task_id, status, &recorded))
         }
-        (_, out) => Ok(relay(res, out)),
+        (_, out) => Ok(relay_substituted(res, &body, out)),
     }
 }
 
@@ -605,7 +701,7 @@ pub async fn artifacts(
         ctx,
         Method::GET,
         &format!("/tasks/{task_id}/artifacts"),
-        req.headers(),
+        ClientSide::of(&req),
         Bytes::new(),
         true,
     )?;
@@ -682,7 +778,7 @@ pub async fn content(
         ctx,
         Method::GET,
         &format!("/artifacts/{artifact_id}/content"),
-        req.headers(),
+        ClientSide::of(&req),
         Bytes::new(),
         false,
     )?;
@@ -704,7 +800,7 @@ pub async fn stream(
         ctx,
         Method::GET,
         &format!("/tasks/{task_id}/stream"),
-        req.headers(),
+        ClientSide::of(&req),
         Bytes::new(),
         true,
     )?;

@@ -5,7 +5,8 @@
 -- KEYS[1] the task hash, KEYS[2] the per-state index prefix (zsets KEYS[2]..STATUS)
 -- ARGV    agent, status, updated_ms, task, now_ms, terminal_ttl_ms, live_ttl_ms, task_id
 -- Returns {verdict, agent, status, updated_ms, task, previous status or ''}: the record after
---   the call (the new one when accepted, the standing one otherwise) and the state it left.
+--   the call (the new one when accepted, with task left empty since the caller has it; the
+--   standing one otherwise) and the state it left.
 
 local TERMINAL = { COMPLETED = true, FAILED = true, CANCELLED = true }
 local agent, status, updated = ARGV[1], ARGV[2], tonumber(ARGV[3])
@@ -49,4 +50,5 @@ if rec[2] and rec[2] ~= status then
   redis.call('ZREM', KEYS[2] .. rec[2], ARGV[8])
 end
 redis.call('ZADD', KEYS[2] .. status, now + ttl, ARGV[8])
-return { verdict, agent, status, ARGV[3], ARGV[4], rec[2] or '' }
+-- The caller holds the accepted document already: do not send it back.
+return { verdict, agent, status, ARGV[3], '', rec[2] or '' }

@@ -32,13 +32,22 @@ struct Shard {
     artifacts: HashMap<Arc<str>, (Arc<str>, Instant)>,
     artifact_order: VecDeque<Arc<str>>,
     counts: [u64; 6],
+    /// Approximate bytes held by the tasks (documents, keys and per-entry overhead).
+    bytes: usize,
     next_seq: u64,
+}
+
+/// What one task costs the shard, approximately: its document, its key (twice: map and queue)
+/// and the fixed overhead of the map entry, the queue items and the record.
+fn entry_size(task_id: &str, task: &Bytes) -> usize {
+    task.len() + 2 * task_id.len() + 192
 }
 
 pub struct MemoryLedger {
     shards: Box<[Mutex<Shard>]>,
     hasher: RandomState,
     per_shard: usize,
+    bytes_per_shard: usize,
     retention: Duration,
     evictions: prometheus::IntCounter,
 }
@@ -51,9 +60,17 @@ impl MemoryLedger {
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
             hasher: RandomState::new(),
             per_shard: max_tasks.div_ceil(SHARDS).max(1),
+            bytes_per_shard: usize::MAX,
             retention,
             evictions,
         }
+    }
+
+    /// Bound the bytes held as well as the count: task documents echo client input and can be
+    /// large, so a count alone does not bound memory.
+    pub fn with_byte_budget(mut self, max_bytes: usize) -> Self {
+        self.bytes_per_shard = (max_bytes / SHARDS).max(1);
+        self
     }
 
     fn shard(&self, key: &str) -> MutexGuard<'_, Shard> {
@@ -93,19 +110,22 @@ impl MemoryLedger {
                 unreachable!("the key was just read under the same lock")
             };
             let old = e.record.head.status;
+            let grown = task.len() as isize - e.record.task.len() as isize;
             e.record.head = head;
             e.record.task = task;
             e.expires = expires;
             let (seq, record) = (e.seq, e.record.clone());
             s.counts[old.index()] -= 1;
             s.counts[head.status.index()] += 1;
+            s.bytes = s.bytes.saturating_add_signed(grown);
             if let Some(at) = expires {
                 s.expiry.push_back((at, seq, key));
             }
             return Applied { verdict, record };
         }
-        // A new task: make room first.
-        while s.tasks.len() >= self.per_shard {
+        // A new task: make room first, by count and by bytes.
+        let size = entry_size(task_id, &task);
+        while s.tasks.len() >= self.per_shard || s.bytes + size > self.bytes_per_shard {
             if !s.evict_oldest() {
                 break;
             }
@@ -120,6 +140,7 @@ impl MemoryLedger {
             task,
         };
         s.counts[head.status.index()] += 1;
+        s.bytes += size;
         s.order.push_back((seq, key.clone()));
         if let Some(at) = expires {
             s.expiry.push_back((at, seq, key.clone()));
@@ -151,6 +172,7 @@ impl Shard {
     fn remove(&mut self, key: &str) {
         if let Some(e) = self.tasks.remove(key) {
             self.counts[e.record.head.status.index()] -= 1;
+            self.bytes = self.bytes.saturating_sub(entry_size(key, &e.record.task));
         }
     }
 
@@ -376,6 +398,29 @@ mod tests {
             answer.as_ptr(),
             "copied, not sliced"
         );
+    }
+
+    #[test]
+    fn the_byte_budget_bounds_large_documents() {
+        let l = ledger(1_000_000, Duration::from_secs(60)).with_byte_budget(SHARDS * 64 * 1024);
+        let big = Bytes::from(vec![b'x'; 16 * 1024]);
+        for i in 0..2000 {
+            l.apply_now("a", &format!("t{i}"), h(Status::Working, 1), big.clone());
+        }
+        let held: usize = l.shards.iter().map(|s| s.lock().expect("lock").bytes).sum();
+        assert!(held <= SHARDS * 64 * 1024, "held {held}");
+        assert!(l.get_now("t1999").is_some(), "the newest survives");
+        assert!(l.evictions.get() > 1000);
+        // Updates that grow a document are accounted too.
+        let small = ledger(100, Duration::from_secs(60));
+        small.apply_now("a", "t", h(Status::Working, 1), Bytes::from_static(b"ab"));
+        small.apply_now("a", "t", h(Status::Working, 2), big.clone());
+        let bytes: usize = small
+            .shards
+            .iter()
+            .map(|s| s.lock().expect("lock").bytes)
+            .sum();
+        assert_eq!(bytes, entry_size("t", &big));
     }
 
     #[test]

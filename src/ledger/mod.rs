@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::protocol::task::{judge, Head, Refusal, Status, Verdict};
+use crate::protocol::task::{judge, Head, Refusal, Verdict};
 
 /// What the ledger holds for one task.
 #[derive(Debug, Clone)]
@@ -82,12 +82,12 @@ pub fn decide(recorded: Option<(&str, Head)>, agent: &str, update: Head) -> Verd
     }
 }
 
-/// Labels for the transitions metric.
-pub fn from_label(verdict: Verdict, to: Status) -> Option<&'static str> {
+/// The `from` label of the transitions metric; `None` when nothing changed state (a refresh
+/// keeps its state, a duplicate or a refusal changes nothing).
+pub fn from_label(verdict: Verdict) -> Option<&'static str> {
     match verdict {
         Verdict::New => Some("none"),
         Verdict::Transition { from } => Some(from.as_str()),
-        Verdict::Refresh => Some(to.as_str()),
         _ => None,
     }
 }
@@ -95,6 +95,7 @@ pub fn from_label(verdict: Verdict, to: Status) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::task::Status;
 
     #[test]
     fn another_agent_cannot_move_a_task() {

@@ -133,6 +133,12 @@ impl RedisLedger {
             "foreign_agent" => Verdict::Refused(Refusal::ForeignAgent),
             _ => return Err(bad()),
         };
+        // On acceptance the script leaves the document out: it is the one just sent.
+        let rec_task = if verdict.is_accepted() {
+            task
+        } else {
+            Bytes::from(rec_task)
+        };
         Ok(Applied {
             verdict,
             record: Record {
@@ -141,7 +147,7 @@ impl RedisLedger {
                     status: rec_status,
                     updated_ms: rec_updated,
                 },
-                task: Bytes::from(rec_task),
+                task: rec_task,
             },
         })
     }
@@ -200,11 +206,13 @@ impl TaskLedger for RedisLedger {
             let mut pipe = redis::pipe();
             let ttl = self.retention.as_millis() as u64;
             for id in &artifact_ids {
+                // NX: the first agent to list an artifact keeps it (as in the in-process ledger).
                 pipe.cmd("SET")
                     .arg(self.artifact_key(id))
                     .arg(agent)
                     .arg("PX")
                     .arg(ttl)
+                    .arg("NX")
                     .ignore();
             }
             pipe.query_async::<()>(&mut conn).await.map_err(unavailable)

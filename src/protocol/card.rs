@@ -69,10 +69,12 @@ pub fn violations(validator: &Validator, instance: &Value, prefix: &str) -> Vec<
         .iter_errors(instance)
         .take(MAX_VIOLATIONS)
         .map(|e| {
+            // Masked: the message names the rule, not the value. A quoted instance could be
+            // the whole 1 MiB input, repeated once per failing branch.
             Violation::new(
                 format!("{prefix}{}", e.instance_path()),
                 e.schema_path().to_string(),
-                e.to_string(),
+                e.masked().to_string(),
             )
         })
         .collect()

@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 
 use super::card::{is_uuid, violations};
 use super::task::Status;
-use super::time::parse_strict;
+use super::time::{parse_strict, MAX_SKEW_MS};
 use super::{Violation, MAX_VIOLATIONS};
 
 /// What a Task response is checked against, beyond its own shape.
@@ -24,6 +24,8 @@ pub struct TaskExpect<'a> {
     pub status: Option<Status>,
     /// The card's compiled output_schema, checked on COMPLETED.
     pub output: Option<&'a Validator>,
+    /// The gateway's clock: an `updated_at` more than [`MAX_SKEW_MS`] ahead is refused.
+    pub now_ms: Option<i64>,
 }
 
 #[derive(Default)]
@@ -162,6 +164,19 @@ fn check_task_at(r: &mut Report, task: &Value, base: &str, expect: TaskExpect<'_
     }
     r.timestamp(obj, base, "created_at");
     r.timestamp(obj, base, "updated_at");
+    if let Some(now) = expect.now_ms {
+        let at = obj
+            .get("updated_at")
+            .and_then(Value::as_str)
+            .and_then(parse_strict);
+        if at.is_some_and(|at| at > now + MAX_SKEW_MS) {
+            r.push(
+                format!("{base}/updated_at"),
+                "format",
+                "`updated_at` is more than 5 minutes in the future",
+            );
+        }
+    }
     match status {
         Some(Status::Failed) => match obj.get("error") {
             Some(Value::Object(e)) => {
@@ -311,6 +326,7 @@ mod tests {
             task_id: Some(TID),
             status: Some(Status::Working),
             output: None,
+            now_ms: None,
         };
         assert_eq!(check_task(&task("WORKING"), e), vec![]);
         // The spec's own example: COMPLETED with output null, no output_schema.
@@ -368,6 +384,25 @@ mod tests {
         assert!(v[0].schema_path.starts_with("output_schema"));
         c["output"] = json!({"script": "print()"});
         assert!(check_task(&c, e).is_empty());
+    }
+
+    #[test]
+    fn updated_at_far_in_the_future_is_caught() {
+        let now = parse_strict("2023-10-27T10:00:00.000Z").expect("ts");
+        let e = TaskExpect {
+            now_ms: Some(now),
+            ..Default::default()
+        };
+        // task() is updated at 10:05: exactly at the 5 minute bound, accepted.
+        assert!(check_task(&task("WORKING"), e).is_empty());
+        let e = TaskExpect {
+            now_ms: Some(now - 1),
+            ..Default::default()
+        };
+        assert_eq!(
+            check_task(&task("WORKING"), e)[0].instance_path,
+            "/updated_at"
+        );
     }
 
     #[test]

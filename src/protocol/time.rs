@@ -38,6 +38,15 @@ pub fn parse_lenient(s: &str) -> Option<i64> {
     })
 }
 
+/// How far ahead of the gateway's clock an `updated_at` may be. Further ahead, an update would
+/// make every honest later one look stale and freeze the task.
+pub const MAX_SKEW_MS: i64 = 5 * 60 * 1000;
+
+/// Now, in ms since the epoch (the edge passes it into the checks; the core reads no clock).
+pub fn now_ms() -> i64 {
+    Utc::now().timestamp_millis()
+}
+
 /// Now, in the protocol's form.
 pub fn now() -> String {
     format(Utc::now())

@@ -1,0 +1,188 @@
+//! What a production gateway must not let its clients or agents do to it: hold connections
+//! open without a word, lose query strings, freeze tasks with future timestamps, proxy to an
+//! agent without a card, or echo a huge input back many times in an error.
+mod support;
+
+use std::time::Duration;
+
+use a2a_gateway::sample::{Reply, Route};
+use serde_json::json;
+use support::*;
+use tokio::io::AsyncReadExt;
+
+#[tokio::test]
+async fn a_silent_connection_is_closed() {
+    let a = agent().await;
+    let g = TestGateway::start(&[("a", &a)], |_| {}).await;
+    let mut tcp = tokio::net::TcpStream::connect(g.gw.addr())
+        .await
+        .expect("connect");
+    let mut buf = [0u8; 16];
+    // The gateway closes it after 10 s of silence: read returns end of stream, not a timeout.
+    let n = tokio::time::timeout(Duration::from_secs(20), tcp.read(&mut buf))
+        .await
+        .expect("closed by the gateway within 20 s");
+    assert!(matches!(n, Ok(0) | Err(_)), "{n:?}");
+    // And the gateway still serves.
+    assert_eq!(g.http.get("/healthz").await.status, 200);
+}
+
+#[tokio::test]
+async fn query_strings_and_the_client_host_reach_the_agent() {
+    let a = agent().await;
+    let g = TestGateway::start(&[("a", &a)], |_| {}).await;
+    g.ready().await;
+    let r = g
+        .http
+        .post_json(
+            "/agents/a/tasks?priority=high&x=1",
+            &json!({"input": good_input()}),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{r:?}");
+    let id = r.json()["task_id"].as_str().expect("id").to_owned();
+    g.http.get(&format!("/tasks/{id}?view=full")).await;
+    let seen = a.requests();
+    let create = seen
+        .iter()
+        .find(|r| r.route == Route::CreateTask)
+        .expect("create seen");
+    assert_eq!(create.query.as_deref(), Some("priority=high&x=1"));
+    let host = g.http.base.trim_start_matches("http://");
+    assert_eq!(
+        create
+            .headers
+            .get("x-forwarded-host")
+            .and_then(|v| v.to_str().ok()),
+        Some(host)
+    );
+    let get = seen
+        .iter()
+        .find(|r| r.route == Route::GetTask)
+        .expect("get seen");
+    assert_eq!(get.query.as_deref(), Some("view=full"));
+}
+
+#[tokio::test]
+async fn an_updated_at_far_in_the_future_is_not_recorded() {
+    let a = agent().await;
+    let g = TestGateway::start(&[("a", &a)], |_| {}).await;
+    g.ready().await;
+    let id = g
+        .http
+        .post_json("/agents/a/tasks", &json!({"input": good_input()}))
+        .await
+        .json()["task_id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let mut future = a.task(&id).expect("task");
+    future["status"] = json!("WORKING");
+    future["updated_at"] = json!("2999-01-01T00:00:00.000Z");
+    a.script_once(Route::GetTask, Reply::Json(200, future));
+    let r = g.http.get(&format!("/tasks/{id}")).await;
+    assert_api_error(&r, 502, "AGENT_PROTOCOL_VIOLATION");
+    // Had it been recorded, every honest later update would be refused as stale.
+    a.set_status(
+        &id,
+        "COMPLETED",
+        json!({"output": {"summary": "s", "filename": "avg.py"}}),
+    );
+    assert_eq!(
+        g.http.get(&format!("/tasks/{id}")).await.json()["status"],
+        "COMPLETED"
+    );
+}
+
+#[tokio::test]
+async fn no_card_no_proxying_on_any_route() {
+    let a = agent().await;
+    let g = TestGateway::start(&[("a", &a)], |cfg| {
+        cfg.agents[0].refresh = Duration::from_secs(1)
+    })
+    .await;
+    g.ready().await;
+    let id = g
+        .http
+        .post_json("/agents/a/tasks", &json!({"input": good_input()}))
+        .await
+        .json()["task_id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    // A gateway that never had a card for this agent: its routes refuse, the agent is not asked.
+    let b = agent().await;
+    b.script(Route::Card, Reply::Json(500, json!({"error": "down"})));
+    let g2 = TestGateway::start(&[("b", &b)], |_| {}).await;
+    g2.ready().await;
+    let before = b.request_count(Route::GetTask) + b.request_count(Route::ListArtifacts);
+    for path in [
+        format!("/agents/b/tasks/{id}"),
+        format!("/agents/b/tasks/{id}/artifacts"),
+    ] {
+        let r = g2.http.get(&path).await;
+        assert_api_error(&r, 503, "AGENT_UNAVAILABLE");
+    }
+    assert_eq!(
+        b.request_count(Route::GetTask) + b.request_count(Route::ListArtifacts),
+        before
+    );
+}
+
+#[tokio::test]
+async fn schema_errors_do_not_echo_a_huge_input() {
+    let a = agent().await;
+    let g = TestGateway::start(&[("a", &a)], |_| {}).await;
+    g.ready().await;
+    let huge = "y".repeat(200_000);
+    let r = g
+        .http
+        .post_json(
+            "/agents/a/tasks",
+            &json!({"input": {"topic": huge, "filename": huge}}),
+        )
+        .await;
+    assert_api_error(&r, 422, "INPUT_SCHEMA_VIOLATION");
+    assert!(r.body.len() < 4096, "error body of {} bytes", r.body.len());
+    assert_eq!(
+        r.json()["error"]["details"][0]["instance_path"],
+        "/input/filename"
+    );
+}
+
+#[tokio::test]
+async fn the_bearer_scheme_is_case_insensitive() {
+    let a = agent().await;
+    let token = "ingest-token-0123456789abcdef";
+    let g = TestGateway::start(&[("a", &a)], |cfg| {
+        cfg.agents[0].ingest_token = Some(a2a_gateway::config::Secret::new(token));
+    })
+    .await;
+    g.ready().await;
+    let id = g
+        .http
+        .post_json("/agents/a/tasks", &json!({"input": good_input()}))
+        .await
+        .json()["task_id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let task = a
+        .set_status(&id, "WORKING", serde_json::Value::Null)
+        .expect("task");
+    let body = json!({"event_type": "task.status.updated", "timestamp": a2a_gateway::protocol::time::now(), "data": task});
+    let auth = format!("bearer {token}");
+    let r = g
+        .http
+        .send(
+            hyper::Method::POST,
+            "/agents/a/notifications",
+            &[
+                ("content-type", "application/json"),
+                ("authorization", &auth),
+            ],
+            serde_json::to_vec(&body).expect("json"),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{r:?}");
+}
