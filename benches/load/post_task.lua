@@ -1,0 +1,13 @@
+-- wrk script: POST the spec's example create-task body, and tally response status codes so a
+-- run full of errors cannot pass as a fast one. Reports in done() as machine-readable lines:
+--   STATUS <code> <count>     (one per distinct status seen)
+--   SUMMARY requests=N duration_us=N rps=R p50_us=N p99_us=N non2xx=N sock_errors=N
+-- The path comes from the environment (WRK_PATH), so one script serves every target.
+local common = dofile(os.getenv("WRK_LUA_DIR") .. "/common.lua")
+
+wrk.method = "POST"
+wrk.path = os.getenv("WRK_PATH") or "/tasks"
+wrk.body = '{"input":{"topic":"read a local CSV file and calculate the average of the age column","filename":"data_processor.py"}}'
+wrk.headers["Content-Type"] = "application/json"
+
+common.install()

@@ -1,0 +1,353 @@
+#!/usr/bin/env bash
+# Load run: creating a task through the gateway vs. nginx as a plain reverse proxy, both in front
+# of the same sample agent, plus the agent on its own as the ceiling. See README.md beside this.
+#
+#   bash benches/load/run.sh
+#
+# Knobs (environment): THREADS (2) CONNS (64) DURATION (15s) WARMUP (3s) PIN (0) GET_RUN (1)
+# ORDER ("agent nginx gateway") ROUNDS (1) SKIP_BUILD (0) QUIET_WAIT (120) QUIET_PCT (10)
+# A2A_GATEWAY_BIN (target/release/a2a-gateway) RESULTS_DIR (target/load-results/<date>).
+# Everything listens on 127.0.0.1 only; every process started here is killed on exit.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
+
+THREADS="${THREADS:-2}"
+CONNS="${CONNS:-64}"
+DURATION="${DURATION:-15s}"
+WARMUP="${WARMUP:-3s}"
+PIN="${PIN:-0}"
+GET_RUN="${GET_RUN:-1}"
+ORDER="${ORDER:-agent nginx gateway}"
+ROUNDS="${ROUNDS:-1}"
+SKIP_BUILD="${SKIP_BUILD:-0}"
+BIN="${A2A_GATEWAY_BIN:-$ROOT/target/release/a2a-gateway}"
+AGENT_NAME=scripts
+
+# --- tools: checked, never installed silently -------------------------------------------------
+missing=()
+for tool in wrk nginx curl; do
+    command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
+done
+if ((${#missing[@]})); then
+    echo "missing: ${missing[*]}" >&2
+    echo "install them with:  apt-get install -y wrk nginx curl   (after apt-get update)" >&2
+    exit 1
+fi
+if [[ "$PIN" == 1 ]]; then
+    command -v taskset >/dev/null 2>&1 || { echo "PIN=1 needs taskset (apt-get install -y util-linux)" >&2; exit 1; }
+    if (($(nproc) < 2)); then echo "PIN=1 needs at least 2 CPUs" >&2; exit 1; fi
+fi
+
+if [[ "$SKIP_BUILD" != 1 ]]; then
+    echo "building the release binary (cargo build --release; SKIP_BUILD=1 skips) ..."
+    (cd "$ROOT" && cargo build --release --quiet)
+fi
+[[ -x "$BIN" ]] || { echo "no binary at $BIN: run cargo build --release" >&2; exit 1; }
+
+# --- scratch space, results, cleanup ------------------------------------------------------------
+STAMP="$(date +%Y%m%d-%H%M%S)"
+RESULTS="${RESULTS_DIR:-$ROOT/target/load-results/$STAMP}"
+mkdir -p "$RESULTS"
+TMP="$(mktemp -d "${TMPDIR:-/tmp}/a2a-load.XXXXXX")"
+chmod 755 "$TMP"
+PIDS=()
+
+# shellcheck disable=SC2317  # called by the EXIT trap
+cleanup() {
+    local pid
+    for pid in "${PIDS[@]}"; do
+        kill "$pid" 2>/dev/null || true
+    done
+    for pid in "${PIDS[@]}"; do
+        # nginx's master takes its workers down with it on SIGTERM; give everyone 5 s.
+        for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        kill -9 "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# CPU placement (see README "Fairness"): PIN=0 leaves every process to the scheduler on all CPUs;
+# PIN=1 gives the proxy under test CPU 0 and puts the agent and wrk on CPU 1.
+if [[ "$PIN" == 1 ]]; then
+    ON_PROXY=(taskset -c 0)
+    ON_REST=(taskset -c 1)
+    NGINX_WORKERS=1   # nginx 1.22's "auto" counts online CPUs, not the affinity mask
+else
+    ON_PROXY=()
+    ON_REST=()
+    NGINX_WORKERS=auto
+fi
+
+# A free loopback port (nginx needs a fixed one; the agent and the gateway take port 0).
+free_port() {
+    local p
+    while :; do
+        p=$((20000 + RANDOM % 40000))
+        if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+            echo "$p"
+            return
+        fi
+    done
+}
+
+# wait_line FILE REGEX PID: wait up to 15 s for a line in FILE, print its first match.
+wait_line() {
+    local file="$1" re="$2" pid="$3" line
+    for _ in $(seq 150); do
+        line="$(grep -Eo "$re" "$file" 2>/dev/null | head -n1 || true)"
+        if [[ -n "$line" ]]; then echo "$line"; return 0; fi
+        kill -0 "$pid" 2>/dev/null || { echo "process $pid exited; its output:" >&2; cat "$file" >&2; return 1; }
+        sleep 0.1
+    done
+    echo "timed out waiting for /$re/ in $file" >&2
+    cat "$file" >&2
+    return 1
+}
+
+# --- the agent ------------------------------------------------------------------------------------
+"${ON_REST[@]}" "$BIN" sample-agent --listen 127.0.0.1:0 >"$TMP/agent.out" 2>"$TMP/agent.err" &
+PIDS+=($!)
+AGENT_PID=$!
+AGENT_URL="$(wait_line "$TMP/agent.out" 'http://127\.0\.0\.1:[0-9]+' "${PIDS[-1]}")"
+AGENT_ADDR="${AGENT_URL#http://}"
+
+# --- nginx ----------------------------------------------------------------------------------------
+NGINX_PORT="$(free_port)"
+mkdir -p "$TMP/nginx/tmp" "$TMP/nginx/logs"
+if [[ "$(id -u)" == 0 ]]; then USER_LINE="user root root;"; else USER_LINE=""; fi
+sed -e "s|@USER_LINE@|$USER_LINE|" \
+    -e "s|@LISTEN@|127.0.0.1:$NGINX_PORT|" \
+    -e "s|@UPSTREAM@|$AGENT_ADDR|" \
+    -e "s|^worker_processes auto;|worker_processes $NGINX_WORKERS;|" \
+    "$HERE/nginx.conf" >"$TMP/nginx/nginx.conf"
+cp "$TMP/nginx/nginx.conf" "$RESULTS/nginx.conf"
+"${ON_PROXY[@]}" nginx -c "$TMP/nginx/nginx.conf" -p "$TMP/nginx" -e "$TMP/nginx/error.log" \
+    >"$TMP/nginx.out" 2>&1 &
+PIDS+=($!)
+NGINX_PID=$!
+NGINX_URL="http://127.0.0.1:$NGINX_PORT"
+
+# --- the gateway ----------------------------------------------------------------------------------
+cat >"$TMP/gateway.toml" <<EOF
+# Written by benches/load/run.sh: config/examples/minimal.toml with a free port and the bench agent.
+listen = "127.0.0.1:0"
+
+[[agents]]
+name = "$AGENT_NAME"
+url = "$AGENT_URL"
+EOF
+cp "$TMP/gateway.toml" "$RESULTS/gateway.toml"
+"${ON_PROXY[@]}" "$BIN" --config "$TMP/gateway.toml" >"$TMP/gateway.out" 2>"$TMP/gateway.err" &
+PIDS+=($!)
+GATEWAY_PID=$!
+GATEWAY_URL="$(wait_line "$TMP/gateway.out" 'http://127\.0\.0\.1:[0-9]+' "${PIDS[-1]}")"
+
+# --- ready checks: one create through each, and the gateway must have the agent's card --------
+BODY='{"input":{"topic":"read a local CSV file and calculate the average of the age column","filename":"data_processor.py"}}'
+post() { curl -s -o "$TMP/ready.body" -w '%{http_code}' -X POST -H 'Content-Type: application/json' -d "$BODY" "$1" || true; }
+ready() {
+    local url="$1" code
+    for _ in $(seq 100); do
+        code="$(post "$url")"
+        [[ "$code" =~ ^2 ]] && return 0
+        sleep 0.1
+    done
+    echo "$url never answered 2xx (last: $code): $(cat "$TMP/ready.body" 2>/dev/null)" >&2
+    return 1
+}
+ready "$AGENT_URL/tasks"
+ready "$NGINX_URL/tasks"
+ready "$GATEWAY_URL/agents/$AGENT_NAME/tasks"
+
+{
+    echo "date: $(date -Is)"
+    echo "host: nproc=$(nproc) cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
+    echo "kernel: $(uname -r)"
+    echo "wrk: $(wrk -v 2>&1 | head -n1)"
+    echo "nginx: $(nginx -v 2>&1)"
+    echo "binary: $BIN ($("$BIN" --version 2>/dev/null || true), built $(date -r "$BIN" -Is))"
+    dirty=""
+    if [[ -n "$(cd "$ROOT" && git status --porcelain -- src 2>/dev/null)" ]]; then dirty=" (src/ has uncommitted changes)"; fi
+    echo "work tree: $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo '?')$dirty"
+    echo "params: THREADS=$THREADS CONNS=$CONNS DURATION=$DURATION WARMUP=$WARMUP PIN=$PIN ROUNDS=$ROUNDS ORDER=\"$ORDER\" nginx worker_processes=$NGINX_WORKERS"
+    echo "agent=$AGENT_URL nginx=$NGINX_URL gateway=$GATEWAY_URL"
+} | tee "$RESULTS/env.txt"
+
+# --- CPU accounting: user+system time of a process and its children (nginx's workers) ----------
+CLK_TCK="$(getconf CLK_TCK)"
+cpu_ticks() {
+    local total=0 pid stat rest f
+    for pid in "$@" $(ps -o pid= --ppid "$1" 2>/dev/null || true); do
+        stat="$(cat "/proc/$pid/stat" 2>/dev/null)" || continue
+        rest="${stat##*) }"          # fields from 3 on; comm may hold spaces
+        read -r -a f <<<"$rest"
+        total=$((total + f[11] + f[12]))  # utime, stime (fields 14, 15)
+    done
+    echo "$total"
+}
+
+# --- noise: other engineers' builds on a 2-core box skew every figure, so measure them -----------
+# machine_ticks: "busy total" jiffies summed over all CPUs, from /proc/stat.
+machine_ticks() {
+    local _cpu u n sy idle io irq sirq steal _rest
+    read -r _cpu u n sy idle io irq sirq steal _rest </proc/stat
+    echo "$((u + n + sy + irq + sirq + steal)) $((u + n + sy + idle + io + irq + sirq + steal))"
+}
+# children_ticks VAR: CPU time of this shell's finished children (wrk), in clock ticks, into VAR.
+# (`times` must run in this shell, not in a $(...) subshell, whose children start at zero.)
+children_ticks() {
+    times >"$TMP/times"   # second line: "XmY.YYYs XmY.YYYs", user and system of children
+    printf -v "$1" '%s' "$(tail -n1 "$TMP/times" | awk -v hz="$CLK_TCK" '{ t = 0
+        for (i = 1; i <= 2; i++) { split($i, a, "m"); sub("s", "", a[2]); t += a[1] * 60 + a[2] }
+        printf "%d", t * hz }')"
+}
+# wait_quiet: before a measured run, wait (up to QUIET_WAIT s) until the machine is at most
+# QUIET_PCT % busy with everything at rest here; the run goes ahead anyway after that, and its
+# "other%" column tells how much CPU something else took during it.
+QUIET_WAIT="${QUIET_WAIT:-120}"
+QUIET_PCT="${QUIET_PCT:-10}"
+wait_quiet() {
+    local waited=0 b0 t0 b1 t1 pct
+    while :; do
+        read -r b0 t0 <<<"$(machine_ticks)"; sleep 1; read -r b1 t1 <<<"$(machine_ticks)"
+        pct=$(((b1 - b0) * 100 / (t1 - t0 > 0 ? t1 - t0 : 1)))
+        ((pct <= QUIET_PCT)) && return 0
+        if ((waited >= QUIET_WAIT)); then
+            echo "   machine still ${pct}% busy with something else after ${QUIET_WAIT}s; running anyway" >&2
+            return 0
+        fi
+        ((waited == 0)) && echo "   machine ${pct}% busy with something else; waiting for quiet (up to ${QUIET_WAIT}s)" >&2
+        waited=$((waited + 1))
+    done
+}
+
+# --- the runs -------------------------------------------------------------------------------------
+ROWS=()
+BAD=0
+
+# bench LABEL SCRIPT URL_BASE PATH PROXY_PID ("" for the agent run)
+bench() {
+    local label="$1" script="$2" base="$3" path="$4" proxy_pid="$5" out summary codes
+    local a0 a1 p0=0 p1=0 w0 w1 m0 m1 mt0 mt1
+    local -a cmd=(wrk -t"$THREADS" -c"$CONNS" --latency -s "$HERE/$script")
+    echo "== $label: warm-up $WARMUP, then $DURATION: POST/GET $base$path" >&2
+    WRK_LUA_DIR="$HERE" WRK_PATH="$path" "${ON_REST[@]}" "${cmd[@]}" -d"$WARMUP" "$base" \
+        >"$RESULTS/$label.warmup.txt" 2>&1
+    out="$RESULTS/$label.txt"
+    wait_quiet
+    a0="$(cpu_ticks "$AGENT_PID")"; [[ -n "$proxy_pid" ]] && p0="$(cpu_ticks "$proxy_pid")"
+    children_ticks w0; read -r m0 mt0 <<<"$(machine_ticks)"
+    WRK_LUA_DIR="$HERE" WRK_PATH="$path" "${ON_REST[@]}" "${cmd[@]}" -d"$DURATION" "$base" \
+        >"$out" 2>&1
+    read -r m1 mt1 <<<"$(machine_ticks)"; children_ticks w1
+    a1="$(cpu_ticks "$AGENT_PID")"; [[ -n "$proxy_pid" ]] && p1="$(cpu_ticks "$proxy_pid")"
+    summary="$(grep '^SUMMARY ' "$out" || true)"
+    if [[ -z "$summary" ]]; then
+        echo "wrk gave no summary for $label; see $out" >&2
+        ROWS+=("$label|-|-|-|-|-|-|-|-|no summary")
+        BAD=1
+        return
+    fi
+    field() { sed -E "s/.* $1=([^ ]+).*/\1/" <<<"$summary"; }
+    codes="$(awk '/^STATUS /{printf "%s%s:%s", sep, $2, $3; sep=" "}' "$out")"
+    local rps p50 p99 non2xx sock
+    rps="$(field rps)"; p50="$(field p50_us)"; p99="$(field p99_us)"
+    non2xx="$(field non2xx)"; sock="$(field sock_errors)"
+    if [[ "$non2xx" != 0 || "$sock" != 0 ]]; then BAD=1; fi
+    # CPU microseconds per request spent in the proxy (all its processes) and in the agent.
+    local reqs proxy_us agent_us
+    reqs="$(field requests)"
+    agent_us="$(awk -v t=$((a1 - a0)) -v hz="$CLK_TCK" -v n="$reqs" 'BEGIN{printf "%.1f", t * 1e6 / hz / n}')"
+    if [[ -n "$proxy_pid" ]]; then
+        proxy_us="$(awk -v t=$((p1 - p0)) -v hz="$CLK_TCK" -v n="$reqs" 'BEGIN{printf "%.1f", t * 1e6 / hz / n}')"
+    else
+        proxy_us="-"
+    fi
+    # Share of the machine's CPU taken by anything but the agent, the proxy and wrk.
+    local other
+    other="$(awk -v busy=$((m1 - m0)) -v tot=$((mt1 - mt0)) -v ours=$(((a1 - a0) + (p1 - p0) + (w1 - w0))) \
+        'BEGIN{ o = (busy - ours) * 100 / (tot > 0 ? tot : 1); if (o < 0) o = 0; printf "%.0f%%", o }')"
+    echo "CPU proxy_us_per_req=$proxy_us agent_us_per_req=$agent_us other_cpu=$other" >>"$out"
+    ROWS+=("$label|$rps|$p50|$p99|$non2xx|$sock|$proxy_us|$agent_us|$other|$codes")
+}
+
+fmt_ms() { awk -v us="$1" 'BEGIN{ if (us == "-") print "-"; else printf "%.2f ms", us / 1000 }'; }
+
+# With ROUNDS > 1 the targets take turns (agent nginx gateway agent nginx gateway ...), each run
+# labelled -rN, so a burst of outside load hits one round rather than one target.
+suffix() { if ((ROUNDS > 1)); then echo "-r$1"; fi; }
+for round in $(seq "$ROUNDS"); do
+    for target in $ORDER; do
+        case "$target" in
+            agent)   bench "post-agent$(suffix "$round")"   post_task.lua "$AGENT_URL"   "/tasks" "" ;;
+            nginx)   bench "post-nginx$(suffix "$round")"   post_task.lua "$NGINX_URL"   "/tasks" "$NGINX_PID" ;;
+            gateway) bench "post-gateway$(suffix "$round")" post_task.lua "$GATEWAY_URL" "/agents/$AGENT_NAME/tasks" "$GATEWAY_PID" ;;
+            *) echo "unknown target in ORDER: $target" >&2; exit 2 ;;
+        esac
+    done
+done
+
+if [[ "$GET_RUN" == 1 ]]; then
+    # One task created through the gateway after the POST runs (the sample agent keeps its newest
+    # 100 000 tasks), so the agent and the gateway's ledger both know it. It stays SUBMITTED (no
+    # --progress), so the gateway forwards every GET to the agent.
+    code="$(post "$GATEWAY_URL/agents/$AGENT_NAME/tasks")"
+    [[ "$code" =~ ^2 ]] || { echo "cannot create the GET task: $code $(cat "$TMP/ready.body")" >&2; exit 1; }
+    TASK_ID="$(sed -E 's/.*"task_id":"([^"]+)".*/\1/' "$TMP/ready.body")"
+    echo "GET runs on task $TASK_ID" | tee -a "$RESULTS/env.txt"
+    for round in $(seq "$ROUNDS"); do
+        for target in $ORDER; do
+            case "$target" in
+                agent)   bench "get-agent$(suffix "$round")"   get_task.lua "$AGENT_URL"   "/tasks/$TASK_ID" "" ;;
+                nginx)   bench "get-nginx$(suffix "$round")"   get_task.lua "$NGINX_URL"   "/tasks/$TASK_ID" "$NGINX_PID" ;;
+                gateway) bench "get-gateway$(suffix "$round")" get_task.lua "$GATEWAY_URL" "/agents/$AGENT_NAME/tasks/$TASK_ID" "$GATEWAY_PID" ;;
+            esac
+        done
+    done
+fi
+
+# --- the table ------------------------------------------------------------------------------------
+{
+    echo
+    echo "wrk -t$THREADS -c$CONNS -d$DURATION (after a $WARMUP warm-up), PIN=$PIN, ROUNDS=$ROUNDS, $(nproc) CPUs"
+    printf '%-16s %10s %10s %10s %8s %8s %10s %10s %7s  %s\n' target req/s p50 p99 non-2xx sockerr \
+        proxy-cpu agent-cpu other "status codes"
+    for row in "${ROWS[@]}"; do
+        IFS='|' read -r label rps p50 p99 non2xx sock proxy_us agent_us other codes <<<"$row"
+        printf '%-16s %10s %10s %10s %8s %8s %10s %10s %7s  %s\n' "$label" "$rps" "$(fmt_ms "$p50")" \
+            "$(fmt_ms "$p99")" "$non2xx" "$sock" "$proxy_us" "$agent_us" "$other" "$codes"
+    done
+    echo "proxy-cpu, agent-cpu: CPU microseconds per request (user+system) of the proxy's processes and of the agent."
+    echo "other: share of the machine's CPU taken during the run by anything else (builds, tests); above a few % the run is noisy."
+    # Best round of each target (outside load only ever slows a run down).
+    best_of() {
+        local r best=- label
+        for r in "${ROWS[@]}"; do
+            label="${r%%|*}"
+            [[ "$label" == "$1" || "$label" == "$1"-r* ]] || continue
+            r="$(cut -d'|' -f2 <<<"$r")"
+            [[ "$r" == - ]] && continue
+            if [[ "$best" == - ]] || awk -v a="$r" -v b="$best" 'BEGIN{exit !(a > b)}'; then best="$r"; fi
+        done
+        echo "$best"
+    }
+    for kind in post get; do
+        g="$(best_of "$kind-gateway")"; n="$(best_of "$kind-nginx")"
+        if [[ "$g" != - && "$n" != - ]]; then
+            awk -v g="$g" -v n="$n" -v k="$kind" -v r="$ROUNDS" 'BEGIN{
+                printf "%s: gateway %.0f req/s vs nginx %.0f req/s%s: gateway/nginx = %.2f (%s)\n", k, g, n,
+                    (r > 1 ? " (best of " r ")" : ""), g / n, (g > n ? "gateway faster" : "gateway SLOWER than nginx") }'
+        fi
+    done
+    if ((BAD)); then
+        echo "INVALID: some run had non-2xx answers or socket errors; its req/s does not count."
+    fi
+    echo "raw wrk outputs: $RESULTS"
+} | tee "$RESULTS/table.txt"
+
+exit "$BAD"
