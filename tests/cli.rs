@@ -391,6 +391,25 @@ async fn sigterm_stops_the_server_with_status_0() {
     assert!(f.stdout.contains("listening on"), "{f:?}");
 }
 
+/// A client that connected and said nothing must not hold up the shutdown (it would, for the
+/// whole silent-connection timeout, if the drain waited for it).
+#[tokio::test]
+async fn sigterm_is_not_held_up_by_a_silent_connection() {
+    let a = agent().await;
+    let config = serving_config(&[("scripts", a.base_url())], "");
+    let mut p = Proc::spawn(&["--config", path_of(&config)], &[]);
+    let addr = p.listening_addr().await;
+    let http = Http::new(format!("http://{addr}"));
+    wait_for("healthz", || async {
+        http.get("/healthz").await.status == 200
+    })
+    .await;
+    let _silent = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let f = p.terminate().await;
+    assert!(f.status.success(), "exit after SIGTERM: {f:?}");
+}
+
 #[tokio::test]
 async fn serving_fails_clearly_when_redis_is_unreachable_and_keeps_its_password() {
     // A port nothing listens on: bound, read back, released.

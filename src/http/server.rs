@@ -87,14 +87,20 @@ pub async fn serve(
         let svc = service_fn(move |req| crate::http::handle(st.clone(), peer, req));
         let builder = builder.clone();
         let watcher = graceful.watcher();
+        let mut stop = shutdown.clone();
         tokio::spawn(async move {
             // The protocol sniffing of the auto builder reads with no deadline of its own, and
             // header_read_timeout starts only after it: a client that sends nothing must not
             // hold a connection slot forever.
             // peek, not readable(): readiness may be reported spuriously; a byte may not.
+            // The watcher is held meanwhile, so a shutdown must end this wait too, or the drain
+            // would wait for silent clients.
             let mut first = [0u8; 1];
-            let spoke = tokio::time::timeout(FIRST_BYTES, stream.peek(&mut first)).await;
-            if !matches!(spoke, Ok(Ok(n)) if n > 0) {
+            let spoke = tokio::select! {
+                r = tokio::time::timeout(FIRST_BYTES, stream.peek(&mut first)) => matches!(r, Ok(Ok(n)) if n > 0),
+                _ = stop.wait_for(|stopping| *stopping) => false,
+            };
+            if !spoke {
                 drop(permit);
                 return;
             }
