@@ -317,6 +317,31 @@ async fn a_cancel_overtaken_by_completion_is_answered_as_terminal() {
     assert_eq!(refused(&g, "a", "terminal").await, 1.0);
 }
 
+/// The agent finished the task before the gateway heard of it and refuses the cancel with 409:
+/// the gateway learns the end from the agent and answers as for any recorded end.
+#[tokio::test]
+async fn a_cancel_the_agent_refuses_for_a_finished_task_is_answered_as_terminal() {
+    let (a, g) = single().await;
+    let id = create_on(&g, "a").await;
+    a.set_status(&id, "FAILED", fields_for("FAILED"))
+        .expect("task");
+    let r = g.http.post_empty(&format!("/tasks/{id}/cancel")).await;
+    assert_eq!(r.status, 409, "{r:?}");
+    assert_eq!(r.error_code(), "TASK_TERMINAL");
+    assert_eq!(r.json()["error"]["details"]["status"], "FAILED");
+    // Recorded: the next read comes from the ledger and a second cancel never reaches the agent.
+    assert_eq!(get(&g, &id).await.header("x-a2a-source"), Some("ledger"));
+    let cancels = a.request_count(Route::CancelTask);
+    assert_eq!(
+        g.http
+            .post_empty(&format!("/tasks/{id}/cancel"))
+            .await
+            .status,
+        409
+    );
+    assert_eq!(a.request_count(Route::CancelTask), cancels);
+}
+
 // ---------------------------------------------------------------------------------------------
 // One agent answering with another agent's task
 // ---------------------------------------------------------------------------------------------

@@ -643,6 +643,14 @@ pub async fn cancel(
         true,
     )?;
     let (res, body) = exchange(state, &agent, up).await?;
+    if res.status == StatusCode::CONFLICT {
+        // The agent refuses: most likely the task ended before the gateway heard of it. Learn
+        // its state, so the client gets the same 409 TASK_TERMINAL as for a recorded end.
+        if let Some(err) = learn_terminal(state, &agent, ctx, task_id).await {
+            return Err(err);
+        }
+        return Ok(relay(res, body));
+    }
     // The spec leaves the body of a 202 open; when it is a Task, it is news about the task.
     let task = (res.status.is_success() && is_json(&res.headers))
         .then(|| serde_json::from_slice::<Value>(&body).ok())
@@ -671,6 +679,56 @@ pub async fn cancel(
         }
         (_, out) => Ok(relay_substituted(res, &body, out)),
     }
+}
+
+/// Ask the agent for the task and record the answer; `Some(409 TASK_TERMINAL)` if the task has
+/// ended. Any failure on the way means "not learned": the caller keeps the agent's own answer.
+async fn learn_terminal(
+    state: &State,
+    agent: &Agent,
+    ctx: &Ctx,
+    task_id: &str,
+) -> Option<ApiError> {
+    let no_client = hyper::HeaderMap::new();
+    let client = ClientSide {
+        headers: &no_client,
+        query: None,
+    };
+    let up = build_request(
+        agent,
+        ctx,
+        Method::GET,
+        &format!("/tasks/{task_id}"),
+        client,
+        Bytes::new(),
+        true,
+    )
+    .ok()?;
+    let (res, body) = exchange(state, agent, up).await.ok()?;
+    if res.status != StatusCode::OK {
+        return None;
+    }
+    let task: Value = serde_json::from_slice(&body).ok()?;
+    let card = agent.card().ok()?;
+    let expect = TaskExpect {
+        agent_id: Some(&card.agent_id),
+        task_id: Some(task_id),
+        status: None,
+        output: card.output.as_ref(),
+        now_ms: Some(crate::protocol::time::now_ms()),
+    };
+    if !check_task(&task, expect).is_empty() {
+        return None;
+    }
+    let (_, recorded) = record(state, agent, ctx, Some(task_id), &task, &body)
+        .await
+        .ok()?;
+    let status = serde_json::from_slice::<Value>(&recorded).ok()?["status"]
+        .as_str()
+        .and_then(Status::parse)?;
+    status
+        .is_terminal()
+        .then(|| terminal(task_id, status, &recorded))
 }
 
 /// 409 TASK_TERMINAL, with the recorded task in the details.
