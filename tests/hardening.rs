@@ -186,3 +186,58 @@ async fn the_bearer_scheme_is_case_insensitive() {
         .await;
     assert_eq!(r.status, 202, "{r:?}");
 }
+
+/// An agent that answers the head of a file download and then goes quiet: the relay is cut
+/// after the agent's timeout instead of holding the client's connection forever.
+#[tokio::test]
+async fn a_stalled_file_body_is_cut_after_the_agent_timeout() {
+    use tokio::io::AsyncWriteExt;
+    let card =
+        serde_json::to_vec(&a2a_gateway::sample::card_for("Stalling agent", None)).expect("card");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let card = card.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 8192];
+                let n = s.read(&mut buf).await.unwrap_or(0);
+                if buf[..n].starts_with(b"GET /agent-card.json") {
+                    let head = format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n", card.len());
+                    let _ = s.write_all(head.as_bytes()).await;
+                    let _ = s.write_all(&card).await;
+                } else {
+                    let head = "HTTP/1.1 200 OK\r\ncontent-type: application/octet-stream\r\ncontent-length: 1000\r\n\r\n0123456789";
+                    let _ = s.write_all(head.as_bytes()).await;
+                    tokio::time::sleep(Duration::from_secs(60)).await;
+                }
+            });
+        }
+    });
+    let mut cfg_agent = a2a_gateway::config::AgentConfig::new("s", &format!("http://{addr}"));
+    cfg_agent.timeout = Duration::from_millis(500);
+    let cfg = a2a_gateway::config::Config::with_agents(
+        "127.0.0.1:0".parse().expect("addr"),
+        vec![cfg_agent],
+    );
+    let gw = a2a_gateway::Gateway::start(cfg).await.expect("gateway");
+    let http = Http::new(format!("http://{}", gw.addr()));
+    wait_for("the card", || async {
+        http.get("/agents/s/agent-card.json").await.status == 200
+    })
+    .await;
+    let res = http.open("/agents/s/artifacts/abc/content").await;
+    assert_eq!(res.status(), 200);
+    let body = tokio::time::timeout(
+        Duration::from_secs(10),
+        http_body_util::BodyExt::collect(res.into_body()),
+    )
+    .await
+    .expect("the relay ends instead of hanging");
+    assert!(
+        body.is_err(),
+        "a 1000-byte body with 10 bytes sent cannot complete"
+    );
+}

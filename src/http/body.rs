@@ -1,45 +1,94 @@
 //! The gateway's response body: a buffer it built, or an agent's body streamed straight through.
 //! An enum rather than a boxed trait object: no allocation per response on the hot path.
 
+use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
+use tokio::time::{Instant, Sleep};
+
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 pub enum Body {
     Full(Option<Bytes>),
-    Stream(Incoming),
+    /// An agent's body, cut if the agent goes quiet for longer than its idle limit: a stalled
+    /// agent must not hold the client's connection (and a connection slot) forever.
+    Stream(Box<Relayed>),
+}
+
+pub struct Relayed {
+    inner: Incoming,
+    idle: Duration,
+    deadline: Pin<Box<Sleep>>,
 }
 
 impl Body {
     pub fn empty() -> Body {
         Body::Full(None)
     }
+
     pub fn full(b: impl Into<Bytes>) -> Body {
         let b = b.into();
         Body::Full((!b.is_empty()).then_some(b))
     }
+
+    /// Relay `inner`, failing it after `idle` without a frame.
+    pub fn relayed(inner: Incoming, idle: Duration) -> Body {
+        Body::Stream(Box::new(Relayed {
+            inner,
+            idle,
+            deadline: Box::pin(tokio::time::sleep(idle)),
+        }))
+    }
 }
+
+#[derive(Debug)]
+struct IdleTimeout(Duration);
+
+impl std::fmt::Display for IdleTimeout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the agent sent nothing for {} ms; relay cut",
+            self.0.as_millis()
+        )
+    }
+}
+
+impl std::error::Error for IdleTimeout {}
 
 impl HttpBody for Body {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = BoxError;
 
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match self.get_mut() {
             Body::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
-            Body::Stream(s) => Pin::new(s).poll_frame(cx),
+            Body::Stream(r) => match Pin::new(&mut r.inner).poll_frame(cx) {
+                Poll::Ready(Some(frame)) => {
+                    let next = Instant::now() + r.idle;
+                    r.deadline.as_mut().reset(next);
+                    Poll::Ready(Some(frame.map_err(Into::into)))
+                }
+                Poll::Ready(None) => Poll::Ready(None),
+                Poll::Pending => match r.deadline.as_mut().poll(cx) {
+                    Poll::Ready(()) => Poll::Ready(Some(Err(IdleTimeout(r.idle).into()))),
+                    Poll::Pending => Poll::Pending,
+                },
+            },
         }
     }
 
     fn is_end_stream(&self) -> bool {
         match self {
             Body::Full(b) => b.is_none(),
-            Body::Stream(s) => s.is_end_stream(),
+            Body::Stream(r) => r.inner.is_end_stream(),
         }
     }
 
@@ -47,7 +96,7 @@ impl HttpBody for Body {
         match self {
             Body::Full(Some(b)) => SizeHint::with_exact(b.len() as u64),
             Body::Full(None) => SizeHint::with_exact(0),
-            Body::Stream(s) => s.size_hint(),
+            Body::Stream(r) => r.inner.size_hint(),
         }
     }
 }

@@ -28,6 +28,10 @@ use crate::registry::Agent;
 use crate::upstream::{read_limited, strip_hop_by_hop, upstream_headers, UpstreamError};
 use crate::State;
 
+/// How long an agent's event stream may stay silent before the relay is cut (the spec has
+/// agents ping every 15-20 s; three missed pings is a dead stream).
+const STREAM_IDLE: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// How long a client may take to send its request body.
 const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
@@ -791,9 +795,14 @@ pub async fn artifacts(
     Ok(relay(res, body))
 }
 
-/// A streamed pass-through: the agent's status, headers and body, never buffered whole.
-/// Only the response head is under the agent's timeout.
-async fn pass_through(state: &State, agent: &Agent, up: Request<Full<Bytes>>) -> ApiResult {
+/// A streamed pass-through: the agent's status, headers and body, never buffered whole. The
+/// response head is under the agent's timeout; the body is cut after `idle` without a frame.
+async fn pass_through(
+    state: &State,
+    agent: &Agent,
+    up: Request<Full<Bytes>>,
+    idle: std::time::Duration,
+) -> ApiResult {
     let started = std::time::Instant::now();
     let res = state.upstream.send(up, agent.cfg.timeout).await;
     state
@@ -803,7 +812,8 @@ async fn pass_through(state: &State, agent: &Agent, up: Request<Full<Bytes>>) ->
         .observe(started.elapsed().as_secs_f64());
     let (mut parts, body) = res.map_err(|e| upstream_error(agent, e))?.into_parts();
     strip_hop_by_hop(&mut parts.headers);
-    Ok(Response::from_parts(parts, Body::Stream(body)))
+    parts.version = hyper::Version::HTTP_11;
+    Ok(Response::from_parts(parts, Body::relayed(body, idle)))
 }
 
 /// GET /artifacts/{id}/content: 302s and file bodies pass through with their Content-Type.
@@ -840,7 +850,8 @@ pub async fn content(
         Bytes::new(),
         false,
     )?;
-    pass_through(state, &agent, up).await
+    // A file body: the agent's own timeout is the longest it may go quiet mid-body.
+    pass_through(state, &agent, up, agent.cfg.timeout).await
 }
 
 /// GET /tasks/{id}/stream: a plain streaming pass-through with the headers that keep proxies
@@ -866,7 +877,8 @@ pub async fn stream(
         header::ACCEPT,
         HeaderValue::from_static("text/event-stream"),
     );
-    let mut res = pass_through(state, &agent, up).await?;
+    // An event stream may be quiet for long, but agents ping every 15-20 s (the spec).
+    let mut res = pass_through(state, &agent, up, STREAM_IDLE.max(agent.cfg.timeout)).await?;
     let h = res.headers_mut();
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     h.insert("x-accel-buffering", HeaderValue::from_static("no"));
