@@ -68,14 +68,7 @@ async fn an_updated_at_far_in_the_future_is_not_recorded() {
     let a = agent().await;
     let g = TestGateway::start(&[("a", &a)], |_| {}).await;
     g.ready().await;
-    let id = g
-        .http
-        .post_json("/agents/a/tasks", &json!({"input": good_input()}))
-        .await
-        .json()["task_id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+    let id = g.create_task("a").await;
     let mut future = a.task(&id).expect("task");
     future["status"] = json!("WORKING");
     future["updated_at"] = json!("2999-01-01T00:00:00.000Z");
@@ -102,14 +95,7 @@ async fn no_card_no_proxying_on_any_route() {
     })
     .await;
     g.ready().await;
-    let id = g
-        .http
-        .post_json("/agents/a/tasks", &json!({"input": good_input()}))
-        .await
-        .json()["task_id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+    let id = g.create_task("a").await;
     // A gateway that never had a card for this agent: its routes refuse, the agent is not asked.
     let b = agent().await;
     b.script(Route::Card, Reply::Json(500, json!({"error": "down"})));
@@ -159,14 +145,7 @@ async fn the_bearer_scheme_is_case_insensitive() {
     })
     .await;
     g.ready().await;
-    let id = g
-        .http
-        .post_json("/agents/a/tasks", &json!({"input": good_input()}))
-        .await
-        .json()["task_id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+    let id = g.create_task("a").await;
     let task = a
         .set_status(&id, "WORKING", serde_json::Value::Null)
         .expect("task");

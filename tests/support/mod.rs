@@ -153,6 +153,22 @@ impl TestGateway {
         .await;
     }
 
+    /// Create a task on `agent` (its route name) through the gateway, asserting 202; its id.
+    pub async fn create_task(&self, agent: &str) -> String {
+        let r = self
+            .http
+            .post_json(
+                &format!("/agents/{agent}/tasks"),
+                &serde_json::json!({ "input": good_input() }),
+            )
+            .await;
+        assert_eq!(r.status, 202, "{r:?}");
+        r.json()["task_id"]
+            .as_str()
+            .expect("created task has a task_id")
+            .to_owned()
+    }
+
     /// The value of one sample of a metric family, matched on all the given labels.
     pub async fn metric(&self, family: &str, labels: &[(&str, &str)]) -> f64 {
         let text = String::from_utf8(self.http.get("/metrics").await.body.to_vec()).expect("utf8");
