@@ -7,7 +7,11 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
+use hyper::header::{HeaderName, HeaderValue};
 use toml::{Table, Value};
+
+use crate::webhook::guard::{Cidr, UrlGuard};
+use crate::webhook::retry::{Schedule, DEFAULT_SCHEDULE_SECS};
 
 /// How an agent's non-conformant responses are treated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,6 +79,74 @@ impl fmt::Debug for RedisConfig {
 
 pub const DEFAULT_REDIS_PREFIX: &str = "a2a:{gw}:";
 
+/// One webhook subscriber: every accepted task status change of the agents it follows is POSTed
+/// to `url` as the spec's push-notification payload.
+#[derive(Debug, Clone)]
+pub struct SubscriberConfig {
+    /// 1-64 characters of A-Z a-z 0-9 . _ -; the label in metrics and the admin API.
+    pub name: String,
+    pub url: String,
+    /// A header sent as given with every delivery (`"Authorization: Bearer ..."`), value secret.
+    pub auth_header: Option<(HeaderName, Secret)>,
+    /// Standard Webhooks signing key (`whsec_...`).
+    pub secret: Option<crate::webhook::sign::Secret>,
+    /// Route names of the agents followed; `None` follows every agent.
+    pub agents: Option<Vec<String>>,
+}
+
+impl SubscriberConfig {
+    pub fn new(name: &str, url: &str) -> SubscriberConfig {
+        SubscriberConfig {
+            name: name.into(),
+            url: url.into(),
+            auth_header: None,
+            secret: None,
+            agents: None,
+        }
+    }
+
+    pub fn follows(&self, agent: &str) -> bool {
+        self.agents
+            .as_ref()
+            .is_none_or(|list| list.iter().any(|a| a == agent))
+    }
+}
+
+/// How deliveries are made and retried (`[webhooks]`).
+#[derive(Debug, Clone)]
+pub struct WebhookConfig {
+    /// Address ranges the URL guard lets deliveries reach although they are not public.
+    pub allow: Vec<String>,
+    /// Waits between attempts; its length + 1 is the number of attempts.
+    pub schedule: Schedule,
+    /// One attempt, from connect to the response head.
+    pub timeout: Duration,
+    /// Deliveries in flight at once, per gateway process.
+    pub concurrency: usize,
+    /// How long a delivery taken by a worker may stay unacknowledged before another worker
+    /// takes it over (the first is presumed dead). Longer than `timeout`.
+    pub visibility_timeout: Duration,
+    /// Deliveries waiting (queued or scheduled for retry) at most; past it, new status changes
+    /// are refused with 503 rather than queued without bound.
+    pub max_queued: usize,
+    /// Dead letters kept; past it the oldest are dropped (and counted).
+    pub max_dead_letters: usize,
+}
+
+impl Default for WebhookConfig {
+    fn default() -> WebhookConfig {
+        WebhookConfig {
+            allow: Vec::new(),
+            schedule: Schedule::default(),
+            timeout: Duration::from_secs(15),
+            concurrency: 64,
+            visibility_timeout: Duration::from_secs(60),
+            max_queued: 1_000_000,
+            max_dead_letters: 100_000,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Config {
     pub listen: SocketAddr,
@@ -94,6 +166,10 @@ pub struct Config {
     pub workers: usize,
     pub agents: Vec<AgentConfig>,
     pub redis: Option<RedisConfig>,
+    pub subscribers: Vec<SubscriberConfig>,
+    pub webhooks: WebhookConfig,
+    /// Bearer token of the `/admin/` routes; without one they are disabled.
+    pub admin_token: Option<Secret>,
 }
 
 pub const DEFAULT_CARD_PATH: &str = "/agent-card.json";
@@ -114,6 +190,9 @@ impl Config {
             workers: 0,
             agents,
             redis: None,
+            subscribers: Vec::new(),
+            webhooks: WebhookConfig::default(),
+            admin_token: None,
         }
     }
 
@@ -209,6 +288,9 @@ const TOP_KEYS: &[&str] = &[
     "workers",
     "agents",
     "redis",
+    "subscribers",
+    "webhooks",
+    "admin_token",
 ];
 const AGENT_KEYS: &[&str] = &[
     "name",
@@ -220,6 +302,17 @@ const AGENT_KEYS: &[&str] = &[
     "conformance",
 ];
 const REDIS_KEYS: &[&str] = &["url", "prefix"];
+const SUBSCRIBER_KEYS: &[&str] = &["name", "url", "auth_header", "secret", "agents"];
+const WEBHOOK_KEYS: &[&str] = &[
+    "allow",
+    "retry_schedule_secs",
+    "max_attempts",
+    "timeout_ms",
+    "concurrency",
+    "visibility_timeout_secs",
+    "max_queued",
+    "max_dead_letters",
+];
 
 impl Checker {
     fn problem(&mut self, key: impl Into<String>, msg: impl Into<String>) {
@@ -388,7 +481,206 @@ impl Checker {
             }
             Some(_) => self.problem("redis", "must be a table ([redis])"),
         }
+
+        match t.get("webhooks") {
+            None => {}
+            Some(Value::Table(w)) => cfg.webhooks = self.webhooks(w),
+            Some(_) => self.problem("webhooks", "must be a table ([webhooks])"),
+        }
+        let guard = UrlGuard::new(&cfg.webhooks.allow).unwrap_or_default();
+        match t.get("subscribers") {
+            None => {}
+            Some(Value::Array(list)) => {
+                let mut names = HashSet::new();
+                for (i, s) in list.iter().enumerate() {
+                    let at = format!("subscribers[{i}]");
+                    let Value::Table(s) = s else {
+                        self.problem(at, "must be a table ([[subscribers]])");
+                        continue;
+                    };
+                    if let Some(sub) = self.subscriber(s, &at, &guard, &cfg.agents) {
+                        if !names.insert(sub.name.clone()) {
+                            self.problem(
+                                format!("{at}.name"),
+                                format!("{:?} is used by another subscriber", sub.name),
+                            );
+                        }
+                        cfg.subscribers.push(sub);
+                    }
+                }
+            }
+            Some(_) => self.problem(
+                "subscribers",
+                "must be an array of tables ([[subscribers]])",
+            ),
+        }
+        if let Some(tok) = self.string(t, "admin_token", "admin_token") {
+            if tok.len() < 16 {
+                self.problem("admin_token", "must be at least 16 characters");
+            }
+            cfg.admin_token = Some(Secret::new(tok));
+        }
         cfg
+    }
+
+    fn webhooks(&mut self, w: &Table) -> WebhookConfig {
+        self.unknown_keys(w, WEBHOOK_KEYS, "webhooks.");
+        let mut out = WebhookConfig::default();
+        match w.get("allow") {
+            None => {}
+            Some(Value::Array(list)) => {
+                for (i, v) in list.iter().enumerate() {
+                    let at = format!("webhooks.allow[{i}]");
+                    match v {
+                        Value::String(s) => match s.parse::<Cidr>() {
+                            Ok(_) => out.allow.push(s.clone()),
+                            Err(e) => self.problem(at, e.to_string()),
+                        },
+                        _ => self.problem(at, "must be a string such as \"10.0.0.0/8\""),
+                    }
+                }
+            }
+            Some(_) => self.problem("webhooks.allow", "must be an array of address ranges"),
+        }
+        let mut secs: Vec<u64> = DEFAULT_SCHEDULE_SECS.to_vec();
+        match w.get("retry_schedule_secs") {
+            None => {}
+            Some(Value::Array(list)) => {
+                secs.clear();
+                for v in list {
+                    match v {
+                        Value::Integer(i) if *i >= 0 => secs.push(*i as u64),
+                        _ => {
+                            self.problem(
+                                "webhooks.retry_schedule_secs",
+                                "must be a list of whole seconds",
+                            );
+                            break;
+                        }
+                    }
+                }
+            }
+            Some(_) => self.problem(
+                "webhooks.retry_schedule_secs",
+                "must be a list of whole seconds",
+            ),
+        }
+        if w.contains_key("max_attempts") {
+            // More attempts than the schedule has waits repeat its last wait; fewer cut it short.
+            let n = self.int(w, "max_attempts", "webhooks.max_attempts", 1, 101) as usize;
+            let last = secs.last().copied().unwrap_or(5);
+            secs.resize(n - 1, last);
+        }
+        match Schedule::from_secs(&secs) {
+            Ok(s) => out.schedule = s,
+            Err(e) => self.problem("webhooks.retry_schedule_secs", e.to_string()),
+        }
+        out.timeout = Duration::from_millis(self.int(
+            w,
+            "timeout_ms",
+            "webhooks.timeout_ms",
+            out.timeout.as_millis() as u64,
+            300_000,
+        ));
+        out.concurrency = self.int(
+            w,
+            "concurrency",
+            "webhooks.concurrency",
+            out.concurrency as u64,
+            10_000,
+        ) as usize;
+        out.visibility_timeout = Duration::from_secs(self.int(
+            w,
+            "visibility_timeout_secs",
+            "webhooks.visibility_timeout_secs",
+            out.visibility_timeout.as_secs(),
+            86_400,
+        ));
+        if out.visibility_timeout < out.timeout + Duration::from_secs(5) {
+            self.problem(
+                "webhooks.visibility_timeout_secs",
+                "must exceed webhooks.timeout_ms by at least 5 s, or live deliveries would be taken over and sent twice",
+            );
+        }
+        out.max_queued = self.int(
+            w,
+            "max_queued",
+            "webhooks.max_queued",
+            out.max_queued as u64,
+            1 << 32,
+        ) as usize;
+        out.max_dead_letters = self.int(
+            w,
+            "max_dead_letters",
+            "webhooks.max_dead_letters",
+            out.max_dead_letters as u64,
+            1 << 24,
+        ) as usize;
+        out
+    }
+
+    fn subscriber(
+        &mut self,
+        s: &Table,
+        at: &str,
+        guard: &UrlGuard,
+        agents: &[AgentConfig],
+    ) -> Option<SubscriberConfig> {
+        self.unknown_keys(s, SUBSCRIBER_KEYS, &format!("{at}."));
+        let name = self.string(s, "name", &format!("{at}.name"));
+        match name {
+            None => self.problem(format!("{at}.name"), "is required"),
+            Some(n) if !valid_name(n) => self.problem(
+                format!("{at}.name"),
+                format!("{n:?} must be 1-64 characters of A-Z a-z 0-9 . _ -"),
+            ),
+            _ => {}
+        }
+        let url = self.string(s, "url", &format!("{at}.url"));
+        match url {
+            None => self.problem(format!("{at}.url"), "is required"),
+            Some(u) => {
+                if let Err(e) = guard.check_url(u) {
+                    self.problem(format!("{at}.url"), e.to_string());
+                }
+            }
+        }
+        let mut sub = SubscriberConfig::new(name.unwrap_or(""), url.unwrap_or(""));
+        if let Some(h) = self.string(s, "auth_header", &format!("{at}.auth_header")) {
+            match parse_header_line(h) {
+                Some(pair) => sub.auth_header = Some(pair),
+                // The value is a credential: the message does not repeat it.
+                None => self.problem(
+                    format!("{at}.auth_header"),
+                    "must be one header line such as \"Authorization: Bearer <token>\"",
+                ),
+            }
+        }
+        if let Some(secret) = self.string(s, "secret", &format!("{at}.secret")) {
+            match crate::webhook::sign::Secret::parse(secret) {
+                Ok(k) => sub.secret = Some(k),
+                Err(e) => self.problem(format!("{at}.secret"), e.to_string()),
+            }
+        }
+        match s.get("agents") {
+            None => {}
+            Some(Value::Array(list)) => {
+                let mut follow = Vec::new();
+                for v in list {
+                    match v.as_str() {
+                        Some(a) if agents.iter().any(|c| c.name == a) => follow.push(a.to_owned()),
+                        Some(a) => self.problem(
+                            format!("{at}.agents"),
+                            format!("{a:?} is not the name of an [[agents]] entry"),
+                        ),
+                        None => self.problem(format!("{at}.agents"), "must be a list of agent names"),
+                    }
+                }
+                sub.agents = Some(follow);
+            }
+            Some(_) => self.problem(format!("{at}.agents"), "must be a list of agent names"),
+        }
+        (name.is_some() && url.is_some()).then_some(sub)
     }
 
     fn agent(&mut self, a: &Table, at: &str) -> Option<AgentConfig> {
@@ -454,6 +746,16 @@ impl Checker {
         }
         (name.is_some() && url.is_some()).then_some(agent)
     }
+}
+
+/// `"Name: value"` as a header name and a secret value.
+fn parse_header_line(line: &str) -> Option<(HeaderName, Secret)> {
+    let (name, value) = line.split_once(':')?;
+    let name = HeaderName::from_bytes(name.trim().as_bytes()).ok()?;
+    let value = value.trim();
+    // Must be a valid header value; the check is done here so delivery cannot fail on it.
+    HeaderValue::from_str(value).ok().filter(|_| !value.is_empty())?;
+    Some((name, Secret::new(value)))
 }
 
 fn valid_name(n: &str) -> bool {

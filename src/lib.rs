@@ -2,7 +2,8 @@
 //!
 //! Layout: `protocol` is the A2A core with no I/O (types, state machine, schemas, conformance);
 //! everything that touches a socket or a store sits at the edge (`registry` fetches cards,
-//! `upstream` talks to agents, `ledger` records tasks behind a trait, `http` serves clients).
+//! `upstream` talks to agents, `ledger` records tasks behind a trait, `webhook` queues and
+//! delivers status changes to subscribers, `http` serves clients).
 //! [`Gateway::start`] wires them together; tests start it in-process on port 0.
 
 pub mod config;
@@ -23,6 +24,7 @@ use tokio::sync::watch;
 
 use config::Config;
 use ledger::{MemoryLedger, RedisLedger, TaskLedger};
+use webhook::queue::{DeliveryQueue, MemoryQueue, Outbox, RedisQueue};
 use metrics::Metrics;
 use registry::Registry;
 use upstream::Upstream;
@@ -35,6 +37,8 @@ pub struct State {
     pub ledger: Arc<dyn TaskLedger>,
     pub upstream: Upstream,
     pub metrics: Arc<Metrics>,
+    /// Webhook deliveries (in Redis when configured), for the admin API and metrics.
+    pub queue: Arc<dyn DeliveryQueue>,
 }
 
 /// A running gateway.
@@ -67,20 +71,41 @@ impl Gateway {
         let config = Arc::new(config);
         let metrics =
             Arc::new(Metrics::new().map_err(|e| StartError::Setup(format!("metrics: {e}")))?);
-        let ledger: Arc<dyn TaskLedger> = match &config.redis {
-            Some(r) => Arc::new(
-                RedisLedger::connect(&r.url, &r.prefix, config.task_retention)
-                    .await
-                    .map_err(|e| StartError::Setup(e.to_string()))?,
+        let names: Vec<String> = config.agents.iter().map(|a| a.name.clone()).collect();
+        let outbox = Arc::new(Outbox::new(
+            &names,
+            &config.subscribers,
+            config.webhooks.max_queued,
+        ));
+        let setup = |e: &dyn std::fmt::Display| StartError::Setup(e.to_string());
+        let (ledger, queue): (Arc<dyn TaskLedger>, Arc<dyn DeliveryQueue>) = match &config.redis {
+            Some(r) => (
+                Arc::new(
+                    RedisLedger::connect(&r.url, &r.prefix, config.task_retention)
+                        .await
+                        .map_err(|e| setup(&e))?
+                        .with_outbox(outbox),
+                ),
+                Arc::new(
+                    RedisQueue::connect(&r.url, &r.prefix, config.webhooks.max_dead_letters)
+                        .await
+                        .map_err(|e| setup(&e))?,
+                ),
             ),
-            None => Arc::new(
-                MemoryLedger::new(
+            None => {
+                let queue = Arc::new(MemoryQueue::new(
+                    config.webhooks.max_queued,
+                    config.webhooks.max_dead_letters,
+                ));
+                let ledger = MemoryLedger::new(
                     config.max_tasks,
                     config.task_retention,
                     metrics.ledger_evictions.clone(),
                 )
-                .with_byte_budget(config.max_ledger_bytes),
-            ),
+                .with_byte_budget(config.max_ledger_bytes)
+                .with_outbox(outbox, queue.clone());
+                (Arc::new(ledger), queue)
+            }
         };
         let registry = Arc::new(Registry::new(&config.agents));
         let listeners = http::bind(config.listen, config.worker_count()).map_err(|source| {
@@ -99,7 +124,18 @@ impl Gateway {
         let card_upstream = Upstream::new(config.connect_timeout).map_err(StartError::Setup)?;
         registry.spawn_refreshers(card_upstream, metrics.clone(), stop_rx.clone());
         let slots = Arc::new(tokio::sync::Semaphore::new(config.max_connections));
-        let mut workers = Vec::with_capacity(listeners.len());
+        let mut workers = Vec::with_capacity(listeners.len() + 1);
+        if !config.subscribers.is_empty() {
+            let sender = webhook::send::Sender::new(&config.subscribers, &config.webhooks)
+                .map_err(StartError::Setup)?;
+            let worker =
+                webhook::worker::Worker::new(queue.clone(), sender, &config.webhooks, metrics.clone());
+            workers.push(
+                worker
+                    .spawn(stop_rx.clone())
+                    .map_err(|e| StartError::Setup(format!("webhook thread: {e}")))?,
+            );
+        }
         for (i, listener) in listeners.into_iter().enumerate() {
             let state = State {
                 config: config.clone(),
@@ -107,6 +143,7 @@ impl Gateway {
                 ledger: ledger.clone(),
                 upstream: Upstream::new(config.connect_timeout).map_err(StartError::Setup)?,
                 metrics: metrics.clone(),
+                queue: queue.clone(),
             };
             let (stop_rx, slots) = (stop_rx.clone(), slots.clone());
             let worker = std::thread::Builder::new()

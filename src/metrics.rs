@@ -3,7 +3,8 @@
 //! bounded by routes × configured agents × status codes.
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry,
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry,
     TextEncoder,
 };
 
@@ -22,7 +23,21 @@ pub struct Metrics {
     pub ledger_evictions: IntCounter,
     pub notifications_ingested: IntCounterVec,
     pub notifications_refused: IntCounterVec,
+    pub webhook_deliveries: IntCounterVec,
+    pub webhook_attempts: IntCounterVec,
+    pub webhook_latency: HistogramVec,
+    pub webhook_reclaimed: IntCounter,
+    pub webhook_queued: IntGauge,
+    pub webhook_retrying: IntGauge,
+    pub webhook_dead: IntGauge,
+    pub webhook_disabled: IntGauge,
 }
+
+/// From queueing to a subscriber's 2xx: milliseconds when all is well, hours through retries.
+const DELIVERY_BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0,
+    7200.0, 36000.0, 86400.0,
+];
 
 const LATENCY_BUCKETS: &[f64] = &[
     0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
@@ -115,12 +130,56 @@ impl Metrics {
                 "Push notifications refused, by reason (unauthorized, invalid, terminal, backwards, stale, foreign_agent).",
                 &["agent", "reason"],
             )?,
+            webhook_deliveries: counter(
+                "webhook_deliveries_total",
+                "Webhook delivery outcomes by subscriber: delivered, retry, dead, disabled (a 410), parked (subscriber disabled), duplicate (delivered again after a takeover).",
+                &["subscriber", "outcome"],
+            )?,
+            webhook_attempts: counter(
+                "webhook_attempts_total",
+                "Webhook HTTP attempts by subscriber and result (2xx, 3xx, 4xx, 5xx, timeout, error).",
+                &["subscriber", "result"],
+            )?,
+            webhook_latency: {
+                let h = HistogramVec::new(
+                    HistogramOpts::new(
+                        n("webhook_delivery_seconds"),
+                        "Time from a status change being queued to its delivery (retries included).",
+                    )
+                    .buckets(DELIVERY_BUCKETS.to_vec()),
+                    &["subscriber"],
+                )?;
+                registry.register(Box::new(h.clone()))?;
+                h
+            },
+            webhook_reclaimed: IntCounter::new(
+                n("webhook_reclaimed_total"),
+                "Deliveries taken over from a worker presumed dead (held past the visibility timeout).",
+            )?,
+            webhook_queued: IntGauge::new(
+                n("webhook_queue_depth"),
+                "Webhook messages queued (waiting, in flight or scheduled for retry).",
+            )?,
+            webhook_retrying: IntGauge::new(
+                n("webhook_retry_scheduled"),
+                "Subscriber/task lanes waiting for a retry.",
+            )?,
+            webhook_dead: IntGauge::new(n("webhook_dead_letters"), "Dead letters held.")?,
+            webhook_disabled: IntGauge::new(
+                n("webhook_subscribers_disabled"),
+                "Subscribers disabled by a 410 Gone until re-enabled.",
+            )?,
             ledger_evictions: IntCounter::new(
                 n("ledger_evictions_total"),
                 "Tasks evicted from a full in-process ledger before their retention ended.",
             )?,
         };
         registry.register(Box::new(m.ledger_evictions.clone()))?;
+        registry.register(Box::new(m.webhook_reclaimed.clone()))?;
+        registry.register(Box::new(m.webhook_queued.clone()))?;
+        registry.register(Box::new(m.webhook_retrying.clone()))?;
+        registry.register(Box::new(m.webhook_dead.clone()))?;
+        registry.register(Box::new(m.webhook_disabled.clone()))?;
         let build = IntGaugeVec::new(
             Opts::new(n("build_info"), "Build information; always 1."),
             &["version"],

@@ -111,7 +111,7 @@ where
     }
 }
 
-fn describe(e: &hyper_util::client::legacy::Error) -> String {
+pub fn describe(e: &hyper_util::client::legacy::Error) -> String {
     use std::error::Error;
     let mut msg = e.to_string();
     let mut src = e.source();

@@ -78,6 +78,14 @@ pub async fn metrics(state: &State) -> ApiResult {
         }
         Err(e) => tracing::warn!(error = %e, "ledger counts unavailable for /metrics"),
     }
+    match state.queue.stats().await {
+        Ok(q) => {
+            m.webhook_queued.set(q.queued as i64);
+            m.webhook_retrying.set(q.retrying as i64);
+            m.webhook_dead.set(q.dead as i64);
+        }
+        Err(e) => tracing::warn!(error = %e, "webhook queue stats unavailable for /metrics"),
+    }
     let mut res = Response::new(Body::full(m.encode()));
     res.headers_mut().insert(
         CONTENT_TYPE,

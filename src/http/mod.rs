@@ -3,6 +3,7 @@
 //! Pipeline, in order, for every request: request id → route match (405/404 here) → handler →
 //! `x-request-id` on the answer → metrics. No middleware stack: the order is this function.
 
+mod admin;
 pub mod body;
 mod catalog;
 pub mod error;
@@ -51,6 +52,10 @@ enum Route<'a> {
     Stream(Option<&'a str>, &'a str),
     ArtifactContent(Option<&'a str>, &'a str),
     Notifications(&'a str),
+    DeadLetters,
+    Redrive,
+    Subscribers,
+    EnableSubscriber(&'a str),
     NotFound,
 }
 
@@ -66,6 +71,14 @@ impl<'a> Route<'a> {
             [Some("readyz"), None, ..] => Route::Readyz,
             [Some("metrics"), None, ..] => Route::Metrics,
             [Some("agents"), None, ..] => Route::Catalog,
+            [Some("admin"), Some("dead-letters"), None, ..] => Route::DeadLetters,
+            [Some("admin"), Some("dead-letters"), Some("redrive"), None, ..] => Route::Redrive,
+            [Some("admin"), Some("subscribers"), None, ..] => Route::Subscribers,
+            [Some("admin"), Some("subscribers"), Some(s), Some("enable"), None, ..]
+                if !s.is_empty() =>
+            {
+                Route::EnableSubscriber(s)
+            }
             [Some("agents"), Some(a), Some("agent-card.json"), None, ..] if !a.is_empty() => {
                 Route::Card(a)
             }
@@ -128,6 +141,10 @@ impl<'a> Route<'a> {
             Route::Stream(..) => ("stream", Method::GET),
             Route::ArtifactContent(..) => ("artifact_content", Method::GET),
             Route::Notifications(_) => ("notifications", Method::POST),
+            Route::DeadLetters => ("admin_dead_letters", Method::GET),
+            Route::Redrive => ("admin_redrive", Method::POST),
+            Route::Subscribers => ("admin_subscribers", Method::GET),
+            Route::EnableSubscriber(_) => ("admin_enable_subscriber", Method::POST),
             Route::NotFound => ("not_found", Method::GET),
         }
     }
@@ -229,6 +246,10 @@ async fn dispatch(
         Route::Stream(a, t) => tasks::stream(state, ctx, a, t, req).await,
         Route::ArtifactContent(a, id) => tasks::content(state, ctx, a, id, req).await,
         Route::Notifications(a) => notifications::ingest(state, ctx, a, req).await,
+        Route::DeadLetters => admin::dead_letters(state, req).await,
+        Route::Redrive => admin::redrive(state, req).await,
+        Route::Subscribers => admin::subscribers(state, req).await,
+        Route::EnableSubscriber(s) => admin::enable(state, s, req).await,
         Route::NotFound => Err(ApiError::new(Code::NotFound, "no such route")),
     }
 }
@@ -263,6 +284,13 @@ mod tests {
             Route::parse("/agents/x/artifacts/a/content"),
             ArtifactContent(Some("x"), "a")
         );
+        assert_eq!(Route::parse("/admin/dead-letters"), DeadLetters);
+        assert_eq!(Route::parse("/admin/dead-letters/redrive"), Redrive);
+        assert_eq!(
+            Route::parse("/admin/subscribers/s1/enable"),
+            EnableSubscriber("s1")
+        );
+        assert_eq!(Route::parse("/admin/subscribers//enable"), NotFound);
     }
 
     #[test]

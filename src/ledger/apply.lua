@@ -2,8 +2,12 @@
 -- it only if accepted. The rule is protocol::task::judge plus ledger::decide, line for line; a
 -- test applies every (recorded, update) combination through both and compares the verdicts.
 --
--- KEYS[1] the task hash, KEYS[2] the per-state index prefix (zsets KEYS[2]..STATUS)
--- ARGV    agent, status, updated_ms, task, now_ms, terminal_ttl_ms, live_ttl_ms, task_id
+-- KEYS[1] the task hash, KEYS[2] the per-state index prefix (zsets KEYS[2]..STATUS),
+-- KEYS[3] the webhook key prefix (lanes, stream, queued counter; see webhook/queue/redis.rs)
+-- ARGV    agent, status, updated_ms, task, now_ms, terminal_ttl_ms, live_ttl_ms, task_id,
+--         msg_id, timestamp, max_queued, subscriber...
+-- A first sighting or a transition is queued for every subscriber named, in this same step:
+-- a change is never recorded without its deliveries, nor delivered without being recorded.
 -- Returns {verdict, agent, status, updated_ms, task, previous status or ''}: the record after
 --   the call (the new one when accepted, with task left empty since the caller has it; the
 --   standing one otherwise) and the state it left.
@@ -42,6 +46,15 @@ if verdict ~= 'new' and verdict ~= 'transition' and verdict ~= 'refresh' then
   return { verdict, rec[1], rec[2], rec[3], rec[4], rec[2] or '' }
 end
 
+local wh, nsubs = KEYS[3], #ARGV - 11
+local notify = nsubs > 0 and (verdict == 'new' or verdict == 'transition')
+if notify then
+  local queued = tonumber(redis.call('GET', wh .. 'queued') or '0')
+  if queued + nsubs > tonumber(ARGV[11]) then
+    return { 'queue_full', rec[1] or agent, rec[2] or status, rec[3] or ARGV[3], '', rec[2] or '' }
+  end
+end
+
 local now = tonumber(ARGV[5])
 local ttl = tonumber(TERMINAL[status] and ARGV[6] or ARGV[7])
 redis.call('HSET', KEYS[1], 'agent', agent, 'status', status, 'updated_ms', ARGV[3], 'task', ARGV[4])
@@ -50,5 +63,16 @@ if rec[2] and rec[2] ~= status then
   redis.call('ZREM', KEYS[2] .. rec[2], ARGV[8])
 end
 redis.call('ZADD', KEYS[2] .. status, now + ttl, ARGV[8])
+if notify then
+  -- Lane entries are "enqueued_ms \n msg_id \n payload"; a lane that was empty gets its token.
+  local entry = ARGV[5] .. '\n' .. ARGV[9] .. '\n'
+    .. '{"event_type":"task.status.updated","timestamp":"' .. ARGV[10] .. '","data":' .. ARGV[4] .. '}'
+  for i = 12, #ARGV do
+    if redis.call('RPUSH', wh .. 'lane:' .. ARGV[i] .. ':' .. ARGV[8], entry) == 1 then
+      redis.call('XADD', wh .. 'stream', '*', 's', ARGV[i], 't', ARGV[8], 'a', '0')
+    end
+  end
+  redis.call('INCRBY', wh .. 'queued', nsubs)
+end
 -- The caller holds the accepted document already: do not send it back.
 return { verdict, agent, status, ARGV[3], '', rec[2] or '' }

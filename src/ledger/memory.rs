@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use super::{decide, Applied, LedgerFuture, Record, TaskLedger};
+use super::{decide, notifies, Applied, LedgerError, LedgerFuture, Record, TaskLedger};
+use crate::webhook::queue::{self, MemoryQueue, Message, Outbox};
 use crate::protocol::task::Head;
 
 const SHARDS: usize = 16;
@@ -50,6 +51,7 @@ pub struct MemoryLedger {
     bytes_per_shard: usize,
     retention: Duration,
     evictions: prometheus::IntCounter,
+    outbox: Option<(Arc<Outbox>, Arc<MemoryQueue>)>,
 }
 
 impl MemoryLedger {
@@ -63,7 +65,15 @@ impl MemoryLedger {
             bytes_per_shard: usize::MAX,
             retention,
             evictions,
+            outbox: None,
         }
+    }
+
+    /// Queue each accepted status change for the subscribers of its agent, under the same lock
+    /// that records it.
+    pub fn with_outbox(mut self, outbox: Arc<Outbox>, queue: Arc<MemoryQueue>) -> Self {
+        self.outbox = Some((outbox, queue));
+        self
     }
 
     /// Bound the bytes held as well as the count: task documents echo client input and can be
@@ -79,7 +89,13 @@ impl MemoryLedger {
         self.shards[i].lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn apply_now(&self, agent: &str, task_id: &str, head: Head, task: Bytes) -> Applied {
+    fn apply_now(
+        &self,
+        agent: &str,
+        task_id: &str,
+        head: Head,
+        task: Bytes,
+    ) -> Result<Applied, LedgerError> {
         let now = Instant::now();
         let mut s = self.shard(task_id);
         s.expire(now);
@@ -99,7 +115,20 @@ impl MemoryLedger {
                     task,
                 },
             };
-            return Applied { verdict, record };
+            return Ok(Applied { verdict, record });
+        }
+        if let Some((outbox, q)) = self.outbox.as_ref().filter(|_| notifies(verdict)) {
+            let subs = outbox.subscribers(agent);
+            if !subs.is_empty() {
+                let message = Message {
+                    msg_id: queue::message_id(task_id, head),
+                    enqueued_ms: crate::protocol::time::now_ms(),
+                    payload: queue::payload(&crate::protocol::time::now(), &task).into(),
+                };
+                if !q.offer(subs, task_id, message) {
+                    return Err(LedgerError::QueueFull);
+                }
+            }
         }
         let expires = head.status.is_terminal().then(|| now + self.retention);
         // The agent's answer is usually a slice of the connection's read buffer: holding that
@@ -121,7 +150,7 @@ impl MemoryLedger {
             if let Some(at) = expires {
                 s.expiry.push_back((at, seq, key));
             }
-            return Applied { verdict, record };
+            return Ok(Applied { verdict, record });
         }
         // A new task: make room first, by count and by bytes.
         let size = entry_size(task_id, &task);
@@ -154,7 +183,7 @@ impl MemoryLedger {
             },
         );
         s.compact(self.per_shard);
-        Applied { verdict, record }
+        Ok(Applied { verdict, record })
     }
 
     fn get_now(&self, task_id: &str) -> Option<Record> {
@@ -236,9 +265,9 @@ impl TaskLedger for MemoryLedger {
         head: Head,
         task: Bytes,
     ) -> LedgerFuture<'a, Applied> {
-        Box::pin(std::future::ready(Ok(
-            self.apply_now(agent, task_id, head, task)
-        )))
+        Box::pin(std::future::ready(
+            self.apply_now(agent, task_id, head, task),
+        ))
     }
 
     fn get<'a>(&'a self, task_id: &'a str) -> LedgerFuture<'a, Option<Record>> {
@@ -324,6 +353,7 @@ mod tests {
             head,
             Bytes::from(format!("{id}:{}:{}", head.status.as_str(), head.updated_ms)),
         )
+        .expect("no outbox, no refusal")
     }
 
     #[test]
@@ -391,7 +421,9 @@ mod tests {
         let l = ledger(100, Duration::from_secs(60));
         let read_buffer = Bytes::from(vec![b'x'; 8192]);
         let answer = read_buffer.slice(100..400);
-        let applied = l.apply_now("a", "t", h(Status::Working, 1), answer.clone());
+        let applied = l
+            .apply_now("a", "t", h(Status::Working, 1), answer.clone())
+            .expect("applied");
         assert_eq!(applied.record.task, answer);
         assert_ne!(
             applied.record.task.as_ptr(),
@@ -405,7 +437,7 @@ mod tests {
         let l = ledger(1_000_000, Duration::from_secs(60)).with_byte_budget(SHARDS * 64 * 1024);
         let big = Bytes::from(vec![b'x'; 16 * 1024]);
         for i in 0..2000 {
-            l.apply_now("a", &format!("t{i}"), h(Status::Working, 1), big.clone());
+            let _ = l.apply_now("a", &format!("t{i}"), h(Status::Working, 1), big.clone());
         }
         let held: usize = l.shards.iter().map(|s| s.lock().expect("lock").bytes).sum();
         assert!(held <= SHARDS * 64 * 1024, "held {held}");
@@ -413,8 +445,8 @@ mod tests {
         assert!(l.evictions.get() > 1000);
         // Updates that grow a document are accounted too.
         let small = ledger(100, Duration::from_secs(60));
-        small.apply_now("a", "t", h(Status::Working, 1), Bytes::from_static(b"ab"));
-        small.apply_now("a", "t", h(Status::Working, 2), big.clone());
+        let _ = small.apply_now("a", "t", h(Status::Working, 1), Bytes::from_static(b"ab"));
+        let _ = small.apply_now("a", "t", h(Status::Working, 2), big.clone());
         let bytes: usize = small
             .shards
             .iter()

@@ -42,6 +42,16 @@ pub enum LedgerError {
     /// The store could not be reached or answered wrongly.
     #[error("task ledger unavailable: {0}")]
     Unavailable(String),
+    /// The change would queue more webhook deliveries than `webhooks.max_queued` allows; it is
+    /// not recorded (the agent may send it again later).
+    #[error("webhook delivery queue is full (webhooks.max_queued); status change not recorded")]
+    QueueFull,
+}
+
+/// Whether an accepted verdict is a status change subscribers hear about: a first sighting or a
+/// transition (a refresh keeps the status; a duplicate or a refusal changes nothing).
+pub fn notifies(verdict: Verdict) -> bool {
+    matches!(verdict, Verdict::New | Verdict::Transition { .. })
 }
 
 pub type LedgerFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, LedgerError>> + Send + 'a>>;

@@ -17,6 +17,7 @@ use redis::{AsyncCommands, Script, Value as RValue};
 
 use super::{Applied, LedgerError, LedgerFuture, Record, TaskLedger};
 use crate::protocol::task::{Head, Refusal, Status, Verdict};
+use crate::webhook::queue::{message_id, webhook_prefix, Outbox};
 
 /// How long a task that never reaches a terminal state is kept after its last update.
 const LIVE_TTL: Duration = Duration::from_secs(30 * 86_400);
@@ -26,6 +27,8 @@ pub struct RedisLedger {
     prefix: String,
     retention: Duration,
     apply: Script,
+    outbox: Option<Arc<Outbox>>,
+    webhook_prefix: String,
 }
 
 fn unavailable(e: redis::RedisError) -> LedgerError {
@@ -58,7 +61,16 @@ impl RedisLedger {
             prefix: prefix.to_owned(),
             retention,
             apply: Script::new(include_str!("apply.lua")),
+            outbox: None,
+            webhook_prefix: webhook_prefix(prefix),
         })
+    }
+
+    /// Queue each accepted status change for the subscribers of its agent, in the script that
+    /// records it.
+    pub fn with_outbox(mut self, outbox: Arc<Outbox>) -> Self {
+        self.outbox = Some(outbox);
+        self
     }
 
     fn task_key(&self, id: &str) -> String {
@@ -81,10 +93,9 @@ impl RedisLedger {
         task: Bytes,
     ) -> Result<Applied, LedgerError> {
         let mut conn = self.conn.clone();
-        let reply: Vec<RValue> = self
-            .apply
-            .key(self.task_key(task_id))
-            .key(self.state_prefix())
+        let mut inv = self.apply.key(self.task_key(task_id));
+        inv.key(self.state_prefix())
+            .key(&self.webhook_prefix)
             .arg(agent)
             .arg(head.status.as_str())
             .arg(head.updated_ms)
@@ -92,10 +103,21 @@ impl RedisLedger {
             .arg(now_ms())
             .arg(self.retention.as_millis() as u64)
             .arg(LIVE_TTL.as_millis() as u64)
-            .arg(task_id)
-            .invoke_async(&mut conn)
-            .await
-            .map_err(unavailable)?;
+            .arg(task_id);
+        match &self.outbox {
+            Some(o) if !o.subscribers(agent).is_empty() => {
+                inv.arg(message_id(task_id, head))
+                    .arg(crate::protocol::time::now())
+                    .arg(o.max_queued);
+                for s in o.subscribers(agent) {
+                    inv.arg(s.as_ref());
+                }
+            }
+            _ => {
+                inv.arg("").arg("").arg(0);
+            }
+        }
+        let reply: Vec<RValue> = inv.invoke_async(&mut conn).await.map_err(unavailable)?;
         let bad =
             || LedgerError::Unavailable("redis: unexpected reply from the apply script".into());
         let text = |v: &RValue| -> Option<String> { redis::from_redis_value_ref::<String>(v).ok() };
@@ -131,6 +153,7 @@ impl RedisLedger {
             "backwards" => Verdict::Refused(Refusal::Backwards),
             "stale" => Verdict::Refused(Refusal::Stale),
             "foreign_agent" => Verdict::Refused(Refusal::ForeignAgent),
+            "queue_full" => return Err(LedgerError::QueueFull),
             _ => return Err(bad()),
         };
         // On acceptance the script leaves the document out: it is the one just sent.

@@ -373,6 +373,12 @@ impl UrlGuard {
     /// bound it tighter.
     pub async fn resolve(&self, uri: &Uri) -> Result<Vec<SocketAddr>, GuardError> {
         let (host, port) = self.target(uri)?;
+        self.resolve_host(host, port).await
+    }
+
+    /// [`UrlGuard::resolve`] for a host (IPv6 without brackets) and port: what a connector's
+    /// resolver calls, so the addresses checked are the addresses connected to.
+    pub async fn resolve_host(&self, host: &str, port: u16) -> Result<Vec<SocketAddr>, GuardError> {
         let refused = |addr: IpAddr, reason| GuardError::Refused {
             host: host.to_string(),
             addr,

@@ -16,3 +16,6 @@
 pub mod guard;
 pub mod retry;
 pub mod sign;
+pub mod queue;
+pub mod send;
+pub mod worker;

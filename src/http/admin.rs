@@ -1,0 +1,159 @@
+//! The admin API: dead letters and subscribers. Behind `Authorization: Bearer <admin_token>`
+//! (constant-time compare); without an `admin_token` in the config the routes do not exist, so
+//! an unconfigured gateway exposes no operator surface.
+
+use hyper::body::Incoming;
+use hyper::header;
+use hyper::{Request, StatusCode};
+use serde_json::{json, Value};
+
+use super::catalog::json_response;
+use super::error::{ApiError, ApiResult, Code};
+use super::tasks::read_body;
+use crate::State;
+
+/// Most dead letters listed or redriven in one call.
+const MAX_PAGE: usize = 1000;
+
+fn authorize(state: &State, req: &Request<Incoming>) -> Result<(), ApiError> {
+    let Some(token) = state.config.admin_token.as_ref() else {
+        return Err(ApiError::new(
+            Code::NotFound,
+            "the admin API is disabled; set admin_token in the config to enable it",
+        ));
+    };
+    let presented = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .map(|v| v.as_bytes())
+        .filter(|b| b.len() > 7 && b[..7].eq_ignore_ascii_case(b"bearer "))
+        .map(|b| &b[7..]);
+    if presented.is_some_and(|p| token.matches(p)) {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            Code::Unauthorized,
+            "Authorization: Bearer <admin_token> is required",
+        ))
+    }
+}
+
+fn queue_down(e: crate::webhook::queue::QueueError) -> ApiError {
+    ApiError::new(Code::Unavailable, e.to_string())
+}
+
+fn ok(body: Value) -> ApiResult {
+    Ok(json_response(
+        StatusCode::OK,
+        serde_json::to_vec(&body).unwrap_or_default(),
+    ))
+}
+
+/// `limit` from the query string: 1..=MAX_PAGE, default 100.
+fn limit(query: Option<&str>) -> Result<usize, ApiError> {
+    let Some(v) = query
+        .unwrap_or("")
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("limit="))
+    else {
+        return Ok(100);
+    };
+    v.parse::<usize>()
+        .ok()
+        .filter(|n| (1..=MAX_PAGE).contains(n))
+        .ok_or_else(|| {
+            ApiError::new(
+                Code::InvalidRequest,
+                format!("limit must be a whole number from 1 to {MAX_PAGE}"),
+            )
+        })
+}
+
+/// GET /admin/dead-letters?limit=N: the newest dead letters first.
+pub async fn dead_letters(state: &State, req: Request<Incoming>) -> ApiResult {
+    authorize(state, &req)?;
+    let n = limit(req.uri().query())?;
+    let letters = state.queue.dead_letters(n).await.map_err(queue_down)?;
+    let total = state.queue.stats().await.map_err(queue_down)?.dead;
+    ok(json!({ "total": total, "dead_letters": letters }))
+}
+
+/// POST /admin/dead-letters/redrive, body optional `{"subscriber": "...", "limit": N}`: put dead
+/// letters back at the end of their lanes, oldest first.
+pub async fn redrive(state: &State, req: Request<Incoming>) -> ApiResult {
+    authorize(state, &req)?;
+    let (_, raw) = read_body(state, req).await?;
+    let body: Value = if raw.iter().all(u8::is_ascii_whitespace) {
+        json!({})
+    } else {
+        serde_json::from_slice(&raw).map_err(|e| {
+            ApiError::new(Code::InvalidJson, format!("body is not valid JSON: {e}"))
+        })?
+    };
+    let bad = |m: &str| ApiError::new(Code::InvalidRequest, m);
+    let Value::Object(body) = body else {
+        return Err(bad("body must be a JSON object"));
+    };
+    if let Some(k) = body.keys().find(|k| *k != "subscriber" && *k != "limit") {
+        return Err(bad(&format!("unknown field {k:?}; expected subscriber, limit")));
+    }
+    let subscriber = match body.get("subscriber") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.as_str()),
+        Some(_) => return Err(bad("subscriber must be a string")),
+    };
+    let n = match body.get("limit") {
+        None => MAX_PAGE,
+        Some(v) => v
+            .as_u64()
+            .filter(|n| (1..=MAX_PAGE as u64).contains(n))
+            .ok_or_else(|| bad("limit must be a whole number from 1 to 1000"))?
+            as usize,
+    };
+    let moved = state
+        .queue
+        .redrive(subscriber, n)
+        .await
+        .map_err(queue_down)?;
+    if moved > 0 {
+        tracing::info!(moved, subscriber = ?subscriber, "dead letters redriven");
+    }
+    ok(json!({ "redriven": moved }))
+}
+
+/// GET /admin/subscribers: the configured subscribers and which are disabled. Credentials are
+/// never shown (only whether a secret or auth header is set).
+pub async fn subscribers(state: &State, req: Request<Incoming>) -> ApiResult {
+    authorize(state, &req)?;
+    let disabled = state.queue.disabled().await.map_err(queue_down)?;
+    let list: Vec<Value> = state
+        .config
+        .subscribers
+        .iter()
+        .map(|s| {
+            json!({
+                "name": s.name,
+                "url": s.url,
+                "agents": s.agents,
+                "signed": s.secret.is_some(),
+                "auth_header": s.auth_header.as_ref().map(|(n, _)| n.as_str()),
+                "disabled": disabled.iter().find(|(n, _)| *n == s.name).map(|(_, r)| r),
+            })
+        })
+        .collect();
+    ok(json!({ "subscribers": list }))
+}
+
+/// POST /admin/subscribers/{name}/enable: lift a 410's disable; parked deliveries resume.
+pub async fn enable(state: &State, name: &str, req: Request<Incoming>) -> ApiResult {
+    authorize(state, &req)?;
+    if !state.config.subscribers.iter().any(|s| s.name == name) {
+        return Err(ApiError::new(
+            Code::NotFound,
+            format!("no subscriber named {name:?}"),
+        ));
+    }
+    let resumed = state.queue.enable(name).await.map_err(queue_down)?;
+    tracing::info!(subscriber = name, resumed, "subscriber re-enabled");
+    ok(json!({ "subscriber": name, "enabled": true, "lanes_resumed": resumed }))
+}

@@ -1,0 +1,265 @@
+//! The delivery queue, behind one narrow trait with two backends: Redis (shared by replicas,
+//! survives a gateway crash) and in-process (the embedded default: durable only while the
+//! process lives).
+//!
+//! Order is promised per *lane*, one (subscriber, task) pair: a lane holds its messages in
+//! order, and at most one *token* per lane is ever out (in the ready queue, held by a worker,
+//! waiting in the retry set, or parked while its subscriber is disabled). So no two workers hold
+//! the same lane, and a lane's messages go out one at a time. The ledger appends to lanes in the
+//! same atomic step that accepts a status change ([`Outbox`]), so nothing acknowledged is
+//! unqueued.
+
+mod memory;
+mod redis;
+
+pub use self::redis::{webhook_prefix, RedisQueue};
+pub use memory::MemoryQueue;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde::Serialize;
+
+use crate::config::SubscriberConfig;
+use crate::protocol::task::Head;
+
+#[derive(Debug, thiserror::Error)]
+pub enum QueueError {
+    #[error("delivery queue unavailable: {0}")]
+    Unavailable(String),
+}
+
+pub type QueueFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, QueueError>> + Send + 'a>>;
+
+/// One notification to one subscriber, as queued.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    /// The `webhook-id`: one per status change, the same on every retry and for every subscriber,
+    /// so receivers can drop the duplicates at-least-once delivery allows.
+    pub msg_id: String,
+    pub enqueued_ms: i64,
+    /// The spec's push-notification body, sent byte for byte.
+    pub payload: Bytes,
+}
+
+/// A lane's token as a worker holds it.
+#[derive(Debug, Clone)]
+pub struct Job {
+    /// Backend handle of the token (a stream entry id in Redis).
+    pub token: String,
+    pub subscriber: Arc<str>,
+    pub task_id: Arc<str>,
+    /// Attempts already made for the lane's first message.
+    pub attempts: u32,
+    /// The lane's first message; `None` if the lane is empty (the token is then just retired).
+    pub message: Option<Message>,
+}
+
+/// How a worker ends its hold on a job.
+#[derive(Debug, Clone)]
+pub enum Finish {
+    /// The first message went out: drop it and let the lane's next one go.
+    Delivered,
+    /// Try the first message again at `due_ms` (unix ms), `attempts` made so far.
+    Retry { due_ms: i64, attempts: u32 },
+    /// Attempts exhausted: move the first message to the dead letters.
+    Dead { attempts: u32, error: String },
+    /// The subscriber is disabled: park the lane until it is enabled (`reason` is recorded if
+    /// this is what disabled it, i.e. a 410).
+    Park { reason: Option<String> },
+}
+
+/// Whether the finish took effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finished {
+    Done,
+    /// The job had been taken over by another worker (its holder was presumed dead) or was
+    /// already finished: nothing changed. After a successful send this means the message was
+    /// (or will be) delivered twice.
+    Stale,
+}
+
+/// An exhausted delivery.
+#[derive(Debug, Clone, Serialize)]
+pub struct DeadLetter {
+    pub msg_id: String,
+    pub subscriber: String,
+    pub task_id: String,
+    pub attempts: u32,
+    pub last_error: String,
+    pub failed_at: String,
+    pub payload: serde_json::Value,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QueueStats {
+    /// Messages in lanes (waiting, in flight or scheduled for retry).
+    pub queued: u64,
+    /// Lanes waiting in the retry set.
+    pub retrying: u64,
+    pub dead: u64,
+}
+
+/// The queue as workers and the admin API see it. The enqueue side is not here: it belongs to the
+/// ledger's atomic apply (see [`Outbox`]).
+pub trait DeliveryQueue: Send + Sync + 'static {
+    /// Up to `max` ready jobs for `consumer`, waiting up to `wait` for the first.
+    fn take<'a>(&'a self, consumer: &'a str, max: usize, wait: Duration)
+        -> QueueFuture<'a, Vec<Job>>;
+    /// Jobs held longer than `min_idle` by a worker presumed dead, now held by `consumer`.
+    fn reclaim<'a>(
+        &'a self,
+        consumer: &'a str,
+        min_idle: Duration,
+        max: usize,
+    ) -> QueueFuture<'a, Vec<Job>>;
+    fn finish<'a>(&'a self, job: &'a Job, how: Finish) -> QueueFuture<'a, Finished>;
+    /// Move up to `max` lanes whose retry is due back to the ready queue; how many moved.
+    fn promote_due(&self, now_ms: i64, max: usize) -> QueueFuture<'_, usize>;
+    fn stats(&self) -> QueueFuture<'_, QueueStats>;
+    /// The newest `limit` dead letters, newest first.
+    fn dead_letters(&self, limit: usize) -> QueueFuture<'_, Vec<DeadLetter>>;
+    /// Put up to `limit` dead letters (of one subscriber, or all) back at the end of their lanes.
+    fn redrive<'a>(&'a self, subscriber: Option<&'a str>, limit: usize)
+        -> QueueFuture<'a, usize>;
+    /// Disabled subscribers and why.
+    fn disabled(&self) -> QueueFuture<'_, Vec<(String, String)>>;
+    /// Re-enable a subscriber: its parked lanes go back to the ready queue; how many.
+    fn enable<'a>(&'a self, subscriber: &'a str) -> QueueFuture<'a, usize>;
+}
+
+/// Which subscribers follow which agent: what the ledger needs to queue a change's deliveries.
+#[derive(Debug, Default)]
+pub struct Outbox {
+    routes: HashMap<String, Arc<[Arc<str>]>>,
+    pub max_queued: usize,
+}
+
+impl Outbox {
+    pub fn new(agents: &[String], subscribers: &[SubscriberConfig], max_queued: usize) -> Outbox {
+        let routes = agents
+            .iter()
+            .map(|a| {
+                let subs: Arc<[Arc<str>]> = subscribers
+                    .iter()
+                    .filter(|s| s.follows(a))
+                    .map(|s| Arc::from(s.name.as_str()))
+                    .collect();
+                (a.clone(), subs)
+            })
+            .collect();
+        Outbox { routes, max_queued }
+    }
+
+    /// The subscribers of an agent's changes (empty for none).
+    pub fn subscribers(&self, agent: &str) -> &[Arc<str>] {
+        self.routes.get(agent).map_or(&[], |s| s)
+    }
+}
+
+/// The `webhook-id` of a status change: derived from what identifies it, so the same change
+/// always has the same id. Falls back to a random id if the task id has characters a
+/// Standard Webhooks id may not carry.
+pub fn message_id(task_id: &str, head: Head) -> String {
+    let plain = task_id.len() <= 128
+        && task_id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if plain {
+        format!("msg_{task_id}_{}_{}", head.status.as_str(), head.updated_ms)
+    } else {
+        format!("msg_{}", uuid::Uuid::new_v4().simple())
+    }
+}
+
+/// The spec's push-notification body for a recorded Task document.
+pub fn payload(timestamp: &str, task: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(task.len() + 80);
+    out.extend_from_slice(b"{\"event_type\":\"task.status.updated\",\"timestamp\":\"");
+    out.extend_from_slice(timestamp.as_bytes());
+    out.extend_from_slice(b"\",\"data\":");
+    out.extend_from_slice(task);
+    out.push(b'}');
+    out
+}
+
+/// A lane entry as stored: `enqueued_ms \n msg_id \n payload` (the Redis apply script writes
+/// the same form).
+pub fn encode_entry(enqueued_ms: i64, msg_id: &str, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(payload.len() + msg_id.len() + 24);
+    out.extend_from_slice(enqueued_ms.to_string().as_bytes());
+    out.push(b'\n');
+    out.extend_from_slice(msg_id.as_bytes());
+    out.push(b'\n');
+    out.extend_from_slice(payload);
+    out
+}
+
+pub fn decode_entry(entry: &[u8]) -> Option<Message> {
+    let mut parts = entry.splitn(3, |&b| b == b'\n');
+    let enqueued_ms = std::str::from_utf8(parts.next()?).ok()?.parse().ok()?;
+    let msg_id = std::str::from_utf8(parts.next()?).ok()?.to_owned();
+    let payload = Bytes::copy_from_slice(parts.next()?);
+    Some(Message {
+        msg_id,
+        enqueued_ms,
+        payload,
+    })
+}
+
+/// The JSON value of a payload for the admin API (a payload is always JSON we built).
+fn payload_value(payload: &[u8]) -> serde_json::Value {
+    serde_json::from_slice(payload).unwrap_or(serde_json::Value::Null)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::task::Status;
+
+    #[test]
+    fn entries_round_trip_and_payloads_are_the_spec_shape() {
+        let p = payload("2026-01-01T00:00:00.000Z", br#"{"task_id":"t"}"#);
+        let v: serde_json::Value = serde_json::from_slice(&p).expect("json");
+        assert_eq!(v["event_type"], "task.status.updated");
+        assert_eq!(v["timestamp"], "2026-01-01T00:00:00.000Z");
+        assert_eq!(v["data"]["task_id"], "t");
+        let e = encode_entry(42, "msg_a", &p);
+        let m = decode_entry(&e).expect("decodes");
+        assert_eq!((m.enqueued_ms, m.msg_id.as_str()), (42, "msg_a"));
+        assert_eq!(m.payload.as_ref(), p.as_slice());
+        assert!(decode_entry(b"x\nmsg").is_none());
+    }
+
+    #[test]
+    fn message_ids_are_stable_and_header_safe() {
+        let head = Head {
+            status: Status::Working,
+            updated_ms: 7,
+        };
+        let id = message_id("123e4567-e89b-12d3-a456-426614174000", head);
+        assert_eq!(id, "msg_123e4567-e89b-12d3-a456-426614174000_WORKING_7");
+        assert_eq!(id, message_id("123e4567-e89b-12d3-a456-426614174000", head));
+        let odd = message_id("a.b", head);
+        assert!(odd.starts_with("msg_") && !odd.contains('.'));
+        assert!(crate::webhook::sign::headers(None, &odd, 1, b"").is_ok());
+    }
+
+    #[test]
+    fn subscribers_follow_their_agents() {
+        let mut a = SubscriberConfig::new("a", "http://x");
+        a.agents = Some(vec!["one".into()]);
+        let b = SubscriberConfig::new("b", "http://y");
+        let o = Outbox::new(&["one".into(), "two".into()], &[a, b], 10);
+        let names = |agent| -> Vec<String> {
+            o.subscribers(agent).iter().map(|s| s.to_string()).collect()
+        };
+        assert_eq!(names("one"), ["a", "b"]);
+        assert_eq!(names("two"), ["b"]);
+        assert!(names("three").is_empty());
+    }
+}

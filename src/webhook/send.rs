@@ -1,0 +1,208 @@
+//! One delivery attempt: POST the payload to the subscriber, signed, through the URL guard.
+//!
+//! The connector's resolver is the guard itself ([`GuardedResolver`]): the addresses it checks
+//! are the only ones the connector is given, so a name cannot pass the check with one address
+//! and be connected to at another (DNS rebinding). Literal IP hosts skip resolvers in hyper, so
+//! they are checked when the config is loaded (`UrlGuard::check_url`). Redirects are never
+//! followed (hyper does not), and a 3xx counts as a failure.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::header::{self, HeaderValue};
+use hyper::{Method, Request, Uri};
+use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
+use hyper_util::client::legacy::connect::dns::Name;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+
+use super::guard::{GuardError, UrlGuard};
+use super::queue::Message;
+use super::retry::parse_retry_after;
+use super::sign;
+use crate::config::{SubscriberConfig, WebhookConfig};
+
+/// hyper-util's resolver hook, answered by the URL guard.
+#[derive(Clone)]
+pub struct GuardedResolver {
+    guard: Arc<UrlGuard>,
+}
+
+impl tower_service::Service<Name> for GuardedResolver {
+    type Response = std::vec::IntoIter<SocketAddr>;
+    type Error = GuardError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, GuardError>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), GuardError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, name: Name) -> Self::Future {
+        let guard = self.guard.clone();
+        Box::pin(async move {
+            // Port 0: the connector puts the URL's port on every address it is given.
+            Ok(guard.resolve_host(name.as_str(), 0).await?.into_iter())
+        })
+    }
+}
+
+type WebhookClient = Client<HttpsConnector<HttpConnector<GuardedResolver>>, Full<Bytes>>;
+
+/// A subscriber ready to deliver to.
+pub struct Subscriber {
+    pub cfg: SubscriberConfig,
+    pub uri: Uri,
+}
+
+/// What one attempt got.
+#[derive(Debug, Clone)]
+pub struct Attempt {
+    /// The response status; `None` for a timeout or a connection error.
+    pub status: Option<u16>,
+    pub retry_after: Option<Duration>,
+    /// For logs and dead letters: `HTTP 503`, `timeout after 15 s`, the connection error.
+    pub summary: String,
+    /// A metrics label: `2xx`, `3xx`, `4xx`, `5xx`, `timeout`, `error`.
+    pub class: &'static str,
+}
+
+pub struct Sender {
+    client: WebhookClient,
+    subscribers: HashMap<Arc<str>, Arc<Subscriber>>,
+    timeout: Duration,
+}
+
+/// Responses are not read beyond this (enough to keep the connection reusable for small
+/// answers; a larger one is dropped with its connection).
+const DRAIN_LIMIT: usize = 64 * 1024;
+
+impl Sender {
+    pub fn new(subs: &[SubscriberConfig], cfg: &WebhookConfig) -> Result<Sender, String> {
+        let guard = Arc::new(UrlGuard::new(&cfg.allow).map_err(|e| e.to_string())?);
+        let mut subscribers = HashMap::new();
+        for s in subs {
+            let uri = guard.check_url(&s.url).map_err(|e| format!("{}: {e}", s.name))?;
+            subscribers.insert(
+                Arc::from(s.name.as_str()),
+                Arc::new(Subscriber {
+                    cfg: s.clone(),
+                    uri,
+                }),
+            );
+        }
+        let mut http = HttpConnector::new_with_resolver(GuardedResolver { guard });
+        http.set_nodelay(true);
+        http.set_connect_timeout(Some(cfg.timeout.min(Duration::from_secs(10))));
+        http.enforce_http(false);
+        let connector = HttpsConnectorBuilder::new()
+            .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
+            .map_err(|e| format!("TLS setup: {e}"))?
+            .https_or_http()
+            .enable_http1()
+            .enable_http2()
+            .wrap_connector(http);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_timer(TokioTimer::new())
+            .timer(TokioTimer::new())
+            .pool_idle_timeout(Duration::from_secs(60))
+            .pool_max_idle_per_host(cfg.concurrency.min(1024))
+            .build(connector);
+        Ok(Sender {
+            client,
+            subscribers,
+            timeout: cfg.timeout,
+        })
+    }
+
+    pub fn subscriber(&self, name: &str) -> Option<&Arc<Subscriber>> {
+        self.subscribers.get(name)
+    }
+
+    pub fn subscribers(&self) -> impl Iterator<Item = &Arc<Subscriber>> {
+        self.subscribers.values()
+    }
+
+    /// Make one attempt, bounded by the configured timeout from connect to the end of the
+    /// (drained) response.
+    pub async fn send(&self, sub: &Subscriber, msg: &Message) -> Attempt {
+        let now = SystemTime::now();
+        let ts = now
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        let mut req = Request::builder()
+            .method(Method::POST)
+            .uri(sub.uri.clone())
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(header::USER_AGENT, concat!("a2a-gateway/", env!("CARGO_PKG_VERSION")));
+        match sign::headers(sub.cfg.secret.as_ref(), &msg.msg_id, ts, &msg.payload) {
+            Ok(hs) => {
+                for (k, v) in hs {
+                    req = req.header(k, v);
+                }
+            }
+            Err(e) => return failed(format!("cannot sign: {e}")),
+        }
+        if let Some((name, value)) = &sub.cfg.auth_header {
+            match HeaderValue::from_str(value.expose()) {
+                Ok(mut v) => {
+                    v.set_sensitive(true);
+                    req = req.header(name, v);
+                }
+                Err(_) => return failed("auth_header is not a valid header value".into()),
+            }
+        }
+        let req = match req.body(Full::new(msg.payload.clone())) {
+            Ok(r) => r,
+            Err(e) => return failed(format!("cannot build request: {e}")),
+        };
+        let exchange = async {
+            let res = self.client.request(req).await?;
+            let status = res.status().as_u16();
+            let retry_after = res
+                .headers()
+                .get(header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| parse_retry_after(v, now));
+            // Drain a small answer so the connection goes back to the pool; ignore its errors.
+            let _ = Limited::new(res.into_body(), DRAIN_LIMIT).collect().await;
+            Ok::<_, hyper_util::client::legacy::Error>((status, retry_after))
+        };
+        match tokio::time::timeout(self.timeout, exchange).await {
+            Err(_) => Attempt {
+                status: None,
+                retry_after: None,
+                summary: format!("timeout after {} ms", self.timeout.as_millis()),
+                class: "timeout",
+            },
+            Ok(Err(e)) => failed(crate::upstream::describe(&e)),
+            Ok(Ok((status, retry_after))) => Attempt {
+                status: Some(status),
+                retry_after,
+                summary: format!("HTTP {status}"),
+                class: match status {
+                    200..=299 => "2xx",
+                    300..=399 => "3xx",
+                    400..=499 => "4xx",
+                    _ => "5xx",
+                },
+            },
+        }
+    }
+}
+
+fn failed(summary: String) -> Attempt {
+    Attempt {
+        status: None,
+        retry_after: None,
+        summary,
+        class: "error",
+    }
+}

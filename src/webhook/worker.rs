@@ -1,0 +1,336 @@
+//! The delivery worker: one per gateway process, on its own thread and runtime so deliveries
+//! never compete with client requests for a worker thread's attention.
+//!
+//! A reader takes ready jobs while there are free delivery slots (`webhooks.concurrency`); each
+//! job is one attempt at its lane's first message, then one atomic `finish`. Housekeeping runs
+//! beside it: due retries move back to the ready queue, jobs of dead workers are reclaimed after
+//! the visibility timeout, and the set of disabled subscribers is refreshed.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+
+use super::queue::{DeliveryQueue, Finish, Finished, Job};
+use super::retry::{classify, Outcome, Schedule, MAX_DELAY};
+use super::send::Sender;
+use crate::config::WebhookConfig;
+use crate::metrics::Metrics;
+
+/// Longest a throttling subscriber pauses the other lanes of this worker towards it.
+const MAX_PAUSE: Duration = Duration::from_secs(300);
+
+pub struct Worker {
+    queue: Arc<dyn DeliveryQueue>,
+    sender: Sender,
+    schedule: Schedule,
+    concurrency: usize,
+    visibility: Duration,
+    timeout: Duration,
+    metrics: Arc<Metrics>,
+    consumer: String,
+    disabled: RwLock<HashSet<String>>,
+    /// Subscribers that asked to be left alone (429, 503…), until when.
+    paused: Mutex<HashMap<Arc<str>, Instant>>,
+}
+
+impl Worker {
+    pub fn new(
+        queue: Arc<dyn DeliveryQueue>,
+        sender: Sender,
+        cfg: &WebhookConfig,
+        metrics: Arc<Metrics>,
+    ) -> Worker {
+        let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "gw".into());
+        Worker {
+            queue,
+            sender,
+            schedule: cfg.schedule.clone(),
+            concurrency: cfg.concurrency.max(1),
+            visibility: cfg.visibility_timeout,
+            timeout: cfg.timeout,
+            metrics,
+            consumer: format!(
+                "{host}-{}-{}",
+                std::process::id(),
+                &uuid::Uuid::new_v4().simple().to_string()[..8]
+            ),
+            disabled: RwLock::new(HashSet::new()),
+            paused: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Start the worker on its own thread; it stops when `stop` turns true, after letting the
+    /// deliveries in flight finish (bounded by the attempt timeout).
+    pub fn spawn(
+        self,
+        stop: watch::Receiver<bool>,
+    ) -> std::io::Result<std::thread::JoinHandle<()>> {
+        std::thread::Builder::new()
+            .name("a2a-gw-webhooks".into())
+            .spawn(move || {
+                let rt = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt,
+                    Err(e) => return tracing::error!(error = %e, "webhook runtime failed to start"),
+                };
+                rt.block_on(Arc::new(self).run(stop));
+            })
+    }
+
+    async fn run(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
+        let slots = Arc::new(Semaphore::new(self.concurrency));
+        let chores = tokio::spawn(self.clone().housekeeping(slots.clone()));
+        loop {
+            let first = tokio::select! {
+                p = slots.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
+                _ = stop.changed() => break,
+            };
+            let want = 1 + slots.available_permits().min(255);
+            let taken = tokio::select! {
+                r = self.queue.take(&self.consumer, want, Duration::from_secs(2)) => r,
+                _ = stop.changed() => break,
+            };
+            match taken {
+                Ok(jobs) => self.start_all(jobs, first, &slots).await,
+                Err(e) => {
+                    tracing::warn!(error = %e, "webhook queue unavailable; retrying");
+                    drop(first);
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            }
+        }
+        chores.abort();
+        // Let deliveries in flight finish: an unfinished one would be sent again later.
+        let all = u32::try_from(self.concurrency).unwrap_or(u32::MAX);
+        let _ = tokio::time::timeout(
+            self.timeout + Duration::from_secs(1),
+            slots.acquire_many(all),
+        )
+        .await;
+    }
+
+    async fn start_all(
+        self: &Arc<Self>,
+        jobs: Vec<Job>,
+        first: OwnedSemaphorePermit,
+        slots: &Arc<Semaphore>,
+    ) {
+        let mut first = Some(first);
+        for job in jobs {
+            let permit = match first.take() {
+                Some(p) => p,
+                None => match slots.clone().acquire_owned().await {
+                    Ok(p) => p,
+                    Err(_) => return,
+                },
+            };
+            let me = self.clone();
+            tokio::spawn(async move {
+                me.deliver(job).await;
+                drop(permit);
+            });
+        }
+    }
+
+    async fn housekeeping(self: Arc<Self>, slots: Arc<Semaphore>) {
+        let mut tick = tokio::time::interval(Duration::from_millis(250));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let reclaim_every = (self.visibility / 4).max(Duration::from_secs(1));
+        let (mut last_reclaim, mut last_disabled) = (Instant::now(), None::<Instant>);
+        loop {
+            tick.tick().await;
+            let now = crate::protocol::time::now_ms();
+            match self.queue.promote_due(now, 1000).await {
+                Ok(_) => {}
+                Err(e) => tracing::debug!(error = %e, "promoting due retries failed"),
+            }
+            if last_disabled.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+                last_disabled = Some(Instant::now());
+                if let Ok(list) = self.queue.disabled().await {
+                    let set: HashSet<String> = list.into_iter().map(|(s, _)| s).collect();
+                    self.metrics.webhook_disabled.set(set.len() as i64);
+                    *self.disabled.write().unwrap_or_else(|p| p.into_inner()) = set;
+                }
+            }
+            if last_reclaim.elapsed() >= reclaim_every {
+                last_reclaim = Instant::now();
+                let free = slots.available_permits().min(256);
+                if free == 0 {
+                    continue;
+                }
+                match self.queue.reclaim(&self.consumer, self.visibility, free).await {
+                    Ok(jobs) if !jobs.is_empty() => {
+                        tracing::info!(count = jobs.len(), "reclaimed webhook deliveries of a worker presumed dead");
+                        self.metrics.webhook_reclaimed.inc_by(jobs.len() as u64);
+                        for job in jobs {
+                            let Ok(permit) = slots.clone().acquire_owned().await else {
+                                return;
+                            };
+                            let me = self.clone();
+                            tokio::spawn(async move {
+                                me.deliver(job).await;
+                                drop(permit);
+                            });
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::debug!(error = %e, "reclaiming failed"),
+                }
+            }
+        }
+    }
+
+    fn is_disabled(&self, sub: &str) -> bool {
+        self.disabled
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(sub)
+    }
+
+    fn paused_until(&self, sub: &Arc<str>) -> Option<Instant> {
+        let mut p = self.paused.lock().unwrap_or_else(|p| p.into_inner());
+        match p.get(sub) {
+            Some(&until) if until > Instant::now() => Some(until),
+            Some(_) => {
+                p.remove(sub);
+                None
+            }
+            None => None,
+        }
+    }
+
+    fn pause(&self, sub: &Arc<str>, d: Duration) {
+        let until = Instant::now() + d.min(MAX_PAUSE);
+        let mut p = self.paused.lock().unwrap_or_else(|p| p.into_inner());
+        let e = p.entry(sub.clone()).or_insert(until);
+        *e = (*e).max(until);
+    }
+
+    async fn finish(&self, job: &Job, how: Finish) -> Option<Finished> {
+        match self.queue.finish(job, how).await {
+            Ok(f) => Some(f),
+            Err(e) => {
+                // The job stays pending and is reclaimed after the visibility timeout.
+                tracing::warn!(error = %e, subscriber = %job.subscriber, task_id = %job.task_id, "could not finish a webhook delivery; it will be retried");
+                None
+            }
+        }
+    }
+
+    fn count(&self, sub: &str, outcome: &str) {
+        self.metrics
+            .webhook_deliveries
+            .with_label_values(&[sub, outcome])
+            .inc();
+    }
+
+    /// One attempt at a job's first message, and its one atomic finish.
+    async fn deliver(&self, job: Job) {
+        let Some(msg) = job.message.as_ref() else {
+            // The lane is empty (its messages were delivered by a worker that was presumed
+            // dead, or it was lost with a Redis restart): retire the token.
+            self.finish(&job, Finish::Delivered).await;
+            return;
+        };
+        let sub_name = job.subscriber.as_ref();
+        let Some(sub) = self.sender.subscriber(sub_name).cloned() else {
+            // Queued for a subscriber this process has no config for (removed, or a replica
+            // with another config): park it where the admin API shows it.
+            self.count(sub_name, "parked");
+            self.finish(
+                &job,
+                Finish::Park {
+                    reason: Some(format!(
+                        "subscriber {sub_name:?} is not configured on the replica that took its delivery"
+                    )),
+                },
+            )
+            .await;
+            return;
+        };
+        if self.is_disabled(sub_name) {
+            self.count(sub_name, "parked");
+            self.finish(&job, Finish::Park { reason: None }).await;
+            return;
+        }
+        if let Some(until) = self.paused_until(&job.subscriber) {
+            // Not an attempt: the lane waits with the rest of the subscriber's.
+            let due = crate::protocol::time::now_ms()
+                + until.saturating_duration_since(Instant::now()).as_millis() as i64;
+            self.finish(
+                &job,
+                Finish::Retry {
+                    due_ms: due,
+                    attempts: job.attempts,
+                },
+            )
+            .await;
+            return;
+        }
+        let attempt = self.sender.send(&sub, msg).await;
+        self.metrics
+            .webhook_attempts
+            .with_label_values(&[sub_name, attempt.class])
+            .inc();
+        let attempts = job.attempts.saturating_add(1);
+        match classify(attempt.status) {
+            Outcome::Delivered => {
+                let done = self.finish(&job, Finish::Delivered).await;
+                if done == Some(Finished::Stale) {
+                    // Another worker took this job over and has sent or will send it too.
+                    self.count(sub_name, "duplicate");
+                } else {
+                    self.count(sub_name, "delivered");
+                }
+                let waited = crate::protocol::time::now_ms() - msg.enqueued_ms;
+                self.metrics
+                    .webhook_latency
+                    .with_label_values(&[sub_name])
+                    .observe(waited.max(0) as f64 / 1000.0);
+            }
+            Outcome::Disable => {
+                tracing::warn!(subscriber = sub_name, "subscriber answered 410 Gone: disabled until re-enabled (POST /admin/subscribers/{sub_name}/enable)");
+                self.disabled
+                    .write()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(sub_name.to_owned());
+                self.count(sub_name, "disabled");
+                let reason = format!("410 Gone at {}", crate::protocol::time::now());
+                self.finish(&job, Finish::Park { reason: Some(reason) }).await;
+            }
+            outcome @ (Outcome::Retry { .. } | Outcome::Failed) => {
+                let rand = uuid::Uuid::new_v4().as_u64_pair().0;
+                match self.schedule.next_delay(attempts, attempt.retry_after, rand) {
+                    Some(wait) => {
+                        if matches!(outcome, Outcome::Retry { throttle: true }) {
+                            let first = self.schedule.delays().first().copied();
+                            let pause = attempt.retry_after.or(first).unwrap_or(wait);
+                            self.pause(&job.subscriber, pause.min(MAX_DELAY));
+                        }
+                        tracing::debug!(subscriber = sub_name, task_id = %job.task_id, attempts, error = %attempt.summary, wait_ms = wait.as_millis() as u64, "webhook delivery failed; retry scheduled");
+                        self.count(sub_name, "retry");
+                        let due = crate::protocol::time::now_ms() + wait.as_millis() as i64;
+                        self.finish(&job, Finish::Retry { due_ms: due, attempts })
+                            .await;
+                    }
+                    None => {
+                        tracing::warn!(subscriber = sub_name, task_id = %job.task_id, msg_id = %msg.msg_id, attempts, error = %attempt.summary, "webhook delivery exhausted its attempts: dead letter");
+                        self.count(sub_name, "dead");
+                        self.finish(
+                            &job,
+                            Finish::Dead {
+                                attempts,
+                                error: attempt.summary,
+                            },
+                        )
+                        .await;
+                    }
+                }
+            }
+        }
+    }
+}
