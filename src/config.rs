@@ -673,7 +673,9 @@ impl Checker {
                             format!("{at}.agents"),
                             format!("{a:?} is not the name of an [[agents]] entry"),
                         ),
-                        None => self.problem(format!("{at}.agents"), "must be a list of agent names"),
+                        None => {
+                            self.problem(format!("{at}.agents"), "must be a list of agent names")
+                        }
                     }
                 }
                 sub.agents = Some(follow);
@@ -754,7 +756,9 @@ fn parse_header_line(line: &str) -> Option<(HeaderName, Secret)> {
     let name = HeaderName::from_bytes(name.trim().as_bytes()).ok()?;
     let value = value.trim();
     // Must be a valid header value; the check is done here so delivery cannot fail on it.
-    HeaderValue::from_str(value).ok().filter(|_| !value.is_empty())?;
+    HeaderValue::from_str(value)
+        .ok()
+        .filter(|_| !value.is_empty())?;
     Some((name, Secret::new(value)))
 }
 

@@ -24,10 +24,10 @@ use tokio::sync::watch;
 
 use config::Config;
 use ledger::{MemoryLedger, RedisLedger, TaskLedger};
-use webhook::queue::{DeliveryQueue, MemoryQueue, Outbox, RedisQueue};
 use metrics::Metrics;
 use registry::Registry;
 use upstream::Upstream;
+use webhook::queue::{DeliveryQueue, MemoryQueue, Outbox, RedisQueue};
 
 /// Everything a request handler needs. One per worker thread: the shared parts are `Arc`s, the
 /// upstream client (and so its connection pool) is the worker's own.
@@ -128,8 +128,12 @@ impl Gateway {
         if !config.subscribers.is_empty() {
             let sender = webhook::send::Sender::new(&config.subscribers, &config.webhooks)
                 .map_err(StartError::Setup)?;
-            let worker =
-                webhook::worker::Worker::new(queue.clone(), sender, &config.webhooks, metrics.clone());
+            let worker = webhook::worker::Worker::new(
+                queue.clone(),
+                sender,
+                &config.webhooks,
+                metrics.clone(),
+            );
             workers.push(
                 worker
                     .spawn(stop_rx.clone())

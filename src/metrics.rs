@@ -4,8 +4,7 @@
 
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
-    Registry,
-    TextEncoder,
+    Registry, TextEncoder,
 };
 
 pub struct Metrics {

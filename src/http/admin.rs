@@ -86,16 +86,17 @@ pub async fn redrive(state: &State, req: Request<Incoming>) -> ApiResult {
     let body: Value = if raw.iter().all(u8::is_ascii_whitespace) {
         json!({})
     } else {
-        serde_json::from_slice(&raw).map_err(|e| {
-            ApiError::new(Code::InvalidJson, format!("body is not valid JSON: {e}"))
-        })?
+        serde_json::from_slice(&raw)
+            .map_err(|e| ApiError::new(Code::InvalidJson, format!("body is not valid JSON: {e}")))?
     };
     let bad = |m: &str| ApiError::new(Code::InvalidRequest, m);
     let Value::Object(body) = body else {
         return Err(bad("body must be a JSON object"));
     };
     if let Some(k) = body.keys().find(|k| *k != "subscriber" && *k != "limit") {
-        return Err(bad(&format!("unknown field {k:?}; expected subscriber, limit")));
+        return Err(bad(&format!(
+            "unknown field {k:?}; expected subscriber, limit"
+        )));
     }
     let subscriber = match body.get("subscriber") {
         None | Some(Value::Null) => None,

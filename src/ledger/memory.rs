@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use super::{decide, notifies, Applied, LedgerError, LedgerFuture, Record, TaskLedger};
-use crate::webhook::queue::{self, MemoryQueue, Message, Outbox};
 use crate::protocol::task::Head;
+use crate::webhook::queue::{self, MemoryQueue, Message, Outbox};
 
 const SHARDS: usize = 16;
 

@@ -14,8 +14,8 @@
 //! subscriber and task go out one at a time, in order.
 
 pub mod guard;
-pub mod retry;
-pub mod sign;
 pub mod queue;
+pub mod retry;
 pub mod send;
+pub mod sign;
 pub mod worker;

@@ -89,7 +89,9 @@ impl Sender {
         let guard = Arc::new(UrlGuard::new(&cfg.allow).map_err(|e| e.to_string())?);
         let mut subscribers = HashMap::new();
         for s in subs {
-            let uri = guard.check_url(&s.url).map_err(|e| format!("{}: {e}", s.name))?;
+            let uri = guard
+                .check_url(&s.url)
+                .map_err(|e| format!("{}: {e}", s.name))?;
             subscribers.insert(
                 Arc::from(s.name.as_str()),
                 Arc::new(Subscriber {
@@ -141,7 +143,10 @@ impl Sender {
             .method(Method::POST)
             .uri(sub.uri.clone())
             .header(header::CONTENT_TYPE, "application/json")
-            .header(header::USER_AGENT, concat!("a2a-gateway/", env!("CARGO_PKG_VERSION")));
+            .header(
+                header::USER_AGENT,
+                concat!("a2a-gateway/", env!("CARGO_PKG_VERSION")),
+            );
         match sign::headers(sub.cfg.secret.as_ref(), &msg.msg_id, ts, &msg.payload) {
             Ok(hs) => {
                 for (k, v) in hs {

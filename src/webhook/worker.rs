@@ -162,9 +162,16 @@ impl Worker {
                 if free == 0 {
                     continue;
                 }
-                match self.queue.reclaim(&self.consumer, self.visibility, free).await {
+                match self
+                    .queue
+                    .reclaim(&self.consumer, self.visibility, free)
+                    .await
+                {
                     Ok(jobs) if !jobs.is_empty() => {
-                        tracing::info!(count = jobs.len(), "reclaimed webhook deliveries of a worker presumed dead");
+                        tracing::info!(
+                            count = jobs.len(),
+                            "reclaimed webhook deliveries of a worker presumed dead"
+                        );
                         self.metrics.webhook_reclaimed.inc_by(jobs.len() as u64);
                         for job in jobs {
                             let Ok(permit) = slots.clone().acquire_owned().await else {
@@ -300,11 +307,20 @@ impl Worker {
                     .insert(sub_name.to_owned());
                 self.count(sub_name, "disabled");
                 let reason = format!("410 Gone at {}", crate::protocol::time::now());
-                self.finish(&job, Finish::Park { reason: Some(reason) }).await;
+                self.finish(
+                    &job,
+                    Finish::Park {
+                        reason: Some(reason),
+                    },
+                )
+                .await;
             }
             outcome @ (Outcome::Retry { .. } | Outcome::Failed) => {
                 let rand = uuid::Uuid::new_v4().as_u64_pair().0;
-                match self.schedule.next_delay(attempts, attempt.retry_after, rand) {
+                match self
+                    .schedule
+                    .next_delay(attempts, attempt.retry_after, rand)
+                {
                     Some(wait) => {
                         if matches!(outcome, Outcome::Retry { throttle: true }) {
                             let first = self.schedule.delays().first().copied();
@@ -314,8 +330,14 @@ impl Worker {
                         tracing::debug!(subscriber = sub_name, task_id = %job.task_id, attempts, error = %attempt.summary, wait_ms = wait.as_millis() as u64, "webhook delivery failed; retry scheduled");
                         self.count(sub_name, "retry");
                         let due = crate::protocol::time::now_ms() + wait.as_millis() as i64;
-                        self.finish(&job, Finish::Retry { due_ms: due, attempts })
-                            .await;
+                        self.finish(
+                            &job,
+                            Finish::Retry {
+                                due_ms: due,
+                                attempts,
+                            },
+                        )
+                        .await;
                     }
                     None => {
                         tracing::warn!(subscriber = sub_name, task_id = %job.task_id, msg_id = %msg.msg_id, attempts, error = %attempt.summary, "webhook delivery exhausted its attempts: dead letter");

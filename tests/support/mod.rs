@@ -17,6 +17,7 @@ use serde_json::Value;
 
 pub use a2a_gateway::sample;
 
+pub mod hook;
 pub mod redis_server;
 
 /// An HTTP answer, read whole.

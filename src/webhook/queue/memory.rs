@@ -250,15 +250,15 @@ impl DeliveryQueue for MemoryQueue {
     fn dead_letters(&self, limit: usize) -> QueueFuture<'_, Vec<DeadLetter>> {
         Box::pin(async move {
             let q = self.lock();
-            Ok(q.dead.iter().take(limit).map(|d| d.letter.clone()).collect())
+            Ok(q.dead
+                .iter()
+                .take(limit)
+                .map(|d| d.letter.clone())
+                .collect())
         })
     }
 
-    fn redrive<'a>(
-        &'a self,
-        subscriber: Option<&'a str>,
-        limit: usize,
-    ) -> QueueFuture<'a, usize> {
+    fn redrive<'a>(&'a self, subscriber: Option<&'a str>, limit: usize) -> QueueFuture<'a, usize> {
         Box::pin(async move {
             let mut q = self.lock();
             let (mut keep, mut back) = (VecDeque::new(), Vec::new());

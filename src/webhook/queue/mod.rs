@@ -108,8 +108,12 @@ pub struct QueueStats {
 /// ledger's atomic apply (see [`Outbox`]).
 pub trait DeliveryQueue: Send + Sync + 'static {
     /// Up to `max` ready jobs for `consumer`, waiting up to `wait` for the first.
-    fn take<'a>(&'a self, consumer: &'a str, max: usize, wait: Duration)
-        -> QueueFuture<'a, Vec<Job>>;
+    fn take<'a>(
+        &'a self,
+        consumer: &'a str,
+        max: usize,
+        wait: Duration,
+    ) -> QueueFuture<'a, Vec<Job>>;
     /// Jobs held longer than `min_idle` by a worker presumed dead, now held by `consumer`.
     fn reclaim<'a>(
         &'a self,
@@ -124,8 +128,7 @@ pub trait DeliveryQueue: Send + Sync + 'static {
     /// The newest `limit` dead letters, newest first.
     fn dead_letters(&self, limit: usize) -> QueueFuture<'_, Vec<DeadLetter>>;
     /// Put up to `limit` dead letters (of one subscriber, or all) back at the end of their lanes.
-    fn redrive<'a>(&'a self, subscriber: Option<&'a str>, limit: usize)
-        -> QueueFuture<'a, usize>;
+    fn redrive<'a>(&'a self, subscriber: Option<&'a str>, limit: usize) -> QueueFuture<'a, usize>;
     /// Disabled subscribers and why.
     fn disabled(&self) -> QueueFuture<'_, Vec<(String, String)>>;
     /// Re-enable a subscriber: its parked lanes go back to the ready queue; how many.
@@ -255,9 +258,8 @@ mod tests {
         a.agents = Some(vec!["one".into()]);
         let b = SubscriberConfig::new("b", "http://y");
         let o = Outbox::new(&["one".into(), "two".into()], &[a, b], 10);
-        let names = |agent| -> Vec<String> {
-            o.subscribers(agent).iter().map(|s| s.to_string()).collect()
-        };
+        let names =
+            |agent| -> Vec<String> { o.subscribers(agent).iter().map(|s| s.to_string()).collect() };
         assert_eq!(names("one"), ["a", "b"]);
         assert_eq!(names("two"), ["b"]);
         assert!(names("three").is_empty());

@@ -200,7 +200,9 @@ impl DeliveryQueue for RedisQueue {
                 }
                 Ok(None) => Ok(Vec::new()),
                 Err(e) if e.code() == Some("NOGROUP") => {
-                    tracing::warn!("webhook consumer group missing (Redis restarted empty?); recreating it");
+                    tracing::warn!(
+                        "webhook consumer group missing (Redis restarted empty?); recreating it"
+                    );
                     self.ensure_group().await?;
                     Ok(Vec::new())
                 }
@@ -333,11 +335,7 @@ impl DeliveryQueue for RedisQueue {
         })
     }
 
-    fn redrive<'a>(
-        &'a self,
-        subscriber: Option<&'a str>,
-        limit: usize,
-    ) -> QueueFuture<'a, usize> {
+    fn redrive<'a>(&'a self, subscriber: Option<&'a str>, limit: usize) -> QueueFuture<'a, usize> {
         Box::pin(async move {
             let mut conn = self.conn.clone();
             // Bounded by max_dead_letters. Oldest first, so a lane's letters keep their order.
@@ -399,4 +397,3 @@ impl DeliveryQueue for RedisQueue {
         })
     }
 }
-
