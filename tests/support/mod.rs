@@ -203,12 +203,21 @@ pub async fn agent_with(opts: AgentOptions) -> SampleAgent {
 }
 
 /// Poll `check` every 20 ms for up to 10 s.
-pub async fn wait_for<F, Fut>(what: &str, mut check: F)
+pub async fn wait_for<F, Fut>(what: &str, check: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let deadline = Instant::now() + Duration::from_secs(10);
+    wait_for_within(what, Duration::from_secs(10), check).await
+}
+
+/// Poll `check` every 20 ms for up to `limit`.
+pub async fn wait_for_within<F, Fut>(what: &str, limit: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + limit;
     while !check().await {
         assert!(Instant::now() < deadline, "timed out waiting for: {what}");
         tokio::time::sleep(Duration::from_millis(20)).await;

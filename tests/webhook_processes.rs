@@ -1,0 +1,383 @@
+//! Webhook delivery across real gateway processes on one real Redis: a gateway killed with
+//! SIGKILL while thousands of deliveries are queued or in flight loses none of them, and two
+//! gateways racing conflicting updates for the same tasks never move a terminal task.
+mod support;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use a2a_gateway::sample::SampleAgent;
+use bytes::Bytes;
+use hyper::Method;
+use serde_json::{json, Value};
+use support::hook::Hook;
+use support::redis_server::RedisServer;
+use support::*;
+
+const TOKEN: &str = "ingest-token-0123456789abcdef";
+
+/// A gateway process of its own, killed with SIGKILL when dropped.
+struct GwProc {
+    child: Child,
+    http: Http,
+}
+
+impl GwProc {
+    fn spawn(config: &std::path::Path) -> GwProc {
+        let mut child = Command::new(bin())
+            .arg("--config")
+            .arg(config)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("gateway binary starts");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(addr) = line.trim().strip_prefix("listening on http://") {
+                    let _ = tx.send(addr.to_owned());
+                }
+            }
+        });
+        let addr = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("`listening on` line");
+        GwProc {
+            child,
+            http: Http::new(format!("http://{addr}")),
+        }
+    }
+
+    /// kill -9: no shutdown, no drain.
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    async fn ready(&self) {
+        wait_for("gateway ready", || async {
+            self.http.get("/readyz").await.status == 200
+        })
+        .await;
+    }
+
+    async fn push(&self, task: &Value) -> Resp {
+        let body = json!({"event_type": "task.status.updated", "timestamp": a2a_gateway::protocol::time::now(), "data": task});
+        self.http
+            .send(
+                Method::POST,
+                "/agents/a/notifications",
+                &[
+                    ("content-type", "application/json"),
+                    ("authorization", &format!("Bearer {TOKEN}")),
+                ],
+                Bytes::from(serde_json::to_vec(&body).expect("json")),
+            )
+            .await
+    }
+
+    async fn metric(&self, family: &str, labels: &[(&str, &str)]) -> f64 {
+        let text = String::from_utf8(self.http.get("/metrics").await.body.to_vec()).expect("utf8");
+        metric_value(&text, family, labels)
+    }
+}
+
+impl Drop for GwProc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn config(
+    r: &RedisServer,
+    a: &SampleAgent,
+    hook: &Hook,
+    concurrency: usize,
+) -> tempfile::NamedTempFile {
+    let mut f = tempfile::NamedTempFile::new().expect("temp file");
+    write!(
+        f,
+        r#"
+listen = "127.0.0.1:0"
+workers = 1
+[[agents]]
+name = "a"
+url = "{agent}"
+ingest_token = "{TOKEN}"
+[redis]
+url = "{redis}"
+prefix = "p:{{gw}}:"
+[webhooks]
+allow = ["127.0.0.1/32"]
+retry_schedule_secs = [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]
+timeout_ms = 1000
+visibility_timeout_secs = 6
+concurrency = {concurrency}
+[[subscribers]]
+name = "s"
+url = "{hook}"
+"#,
+        agent = a.base_url(),
+        redis = r.url(),
+        hook = hook.url(),
+    )
+    .expect("write config");
+    f
+}
+
+/// A task document for `id` as the agent would push it, at `status` and `updated_ms`.
+fn doc(a: &SampleAgent, id: &str, status: &str, updated_ms: i64) -> Value {
+    let mut t = a.task(id).expect("the agent knows the task");
+    let at = a2a_gateway::protocol::time::format(
+        chrono::DateTime::from_timestamp_millis(updated_ms).expect("time"),
+    );
+    t["status"] = json!(status);
+    t["updated_at"] = json!(at);
+    match status {
+        "COMPLETED" => t["output"] = json!({"summary": "done", "filename": "avg.py"}),
+        "FAILED" => t["error"] = json!({"code": "E", "message": "boom"}),
+        _ => {}
+    }
+    t
+}
+
+/// Run `f` over `items` with `n` at a time.
+async fn each_concurrently<T, F, Fut>(items: Vec<T>, n: usize, f: F)
+where
+    F: Fn(T) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    use futures_util::stream::StreamExt;
+    futures_util::stream::iter(items.into_iter().map(f))
+        .buffer_unordered(n)
+        .collect::<Vec<()>>()
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_with_thousands_queued_loses_no_delivery() {
+    let r = RedisServer::start();
+    let hook = Hook::start().await;
+    // A slow subscriber: deliveries pile up, and some are in flight at the kill.
+    hook.set_delay(Duration::from_millis(100));
+    let a = agent().await;
+    let cfg = config(&r, &a, &hook, 32);
+    let mut first = GwProc::spawn(cfg.path());
+    first.ready().await;
+
+    // 1,000 tasks, three changes each: created through the gateway, then two pushes.
+    let tasks: Vec<String> = {
+        let ids = Arc::new(std::sync::Mutex::new(Vec::new()));
+        each_concurrently((0..1000).collect(), 32, |_| {
+            let (ids, http) = (ids.clone(), first.http.clone());
+            async move {
+                let r = http
+                    .post_json("/agents/a/tasks", &json!({"input": good_input()}))
+                    .await;
+                assert_eq!(r.status, 202, "{r:?}");
+                assert_eq!(r.header("x-a2a-ledger"), None, "recorded");
+                let id = r.json()["task_id"].as_str().expect("id").to_owned();
+                ids.lock().expect("lock").push(id);
+            }
+        })
+        .await;
+        let v = ids.lock().expect("lock").clone();
+        v
+    };
+    let now = a2a_gateway::protocol::time::now_ms();
+    for (status, at) in [("WORKING", now + 1), ("COMPLETED", now + 2)] {
+        let docs: Vec<Value> = tasks.iter().map(|id| doc(&a, id, status, at)).collect();
+        each_concurrently(docs, 32, |d| {
+            let p = &first;
+            async move {
+                let r = p.push(&d).await;
+                assert_eq!(r.status, 202, "{r:?}");
+            }
+        })
+        .await;
+    }
+    let before_kill = hook.count();
+    first.kill();
+    assert!(
+        before_kill < 2000,
+        "most deliveries were still queued at the kill ({before_kill} of 3000 delivered)"
+    );
+
+    hook.set_delay(Duration::ZERO);
+    let second = GwProc::spawn(cfg.path());
+    second.ready().await;
+    let expected: HashSet<(String, String)> = tasks
+        .iter()
+        .flat_map(|id| ["SUBMITTED", "WORKING", "COMPLETED"].map(|s| (id.clone(), s.to_owned())))
+        .collect();
+    wait_for_within(
+        "every change delivered",
+        Duration::from_secs(60),
+        || async {
+            let got: HashSet<(String, String)> =
+                hook.received().iter().map(|d| d.change()).collect();
+            got.is_superset(&expected)
+        },
+    )
+    .await;
+    let received = hook.received();
+    let unique: HashSet<String> = received.iter().map(|d| d.msg_id()).collect();
+    assert_eq!(unique.len(), 3000, "one webhook-id per change");
+    let duplicates = received.len() - unique.len();
+    eprintln!(
+        "kill -9 with {} of 3000 delivered: all 3000 delivered after restart, {duplicates} duplicates",
+        before_kill
+    );
+    // In order per task, duplicates aside.
+    let mut seen: HashMap<String, Vec<String>> = HashMap::new();
+    for d in &received {
+        let (t, s) = d.change();
+        let lane = seen.entry(t).or_default();
+        if !lane.contains(&s) {
+            lane.push(s);
+        }
+    }
+    for (t, lane) in seen {
+        assert_eq!(lane, ["SUBMITTED", "WORKING", "COMPLETED"], "{t}");
+    }
+    assert_eq!(
+        second.metric("a2a_gateway_webhook_queue_depth", &[]).await,
+        0.0
+    );
+    // What the dead process held was taken over after the visibility timeout.
+    assert!(
+        second
+            .metric("a2a_gateway_webhook_reclaimed_total", &[])
+            .await
+            >= 1.0
+    );
+}
+
+const TERMINAL: [&str; 3] = ["COMPLETED", "FAILED", "CANCELLED"];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_replicas_never_move_a_terminal_task() {
+    let r = RedisServer::start();
+    let hook = Hook::start().await;
+    let a = agent().await;
+    let cfg = config(&r, &a, &hook, 32);
+    let (p1, p2) = (GwProc::spawn(cfg.path()), GwProc::spawn(cfg.path()));
+    p1.ready().await;
+    p2.ready().await;
+    let mut tasks = Vec::new();
+    for i in 0..200 {
+        let p = if i % 2 == 0 { &p1 } else { &p2 };
+        let r = p
+            .http
+            .post_json("/agents/a/tasks", &json!({"input": good_input()}))
+            .await;
+        assert_eq!(r.status, 202, "{r:?}");
+        tasks.push(r.json()["task_id"].as_str().expect("id").to_owned());
+    }
+    let now = a2a_gateway::protocol::time::now_ms();
+    // Round one: every task gets WORKING and the three terminal states at once, spread over
+    // both replicas. Round two: late news (an older WORKING, a newer terminal) for every task.
+    let mut accepted: BTreeMap<String, Vec<(String, i64)>> = BTreeMap::new();
+    let mut refused = 0usize;
+    for round in [
+        vec![
+            ("WORKING", 5),
+            ("COMPLETED", 10),
+            ("FAILED", 11),
+            ("CANCELLED", 12),
+        ],
+        vec![("WORKING", 6), ("FAILED", 30), ("COMPLETED", 31)],
+    ] {
+        let mut work = Vec::new();
+        for (i, id) in tasks.iter().enumerate() {
+            for (j, (status, dt)) in round.iter().enumerate() {
+                work.push((id.clone(), *status, now + dt, (i + j) % 2));
+            }
+        }
+        let results = Arc::new(std::sync::Mutex::new(Vec::new()));
+        each_concurrently(work, 64, |(id, status, at, which)| {
+            let p = if which == 0 { &p1 } else { &p2 };
+            let d = doc(&a, &id, status, at);
+            let results = results.clone();
+            async move {
+                let r = p.push(&d).await;
+                results
+                    .lock()
+                    .expect("lock")
+                    .push((id, status, at, r.status));
+            }
+        })
+        .await;
+        for (id, status, at, code) in results.lock().expect("lock").drain(..) {
+            match code {
+                202 => accepted
+                    .entry(id)
+                    .or_default()
+                    .push((status.to_owned(), at)),
+                409 => refused += 1,
+                other => panic!("{id} {status}: unexpected {other}"),
+            }
+        }
+    }
+    let mut regressions = 0;
+    for id in &tasks {
+        let (r1, r2) = (
+            p1.http.get(&format!("/tasks/{id}")).await.json(),
+            p2.http.get(&format!("/tasks/{id}")).await.json(),
+        );
+        assert_eq!(r1["status"], r2["status"], "{id}: replicas agree");
+        let terminals: Vec<&(String, i64)> = accepted
+            .get(id)
+            .map(|v| {
+                v.iter()
+                    .filter(|(s, _)| TERMINAL.contains(&s.as_str()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if terminals.len() > 1 {
+            regressions += 1;
+        }
+        if let Some((s, _)) = terminals.first() {
+            if r1["status"] != s.as_str() {
+                regressions += 1;
+            }
+        }
+    }
+    assert_eq!(regressions, 0, "terminal regressions");
+    // Every task has its terminal state, and the round-two news was all refused.
+    assert!(refused >= 3 * 200, "{refused} refused");
+    // The subscriber heard each task's changes in acceptance order, ending at its one
+    // terminal state.
+    let expected: usize = tasks.len() + accepted.values().map(Vec::len).sum::<usize>();
+    wait_for_within("deliveries", Duration::from_secs(30), || async {
+        hook.count() >= expected
+    })
+    .await;
+    let mut lanes: HashMap<String, Vec<String>> = HashMap::new();
+    for d in hook.received() {
+        let (t, s) = d.change();
+        lanes.entry(t).or_default().push(s);
+    }
+    for id in &tasks {
+        let lane = &lanes[id];
+        let terminal_at = lane.iter().position(|s| TERMINAL.contains(&s.as_str()));
+        if let Some(i) = terminal_at {
+            assert_eq!(
+                i,
+                lane.len() - 1,
+                "{id}: news after a terminal state: {lane:?}"
+            );
+        }
+    }
+    let refused_metric = p1
+        .metric("a2a_gateway_notifications_refused_total", &[])
+        .await
+        + p2.metric("a2a_gateway_notifications_refused_total", &[])
+            .await;
+    assert_eq!(refused_metric as usize, refused);
+}
