@@ -58,7 +58,12 @@ async fn scenario(name: &str, tasks: usize, per_task: usize, concurrency: usize)
     let prefix = "bench:{gw}:";
     let sub = SubscriberConfig::new("s", &hook.url());
     let total = tasks * per_task;
-    let outbox = Arc::new(Outbox::new(&["a".into()], std::slice::from_ref(&sub), total + 1));
+    let outbox = Arc::new(Outbox::new(
+        &["a".into()],
+        std::slice::from_ref(&sub),
+        total + 1,
+        1000,
+    ));
     let ledger = Arc::new(
         RedisLedger::connect(&redis.url(), prefix, Duration::from_secs(3600))
             .await
@@ -67,7 +72,9 @@ async fn scenario(name: &str, tasks: usize, per_task: usize, concurrency: usize)
     );
     // Queue: per task, SUBMITTED then alternating WORKING / INPUT_REQUIRED, each a transition.
     let base = a2a_gateway::protocol::time::now_ms() - 3_600_000;
-    let ids: Vec<String> = (0..tasks).map(|_| uuid::Uuid::new_v4().to_string()).collect();
+    let ids: Vec<String> = (0..tasks)
+        .map(|_| uuid::Uuid::new_v4().to_string())
+        .collect();
     let queued_at = Instant::now();
     futures_util::stream::iter(ids.iter().cloned())
         .map(|id| {
@@ -131,7 +138,11 @@ async fn scenario(name: &str, tasks: usize, per_task: usize, concurrency: usize)
 fn main() {
     // `cargo test --benches` runs bench binaries with `--bench` absent: keep that quick.
     let quick = !std::env::args().any(|a| a == "--bench");
-    let n = if quick { 200 } else { env_or("DELIVERIES", 20_000) };
+    let n = if quick {
+        200
+    } else {
+        env_or("DELIVERIES", 20_000)
+    };
     let concurrency = env_or("CONCURRENCY", 256);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)

@@ -76,6 +76,7 @@ impl Gateway {
             &names,
             &config.subscribers,
             config.webhooks.max_queued,
+            config.webhooks.max_dead_letters,
         ));
         let setup = |e: &dyn std::fmt::Display| StartError::Setup(e.to_string());
         let (ledger, queue): (Arc<dyn TaskLedger>, Arc<dyn DeliveryQueue>) = match &config.redis {

@@ -131,7 +131,7 @@ impl Metrics {
             )?,
             webhook_deliveries: counter(
                 "webhook_deliveries_total",
-                "Webhook delivery outcomes by subscriber: delivered, retry, dead, disabled (a 410), parked (subscriber disabled), duplicate (delivered again after a takeover).",
+                "Webhook delivery outcomes by subscriber: delivered, retry, dead, disabled (a 410), parked (subscriber disabled), unconfigured (subscriber unknown to this replica; retried later), duplicate (delivered again after a takeover).",
                 &["subscriber", "outcome"],
             )?,
             webhook_attempts: counter(

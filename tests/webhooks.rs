@@ -283,19 +283,30 @@ async fn gone_disables(redis: Option<&RedisServer>) {
             .is_some_and(|r| r.starts_with("410 Gone")),
         "{listed}"
     );
-    // While disabled nothing is sent, but changes keep queueing.
+    // While disabled nothing is sent; new changes go to the dead letters rather than pile up.
     let second = g.create_task("a").await;
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    wait_for("dead letter of the disabled subscriber", || async {
+        g.metric("a2a_gateway_webhook_dead_letters", &[]).await == 1.0
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
     assert_eq!(hook.count(), 0);
     assert_eq!(hook.attempts(), 1, "one attempt: the 410");
+    let dead = admin(&g, Method::GET, "/admin/dead-letters", "")
+        .await
+        .json();
+    assert_eq!(dead["dead_letters"][0]["task_id"], second.as_str());
+    assert_eq!(dead["dead_letters"][0]["last_error"], "subscriber disabled");
+    // Enabled: the parked delivery goes out; the dead letter once redriven.
     let r = admin(&g, Method::POST, "/admin/subscribers/s/enable", "").await;
     assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.json()["lanes_resumed"], 1);
+    wait_count(&hook, 1).await;
+    assert_eq!(hook.received()[0].change().0, first);
+    let r = admin(&g, Method::POST, "/admin/dead-letters/redrive", "").await;
+    assert_eq!(r.json()["redriven"], 1);
     wait_count(&hook, 2).await;
-    let tasks: Vec<String> = hook.received().iter().map(|d| d.change().0).collect();
-    assert!(
-        tasks.contains(&first) && tasks.contains(&second),
-        "{tasks:?}"
-    );
+    assert_eq!(hook.received()[1].change().0, second);
     let r = admin(&g, Method::POST, "/admin/subscribers/nobody/enable", "").await;
     assert_eq!(r.status, 404);
 }

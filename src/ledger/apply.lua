@@ -5,9 +5,11 @@
 -- KEYS[1] the task hash, KEYS[2] the per-state index prefix (zsets KEYS[2]..STATUS),
 -- KEYS[3] the webhook key prefix (lanes, stream, queued counter; see webhook/queue/redis.rs)
 -- ARGV    agent, status, updated_ms, task, now_ms, terminal_ttl_ms, live_ttl_ms, task_id,
---         msg_id, timestamp, max_queued, subscriber...
+--         msg_id prefix, timestamp, max_queued, max_dead, subscriber...
 -- A first sighting or a transition is queued for every subscriber named, in this same step:
 -- a change is never recorded without its deliveries, nor delivered without being recorded.
+-- A disabled subscriber's (410 Gone) go straight to the dead letters, to be redriven once it
+-- is back: its lanes cannot fill the queue that every other subscriber shares.
 -- Returns {verdict, agent, status, updated_ms, task, previous status or ''}: the record after
 --   the call (the new one when accepted, with task left empty since the caller has it; the
 --   standing one otherwise) and the state it left.
@@ -46,7 +48,7 @@ if verdict ~= 'new' and verdict ~= 'transition' and verdict ~= 'refresh' then
   return { verdict, rec[1], rec[2], rec[3], rec[4], rec[2] or '' }
 end
 
-local wh, nsubs = KEYS[3], #ARGV - 11
+local wh, nsubs = KEYS[3], #ARGV - 12
 local notify = nsubs > 0 and (verdict == 'new' or verdict == 'transition')
 if notify then
   local queued = tonumber(redis.call('GET', wh .. 'queued') or '0')
@@ -64,15 +66,26 @@ if rec[2] and rec[2] ~= status then
 end
 redis.call('ZADD', KEYS[2] .. status, now + ttl, ARGV[8])
 if notify then
+  -- The task's change number makes the message id unique per change.
+  local n = redis.call('HINCRBY', KEYS[1], 'changes', 1)
   -- Lane entries are "enqueued_ms \n msg_id \n payload"; a lane that was empty gets its token.
-  local entry = ARGV[5] .. '\n' .. ARGV[9] .. '\n'
+  local entry = ARGV[5] .. '\n' .. ARGV[9] .. '_' .. n .. '\n'
     .. '{"event_type":"task.status.updated","timestamp":"' .. ARGV[10] .. '","data":' .. ARGV[4] .. '}'
-  for i = 12, #ARGV do
-    if redis.call('RPUSH', wh .. 'lane:' .. ARGV[i] .. ':' .. ARGV[8], entry) == 1 then
-      redis.call('XADD', wh .. 'stream', '*', 's', ARGV[i], 't', ARGV[8], 'a', '0')
+  local queued = 0
+  for i = 13, #ARGV do
+    if redis.call('HEXISTS', wh .. 'disabled', ARGV[i]) == 1 then
+      local meta = cjson.encode({ subscriber = ARGV[i], task_id = ARGV[8], attempts = 0,
+        last_error = 'subscriber disabled', failed_at = ARGV[10] })
+      redis.call('LPUSH', wh .. 'dead', meta .. '\n' .. entry)
+      redis.call('LTRIM', wh .. 'dead', 0, tonumber(ARGV[12]) - 1)
+    else
+      queued = queued + 1
+      if redis.call('RPUSH', wh .. 'lane:' .. ARGV[i] .. ':' .. ARGV[8], entry) == 1 then
+        redis.call('XADD', wh .. 'stream', '*', 's', ARGV[i], 't', ARGV[8], 'a', '0')
+      end
     end
   end
-  redis.call('INCRBY', wh .. 'queued', nsubs)
+  redis.call('INCRBY', wh .. 'queued', queued)
 end
 -- The caller holds the accepted document already: do not send it back.
 return { verdict, agent, status, ARGV[3], '', rec[2] or '' }

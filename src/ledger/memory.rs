@@ -21,6 +21,8 @@ struct Entry {
     /// Insertion sequence, so queue items left behind by a removed entry are recognised.
     seq: u64,
     expires: Option<Instant>,
+    /// Status changes accepted (numbers the webhook ids).
+    changes: u64,
 }
 
 #[derive(Default)]
@@ -117,11 +119,12 @@ impl MemoryLedger {
             };
             return Ok(Applied { verdict, record });
         }
+        let changes = s.tasks.get(task_id).map_or(0, |e| e.changes) + u64::from(notifies(verdict));
         if let Some((outbox, q)) = self.outbox.as_ref().filter(|_| notifies(verdict)) {
             let subs = outbox.subscribers(agent);
             if !subs.is_empty() {
                 let message = Message {
-                    msg_id: queue::message_id(task_id, head),
+                    msg_id: format!("{}_{changes}", queue::message_id_prefix(task_id, head)),
                     enqueued_ms: crate::protocol::time::now_ms(),
                     payload: queue::payload(&crate::protocol::time::now(), &task).into(),
                 };
@@ -143,6 +146,7 @@ impl MemoryLedger {
             e.record.head = head;
             e.record.task = task;
             e.expires = expires;
+            e.changes = changes;
             let (seq, record) = (e.seq, e.record.clone());
             s.counts[old.index()] -= 1;
             s.counts[head.status.index()] += 1;
@@ -180,6 +184,7 @@ impl MemoryLedger {
                 record: record.clone(),
                 seq,
                 expires,
+                changes,
             },
         );
         s.compact(self.per_shard);

@@ -17,7 +17,7 @@ use redis::{AsyncCommands, Script, Value as RValue};
 
 use super::{Applied, LedgerError, LedgerFuture, Record, TaskLedger};
 use crate::protocol::task::{Head, Refusal, Status, Verdict};
-use crate::webhook::queue::{message_id, webhook_prefix, Outbox};
+use crate::webhook::queue::{message_id_prefix, webhook_prefix, Outbox};
 
 /// How long a task that never reaches a terminal state is kept after its last update.
 const LIVE_TTL: Duration = Duration::from_secs(30 * 86_400);
@@ -106,15 +106,16 @@ impl RedisLedger {
             .arg(task_id);
         match &self.outbox {
             Some(o) if !o.subscribers(agent).is_empty() => {
-                inv.arg(message_id(task_id, head))
+                inv.arg(message_id_prefix(task_id, head))
                     .arg(crate::protocol::time::now())
-                    .arg(o.max_queued);
+                    .arg(o.max_queued)
+                    .arg(o.max_dead);
                 for s in o.subscribers(agent) {
                     inv.arg(s.as_ref());
                 }
             }
             _ => {
-                inv.arg("").arg("").arg(0);
+                inv.arg("").arg("").arg(0).arg(0);
             }
         }
         let reply: Vec<RValue> = inv.invoke_async(&mut conn).await.map_err(unavailable)?;

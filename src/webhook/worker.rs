@@ -2,9 +2,10 @@
 //! never compete with client requests for a worker thread's attention.
 //!
 //! A reader takes ready jobs while there are free delivery slots (`webhooks.concurrency`); each
-//! job is one attempt at its lane's first message, then one atomic `finish`. Housekeeping runs
-//! beside it: due retries move back to the ready queue, jobs of dead workers are reclaimed after
-//! the visibility timeout, and the set of disabled subscribers is refreshed.
+//! job is one attempt at its lane's first message, then one atomic `finish`. The same loop
+//! reclaims the jobs of workers presumed dead (held past the visibility timeout) every quarter
+//! of that timeout. Housekeeping runs beside it: due retries move back to the ready queue, and
+//! the set of disabled subscribers is refreshed.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
@@ -17,6 +18,22 @@ use super::retry::{classify, Outcome, Schedule, MAX_DELAY};
 use super::send::Sender;
 use crate::config::WebhookConfig;
 use crate::metrics::Metrics;
+
+/// How long a delivery for a subscriber this replica does not know waits before another look.
+const UNCONFIGURED_WAIT: Duration = Duration::from_secs(60);
+
+/// Wait for one free delivery slot, then take as many more as are free (up to 256).
+async fn held_slots(slots: &Arc<Semaphore>) -> Option<Vec<OwnedSemaphorePermit>> {
+    let first = slots.clone().acquire_owned().await.ok()?;
+    let mut held = vec![first];
+    while held.len() < 256 {
+        match slots.clone().try_acquire_owned() {
+            Ok(p) => held.push(p),
+            Err(_) => break,
+        }
+    }
+    Some(held)
+}
 
 /// Longest a throttling subscriber pauses the other lanes of this worker towards it.
 const MAX_PAUSE: Duration = Duration::from_secs(300);
@@ -83,22 +100,45 @@ impl Worker {
 
     async fn run(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
         let slots = Arc::new(Semaphore::new(self.concurrency));
-        let chores = tokio::spawn(self.clone().housekeeping(slots.clone()));
+        let chores = tokio::spawn(self.clone().housekeeping());
+        let reclaim_every = (self.visibility / 4).max(Duration::from_secs(1));
+        let mut last_reclaim = Instant::now();
         loop {
-            let first = tokio::select! {
-                p = slots.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
+            // Slots first, then jobs: a job taken is sent at once, never kept waiting for a
+            // slot while its visibility timeout runs.
+            let permits = tokio::select! {
+                p = held_slots(&slots) => match p { Some(p) => p, None => break },
                 _ = stop.changed() => break,
             };
-            let want = 1 + slots.available_permits().min(255);
+            if last_reclaim.elapsed() >= reclaim_every {
+                last_reclaim = Instant::now();
+                match self
+                    .queue
+                    .reclaim(&self.consumer, self.visibility, permits.len())
+                    .await
+                {
+                    Ok(jobs) if !jobs.is_empty() => {
+                        tracing::info!(
+                            count = jobs.len(),
+                            "reclaimed webhook deliveries of a worker presumed dead"
+                        );
+                        self.metrics.webhook_reclaimed.inc_by(jobs.len() as u64);
+                        self.start_all(jobs, permits);
+                        continue;
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::debug!(error = %e, "reclaiming failed"),
+                }
+            }
             let taken = tokio::select! {
-                r = self.queue.take(&self.consumer, want, Duration::from_secs(2)) => r,
+                r = self.queue.take(&self.consumer, permits.len(), Duration::from_secs(1)) => r,
                 _ = stop.changed() => break,
             };
             match taken {
-                Ok(jobs) => self.start_all(jobs, first, &slots).await,
+                Ok(jobs) => self.start_all(jobs, permits),
                 Err(e) => {
                     tracing::warn!(error = %e, "webhook queue unavailable; retrying");
-                    drop(first);
+                    drop(permits);
                     tokio::time::sleep(Duration::from_millis(500)).await;
                 }
             }
@@ -113,40 +153,28 @@ impl Worker {
         .await;
     }
 
-    async fn start_all(
-        self: &Arc<Self>,
-        jobs: Vec<Job>,
-        first: OwnedSemaphorePermit,
-        slots: &Arc<Semaphore>,
-    ) {
-        let mut first = Some(first);
-        for job in jobs {
-            let permit = match first.take() {
-                Some(p) => p,
-                None => match slots.clone().acquire_owned().await {
-                    Ok(p) => p,
-                    Err(_) => return,
-                },
-            };
+    /// Start one delivery per job, each with one of `permits`; unused permits are released.
+    fn start_all(self: &Arc<Self>, jobs: Vec<Job>, permits: Vec<OwnedSemaphorePermit>) {
+        let taken = Instant::now();
+        for (job, permit) in jobs.into_iter().zip(permits) {
             let me = self.clone();
             tokio::spawn(async move {
-                me.deliver(job).await;
+                me.deliver(job, taken).await;
                 drop(permit);
             });
         }
     }
 
-    async fn housekeeping(self: Arc<Self>, slots: Arc<Semaphore>) {
+    /// Beside the delivery loop: due retries back to the ready queue, and the disabled set.
+    async fn housekeeping(self: Arc<Self>) {
         let mut tick = tokio::time::interval(Duration::from_millis(250));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let reclaim_every = (self.visibility / 4).max(Duration::from_secs(1));
-        let (mut last_reclaim, mut last_disabled) = (Instant::now(), None::<Instant>);
+        let mut last_disabled = None::<Instant>;
         loop {
             tick.tick().await;
             let now = crate::protocol::time::now_ms();
-            match self.queue.promote_due(now, 1000).await {
-                Ok(_) => {}
-                Err(e) => tracing::debug!(error = %e, "promoting due retries failed"),
+            if let Err(e) = self.queue.promote_due(now, 1000).await {
+                tracing::debug!(error = %e, "promoting due retries failed");
             }
             if last_disabled.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
                 last_disabled = Some(Instant::now());
@@ -154,38 +182,6 @@ impl Worker {
                     let set: HashSet<String> = list.into_iter().map(|(s, _)| s).collect();
                     self.metrics.webhook_disabled.set(set.len() as i64);
                     *self.disabled.write().unwrap_or_else(|p| p.into_inner()) = set;
-                }
-            }
-            if last_reclaim.elapsed() >= reclaim_every {
-                last_reclaim = Instant::now();
-                let free = slots.available_permits().min(256);
-                if free == 0 {
-                    continue;
-                }
-                match self
-                    .queue
-                    .reclaim(&self.consumer, self.visibility, free)
-                    .await
-                {
-                    Ok(jobs) if !jobs.is_empty() => {
-                        tracing::info!(
-                            count = jobs.len(),
-                            "reclaimed webhook deliveries of a worker presumed dead"
-                        );
-                        self.metrics.webhook_reclaimed.inc_by(jobs.len() as u64);
-                        for job in jobs {
-                            let Ok(permit) = slots.clone().acquire_owned().await else {
-                                return;
-                            };
-                            let me = self.clone();
-                            tokio::spawn(async move {
-                                me.deliver(job).await;
-                                drop(permit);
-                            });
-                        }
-                    }
-                    Ok(_) => {}
-                    Err(e) => tracing::debug!(error = %e, "reclaiming failed"),
                 }
             }
         }
@@ -236,7 +232,21 @@ impl Worker {
     }
 
     /// One attempt at a job's first message, and its one atomic finish.
-    async fn deliver(&self, job: Job) {
+    async fn deliver(&self, job: Job, taken: Instant) {
+        if job.unreadable {
+            tracing::error!(subscriber = %job.subscriber, task_id = %job.task_id, "unreadable webhook lane entry moved to the dead letters");
+            self.count(&job.subscriber, "dead");
+            let error = "unreadable lane entry".to_owned();
+            self.finish(
+                &job,
+                Finish::Dead {
+                    attempts: job.attempts,
+                    error,
+                },
+            )
+            .await;
+            return;
+        }
         let Some(msg) = job.message.as_ref() else {
             // The lane is empty (its messages were delivered by a worker that was presumed
             // dead, or it was lost with a Redis restart): retire the token.
@@ -245,15 +255,17 @@ impl Worker {
         };
         let sub_name = job.subscriber.as_ref();
         let Some(sub) = self.sender.subscriber(sub_name).cloned() else {
-            // Queued for a subscriber this process has no config for (removed, or a replica
-            // with another config): park it where the admin API shows it.
-            self.count(sub_name, "parked");
+            // Queued for a subscriber this process has no config for: a replica of another
+            // config version (a rolling deploy) or a subscriber removed since. Not an attempt,
+            // and not this replica's call to disable it: look again in a minute.
+            self.count(sub_name, "unconfigured");
+            let due = crate::protocol::time::now_ms() + UNCONFIGURED_WAIT.as_millis() as i64;
+            let attempts = job.attempts;
             self.finish(
                 &job,
-                Finish::Park {
-                    reason: Some(format!(
-                        "subscriber {sub_name:?} is not configured on the replica that took its delivery"
-                    )),
+                Finish::Retry {
+                    due_ms: due,
+                    attempts,
                 },
             )
             .await;
@@ -276,6 +288,11 @@ impl Worker {
                 },
             )
             .await;
+            return;
+        }
+        if taken.elapsed() + self.timeout + Duration::from_secs(1) > self.visibility {
+            // Too late to send within the visibility timeout: another worker may be taking the
+            // job over now. Leave it to whoever holds it then.
             return;
         }
         let attempt = self.sender.send(&sub, msg).await;

@@ -1,17 +1,23 @@
--- End a worker's hold on a lane token, atomically. The token is acknowledged only if it is
--- still pending (XACK returns 0 when another worker took it over and finished it first), and
--- the lane's first message is dropped only if it is the one the worker delivered, so a slow
--- worker and the one that took over from it can never drop two messages for one delivery.
+-- End a worker's hold on a lane token, atomically. Only the consumer the token is pending for
+-- may end it (XACK alone does not check: a worker presumed dead, whose token was taken over,
+-- would otherwise still finish it), and the lane's first message is dropped only if it is the
+-- one the worker delivered, so a slow worker and the one that took over from it can never
+-- drop two messages for one delivery.
 --
 -- KEYS[1] the webhook key prefix ({p}wh:)
--- ARGV    mode (delivered|retry|dead|park), token id, subscriber, task, msg_id, then
+-- ARGV    mode (delivered|retry|dead|park), token id, subscriber, task, msg_id, consumer, then
 --         retry: due_ms, attempts | dead: meta json, max dead letters | park: reason or ''
+-- An empty msg_id means the worker could not read the lane's first entry: an entry that does
+-- not parse is then dropped (to the dead letters in 'dead' mode) so the lane cannot spin on it.
 -- Returns 'done' or 'stale'.
 
 local wh = KEYS[1]
 local mode, token, sub, task, msg = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local stream = wh .. 'stream'
-if redis.call('XACK', stream, 'workers', token) == 0 then return 'stale' end
+if #redis.call('XPENDING', stream, 'workers', token, token, 1, ARGV[6]) == 0 then
+  return 'stale'
+end
+redis.call('XACK', stream, 'workers', token)
 -- XACK alone leaves the entry in the stream: delete it or the stream grows forever.
 redis.call('XDEL', stream, token)
 local lane = wh .. 'lane:' .. sub .. ':' .. task
@@ -22,7 +28,7 @@ local function pop_head()
   if not head then return nil end
   local a = string.find(head, '\n', 1, true)
   local b = a and string.find(head, '\n', a + 1, true)
-  if b and string.sub(head, a + 1, b - 1) == msg then
+  if (b and string.sub(head, a + 1, b - 1) == msg) or (msg == '' and not b) then
     redis.call('LPOP', lane)
     redis.call('DECR', wh .. 'queued')
     return head
@@ -40,16 +46,16 @@ if mode == 'delivered' then
   pop_head()
   pass_on()
 elseif mode == 'retry' then
-  redis.call('ZADD', wh .. 'retry', ARGV[6], ARGV[7] .. '\t' .. sub .. '\t' .. task)
+  redis.call('ZADD', wh .. 'retry', ARGV[7], ARGV[8] .. '\t' .. sub .. '\t' .. task)
 elseif mode == 'dead' then
   local head = pop_head()
   if head then
-    redis.call('LPUSH', wh .. 'dead', ARGV[6] .. '\n' .. head)
-    redis.call('LTRIM', wh .. 'dead', 0, tonumber(ARGV[7]) - 1)
+    redis.call('LPUSH', wh .. 'dead', ARGV[7] .. '\n' .. head)
+    redis.call('LTRIM', wh .. 'dead', 0, tonumber(ARGV[8]) - 1)
   end
   pass_on()
 elseif mode == 'park' then
-  if ARGV[6] ~= '' then redis.call('HSET', wh .. 'disabled', sub, ARGV[6]) end
+  if ARGV[7] ~= '' then redis.call('HSET', wh .. 'disabled', sub, ARGV[7]) end
   -- Enabled again since the worker looked: carry on instead of parking out of reach.
   if redis.call('HEXISTS', wh .. 'disabled', sub) == 1 then
     redis.call('SADD', wh .. 'parked:' .. sub, task)

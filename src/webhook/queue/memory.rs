@@ -61,7 +61,8 @@ impl MemoryQueue {
 
     /// Append one message to the lane of each subscriber, or none if they do not all fit under
     /// the bound. The ledger calls this under its own lock, so the lanes of one task get its
-    /// changes in the order it accepted them.
+    /// changes in the order it accepted them. A disabled subscriber's go straight to the dead
+    /// letters (as in Redis: its lanes cannot fill the queue every subscriber shares).
     pub fn offer(&self, subscribers: &[Arc<str>], task_id: &str, message: Message) -> bool {
         let mut q = self.lock();
         if q.queued + subscribers.len() > self.max_queued {
@@ -69,6 +70,23 @@ impl MemoryQueue {
         }
         let task: Arc<str> = Arc::from(task_id);
         for s in subscribers {
+            if q.disabled.contains_key(s) {
+                let letter = DeadLetter {
+                    msg_id: message.msg_id.clone(),
+                    subscriber: s.to_string(),
+                    task_id: task_id.to_owned(),
+                    attempts: 0,
+                    last_error: "subscriber disabled".into(),
+                    failed_at: crate::protocol::time::now(),
+                    payload: payload_value(&message.payload),
+                };
+                q.dead.push_front(Dead {
+                    letter,
+                    message: message.clone(),
+                });
+                q.dead.truncate(self.max_dead);
+                continue;
+            }
             q.queued += 1;
             q.append((s.clone(), task.clone()), message.clone());
         }
@@ -116,6 +134,8 @@ impl Inner {
             task_id: t.lane.1,
             attempts: t.attempts,
             message,
+            unreadable: false,
+            consumer: Arc::from(""),
         }
     }
 }

@@ -55,8 +55,13 @@ pub struct Job {
     pub task_id: Arc<str>,
     /// Attempts already made for the lane's first message.
     pub attempts: u32,
-    /// The lane's first message; `None` if the lane is empty (the token is then just retired).
+    /// The lane's first message; `None` if the lane is empty (the token is then just retired)
+    /// or its first entry could not be read (`unreadable`).
     pub message: Option<Message>,
+    /// The lane's first entry exists but does not parse: the worker dead-letters it.
+    pub unreadable: bool,
+    /// The worker the token is held for (only that worker may finish it).
+    pub consumer: Arc<str>,
 }
 
 /// How a worker ends its hold on a job.
@@ -140,10 +145,17 @@ pub trait DeliveryQueue: Send + Sync + 'static {
 pub struct Outbox {
     routes: HashMap<String, Arc<[Arc<str>]>>,
     pub max_queued: usize,
+    /// Changes for a disabled subscriber go straight to the dead letters, which keep this many.
+    pub max_dead: usize,
 }
 
 impl Outbox {
-    pub fn new(agents: &[String], subscribers: &[SubscriberConfig], max_queued: usize) -> Outbox {
+    pub fn new(
+        agents: &[String],
+        subscribers: &[SubscriberConfig],
+        max_queued: usize,
+        max_dead: usize,
+    ) -> Outbox {
         let routes = agents
             .iter()
             .map(|a| {
@@ -155,7 +167,11 @@ impl Outbox {
                 (a.clone(), subs)
             })
             .collect();
-        Outbox { routes, max_queued }
+        Outbox {
+            routes,
+            max_queued,
+            max_dead,
+        }
     }
 
     /// The subscribers of an agent's changes (empty for none).
@@ -164,10 +180,12 @@ impl Outbox {
     }
 }
 
-/// The `webhook-id` of a status change: derived from what identifies it, so the same change
-/// always has the same id. Falls back to a random id if the task id has characters a
-/// Standard Webhooks id may not carry.
-pub fn message_id(task_id: &str, head: Head) -> String {
+/// The `webhook-id` of a status change, less its `_{n}` suffix (the task's change number, which
+/// the ledger appends: a task can come back to a state at the same `updated_at`, so status and
+/// time alone do not name one change). Derived from what identifies the change, so the same
+/// change always has the same id; a random id if the task id has characters a Standard
+/// Webhooks id may not carry.
+pub fn message_id_prefix(task_id: &str, head: Head) -> String {
     let plain = task_id.len() <= 128
         && task_id
             .bytes()
@@ -202,10 +220,15 @@ pub fn encode_entry(enqueued_ms: i64, msg_id: &str, payload: &[u8]) -> Vec<u8> {
     out
 }
 
+/// A lane entry, or `None` if it lacks its two line breaks (the same test the scripts apply, so
+/// what the worker cannot read the scripts can drop).
 pub fn decode_entry(entry: &[u8]) -> Option<Message> {
     let mut parts = entry.splitn(3, |&b| b == b'\n');
-    let enqueued_ms = std::str::from_utf8(parts.next()?).ok()?.parse().ok()?;
-    let msg_id = std::str::from_utf8(parts.next()?).ok()?.to_owned();
+    let enqueued_ms = std::str::from_utf8(parts.next()?)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let msg_id = String::from_utf8_lossy(parts.next()?).into_owned();
     let payload = Bytes::copy_from_slice(parts.next()?);
     Some(Message {
         msg_id,
@@ -244,10 +267,13 @@ mod tests {
             status: Status::Working,
             updated_ms: 7,
         };
-        let id = message_id("123e4567-e89b-12d3-a456-426614174000", head);
+        let id = message_id_prefix("123e4567-e89b-12d3-a456-426614174000", head);
         assert_eq!(id, "msg_123e4567-e89b-12d3-a456-426614174000_WORKING_7");
-        assert_eq!(id, message_id("123e4567-e89b-12d3-a456-426614174000", head));
-        let odd = message_id("a.b", head);
+        assert_eq!(
+            id,
+            message_id_prefix("123e4567-e89b-12d3-a456-426614174000", head)
+        );
+        let odd = message_id_prefix("a.b", head);
         assert!(odd.starts_with("msg_") && !odd.contains('.'));
         assert!(crate::webhook::sign::headers(None, &odd, 1, b"").is_ok());
     }
@@ -257,7 +283,7 @@ mod tests {
         let mut a = SubscriberConfig::new("a", "http://x");
         a.agents = Some(vec!["one".into()]);
         let b = SubscriberConfig::new("b", "http://y");
-        let o = Outbox::new(&["one".into(), "two".into()], &[a, b], 10);
+        let o = Outbox::new(&["one".into(), "two".into()], &[a, b], 10, 10);
         let names =
             |agent| -> Vec<String> { o.subscribers(agent).iter().map(|s| s.to_string()).collect() };
         assert_eq!(names("one"), ["a", "b"]);

@@ -7,7 +7,7 @@ local wh = KEYS[1]
 local due = redis.call('ZRANGEBYSCORE', wh .. 'retry', '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
 for _, m in ipairs(due) do
   redis.call('ZREM', wh .. 'retry', m)
-  local a, s, t = string.match(m, '^(%d+)\t([^\t]+)\t(.+)$')
+  local a, s, t = string.match(m, '^(%d+)\t([^\t]+)\t(.*)$')
   if a then
     redis.call('XADD', wh .. 'stream', '*', 's', s, 't', t, 'a', a)
   end

@@ -97,7 +97,7 @@ impl RedisQueue {
     }
 
     /// Jobs from stream entries: the lanes' first messages in one round trip.
-    async fn jobs(&self, entries: Vec<StreamId>) -> Result<Vec<Job>, QueueError> {
+    async fn jobs(&self, consumer: &str, entries: Vec<StreamId>) -> Result<Vec<Job>, QueueError> {
         let mut tokens = Vec::with_capacity(entries.len());
         let mut pipe = redis::pipe();
         for e in entries {
@@ -122,15 +122,21 @@ impl RedisQueue {
         }
         let mut conn = self.conn.clone();
         let heads: Vec<Option<Vec<u8>>> = pipe.query_async(&mut conn).await.map_err(unavailable)?;
+        let consumer: Arc<str> = Arc::from(consumer);
         Ok(tokens
             .into_iter()
             .zip(heads)
-            .map(|((token, sub, task, attempts), head)| Job {
-                token,
-                subscriber: Arc::from(sub),
-                task_id: Arc::from(task),
-                attempts,
-                message: head.as_deref().and_then(decode_entry),
+            .map(|((token, sub, task, attempts), head)| {
+                let message = head.as_deref().and_then(decode_entry);
+                Job {
+                    token,
+                    subscriber: Arc::from(sub),
+                    task_id: Arc::from(task),
+                    attempts,
+                    unreadable: head.is_some() && message.is_none(),
+                    message,
+                    consumer: consumer.clone(),
+                }
             })
             .collect())
     }
@@ -196,7 +202,7 @@ impl DeliveryQueue for RedisQueue {
             match read {
                 Ok(Some(reply)) => {
                     let entries = reply.keys.into_iter().flat_map(|k| k.ids).collect();
-                    self.jobs(entries).await
+                    self.jobs(consumer, entries).await
                 }
                 Ok(None) => Ok(Vec::new()),
                 Err(e) if e.code() == Some("NOGROUP") => {
@@ -230,7 +236,7 @@ impl DeliveryQueue for RedisQueue {
                 .query_async(&mut conn)
                 .await;
             match reply {
-                Ok(r) => self.jobs(r.claimed).await,
+                Ok(r) => self.jobs(consumer, r.claimed).await,
                 Err(e) if e.code() == Some("NOGROUP") => {
                     self.ensure_group().await?;
                     Ok(Vec::new())
@@ -254,7 +260,8 @@ impl DeliveryQueue for RedisQueue {
                 .arg(&job.token)
                 .arg(job.subscriber.as_ref())
                 .arg(job.task_id.as_ref())
-                .arg(msg_id);
+                .arg(msg_id)
+                .arg(job.consumer.as_ref());
             match how {
                 Finish::Delivered => {}
                 Finish::Retry { due_ms, attempts } => {
