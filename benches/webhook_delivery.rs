@@ -12,8 +12,11 @@
 //! Scenarios: "wide", one change on each of N tasks (N lanes: as parallel as delivery gets);
 //! "deep", 100 changes on each of N/100 tasks (per-task order makes each lane sequential).
 
+// The tests' subscriber and redis-server helpers; the bench uses a part of each.
+#[allow(dead_code)]
 #[path = "../tests/support/hook.rs"]
 mod hook;
+#[allow(dead_code)]
 #[path = "../tests/support/redis_server.rs"]
 mod redis_server;
 
