@@ -30,7 +30,7 @@ impl GwProc {
         let mut child = Command::new(bin())
             .arg("--config")
             .arg(config)
-            .env("RUST_LOG", "warn")
+            .env("RUST_LOG", "error")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

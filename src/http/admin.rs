@@ -134,7 +134,8 @@ pub async fn subscribers(state: &State, req: Request<Incoming>) -> ApiResult {
         .map(|s| {
             json!({
                 "name": s.name,
-                "url": s.url,
+                // The origin only: a path or query can carry a token (Slack-style URLs).
+                "url": origin(&s.url),
                 "agents": s.agents,
                 "signed": s.secret.is_some(),
                 "auth_header": s.auth_header.as_ref().map(|(n, _)| n.as_str()),
@@ -143,6 +144,16 @@ pub async fn subscribers(state: &State, req: Request<Incoming>) -> ApiResult {
         })
         .collect();
     ok(json!({ "subscribers": list }))
+}
+
+fn origin(url: &str) -> String {
+    match url.parse::<hyper::Uri>() {
+        Ok(u) => match (u.scheme_str(), u.authority()) {
+            (Some(scheme), Some(auth)) => format!("{scheme}://{auth}"),
+            _ => String::new(),
+        },
+        Err(_) => String::new(),
+    }
 }
 
 /// POST /admin/subscribers/{name}/enable: lift a 410's disable; parked deliveries resume.

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::streams::{StreamAutoClaimReply, StreamId, StreamReadReply};
+use redis::streams::{StreamAutoClaimReply, StreamId, StreamInfoConsumersReply, StreamReadReply};
 use redis::{RedisError, Script};
 
 use super::{
@@ -34,7 +34,14 @@ pub struct RedisQueue {
     promote: Script,
     redrive: Script,
     enable: Script,
+    /// Where the next XAUTOCLAIM scan starts: it walks the pending list in pages, so entries
+    /// far along it are reached even when live workers hold the oldest ones.
+    cursor: std::sync::Mutex<String>,
 }
+
+/// A consumer (a gateway process that has since gone) with nothing pending is forgotten after
+/// this long idle, so the group does not collect one consumer per restart forever.
+const FORGET_CONSUMER_MS: usize = 3_600_000;
 
 fn unavailable(e: RedisError) -> QueueError {
     QueueError::Unavailable(format!("redis: {e}"))
@@ -69,8 +76,10 @@ impl RedisQueue {
             promote: Script::new(include_str!("promote.lua")),
             redrive: Script::new(include_str!("redrive.lua")),
             enable: Script::new(include_str!("enable.lua")),
+            cursor: std::sync::Mutex::new("0-0".into()),
         };
         q.ensure_group().await?;
+        q.check_eviction_policy().await;
         Ok(q)
     }
 
@@ -139,6 +148,49 @@ impl RedisQueue {
                 }
             })
             .collect())
+    }
+
+    /// Queued deliveries live in keys without a TTL: a Redis that evicts keys under memory
+    /// pressure can drop a lane or the stream and lose deliveries. Say so at start (managed
+    /// Redis may refuse CONFIG; then nothing is said).
+    async fn check_eviction_policy(&self) {
+        let mut conn = self.conn.clone();
+        let policy: Result<(String, String), RedisError> = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg("maxmemory-policy")
+            .query_async(&mut conn)
+            .await;
+        if let Ok((_, p)) = policy {
+            if p != "noeviction" {
+                tracing::warn!(policy = %p, "Redis maxmemory-policy is not noeviction: under memory pressure Redis may evict queued webhook deliveries; set maxmemory-policy noeviction");
+            }
+        }
+    }
+
+    /// Drop consumers long idle with nothing pending (best effort).
+    async fn forget_idle_consumers(&self, me: &str) {
+        let mut conn = self.conn.clone();
+        let stream = self.key("stream");
+        let Ok(info) = redis::cmd("XINFO")
+            .arg("CONSUMERS")
+            .arg(&stream)
+            .arg(GROUP)
+            .query_async::<StreamInfoConsumersReply>(&mut conn)
+            .await
+        else {
+            return;
+        };
+        for c in info.consumers {
+            if c.name != me && c.pending == 0 && c.idle > FORGET_CONSUMER_MS {
+                let _ = redis::cmd("XGROUP")
+                    .arg("DELCONSUMER")
+                    .arg(&stream)
+                    .arg(GROUP)
+                    .arg(&c.name)
+                    .query_async::<i64>(&mut conn)
+                    .await;
+            }
+        }
     }
 
     async fn retire(&self, id: &str) -> Result<(), QueueError> {
@@ -225,18 +277,27 @@ impl DeliveryQueue for RedisQueue {
     ) -> QueueFuture<'a, Vec<Job>> {
         Box::pin(async move {
             let mut conn = self.conn.clone();
+            self.forget_idle_consumers(consumer).await;
+            let start = self
+                .cursor
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
             let reply: Result<StreamAutoClaimReply, RedisError> = redis::cmd("XAUTOCLAIM")
                 .arg(self.key("stream"))
                 .arg(GROUP)
                 .arg(consumer)
                 .arg(min_idle.as_millis() as u64)
-                .arg("0-0")
+                .arg(start)
                 .arg("COUNT")
                 .arg(max)
                 .query_async(&mut conn)
                 .await;
             match reply {
-                Ok(r) => self.jobs(consumer, r.claimed).await,
+                Ok(r) => {
+                    *self.cursor.lock().unwrap_or_else(|p| p.into_inner()) = r.next_stream_id;
+                    self.jobs(consumer, r.claimed).await
+                }
                 Err(e) if e.code() == Some("NOGROUP") => {
                     self.ensure_group().await?;
                     Ok(Vec::new())
@@ -345,33 +406,47 @@ impl DeliveryQueue for RedisQueue {
     fn redrive<'a>(&'a self, subscriber: Option<&'a str>, limit: usize) -> QueueFuture<'a, usize> {
         Box::pin(async move {
             let mut conn = self.conn.clone();
-            // Bounded by max_dead_letters. Oldest first, so a lane's letters keep their order.
-            let items: Vec<Vec<u8>> = redis::cmd("LRANGE")
-                .arg(self.key("dead"))
-                .arg(0)
-                .arg(-1)
-                .query_async(&mut conn)
-                .await
-                .map_err(unavailable)?;
-            let mut moved = 0;
-            for item in items.iter().rev() {
-                if moved >= limit {
-                    break;
-                }
-                let Some(d) = dead_letter(item) else { continue };
-                if subscriber.is_some_and(|s| s != d.subscriber) {
-                    continue;
-                }
-                let n: i64 = self
-                    .redrive
-                    .key(&self.wh)
-                    .arg(item.as_slice())
-                    .arg(&d.subscriber)
-                    .arg(&d.task_id)
-                    .invoke_async(&mut conn)
+            // Oldest first (the tail), so a lane's letters keep their order; a page at a time,
+            // so a long list is never read whole into memory.
+            const PAGE: i64 = 500;
+            let (mut moved, mut end) = (0usize, -1i64);
+            while moved < limit {
+                let items: Vec<Vec<u8>> = redis::cmd("LRANGE")
+                    .arg(self.key("dead"))
+                    .arg(end - PAGE + 1)
+                    .arg(end)
+                    .query_async(&mut conn)
                     .await
                     .map_err(unavailable)?;
-                moved += n.max(0) as usize;
+                if items.is_empty() {
+                    break;
+                }
+                let mut kept = 0i64;
+                for item in items.iter().rev() {
+                    let d = dead_letter(item);
+                    let wanted = moved < limit
+                        && d.as_ref()
+                            .is_some_and(|d| subscriber.is_none_or(|s| s == d.subscriber));
+                    let Some(d) = d.filter(|_| wanted) else {
+                        kept += 1;
+                        continue;
+                    };
+                    let n: i64 = self
+                        .redrive
+                        .key(&self.wh)
+                        .arg(item.as_slice())
+                        .arg(&d.subscriber)
+                        .arg(&d.task_id)
+                        .invoke_async(&mut conn)
+                        .await
+                        .map_err(unavailable)?;
+                    moved += n.max(0) as usize;
+                }
+                if (items.len() as i64) < PAGE {
+                    break;
+                }
+                // The moved letters left the list; the kept ones of this page are still there.
+                end -= kept;
             }
             Ok(moved)
         })

@@ -3,7 +3,8 @@
 --
 -- KEYS[1] the webhook key prefix; ARGV the dead-letter item, subscriber, task
 local wh = KEYS[1]
-if redis.call('LREM', wh .. 'dead', 1, ARGV[1]) == 0 then return 0 end
+-- From the tail, where the oldest letters (the ones redriven first) are.
+if redis.call('LREM', wh .. 'dead', -1, ARGV[1]) == 0 then return 0 end
 local nl = string.find(ARGV[1], '\n', 1, true)
 local entry = string.sub(ARGV[1], nl + 1)
 local lane = wh .. 'lane:' .. ARGV[2] .. ':' .. ARGV[3]
