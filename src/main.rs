@@ -112,7 +112,12 @@ fn check_config(path: Option<PathBuf>) -> ExitCode {
     };
     match load(&path) {
         Ok(cfg) => {
-            println!("{}: ok ({} agent(s))", path.display(), cfg.agents.len());
+            println!(
+                "{}: ok ({} agent(s), {} subscriber(s))",
+                path.display(),
+                cfg.agents.len(),
+                cfg.subscribers.len()
+            );
             ExitCode::SUCCESS
         }
         Err(msg) => {

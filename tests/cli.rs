@@ -248,6 +248,7 @@ async fn check_config_accepts_every_example_config() {
         .collect();
     examples.sort();
     assert!(!examples.is_empty(), "no config/examples/*.toml");
+    examples.push(repo("deploy/replica.toml"));
     for path in examples {
         let f = run(&["check-config", "--config", path.to_str().expect("path")]).await;
         assert!(f.status.success(), "{}: {f:?}", path.display());
