@@ -619,15 +619,15 @@ impl Checker {
         out
     }
 
-    fn subscriber(
+    /// The required `name` (a route-safe name) and `url` (checked by `check`) of an
+    /// `[[agents]]` or `[[subscribers]]` entry.
+    fn name_and_url<'t>(
         &mut self,
-        s: &Table,
+        t: &'t Table,
         at: &str,
-        guard: &UrlGuard,
-        agents: &[AgentConfig],
-    ) -> Option<SubscriberConfig> {
-        self.unknown_keys(s, SUBSCRIBER_KEYS, &format!("{at}."));
-        let name = self.string(s, "name", &format!("{at}.name"));
+        check: impl Fn(&str) -> Result<(), String>,
+    ) -> (Option<&'t str>, Option<&'t str>) {
+        let name = self.string(t, "name", &format!("{at}.name"));
         match name {
             None => self.problem(format!("{at}.name"), "is required"),
             Some(n) if !valid_name(n) => self.problem(
@@ -636,15 +636,26 @@ impl Checker {
             ),
             _ => {}
         }
-        let url = self.string(s, "url", &format!("{at}.url"));
-        match url {
+        let url = self.string(t, "url", &format!("{at}.url"));
+        match url.map(&check) {
             None => self.problem(format!("{at}.url"), "is required"),
-            Some(u) => {
-                if let Err(e) = guard.check_url(u) {
-                    self.problem(format!("{at}.url"), e.to_string());
-                }
-            }
+            Some(Err(e)) => self.problem(format!("{at}.url"), e),
+            Some(Ok(())) => {}
         }
+        (name, url)
+    }
+
+    fn subscriber(
+        &mut self,
+        s: &Table,
+        at: &str,
+        guard: &UrlGuard,
+        agents: &[AgentConfig],
+    ) -> Option<SubscriberConfig> {
+        self.unknown_keys(s, SUBSCRIBER_KEYS, &format!("{at}."));
+        let (name, url) = self.name_and_url(s, at, |u| {
+            guard.check_url(u).map(|_| ()).map_err(|e| e.to_string())
+        });
         let mut sub = SubscriberConfig::new(name.unwrap_or(""), url.unwrap_or(""));
         if let Some(h) = self.string(s, "auth_header", &format!("{at}.auth_header")) {
             match parse_header_line(h) {
@@ -687,24 +698,7 @@ impl Checker {
 
     fn agent(&mut self, a: &Table, at: &str) -> Option<AgentConfig> {
         self.unknown_keys(a, AGENT_KEYS, &format!("{at}."));
-        let name = self.string(a, "name", &format!("{at}.name"));
-        match name {
-            None => self.problem(format!("{at}.name"), "is required"),
-            Some(n) if !valid_name(n) => self.problem(
-                format!("{at}.name"),
-                format!("{n:?} must be 1-64 characters of A-Z a-z 0-9 . _ -"),
-            ),
-            _ => {}
-        }
-        let url = self.string(a, "url", &format!("{at}.url"));
-        match url {
-            None => self.problem(format!("{at}.url"), "is required"),
-            Some(u) => {
-                if let Err(e) = check_agent_url(u) {
-                    self.problem(format!("{at}.url"), e);
-                }
-            }
-        }
+        let (name, url) = self.name_and_url(a, at, check_agent_url);
         let mut agent = AgentConfig::new(name.unwrap_or(""), url.unwrap_or(""));
         if let Some(p) = self.string(a, "card_path", &format!("{at}.card_path")) {
             if !p.starts_with('/') || p.contains(char::is_whitespace) {

@@ -224,6 +224,12 @@ impl Worker {
         }
     }
 
+    /// Put the job's lane in the retry set for `wait`, with `attempts` made so far.
+    async fn retry_in(&self, job: &Job, wait: Duration, attempts: u32) {
+        let due_ms = crate::protocol::time::now_ms() + wait.as_millis() as i64;
+        self.finish(job, Finish::Retry { due_ms, attempts }).await;
+    }
+
     fn count(&self, sub: &str, outcome: &str) {
         self.metrics
             .webhook_deliveries
@@ -259,35 +265,18 @@ impl Worker {
             // config version (a rolling deploy) or a subscriber removed since. Not an attempt,
             // and not this replica's call to disable it: look again in a minute.
             self.count(sub_name, "unconfigured");
-            let due = crate::protocol::time::now_ms() + UNCONFIGURED_WAIT.as_millis() as i64;
-            let attempts = job.attempts;
-            self.finish(
-                &job,
-                Finish::Retry {
-                    due_ms: due,
-                    attempts,
-                },
-            )
-            .await;
+            self.retry_in(&job, UNCONFIGURED_WAIT, job.attempts).await;
             return;
         };
         if self.is_disabled(sub_name) {
-            self.count(sub_name, "parked");
             self.finish(&job, Finish::Park { reason: None }).await;
+            self.count(sub_name, "parked");
             return;
         }
         if let Some(until) = self.paused_until(&job.subscriber) {
             // Not an attempt: the lane waits with the rest of the subscriber's.
-            let due = crate::protocol::time::now_ms()
-                + until.saturating_duration_since(Instant::now()).as_millis() as i64;
-            self.finish(
-                &job,
-                Finish::Retry {
-                    due_ms: due,
-                    attempts: job.attempts,
-                },
-            )
-            .await;
+            let wait = until.saturating_duration_since(Instant::now());
+            self.retry_in(&job, wait, job.attempts).await;
             return;
         }
         if taken.elapsed() + self.timeout + Duration::from_secs(1) > self.visibility {
@@ -322,7 +311,6 @@ impl Worker {
                     .write()
                     .unwrap_or_else(|p| p.into_inner())
                     .insert(sub_name.to_owned());
-                self.count(sub_name, "disabled");
                 let reason = format!("410 Gone at {}", crate::protocol::time::now());
                 self.finish(
                     &job,
@@ -331,6 +319,8 @@ impl Worker {
                     },
                 )
                 .await;
+                // Counted once it took effect, so the counter never runs ahead of the queue.
+                self.count(sub_name, "disabled");
             }
             outcome @ (Outcome::Retry { .. } | Outcome::Failed) => {
                 let rand = uuid::Uuid::new_v4().as_u64_pair().0;
@@ -345,20 +335,11 @@ impl Worker {
                             self.pause(&job.subscriber, pause.min(MAX_DELAY));
                         }
                         tracing::debug!(subscriber = sub_name, task_id = %job.task_id, attempts, error = %attempt.summary, wait_ms = wait.as_millis() as u64, "webhook delivery failed; retry scheduled");
+                        self.retry_in(&job, wait, attempts).await;
                         self.count(sub_name, "retry");
-                        let due = crate::protocol::time::now_ms() + wait.as_millis() as i64;
-                        self.finish(
-                            &job,
-                            Finish::Retry {
-                                due_ms: due,
-                                attempts,
-                            },
-                        )
-                        .await;
                     }
                     None => {
                         tracing::warn!(subscriber = sub_name, task_id = %job.task_id, msg_id = %msg.msg_id, attempts, error = %attempt.summary, "webhook delivery exhausted its attempts: dead letter");
-                        self.count(sub_name, "dead");
                         self.finish(
                             &job,
                             Finish::Dead {
@@ -367,6 +348,7 @@ impl Worker {
                             },
                         )
                         .await;
+                        self.count(sub_name, "dead");
                     }
                 }
             }
