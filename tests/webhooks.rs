@@ -471,3 +471,34 @@ async fn redis_restarted_empty_is_survived() {
         assert!(delivered.contains(id), "{id} delivered");
     }
 }
+
+/// Changes the gateway sees itself, in the agent's answers to create, get and cancel, are
+/// delivered like pushed ones, once each: a repeated GET or a GET of the terminal task adds none.
+#[tokio::test]
+async fn changes_seen_in_answers_are_delivered_once_each() {
+    let hook = Hook::start().await;
+    let a = agent().await;
+    let g = gateway(&a, None, vec![subscriber("s", &hook, None)], |_| {}).await;
+    let id = g.create_task("a").await;
+    a.set_status(&id, "WORKING", Value::Null).expect("known");
+    for _ in 0..3 {
+        let r = g.http.get(&format!("/agents/a/tasks/{id}")).await;
+        assert_eq!(r.json()["status"], "WORKING");
+    }
+    let r = g
+        .http
+        .post_empty(&format!("/agents/a/tasks/{id}/cancel"))
+        .await;
+    assert_eq!(r.json()["status"], "CANCELLED", "{r:?}");
+    let r = g.http.get(&format!("/tasks/{id}")).await;
+    assert_eq!(r.header("x-a2a-source"), Some("ledger"));
+    wait_count(&hook, 3).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let statuses: Vec<String> = hook.received().iter().map(|d| d.change().1).collect();
+    assert_eq!(statuses, ["SUBMITTED", "WORKING", "CANCELLED"]);
+    assert_eq!(
+        a.notifications_sent(),
+        0,
+        "no pushes: the gateway saw these itself"
+    );
+}
