@@ -170,6 +170,7 @@ pub struct Config {
     pub webhooks: WebhookConfig,
     /// Bearer token of the `/admin/` routes; without one they are disabled.
     pub admin_token: Option<Secret>,
+    pub streams: crate::stream::StreamConfig,
 }
 
 pub const DEFAULT_CARD_PATH: &str = "/agent-card.json";
@@ -193,6 +194,7 @@ impl Config {
             subscribers: Vec::new(),
             webhooks: WebhookConfig::default(),
             admin_token: None,
+            streams: crate::stream::StreamConfig::default(),
         }
     }
 
@@ -291,6 +293,17 @@ const TOP_KEYS: &[&str] = &[
     "subscribers",
     "webhooks",
     "admin_token",
+    "streams",
+];
+const STREAM_KEYS: &[&str] = &[
+    "ping_interval_ms",
+    "linger_ms",
+    "replay_events",
+    "replay_bytes",
+    "subscriber_lag_bytes",
+    "max_topics",
+    "max_event_bytes",
+    "reconnect_max_ms",
 ];
 const AGENT_KEYS: &[&str] = &[
     "name",
@@ -514,6 +527,11 @@ impl Checker {
                 "must be an array of tables ([[subscribers]])",
             ),
         }
+        match t.get("streams") {
+            None => {}
+            Some(Value::Table(st)) => cfg.streams = self.streams(st),
+            Some(_) => self.problem("streams", "must be a table ([streams])"),
+        }
         if let Some(tok) = self.string(t, "admin_token", "admin_token") {
             if tok.len() < 16 {
                 self.problem("admin_token", "must be at least 16 characters");
@@ -521,6 +539,69 @@ impl Checker {
             cfg.admin_token = Some(Secret::new(tok));
         }
         cfg
+    }
+
+    fn streams(&mut self, t: &Table) -> crate::stream::StreamConfig {
+        self.unknown_keys(t, STREAM_KEYS, "streams.");
+        let mut s = crate::stream::StreamConfig::default();
+        let ms = |d: Duration| d.as_millis() as u64;
+        s.ping_interval = Duration::from_millis(self.int(
+            t,
+            "ping_interval_ms",
+            "streams.ping_interval_ms",
+            ms(s.ping_interval),
+            3_600_000,
+        ));
+        s.linger = Duration::from_millis(self.int(
+            t,
+            "linger_ms",
+            "streams.linger_ms",
+            ms(s.linger),
+            3_600_000,
+        ));
+        s.replay_events = self.int(
+            t,
+            "replay_events",
+            "streams.replay_events",
+            s.replay_events as u64,
+            1_000_000,
+        ) as usize;
+        s.replay_bytes = self.int(
+            t,
+            "replay_bytes",
+            "streams.replay_bytes",
+            s.replay_bytes as u64,
+            1 << 30,
+        ) as usize;
+        s.lag_bytes = self.int(
+            t,
+            "subscriber_lag_bytes",
+            "streams.subscriber_lag_bytes",
+            s.lag_bytes,
+            1 << 30,
+        );
+        s.max_topics = self.int(
+            t,
+            "max_topics",
+            "streams.max_topics",
+            s.max_topics as u64,
+            1 << 24,
+        ) as usize;
+        s.max_event_bytes = self.int(
+            t,
+            "max_event_bytes",
+            "streams.max_event_bytes",
+            s.max_event_bytes as u64,
+            64 << 20,
+        ) as usize;
+        s.reconnect_max = Duration::from_millis(self.int(
+            t,
+            "reconnect_max_ms",
+            "streams.reconnect_max_ms",
+            ms(s.reconnect_max),
+            3_600_000,
+        ));
+        s
     }
 
     fn webhooks(&mut self, w: &Table) -> WebhookConfig {

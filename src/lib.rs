@@ -13,6 +13,7 @@ pub mod metrics;
 pub mod protocol;
 pub mod registry;
 pub mod sample;
+pub mod stream;
 pub mod upstream;
 pub mod webhook;
 
@@ -39,11 +40,14 @@ pub struct State {
     pub metrics: Arc<Metrics>,
     /// Webhook deliveries (in Redis when configured), for the admin API and metrics.
     pub queue: Arc<dyn DeliveryQueue>,
+    /// Live task streams and the change feed, shared by every worker.
+    pub hub: Arc<stream::Hub>,
 }
 
 /// A running gateway.
 pub struct Gateway {
     addr: SocketAddr,
+    hub: Arc<stream::Hub>,
     metrics: Arc<Metrics>,
     stop: watch::Sender<bool>,
     workers: Vec<std::thread::JoinHandle<()>>,
@@ -79,6 +83,7 @@ impl Gateway {
             config.webhooks.max_dead_letters,
         ));
         let setup = |e: &dyn std::fmt::Display| StartError::Setup(e.to_string());
+        let feed = Arc::new(stream::changes::ChangeFeed::new());
         let (ledger, queue): (Arc<dyn TaskLedger>, Arc<dyn DeliveryQueue>) = match &config.redis {
             Some(r) => (
                 Arc::new(
@@ -104,7 +109,8 @@ impl Gateway {
                     metrics.ledger_evictions.clone(),
                 )
                 .with_byte_budget(config.max_ledger_bytes)
-                .with_outbox(outbox, queue.clone());
+                .with_outbox(outbox, queue.clone())
+                .with_changes(feed.clone());
                 (Arc::new(ledger), queue)
             }
         };
@@ -122,6 +128,21 @@ impl Gateway {
                 source,
             })?;
         let (stop, stop_rx) = watch::channel(false);
+        let hub = Arc::new(stream::Hub::new(
+            config.streams.clone(),
+            metrics.clone(),
+            ledger.clone(),
+            feed.clone(),
+        ));
+        tokio::spawn(hub.clone().close_on_terminal(stop_rx.clone()));
+        if let Some(r) = &config.redis {
+            tokio::spawn(stream::changes::relay_redis(
+                r.url.clone(),
+                r.prefix.clone(),
+                feed.clone(),
+                stop_rx.clone(),
+            ));
+        }
         let card_upstream = Upstream::new(config.connect_timeout).map_err(StartError::Setup)?;
         registry.spawn_refreshers(card_upstream, metrics.clone(), stop_rx.clone());
         let slots = Arc::new(tokio::sync::Semaphore::new(config.max_connections));
@@ -149,6 +170,7 @@ impl Gateway {
                 upstream: Upstream::new(config.connect_timeout).map_err(StartError::Setup)?,
                 metrics: metrics.clone(),
                 queue: queue.clone(),
+                hub: hub.clone(),
             };
             let (stop_rx, slots) = (stop_rx.clone(), slots.clone());
             let worker = std::thread::Builder::new()
@@ -175,6 +197,7 @@ impl Gateway {
         }
         Ok(Gateway {
             addr,
+            hub,
             metrics,
             stop,
             workers,
@@ -193,6 +216,8 @@ impl Gateway {
     /// Stop accepting, let in-flight requests finish (bounded), stop card refreshes.
     pub async fn shutdown(self) {
         let _ = self.stop.send(true);
+        // Open event streams would hold the drain up until its deadline: end them now.
+        self.hub.close_all();
         let workers = self.workers;
         let _ = tokio::task::spawn_blocking(move || {
             for w in workers {

@@ -3,8 +3,8 @@
 //! bounded by routes × configured agents × status codes.
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
-    Registry, TextEncoder,
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
 pub struct Metrics {
@@ -30,6 +30,14 @@ pub struct Metrics {
     pub webhook_retrying: IntGauge,
     pub webhook_dead: IntGauge,
     pub webhook_disabled: IntGauge,
+    pub stream_subscribers: IntGauge,
+    pub stream_upstreams: IntGauge,
+    pub stream_events_in: IntCounter,
+    pub stream_events_out: IntCounter,
+    pub stream_replays: IntCounter,
+    pub stream_slow_consumers: IntCounter,
+    pub stream_upstream_reconnects: IntCounter,
+    pub stream_fanout_seconds: Histogram,
 }
 
 /// From queueing to a subscriber's 2xx: milliseconds when all is well, hours through retries.
@@ -168,6 +176,41 @@ impl Metrics {
                 n("webhook_subscribers_disabled"),
                 "Subscribers disabled by a 410 Gone until re-enabled.",
             )?,
+            stream_subscribers: IntGauge::new(
+                n("stream_subscribers"),
+                "Clients subscribed to task event streams.",
+            )?,
+            stream_upstreams: IntGauge::new(
+                n("stream_upstreams"),
+                "Task streams open towards agents (one per task per replica).",
+            )?,
+            stream_events_in: IntCounter::new(
+                n("stream_events_in_total"),
+                "Events received from agents' task streams (pings excluded) and published.",
+            )?,
+            stream_events_out: IntCounter::new(
+                n("stream_events_out_total"),
+                "Events written to stream subscribers (every copy counted).",
+            )?,
+            stream_replays: IntCounter::new(
+                n("stream_replays_total"),
+                "Subscriptions that resumed with a Last-Event-ID.",
+            )?,
+            stream_slow_consumers: IntCounter::new(
+                n("stream_slow_consumer_disconnects_total"),
+                "Subscribers cut for falling too far behind their stream.",
+            )?,
+            stream_upstream_reconnects: IntCounter::new(
+                n("stream_upstream_reconnects_total"),
+                "Agent task streams reconnected after they dropped while the task was live.",
+            )?,
+            stream_fanout_seconds: Histogram::with_opts(
+                HistogramOpts::new(
+                    n("stream_fanout_seconds"),
+                    "Time from an agent's event reaching the gateway to its write to a subscriber.",
+                )
+                .buckets(LATENCY_BUCKETS.to_vec()),
+            )?,
             ledger_evictions: IntCounter::new(
                 n("ledger_evictions_total"),
                 "Tasks evicted from a full in-process ledger before their retention ended.",
@@ -179,6 +222,14 @@ impl Metrics {
         registry.register(Box::new(m.webhook_retrying.clone()))?;
         registry.register(Box::new(m.webhook_dead.clone()))?;
         registry.register(Box::new(m.webhook_disabled.clone()))?;
+        registry.register(Box::new(m.stream_subscribers.clone()))?;
+        registry.register(Box::new(m.stream_upstreams.clone()))?;
+        registry.register(Box::new(m.stream_events_in.clone()))?;
+        registry.register(Box::new(m.stream_events_out.clone()))?;
+        registry.register(Box::new(m.stream_replays.clone()))?;
+        registry.register(Box::new(m.stream_slow_consumers.clone()))?;
+        registry.register(Box::new(m.stream_upstream_reconnects.clone()))?;
+        registry.register(Box::new(m.stream_fanout_seconds.clone()))?;
         let build = IntGaugeVec::new(
             Opts::new(n("build_info"), "Build information; always 1."),
             &["version"],

@@ -399,14 +399,26 @@ async fn task_stream_passes_agent_events_through() {
         }
     }
     assert!(seen.contains("event: log\n"), "{seen}");
-    a.close_streams(&id);
+    // The gateway numbers the events itself.
+    assert!(
+        seen.contains("\nid: ") || seen.starts_with("id: "),
+        "{seen}"
+    );
+    // When the task ends (here: cancelled through the gateway) the stream closes with the
+    // task's final state.
+    let r = g.http.post_empty(&format!("/tasks/{id}/cancel")).await;
+    assert_eq!(r.json()["status"], "CANCELLED", "{r:?}");
     let end = tokio::time::timeout(Duration::from_secs(10), async {
         while let Some(f) = body.frame().await {
-            f.expect("clean end");
+            if let Ok(d) = f.expect("clean end").into_data() {
+                seen.push_str(&String::from_utf8_lossy(&d));
+            }
         }
     })
     .await;
-    assert!(end.is_ok(), "the stream ends when the agent ends it");
+    assert!(end.is_ok(), "the stream ends when the task ends");
+    assert!(seen.contains("event: status\n"), "{seen}");
+    assert!(seen.contains("CANCELLED"), "{seen}");
 }
 
 #[tokio::test]
@@ -422,12 +434,34 @@ async fn the_stream_gets_anti_buffering_headers_even_when_the_agent_sends_none()
             body: Bytes::from_static(events.as_bytes()),
         },
     );
-    let r = g.http.get(&format!("/agents/a/tasks/{id}/stream")).await;
-    assert_eq!(r.status, 200, "{r:?}");
-    assert_eq!(r.header("cache-control"), Some("no-cache"));
-    assert_eq!(r.header("x-accel-buffering"), Some("no"));
-    assert_eq!(r.header("content-type"), Some("text/event-stream"));
-    assert_eq!(&r.body[..], events.as_bytes());
+    let res = g.http.open(&format!("/agents/a/tasks/{id}/stream")).await;
+    assert_eq!(res.status(), 200);
+    let h = |n: &str| {
+        res.headers()
+            .get(n)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    assert_eq!(h("cache-control").as_deref(), Some("no-cache"));
+    assert_eq!(h("x-accel-buffering").as_deref(), Some("no"));
+    assert_eq!(h("content-type").as_deref(), Some("text/event-stream"));
+    assert_eq!(h("content-encoding"), None);
+    let mut body = res.into_body();
+    let mut seen = String::new();
+    while !seen.contains("\n\n") {
+        let frame = tokio::time::timeout(Duration::from_secs(10), body.frame())
+            .await
+            .expect("event in time")
+            .expect("open")
+            .expect("frame");
+        if let Ok(d) = frame.into_data() {
+            seen.push_str(&String::from_utf8_lossy(&d));
+        }
+    }
+    assert!(
+        seen.ends_with("event: log\ndata: {\"message\":\"one\"}\n\n"),
+        "{seen}"
+    );
     let streams = received(&a, Route::Stream);
     assert_eq!(
         recorded_header(&streams[0], "accept").as_deref(),

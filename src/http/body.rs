@@ -17,6 +17,10 @@ pub enum Body {
     /// An agent's body, cut if the agent goes quiet for longer than its idle limit: a stalled
     /// agent must not hold the client's connection (and a connection slot) forever.
     Stream(Box<Relayed>),
+    /// A subscriber of a task's shared event stream.
+    Events(Box<crate::stream::topic::Subscription>),
+    /// Frames a task of the gateway's own produces (`/events`); ends when it drops the sender.
+    Channel(tokio::sync::mpsc::Receiver<Bytes>),
 }
 
 pub struct Relayed {
@@ -70,6 +74,10 @@ impl HttpBody for Body {
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match self.get_mut() {
             Body::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
+            Body::Events(sub) => Pin::new(sub.as_mut())
+                .poll_frame(cx)
+                .map(|o| o.map(|r| r.map_err(Into::into))),
+            Body::Channel(rx) => rx.poll_recv(cx).map(|o| o.map(|b| Ok(Frame::data(b)))),
             Body::Stream(r) => match Pin::new(&mut r.inner).poll_frame(cx) {
                 Poll::Ready(Some(frame)) => {
                     let next = Instant::now() + r.idle;
@@ -89,6 +97,7 @@ impl HttpBody for Body {
         match self {
             Body::Full(b) => b.is_none(),
             Body::Stream(r) => r.inner.is_end_stream(),
+            Body::Events(_) | Body::Channel(_) => false,
         }
     }
 
@@ -97,6 +106,7 @@ impl HttpBody for Body {
             Body::Full(Some(b)) => SizeHint::with_exact(b.len() as u64),
             Body::Full(None) => SizeHint::with_exact(0),
             Body::Stream(r) => r.inner.size_hint(),
+            Body::Events(_) | Body::Channel(_) => SizeHint::default(),
         }
     }
 }

@@ -7,6 +7,7 @@ mod admin;
 pub mod body;
 mod catalog;
 pub mod error;
+mod events;
 mod notifications;
 mod server;
 mod tasks;
@@ -52,6 +53,7 @@ enum Route<'a> {
     Stream(Option<&'a str>, &'a str),
     ArtifactContent(Option<&'a str>, &'a str),
     Notifications(&'a str),
+    Events,
     DeadLetters,
     Redrive,
     Subscribers,
@@ -71,6 +73,7 @@ impl<'a> Route<'a> {
             [Some("readyz"), None, ..] => Route::Readyz,
             [Some("metrics"), None, ..] => Route::Metrics,
             [Some("agents"), None, ..] => Route::Catalog,
+            [Some("events"), None, ..] => Route::Events,
             [Some("admin"), Some("dead-letters"), None, ..] => Route::DeadLetters,
             [Some("admin"), Some("dead-letters"), Some("redrive"), None, ..] => Route::Redrive,
             [Some("admin"), Some("subscribers"), None, ..] => Route::Subscribers,
@@ -141,6 +144,7 @@ impl<'a> Route<'a> {
             Route::Stream(..) => ("stream", Method::GET),
             Route::ArtifactContent(..) => ("artifact_content", Method::GET),
             Route::Notifications(_) => ("notifications", Method::POST),
+            Route::Events => ("events", Method::GET),
             Route::DeadLetters => ("admin_dead_letters", Method::GET),
             Route::Redrive => ("admin_redrive", Method::POST),
             Route::Subscribers => ("admin_subscribers", Method::GET),
@@ -246,6 +250,7 @@ async fn dispatch(
         Route::Stream(a, t) => tasks::stream(state, ctx, a, t, req).await,
         Route::ArtifactContent(a, id) => tasks::content(state, ctx, a, id, req).await,
         Route::Notifications(a) => notifications::ingest(state, ctx, a, req).await,
+        Route::Events => events::events(state, req).await,
         Route::DeadLetters => admin::dead_letters(state, req).await,
         Route::Redrive => admin::redrive(state, req).await,
         Route::Subscribers => admin::subscribers(state, req).await,

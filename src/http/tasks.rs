@@ -28,10 +28,6 @@ use crate::registry::Agent;
 use crate::upstream::{read_limited, strip_hop_by_hop, upstream_headers, UpstreamError};
 use crate::State;
 
-/// How long an agent's event stream may stay silent before the relay is cut (the spec has
-/// agents ping every 15-20 s; three missed pings is a dead stream).
-const STREAM_IDLE: std::time::Duration = std::time::Duration::from_secs(60);
-
 /// How long a client may take to send its request body.
 const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
@@ -854,8 +850,8 @@ pub async fn content(
     pass_through(state, &agent, up, agent.cfg.timeout).await
 }
 
-/// GET /tasks/{id}/stream: a plain streaming pass-through with the headers that keep proxies
-/// from buffering an event stream.
+/// GET /tasks/{id}/stream: a subscription to the task's shared stream (see `crate::stream`).
+/// A task the ledger knows to be over answers 204, so an EventSource stops reconnecting.
 pub async fn stream(
     state: &State,
     ctx: &mut Ctx,
@@ -863,24 +859,61 @@ pub async fn stream(
     task_id: &str,
     req: Request<Incoming>,
 ) -> ApiResult {
-    let (agent, _) = task_agent(state, ctx, prefix, task_id).await?;
-    let mut up = build_request(
-        &agent,
-        ctx,
-        Method::GET,
-        &format!("/tasks/{task_id}/stream"),
-        ClientSide::of(&req),
-        Bytes::new(),
-        true,
-    )?;
-    up.headers_mut().insert(
-        header::ACCEPT,
+    let (agent, record) = task_agent(state, ctx, prefix, task_id).await?;
+    if record.is_some_and(|r| r.head.status.is_terminal()) {
+        return Ok(no_more_events());
+    }
+    if let Err(why) = agent.card() {
+        return Err(ApiError::new(
+            Code::AgentUnavailable,
+            format!("agent {:?} has no valid card: {why}", agent.cfg.name),
+        ));
+    }
+    let last_id = last_event_id(&req);
+    match state
+        .hub
+        .subscribe(&agent, &state.upstream, task_id, last_id.as_deref())
+        .await?
+    {
+        None => Ok(no_more_events()),
+        Some(sub) => Ok(event_stream(Body::Events(Box::new(sub)))),
+    }
+}
+
+/// `Last-Event-ID`, or the `last_event_id` query parameter (a browser's EventSource cannot set
+/// the header on its first request).
+fn last_event_id(req: &Request<Incoming>) -> Option<String> {
+    if let Some(v) = req
+        .headers()
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+    {
+        return Some(v.to_owned());
+    }
+    req.uri().query().and_then(|q| {
+        q.split('&')
+            .find_map(|kv| kv.strip_prefix("last_event_id="))
+            .filter(|v| v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'))
+            .map(str::to_owned)
+    })
+}
+
+fn no_more_events() -> Response<Body> {
+    let mut res = Response::new(Body::empty());
+    *res.status_mut() = StatusCode::NO_CONTENT;
+    res
+}
+
+/// The headers of every event stream the gateway serves: no caching, no proxy buffering, and
+/// no compression (a compressor would hold events back).
+pub(super) fn event_stream(body: Body) -> Response<Body> {
+    let mut res = Response::new(body);
+    let h = res.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
         HeaderValue::from_static("text/event-stream"),
     );
-    // An event stream may be quiet for long, but agents ping every 15-20 s (the spec).
-    let mut res = pass_through(state, &agent, up, STREAM_IDLE.max(agent.cfg.timeout)).await?;
-    let h = res.headers_mut();
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     h.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    Ok(res)
+    res
 }

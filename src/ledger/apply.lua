@@ -5,11 +5,13 @@
 -- KEYS[1] the task hash, KEYS[2] the per-state index prefix (zsets KEYS[2]..STATUS),
 -- KEYS[3] the webhook key prefix (lanes, stream, queued counter; see webhook/queue/redis.rs)
 -- ARGV    agent, status, updated_ms, task, now_ms, terminal_ttl_ms, live_ttl_ms, task_id,
---         msg_id prefix, timestamp, max_queued, max_dead, subscriber...
+--         msg_id prefix, timestamp, max_queued, max_dead, change channel, subscriber...
 -- A first sighting or a transition is queued for every subscriber named, in this same step:
 -- a change is never recorded without its deliveries, nor delivered without being recorded.
 -- A disabled subscriber's (410 Gone) go straight to the dead letters, to be redriven once it
 -- is back: its lanes cannot fill the queue that every other subscriber shares.
+-- Every first sighting or transition is also PUBLISHed on the change channel
+-- ("agent \n task_id \n STATUS \n task"), for the live streams of every replica.
 -- Returns {verdict, agent, status, updated_ms, task, previous status or ''}: the record after
 --   the call (the new one when accepted, with task left empty since the caller has it; the
 --   standing one otherwise) and the state it left.
@@ -48,8 +50,9 @@ if verdict ~= 'new' and verdict ~= 'transition' and verdict ~= 'refresh' then
   return { verdict, rec[1], rec[2], rec[3], rec[4], rec[2] or '' }
 end
 
-local wh, nsubs = KEYS[3], #ARGV - 12
-local notify = nsubs > 0 and (verdict == 'new' or verdict == 'transition')
+local wh, nsubs = KEYS[3], #ARGV - 13
+local changed = verdict == 'new' or verdict == 'transition'
+local notify = nsubs > 0 and changed
 if notify then
   local queued = tonumber(redis.call('GET', wh .. 'queued') or '0')
   if queued + nsubs > tonumber(ARGV[11]) then
@@ -72,7 +75,7 @@ if notify then
   local entry = ARGV[5] .. '\n' .. ARGV[9] .. '_' .. n .. '\n'
     .. '{"event_type":"task.status.updated","timestamp":"' .. ARGV[10] .. '","data":' .. ARGV[4] .. '}'
   local queued = 0
-  for i = 13, #ARGV do
+  for i = 14, #ARGV do
     if redis.call('HEXISTS', wh .. 'disabled', ARGV[i]) == 1 then
       local meta = cjson.encode({ subscriber = ARGV[i], task_id = ARGV[8], attempts = 0,
         last_error = 'subscriber disabled', failed_at = ARGV[10] })
@@ -86,6 +89,9 @@ if notify then
     end
   end
   redis.call('INCRBY', wh .. 'queued', queued)
+end
+if changed and ARGV[13] ~= '' then
+  redis.call('PUBLISH', ARGV[13], agent .. '\n' .. ARGV[8] .. '\n' .. status .. '\n' .. ARGV[4])
 end
 -- The caller holds the accepted document already: do not send it back.
 return { verdict, agent, status, ARGV[3], '', rec[2] or '' }

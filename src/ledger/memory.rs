@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use super::{decide, notifies, Applied, LedgerError, LedgerFuture, Record, TaskLedger};
-use crate::protocol::task::Head;
+use crate::protocol::task::{Head, Verdict};
+use crate::stream::changes::{Change, ChangeFeed};
 use crate::webhook::queue::{self, MemoryQueue, Message, Outbox};
 
 const SHARDS: usize = 16;
@@ -54,6 +55,7 @@ pub struct MemoryLedger {
     retention: Duration,
     evictions: prometheus::IntCounter,
     outbox: Option<(Arc<Outbox>, Arc<MemoryQueue>)>,
+    changes: Option<Arc<ChangeFeed>>,
 }
 
 impl MemoryLedger {
@@ -68,6 +70,25 @@ impl MemoryLedger {
             retention,
             evictions,
             outbox: None,
+            changes: None,
+        }
+    }
+
+    /// Publish each accepted status change to `feed` (live streams), under the lock that records
+    /// it, so listeners see a task's changes in order.
+    pub fn with_changes(mut self, feed: Arc<ChangeFeed>) -> Self {
+        self.changes = Some(feed);
+        self
+    }
+
+    fn announce(&self, agent: &str, task_id: &str, head: Head, task: &Bytes, verdict: Verdict) {
+        if let Some(feed) = self.changes.as_ref().filter(|_| notifies(verdict)) {
+            feed.publish(Change {
+                agent: agent.into(),
+                task_id: task_id.into(),
+                status: head.status,
+                task: task.clone(),
+            });
         }
     }
 
@@ -154,6 +175,7 @@ impl MemoryLedger {
             if let Some(at) = expires {
                 s.expiry.push_back((at, seq, key));
             }
+            self.announce(agent, task_id, head, &record.task, verdict);
             return Ok(Applied { verdict, record });
         }
         // A new task: make room first, by count and by bytes.
@@ -188,6 +210,7 @@ impl MemoryLedger {
             },
         );
         s.compact(self.per_shard);
+        self.announce(agent, task_id, head, &record.task, verdict);
         Ok(Applied { verdict, record })
     }
 

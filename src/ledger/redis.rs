@@ -29,6 +29,8 @@ pub struct RedisLedger {
     apply: Script,
     outbox: Option<Arc<Outbox>>,
     webhook_prefix: String,
+    /// The pub/sub channel accepted changes are published on (see `stream::changes`).
+    changes: String,
 }
 
 fn unavailable(e: redis::RedisError) -> LedgerError {
@@ -63,6 +65,7 @@ impl RedisLedger {
             apply: Script::new(include_str!("apply.lua")),
             outbox: None,
             webhook_prefix: webhook_prefix(prefix),
+            changes: crate::stream::changes::channel(prefix),
         })
     }
 
@@ -109,13 +112,14 @@ impl RedisLedger {
                 inv.arg(message_id_prefix(task_id, head))
                     .arg(crate::protocol::time::now())
                     .arg(o.max_queued)
-                    .arg(o.max_dead);
+                    .arg(o.max_dead)
+                    .arg(&self.changes);
                 for s in o.subscribers(agent) {
                     inv.arg(s.as_ref());
                 }
             }
             _ => {
-                inv.arg("").arg("").arg(0).arg(0);
+                inv.arg("").arg("").arg(0).arg(0).arg(&self.changes);
             }
         }
         let reply: Vec<RValue> = inv.invoke_async(&mut conn).await.map_err(unavailable)?;

@@ -155,15 +155,9 @@ impl Parser {
                 self.data.push_str(&value);
                 self.data.push('\n');
             }
-            b"id" => {
-                if !value.contains('\0') {
-                    self.last_id = Some(value.into_owned());
-                }
-            }
-            b"retry" => {
-                if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
-                    self.retry = value.parse().ok();
-                }
+            b"id" if !value.contains('\0') => self.last_id = Some(value.into_owned()),
+            b"retry" if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) => {
+                self.retry = value.parse().ok();
             }
             _ => {}
         }
@@ -194,10 +188,7 @@ impl Parser {
 /// whatever its line ends, so the receiver parses back exactly `data` (line ends as LF).
 pub fn write_event(out: &mut Vec<u8>, id: Option<&str>, event: Option<&str>, data: &str) {
     let clean = |s: &str, out: &mut Vec<u8>| {
-        out.extend(
-            s.bytes()
-                .filter(|b| !matches!(b, b'\r' | b'\n' | b'\0')),
-        )
+        out.extend(s.bytes().filter(|b| !matches!(b, b'\r' | b'\n' | b'\0')))
     };
     if let Some(id) = id {
         out.extend_from_slice(b"id: ");
@@ -213,7 +204,7 @@ pub fn write_event(out: &mut Vec<u8>, id: Option<&str>, event: Option<&str>, dat
     loop {
         let end = rest.find(['\r', '\n']);
         out.extend_from_slice(b"data: ");
-        out.extend_from_slice(rest[..end.unwrap_or(rest.len())].as_bytes());
+        out.extend_from_slice(&rest.as_bytes()[..end.unwrap_or(rest.len())]);
         out.push(b'\n');
         match end {
             None => break,
@@ -337,7 +328,10 @@ mod tests {
             b"id: 1event: evil\nevent: logdata: injected\ndata: a\ndata: b\ndata: c\ndata: d\n\n"
         );
         let back = parse_in(&[&out]);
-        assert_eq!(back, [ev("logdata: injected", "a\nb\nc\nd", Some("1event: evil"))]);
+        assert_eq!(
+            back,
+            [ev("logdata: injected", "a\nb\nc\nd", Some("1event: evil"))]
+        );
         let mut out = Vec::new();
         write_event(&mut out, None, None, "");
         assert_eq!(out, b"data: \n\n");

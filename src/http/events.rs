@@ -1,0 +1,90 @@
+//! GET /events?agent=NAME&task=ID...: one event stream for many tasks (see `crate::stream::events`).
+
+use hyper::body::Incoming;
+use hyper::Request;
+
+use super::body::Body;
+use super::error::{ApiError, ApiResult, Code};
+use super::tasks::{event_stream, ledger_down};
+use crate::stream::events::{self, Filter, MAX_TASKS};
+use crate::State;
+
+fn bad(message: String) -> ApiError {
+    ApiError::new(Code::InvalidRequest, message)
+}
+
+fn filter(state: &State, query: Option<&str>) -> Result<Filter, ApiError> {
+    let mut f = Filter::default();
+    for kv in query.unwrap_or("").split('&').filter(|kv| !kv.is_empty()) {
+        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+        let plain = !v.is_empty()
+            && v.len() <= 128
+            && v.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+        if !plain {
+            return Err(bad(format!(
+                "{k}={v:?}: expected a name or id of A-Z a-z 0-9 - _ ."
+            )));
+        }
+        match k {
+            "agent" => {
+                let agent = state.registry.resolve(v).ok_or_else(|| {
+                    ApiError::new(Code::UnknownAgent, format!("no agent named {v:?}"))
+                })?;
+                f.agents.push(agent.cfg.name.clone());
+            }
+            "task" => f.tasks.push(v.to_owned()),
+            _ => {
+                return Err(bad(format!(
+                    "unknown parameter {k:?}; expected agent, task"
+                )))
+            }
+        }
+    }
+    if f.tasks.len() > MAX_TASKS {
+        return Err(bad(format!(
+            "at most {MAX_TASKS} task filters per connection"
+        )));
+    }
+    Ok(f)
+}
+
+pub async fn events(state: &State, req: Request<Incoming>) -> ApiResult {
+    let f = filter(state, req.uri().query())?;
+    // Listen first: a change that happens while the task streams open is not missed.
+    let changes = state.hub.feed.subscribe();
+    let mut subs = Vec::new();
+    for task in &f.tasks {
+        let Some(rec) = state.ledger.get(task).await.map_err(ledger_down)? else {
+            continue;
+        };
+        let wanted = f.agents.is_empty() || f.agents.iter().any(|a| **a == *rec.agent);
+        if !wanted || rec.head.status.is_terminal() {
+            continue;
+        }
+        let Some(agent) = state.registry.by_name(&rec.agent).cloned() else {
+            continue;
+        };
+        if agent.card().is_err() {
+            continue;
+        }
+        // A task whose stream cannot be opened still has its status changes on this stream.
+        if let Ok(Some(sub)) = state
+            .hub
+            .subscribe(&agent, &state.upstream, task, None)
+            .await
+        {
+            subs.push((std::sync::Arc::from(task.as_str()), sub));
+        }
+    }
+    let (tx, rx) = events::channel();
+    tokio::spawn(events::run(
+        f,
+        changes,
+        subs,
+        tx,
+        state.hub.config().ping_interval,
+        state.metrics.clone(),
+    ));
+    Ok(event_stream(Body::Channel(rx)))
+}

@@ -1,0 +1,119 @@
+//! The change feed: every status change the ledger accepts, as it happens, for whoever listens
+//! in this process (per-task streams close on a terminal change; `/events` clients see them
+//! all). The in-process ledger publishes here directly. The Redis ledger's apply script
+//! PUBLISHes each change in the same step that records it, and every replica relays that
+//! channel here, so a change ingested on one replica reaches listeners on all of them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::{broadcast, watch};
+
+use crate::protocol::task::Status;
+
+/// One accepted status change.
+#[derive(Debug, Clone)]
+pub struct Change {
+    pub agent: Arc<str>,
+    pub task_id: Arc<str>,
+    pub status: Status,
+    /// The Task document as recorded.
+    pub task: Bytes,
+}
+
+/// Listeners that fall this far behind lose changes (`Lagged`) rather than hold memory.
+const CAPACITY: usize = 4096;
+
+pub struct ChangeFeed {
+    tx: broadcast::Sender<Arc<Change>>,
+}
+
+impl Default for ChangeFeed {
+    fn default() -> Self {
+        ChangeFeed::new()
+    }
+}
+
+impl ChangeFeed {
+    pub fn new() -> ChangeFeed {
+        ChangeFeed {
+            tx: broadcast::channel(CAPACITY).0,
+        }
+    }
+
+    pub fn publish(&self, change: Change) {
+        // No listener is not an error.
+        let _ = self.tx.send(Arc::new(change));
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Change>> {
+        self.tx.subscribe()
+    }
+}
+
+/// The Redis channel of a prefix's changes.
+pub fn channel(prefix: &str) -> String {
+    format!("{prefix}changes")
+}
+
+/// A published change: `agent \n task_id \n STATUS \n task`.
+pub fn decode(msg: &[u8]) -> Option<Change> {
+    let mut parts = msg.splitn(4, |&b| b == b'\n');
+    let agent = std::str::from_utf8(parts.next()?).ok()?;
+    let task_id = std::str::from_utf8(parts.next()?).ok()?;
+    let status = Status::parse(std::str::from_utf8(parts.next()?).ok()?)?;
+    let task = Bytes::copy_from_slice(parts.next()?);
+    Some(Change {
+        agent: agent.into(),
+        task_id: task_id.into(),
+        status,
+        task,
+    })
+}
+
+/// Relay the Redis channel into `feed` until `stop`, reconnecting (with backoff) whenever the
+/// connection drops, e.g. when Redis restarts. Changes published while disconnected are missed:
+/// pub/sub is not a queue (webhooks, which must not miss any, use the durable queue).
+pub async fn relay_redis(
+    url: String,
+    prefix: String,
+    feed: Arc<ChangeFeed>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let chan = channel(&prefix);
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        if *stop.borrow() {
+            return;
+        }
+        let session = async {
+            let client = redis::Client::open(url.as_str())?;
+            let mut pubsub = client.get_async_pubsub().await?;
+            pubsub.subscribe(&chan).await?;
+            tracing::debug!(channel = %chan, "relaying ledger changes from Redis");
+            let mut messages = pubsub.on_message();
+            use futures_util::StreamExt;
+            while let Some(msg) = messages.next().await {
+                if let Some(c) = decode(msg.get_payload_bytes()) {
+                    feed.publish(c);
+                }
+            }
+            Ok::<(), redis::RedisError>(())
+        };
+        tokio::select! {
+            r = session => {
+                match r {
+                    Ok(()) => tracing::warn!("Redis change channel closed; reconnecting"),
+                    Err(e) => tracing::warn!(error = %e, "Redis change channel failed; reconnecting"),
+                }
+            }
+            _ = stop.changed() => return,
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(backoff) => {}
+            _ = stop.changed() => return,
+        }
+        backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
+}

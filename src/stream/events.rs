@@ -1,0 +1,132 @@
+//! `GET /events?agent=NAME&task=ID...`: one connection for many tasks. It carries every ledger
+//! change matching the filters as `event: task.status.updated` (data: the spec's notification
+//! payload), and, for each `task=` filter, that task's own stream events with their data tagged:
+//! `{"task_id": ..., "data": <the event's data>}`. Filters are repeatable and all optional;
+//! agents and tasks combine with AND. With Redis, changes from every replica arrive (the change
+//! feed relays the Redis channel).
+//!
+//! One task per connection feeds a bounded channel; a client that does not keep up is cut.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures_util::stream::{SelectAll, StreamExt};
+use tokio::sync::{broadcast, mpsc};
+
+use super::changes::Change;
+use super::topic::Subscription;
+use crate::metrics::Metrics;
+use crate::protocol::sse::{write_event, Parser};
+
+/// Task streams one `/events` connection may follow.
+pub const MAX_TASKS: usize = 64;
+/// Frames queued for one `/events` client before it counts as too slow.
+const QUEUE: usize = 512;
+
+#[derive(Debug, Default, Clone)]
+pub struct Filter {
+    pub agents: Vec<String>,
+    pub tasks: Vec<String>,
+}
+
+impl Filter {
+    pub fn matches(&self, c: &Change) -> bool {
+        (self.agents.is_empty() || self.agents.iter().any(|a| **a == *c.agent))
+            && (self.tasks.is_empty() || self.tasks.iter().any(|t| **t == *c.task_id))
+    }
+}
+
+type Tagged = (Arc<str>, Result<Bytes, super::topic::SlowConsumer>);
+
+fn tagged(task: Arc<str>, mut sub: Subscription) -> impl futures_util::Stream<Item = Tagged> {
+    futures_util::stream::poll_fn(move |cx| sub.poll_next(cx).map(|o| o.map(|r| (task.clone(), r))))
+}
+
+/// Serve one `/events` connection into `tx` until the client leaves or falls behind.
+pub async fn run(
+    filter: Filter,
+    mut changes: broadcast::Receiver<Arc<Change>>,
+    subs: Vec<(Arc<str>, Subscription)>,
+    tx: mpsc::Sender<Bytes>,
+    ping_every: Duration,
+    metrics: Arc<Metrics>,
+) {
+    let mut streams: SelectAll<_> = subs
+        .into_iter()
+        .map(|(task, sub)| tagged(task, sub).boxed())
+        .collect();
+    let mut parser_events = Vec::new();
+    let mut last_sent = Instant::now();
+    let mut tick = tokio::time::interval(
+        (ping_every / 4).clamp(Duration::from_millis(20), Duration::from_secs(1)),
+    );
+    let send = |bytes: Vec<u8>| -> bool {
+        match tx.try_send(Bytes::from(bytes)) {
+            Ok(()) => {
+                metrics.stream_events_out.inc();
+                true
+            }
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                metrics.stream_slow_consumers.inc();
+                false
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        }
+    };
+    loop {
+        let mut out = Vec::new();
+        tokio::select! {
+            c = changes.recv() => match c {
+                Ok(c) => {
+                    if !filter.matches(&c) {
+                        continue;
+                    }
+                    let payload = crate::webhook::queue::payload(&crate::protocol::time::now(), &c.task);
+                    write_event(&mut out, None, Some("task.status.updated"), &String::from_utf8_lossy(&payload));
+                }
+                Err(broadcast::error::RecvError::Lagged(_)) => {
+                    metrics.stream_slow_consumers.inc();
+                    return;
+                }
+                Err(broadcast::error::RecvError::Closed) => return,
+            },
+            Some((task, frame)) = streams.next(), if !streams.is_empty() => {
+                let Ok(bytes) = frame else { continue };
+                // Our own frames: always complete events, parsed back to re-tag them.
+                let mut p = Parser::new(usize::MAX);
+                if p.feed(&bytes, &mut parser_events).is_err() {
+                    continue;
+                }
+                for e in parser_events.drain(..) {
+                    if e.event == "ping" {
+                        continue;
+                    }
+                    let data = serde_json::from_str::<serde_json::Value>(&e.data)
+                        .unwrap_or(serde_json::Value::String(e.data));
+                    let body = serde_json::json!({"task_id": &*task, "data": data});
+                    let name = (e.event != "message").then_some(e.event.as_str());
+                    write_event(&mut out, None, name, &body.to_string());
+                }
+            },
+            _ = tick.tick() => {
+                if last_sent.elapsed() >= ping_every {
+                    let data = format!("{{\"timestamp\": \"{}\"}}", crate::protocol::time::now());
+                    write_event(&mut out, None, Some("ping"), &data);
+                }
+            },
+            _ = tx.closed() => return,
+        }
+        if !out.is_empty() {
+            if !send(out) {
+                return;
+            }
+            last_sent = Instant::now();
+        }
+    }
+}
+
+/// The channel an `/events` response body reads.
+pub fn channel() -> (mpsc::Sender<Bytes>, mpsc::Receiver<Bytes>) {
+    mpsc::channel(QUEUE)
+}

@@ -1,0 +1,229 @@
+//! Event streams: one upstream connection per task shared by every subscriber of that task
+//! (per replica), and `/events`, one connection carrying many tasks and every ledger change.
+//!
+//! [`Hub`] holds the live [`topic::Topic`]s. The first subscriber of a task opens its topic and
+//! its upstream loop ([`upstream::run`]); later ones only add a cursor. The upstream loop
+//! re-numbers the agent's events (`id: EPOCH-SEQ`), drops the agent's pings and sends the
+//! gateway's own, reconnects with `Last-Event-ID` when the agent drops the stream while the task
+//! is live, and closes the topic with a final `event: status` when the task ends (learned from
+//! the ledger's change feed, or by asking the agent when its stream ends). A topic with no
+//! subscriber lingers briefly, then closes its upstream.
+
+pub mod changes;
+pub mod events;
+pub mod topic;
+mod upstream;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use crate::http::error::{ApiError, Code};
+use crate::ledger::TaskLedger;
+use crate::metrics::Metrics;
+use crate::registry::Agent;
+use crate::upstream::Upstream;
+use changes::ChangeFeed;
+use topic::{Key, Limits, Phase, Subscription, Topic};
+
+/// `[streams]` in the config.
+#[derive(Debug, Clone)]
+pub struct StreamConfig {
+    /// A quiet stream gets the gateway's `event: ping` this often.
+    pub ping_interval: Duration,
+    /// How long a topic without subscribers keeps its upstream open.
+    pub linger: Duration,
+    /// Events kept per task for replay and for subscribers catching up.
+    pub replay_events: usize,
+    pub replay_bytes: usize,
+    /// A subscriber further behind than this is cut (it resumes with Last-Event-ID).
+    pub lag_bytes: u64,
+    /// Tasks streamed at once per replica.
+    pub max_topics: usize,
+    /// Largest event (or line) accepted from an agent.
+    pub max_event_bytes: usize,
+    /// Longest wait between upstream reconnection attempts.
+    pub reconnect_max: Duration,
+}
+
+impl Default for StreamConfig {
+    fn default() -> Self {
+        StreamConfig {
+            ping_interval: Duration::from_secs(15),
+            linger: Duration::from_secs(5),
+            replay_events: 1000,
+            replay_bytes: 1 << 20,
+            lag_bytes: 256 * 1024,
+            max_topics: 10_000,
+            max_event_bytes: 256 * 1024,
+            reconnect_max: Duration::from_secs(10),
+        }
+    }
+}
+
+pub struct Hub {
+    topics: Mutex<HashMap<Key, Arc<Topic>>>,
+    cfg: StreamConfig,
+    metrics: Arc<Metrics>,
+    ledger: Arc<dyn TaskLedger>,
+    pub feed: Arc<ChangeFeed>,
+}
+
+impl Hub {
+    pub fn new(
+        cfg: StreamConfig,
+        metrics: Arc<Metrics>,
+        ledger: Arc<dyn TaskLedger>,
+        feed: Arc<ChangeFeed>,
+    ) -> Hub {
+        Hub {
+            topics: Mutex::new(HashMap::new()),
+            cfg,
+            metrics,
+            ledger,
+            feed,
+        }
+    }
+
+    pub fn config(&self) -> &StreamConfig {
+        &self.cfg
+    }
+
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Arc<Topic>>> {
+        self.topics.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Subscribe to a task's stream, opening its upstream if this is the first subscriber.
+    /// Waits for the first connection's outcome, so an agent that refuses the stream answers the
+    /// request (404, 502...) rather than an empty 200. `Ok(None)`: the task has ended (204).
+    pub async fn subscribe(
+        self: &Arc<Self>,
+        agent: &Arc<Agent>,
+        client: &Upstream,
+        task_id: &str,
+        last_event_id: Option<&str>,
+    ) -> Result<Option<Subscription>, ApiError> {
+        let key: Key = (Arc::from(agent.cfg.name.as_str()), Arc::from(task_id));
+        let (topic, fresh) = {
+            let mut map = self.map();
+            match map.get(&key) {
+                Some(t) if !t.is_closed() => (t.clone(), false),
+                _ => {
+                    if map.len() >= self.cfg.max_topics {
+                        return Err(ApiError::new(
+                            Code::Unavailable,
+                            format!(
+                                "{} task streams are open on this replica (streams.max_topics)",
+                                map.len()
+                            ),
+                        ));
+                    }
+                    let limits = Limits {
+                        replay_events: self.cfg.replay_events.max(1),
+                        replay_bytes: self.cfg.replay_bytes,
+                        lag_bytes: self.cfg.lag_bytes,
+                    };
+                    let t = Arc::new(Topic::new(key.clone(), limits, self.metrics.clone()));
+                    map.insert(key, t.clone());
+                    (t, true)
+                }
+            }
+        };
+        // Subscribed before the wait, so the topic never looks abandoned meanwhile.
+        let sub = topic.subscribe(last_event_id);
+        if fresh {
+            self.metrics.stream_upstreams.inc();
+            tokio::spawn(upstream::run(
+                self.clone(),
+                topic.clone(),
+                agent.clone(),
+                client.clone(),
+            ));
+        }
+        let mut phase = topic.phase();
+        let deadline = tokio::time::Instant::now() + agent.cfg.timeout + Duration::from_secs(1);
+        loop {
+            let now = phase.borrow_and_update().clone();
+            match now {
+                Phase::Open | Phase::Closed => return Ok(Some(sub)),
+                Phase::Failed(204, _, _) => return Ok(None),
+                Phase::Failed(_, code, message) => {
+                    let code = match code {
+                        "TASK_NOT_FOUND" => Code::TaskNotFound,
+                        "AGENT_TIMEOUT" => Code::AgentTimeout,
+                        "AGENT_PROTOCOL_VIOLATION" => Code::AgentProtocolViolation,
+                        _ => Code::AgentUnreachable,
+                    };
+                    return Err(ApiError::new(code, message));
+                }
+                Phase::Connecting => {}
+            }
+            match tokio::time::timeout_at(deadline, phase.changed()).await {
+                Ok(Ok(())) => {}
+                _ => {
+                    return Err(ApiError::new(
+                        Code::AgentTimeout,
+                        format!(
+                            "agent {:?} did not open the task's stream in time",
+                            agent.cfg.name
+                        ),
+                    ))
+                }
+            }
+        }
+    }
+
+    /// Forget a topic (if it is still the one registered under its key).
+    fn remove(&self, topic: &Arc<Topic>) {
+        let mut map = self.map();
+        if map.get(&topic.key).is_some_and(|t| Arc::ptr_eq(t, topic)) {
+            map.remove(&topic.key);
+        }
+    }
+
+    /// Open task streams on this replica.
+    pub fn topics(&self) -> usize {
+        self.map().len()
+    }
+
+    /// Close every task stream whose task just ended, with a final `event: status` carrying
+    /// the task. Runs until `stop`.
+    pub async fn close_on_terminal(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
+        let mut rx = self.feed.subscribe();
+        loop {
+            let change = tokio::select! {
+                c = rx.recv() => c,
+                _ = stop.changed() => return,
+            };
+            match change {
+                Ok(c) if c.status.is_terminal() => {
+                    let topic = self
+                        .map()
+                        .get(&(c.agent.clone(), c.task_id.clone()))
+                        .cloned();
+                    if let Some(t) = topic {
+                        t.finish("status", &String::from_utf8_lossy(&c.task));
+                        self.remove(&t);
+                    }
+                }
+                Ok(_) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                    // Missed changes: streams of tasks that ended meanwhile are closed when
+                    // their upstream ends (the agent is asked then).
+                    tracing::warn!(missed = n, "stream hub fell behind the change feed");
+                }
+                Err(_) => return,
+            }
+        }
+    }
+
+    /// Close every topic (shutdown): subscribers get what is buffered, then their streams end.
+    pub fn close_all(&self) {
+        let all: Vec<Arc<Topic>> = self.map().drain().map(|(_, t)| t).collect();
+        for t in all {
+            t.close();
+        }
+    }
+}

@@ -1,0 +1,347 @@
+//! One task's shared stream: a bounded ring of the events it carried (numbered by the gateway),
+//! and the subscribers reading it, each no more than a cursor into the ring.
+//!
+//! The ring is both the replay buffer and the fan-out queue: a subscriber that joins late, or
+//! resumes after `Last-Event-ID`, starts at an older cursor and reads on into the live events
+//! with no gap and no duplicate, by construction. A subscriber whose cursor falls out of the
+//! ring, or more than `lag_bytes` behind its head, is a slow consumer: it is cut (it can resume
+//! with its last id) so it never holds the others or the upstream back.
+
+use std::collections::VecDeque;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+use std::time::Instant;
+
+use bytes::Bytes;
+use hyper::body::Frame;
+use tokio::sync::{watch, Notify};
+
+use crate::metrics::Metrics;
+use crate::protocol::sse;
+
+/// A task's stream key: (agent route name, task id).
+pub type Key = (Arc<str>, Arc<str>);
+
+struct Stored {
+    seq: u64,
+    /// The event as written to subscribers (`id: EPOCH-SEQ`, event, data).
+    bytes: Bytes,
+    /// Bytes published up to and including this event.
+    end: u64,
+    at: Instant,
+}
+
+/// Where the upstream side of a topic is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Phase {
+    Connecting,
+    Open,
+    /// The first connection failed: (HTTP status, error code, message) for the waiting requests.
+    Failed(u16, &'static str, String),
+    Closed,
+}
+
+pub struct Limits {
+    pub replay_events: usize,
+    pub replay_bytes: usize,
+    pub lag_bytes: u64,
+}
+
+struct Inner {
+    ring: VecDeque<Stored>,
+    ring_bytes: usize,
+    next_seq: u64,
+    total: u64,
+    /// Subscribers waiting for the next event; each registers at most once per round.
+    wakers: Vec<Waker>,
+    round: u64,
+    ping: Bytes,
+    ping_gen: u64,
+    last_event: Instant,
+    last_left: Option<Instant>,
+    closed: bool,
+}
+
+pub struct Topic {
+    pub key: Key,
+    /// Distinguishes this topic's event ids from an earlier one's for the same task (or another
+    /// replica's): a `Last-Event-ID` of another epoch replays the whole buffer.
+    epoch: String,
+    inner: Mutex<Inner>,
+    subscribers: AtomicUsize,
+    limits: Limits,
+    phase: watch::Sender<Phase>,
+    /// Wakes the upstream loop when the topic is closed from outside (terminal, shutdown).
+    pub closed: Notify,
+    metrics: Arc<Metrics>,
+}
+
+impl Topic {
+    pub fn new(key: Key, limits: Limits, metrics: Arc<Metrics>) -> Topic {
+        let (phase, _) = watch::channel(Phase::Connecting);
+        Topic {
+            key,
+            epoch: format!("{:08x}", uuid::Uuid::new_v4().as_u64_pair().0 as u32),
+            inner: Mutex::new(Inner {
+                ring: VecDeque::new(),
+                ring_bytes: 0,
+                next_seq: 1,
+                total: 0,
+                wakers: Vec::new(),
+                round: 0,
+                ping: Bytes::new(),
+                ping_gen: 0,
+                last_event: Instant::now(),
+                last_left: None,
+                closed: false,
+            }),
+            subscribers: AtomicUsize::new(0),
+            limits,
+            phase,
+            closed: Notify::new(),
+            metrics,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn phase(&self) -> watch::Receiver<Phase> {
+        self.phase.subscribe()
+    }
+
+    pub fn set_phase(&self, p: Phase) {
+        self.phase.send_replace(p);
+    }
+
+    pub fn subscribers(&self) -> usize {
+        self.subscribers.load(Ordering::Acquire)
+    }
+
+    /// Since when the topic has had no subscriber (`None` while it has some).
+    pub fn idle_since(&self) -> Option<Instant> {
+        let inner = self.lock();
+        if self.subscribers() > 0 {
+            None
+        } else {
+            inner.last_left
+        }
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.lock().closed
+    }
+
+    pub fn quiet_since(&self) -> Instant {
+        self.lock().last_event
+    }
+
+    /// Publish one event to every subscriber: numbered, written once, kept for replay.
+    pub fn publish(&self, event: Option<&str>, data: &str) {
+        let mut inner = self.lock();
+        self.publish_locked(&mut inner, event, data);
+    }
+
+    /// Publish a last event and close, in one step: of two sources that learn the task ended
+    /// (the change feed, the upstream's end), only the first one's event goes out.
+    pub fn finish(&self, event: &str, data: &str) {
+        let mut inner = self.lock();
+        if inner.closed {
+            return;
+        }
+        self.publish_locked(&mut inner, Some(event), data);
+        drop(inner);
+        self.close();
+    }
+
+    fn publish_locked(&self, inner: &mut Inner, event: Option<&str>, data: &str) {
+        if inner.closed {
+            return;
+        }
+        let mut out = Vec::with_capacity(data.len() + 48);
+        let seq = inner.next_seq;
+        inner.next_seq += 1;
+        let id = format!("{}-{seq}", self.epoch);
+        sse::write_event(&mut out, Some(&id), event, data);
+        inner.total += out.len() as u64;
+        let stored = Stored {
+            seq,
+            end: inner.total,
+            bytes: Bytes::from(out),
+            at: Instant::now(),
+        };
+        inner.ring_bytes += stored.bytes.len();
+        inner.ring.push_back(stored);
+        while inner.ring.len() > self.limits.replay_events
+            || (inner.ring_bytes > self.limits.replay_bytes && inner.ring.len() > 1)
+        {
+            if let Some(old) = inner.ring.pop_front() {
+                inner.ring_bytes -= old.bytes.len();
+            }
+        }
+        inner.last_event = Instant::now();
+        self.metrics.stream_events_in.inc();
+        wake_all(inner);
+    }
+
+    /// A gateway ping (`event: ping` with the time), sent to subscribers only: not numbered,
+    /// not kept for replay.
+    pub fn ping(&self) {
+        let mut out = Vec::with_capacity(64);
+        let data = format!("{{\"timestamp\": \"{}\"}}", crate::protocol::time::now());
+        sse::write_event(&mut out, None, Some("ping"), &data);
+        let mut inner = self.lock();
+        inner.ping = Bytes::from(out);
+        inner.ping_gen += 1;
+        inner.last_event = Instant::now();
+        wake_all(&mut inner);
+    }
+
+    /// No more events: subscribers read what is buffered, then their streams end.
+    pub fn close(&self) {
+        let mut inner = self.lock();
+        if inner.closed {
+            return;
+        }
+        inner.closed = true;
+        wake_all(&mut inner);
+        drop(inner);
+        self.set_phase(Phase::Closed);
+        self.closed.notify_waiters();
+        self.closed.notify_one();
+    }
+
+    /// A subscriber starting after `last_event_id` (a gateway id of this topic), or at the
+    /// oldest buffered event. Whether it is a replay (it asked to resume) is counted.
+    pub fn subscribe(self: &Arc<Self>, last_event_id: Option<&str>) -> Subscription {
+        let inner = self.lock();
+        let oldest = inner.ring.front().map_or(inner.next_seq, |s| s.seq);
+        let resume = last_event_id
+            .and_then(|id| id.split_once('-'))
+            .filter(|(epoch, _)| *epoch == self.epoch)
+            .and_then(|(_, seq)| seq.parse::<u64>().ok())
+            .filter(|seq| *seq < inner.next_seq);
+        if last_event_id.is_some() {
+            self.metrics.stream_replays.inc();
+        }
+        let next = resume.map_or(oldest, |s| (s + 1).max(oldest));
+        let ping_gen = inner.ping_gen;
+        drop(inner);
+        self.subscribers.fetch_add(1, Ordering::AcqRel);
+        self.metrics.stream_subscribers.inc();
+        Subscription {
+            topic: self.clone(),
+            next,
+            ping_gen,
+            round: u64::MAX,
+            done: false,
+        }
+    }
+}
+
+fn wake_all(inner: &mut Inner) {
+    inner.round += 1;
+    for w in inner.wakers.drain(..) {
+        w.wake();
+    }
+}
+
+/// One subscriber's read position: the response body of its event stream.
+pub struct Subscription {
+    topic: Arc<Topic>,
+    next: u64,
+    ping_gen: u64,
+    /// The round in which this subscriber's waker was registered.
+    round: u64,
+    done: bool,
+}
+
+/// Why a subscription ended early.
+#[derive(Debug)]
+pub struct SlowConsumer;
+
+impl std::fmt::Display for SlowConsumer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("subscriber fell too far behind the stream; resume with Last-Event-ID")
+    }
+}
+
+impl std::error::Error for SlowConsumer {}
+
+impl Subscription {
+    pub fn topic(&self) -> &Arc<Topic> {
+        &self.topic
+    }
+
+    /// The next frame for this subscriber, `Ready(None)` at the end of the stream.
+    pub fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, SlowConsumer>>> {
+        if self.done {
+            return Poll::Ready(None);
+        }
+        let topic = self.topic.clone();
+        let mut inner = topic.lock();
+        let oldest = inner.ring.front().map_or(inner.next_seq, |s| s.seq);
+        if self.next < oldest {
+            return self.cut(inner);
+        }
+        if self.next < inner.next_seq {
+            let i = (self.next - oldest) as usize;
+            if let Some(s) = inner.ring.get(i) {
+                let behind = inner.total - (s.end - s.bytes.len() as u64);
+                if behind > topic.limits.lag_bytes {
+                    return self.cut(inner);
+                }
+                self.next += 1;
+                let (bytes, at) = (s.bytes.clone(), s.at);
+                drop(inner);
+                let m = &topic.metrics;
+                m.stream_events_out.inc();
+                m.stream_fanout_seconds.observe(at.elapsed().as_secs_f64());
+                return Poll::Ready(Some(Ok(bytes)));
+            }
+        }
+        if inner.ping_gen != self.ping_gen {
+            self.ping_gen = inner.ping_gen;
+            return Poll::Ready(Some(Ok(inner.ping.clone())));
+        }
+        if inner.closed {
+            self.done = true;
+            return Poll::Ready(None);
+        }
+        if self.round != inner.round {
+            self.round = inner.round;
+            inner.wakers.push(cx.waker().clone());
+        }
+        Poll::Pending
+    }
+
+    fn cut(&mut self, inner: MutexGuard<'_, Inner>) -> Poll<Option<Result<Bytes, SlowConsumer>>> {
+        drop(inner);
+        self.done = true;
+        self.topic.metrics.stream_slow_consumers.inc();
+        Poll::Ready(Some(Err(SlowConsumer)))
+    }
+
+    /// As a hyper body frame.
+    pub fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, SlowConsumer>>> {
+        self.get_mut()
+            .poll_next(cx)
+            .map(|o| o.map(|r| r.map(Frame::data)))
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        let left = self.topic.subscribers.fetch_sub(1, Ordering::AcqRel) == 1;
+        self.topic.metrics.stream_subscribers.dec();
+        if left {
+            self.topic.lock().last_left = Some(Instant::now());
+        }
+    }
+}

@@ -1,0 +1,268 @@
+//! A topic's upstream loop: the one connection to the agent's `/tasks/{id}/stream` that every
+//! subscriber of the task shares.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::header::{self, HeaderValue};
+use hyper::{Method, Request, StatusCode};
+
+use super::topic::{Phase, Topic};
+use super::Hub;
+use crate::config::Conformance;
+use crate::protocol::conform::{check_task, TaskExpect};
+use crate::protocol::sse::Parser;
+use crate::protocol::task::TaskRef;
+use crate::registry::Agent;
+use crate::upstream::{Upstream, UpstreamError};
+
+/// An agent's stream that sends nothing (not even its pings, due every 15-20 s) for this long
+/// is presumed dead and reconnected.
+const UPSTREAM_IDLE: Duration = Duration::from_secs(60);
+const FIRST_BACKOFF: Duration = Duration::from_millis(250);
+
+fn request(
+    agent: &Agent,
+    path: &str,
+    last_id: Option<&str>,
+    sse: bool,
+) -> Option<Request<Full<Bytes>>> {
+    let mut req = Request::builder()
+        .method(Method::GET)
+        .uri(format!("{}{path}", agent.cfg.url))
+        .header(
+            header::USER_AGENT,
+            concat!("a2a-gateway/", env!("CARGO_PKG_VERSION")),
+        );
+    if sse {
+        req = req
+            .header(header::ACCEPT, "text/event-stream")
+            .header(header::CACHE_CONTROL, "no-cache");
+    } else {
+        req = req.header(header::ACCEPT, "application/json");
+    }
+    if let Some(id) = last_id.and_then(|id| HeaderValue::from_str(id).ok()) {
+        req = req.header("last-event-id", id);
+    }
+    req.body(Full::new(Bytes::new())).ok()
+}
+
+fn is_event_stream(h: &hyper::HeaderMap) -> bool {
+    h.get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(';')
+                .next()
+                .is_some_and(|m| m.trim().eq_ignore_ascii_case("text/event-stream"))
+        })
+}
+
+/// How often the loop looks at the clock (pings, linger, idle upstream).
+fn tick_every(hub: &Hub) -> Duration {
+    (hub.cfg.ping_interval / 4).clamp(Duration::from_millis(20), Duration::from_secs(1))
+}
+
+/// What the periodic look decided.
+enum Look {
+    Carry,
+    /// No subscriber for the linger time: close.
+    Abandoned,
+}
+
+fn look(hub: &Hub, topic: &Topic) -> Look {
+    if topic
+        .idle_since()
+        .is_some_and(|t| t.elapsed() >= hub.cfg.linger)
+    {
+        return Look::Abandoned;
+    }
+    if topic.quiet_since().elapsed() >= hub.cfg.ping_interval {
+        topic.ping();
+    }
+    Look::Carry
+}
+
+pub async fn run(hub: Arc<Hub>, topic: Arc<Topic>, agent: Arc<Agent>, client: Upstream) {
+    let task_id = topic.key.1.clone();
+    let path = format!("/tasks/{task_id}/stream");
+    let mut last_id: Option<String> = None;
+    let mut backoff = FIRST_BACKOFF;
+    let mut opened = false;
+    let mut tick = tokio::time::interval(tick_every(&hub));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    'connect: loop {
+        if topic.is_closed() {
+            break;
+        }
+        let Some(req) = request(&agent, &path, last_id.as_deref(), true) else {
+            break;
+        };
+        let sent = tokio::select! {
+            r = client.send(req, agent.cfg.timeout) => r,
+            _ = topic.closed.notified() => break,
+        };
+        match sent {
+            Ok(res) if res.status() == StatusCode::OK && is_event_stream(res.headers()) => {
+                if !opened {
+                    opened = true;
+                    topic.set_phase(Phase::Open);
+                }
+                backoff = FIRST_BACKOFF;
+                let mut body = res.into_body();
+                let mut parser = Parser::new(hub.cfg.max_event_bytes);
+                let mut events = Vec::new();
+                let mut heard = Instant::now();
+                loop {
+                    tokio::select! {
+                        frame = body.frame() => match frame {
+                            Some(Ok(frame)) => {
+                                let Ok(data) = frame.into_data() else { continue };
+                                heard = Instant::now();
+                                if let Err(e) = parser.feed(&data, &mut events) {
+                                    tracing::warn!(agent = %agent.cfg.name, %task_id, error = %e, "agent stream refused; reconnecting");
+                                    break;
+                                }
+                                for e in events.drain(..) {
+                                    // The gateway sends its own pings, on its own schedule.
+                                    if e.event == "ping" {
+                                        continue;
+                                    }
+                                    let name = (e.event != "message").then_some(e.event.as_str());
+                                    topic.publish(name, &e.data);
+                                }
+                                last_id = parser.last_id().map(str::to_owned);
+                            }
+                            Some(Err(_)) | None => break,
+                        },
+                        _ = tick.tick() => {
+                            if let Look::Abandoned = look(&hub, &topic) {
+                                break 'connect;
+                            }
+                            if heard.elapsed() >= UPSTREAM_IDLE.max(hub.cfg.ping_interval * 4) {
+                                tracing::info!(agent = %agent.cfg.name, %task_id, "agent stream silent; reconnecting");
+                                break;
+                            }
+                        }
+                        _ = topic.closed.notified() => break 'connect,
+                    }
+                }
+            }
+            Ok(res) if !opened => {
+                // The agent will not stream this task: tell the waiting requests why.
+                let status = res.status();
+                if learn_end(&hub, &topic, &agent, &client).await {
+                    topic.set_phase(Phase::Failed(204, "", String::new()));
+                } else if status == StatusCode::NOT_FOUND {
+                    topic.set_phase(Phase::Failed(
+                        404,
+                        "TASK_NOT_FOUND",
+                        format!("agent {:?} has no task {task_id}", agent.cfg.name),
+                    ));
+                } else {
+                    topic.set_phase(Phase::Failed(502, "AGENT_PROTOCOL_VIOLATION", format!("agent {:?} answered the stream request with {status}, not an event stream", agent.cfg.name)));
+                }
+                break;
+            }
+            Err(e) if !opened => {
+                let (status, code) = match e {
+                    UpstreamError::Timeout => (504, "AGENT_TIMEOUT"),
+                    _ => (502, "AGENT_UNREACHABLE"),
+                };
+                let message = match e {
+                    UpstreamError::Unreachable(m) => format!("agent {:?}: {m}", agent.cfg.name),
+                    UpstreamError::Timeout => {
+                        format!("agent {:?} did not answer in time", agent.cfg.name)
+                    }
+                    UpstreamError::TooLarge(n) => {
+                        format!("agent {:?} answer over {n} bytes", agent.cfg.name)
+                    }
+                };
+                topic.set_phase(Phase::Failed(status, code, message));
+                break;
+            }
+            Ok(_) | Err(_) => {}
+        }
+        // The upstream ended. A finished task ends the topic; a live one is reconnected.
+        if learn_end(&hub, &topic, &agent, &client).await {
+            break;
+        }
+        hub.metrics.stream_upstream_reconnects.inc();
+        let wake_at = tokio::time::Instant::now() + backoff;
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep_until(wake_at) => break,
+                _ = tick.tick() => {
+                    if let Look::Abandoned = look(&hub, &topic) {
+                        break 'connect;
+                    }
+                }
+                _ = topic.closed.notified() => break 'connect,
+            }
+        }
+        backoff = (backoff * 2).min(hub.cfg.reconnect_max);
+    }
+    topic.close();
+    hub.remove(&topic);
+    hub.metrics.stream_upstreams.dec();
+}
+
+/// Whether the task has ended: the ledger's word, or else the agent's (its Task, checked and
+/// recorded like any answer). When it has, the topic is finished with `event: status`.
+async fn learn_end(hub: &Hub, topic: &Topic, agent: &Agent, client: &Upstream) -> bool {
+    let task_id = topic.key.1.as_ref();
+    if let Ok(Some(r)) = hub.ledger.get(task_id).await {
+        if r.head.status.is_terminal() {
+            topic.finish("status", &String::from_utf8_lossy(&r.task));
+            return true;
+        }
+    }
+    let Ok(card) = agent.card() else { return false };
+    let Some(req) = request(agent, &format!("/tasks/{task_id}"), None, false) else {
+        return false;
+    };
+    let Ok((parts, body)) = client.exchange(req, agent.cfg.timeout, 8 << 20).await else {
+        return false;
+    };
+    if parts.status != StatusCode::OK {
+        return false;
+    }
+    let Ok(doc) = serde_json::from_slice::<serde_json::Value>(&body) else {
+        return false;
+    };
+    let found = check_task(
+        &doc,
+        TaskExpect {
+            agent_id: Some(card.agent_id.as_str()),
+            task_id: Some(task_id),
+            status: None,
+            output: card.output.as_ref(),
+            now_ms: Some(crate::protocol::time::now_ms()),
+        },
+    );
+    if !found.is_empty() && agent.cfg.conformance == Conformance::Enforce {
+        return false;
+    }
+    let Some(task) = TaskRef::from_json(&doc).filter(|t| t.task_id == task_id) else {
+        return false;
+    };
+    let Ok(applied) = hub
+        .ledger
+        .apply(&agent.cfg.name, task_id, task.head, body)
+        .await
+    else {
+        return false;
+    };
+    if let Some(from) = crate::ledger::from_label(applied.verdict) {
+        hub.metrics
+            .transitions
+            .with_label_values(&[from, applied.record.head.status.as_str()])
+            .inc();
+    }
+    if applied.record.head.status.is_terminal() {
+        topic.finish("status", &String::from_utf8_lossy(&applied.record.task));
+        return true;
+    }
+    false
+}
