@@ -4,94 +4,16 @@
 mod support;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, Command, Stdio};
+use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
 use a2a_gateway::sample::SampleAgent;
-use bytes::Bytes;
-use hyper::Method;
 use serde_json::{json, Value};
 use support::hook::Hook;
+use support::process::{GwProc, TOKEN};
 use support::redis_server::RedisServer;
 use support::*;
-
-const TOKEN: &str = "ingest-token-0123456789abcdef";
-
-/// A gateway process of its own, killed with SIGKILL when dropped.
-struct GwProc {
-    child: Child,
-    http: Http,
-}
-
-impl GwProc {
-    fn spawn(config: &std::path::Path) -> GwProc {
-        let mut child = Command::new(bin())
-            .arg("--config")
-            .arg(config)
-            .env("RUST_LOG", "error")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("gateway binary starts");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(addr) = line.trim().strip_prefix("listening on http://") {
-                    let _ = tx.send(addr.to_owned());
-                }
-            }
-        });
-        let addr = rx
-            .recv_timeout(Duration::from_secs(20))
-            .expect("`listening on` line");
-        GwProc {
-            child,
-            http: Http::new(format!("http://{addr}")),
-        }
-    }
-
-    /// kill -9: no shutdown, no drain.
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    async fn ready(&self) {
-        wait_for("gateway ready", || async {
-            self.http.get("/readyz").await.status == 200
-        })
-        .await;
-    }
-
-    async fn push(&self, task: &Value) -> Resp {
-        let body = json!({"event_type": "task.status.updated", "timestamp": a2a_gateway::protocol::time::now(), "data": task});
-        self.http
-            .send(
-                Method::POST,
-                "/agents/a/notifications",
-                &[
-                    ("content-type", "application/json"),
-                    ("authorization", &format!("Bearer {TOKEN}")),
-                ],
-                Bytes::from(serde_json::to_vec(&body).expect("json")),
-            )
-            .await
-    }
-
-    async fn metric(&self, family: &str, labels: &[(&str, &str)]) -> f64 {
-        let text = String::from_utf8(self.http.get("/metrics").await.body.to_vec()).expect("utf8");
-        metric_value(&text, family, labels)
-    }
-}
-
-impl Drop for GwProc {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
 
 fn config(
     r: &RedisServer,

@@ -71,7 +71,7 @@ pub async fn events(state: &State, req: Request<Incoming>) -> ApiResult {
         // A task whose stream cannot be opened still has its status changes on this stream.
         if let Ok(Some(sub)) = state
             .hub
-            .subscribe(&agent, &state.upstream, task, None)
+            .subscribe(&agent, &state.upstream, task, None, None)
             .await
         {
             subs.push((std::sync::Arc::from(task.as_str()), sub));

@@ -36,6 +36,9 @@ pub struct Ctx {
     pub request_id: HeaderValue,
     pub peer: SocketAddr,
     pub agent: Option<Arc<Agent>>,
+    /// Ends the client's connection from outside its task (a slow event-stream consumer whose
+    /// socket is full is never polled, so it cannot end itself).
+    pub kill: Arc<tokio::sync::Notify>,
 }
 
 /// Every route of the gateway. Segments borrow from the request path.
@@ -182,6 +185,7 @@ fn request_id(req: &Request<Incoming>) -> HeaderValue {
 pub async fn handle(
     state: Arc<State>,
     peer: SocketAddr,
+    kill: Arc<tokio::sync::Notify>,
     req: Request<Incoming>,
 ) -> Result<Response<Body>, Infallible> {
     let started = Instant::now();
@@ -189,6 +193,7 @@ pub async fn handle(
         request_id: request_id(&req),
         peer,
         agent: None,
+        kill,
     };
     let path = req.uri().path().to_owned();
     let route = Route::parse(&path);

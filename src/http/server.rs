@@ -84,7 +84,9 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let st = state.clone();
-        let svc = service_fn(move |req| crate::http::handle(st.clone(), peer, req));
+        let kill = Arc::new(tokio::sync::Notify::new());
+        let k = kill.clone();
+        let svc = service_fn(move |req| crate::http::handle(st.clone(), peer, k.clone(), req));
         let builder = builder.clone();
         let watcher = graceful.watcher();
         let mut stop = shutdown.clone();
@@ -105,7 +107,10 @@ pub async fn serve(
                 return;
             }
             let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
-            let _ = watcher.watch(conn.into_owned()).await;
+            tokio::select! {
+                _ = watcher.watch(conn.into_owned()) => {}
+                _ = kill.notified() => {}
+            }
             drop(permit);
         });
     }

@@ -872,7 +872,13 @@ pub async fn stream(
     let last_id = last_event_id(&req);
     match state
         .hub
-        .subscribe(&agent, &state.upstream, task_id, last_id.as_deref())
+        .subscribe(
+            &agent,
+            &state.upstream,
+            task_id,
+            last_id.as_deref(),
+            Some(ctx.kill.clone()),
+        )
         .await?
     {
         None => Ok(no_more_events()),

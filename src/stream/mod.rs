@@ -104,6 +104,7 @@ impl Hub {
         client: &Upstream,
         task_id: &str,
         last_event_id: Option<&str>,
+        kill: Option<Arc<tokio::sync::Notify>>,
     ) -> Result<Option<Subscription>, ApiError> {
         let key: Key = (Arc::from(agent.cfg.name.as_str()), Arc::from(task_id));
         let (topic, fresh) = {
@@ -132,7 +133,7 @@ impl Hub {
             }
         };
         // Subscribed before the wait, so the topic never looks abandoned meanwhile.
-        let sub = topic.subscribe(last_event_id);
+        let sub = topic.subscribe(last_event_id, kill);
         if fresh {
             self.metrics.stream_upstreams.inc();
             tokio::spawn(upstream::run(

@@ -9,8 +9,8 @@
 
 use std::collections::VecDeque;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
@@ -64,8 +64,17 @@ struct Inner {
     closed: bool,
 }
 
+/// What the topic knows of one subscriber, to cut it when it falls behind even though its
+/// connection (its socket full) never asks for more.
+struct Cursor {
+    next: AtomicU64,
+    cut: AtomicBool,
+    kill: Option<Arc<Notify>>,
+}
+
 pub struct Topic {
     pub key: Key,
+    cursors: Mutex<Vec<Weak<Cursor>>>,
     /// Distinguishes this topic's event ids from an earlier one's for the same task (or another
     /// replica's): a `Last-Event-ID` of another epoch replays the whole buffer.
     epoch: String,
@@ -83,6 +92,7 @@ impl Topic {
         let (phase, _) = watch::channel(Phase::Connecting);
         Topic {
             key,
+            cursors: Mutex::new(Vec::new()),
             epoch: format!("{:08x}", uuid::Uuid::new_v4().as_u64_pair().0 as u32),
             inner: Mutex::new(Inner {
                 ring: VecDeque::new(),
@@ -214,9 +224,51 @@ impl Topic {
         self.closed.notify_one();
     }
 
+    /// Cut every subscriber that fell out of the ring or more than `lag_bytes` behind: mark it,
+    /// and end its connection. O(subscribers); the upstream loop runs it on its clock tick.
+    pub fn sweep(&self) {
+        let (oldest, next_seq, total, starts) = {
+            let inner = self.lock();
+            let oldest = inner.ring.front().map_or(inner.next_seq, |s| s.seq);
+            // Start offsets of the buffered events, to tell how far behind a cursor is.
+            let starts: Vec<u64> = inner
+                .ring
+                .iter()
+                .map(|s| s.end - s.bytes.len() as u64)
+                .collect();
+            (oldest, inner.next_seq, inner.total, starts)
+        };
+        let mut cursors = self.cursors.lock().unwrap_or_else(|p| p.into_inner());
+        cursors.retain(|w| {
+            let Some(c) = w.upgrade() else { return false };
+            let next = c.next.load(Ordering::Acquire);
+            let behind = if next < oldest {
+                u64::MAX
+            } else if next >= next_seq {
+                0
+            } else {
+                starts
+                    .get((next - oldest) as usize)
+                    .map_or(0, |start| total - start)
+            };
+            if behind > self.limits.lag_bytes && !c.cut.swap(true, Ordering::AcqRel) {
+                self.metrics.stream_slow_consumers.inc();
+                if let Some(k) = &c.kill {
+                    k.notify_one();
+                }
+            }
+            true
+        });
+    }
+
     /// A subscriber starting after `last_event_id` (a gateway id of this topic), or at the
-    /// oldest buffered event. Whether it is a replay (it asked to resume) is counted.
-    pub fn subscribe(self: &Arc<Self>, last_event_id: Option<&str>) -> Subscription {
+    /// oldest buffered event. Whether it is a replay (it asked to resume) is counted. `kill`
+    /// ends the subscriber's connection if it falls behind.
+    pub fn subscribe(
+        self: &Arc<Self>,
+        last_event_id: Option<&str>,
+        kill: Option<Arc<Notify>>,
+    ) -> Subscription {
         let inner = self.lock();
         let oldest = inner.ring.front().map_or(inner.next_seq, |s| s.seq);
         let resume = last_event_id
@@ -232,8 +284,18 @@ impl Topic {
         drop(inner);
         self.subscribers.fetch_add(1, Ordering::AcqRel);
         self.metrics.stream_subscribers.inc();
+        let cursor = Arc::new(Cursor {
+            next: AtomicU64::new(next),
+            cut: AtomicBool::new(false),
+            kill,
+        });
+        self.cursors
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(Arc::downgrade(&cursor));
         Subscription {
             topic: self.clone(),
+            cursor,
             next,
             ping_gen,
             round: u64::MAX,
@@ -252,6 +314,7 @@ fn wake_all(inner: &mut Inner) {
 /// One subscriber's read position: the response body of its event stream.
 pub struct Subscription {
     topic: Arc<Topic>,
+    cursor: Arc<Cursor>,
     next: u64,
     ping_gen: u64,
     /// The round in which this subscriber's waker was registered.
@@ -281,6 +344,10 @@ impl Subscription {
         if self.done {
             return Poll::Ready(None);
         }
+        if self.cursor.cut.load(Ordering::Acquire) {
+            self.done = true;
+            return Poll::Ready(Some(Err(SlowConsumer)));
+        }
         let topic = self.topic.clone();
         let mut inner = topic.lock();
         let oldest = inner.ring.front().map_or(inner.next_seq, |s| s.seq);
@@ -295,6 +362,7 @@ impl Subscription {
                     return self.cut(inner);
                 }
                 self.next += 1;
+                self.cursor.next.store(self.next, Ordering::Release);
                 let (bytes, at) = (s.bytes.clone(), s.at);
                 drop(inner);
                 let m = &topic.metrics;
@@ -321,7 +389,9 @@ impl Subscription {
     fn cut(&mut self, inner: MutexGuard<'_, Inner>) -> Poll<Option<Result<Bytes, SlowConsumer>>> {
         drop(inner);
         self.done = true;
-        self.topic.metrics.stream_slow_consumers.inc();
+        if !self.cursor.cut.swap(true, Ordering::AcqRel) {
+            self.topic.metrics.stream_slow_consumers.inc();
+        }
         Poll::Ready(Some(Err(SlowConsumer)))
     }
 

@@ -81,6 +81,7 @@ fn look(hub: &Hub, topic: &Topic) -> Look {
     if topic.quiet_since().elapsed() >= hub.cfg.ping_interval {
         topic.ping();
     }
+    topic.sweep();
     Look::Carry
 }
 

@@ -18,7 +18,9 @@ use serde_json::Value;
 pub use a2a_gateway::sample;
 
 pub mod hook;
+pub mod process;
 pub mod redis_server;
+pub mod sse;
 
 /// An HTTP answer, read whole.
 #[derive(Debug)]

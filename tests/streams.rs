@@ -1,0 +1,466 @@
+//! Task event streams through the gateway: one upstream connection per task shared by many
+//! subscribers, gateway-numbered events with replay, the WHATWG parsing rules on a torture
+//! stream, the gateway's own pings, reconnects, the end of a task, slow consumers, and /events.
+mod support;
+
+use std::time::Duration;
+
+use a2a_gateway::config::{Config, Secret};
+use a2a_gateway::sample::{AgentOptions, SampleAgent};
+use bytes::Bytes;
+use hyper::Method;
+use serde_json::{json, Value};
+use support::sse::Events;
+use support::*;
+
+const TOKEN: &str = "ingest-token-0123456789abcdef";
+const WAIT: Duration = Duration::from_secs(10);
+
+async fn gateway(a: &SampleAgent, tweak: impl FnOnce(&mut Config)) -> TestGateway {
+    let g = TestGateway::start(&[("a", a)], |cfg| {
+        cfg.agents[0].ingest_token = Some(Secret::new(TOKEN));
+        tweak(cfg);
+    })
+    .await;
+    g.ready().await;
+    g
+}
+
+async fn subscribe(g: &TestGateway, path: &str, headers: &[(&str, &str)]) -> Events {
+    let mut req = hyper::Request::get(format!("{}{path}", g.http.base));
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let req = req
+        .body(http_body_util::Full::new(Bytes::new()))
+        .expect("request");
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http();
+    Events::new(client.request(req).await.expect("stream opens"))
+}
+
+async fn upstream_open(a: &SampleAgent, id: &str, n: usize) {
+    wait_for("the agent's stream", || {
+        let open = a.stream_connections(id);
+        async move { open == n }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_hundred_subscribers_share_one_upstream_connection() {
+    let a = agent().await;
+    let g = gateway(&a, |_| {}).await;
+    let id = g.create_task("a").await;
+    let path = format!("/agents/a/tasks/{id}/stream");
+    let mut subs = Vec::new();
+    for _ in 0..100 {
+        subs.push(subscribe(&g, &path, &[]).await);
+    }
+    upstream_open(&a, &id, 1).await;
+    assert_eq!(a.streams_opened(&id), 1, "one upstream for 100 subscribers");
+    for i in 0..3 {
+        a.push_event(&id, "log", &format!("{{\"n\":{i}}}"));
+    }
+    let mut first: Option<Vec<(String, Option<String>)>> = None;
+    for s in &mut subs {
+        let mut got = Vec::new();
+        for _ in 0..3 {
+            let e = s.next_event(WAIT).await.expect("event");
+            assert_eq!(e.event, "log");
+            got.push((e.data, e.id));
+        }
+        match &first {
+            None => first = Some(got),
+            Some(f) => assert_eq!(&got, f, "every subscriber gets the same events and ids"),
+        }
+    }
+    let first = first.expect("events");
+    assert_eq!(first[2].0, "{\"n\":2}");
+    let ids: Vec<&str> = first
+        .iter()
+        .map(|(_, id)| id.as_deref().expect("id"))
+        .collect();
+    let epoch = ids[0].split_once('-').expect("EPOCH-SEQ").0;
+    assert_eq!(
+        ids,
+        [
+            format!("{epoch}-1"),
+            format!("{epoch}-2"),
+            format!("{epoch}-3")
+        ]
+    );
+    assert_eq!(g.metric("a2a_gateway_stream_subscribers", &[]).await, 100.0);
+    assert_eq!(g.metric("a2a_gateway_stream_upstreams", &[]).await, 1.0);
+    assert_eq!(
+        g.metric("a2a_gateway_stream_events_in_total", &[]).await,
+        3.0
+    );
+    assert!(g.metric("a2a_gateway_stream_events_out_total", &[]).await >= 300.0);
+    // The last subscriber gone, the upstream closes after the linger.
+    drop(subs);
+    upstream_open(&a, &id, 0).await;
+}
+
+#[tokio::test]
+async fn replay_after_last_event_id_and_late_subscribers_miss_nothing() {
+    let a = agent().await;
+    let g = gateway(&a, |_| {}).await;
+    let id = g.create_task("a").await;
+    let path = format!("/agents/a/tasks/{id}/stream");
+    let mut first = subscribe(&g, &path, &[]).await;
+    upstream_open(&a, &id, 1).await;
+    for i in 1..=3 {
+        a.push_event(&id, "log", &format!("{{\"n\":{i}}}"));
+    }
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        ids.push(first.next_event(WAIT).await.expect("event").id.expect("id"));
+    }
+    // Resume after the first event: by header, and by query (what a browser can do).
+    let mut by_header = subscribe(&g, &path, &[("last-event-id", &ids[0])]).await;
+    let mut by_query = subscribe(&g, &format!("{path}?last_event_id={}", ids[0]), &[]).await;
+    // A late subscriber without an id: the buffered history.
+    let mut late = subscribe(&g, &path, &[]).await;
+    a.push_event(&id, "log", "{\"n\":4}");
+    for (s, expect) in [
+        (&mut by_header, vec![2, 3, 4]),
+        (&mut by_query, vec![2, 3, 4]),
+        (&mut late, vec![1, 2, 3, 4]),
+    ] {
+        for n in expect {
+            let e = s.next_event(WAIT).await.expect("event");
+            assert_eq!(e.data, format!("{{\"n\":{n}}}"));
+        }
+        // No duplicate at the switch from history to live.
+        assert!(s.next_event(Duration::from_millis(300)).await.is_none());
+    }
+    assert_eq!(a.streams_opened(&id), 1);
+    assert_eq!(g.metric("a2a_gateway_stream_replays_total", &[]).await, 2.0);
+    // An id from another epoch (another replica, or before a restart) replays everything kept.
+    let mut other = subscribe(&g, &path, &[("last-event-id", "00000000-2")]).await;
+    assert_eq!(
+        other.next_event(WAIT).await.expect("event").data,
+        "{\"n\":1}"
+    );
+}
+
+/// Every parsing edge case of the WHATWG rules, split across reads where it hurts.
+#[tokio::test]
+async fn a_torture_stream_is_parsed_by_the_rules() {
+    let a = agent().await;
+    let g = gateway(&a, |_| {}).await;
+    let id = g.create_task("a").await;
+    let mut s = subscribe(&g, &format!("/tasks/{id}/stream"), &[]).await;
+    upstream_open(&a, &id, 1).await;
+    let pieces: [&[u8]; 9] = [
+        b"\xEF\xBB",
+        b"\xBF: a comment\r",
+        b"\nevent: log\rdata: line one\r\ndata:line two\n",
+        b"data\nid: up-7\r",
+        b"\r",
+        b"retry: 12x\nid: bad\0id\ndata: after a bad id\n\n",
+        b"event: artifact.update\ndata: {\"artifact_id\":\"a1\"}\n\nevent: ping\ndata: {}\n\n",
+        b"event\ndata: typeless\r\n\r\n",
+        b"data: never finished\n",
+    ];
+    for p in pieces {
+        a.push_raw(&id, Bytes::from_static(p));
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    let expected = [
+        ("log", "line one\nline two\n"),
+        ("message", "after a bad id"),
+        ("artifact.update", "{\"artifact_id\":\"a1\"}"),
+        ("message", "typeless"),
+    ];
+    for (event, data) in expected {
+        let e = s.next_event(WAIT).await.expect("event");
+        assert_eq!(
+            (e.event.as_str(), e.data.as_str()),
+            (event, data),
+            "{}",
+            s.raw
+        );
+    }
+    // The agent drops the stream mid-event: the partial event is never forwarded, and the
+    // gateway resumes from the agent's last good id.
+    a.close_streams(&id);
+    wait_for("reconnected", || {
+        let n = a.streams_opened(&id);
+        async move { n == 2 }
+    })
+    .await;
+    let streams: Vec<_> = a
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.ends_with("/stream"))
+        .collect();
+    assert_eq!(
+        streams[1]
+            .headers
+            .get("last-event-id")
+            .and_then(|v| v.to_str().ok()),
+        Some("up-7")
+    );
+    assert!(s.next_event(Duration::from_millis(500)).await.is_none());
+    assert!(!s.raw.contains("never finished"), "{}", s.raw);
+    // What the gateway wrote is safe: its own ids, one data line per line, no agent ping.
+    assert!(
+        !s.raw.contains("up-7") && !s.raw.contains("event: ping\ndata: {}"),
+        "{}",
+        s.raw
+    );
+    assert!(
+        s.raw
+            .contains("event: log\ndata: line one\ndata: line two\ndata: \n\n"),
+        "{}",
+        s.raw
+    );
+}
+
+#[tokio::test]
+async fn quiet_streams_get_the_gateways_own_pings() {
+    // The agent pings every 100 ms; the gateway every 400 ms, and only its own go out.
+    let a = agent_with(AgentOptions {
+        ping_every: Duration::from_millis(100),
+        ..AgentOptions::default()
+    })
+    .await;
+    let g = gateway(&a, |cfg| {
+        cfg.streams.ping_interval = Duration::from_millis(400);
+    })
+    .await;
+    let id = g.create_task("a").await;
+    let mut s = subscribe(&g, &format!("/tasks/{id}/stream"), &[]).await;
+    let started = tokio::time::Instant::now();
+    let mut pings = Vec::new();
+    while started.elapsed() < Duration::from_millis(2100) {
+        if let Some(e) = s.next(Duration::from_millis(100)).await {
+            assert_eq!(e.event, "ping", "nothing but pings on a quiet stream");
+            let data: Value = serde_json::from_str(&e.data).expect("json");
+            assert!(a2a_gateway::protocol::time::parse_strict(
+                data["timestamp"].as_str().expect("timestamp")
+            )
+            .is_some());
+            pings.push(tokio::time::Instant::now());
+        }
+    }
+    assert!(
+        (4..=6).contains(&pings.len()),
+        "{} pings in 2.1 s",
+        pings.len()
+    );
+    for w in pings.windows(2) {
+        assert!(
+            w[1] - w[0] >= Duration::from_millis(300),
+            "{:?}",
+            w[1] - w[0]
+        );
+    }
+    // Pings are not numbered (not replayable).
+    for block in s.raw.split("\n\n").filter(|b| b.contains("event: ping")) {
+        assert!(!block.contains("id:"), "{block}");
+    }
+}
+
+#[tokio::test]
+async fn an_upstream_drop_is_resumed_while_subscribers_stay() {
+    let a = agent().await;
+    let g = gateway(&a, |_| {}).await;
+    let id = g.create_task("a").await;
+    let mut s = subscribe(&g, &format!("/tasks/{id}/stream"), &[]).await;
+    upstream_open(&a, &id, 1).await;
+    a.push_raw(
+        &id,
+        Bytes::from_static(b"id: up-1\nevent: log\ndata: before\n\n"),
+    );
+    assert_eq!(s.next_event(WAIT).await.expect("event").data, "before");
+    a.close_streams(&id);
+    upstream_open(&a, &id, 1).await;
+    wait_for("second upstream", || {
+        let n = a.streams_opened(&id);
+        async move { n == 2 }
+    })
+    .await;
+    a.push_event(&id, "log", "after");
+    let e = s.next_event(WAIT).await.expect("event after the reconnect");
+    assert_eq!(e.data, "after");
+    assert!(!s.ended, "the subscriber stayed connected");
+    assert!(e.id.expect("id").ends_with("-2"), "numbering carries on");
+    assert_eq!(
+        g.metric("a2a_gateway_stream_upstream_reconnects_total", &[])
+            .await,
+        1.0
+    );
+}
+
+async fn push(g: &TestGateway, task: &Value) -> Resp {
+    let body = json!({"event_type": "task.status.updated", "timestamp": a2a_gateway::protocol::time::now(), "data": task});
+    g.http
+        .send(
+            Method::POST,
+            "/agents/a/notifications",
+            &[
+                ("content-type", "application/json"),
+                ("authorization", &format!("Bearer {TOKEN}")),
+            ],
+            Bytes::from(serde_json::to_vec(&body).expect("json")),
+        )
+        .await
+}
+
+#[tokio::test]
+async fn the_end_of_a_task_closes_its_stream_and_later_requests_get_204() {
+    let a = agent().await;
+    let g = gateway(&a, |_| {}).await;
+    // Learned from the ledger: a push says COMPLETED.
+    let id = g.create_task("a").await;
+    let mut s = subscribe(&g, &format!("/tasks/{id}/stream"), &[]).await;
+    let mut s2 = subscribe(&g, &format!("/agents/a/tasks/{id}/stream"), &[]).await;
+    upstream_open(&a, &id, 1).await;
+    let done = a
+        .set_status(
+            &id,
+            "COMPLETED",
+            json!({"output": {"summary": "ok", "filename": "a.py"}}),
+        )
+        .expect("known");
+    assert_eq!(push(&g, &done).await.status, 202);
+    for sub in [&mut s, &mut s2] {
+        let e = sub.next_event(WAIT).await.expect("final event");
+        assert_eq!(e.event, "status");
+        let task: Value = serde_json::from_str(&e.data).expect("the task");
+        assert_eq!(
+            (task["task_id"].as_str(), task["status"].as_str()),
+            (Some(id.as_str()), Some("COMPLETED"))
+        );
+        assert!(sub.until_end(WAIT).await, "the stream ends");
+        assert!(!sub.failed);
+    }
+    let r = g.http.get(&format!("/tasks/{id}/stream")).await;
+    assert_eq!(r.status, 204);
+    assert!(r.body.is_empty());
+
+    // Learned from the agent: its stream ends and its Task says FAILED (no push at all).
+    let id = g.create_task("a").await;
+    let mut s = subscribe(&g, &format!("/tasks/{id}/stream"), &[]).await;
+    upstream_open(&a, &id, 1).await;
+    a.set_status(
+        &id,
+        "FAILED",
+        json!({"error": {"code": "E", "message": "boom"}}),
+    )
+    .expect("known");
+    a.close_streams(&id);
+    let e = s.next_event(WAIT).await.expect("final event");
+    assert_eq!(e.event, "status");
+    assert!(e.data.contains("\"FAILED\""), "{}", e.data);
+    assert!(s.until_end(WAIT).await);
+    assert_eq!(g.http.get(&format!("/tasks/{id}/stream")).await.status, 204);
+}
+
+#[tokio::test]
+async fn a_slow_consumer_is_cut_while_the_others_keep_pace() {
+    let a = agent().await;
+    let g = gateway(&a, |cfg| {
+        cfg.streams.lag_bytes = 256 * 1024;
+        cfg.streams.replay_events = 100_000;
+        cfg.streams.replay_bytes = 256 << 20;
+    })
+    .await;
+    let id = g.create_task("a").await;
+    let path = format!("/tasks/{id}/stream");
+    let mut fast = [
+        subscribe(&g, &path, &[]).await,
+        subscribe(&g, &path, &[]).await,
+    ];
+    // Opened and never read.
+    let slow = subscribe(&g, &path, &[]).await;
+    upstream_open(&a, &id, 1).await;
+    let chunk = "x".repeat(16 * 1024);
+    let total = 1500; // 24 MiB: more than the socket buffers and the lag bound together
+    let mut next = vec![0usize; fast.len()];
+    for i in 0..total {
+        a.push_event(&id, "log", &format!("{i} {chunk}"));
+        if i % 50 == 49 {
+            // Let the agent's queue drain, and keep the fast ones current.
+            for (f, seen) in fast.iter_mut().zip(next.iter_mut()) {
+                while *seen <= i {
+                    let e = f.next_event(WAIT).await.expect("fast subscriber keeps up");
+                    assert!(e.data.starts_with(&format!("{seen} ")), "in order");
+                    *seen += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(next, vec![total; fast.len()]);
+    wait_for("slow consumer cut", || async {
+        g.metric("a2a_gateway_stream_slow_consumer_disconnects_total", &[])
+            .await
+            == 1.0
+    })
+    .await;
+    assert_eq!(a.streams_opened(&id), 1, "the upstream never waited");
+    // Its connection was ended: what the sockets held, then the end, without every event.
+    let mut slow = slow;
+    assert!(
+        slow.until_end(WAIT).await,
+        "the slow subscriber's stream ends"
+    );
+    assert!(slow.raw.len() < total * chunk.len(), "cut before the end");
+}
+
+#[tokio::test]
+async fn events_carries_many_tasks_and_every_status_change() {
+    let a = agent().await;
+    let g = gateway(&a, |_| {}).await;
+    let (t1, t2) = (g.create_task("a").await, g.create_task("a").await);
+    let mut all = subscribe(&g, "/events", &[]).await;
+    let mut two = subscribe(&g, &format!("/events?agent=a&task={t1}&task={t2}"), &[]).await;
+    upstream_open(&a, &t1, 1).await;
+    upstream_open(&a, &t2, 1).await;
+    a.push_event(&t1, "log", "{\"m\":\"one\"}");
+    a.push_event(&t2, "log", "{\"m\":\"two\"}");
+    let mut tagged = Vec::new();
+    while tagged.len() < 2 {
+        let e = two.next_event(WAIT).await.expect("tagged event");
+        assert_eq!(e.event, "log");
+        let d: Value = serde_json::from_str(&e.data).expect("json");
+        tagged.push((
+            d["task_id"].as_str().expect("task_id").to_owned(),
+            d["data"]["m"].as_str().expect("data").to_owned(),
+        ));
+    }
+    tagged.sort();
+    let mut want = vec![
+        (t1.clone(), "one".to_owned()),
+        (t2.clone(), "two".to_owned()),
+    ];
+    want.sort();
+    assert_eq!(tagged, want);
+    let working = a.set_status(&t2, "WORKING", Value::Null).expect("known");
+    assert_eq!(push(&g, &working).await.status, 202);
+    let t3 = g.create_task("a").await;
+    for (s, tasks) in [
+        (&mut all, vec![t2.clone(), t3.clone()]),
+        (&mut two, vec![t2.clone()]),
+    ] {
+        for t in tasks {
+            let e = s.next_event(WAIT).await.expect("status change");
+            assert_eq!(e.event, "task.status.updated", "{}", s.raw);
+            let d: Value = serde_json::from_str(&e.data).expect("json");
+            assert_eq!(d["event_type"], "task.status.updated");
+            assert_eq!(d["data"]["task_id"], t.as_str());
+        }
+    }
+    // t3 is not in the second connection's filter.
+    assert!(two.next_event(Duration::from_millis(300)).await.is_none());
+    let r = g.http.get("/events?colour=blue").await;
+    assert_eq!(
+        (r.status, r.error_code().as_str()),
+        (400, "INVALID_REQUEST")
+    );
+    let r = g.http.get("/events?agent=nobody").await;
+    assert_eq!(r.error_code(), "UNKNOWN_AGENT");
+}

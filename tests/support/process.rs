@@ -1,0 +1,88 @@
+//! A gateway as a process of its own (the built binary), for tests that kill it or run several.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use bytes::Bytes;
+use hyper::Method;
+use serde_json::{json, Value};
+
+use super::{bin, metric_value, wait_for, Http, Resp};
+
+/// The ingest token the process configs give their agents.
+pub const TOKEN: &str = "ingest-token-0123456789abcdef";
+
+/// A gateway process of its own, killed with SIGKILL when dropped.
+pub struct GwProc {
+    child: Child,
+    pub http: Http,
+}
+
+impl GwProc {
+    pub fn spawn(config: &std::path::Path) -> GwProc {
+        let mut child = Command::new(bin())
+            .arg("--config")
+            .arg(config)
+            .env("RUST_LOG", "error")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("gateway binary starts");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(addr) = line.trim().strip_prefix("listening on http://") {
+                    let _ = tx.send(addr.to_owned());
+                }
+            }
+        });
+        let addr = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("`listening on` line");
+        GwProc {
+            child,
+            http: Http::new(format!("http://{addr}")),
+        }
+    }
+
+    /// kill -9: no shutdown, no drain.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    pub async fn ready(&self) {
+        wait_for("gateway ready", || async {
+            self.http.get("/readyz").await.status == 200
+        })
+        .await;
+    }
+
+    pub async fn push(&self, task: &Value) -> Resp {
+        let body = json!({"event_type": "task.status.updated", "timestamp": a2a_gateway::protocol::time::now(), "data": task});
+        self.http
+            .send(
+                Method::POST,
+                "/agents/a/notifications",
+                &[
+                    ("content-type", "application/json"),
+                    ("authorization", &format!("Bearer {TOKEN}")),
+                ],
+                Bytes::from(serde_json::to_vec(&body).expect("json")),
+            )
+            .await
+    }
+
+    pub async fn metric(&self, family: &str, labels: &[(&str, &str)]) -> f64 {
+        let text = String::from_utf8(self.http.get("/metrics").await.body.to_vec()).expect("utf8");
+        metric_value(&text, family, labels)
+    }
+}
+
+impl Drop for GwProc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
