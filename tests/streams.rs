@@ -464,3 +464,59 @@ async fn events_carries_many_tasks_and_every_status_change() {
     let r = g.http.get("/events?agent=nobody").await;
     assert_eq!(r.error_code(), "UNKNOWN_AGENT");
 }
+
+/// Two gateway processes on one Redis: a change ingested on one reaches `/events` clients of
+/// the other (the apply script publishes it; every replica relays the channel).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_reach_every_replica_through_redis() {
+    use std::io::Write;
+    use support::process::GwProc;
+    let r = support::redis_server::RedisServer::start();
+    let a = agent().await;
+    let mut f = tempfile::NamedTempFile::new().expect("temp file");
+    write!(
+        f,
+        "listen = \"127.0.0.1:0\"\n[[agents]]\nname = \"a\"\nurl = \"{}\"\ningest_token = \"{TOKEN}\"\n[redis]\nurl = \"{}\"\n",
+        a.base_url(),
+        r.url()
+    )
+    .expect("config");
+    let (p1, p2) = (GwProc::spawn(f.path()), GwProc::spawn(f.path()));
+    p1.ready().await;
+    p2.ready().await;
+    let open = |p: &GwProc| {
+        let base = p.http.base.clone();
+        async move {
+            let req = hyper::Request::get(format!("{base}/events?agent=a"))
+                .body(http_body_util::Full::new(Bytes::new()))
+                .expect("request");
+            let client =
+                hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                    .build_http();
+            Events::new(client.request(req).await.expect("stream opens"))
+        }
+    };
+    let (mut on1, mut on2) = (open(&p1).await, open(&p2).await);
+    // Created through replica 1, moved by a push to replica 2.
+    let created = p1
+        .http
+        .post_json("/agents/a/tasks", &json!({"input": good_input()}))
+        .await;
+    let id = created.json()["task_id"].as_str().expect("id").to_owned();
+    let working = a.set_status(&id, "WORKING", Value::Null).expect("known");
+    assert_eq!(p2.push(&working).await.status, 202);
+    for s in [&mut on1, &mut on2] {
+        for status in ["SUBMITTED", "WORKING"] {
+            let e = s
+                .next_event(WAIT)
+                .await
+                .expect("change from either replica");
+            assert_eq!(e.event, "task.status.updated");
+            let d: Value = serde_json::from_str(&e.data).expect("json");
+            assert_eq!(
+                (d["data"]["task_id"].as_str(), d["data"]["status"].as_str()),
+                (Some(id.as_str()), Some(status))
+            );
+        }
+    }
+}
