@@ -520,3 +520,35 @@ async fn events_reach_every_replica_through_redis() {
         }
     }
 }
+
+/// An agent that will not stream answers the request itself: no empty 200.
+#[tokio::test]
+async fn a_stream_the_agent_refuses_is_an_error_not_an_empty_stream() {
+    let a = agent().await;
+    let g = gateway(&a, |_| {}).await;
+    // A task the agent does not know (and the ledger neither).
+    let r = g
+        .http
+        .get("/agents/a/tasks/0b5a4c43-64c5-4bd1-a2a8-1ad2a3c2e0f4/stream")
+        .await;
+    assert_eq!((r.status, r.error_code().as_str()), (404, "TASK_NOT_FOUND"));
+    // The agent answers something that is not an event stream.
+    let id = g.create_task("a").await;
+    a.script_once(
+        a2a_gateway::sample::Route::Stream,
+        a2a_gateway::sample::Reply::Json(200, json!({"not": "a stream"})),
+    );
+    let r = g.http.get(&format!("/tasks/{id}/stream")).await;
+    assert_eq!(
+        (r.status, r.error_code().as_str()),
+        (502, "AGENT_PROTOCOL_VIOLATION")
+    );
+    // The agent is gone.
+    drop(a);
+    let r = g.http.get(&format!("/tasks/{id}/stream")).await;
+    assert_eq!(
+        (r.status, r.error_code().as_str()),
+        (502, "AGENT_UNREACHABLE")
+    );
+    assert_eq!(g.metric("a2a_gateway_stream_upstreams", &[]).await, 0.0);
+}

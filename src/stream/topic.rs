@@ -219,7 +219,15 @@ impl Topic {
         inner.closed = true;
         wake_all(&mut inner);
         drop(inner);
-        self.set_phase(Phase::Closed);
+        // A failed first connection keeps its phase: requests waiting on it must see why.
+        self.phase.send_if_modified(|p| {
+            if matches!(p, Phase::Failed(..)) {
+                false
+            } else {
+                *p = Phase::Closed;
+                true
+            }
+        });
         self.closed.notify_waiters();
         self.closed.notify_one();
     }
