@@ -133,6 +133,7 @@ impl Gateway {
             metrics.clone(),
             ledger.clone(),
             feed.clone(),
+            stop_rx.clone(),
         ));
         tokio::spawn(hub.clone().close_on_terminal(stop_rx.clone()));
         if let Some(r) = &config.redis {

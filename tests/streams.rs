@@ -162,7 +162,7 @@ async fn a_torture_stream_is_parsed_by_the_rules() {
         b"retry: 12x\nid: bad\0id\ndata: after a bad id\n\n",
         b"event: artifact.update\ndata: {\"artifact_id\":\"a1\"}\n\nevent: ping\ndata: {}\n\n",
         b"event\ndata: typeless\r\n\r\n",
-        b"data: never finished\n",
+        b"id: up-8\ndata: never finished\n",
     ];
     for p in pieces {
         a.push_raw(&id, Bytes::from_static(p));
@@ -184,7 +184,8 @@ async fn a_torture_stream_is_parsed_by_the_rules() {
         );
     }
     // The agent drops the stream mid-event: the partial event is never forwarded, and the
-    // gateway resumes from the agent's last good id.
+    // gateway resumes from the id of the agent's last dispatched event (not the `id: up-8`
+    // of the event it never finished).
     a.close_streams(&id);
     wait_for("reconnected", || {
         let n = a.streams_opened(&id);
@@ -551,4 +552,26 @@ async fn a_stream_the_agent_refuses_is_an_error_not_an_empty_stream() {
         (502, "AGENT_UNREACHABLE")
     );
     assert_eq!(g.metric("a2a_gateway_stream_upstreams", &[]).await, 0.0);
+}
+
+/// An event larger than the lag bound does not make a subscriber that keeps up look slow.
+#[tokio::test]
+async fn a_large_event_does_not_cut_subscribers_that_keep_up() {
+    let a = agent().await;
+    let g = gateway(&a, |cfg| cfg.streams.lag_bytes = 1024).await;
+    let id = g.create_task("a").await;
+    let mut s = subscribe(&g, &format!("/tasks/{id}/stream"), &[]).await;
+    upstream_open(&a, &id, 1).await;
+    let big = "y".repeat(8 * 1024);
+    a.push_event(&id, "log", &big);
+    a.push_event(&id, "log", "small");
+    assert_eq!(s.next_event(WAIT).await.expect("big event").data, big);
+    assert_eq!(s.next_event(WAIT).await.expect("next").data, "small");
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert!(!s.ended);
+    assert_eq!(
+        g.metric("a2a_gateway_stream_slow_consumer_disconnects_total", &[])
+            .await,
+        0.0
+    );
 }

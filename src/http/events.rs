@@ -50,10 +50,16 @@ fn filter(state: &State, query: Option<&str>) -> Result<Filter, ApiError> {
 }
 
 pub async fn events(state: &State, req: Request<Incoming>) -> ApiResult {
+    if *state.hub.stopping().borrow() {
+        return Err(ApiError::new(
+            Code::Unavailable,
+            "the gateway is shutting down",
+        ));
+    }
     let f = filter(state, req.uri().query())?;
     // Listen first: a change that happens while the task streams open is not missed.
     let changes = state.hub.feed.subscribe();
-    let mut subs = Vec::new();
+    let mut live = Vec::new();
     for task in &f.tasks {
         let Some(rec) = state.ledger.get(task).await.map_err(ledger_down)? else {
             continue;
@@ -62,21 +68,30 @@ pub async fn events(state: &State, req: Request<Incoming>) -> ApiResult {
         if !wanted || rec.head.status.is_terminal() {
             continue;
         }
-        let Some(agent) = state.registry.by_name(&rec.agent).cloned() else {
-            continue;
-        };
-        if agent.card().is_err() {
-            continue;
-        }
-        // A task whose stream cannot be opened still has its status changes on this stream.
-        if let Ok(Some(sub)) = state
-            .hub
-            .subscribe(&agent, &state.upstream, task, None, None)
-            .await
+        if let Some(agent) = state
+            .registry
+            .by_name(&rec.agent)
+            .filter(|a| a.card().is_ok())
         {
-            subs.push((std::sync::Arc::from(task.as_str()), sub));
+            live.push((agent.clone(), task.as_str()));
         }
     }
+    // Opened together: each may wait for its agent. A task whose stream cannot be opened still
+    // has its status changes on this stream.
+    let opened = futures_util::future::join_all(live.iter().map(|(agent, task)| {
+        state
+            .hub
+            .subscribe(agent, &state.upstream, task, None, None)
+    }))
+    .await;
+    let subs: Vec<_> = live
+        .iter()
+        .zip(opened)
+        .filter_map(|((_, task), r)| match r {
+            Ok(Some(sub)) => Some((std::sync::Arc::from(*task), sub)),
+            _ => None,
+        })
+        .collect();
     let (tx, rx) = events::channel();
     tokio::spawn(events::run(
         f,
@@ -85,6 +100,7 @@ pub async fn events(state: &State, req: Request<Incoming>) -> ApiResult {
         tx,
         state.hub.config().ping_interval,
         state.metrics.clone(),
+        state.hub.stopping(),
     ));
     Ok(event_stream(Body::Channel(rx)))
 }

@@ -870,15 +870,12 @@ pub async fn stream(
         ));
     }
     let last_id = last_event_id(&req);
+    // Ending the connection cuts only this subscriber over HTTP/1; over HTTP/2 it would cut
+    // every stream multiplexed with it, so there a slow subscriber is cut when next polled.
+    let kill = (req.version() < hyper::Version::HTTP_2).then(|| ctx.kill.clone());
     match state
         .hub
-        .subscribe(
-            &agent,
-            &state.upstream,
-            task_id,
-            last_id.as_deref(),
-            Some(ctx.kill.clone()),
-        )
+        .subscribe(&agent, &state.upstream, task_id, last_id.as_deref(), kill)
         .await?
     {
         None => Ok(no_more_events()),

@@ -70,6 +70,10 @@ impl Parser {
 
     /// Feed the next bytes of the stream; complete events are appended to `out`.
     pub fn feed(&mut self, mut chunk: &[u8], out: &mut Vec<Event>) -> Result<(), SseError> {
+        if chunk.is_empty() {
+            // An empty read (an empty HTTP/2 DATA frame) must not end a pending CR's line.
+            return Ok(());
+        }
         if let Some(mut start) = self.start.take() {
             // Up to three bytes may be held back until it is clear whether they are a BOM.
             let need = 3 - start.len();
@@ -261,6 +265,12 @@ mod tests {
                 ev("message", "d", None)
             ]
         );
+    }
+
+    #[test]
+    fn an_empty_read_between_cr_and_lf_changes_nothing() {
+        let got = parse_in(&[b"data: a\r", b"", b"\ndata: b\n\n"]);
+        assert_eq!(got, [ev("message", "a\nb", None)]);
     }
 
     #[test]

@@ -21,8 +21,11 @@ use crate::protocol::sse::{write_event, Parser};
 
 /// Task streams one `/events` connection may follow.
 pub const MAX_TASKS: usize = 64;
-/// Frames queued for one `/events` client before it counts as too slow.
+/// Frames queued for one `/events` client.
 const QUEUE: usize = 512;
+/// A client that takes no frame for this long while its queue is full is too slow: it is cut
+/// (the change feed would otherwise run past it anyway).
+const STALL: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Default, Clone)]
 pub struct Filter {
@@ -44,6 +47,7 @@ fn tagged(task: Arc<str>, mut sub: Subscription) -> impl futures_util::Stream<It
 }
 
 /// Serve one `/events` connection into `tx` until the client leaves or falls behind.
+#[allow(clippy::too_many_arguments)]
 pub async fn run(
     filter: Filter,
     mut changes: broadcast::Receiver<Arc<Change>>,
@@ -51,6 +55,7 @@ pub async fn run(
     tx: mpsc::Sender<Bytes>,
     ping_every: Duration,
     metrics: Arc<Metrics>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     let mut streams: SelectAll<_> = subs
         .into_iter()
@@ -61,19 +66,6 @@ pub async fn run(
     let mut tick = tokio::time::interval(
         (ping_every / 4).clamp(Duration::from_millis(20), Duration::from_secs(1)),
     );
-    let send = |bytes: Vec<u8>| -> bool {
-        match tx.try_send(Bytes::from(bytes)) {
-            Ok(()) => {
-                metrics.stream_events_out.inc();
-                true
-            }
-            Err(mpsc::error::TrySendError::Full(_)) => {
-                metrics.stream_slow_consumers.inc();
-                false
-            }
-            Err(mpsc::error::TrySendError::Closed(_)) => false,
-        }
-    };
     loop {
         let mut out = Vec::new();
         tokio::select! {
@@ -92,7 +84,17 @@ pub async fn run(
                 Err(broadcast::error::RecvError::Closed) => return,
             },
             Some((task, frame)) = streams.next(), if !streams.is_empty() => {
-                let Ok(bytes) = frame else { continue };
+                let Ok(bytes) = frame else {
+                    // This task's stream cut us (we fell behind it): say so, and go on with
+                    // the others and the status changes.
+                    let data = serde_json::json!({"task_id": &*task, "data": {"error": "fell behind this task's stream; reopen it to resume"}});
+                    write_event(&mut out, None, Some("stream.lagged"), &data.to_string());
+                    metrics.stream_slow_consumers.inc();
+                    match tokio::time::timeout(STALL, tx.send(Bytes::from(out))).await {
+                        Ok(Ok(())) => continue,
+                        _ => return,
+                    }
+                };
                 // Our own frames: always complete events, parsed back to re-tag them.
                 let mut p = Parser::new(usize::MAX);
                 if p.feed(&bytes, &mut parser_events).is_err() {
@@ -116,10 +118,16 @@ pub async fn run(
                 }
             },
             _ = tx.closed() => return,
+            _ = stop.changed() => return,
         }
         if !out.is_empty() {
-            if !send(out) {
-                return;
+            match tokio::time::timeout(STALL, tx.send(Bytes::from(out))).await {
+                Ok(Ok(())) => metrics.stream_events_out.inc(),
+                Ok(Err(_)) => return,
+                Err(_) => {
+                    metrics.stream_slow_consumers.inc();
+                    return;
+                }
             }
             last_sent = Instant::now();
         }

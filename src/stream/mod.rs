@@ -63,8 +63,14 @@ impl Default for StreamConfig {
     }
 }
 
+/// After a task ends, its stream stays open this long for the agent's last events (the ledger
+/// often hears of the end before the agent's stream says its last word).
+const END_GRACE: Duration = Duration::from_millis(500);
+
 pub struct Hub {
     topics: Mutex<HashMap<Key, Arc<Topic>>>,
+    /// The gateway is stopping: no new subscriptions, open streams end.
+    stop: watch::Receiver<bool>,
     cfg: StreamConfig,
     metrics: Arc<Metrics>,
     ledger: Arc<dyn TaskLedger>,
@@ -77,9 +83,11 @@ impl Hub {
         metrics: Arc<Metrics>,
         ledger: Arc<dyn TaskLedger>,
         feed: Arc<ChangeFeed>,
+        stop: watch::Receiver<bool>,
     ) -> Hub {
         Hub {
             topics: Mutex::new(HashMap::new()),
+            stop,
             cfg,
             metrics,
             ledger,
@@ -89,6 +97,11 @@ impl Hub {
 
     pub fn config(&self) -> &StreamConfig {
         &self.cfg
+    }
+
+    /// Turns true when the gateway is stopping.
+    pub fn stopping(&self) -> watch::Receiver<bool> {
+        self.stop.clone()
     }
 
     fn map(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Arc<Topic>>> {
@@ -106,10 +119,18 @@ impl Hub {
         last_event_id: Option<&str>,
         kill: Option<Arc<tokio::sync::Notify>>,
     ) -> Result<Option<Subscription>, ApiError> {
+        if *self.stop.borrow() {
+            return Err(ApiError::new(
+                Code::Unavailable,
+                "the gateway is shutting down",
+            ));
+        }
         let key: Key = (Arc::from(agent.cfg.name.as_str()), Arc::from(task_id));
-        let (topic, fresh) = {
+        // Subscribed under the map lock: a topic found here cannot be closed as abandoned
+        // before it counts this subscriber (see `remove_if_abandoned`).
+        let (topic, fresh, sub) = {
             let mut map = self.map();
-            match map.get(&key) {
+            let (topic, fresh) = match map.get(&key) {
                 Some(t) if !t.is_closed() => (t.clone(), false),
                 _ => {
                     if map.len() >= self.cfg.max_topics {
@@ -130,10 +151,10 @@ impl Hub {
                     map.insert(key, t.clone());
                     (t, true)
                 }
-            }
+            };
+            let sub = topic.subscribe(last_event_id, kill);
+            (topic, fresh, sub)
         };
-        // Subscribed before the wait, so the topic never looks abandoned meanwhile.
-        let sub = topic.subscribe(last_event_id, kill);
         if fresh {
             self.metrics.stream_upstreams.inc();
             tokio::spawn(upstream::run(
@@ -176,6 +197,25 @@ impl Hub {
         }
     }
 
+    /// Close and forget a topic that has had no subscriber for the linger time, in one step
+    /// under the map lock, so a subscriber arriving meanwhile either finds it still open or a
+    /// fresh one. Whether it was closed.
+    fn remove_if_abandoned(&self, topic: &Arc<Topic>) -> bool {
+        let mut map = self.map();
+        let idle = topic
+            .idle_since()
+            .is_some_and(|t| t.elapsed() >= self.cfg.linger);
+        if !idle {
+            return false;
+        }
+        if map.get(&topic.key).is_some_and(|t| Arc::ptr_eq(t, topic)) {
+            map.remove(&topic.key);
+        }
+        drop(map);
+        topic.close();
+        true
+    }
+
     /// Forget a topic (if it is still the one registered under its key).
     fn remove(&self, topic: &Arc<Topic>) {
         let mut map = self.map();
@@ -205,8 +245,14 @@ impl Hub {
                         .get(&(c.agent.clone(), c.task_id.clone()))
                         .cloned();
                     if let Some(t) = topic {
-                        t.finish("status", &String::from_utf8_lossy(&c.task));
-                        self.remove(&t);
+                        // A short grace for the agent's last events; if its stream ends first,
+                        // the upstream loop finishes the topic sooner (finishing is idempotent).
+                        let hub = self.clone();
+                        tokio::spawn(async move {
+                            tokio::time::sleep(END_GRACE).await;
+                            t.finish("status", &String::from_utf8_lossy(&c.task));
+                            hub.remove(&t);
+                        });
                     }
                 }
                 Ok(_) => {}

@@ -235,16 +235,13 @@ impl Topic {
     /// Cut every subscriber that fell out of the ring or more than `lag_bytes` behind: mark it,
     /// and end its connection. O(subscribers); the upstream loop runs it on its clock tick.
     pub fn sweep(&self) {
-        let (oldest, next_seq, total, starts) = {
+        let (oldest, next_seq, total, ends) = {
             let inner = self.lock();
             let oldest = inner.ring.front().map_or(inner.next_seq, |s| s.seq);
-            // Start offsets of the buffered events, to tell how far behind a cursor is.
-            let starts: Vec<u64> = inner
-                .ring
-                .iter()
-                .map(|s| s.end - s.bytes.len() as u64)
-                .collect();
-            (oldest, inner.next_seq, inner.total, starts)
+            // How far behind a cursor is: the bytes published after the event it reads next
+            // (that event's own size does not count, or one large event would cut everyone).
+            let ends: Vec<u64> = inner.ring.iter().map(|s| s.end).collect();
+            (oldest, inner.next_seq, inner.total, ends)
         };
         let mut cursors = self.cursors.lock().unwrap_or_else(|p| p.into_inner());
         cursors.retain(|w| {
@@ -255,9 +252,8 @@ impl Topic {
             } else if next >= next_seq {
                 0
             } else {
-                starts
-                    .get((next - oldest) as usize)
-                    .map_or(0, |start| total - start)
+                ends.get((next - oldest) as usize)
+                    .map_or(0, |end| total - end)
             };
             if behind > self.limits.lag_bytes && !c.cut.swap(true, Ordering::AcqRel) {
                 self.metrics.stream_slow_consumers.inc();
@@ -289,8 +285,10 @@ impl Topic {
         }
         let next = resume.map_or(oldest, |s| (s + 1).max(oldest));
         let ping_gen = inner.ping_gen;
-        drop(inner);
+        // Counted under the lock that `idle_since` reads, so a linger check never sees a
+        // subscriber half-added.
         self.subscribers.fetch_add(1, Ordering::AcqRel);
+        drop(inner);
         self.metrics.stream_subscribers.inc();
         let cursor = Arc::new(Cursor {
             next: AtomicU64::new(next),
@@ -365,7 +363,7 @@ impl Subscription {
         if self.next < inner.next_seq {
             let i = (self.next - oldest) as usize;
             if let Some(s) = inner.ring.get(i) {
-                let behind = inner.total - (s.end - s.bytes.len() as u64);
+                let behind = inner.total - s.end;
                 if behind > topic.limits.lag_bytes {
                     return self.cut(inner);
                 }
@@ -416,10 +414,11 @@ impl Subscription {
 
 impl Drop for Subscription {
     fn drop(&mut self) {
-        let left = self.topic.subscribers.fetch_sub(1, Ordering::AcqRel) == 1;
-        self.topic.metrics.stream_subscribers.dec();
-        if left {
-            self.topic.lock().last_left = Some(Instant::now());
+        let mut inner = self.topic.lock();
+        if self.topic.subscribers.fetch_sub(1, Ordering::AcqRel) == 1 {
+            inner.last_left = Some(Instant::now());
         }
+        drop(inner);
+        self.topic.metrics.stream_subscribers.dec();
     }
 }

@@ -64,45 +64,84 @@ fn tick_every(hub: &Hub) -> Duration {
     (hub.cfg.ping_interval / 4).clamp(Duration::from_millis(20), Duration::from_secs(1))
 }
 
-/// What the periodic look decided.
-enum Look {
-    Carry,
-    /// No subscriber for the linger time: close.
-    Abandoned,
-}
-
-fn look(hub: &Hub, topic: &Topic) -> Look {
-    if topic
-        .idle_since()
-        .is_some_and(|t| t.elapsed() >= hub.cfg.linger)
-    {
-        return Look::Abandoned;
+/// The clock's work, done on every tick whatever the loop is waiting for: the gateway's pings
+/// on a quiet stream, cutting slow subscribers, and closing the topic once it has had no
+/// subscriber for the linger time. Whether the topic goes on.
+fn on_tick(hub: &Hub, topic: &Arc<Topic>) -> bool {
+    if hub.remove_if_abandoned(topic) {
+        return false;
     }
     if topic.quiet_since().elapsed() >= hub.cfg.ping_interval {
         topic.ping();
     }
     topic.sweep();
-    Look::Carry
+    true
 }
 
+/// Await `work` while keeping the clock's work going; `None` if the topic ended meanwhile.
+async fn tended<F: std::future::Future>(
+    hub: &Hub,
+    topic: &Arc<Topic>,
+    tick: &mut tokio::time::Interval,
+    work: F,
+) -> Option<F::Output> {
+    tokio::pin!(work);
+    loop {
+        tokio::select! {
+            out = &mut work => return Some(out),
+            _ = tick.tick() => {
+                if !on_tick(hub, topic) {
+                    return None;
+                }
+            }
+            _ = topic.closed.notified() => return None,
+        }
+    }
+}
+
+/// Closes and forgets the topic when the loop ends, however it ends (a panic included), so
+/// its subscribers are never left waiting on a topic nobody feeds.
+struct Guard {
+    hub: Arc<Hub>,
+    topic: Arc<Topic>,
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        // A failed first connection sets its phase before this; close keeps it.
+        self.topic.close();
+        self.hub.remove(&self.topic);
+        self.hub.metrics.stream_upstreams.dec();
+    }
+}
+
+/// A connection that stayed up this long (or carried an event) was a good one: the next
+/// reconnect starts from the shortest wait again.
+const HEALTHY: Duration = Duration::from_secs(5);
+
 pub async fn run(hub: Arc<Hub>, topic: Arc<Topic>, agent: Arc<Agent>, client: Upstream) {
+    let _guard = Guard {
+        hub: hub.clone(),
+        topic: topic.clone(),
+    };
     let task_id = topic.key.1.clone();
     let path = format!("/tasks/{task_id}/stream");
+    // The agent's id of the last event it dispatched: where a reconnect resumes.
     let mut last_id: Option<String> = None;
     let mut backoff = FIRST_BACKOFF;
     let mut opened = false;
     let mut tick = tokio::time::interval(tick_every(&hub));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    'connect: loop {
+    loop {
         if topic.is_closed() {
-            break;
+            return;
         }
         let Some(req) = request(&agent, &path, last_id.as_deref(), true) else {
-            break;
+            return;
         };
-        let sent = tokio::select! {
-            r = client.send(req, agent.cfg.timeout) => r,
-            _ = topic.closed.notified() => break,
+        let Some(sent) = tended(&hub, &topic, &mut tick, client.send(req, agent.cfg.timeout)).await
+        else {
+            return;
         };
         match sent {
             Ok(res) if res.status() == StatusCode::OK && is_event_stream(res.headers()) => {
@@ -110,7 +149,8 @@ pub async fn run(hub: Arc<Hub>, topic: Arc<Topic>, agent: Arc<Agent>, client: Up
                     opened = true;
                     topic.set_phase(Phase::Open);
                 }
-                backoff = FIRST_BACKOFF;
+                let connected = Instant::now();
+                let mut carried = false;
                 let mut body = res.into_body();
                 let mut parser = Parser::new(hub.cfg.max_event_bytes);
                 let mut events = Vec::new();
@@ -126,34 +166,47 @@ pub async fn run(hub: Arc<Hub>, topic: Arc<Topic>, agent: Arc<Agent>, client: Up
                                     break;
                                 }
                                 for e in events.drain(..) {
+                                    // Only a dispatched event moves the resume point, and an
+                                    // empty id clears it (the standard's last event ID).
+                                    last_id = e.id.clone().filter(|id| !id.is_empty());
                                     // The gateway sends its own pings, on its own schedule.
                                     if e.event == "ping" {
                                         continue;
                                     }
+                                    carried = true;
                                     let name = (e.event != "message").then_some(e.event.as_str());
                                     topic.publish(name, &e.data);
                                 }
-                                last_id = parser.last_id().map(str::to_owned);
                             }
                             Some(Err(_)) | None => break,
                         },
                         _ = tick.tick() => {
-                            if let Look::Abandoned = look(&hub, &topic) {
-                                break 'connect;
+                            if !on_tick(&hub, &topic) {
+                                return;
                             }
                             if heard.elapsed() >= UPSTREAM_IDLE.max(hub.cfg.ping_interval * 4) {
                                 tracing::info!(agent = %agent.cfg.name, %task_id, "agent stream silent; reconnecting");
                                 break;
                             }
                         }
-                        _ = topic.closed.notified() => break 'connect,
+                        _ = topic.closed.notified() => return,
                     }
+                }
+                if carried || connected.elapsed() >= HEALTHY {
+                    backoff = FIRST_BACKOFF;
                 }
             }
             Ok(res) if !opened => {
                 // The agent will not stream this task: tell the waiting requests why.
                 let status = res.status();
-                if learn_end(&hub, &topic, &agent, &client).await {
+                let ended = tended(
+                    &hub,
+                    &topic,
+                    &mut tick,
+                    learn_end(&hub, &topic, &agent, &client),
+                )
+                .await;
+                if ended == Some(true) {
                     topic.set_phase(Phase::Failed(204, "", String::new()));
                 } else if status == StatusCode::NOT_FOUND {
                     topic.set_phase(Phase::Failed(
@@ -164,7 +217,7 @@ pub async fn run(hub: Arc<Hub>, topic: Arc<Topic>, agent: Arc<Agent>, client: Up
                 } else {
                     topic.set_phase(Phase::Failed(502, "AGENT_PROTOCOL_VIOLATION", format!("agent {:?} answered the stream request with {status}, not an event stream", agent.cfg.name)));
                 }
-                break;
+                return;
             }
             Err(e) if !opened => {
                 let (status, code) = match e {
@@ -181,32 +234,42 @@ pub async fn run(hub: Arc<Hub>, topic: Arc<Topic>, agent: Arc<Agent>, client: Up
                     }
                 };
                 topic.set_phase(Phase::Failed(status, code, message));
-                break;
+                return;
+            }
+            Ok(res) if matches!(res.status(), StatusCode::NOT_FOUND | StatusCode::GONE) => {
+                // The agent no longer has the task: nothing more will come. Subscribers'
+                // streams end; a reconnect gets the agent's answer.
+                tracing::info!(agent = %agent.cfg.name, %task_id, "agent no longer has the task; closing its stream");
+                let _ = tended(
+                    &hub,
+                    &topic,
+                    &mut tick,
+                    learn_end(&hub, &topic, &agent, &client),
+                )
+                .await;
+                return;
             }
             Ok(_) | Err(_) => {}
         }
         // The upstream ended. A finished task ends the topic; a live one is reconnected.
-        if learn_end(&hub, &topic, &agent, &client).await {
-            break;
+        match tended(
+            &hub,
+            &topic,
+            &mut tick,
+            learn_end(&hub, &topic, &agent, &client),
+        )
+        .await
+        {
+            Some(false) => {}
+            _ => return,
         }
         hub.metrics.stream_upstream_reconnects.inc();
-        let wake_at = tokio::time::Instant::now() + backoff;
-        loop {
-            tokio::select! {
-                _ = tokio::time::sleep_until(wake_at) => break,
-                _ = tick.tick() => {
-                    if let Look::Abandoned = look(&hub, &topic) {
-                        break 'connect;
-                    }
-                }
-                _ = topic.closed.notified() => break 'connect,
-            }
+        let sleep = tokio::time::sleep(backoff);
+        if tended(&hub, &topic, &mut tick, sleep).await.is_none() {
+            return;
         }
         backoff = (backoff * 2).min(hub.cfg.reconnect_max);
     }
-    topic.close();
-    hub.remove(&topic);
-    hub.metrics.stream_upstreams.dec();
 }
 
 /// Whether the task has ended: the ledger's word, or else the agent's (its Task, checked and
