@@ -575,3 +575,55 @@ async fn a_large_event_does_not_cut_subscribers_that_keep_up() {
         0.0
     );
 }
+
+/// More history than a subscriber may fall behind: a newcomer gets the newest part of it (up
+/// to the lag bound) and is not cut; neither is one resuming from an id out of that window.
+#[tokio::test]
+async fn history_beyond_the_lag_bound_does_not_cut_newcomers() {
+    let a = agent().await;
+    let g = gateway(&a, |cfg| {
+        cfg.streams.lag_bytes = 8 * 1024;
+        cfg.streams.replay_bytes = 1 << 20;
+    })
+    .await;
+    let id = g.create_task("a").await;
+    let path = format!("/tasks/{id}/stream");
+    let mut first = subscribe(&g, &path, &[]).await;
+    upstream_open(&a, &id, 1).await;
+    let line = "z".repeat(1000);
+    for i in 0..40 {
+        a.push_event(&id, "log", &format!("{i:02} {line}"));
+    }
+    let mut first_id = None;
+    for i in 0..40 {
+        let e = first.next_event(WAIT).await.expect("event");
+        assert!(e.data.starts_with(&format!("{i:02} ")));
+        first_id.get_or_insert(e.id.expect("id"));
+    }
+    for headers in [
+        vec![],
+        vec![("last-event-id", first_id.as_deref().expect("id"))],
+    ] {
+        let mut late = subscribe(&g, &path, &headers).await;
+        let e = late.next_event(WAIT).await.expect("history");
+        let n: usize = e.data[..2].parse().expect("number");
+        assert!(
+            (30..40).contains(&n),
+            "starts within the last 8 KiB, at {n}"
+        );
+        for k in n + 1..40 {
+            assert!(late
+                .next_event(WAIT)
+                .await
+                .expect("rest")
+                .data
+                .starts_with(&format!("{k:02} ")));
+        }
+        assert!(!late.ended);
+    }
+    assert_eq!(
+        g.metric("a2a_gateway_stream_slow_consumer_disconnects_total", &[])
+            .await,
+        0.0
+    );
+}

@@ -55,7 +55,7 @@ impl Default for StreamConfig {
             linger: Duration::from_secs(5),
             replay_events: 1000,
             replay_bytes: 1 << 20,
-            lag_bytes: 256 * 1024,
+            lag_bytes: 1 << 20,
             max_topics: 10_000,
             max_event_bytes: 256 * 1024,
             reconnect_max: Duration::from_secs(10),

@@ -283,7 +283,14 @@ impl Topic {
         if last_event_id.is_some() {
             self.metrics.stream_replays.inc();
         }
-        let next = resume.map_or(oldest, |s| (s + 1).max(oldest));
+        // No subscriber starts further back than it may fall behind: history beyond
+        // `lag_bytes` would make it a slow consumer before its first event.
+        let window = inner
+            .ring
+            .iter()
+            .find(|s| inner.total - s.end <= self.limits.lag_bytes)
+            .map_or(inner.next_seq, |s| s.seq);
+        let next = resume.map_or(oldest, |s| s + 1).max(window);
         let ping_gen = inner.ping_gen;
         // Counted under the lock that `idle_since` reads, so a linger check never sees a
         // subscriber half-added.
