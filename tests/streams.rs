@@ -627,3 +627,102 @@ async fn history_beyond_the_lag_bound_does_not_cut_newcomers() {
         0.0
     );
 }
+
+/// Stream requests on a fresh HTTP/1.1 connection take the lean path: check its wire format.
+#[tokio::test]
+async fn the_lean_stream_path_speaks_correct_http() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let a = agent().await;
+    let g = gateway(&a, |_| {}).await;
+    let id = g.create_task("a").await;
+    let mut tcp = tokio::net::TcpStream::connect(g.gw.addr())
+        .await
+        .expect("connect");
+    tcp.write_all(
+        format!("GET /agents/a/tasks/{id}/stream HTTP/1.1\r\nHost: gw\r\nX-Request-Id: lean-1\r\nAccept: text/event-stream\r\n\r\n")
+            .as_bytes(),
+    )
+    .await
+    .expect("request");
+    upstream_open(&a, &id, 1).await;
+    a.push_event(&id, "log", "{\"m\":\"lean\"}");
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&got).contains("lean\"}\n\n") {
+        let n = tokio::time::timeout(WAIT, tcp.read(&mut buf))
+            .await
+            .expect("in time")
+            .expect("read");
+        assert!(n > 0, "closed early: {}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&got).to_string();
+    let (head, body) = text.split_once("\r\n\r\n").expect("head");
+    assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
+    for h in [
+        "content-type: text/event-stream",
+        "cache-control: no-cache",
+        "x-accel-buffering: no",
+        "x-request-id: lean-1",
+        "transfer-encoding: chunked",
+        "connection: close",
+    ] {
+        assert!(head.to_ascii_lowercase().contains(h), "{h} in {head}");
+    }
+    assert!(!head.to_ascii_lowercase().contains("content-encoding"));
+    // One chunk: size line, the event, CRLF.
+    let (size, rest) = body.split_once("\r\n").expect("chunk size");
+    let n = usize::from_str_radix(size, 16).expect("hex size");
+    assert!(
+        rest[..n].contains("event: log\ndata: {\"m\":\"lean\"}\n\n"),
+        "{rest}"
+    );
+    // The task ends: the final event, then the last chunk, then the connection closes.
+    assert_eq!(
+        g.http
+            .post_empty(&format!("/tasks/{id}/cancel"))
+            .await
+            .json()["status"],
+        "CANCELLED"
+    );
+    let mut tail = Vec::new();
+    tokio::time::timeout(WAIT, tcp.read_to_end(&mut tail))
+        .await
+        .expect("closed in time")
+        .expect("read");
+    let tail = String::from_utf8_lossy(&tail);
+    assert!(tail.contains("event: status"), "{tail}");
+    assert!(tail.ends_with("\r\n0\r\n\r\n"), "{tail:?}");
+    // Errors and 204 on this path: complete answers with a length.
+    let r = raw_request(
+        g.gw.addr(),
+        &format!("GET /tasks/{id}/stream HTTP/1.1\nHost: gw"),
+        b"",
+    )
+    .await;
+    assert_eq!(r.status, 204);
+    let r = raw_request(
+        g.gw.addr(),
+        "GET /tasks/0b5a4c43-64c5-4bd1-a2a8-1ad2a3c2e0f4/stream HTTP/1.1\nHost: gw",
+        b"",
+    )
+    .await;
+    assert_eq!(r.status, 404);
+    let j: Value = serde_json::from_slice(&r.body).expect("json error");
+    assert_eq!(j["error"]["code"], "TASK_NOT_FOUND");
+    let r = raw_request(
+        g.gw.addr(),
+        &format!("GET /tasks/{id}/stream HTTP/1.1\nBad Header: x"),
+        b"",
+    )
+    .await;
+    assert_eq!(r.status, 400);
+    assert!(
+        g.metric(
+            "a2a_gateway_requests_total",
+            &[("route", "stream"), ("status", "204")]
+        )
+        .await
+            >= 1.0
+    );
+}

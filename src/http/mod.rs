@@ -10,6 +10,7 @@ pub mod error;
 mod events;
 mod notifications;
 mod server;
+mod sse_conn;
 mod tasks;
 
 use std::convert::Infallible;
@@ -157,6 +158,14 @@ impl<'a> Route<'a> {
     }
 }
 
+/// The (agent prefix, task id) of a task-stream path, for the lean event-stream path.
+pub(crate) fn stream_route(path: &str) -> Option<(Option<&str>, &str)> {
+    match Route::parse(path) {
+        Route::Stream(a, t) => Some((a, t)),
+        _ => None,
+    }
+}
+
 /// Ids go into the agent's URL path, so only unreserved characters are let through (no `..`,
 /// no `/`, no percent-escapes): a crafted id cannot reach another path on the agent.
 fn valid_id(s: &str) -> bool {
@@ -168,7 +177,11 @@ fn valid_id(s: &str) -> bool {
 
 /// The request id: the client's if it is sane, else a fresh UUID.
 fn request_id(req: &Request<Incoming>) -> HeaderValue {
-    req.headers()
+    request_id_of(req.headers())
+}
+
+fn request_id_of(headers: &hyper::HeaderMap) -> HeaderValue {
+    headers
         .get(&X_REQUEST_ID)
         .filter(|v| {
             !v.is_empty() && v.len() <= 128 && v.as_bytes().iter().all(|b| b.is_ascii_graphic())

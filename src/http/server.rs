@@ -84,6 +84,7 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let st = state.clone();
+        let st2 = state.clone();
         let kill = Arc::new(tokio::sync::Notify::new());
         let k = kill.clone();
         let svc = service_fn(move |req| crate::http::handle(st.clone(), peer, k.clone(), req));
@@ -97,12 +98,22 @@ pub async fn serve(
             // peek, not readable(): readiness may be reported spuriously; a byte may not.
             // The watcher is held meanwhile, so a shutdown must end this wait too, or the drain
             // would wait for silent clients.
-            let mut first = [0u8; 1];
+            let mut first = [0u8; 512];
             let spoke = tokio::select! {
-                r = tokio::time::timeout(FIRST_BYTES, stream.peek(&mut first)) => matches!(r, Ok(Ok(n)) if n > 0),
-                _ = stop.wait_for(|stopping| *stopping) => false,
+                r = tokio::time::timeout(FIRST_BYTES, stream.peek(&mut first)) => match r {
+                    Ok(Ok(n)) if n > 0 => Some(n),
+                    _ => None,
+                },
+                _ = stop.wait_for(|stopping| *stopping) => None,
             };
-            if !spoke {
+            let Some(n) = spoke else {
+                drop(permit);
+                return;
+            };
+            // Task-stream subscribers take the lean path (see sse_conn): a long-lived
+            // connection that only receives should not keep a whole HTTP stack.
+            if super::sse_conn::wants(&first[..n]) {
+                super::sse_conn::serve(stream, st2, peer).await;
                 drop(permit);
                 return;
             }

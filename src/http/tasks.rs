@@ -859,6 +859,29 @@ pub async fn stream(
     task_id: &str,
     req: Request<Incoming>,
 ) -> ApiResult {
+    stream_of(
+        state,
+        ctx,
+        prefix,
+        task_id,
+        req.headers(),
+        req.uri(),
+        req.version(),
+    )
+    .await
+}
+
+/// [`stream`] from the request's head alone (the lean HTTP/1 path of `sse_conn` has no hyper
+/// request).
+pub(crate) async fn stream_of(
+    state: &State,
+    ctx: &mut Ctx,
+    prefix: Option<&str>,
+    task_id: &str,
+    headers: &hyper::HeaderMap,
+    uri: &hyper::Uri,
+    version: hyper::Version,
+) -> ApiResult {
     let (agent, record) = task_agent(state, ctx, prefix, task_id).await?;
     if record.is_some_and(|r| r.head.status.is_terminal()) {
         return Ok(no_more_events());
@@ -869,10 +892,10 @@ pub async fn stream(
             format!("agent {:?} has no valid card: {why}", agent.cfg.name),
         ));
     }
-    let last_id = last_event_id(&req);
+    let last_id = last_event_id(headers, uri);
     // Ending the connection cuts only this subscriber over HTTP/1; over HTTP/2 it would cut
     // every stream multiplexed with it, so there a slow subscriber is cut when next polled.
-    let kill = (req.version() < hyper::Version::HTTP_2).then(|| ctx.kill.clone());
+    let kill = (version < hyper::Version::HTTP_2).then(|| ctx.kill.clone());
     match state
         .hub
         .subscribe(&agent, &state.upstream, task_id, last_id.as_deref(), kill)
@@ -885,15 +908,11 @@ pub async fn stream(
 
 /// `Last-Event-ID`, or the `last_event_id` query parameter (a browser's EventSource cannot set
 /// the header on its first request).
-fn last_event_id(req: &Request<Incoming>) -> Option<String> {
-    if let Some(v) = req
-        .headers()
-        .get("last-event-id")
-        .and_then(|v| v.to_str().ok())
-    {
+fn last_event_id(headers: &hyper::HeaderMap, uri: &hyper::Uri) -> Option<String> {
+    if let Some(v) = headers.get("last-event-id").and_then(|v| v.to_str().ok()) {
         return Some(v.to_owned());
     }
-    req.uri().query().and_then(|q| {
+    uri.query().and_then(|q| {
         q.split('&')
             .find_map(|kv| kv.strip_prefix("last_event_id="))
             .filter(|v| v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'))
