@@ -50,29 +50,45 @@ pub(super) fn wants(peeked: &[u8]) -> bool {
     stream_route(path).is_some()
 }
 
-/// Read the request head (up to the blank line) without reading past it.
-async fn read_head(stream: &mut TcpStream) -> Option<Vec<u8>> {
+/// How reading the head ended.
+enum HeadRead {
+    Done(Vec<u8>),
+    TooLarge,
+    Gone,
+}
+
+/// Read the request head, up to its blank line (CRLF or bare LF line ends, as httparse takes
+/// them). Bytes a client sends after it are read too and never used: the connection closes
+/// after the stream.
+async fn read_head(stream: &mut TcpStream) -> HeadRead {
     let mut buf = Vec::with_capacity(1024);
     let read = async {
         loop {
             let mut chunk = [0u8; 1024];
-            stream.readable().await.ok()?;
-            match stream.try_read(&mut chunk) {
-                Ok(0) => return None,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-                Err(_) => return None,
+            if stream.readable().await.is_err() {
+                return HeadRead::Gone;
             }
-            if buf.windows(4).any(|w| w == b"\r\n\r\n") {
-                return Some(());
+            let n = match stream.try_read(&mut chunk) {
+                Ok(0) => return HeadRead::Gone,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Err(_) => return HeadRead::Gone,
+            };
+            // Only the new bytes (and the three before them) can complete the blank line.
+            let from = buf.len().saturating_sub(3);
+            buf.extend_from_slice(&chunk[..n]);
+            let tail = &buf[from..];
+            if tail.windows(2).any(|w| w == b"\n\n") || tail.windows(4).any(|w| w == b"\r\n\r\n") {
+                return HeadRead::Done(std::mem::take(&mut buf));
             }
             if buf.len() > MAX_HEAD {
-                return None;
+                return HeadRead::TooLarge;
             }
         }
     };
-    tokio::time::timeout(HEAD_TIMEOUT, read).await.ok()??;
-    Some(buf)
+    tokio::time::timeout(HEAD_TIMEOUT, read)
+        .await
+        .unwrap_or(HeadRead::Gone)
 }
 
 struct Head {
@@ -82,7 +98,7 @@ struct Head {
 
 fn parse_head(buf: &[u8]) -> Result<Head, ApiError> {
     let bad = |m: &str| ApiError::new(Code::InvalidRequest, m.to_owned());
-    let mut slots = [httparse::EMPTY_HEADER; 64];
+    let mut slots = [httparse::EMPTY_HEADER; 100];
     let mut req = httparse::Request::new(&mut slots);
     match req.parse(buf) {
         Ok(httparse::Status::Complete(_)) => {}
@@ -95,6 +111,14 @@ fn parse_head(buf: &[u8]) -> Result<Head, ApiError> {
         let value = HeaderValue::from_bytes(h.value).map_err(|_| bad("bad header value"))?;
         headers.append(name, value);
     }
+    // A stream request has no body; one that declares a body is refused rather than read.
+    let has_body = headers.contains_key(hyper::header::TRANSFER_ENCODING)
+        || headers
+            .get(hyper::header::CONTENT_LENGTH)
+            .is_some_and(|v| v.as_bytes() != b"0");
+    if has_body {
+        return Err(bad("a stream request takes no body"));
+    }
     Ok(Head { path, headers })
 }
 
@@ -103,11 +127,23 @@ pub(super) async fn serve(mut stream: TcpStream, state: Arc<State>, peer: Socket
     let started = Instant::now();
     let kill = Arc::new(Notify::new());
     let (res, agent) = {
-        let Some(buf) = read_head(&mut stream).await else {
-            return;
+        let buf = match read_head(&mut stream).await {
+            HeadRead::Done(buf) => buf,
+            HeadRead::Gone => return,
+            HeadRead::TooLarge => {
+                let mut res = ApiError::new(
+                    Code::InvalidRequest,
+                    format!("request head over {MAX_HEAD} bytes"),
+                )
+                .into_response();
+                *res.status_mut() = StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE;
+                let _ = respond(&mut stream, res, &kill, Duration::from_secs(10)).await;
+                return;
+            }
         };
         let mut ctx = Ctx {
-            request_id: HeaderValue::from_static("-"),
+            // The client's id once its head is parsed; a fresh one if it cannot be.
+            request_id: request_id_of(&HeaderMap::new()),
             peer,
             agent: None,
             kill: kill.clone(),
@@ -149,8 +185,11 @@ pub(super) async fn serve(mut stream: TcpStream, state: Arc<State>, peer: Socket
     m.request_seconds
         .with_label_values(&["stream", &agent])
         .observe(started.elapsed().as_secs_f64());
-    let _ = respond(&mut stream, res, &kill).await;
-    let _ = stream.shutdown().await;
+    // A client that stops reading is let go after this long stuck on one write (the sweep
+    // cuts slow subscribers only while the topic lives; this also covers the last writes).
+    let deadline = (state.hub.config().ping_interval * 2).max(Duration::from_secs(10));
+    let _ = respond(&mut stream, res, &kill, deadline).await;
+    let _ = tokio::time::timeout(Duration::from_secs(1), stream.shutdown()).await;
 }
 
 fn head_bytes(status: StatusCode, headers: &HeaderMap, framing: &str) -> Vec<u8> {
@@ -169,38 +208,51 @@ fn head_bytes(status: StatusCode, headers: &HeaderMap, framing: &str) -> Vec<u8>
     out.extend_from_slice(b"date: ");
     out.extend_from_slice(httpdate::fmt_http_date(std::time::SystemTime::now()).as_bytes());
     out.extend_from_slice(b"\r\nconnection: close\r\n");
-    out.extend_from_slice(framing.as_bytes());
-    out.extend_from_slice(b"\r\n\r\n");
+    if !framing.is_empty() {
+        out.extend_from_slice(framing.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
     out
+}
+
+/// `work`, failed if it takes longer than `limit`.
+async fn within<T>(
+    limit: Duration,
+    work: impl std::future::Future<Output = std::io::Result<T>>,
+) -> std::io::Result<T> {
+    tokio::time::timeout(limit, work)
+        .await
+        .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()))
 }
 
 async fn respond(
     stream: &mut TcpStream,
     res: Response<Body>,
     kill: &Notify,
+    limit: Duration,
 ) -> std::io::Result<()> {
     let (parts, body) = res.into_parts();
     let sub = match body {
         Body::Events(sub) => sub,
         Body::Full(b) => {
             let b = b.unwrap_or_default();
-            let framing = format!("content-length: {}", b.len());
-            stream
-                .write_all(&head_bytes(parts.status, &parts.headers, &framing))
-                .await?;
-            return stream.write_all(&b).await;
+            // A 204 or 304 has no body and must not say it has one.
+            let framing = if matches!(parts.status.as_u16(), 204 | 304) {
+                String::new()
+            } else {
+                format!("content-length: {}", b.len())
+            };
+            let head = head_bytes(parts.status, &parts.headers, &framing);
+            within(limit, stream.write_all(&head)).await?;
+            return within(limit, stream.write_all(&b)).await;
         }
         // The stream route answers with nothing else.
         _ => return Ok(()),
     };
     let mut sub = *sub;
-    stream
-        .write_all(&head_bytes(
-            parts.status,
-            &parts.headers,
-            "transfer-encoding: chunked",
-        ))
-        .await?;
+    let head = head_bytes(parts.status, &parts.headers, "transfer-encoding: chunked");
+    within(limit, stream.write_all(&head)).await?;
     let mut probe = [0u8; 16];
     loop {
         let next = tokio::select! {
@@ -208,19 +260,21 @@ async fn respond(
             _ = kill.notified() => return Ok(()),
             r = stream.readable() => {
                 r?;
-                // The client sends nothing more on a stream; a read of 0 means it left.
+                // The client has nothing more to send on a stream: a read of 0 means it left,
+                // and bytes mean it is not an event-stream client. Either way, close.
                 match stream.try_read(&mut probe) {
-                    Ok(0) => return Ok(()),
-                    Ok(_) => continue,
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                    Ok(_) => return Ok(()),
                     Err(e) => return Err(e),
                 }
             }
         };
         match next {
+            // An empty chunk would be the chunked encoding's end.
+            Some(Ok(frame)) if frame.is_empty() => {}
             Some(Ok(frame)) => {
                 tokio::select! {
-                    r = write_chunk(stream, &frame) => r?,
+                    r = within(limit, write_chunk(stream, &frame)) => r?,
                     // A subscriber too slow to take a write is cut by the topic's sweep.
                     _ = kill.notified() => return Ok(()),
                 }
@@ -228,7 +282,7 @@ async fn respond(
             // Cut as a slow consumer: end without the last chunk, so the client sees an
             // incomplete response, not a clean end.
             Some(Err(_)) => return Ok(()),
-            None => return stream.write_all(b"0\r\n\r\n").await,
+            None => return within(limit, stream.write_all(b"0\r\n\r\n")).await,
         }
     }
 }
