@@ -8,7 +8,6 @@ use std::time::Duration;
 use a2a_gateway::config::{Config, Secret};
 use a2a_gateway::sample::{AgentOptions, SampleAgent};
 use bytes::Bytes;
-use hyper::Method;
 use serde_json::{json, Value};
 use support::sse::Events;
 use support::*;
@@ -297,18 +296,7 @@ async fn an_upstream_drop_is_resumed_while_subscribers_stay() {
 }
 
 async fn push(g: &TestGateway, task: &Value) -> Resp {
-    let body = json!({"event_type": "task.status.updated", "timestamp": a2a_gateway::protocol::time::now(), "data": task});
-    g.http
-        .send(
-            Method::POST,
-            "/agents/a/notifications",
-            &[
-                ("content-type", "application/json"),
-                ("authorization", &format!("Bearer {TOKEN}")),
-            ],
-            Bytes::from(serde_json::to_vec(&body).expect("json")),
-        )
-        .await
+    g.http.push_task("a", TOKEN, task).await
 }
 
 #[tokio::test]

@@ -62,18 +62,7 @@ async fn gateway(
 }
 
 async fn push(g: &TestGateway, task: &Value) -> Resp {
-    let body = json!({"event_type": "task.status.updated", "timestamp": a2a_gateway::protocol::time::now(), "data": task});
-    g.http
-        .send(
-            Method::POST,
-            "/agents/a/notifications",
-            &[
-                ("content-type", "application/json"),
-                ("authorization", &format!("Bearer {TOKEN}")),
-            ],
-            Bytes::from(serde_json::to_vec(&body).expect("json")),
-        )
-        .await
+    g.http.push_task("a", TOKEN, task).await
 }
 
 /// The agent moves its task to `status`; the Task document it would push.

@@ -112,6 +112,21 @@ impl Http {
         .await
     }
 
+    /// Push a Task to agent `agent`'s notification endpoint, as the agent would, with `token`.
+    pub async fn push_task(&self, agent: &str, token: &str, task: &Value) -> Resp {
+        let body = serde_json::json!({"event_type": "task.status.updated", "timestamp": a2a_gateway::protocol::time::now(), "data": task});
+        self.send(
+            Method::POST,
+            &format!("/agents/{agent}/notifications"),
+            &[
+                ("content-type", "application/json"),
+                ("authorization", &format!("Bearer {token}")),
+            ],
+            serde_json::to_vec(&body).expect("json"),
+        )
+        .await
+    }
+
     pub async fn post_empty(&self, path: &str) -> Resp {
         self.send(Method::POST, path, &[], Bytes::new()).await
     }

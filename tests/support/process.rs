@@ -61,18 +61,7 @@ impl GwProc {
     }
 
     pub async fn push(&self, task: &Value) -> Resp {
-        let body = json!({"event_type": "task.status.updated", "timestamp": a2a_gateway::protocol::time::now(), "data": task});
-        self.http
-            .send(
-                Method::POST,
-                "/agents/a/notifications",
-                &[
-                    ("content-type", "application/json"),
-                    ("authorization", &format!("Bearer {TOKEN}")),
-                ],
-                Bytes::from(serde_json::to_vec(&body).expect("json")),
-            )
-            .await
+        self.http.push_task("a", TOKEN, task).await
     }
 
     pub async fn metric(&self, family: &str, labels: &[(&str, &str)]) -> f64 {
