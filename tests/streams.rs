@@ -473,6 +473,8 @@ async fn events_reach_every_replica_through_redis() {
     let (p1, p2) = (GwProc::spawn(f.path()), GwProc::spawn(f.path()));
     p1.ready().await;
     p2.ready().await;
+    // Ready means subscribed to the change channel too.
+    assert_eq!(p2.http.get("/readyz").await.json()["change_feed"], "ok");
     let open = |p: &GwProc| {
         let base = p.http.base.clone();
         async move {

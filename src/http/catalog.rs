@@ -44,11 +44,15 @@ pub fn readyz(state: &State) -> ApiResult {
             without_card.push(serde_json::json!({"agent": a.cfg.name, "reason": s.last_error.unwrap_or_else(|| "not fetched yet".into())}));
         }
     }
-    let ready = pending.is_empty();
+    // With Redis, a replica that does not hear other replicas' changes would serve streams
+    // that miss them: not ready until it is subscribed.
+    let relaying = state.config.redis.is_none() || state.hub.feed.is_relayed();
+    let ready = pending.is_empty() && relaying;
     let body = to_json(&serde_json::json!({
         "ready": ready,
         "awaiting_first_card_attempt": pending,
         "agents_without_card": without_card,
+        "change_feed": if relaying { "ok" } else { "not subscribed to Redis" },
     }))?;
     Ok(json_response(
         if ready {

@@ -27,6 +27,9 @@ const CAPACITY: usize = 4096;
 
 pub struct ChangeFeed {
     tx: broadcast::Sender<Arc<Change>>,
+    /// With Redis: whether this replica is subscribed to the change channel right now (changes
+    /// published while it is not are missed, so it is not ready without it).
+    relayed: std::sync::atomic::AtomicBool,
 }
 
 impl Default for ChangeFeed {
@@ -39,7 +42,16 @@ impl ChangeFeed {
     pub fn new() -> ChangeFeed {
         ChangeFeed {
             tx: broadcast::channel(CAPACITY).0,
+            relayed: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    pub fn is_relayed(&self) -> bool {
+        self.relayed.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    fn set_relayed(&self, on: bool) {
+        self.relayed.store(on, std::sync::atomic::Ordering::Release);
     }
 
     pub fn publish(&self, change: Change) {
@@ -91,6 +103,7 @@ pub async fn relay_redis(
             let client = redis::Client::open(url.as_str())?;
             let mut pubsub = client.get_async_pubsub().await?;
             pubsub.subscribe(&chan).await?;
+            feed.set_relayed(true);
             tracing::debug!(channel = %chan, "relaying ledger changes from Redis");
             let mut messages = pubsub.on_message();
             use futures_util::StreamExt;
@@ -101,14 +114,21 @@ pub async fn relay_redis(
             }
             Ok::<(), redis::RedisError>(())
         };
-        tokio::select! {
-            r = session => {
-                match r {
-                    Ok(()) => tracing::warn!("Redis change channel closed; reconnecting"),
-                    Err(e) => tracing::warn!(error = %e, "Redis change channel failed; reconnecting"),
-                }
-            }
-            _ = stop.changed() => return,
+        let outcome = tokio::select! {
+            r = session => Some(r),
+            _ = stop.changed() => None,
+        };
+        if feed.is_relayed() {
+            // It was up: the next attempt need not wait long.
+            backoff = Duration::from_millis(100);
+        }
+        feed.set_relayed(false);
+        match outcome {
+            None => return,
+            Some(r) => match r {
+                Ok(()) => tracing::warn!("Redis change channel closed; reconnecting"),
+                Err(e) => tracing::warn!(error = %e, "Redis change channel failed; reconnecting"),
+            },
         }
         tokio::select! {
             _ = tokio::time::sleep(backoff) => {}
