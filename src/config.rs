@@ -304,6 +304,7 @@ const STREAM_KEYS: &[&str] = &[
     "max_topics",
     "max_event_bytes",
     "reconnect_max_ms",
+    "max_buffer_bytes",
 ];
 const AGENT_KEYS: &[&str] = &[
     "name",
@@ -594,6 +595,13 @@ impl Checker {
             s.max_event_bytes as u64,
             64 << 20,
         ) as usize;
+        s.max_buffer_bytes = self.int(
+            t,
+            "max_buffer_bytes",
+            "streams.max_buffer_bytes",
+            s.max_buffer_bytes,
+            1 << 40,
+        );
         s.reconnect_max = Duration::from_millis(self.int(
             t,
             "reconnect_max_ms",

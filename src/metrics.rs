@@ -38,6 +38,7 @@ pub struct Metrics {
     pub stream_slow_consumers: IntCounter,
     pub stream_upstream_reconnects: IntCounter,
     pub stream_fanout_seconds: Histogram,
+    pub stream_buffered_bytes: IntGauge,
 }
 
 /// From queueing to a subscriber's 2xx: milliseconds when all is well, hours through retries.
@@ -211,6 +212,10 @@ impl Metrics {
                 )
                 .buckets(LATENCY_BUCKETS.to_vec()),
             )?,
+            stream_buffered_bytes: IntGauge::new(
+                n("stream_buffered_bytes"),
+                "Bytes the task streams of this replica hold for replay (bounded by streams.max_buffer_bytes).",
+            )?,
             ledger_evictions: IntCounter::new(
                 n("ledger_evictions_total"),
                 "Tasks evicted from a full in-process ledger before their retention ended.",
@@ -230,6 +235,7 @@ impl Metrics {
         registry.register(Box::new(m.stream_slow_consumers.clone()))?;
         registry.register(Box::new(m.stream_upstream_reconnects.clone()))?;
         registry.register(Box::new(m.stream_fanout_seconds.clone()))?;
+        registry.register(Box::new(m.stream_buffered_bytes.clone()))?;
         let build = IntGaugeVec::new(
             Opts::new(n("build_info"), "Build information; always 1."),
             &["version"],

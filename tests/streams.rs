@@ -716,3 +716,42 @@ async fn the_lean_stream_path_speaks_correct_http() {
             >= 1.0
     );
 }
+
+/// What all task streams buffer together is bounded: past the budget, a stream that publishes
+/// sheds its own oldest events; the others keep theirs.
+#[tokio::test]
+async fn the_replay_buffers_share_one_budget() {
+    let a = agent().await;
+    let g = gateway(&a, |cfg| cfg.streams.max_buffer_bytes = 8 * 1024).await;
+    let (t1, t2) = (g.create_task("a").await, g.create_task("a").await);
+    let mut s1 = subscribe(&g, &format!("/tasks/{t1}/stream"), &[]).await;
+    let mut s2 = subscribe(&g, &format!("/tasks/{t2}/stream"), &[]).await;
+    upstream_open(&a, &t1, 1).await;
+    upstream_open(&a, &t2, 1).await;
+    let line = "q".repeat(1000);
+    for (t, s) in [(&t1, &mut s1), (&t2, &mut s2)] {
+        for i in 0..6 {
+            a.push_event(t, "log", &format!("{i} {line}"));
+        }
+        for _ in 0..6 {
+            s.next_event(WAIT).await.expect("live event");
+        }
+    }
+    let held = g.metric("a2a_gateway_stream_buffered_bytes", &[]).await;
+    assert!(held <= 8.0 * 1024.0 + 1100.0, "{held}");
+    // The first stream kept its history; the second shed its oldest.
+    let history = |t: String| {
+        let g = &g;
+        async move {
+            let mut late = subscribe(g, &format!("/tasks/{t}/stream"), &[]).await;
+            let mut n = 0;
+            while late.next_event(Duration::from_millis(300)).await.is_some() {
+                n += 1;
+            }
+            n
+        }
+    };
+    assert_eq!(history(t1.clone()).await, 6);
+    let kept = history(t2.clone()).await;
+    assert!((1..6).contains(&kept), "{kept}");
+}

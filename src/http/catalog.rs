@@ -82,6 +82,7 @@ pub async fn metrics(state: &State) -> ApiResult {
         }
         Err(e) => tracing::warn!(error = %e, "ledger counts unavailable for /metrics"),
     }
+    m.stream_buffered_bytes.set(state.hub.buffered() as i64);
     match state.queue.stats().await {
         Ok(q) => {
             m.webhook_queued.set(q.queued as i64);

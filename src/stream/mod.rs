@@ -46,6 +46,8 @@ pub struct StreamConfig {
     pub max_event_bytes: usize,
     /// Longest wait between upstream reconnection attempts.
     pub reconnect_max: Duration,
+    /// Bytes all task streams of a replica may buffer together.
+    pub max_buffer_bytes: u64,
 }
 
 impl Default for StreamConfig {
@@ -59,6 +61,7 @@ impl Default for StreamConfig {
             max_topics: 10_000,
             max_event_bytes: 256 * 1024,
             reconnect_max: Duration::from_secs(10),
+            max_buffer_bytes: 256 << 20,
         }
     }
 }
@@ -69,6 +72,8 @@ const END_GRACE: Duration = Duration::from_millis(500);
 
 pub struct Hub {
     topics: Mutex<HashMap<Key, Arc<Topic>>>,
+    /// Bytes buffered by all topics together (see `topic::Limits`).
+    buffered: Arc<std::sync::atomic::AtomicU64>,
     /// The gateway is stopping: no new subscriptions, open streams end.
     stop: watch::Receiver<bool>,
     cfg: StreamConfig,
@@ -87,6 +92,7 @@ impl Hub {
     ) -> Hub {
         Hub {
             topics: Mutex::new(HashMap::new()),
+            buffered: Arc::new(std::sync::atomic::AtomicU64::new(0)),
             stop,
             cfg,
             metrics,
@@ -146,6 +152,8 @@ impl Hub {
                         replay_events: self.cfg.replay_events.max(1),
                         replay_bytes: self.cfg.replay_bytes,
                         lag_bytes: self.cfg.lag_bytes,
+                        hub_bytes: self.buffered.clone(),
+                        hub_budget: self.cfg.max_buffer_bytes,
                     };
                     let t = Arc::new(Topic::new(key.clone(), limits, self.metrics.clone()));
                     map.insert(key, t.clone());
@@ -222,6 +230,11 @@ impl Hub {
         if map.get(&topic.key).is_some_and(|t| Arc::ptr_eq(t, topic)) {
             map.remove(&topic.key);
         }
+    }
+
+    /// Bytes the task streams of this replica hold for replay.
+    pub fn buffered(&self) -> u64 {
+        self.buffered.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Open task streams on this replica.

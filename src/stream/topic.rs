@@ -47,6 +47,10 @@ pub struct Limits {
     pub replay_events: usize,
     pub replay_bytes: usize,
     pub lag_bytes: u64,
+    /// Bytes buffered by every topic of the hub together, and their bound: past it, a topic
+    /// that publishes sheds its own oldest events (down to the one just published).
+    pub hub_bytes: Arc<AtomicU64>,
+    pub hub_budget: u64,
 }
 
 struct Inner {
@@ -184,12 +188,17 @@ impl Topic {
             at: Instant::now(),
         };
         inner.ring_bytes += stored.bytes.len();
+        let hub = &self.limits.hub_bytes;
+        hub.fetch_add(stored.bytes.len() as u64, Ordering::AcqRel);
         inner.ring.push_back(stored);
         while inner.ring.len() > self.limits.replay_events
-            || (inner.ring_bytes > self.limits.replay_bytes && inner.ring.len() > 1)
+            || (inner.ring.len() > 1
+                && (inner.ring_bytes > self.limits.replay_bytes
+                    || hub.load(Ordering::Acquire) > self.limits.hub_budget))
         {
             if let Some(old) = inner.ring.pop_front() {
                 inner.ring_bytes -= old.bytes.len();
+                hub.fetch_sub(old.bytes.len() as u64, Ordering::AcqRel);
             }
         }
         inner.last_event = Instant::now();
@@ -416,6 +425,13 @@ impl Subscription {
         self.get_mut()
             .poll_next(cx)
             .map(|o| o.map(|r| r.map(Frame::data)))
+    }
+}
+
+impl Drop for Topic {
+    fn drop(&mut self) {
+        let held = self.lock().ring_bytes as u64;
+        self.limits.hub_bytes.fetch_sub(held, Ordering::AcqRel);
     }
 }
 
