@@ -77,7 +77,7 @@ pub trait TaskLedger: Send + Sync + 'static {
     ) -> LedgerFuture<'a, ()>;
     /// The agent that listed this artifact.
     fn artifact_agent<'a>(&'a self, artifact_id: &'a str) -> LedgerFuture<'a, Option<Arc<str>>>;
-    /// Tasks held, by state (indexed like [`Status::ALL`]).
+    /// Tasks held, by state (indexed like [`crate::protocol::task::Status::ALL`]).
     fn counts(&self) -> LedgerFuture<'_, [u64; 6]>;
 }
 

@@ -2,7 +2,7 @@
 //! (per replica), and `/events`, one connection carrying many tasks and every ledger change.
 //!
 //! [`Hub`] holds the live [`topic::Topic`]s. The first subscriber of a task opens its topic and
-//! its upstream loop ([`upstream::run`]); later ones only add a cursor. The upstream loop
+//! its upstream loop (`upstream::run`); later ones only add a cursor. The upstream loop
 //! re-numbers the agent's events (`id: EPOCH-SEQ`), drops the agent's pings and sends the
 //! gateway's own, reconnects with `Last-Event-ID` when the agent drops the stream while the task
 //! is live, and closes the topic with a final `event: status` when the task ends (learned from
