@@ -135,7 +135,7 @@ impl Gateway {
             feed.clone(),
             stop_rx.clone(),
         ));
-        tokio::spawn(hub.clone().close_on_terminal(stop_rx.clone()));
+        feed.on_terminal(hub.terminal_hook());
         if let Some(r) = &config.redis {
             tokio::spawn(stream::changes::relay_redis(
                 r.url.clone(),

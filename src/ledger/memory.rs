@@ -82,7 +82,11 @@ impl MemoryLedger {
     }
 
     fn announce(&self, agent: &str, task_id: &str, head: Head, task: &Bytes, verdict: Verdict) {
-        if let Some(feed) = self.changes.as_ref().filter(|_| notifies(verdict)) {
+        if let Some(feed) = self
+            .changes
+            .as_ref()
+            .filter(|f| notifies(verdict) && f.wanted(head.status))
+        {
             feed.publish(Change {
                 agent: agent.into(),
                 task_id: task_id.into(),

@@ -25,8 +25,14 @@ pub struct Change {
 /// Listeners that fall this far behind lose changes (`Lagged`) rather than hold memory.
 const CAPACITY: usize = 4096;
 
+/// Called, synchronously, with every terminal change (the stream hub closes the task's stream).
+pub type TerminalHook = Box<dyn Fn(&Change) + Send + Sync>;
+
 pub struct ChangeFeed {
     tx: broadcast::Sender<Arc<Change>>,
+    /// Not a listener on the channel: a listener task would be woken (across threads) for
+    /// every change the ledger accepts, which costs the create path several microseconds.
+    on_terminal: std::sync::OnceLock<TerminalHook>,
     /// With Redis: whether this replica is subscribed to the change channel right now (changes
     /// published while it is not are missed, so it is not ready without it).
     relayed: std::sync::atomic::AtomicBool,
@@ -42,6 +48,7 @@ impl ChangeFeed {
     pub fn new() -> ChangeFeed {
         ChangeFeed {
             tx: broadcast::channel(CAPACITY).0,
+            on_terminal: std::sync::OnceLock::new(),
             relayed: std::sync::atomic::AtomicBool::new(false),
         }
     }
@@ -54,9 +61,27 @@ impl ChangeFeed {
         self.relayed.store(on, std::sync::atomic::Ordering::Release);
     }
 
+    /// Set the hook for terminal changes (once).
+    pub fn on_terminal(&self, hook: TerminalHook) {
+        let _ = self.on_terminal.set(hook);
+    }
+
+    /// Whether a change in `status` has anyone to hear it: the ledger builds a [`Change`]
+    /// only then.
+    pub fn wanted(&self, status: Status) -> bool {
+        (status.is_terminal() && self.on_terminal.get().is_some()) || self.tx.receiver_count() > 0
+    }
+
     pub fn publish(&self, change: Change) {
-        // No listener is not an error.
-        let _ = self.tx.send(Arc::new(change));
+        if change.status.is_terminal() {
+            if let Some(hook) = self.on_terminal.get() {
+                hook(&change);
+            }
+        }
+        if self.tx.receiver_count() > 0 {
+            // A listener that left meanwhile is not an error.
+            let _ = self.tx.send(Arc::new(change));
+        }
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<Change>> {

@@ -242,41 +242,35 @@ impl Hub {
         self.map().len()
     }
 
-    /// Close every task stream whose task just ended, with a final `event: status` carrying
-    /// the task. Runs until `stop`.
-    pub async fn close_on_terminal(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
-        let mut rx = self.feed.subscribe();
-        loop {
-            let change = tokio::select! {
-                c = rx.recv() => c,
-                _ = stop.changed() => return,
+    /// The change feed's terminal hook: close the stream of a task that just ended, with a
+    /// final `event: status` carrying the task, after a short grace for the agent's last events
+    /// (if its stream ends first, the upstream loop finishes the topic sooner; finishing is
+    /// idempotent). Holds the hub weakly: the hub owns the feed.
+    pub fn terminal_hook(self: &Arc<Self>) -> changes::TerminalHook {
+        let hub = Arc::downgrade(self);
+        Box::new(move |c: &changes::Change| {
+            let Some(hub) = hub.upgrade() else { return };
+            let topic = hub
+                .map()
+                .get(&(c.agent.clone(), c.task_id.clone()))
+                .cloned();
+            let Some(t) = topic else { return };
+            let task = c.task.clone();
+            let finish = move |hub: Arc<Hub>| {
+                t.finish("status", &String::from_utf8_lossy(&task));
+                hub.remove(&t);
             };
-            match change {
-                Ok(c) if c.status.is_terminal() => {
-                    let topic = self
-                        .map()
-                        .get(&(c.agent.clone(), c.task_id.clone()))
-                        .cloned();
-                    if let Some(t) = topic {
-                        // A short grace for the agent's last events; if its stream ends first,
-                        // the upstream loop finishes the topic sooner (finishing is idempotent).
-                        let hub = self.clone();
-                        tokio::spawn(async move {
-                            tokio::time::sleep(END_GRACE).await;
-                            t.finish("status", &String::from_utf8_lossy(&c.task));
-                            hub.remove(&t);
-                        });
-                    }
+            // The ledger applies changes on a runtime; without one, finish at once.
+            match tokio::runtime::Handle::try_current() {
+                Ok(rt) => {
+                    rt.spawn(async move {
+                        tokio::time::sleep(END_GRACE).await;
+                        finish(hub);
+                    });
                 }
-                Ok(_) => {}
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
-                    // Missed changes: streams of tasks that ended meanwhile are closed when
-                    // their upstream ends (the agent is asked then).
-                    tracing::warn!(missed = n, "stream hub fell behind the change feed");
-                }
-                Err(_) => return,
+                Err(_) => finish(hub),
             }
-        }
+        })
     }
 
     /// Close every topic (shutdown): subscribers get what is buffered, then their streams end.
