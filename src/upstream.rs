@@ -10,13 +10,50 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
-use hyper::{Request, Response};
+use hyper::{Request, Response, Uri};
 use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 pub type HttpClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// A pooled HTTP/1.1 + HTTP/2 client over rustls (webpki roots) on `http`, with a timer so idle
+/// connections are reaped. Shared by the agent client and the webhook sender, which differ only
+/// in their connector (the sender's resolves through the URL guard) and pool sizes.
+pub fn pooled_client<R>(
+    http: HttpConnector<R>,
+    idle: Duration,
+    max_idle_per_host: usize,
+) -> Result<Client<HttpsConnector<HttpConnector<R>>, Full<Bytes>>, String>
+where
+    R: Clone + Send + Sync + 'static,
+    HttpConnector<R>: tower_service::Service<Uri> + Clone + Send + Sync + 'static,
+    <HttpConnector<R> as tower_service::Service<Uri>>::Response:
+        hyper::rt::Read
+            + hyper::rt::Write
+            + hyper_util::client::legacy::connect::Connection
+            + Send
+            + Unpin,
+    <HttpConnector<R> as tower_service::Service<Uri>>::Future: Send + Unpin + 'static,
+    <HttpConnector<R> as tower_service::Service<Uri>>::Error:
+        Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    // The ring provider is passed explicitly so no process-wide default has to be installed.
+    let connector = HttpsConnectorBuilder::new()
+        .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
+        .map_err(|e| format!("TLS setup: {e}"))?
+        .https_or_http()
+        .enable_http1()
+        .enable_http2()
+        .wrap_connector(http);
+    Ok(Client::builder(TokioExecutor::new())
+        .pool_timer(TokioTimer::new())
+        .timer(TokioTimer::new())
+        .pool_idle_timeout(idle)
+        .pool_max_idle_per_host(max_idle_per_host)
+        .build(connector))
+}
 
 /// Why an exchange with an agent failed, mapped later to AGENT_UNREACHABLE / AGENT_TIMEOUT /
 /// AGENT_PROTOCOL_VIOLATION.
@@ -39,21 +76,7 @@ impl Upstream {
         http.set_connect_timeout(Some(connect_timeout));
         http.enforce_http(false);
         http.set_keepalive(Some(Duration::from_secs(60)));
-        // The ring provider is passed explicitly so no process-wide default has to be installed.
-        let builder = HttpsConnectorBuilder::new()
-            .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
-            .map_err(|e| format!("TLS setup: {e}"))?;
-        let connector = builder
-            .https_or_http()
-            .enable_http1()
-            .enable_http2()
-            .wrap_connector(http);
-        let client = Client::builder(TokioExecutor::new())
-            .pool_timer(TokioTimer::new())
-            .timer(TokioTimer::new())
-            .pool_idle_timeout(Duration::from_secs(90))
-            .pool_max_idle_per_host(256)
-            .build(connector);
+        let client = pooled_client(http, Duration::from_secs(90), 256)?;
         Ok(Upstream { client })
     }
 

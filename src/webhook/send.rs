@@ -18,11 +18,10 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Uri};
-use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::dns::Name;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use super::guard::{GuardError, UrlGuard};
 use super::queue::Message;
@@ -104,19 +103,11 @@ impl Sender {
         http.set_nodelay(true);
         http.set_connect_timeout(Some(cfg.timeout.min(Duration::from_secs(10))));
         http.enforce_http(false);
-        let connector = HttpsConnectorBuilder::new()
-            .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
-            .map_err(|e| format!("TLS setup: {e}"))?
-            .https_or_http()
-            .enable_http1()
-            .enable_http2()
-            .wrap_connector(http);
-        let client = Client::builder(TokioExecutor::new())
-            .pool_timer(TokioTimer::new())
-            .timer(TokioTimer::new())
-            .pool_idle_timeout(Duration::from_secs(60))
-            .pool_max_idle_per_host(cfg.concurrency.min(1024))
-            .build(connector);
+        let client = crate::upstream::pooled_client(
+            http,
+            Duration::from_secs(60),
+            cfg.concurrency.min(1024),
+        )?;
         Ok(Sender {
             client,
             subscribers,
