@@ -239,14 +239,25 @@ pub async fn handle(
     res.headers_mut()
         .insert(X_REQUEST_ID.clone(), ctx.request_id.clone());
     let agent = ctx.agent.as_ref().map_or("", |a| a.cfg.name.as_str());
+    count_request(&state, label, agent, res.status(), started);
+    Ok(res)
+}
+
+/// The request metrics of one answer (the hyper pipeline's and the lean stream path's).
+fn count_request(
+    state: &State,
+    route: &str,
+    agent: &str,
+    status: hyper::StatusCode,
+    started: Instant,
+) {
     let m = &state.metrics;
     m.requests
-        .with_label_values(&[label, agent, res.status().as_str()])
+        .with_label_values(&[route, agent, status.as_str()])
         .inc();
     m.request_seconds
-        .with_label_values(&[label, agent])
+        .with_label_values(&[route, agent])
         .observe(started.elapsed().as_secs_f64());
-    Ok(res)
 }
 
 async fn dispatch(

@@ -24,7 +24,7 @@ use tokio::sync::Notify;
 
 use super::body::Body;
 use super::error::{ApiError, Code};
-use super::{request_id_of, stream_route, tasks, Ctx, X_REQUEST_ID};
+use super::{count_request, request_id_of, stream_route, tasks, Ctx, X_REQUEST_ID};
 use crate::State;
 
 /// The longest request head read on this path (hyper's default limit is larger, but a stream
@@ -177,14 +177,13 @@ pub(super) async fn serve(mut stream: TcpStream, state: Arc<State>, peer: Socket
             .insert(X_REQUEST_ID.clone(), ctx.request_id.clone());
         (res, ctx.agent.map(|a| a.cfg.name.clone()))
     };
-    let agent = agent.unwrap_or_default();
-    let m = &state.metrics;
-    m.requests
-        .with_label_values(&["stream", &agent, res.status().as_str()])
-        .inc();
-    m.request_seconds
-        .with_label_values(&["stream", &agent])
-        .observe(started.elapsed().as_secs_f64());
+    count_request(
+        &state,
+        "stream",
+        agent.as_deref().unwrap_or(""),
+        res.status(),
+        started,
+    );
     // A client that stops reading is let go after this long stuck on one write (the sweep
     // cuts slow subscribers only while the topic lives; this also covers the last writes).
     let deadline = (state.hub.config().ping_interval * 2).max(Duration::from_secs(10));

@@ -221,6 +221,13 @@ pub fn write_event(out: &mut Vec<u8>, id: Option<&str>, event: Option<&str>, dat
     out.push(b'\n');
 }
 
+/// Append the spec's keep-alive event: `event: ping` with `{"timestamp": ...}`, no id (a ping
+/// is not an event to resume after).
+pub fn write_ping(out: &mut Vec<u8>, timestamp: &str) {
+    let data = format!("{{\"timestamp\": \"{timestamp}\"}}");
+    write_event(out, None, Some("ping"), &data);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

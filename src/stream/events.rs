@@ -17,7 +17,7 @@ use tokio::sync::{broadcast, mpsc};
 use super::changes::Change;
 use super::topic::Subscription;
 use crate::metrics::Metrics;
-use crate::protocol::sse::{write_event, Parser};
+use crate::protocol::sse::{write_event, write_ping, Parser};
 
 /// Task streams one `/events` connection may follow.
 pub const MAX_TASKS: usize = 64;
@@ -62,6 +62,9 @@ pub async fn run(
         .map(|(task, sub)| tagged(task, sub).boxed())
         .collect();
     let mut parser_events = Vec::new();
+    // Frames of the task streams are the gateway's own complete events: one parser reads them
+    // all back, to re-tag them.
+    let mut parser = Parser::new(usize::MAX);
     let mut last_sent = Instant::now();
     let mut tick = tokio::time::interval(
         (ping_every / 4).clamp(Duration::from_millis(20), Duration::from_secs(1)),
@@ -95,9 +98,7 @@ pub async fn run(
                         _ => return,
                     }
                 };
-                // Our own frames: always complete events, parsed back to re-tag them.
-                let mut p = Parser::new(usize::MAX);
-                if p.feed(&bytes, &mut parser_events).is_err() {
+                if parser.feed(&bytes, &mut parser_events).is_err() {
                     continue;
                 }
                 for e in parser_events.drain(..) {
@@ -113,8 +114,7 @@ pub async fn run(
             },
             _ = tick.tick() => {
                 if last_sent.elapsed() >= ping_every {
-                    let data = format!("{{\"timestamp\": \"{}\"}}", crate::protocol::time::now());
-                    write_event(&mut out, None, Some("ping"), &data);
+                    write_ping(&mut out, &crate::protocol::time::now());
                 }
             },
             _ = tx.closed() => return,

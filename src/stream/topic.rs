@@ -156,7 +156,9 @@ impl Topic {
     /// Publish one event to every subscriber: numbered, written once, kept for replay.
     pub fn publish(&self, event: Option<&str>, data: &str) {
         let mut inner = self.lock();
-        self.publish_locked(&mut inner, event, data);
+        let woken = self.publish_locked(&mut inner, event, data);
+        drop(inner);
+        self.wake(woken);
     }
 
     /// Publish a last event and close, in one step: of two sources that learn the task ended
@@ -166,14 +168,16 @@ impl Topic {
         if inner.closed {
             return;
         }
-        self.publish_locked(&mut inner, Some(event), data);
+        let woken = self.publish_locked(&mut inner, Some(event), data);
         drop(inner);
+        self.wake(woken);
         self.close();
     }
 
-    fn publish_locked(&self, inner: &mut Inner, event: Option<&str>, data: &str) {
+    /// Record one event; the wakers to wake once the lock is released.
+    fn publish_locked(&self, inner: &mut Inner, event: Option<&str>, data: &str) -> Vec<Waker> {
         if inner.closed {
-            return;
+            return Vec::new();
         }
         let mut out = Vec::with_capacity(data.len() + 48);
         let seq = inner.next_seq;
@@ -203,20 +207,21 @@ impl Topic {
         }
         inner.last_event = Instant::now();
         self.metrics.stream_events_in.inc();
-        wake_all(inner);
+        take_wakers(inner)
     }
 
     /// A gateway ping (`event: ping` with the time), sent to subscribers only: not numbered,
     /// not kept for replay.
     pub fn ping(&self) {
         let mut out = Vec::with_capacity(64);
-        let data = format!("{{\"timestamp\": \"{}\"}}", crate::protocol::time::now());
-        sse::write_event(&mut out, None, Some("ping"), &data);
+        sse::write_ping(&mut out, &crate::protocol::time::now());
         let mut inner = self.lock();
         inner.ping = Bytes::from(out);
         inner.ping_gen += 1;
         inner.last_event = Instant::now();
-        wake_all(&mut inner);
+        let woken = take_wakers(&mut inner);
+        drop(inner);
+        self.wake(woken);
     }
 
     /// No more events: subscribers read what is buffered, then their streams end.
@@ -226,8 +231,9 @@ impl Topic {
             return;
         }
         inner.closed = true;
-        wake_all(&mut inner);
+        let woken = take_wakers(&mut inner);
         drop(inner);
+        self.wake(woken);
         // A failed first connection keeps its phase: requests waiting on it must see why.
         self.phase.send_if_modified(|p| {
             if matches!(p, Phase::Failed(..)) {
@@ -326,10 +332,26 @@ impl Topic {
     }
 }
 
-fn wake_all(inner: &mut Inner) {
+/// Start a new round: every waiting subscriber's waker, to wake after the lock is released
+/// (with ten thousand subscribers, waking them all under the lock would hold off each of them
+/// as it wakes and comes for the lock).
+fn take_wakers(inner: &mut Inner) -> Vec<Waker> {
     inner.round += 1;
-    for w in inner.wakers.drain(..) {
-        w.wake();
+    std::mem::take(&mut inner.wakers)
+}
+
+impl Topic {
+    fn wake(&self, mut woken: Vec<Waker>) {
+        for w in woken.drain(..) {
+            w.wake();
+        }
+        // Hand the (now empty) allocation back for the next round, if nobody started one.
+        if woken.capacity() > 64 {
+            let mut inner = self.lock();
+            if inner.wakers.is_empty() {
+                inner.wakers = woken;
+            }
+        }
     }
 }
 
