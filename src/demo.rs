@@ -6,8 +6,8 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use a2a_gateway::config::{AgentConfig, Config};
-use a2a_gateway::sample::{card_for, AgentOptions, Progress, SampleAgent};
 use a2a_gateway::Gateway;
+use a2a_sample_agent::{card_for, AgentOptions, Progress, SampleAgent};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::Request;

@@ -5,7 +5,7 @@ mod support;
 
 use std::time::Duration;
 
-use a2a_gateway::sample::{Reply, Route};
+use a2a_sample_agent::{Reply, Route};
 use serde_json::json;
 use support::*;
 use tokio::io::AsyncReadExt;
@@ -172,7 +172,7 @@ async fn the_bearer_scheme_is_case_insensitive() {
 async fn a_stalled_file_body_is_cut_after_the_agent_timeout() {
     use tokio::io::AsyncWriteExt;
     let card =
-        serde_json::to_vec(&a2a_gateway::sample::card_for("Stalling agent", None)).expect("card");
+        serde_json::to_vec(&a2a_sample_agent::card_for("Stalling agent", None)).expect("card");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");

@@ -5,7 +5,7 @@ mod support;
 use std::time::Duration;
 
 use a2a_gateway::config::Conformance;
-use a2a_gateway::sample::{card_for, SampleAgent};
+use a2a_sample_agent::{card_for, SampleAgent};
 use bytes::Bytes;
 use hyper::Method;
 use serde_json::{json, Value};

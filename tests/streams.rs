@@ -6,7 +6,7 @@ mod support;
 use std::time::Duration;
 
 use a2a_gateway::config::{Config, Secret};
-use a2a_gateway::sample::{AgentOptions, SampleAgent};
+use a2a_sample_agent::{AgentOptions, SampleAgent};
 use bytes::Bytes;
 use serde_json::{json, Value};
 use support::sse::Events;
@@ -526,8 +526,8 @@ async fn a_stream_the_agent_refuses_is_an_error_not_an_empty_stream() {
     // The agent answers something that is not an event stream.
     let id = g.create_task("a").await;
     a.script_once(
-        a2a_gateway::sample::Route::Stream,
-        a2a_gateway::sample::Reply::Json(200, json!({"not": "a stream"})),
+        a2a_sample_agent::Route::Stream,
+        a2a_sample_agent::Reply::Json(200, json!({"not": "a stream"})),
     );
     let r = g.http.get(&format!("/tasks/{id}/stream")).await;
     assert_eq!(

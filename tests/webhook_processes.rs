@@ -8,7 +8,7 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
-use a2a_gateway::sample::SampleAgent;
+use a2a_sample_agent::SampleAgent;
 use serde_json::{json, Value};
 use support::hook::Hook;
 use support::process::{GwProc, TOKEN};

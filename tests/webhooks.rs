@@ -6,8 +6,8 @@ mod support;
 use std::time::{Duration, Instant};
 
 use a2a_gateway::config::{Config, RedisConfig, Secret, SubscriberConfig};
-use a2a_gateway::sample::SampleAgent;
 use a2a_gateway::webhook::retry::Schedule;
+use a2a_sample_agent::SampleAgent;
 use base64::Engine;
 use bytes::Bytes;
 use hyper::Method;

@@ -5,8 +5,8 @@
 use std::time::{Duration, Instant};
 
 use a2a_gateway::config::{AgentConfig, Config};
-use a2a_gateway::sample::{AgentOptions, SampleAgent};
 use a2a_gateway::Gateway;
+use a2a_sample_agent::{AgentOptions, SampleAgent};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::header::HeaderMap;
@@ -15,7 +15,7 @@ use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use hyper_util::rt::TokioExecutor;
 use serde_json::Value;
 
-pub use a2a_gateway::sample;
+pub use a2a_sample_agent as sample;
 
 pub mod hook;
 pub mod process;

@@ -12,7 +12,6 @@ pub mod ledger;
 pub mod metrics;
 pub mod protocol;
 pub mod registry;
-pub mod sample;
 pub mod stream;
 pub mod upstream;
 pub mod webhook;
