@@ -6,7 +6,6 @@ mod support;
 use std::time::{Duration, Instant};
 
 use a2a_gateway::config::{Config, RedisConfig, Secret, SubscriberConfig};
-use a2a_gateway::webhook::retry::Schedule;
 use a2a_sample_agent::SampleAgent;
 use base64::Engine;
 use bytes::Bytes;
@@ -28,7 +27,7 @@ fn secret(n: u8) -> String {
 
 fn subscriber(name: &str, hook: &Hook, key: Option<&str>) -> SubscriberConfig {
     let mut s = SubscriberConfig::new(name, &hook.url());
-    s.secret = key.map(|k| a2a_gateway::webhook::sign::Secret::parse(k).expect("secret"));
+    s.secret = key.map(Secret::new);
     s
 }
 
@@ -44,7 +43,7 @@ async fn gateway(
         cfg.agents[0].ingest_token = Some(Secret::new(TOKEN));
         cfg.subscribers = subs;
         cfg.webhooks.allow = vec!["127.0.0.1/32".into()];
-        cfg.webhooks.schedule = Schedule::from_secs(&[1; 10]).expect("schedule");
+        cfg.webhooks.retry_schedule_secs = vec![1; 10];
         cfg.webhooks.timeout = Duration::from_secs(2);
         cfg.webhooks.visibility_timeout = Duration::from_secs(8);
         cfg.admin_token = Some(Secret::new(ADMIN));
@@ -317,7 +316,7 @@ async fn dead_letters(redis: Option<&RedisServer>) {
     hook.set_status(302);
     let a = agent().await;
     let g = gateway(&a, redis, vec![subscriber("s", &hook, None)], |cfg| {
-        cfg.webhooks.schedule = Schedule::from_secs(&[1, 1]).expect("schedule");
+        cfg.webhooks.retry_schedule_secs = vec![1, 1];
     })
     .await;
     let id = g.create_task("a").await;

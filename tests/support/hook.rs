@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use a2a_gateway::webhook::sign::{verify, Secret};
+use a2a_gateway::webhook::sign::{verify, SigningKey};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
@@ -44,7 +44,7 @@ impl Received {
     }
     /// Check the Standard Webhooks signature with `secret`, as a receiver would.
     pub fn verify(&self, secret: &str) -> Result<(), String> {
-        let secret = Secret::parse(secret).map_err(|e| e.to_string())?;
+        let secret = SigningKey::parse(secret).map_err(|e| e.to_string())?;
         let ts: i64 = self
             .header("webhook-timestamp")
             .ok_or("no webhook-timestamp")?

@@ -155,7 +155,8 @@ impl Gateway {
                 sender,
                 &config.webhooks,
                 metrics.clone(),
-            );
+            )
+            .map_err(StartError::Setup)?;
             workers.push(
                 worker
                     .spawn(stop_rx.clone())

@@ -28,43 +28,8 @@ use crate::upstream::Upstream;
 use changes::ChangeFeed;
 use topic::{Key, Limits, Phase, Subscription, Topic};
 
-/// `[streams]` in the config.
-#[derive(Debug, Clone)]
-pub struct StreamConfig {
-    /// A quiet stream gets the gateway's `event: ping` this often.
-    pub ping_interval: Duration,
-    /// How long a topic without subscribers keeps its upstream open.
-    pub linger: Duration,
-    /// Events kept per task for replay and for subscribers catching up.
-    pub replay_events: usize,
-    pub replay_bytes: usize,
-    /// A subscriber further behind than this is cut (it resumes with Last-Event-ID).
-    pub lag_bytes: u64,
-    /// Tasks streamed at once per replica.
-    pub max_topics: usize,
-    /// Largest event (or line) accepted from an agent.
-    pub max_event_bytes: usize,
-    /// Longest wait between upstream reconnection attempts.
-    pub reconnect_max: Duration,
-    /// Bytes all task streams of a replica may buffer together.
-    pub max_buffer_bytes: u64,
-}
-
-impl Default for StreamConfig {
-    fn default() -> Self {
-        StreamConfig {
-            ping_interval: Duration::from_secs(15),
-            linger: Duration::from_secs(5),
-            replay_events: 1000,
-            replay_bytes: 1 << 20,
-            lag_bytes: 1 << 20,
-            max_topics: 10_000,
-            max_event_bytes: 256 * 1024,
-            reconnect_max: Duration::from_secs(10),
-            max_buffer_bytes: 256 << 20,
-        }
-    }
-}
+/// `[streams]` in the config: plain sizes and durations, used as they are.
+pub use crate::config::StreamsConfig as StreamConfig;
 
 /// After a task ends, its stream stays open this long for the agent's last events (the ledger
 /// often hears of the end before the agent's stream says its last word).

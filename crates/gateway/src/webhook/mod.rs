@@ -16,3 +16,158 @@ pub mod retry;
 pub mod send;
 pub mod sign;
 pub mod worker;
+
+use crate::config::Rules;
+
+/// The config checks that need this module's knowledge: address ranges and subscriber URLs
+/// (the [`guard`]), the retry schedule's limits ([`retry`]) and signing keys ([`sign`]).
+pub struct ConfigRules;
+
+impl Rules for ConfigRules {
+    fn allow_entry(&self, entry: &str) -> Result<(), String> {
+        entry
+            .parse::<guard::Cidr>()
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+
+    fn retry_schedule(&self, secs: &[u64]) -> Result<(), String> {
+        retry::Schedule::from_secs(secs)
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+
+    fn subscriber_url(&self, allow: &[String], url: &str) -> Result<(), String> {
+        // A bad allow list is reported at its own key; check the URL against the good entries.
+        let allow: Vec<&String> = allow
+            .iter()
+            .filter(|a| self.allow_entry(a).is_ok())
+            .collect();
+        let guard = guard::UrlGuard::new(&allow).unwrap_or_default();
+        guard.check_url(url).map(drop).map_err(|e| e.to_string())
+    }
+
+    fn signing_secret(&self, secret: &str) -> Result<(), String> {
+        sign::SigningKey::parse(secret)
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// The config's webhook parts, checked with [`ConfigRules`] (moved from the config module, which
+/// no longer knows the guard, the schedule's limits or signing keys).
+#[cfg(test)]
+mod config_tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::config::{Config, Problem};
+
+    fn parse(text: &str) -> Result<Config, Vec<Problem>> {
+        Config::parse_with(text, &ConfigRules)
+    }
+
+    const KEY: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+    #[test]
+    fn subscribers_and_webhooks_parse() {
+        let cfg = parse(&format!(
+            r#"
+            listen = "127.0.0.1:0"
+            admin_token = "admin-0123456789abcdef"
+            [[agents]]
+            name = "a"
+            url = "http://x"
+            [[agents]]
+            name = "b"
+            url = "http://y"
+            [webhooks]
+            allow = ["127.0.0.1/32", "10.0.0.0/8"]
+            retry_schedule_secs = [1, 2]
+            max_attempts = 5
+            timeout_ms = 2000
+            visibility_timeout_secs = 30
+            concurrency = 8
+            [[subscribers]]
+            name = "ops"
+            url = "http://127.0.0.1:9/hook"
+            auth_header = "Authorization: Bearer sub-secret-token"
+            secret = "{KEY}"
+            agents = ["b"]
+            [[subscribers]]
+            name = "all"
+            url = "https://hooks.example.com/x"
+        "#
+        ))
+        .expect("valid");
+        let w = &cfg.webhooks;
+        let schedule = retry::Schedule::from_config(w).expect("schedule");
+        assert_eq!(schedule.max_attempts(), 5, "the last wait repeats");
+        assert_eq!(schedule.delays()[3], Duration::from_secs(2));
+        assert_eq!((w.concurrency, w.timeout), (8, Duration::from_secs(2)));
+        let ops = &cfg.subscribers[0];
+        assert!(ops.follows("b") && !ops.follows("a"));
+        assert!(cfg.subscribers[1].follows("a"));
+        let (name, value) = ops.auth_header.as_ref().expect("auth header");
+        assert_eq!(
+            (name.as_str(), value.expose()),
+            ("authorization", "Bearer sub-secret-token")
+        );
+        let shown = format!("{cfg:?}");
+        assert!(
+            !shown.contains("sub-secret-token") && !shown.contains("MfKQ9r8"),
+            "{shown}"
+        );
+        assert!(!shown.contains("admin-0123456789abcdef"));
+    }
+
+    #[test]
+    fn subscriber_problems_are_reported_with_their_keys() {
+        let problems = parse(
+            r#"
+            listen = "127.0.0.1:0"
+            [[agents]]
+            name = "a"
+            url = "http://x"
+            [webhooks]
+            retry_schedule_secs = [0]
+            timeout_ms = 10000
+            visibility_timeout_secs = 12
+            allow = ["10.0.0.0/33"]
+            [[subscribers]]
+            name = "s"
+            url = "http://10.1.2.3/hook"
+            secret = "not-a-secret"
+            auth_header = "no colon here"
+            agents = ["nobody"]
+            [[subscribers]]
+            name = "s"
+            url = "http://169.254.169.254/latest"
+            colour = 1
+        "#,
+        )
+        .expect_err("broken");
+        let keys: Vec<&str> = problems.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "webhooks.allow[0]",
+                "webhooks.retry_schedule_secs",
+                "webhooks.visibility_timeout_secs",
+                "subscribers[0].url",
+                "subscribers[0].auth_header",
+                "subscribers[0].secret",
+                "subscribers[0].agents",
+                "subscribers[1].colour",
+                "subscribers[1].url",
+                "subscribers[1].name",
+            ],
+            "{problems:?}"
+        );
+        // A private address is refused unless allowed; allowing it makes the URL acceptable.
+        let ok = parse(
+            "listen = \"127.0.0.1:0\"\n[[agents]]\nname=\"a\"\nurl=\"http://x\"\n[webhooks]\nallow = [\"10.0.0.0/8\"]\n[[subscribers]]\nname=\"s\"\nurl=\"http://10.1.2.3/hook\"\n",
+        );
+        assert!(ok.is_ok(), "{ok:?}");
+    }
+}

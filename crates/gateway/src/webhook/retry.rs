@@ -11,6 +11,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use chrono::{DateTime, NaiveDateTime};
 
+use crate::config::WebhookConfig;
+
 /// The longest the gateway ever waits between two attempts, whatever the schedule or a
 /// `Retry-After` says: a subscriber asking for a week is treated as asking for a day, so a
 /// delivery is not parked out of sight for longer than an operator would look for it.
@@ -18,9 +20,6 @@ pub const MAX_DELAY: Duration = Duration::from_secs(24 * 3600);
 
 /// More retries than this is certainly a config mistake (and keeps attempt counts small).
 pub const MAX_RETRIES: usize = 100;
-
-/// Standard Webhooks' schedule, in seconds: 7 retries, 8 attempts in all.
-pub const DEFAULT_SCHEDULE_SECS: [u64; 7] = [5, 300, 1800, 7200, 18000, 36000, 36000];
 
 /// The waits before each retry: entry `n` is the wait after attempt `n + 1` failed. The first
 /// attempt is immediate and not part of the list, so `max_attempts` is one more than its length.
@@ -105,14 +104,17 @@ fn scale_permille(d: Duration, permille: u64) -> Duration {
     Duration::from_millis(u64::try_from(ms).unwrap_or(u64::MAX))
 }
 
+impl Schedule {
+    /// From `[webhooks]`: `retry_schedule_secs` after `max_attempts`.
+    pub fn from_config(cfg: &WebhookConfig) -> Result<Schedule, ScheduleError> {
+        Schedule::from_secs(&cfg.retry_waits_secs())
+    }
+}
+
+/// The config's default schedule (Standard Webhooks': 7 retries, 8 attempts in all).
 impl Default for Schedule {
     fn default() -> Schedule {
-        Schedule(
-            DEFAULT_SCHEDULE_SECS
-                .iter()
-                .map(|&s| Duration::from_secs(s))
-                .collect(),
-        )
+        Schedule::from_config(&WebhookConfig::default()).expect("the default schedule is valid")
     }
 }
 

@@ -59,6 +59,8 @@ type WebhookClient = Client<HttpsConnector<HttpConnector<GuardedResolver>>, Full
 pub struct Subscriber {
     pub cfg: SubscriberConfig,
     pub uri: Uri,
+    /// `cfg.secret`, decoded.
+    pub key: Option<sign::SigningKey>,
 }
 
 /// What one attempt got.
@@ -91,11 +93,18 @@ impl Sender {
             let uri = guard
                 .check_url(&s.url)
                 .map_err(|e| format!("{}: {e}", s.name))?;
+            let key = s
+                .secret
+                .as_ref()
+                .map(|k| sign::SigningKey::parse(k.expose()))
+                .transpose()
+                .map_err(|e| format!("{}: {e}", s.name))?;
             subscribers.insert(
                 Arc::from(s.name.as_str()),
                 Arc::new(Subscriber {
                     cfg: s.clone(),
                     uri,
+                    key,
                 }),
             );
         }
@@ -138,7 +147,7 @@ impl Sender {
                 header::USER_AGENT,
                 concat!("a2a-gateway/", env!("CARGO_PKG_VERSION")),
             );
-        match sign::headers(sub.cfg.secret.as_ref(), &msg.msg_id, ts, &msg.payload) {
+        match sign::headers(sub.key.as_ref(), &msg.msg_id, ts, &msg.payload) {
             Ok(hs) => {
                 for (k, v) in hs {
                     req = req.header(k, v);

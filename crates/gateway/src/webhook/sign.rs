@@ -53,7 +53,7 @@ const B64: GeneralPurpose = base64::engine::general_purpose::STANDARD;
 /// in a config struct that gets logged.
 #[derive(Clone, serde::Deserialize)]
 #[serde(try_from = "String")]
-pub struct Secret {
+pub struct SigningKey {
     key: Vec<u8>,
 }
 
@@ -67,10 +67,10 @@ pub enum SecretError {
     Length(usize),
 }
 
-impl Secret {
+impl SigningKey {
     /// Parse `whsec_<base64>`. Surrounding whitespace (a secret read from a file with its
     /// newline) is ignored; anything else that is not exactly the standard form is refused.
-    pub fn parse(s: &str) -> Result<Secret, SecretError> {
+    pub fn parse(s: &str) -> Result<SigningKey, SecretError> {
         let encoded = s
             .trim()
             .strip_prefix(SECRET_PREFIX)
@@ -81,7 +81,7 @@ impl Secret {
         if !(MIN_KEY_LEN..=MAX_KEY_LEN).contains(&key.len()) {
             return Err(SecretError::Length(key.len()));
         }
-        Ok(Secret { key })
+        Ok(SigningKey { key })
     }
 
     fn mac(&self, msg_id: &str, timestamp_secs: i64, body: &[u8]) -> [u8; 32] {
@@ -100,29 +100,29 @@ impl Secret {
     }
 }
 
-impl FromStr for Secret {
+impl FromStr for SigningKey {
     type Err = SecretError;
-    fn from_str(s: &str) -> Result<Secret, SecretError> {
-        Secret::parse(s)
+    fn from_str(s: &str) -> Result<SigningKey, SecretError> {
+        SigningKey::parse(s)
     }
 }
 
-impl TryFrom<String> for Secret {
+impl TryFrom<String> for SigningKey {
     type Error = SecretError;
-    fn try_from(s: String) -> Result<Secret, SecretError> {
-        Secret::parse(&s)
+    fn try_from(s: String) -> Result<SigningKey, SecretError> {
+        SigningKey::parse(&s)
     }
 }
 
-impl fmt::Debug for Secret {
+impl fmt::Debug for SigningKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret(<redacted>)")
+        f.write_str("SigningKey(<redacted>)")
     }
 }
 
 /// The `webhook-signature` value for one delivery: `v1,<base64 HMAC-SHA256>` over
 /// `"{msg_id}.{timestamp_secs}.{body}"`, the body as the exact bytes sent.
-pub fn sign(secret: &Secret, msg_id: &str, timestamp_secs: i64, body: &[u8]) -> String {
+pub fn sign(secret: &SigningKey, msg_id: &str, timestamp_secs: i64, body: &[u8]) -> String {
     format!(
         "{VERSION},{}",
         B64.encode(secret.mac(msg_id, timestamp_secs, body))
@@ -152,7 +152,7 @@ pub enum VerifyError {
 /// Entries of other versions or malformed entries are skipped, as the standard asks.
 #[allow(clippy::too_many_arguments)]
 pub fn verify(
-    secret: &Secret,
+    secret: &SigningKey,
     msg_id: &str,
     timestamp_secs: i64,
     body: &[u8],
@@ -206,7 +206,7 @@ pub const MAX_MSG_ID_LEN: usize = 256;
 /// id containing `.` would let one signature stand for a different (id, timestamp, body) split.
 /// The id is also what receivers deduplicate on, so it must be the same on every retry.
 pub fn headers(
-    secret: Option<&Secret>,
+    secret: Option<&SigningKey>,
     msg_id: &str,
     timestamp_secs: i64,
     body: &[u8],
@@ -248,8 +248,8 @@ mod tests {
     const EXPECTED: &str = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=";
     const TOL: u64 = 300;
 
-    fn secret() -> Secret {
-        Secret::parse(SECRET).unwrap()
+    fn secret() -> SigningKey {
+        SigningKey::parse(SECRET).unwrap()
     }
 
     #[test]
@@ -288,7 +288,7 @@ mod tests {
             ),
             Err(VerifyError::Mismatch)
         );
-        let other = Secret::parse("whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA").unwrap();
+        let other = SigningKey::parse("whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA").unwrap();
         assert_eq!(
             verify(&other, MSG_ID, TS, BODY, EXPECTED, TS, TOL),
             Err(VerifyError::Mismatch)
@@ -396,33 +396,36 @@ mod tests {
     #[test]
     fn secret_requires_prefix_base64_and_length() {
         assert_eq!(
-            Secret::parse("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").unwrap_err(),
+            SigningKey::parse("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").unwrap_err(),
             SecretError::MissingPrefix
         );
         assert_eq!(
-            Secret::parse("WHSEC_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").unwrap_err(),
+            SigningKey::parse("WHSEC_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").unwrap_err(),
             SecretError::MissingPrefix
         );
         assert_eq!(
-            Secret::parse("whsec_not base64!").unwrap_err(),
+            SigningKey::parse("whsec_not base64!").unwrap_err(),
             SecretError::Base64
         );
         // URL-safe alphabet is not the standard's.
         assert_eq!(
-            Secret::parse("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaS_").unwrap_err(),
+            SigningKey::parse("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaS_").unwrap_err(),
             SecretError::Base64
         );
-        assert_eq!(Secret::parse("whsec_").unwrap_err(), SecretError::Length(0));
+        assert_eq!(
+            SigningKey::parse("whsec_").unwrap_err(),
+            SecretError::Length(0)
+        );
         // 23 bytes: too short; 24 and 64: the bounds; 65: too long.
         let enc = |n: usize| format!("whsec_{}", B64.encode(vec![7u8; n]));
         assert_eq!(
-            Secret::parse(&enc(23)).unwrap_err(),
+            SigningKey::parse(&enc(23)).unwrap_err(),
             SecretError::Length(23)
         );
-        assert!(Secret::parse(&enc(24)).is_ok());
-        assert!(Secret::parse(&enc(64)).is_ok());
+        assert!(SigningKey::parse(&enc(24)).is_ok());
+        assert!(SigningKey::parse(&enc(64)).is_ok());
         assert_eq!(
-            Secret::parse(&enc(65)).unwrap_err(),
+            SigningKey::parse(&enc(65)).unwrap_err(),
             SecretError::Length(65)
         );
     }
@@ -433,11 +436,11 @@ mod tests {
         let padded = format!("whsec_{}", B64.encode([9u8; 32]));
         assert!(padded.ends_with('='));
         let unpadded = padded.trim_end_matches('=').to_string();
-        let a = sign(&Secret::parse(&padded).unwrap(), MSG_ID, TS, BODY);
-        let b = sign(&Secret::parse(&unpadded).unwrap(), MSG_ID, TS, BODY);
+        let a = sign(&SigningKey::parse(&padded).unwrap(), MSG_ID, TS, BODY);
+        let b = sign(&SigningKey::parse(&unpadded).unwrap(), MSG_ID, TS, BODY);
         assert_eq!(a, b);
         let c = sign(
-            &Secret::parse(&format!("  {SECRET}\n")).unwrap(),
+            &SigningKey::parse(&format!("  {SECRET}\n")).unwrap(),
             MSG_ID,
             TS,
             BODY,
@@ -447,13 +450,13 @@ mod tests {
 
     #[test]
     fn secret_deserializes_from_config_and_never_prints_its_key() {
-        let s: Secret = serde_json::from_str(&format!("\"{SECRET}\"")).unwrap();
+        let s: SigningKey = serde_json::from_str(&format!("\"{SECRET}\"")).unwrap();
         assert_eq!(sign(&s, MSG_ID, TS, BODY), EXPECTED);
         let printed = format!("{s:?} {:?}", Some(&s));
         assert!(!printed.contains("MfKQ9r8G"), "{printed}");
         assert!(!printed.contains("49, 242"), "{printed}"); // nor the key bytes
         assert!(printed.contains("redacted"));
-        let bad: Result<Secret, _> = serde_json::from_str("\"nope\"");
+        let bad: Result<SigningKey, _> = serde_json::from_str("\"nope\"");
         assert!(bad.is_err());
     }
 

@@ -58,12 +58,13 @@ impl Worker {
         sender: Sender,
         cfg: &WebhookConfig,
         metrics: Arc<Metrics>,
-    ) -> Worker {
+    ) -> Result<Worker, String> {
+        let schedule = Schedule::from_config(cfg).map_err(|e| format!("webhooks: {e}"))?;
         let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "gw".into());
-        Worker {
+        Ok(Worker {
             queue,
             sender,
-            schedule: cfg.schedule.clone(),
+            schedule,
             concurrency: cfg.concurrency.max(1),
             visibility: cfg.visibility_timeout,
             timeout: cfg.timeout,
@@ -75,7 +76,7 @@ impl Worker {
             ),
             disabled: RwLock::new(HashSet::new()),
             paused: Mutex::new(HashMap::new()),
-        }
+        })
     }
 
     /// Start the worker on its own thread; it stops when `stop` turns true, after letting the

@@ -1,0 +1,34 @@
+//! serde helpers for the config's fields: durations from whole units, and values parsed from
+//! strings. Their messages never repeat a value that may be a credential.
+
+use std::time::Duration;
+
+use hyper::header::HeaderName;
+use serde::de::Error;
+use serde::{Deserialize, Deserializer};
+
+use super::Secret;
+
+pub fn millis<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    u64::deserialize(d).map(Duration::from_millis)
+}
+
+pub fn secs<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    u64::deserialize(d).map(Duration::from_secs)
+}
+
+/// A base URL is kept without its trailing slash.
+pub fn base_url<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    String::deserialize(d).map(|u| u.trim_end_matches('/').to_owned())
+}
+
+pub fn header_line<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<(HeaderName, Secret)>, D::Error> {
+    let line = Secret::deserialize(d)?;
+    super::parse_header_line(line.expose())
+        .map(Some)
+        .ok_or_else(|| {
+            D::Error::custom("must be one header line such as \"Authorization: Bearer <token>\"")
+        })
+}

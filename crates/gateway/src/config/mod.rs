@@ -1,0 +1,958 @@
+//! The TOML config as plain data: serde types with `deny_unknown_fields`, each default written
+//! once (the `Default` impls), and [`Config::validate`] for every rule serde cannot express.
+//! [`Config::parse`] reports *every* problem with its key, so `check-config` can list them all
+//! at once: unknown keys (with the nearest valid one) and wrong types first ([`keys`]), then
+//! every semantic problem. This module is a leaf: it imports no other module of the crate.
+//! The domain modules build their runtime types from it, and rules that need their knowledge
+//! (the webhook URL guard, signing keys, the retry schedule) come in through [`Rules`].
+
+mod de;
+pub mod keys;
+
+use std::collections::HashSet;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use hyper::header::{HeaderName, HeaderValue};
+use serde::Deserialize;
+use toml::Table;
+
+/// How an agent's non-conformant responses are treated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Conformance {
+    /// A broken response becomes 502 AGENT_PROTOCOL_VIOLATION (default).
+    #[default]
+    Enforce,
+    /// Passed on, counted and logged.
+    Report,
+}
+
+/// A credential from the config (a token, a header value, a signing key): compared in constant
+/// time, never printed.
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(s: impl Into<String>) -> Self {
+        Secret(s.into())
+    }
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+    /// Constant-time comparison (the length of the secret is not hidden).
+    pub fn matches(&self, candidate: &[u8]) -> bool {
+        use subtle::ConstantTimeEq;
+        self.0.as_bytes().ct_eq(candidate).into()
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+/// `[[agents]]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AgentConfig {
+    /// Route name: the agent is served under `/agents/{name}/`.
+    pub name: String,
+    /// Base URL, without a trailing slash.
+    #[serde(deserialize_with = "de::base_url")]
+    pub url: String,
+    pub card_path: String,
+    #[serde(rename = "refresh_secs", deserialize_with = "de::secs")]
+    pub refresh: Duration,
+    #[serde(rename = "timeout_ms", deserialize_with = "de::millis")]
+    pub timeout: Duration,
+    pub ingest_token: Option<Secret>,
+    pub conformance: Conformance,
+}
+
+impl Default for AgentConfig {
+    fn default() -> AgentConfig {
+        AgentConfig {
+            name: String::new(),
+            url: String::new(),
+            card_path: "/agent-card.json".into(),
+            refresh: Duration::from_secs(300),
+            timeout: Duration::from_millis(10_000),
+            ingest_token: None,
+            conformance: Conformance::Enforce,
+        }
+    }
+}
+
+impl AgentConfig {
+    pub fn new(name: &str, url: &str) -> AgentConfig {
+        AgentConfig {
+            name: name.into(),
+            url: url.trim_end_matches('/').into(),
+            ..AgentConfig::default()
+        }
+    }
+}
+
+/// `[redis]`.
+#[derive(Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RedisConfig {
+    /// May carry a password: never printed (see the Debug impl).
+    pub url: String,
+    /// Prepended to every key. Its `{hash tag}` keeps all keys in one Redis Cluster slot, which
+    /// the atomic scripts need.
+    pub prefix: String,
+}
+
+impl Default for RedisConfig {
+    fn default() -> RedisConfig {
+        RedisConfig {
+            url: String::new(),
+            prefix: "a2a:{gw}:".into(),
+        }
+    }
+}
+
+impl fmt::Debug for RedisConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisConfig")
+            .field("url", &redact_url(&self.url))
+            .field("prefix", &self.prefix)
+            .finish()
+    }
+}
+
+/// One webhook subscriber (`[[subscribers]]`): every accepted task status change of the agents
+/// it follows is POSTed to `url` as the spec's push-notification payload.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SubscriberConfig {
+    /// 1-64 characters of A-Z a-z 0-9 . _ -; the label in metrics and the admin API.
+    pub name: String,
+    pub url: String,
+    /// A header sent as given with every delivery (`"Authorization: Bearer ..."`), value secret.
+    #[serde(deserialize_with = "de::header_line")]
+    pub auth_header: Option<(HeaderName, Secret)>,
+    /// Standard Webhooks signing key (`whsec_...`); the webhook module decodes it.
+    pub secret: Option<Secret>,
+    /// Route names of the agents followed; `None` follows every agent.
+    pub agents: Option<Vec<String>>,
+}
+
+impl SubscriberConfig {
+    pub fn new(name: &str, url: &str) -> SubscriberConfig {
+        SubscriberConfig {
+            name: name.into(),
+            url: url.into(),
+            ..SubscriberConfig::default()
+        }
+    }
+
+    pub fn follows(&self, agent: &str) -> bool {
+        self.agents
+            .as_ref()
+            .is_none_or(|list| list.iter().any(|a| a == agent))
+    }
+}
+
+/// How deliveries are made and retried (`[webhooks]`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WebhookConfig {
+    /// Address ranges (`"10.0.0.0/8"`) the URL guard lets deliveries reach although they are
+    /// not public.
+    pub allow: Vec<String>,
+    /// Waits between attempts, in seconds; its length + 1 is the number of attempts.
+    pub retry_schedule_secs: Vec<u64>,
+    /// Attempts in all: more than the schedule has repeat its last wait, fewer cut it short.
+    pub max_attempts: Option<u64>,
+    /// One attempt, from connect to the response head.
+    #[serde(rename = "timeout_ms", deserialize_with = "de::millis")]
+    pub timeout: Duration,
+    /// Deliveries in flight at once, per gateway process.
+    pub concurrency: usize,
+    /// How long a delivery taken by a worker may stay unacknowledged before another worker
+    /// takes it over (the first is presumed dead). Longer than `timeout`.
+    #[serde(rename = "visibility_timeout_secs", deserialize_with = "de::secs")]
+    pub visibility_timeout: Duration,
+    /// Deliveries waiting (queued or scheduled for retry) at most; past it, new status changes
+    /// are refused with 503 rather than queued without bound.
+    pub max_queued: usize,
+    /// Dead letters kept; past it the oldest are dropped (and counted).
+    pub max_dead_letters: usize,
+}
+
+impl Default for WebhookConfig {
+    fn default() -> WebhookConfig {
+        WebhookConfig {
+            allow: Vec::new(),
+            // Standard Webhooks' schedule: 7 retries, 8 attempts in all.
+            retry_schedule_secs: vec![5, 300, 1800, 7200, 18000, 36000, 36000],
+            max_attempts: None,
+            timeout: Duration::from_secs(15),
+            concurrency: 64,
+            visibility_timeout: Duration::from_secs(60),
+            max_queued: 1_000_000,
+            max_dead_letters: 100_000,
+        }
+    }
+}
+
+impl WebhookConfig {
+    /// The waits between attempts, in seconds, after `max_attempts` is applied (more attempts
+    /// than the schedule has repeat its last wait; fewer cut it short).
+    pub fn retry_waits_secs(&self) -> Vec<u64> {
+        let mut secs = self.retry_schedule_secs.clone();
+        if let Some(n) = self.max_attempts {
+            let last = secs.last().copied().unwrap_or(5);
+            secs.resize(n.saturating_sub(1) as usize, last);
+        }
+        secs
+    }
+}
+
+/// `[streams]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StreamsConfig {
+    /// A quiet stream gets the gateway's `event: ping` this often.
+    #[serde(rename = "ping_interval_ms", deserialize_with = "de::millis")]
+    pub ping_interval: Duration,
+    /// How long a topic without subscribers keeps its upstream open.
+    #[serde(rename = "linger_ms", deserialize_with = "de::millis")]
+    pub linger: Duration,
+    /// Events kept per task for replay and for subscribers catching up.
+    pub replay_events: usize,
+    pub replay_bytes: usize,
+    /// A subscriber further behind than this is cut (it resumes with Last-Event-ID).
+    #[serde(rename = "subscriber_lag_bytes")]
+    pub lag_bytes: u64,
+    /// Tasks streamed at once per replica.
+    pub max_topics: usize,
+    /// Largest event (or line) accepted from an agent.
+    pub max_event_bytes: usize,
+    /// Longest wait between upstream reconnection attempts.
+    #[serde(rename = "reconnect_max_ms", deserialize_with = "de::millis")]
+    pub reconnect_max: Duration,
+    /// Bytes all task streams of a replica may buffer together.
+    pub max_buffer_bytes: u64,
+}
+
+impl Default for StreamsConfig {
+    fn default() -> Self {
+        StreamsConfig {
+            ping_interval: Duration::from_secs(15),
+            linger: Duration::from_secs(5),
+            replay_events: 1000,
+            replay_bytes: 1 << 20,
+            lag_bytes: 1 << 20,
+            max_topics: 10_000,
+            max_event_bytes: 256 * 1024,
+            reconnect_max: Duration::from_secs(10),
+            max_buffer_bytes: 256 << 20,
+        }
+    }
+}
+
+/// The whole file. Fields are in document order: problems are listed in this order.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Required: [`Config::parse`] reports a file without it.
+    pub listen: SocketAddr,
+    /// Largest request body accepted (POST /tasks), in bytes.
+    pub max_body_bytes: usize,
+    /// How long terminal tasks stay in the ledger.
+    #[serde(rename = "task_retention_secs", deserialize_with = "de::secs")]
+    pub task_retention: Duration,
+    /// Upper bound on tasks held by the in-process ledger.
+    pub max_tasks: usize,
+    /// Upper bound on the bytes of task documents held by the in-process ledger.
+    pub max_ledger_bytes: usize,
+    /// Upper bound on concurrent client connections.
+    pub max_connections: usize,
+    /// TCP connect timeout towards agents.
+    #[serde(rename = "connect_timeout_ms", deserialize_with = "de::millis")]
+    pub connect_timeout: Duration,
+    /// Worker threads serving clients; 0 means one per available core.
+    pub workers: usize,
+    pub agents: Vec<AgentConfig>,
+    pub redis: Option<RedisConfig>,
+    pub webhooks: WebhookConfig,
+    pub subscribers: Vec<SubscriberConfig>,
+    pub streams: StreamsConfig,
+    /// Bearer token of the `/admin/` routes; without one they are disabled.
+    pub admin_token: Option<Secret>,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            max_body_bytes: 1 << 20,
+            task_retention: Duration::from_secs(24 * 3600),
+            max_tasks: 1_000_000,
+            max_ledger_bytes: 1 << 30,
+            max_connections: 16_384,
+            connect_timeout: Duration::from_secs(2),
+            workers: 0,
+            agents: Vec::new(),
+            redis: None,
+            webhooks: WebhookConfig::default(),
+            subscribers: Vec::new(),
+            streams: StreamsConfig::default(),
+            admin_token: None,
+        }
+    }
+}
+
+/// The checks that need a domain module's knowledge, supplied by that module (the webhook
+/// module's `ConfigRules`), so that this module imports none. Each returns the message of the
+/// problem, if any.
+pub trait Rules {
+    /// One `webhooks.allow` entry (an address range).
+    fn allow_entry(&self, entry: &str) -> Result<(), String>;
+    /// The retry waits (`webhooks.retry_schedule_secs` after `max_attempts`).
+    fn retry_schedule(&self, secs: &[u64]) -> Result<(), String>;
+    /// A subscriber URL, given the allow list.
+    fn subscriber_url(&self, allow: &[String], url: &str) -> Result<(), String>;
+    /// A subscriber signing key.
+    fn signing_secret(&self, secret: &str) -> Result<(), String>;
+}
+
+/// Only the config's own rules: what [`Config::parse`] applies.
+pub struct NoRules;
+
+impl Rules for NoRules {
+    fn allow_entry(&self, _: &str) -> Result<(), String> {
+        Ok(())
+    }
+    fn retry_schedule(&self, _: &[u64]) -> Result<(), String> {
+        Ok(())
+    }
+    fn subscriber_url(&self, _: &[String], _: &str) -> Result<(), String> {
+        Ok(())
+    }
+    fn signing_secret(&self, _: &str) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+impl Config {
+    /// A config with defaults and the given agents (used by `demo` and tests).
+    pub fn with_agents(listen: SocketAddr, agents: Vec<AgentConfig>) -> Config {
+        Config {
+            listen,
+            agents,
+            ..Config::default()
+        }
+    }
+
+    /// The number of worker threads to run.
+    pub fn worker_count(&self) -> usize {
+        match self.workers {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        }
+    }
+
+    /// [`Config::load_with`] with the config's own rules only.
+    pub fn load(path: &Path) -> Result<Config, Vec<Problem>> {
+        Config::load_with(path, &NoRules)
+    }
+
+    pub fn load_with(path: &Path, rules: &dyn Rules) -> Result<Config, Vec<Problem>> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            vec![Problem::new(
+                "",
+                format!("cannot read {}: {e}", path.display()),
+            )]
+        })?;
+        Config::parse_with(&text, rules)
+    }
+
+    /// [`Config::parse_with`] with the config's own rules only.
+    pub fn parse(text: &str) -> Result<Config, Vec<Problem>> {
+        Config::parse_with(text, &NoRules)
+    }
+
+    /// Parse and check; on failure, every problem found, in document order.
+    pub fn parse_with(text: &str, rules: &dyn Rules) -> Result<Config, Vec<Problem>> {
+        let mut doc: Table = text.parse().map_err(|e: toml::de::Error| {
+            vec![Problem::new(
+                "",
+                format!("not valid TOML: {}", e.message().trim()),
+            )]
+        })?;
+        let mut early = keys::screen::<Config>(&mut doc);
+        if !doc.contains_key("listen") && !early.iter().any(|(_, p)| p.key == "listen") {
+            let p = Problem::new(
+                "listen",
+                "is required (e.g. \"127.0.0.1:8080\"; port 0 picks a free port)",
+            );
+            early.push((keys::rank::<Config>("listen"), p));
+        }
+        let cfg = match Config::deserialize(toml::Value::Table(doc)) {
+            Ok(cfg) => cfg,
+            // The screen removed every value serde refuses; this is a bug if it happens.
+            Err(e) => {
+                let mut problems: Vec<Problem> = early.into_iter().map(|(_, p)| p).collect();
+                problems.push(Problem::new("", e.message().trim().to_owned()));
+                return Err(problems);
+            }
+        };
+        let late = cfg.validate_with(rules).err().unwrap_or_default();
+        let problems = merge(early, late);
+        if problems.is_empty() {
+            Ok(cfg)
+        } else {
+            Err(problems)
+        }
+    }
+
+    /// [`Config::validate_with`] with the config's own rules only.
+    pub fn validate(&self) -> Result<(), Vec<Problem>> {
+        self.validate_with(&NoRules)
+    }
+
+    /// Every semantic problem, with its key, in document order.
+    pub fn validate_with(&self, rules: &dyn Rules) -> Result<(), Vec<Problem>> {
+        let mut v = Validator::default();
+        v.config(self, rules);
+        if v.problems.is_empty() {
+            Ok(())
+        } else {
+            Err(v.problems)
+        }
+    }
+}
+
+/// The screen's problems (sorted by rank) merged into the validator's (already in document
+/// order, each entry's own problems before those relating it to other entries), dropping any
+/// problem at or under a key the screen already reported (its value was set aside).
+fn merge(mut early: Vec<(Vec<i64>, Problem)>, late: Vec<Problem>) -> Vec<Problem> {
+    early.sort_by(|a, b| a.0.cmp(&b.0));
+    let covered = |p: &Problem| {
+        early.iter().any(|(_, e)| {
+            p.key == e.key
+                || p.key.strip_prefix(e.key.as_str()).is_some_and(|rest| {
+                    !e.key.is_empty() && (rest.starts_with('.') || rest.starts_with('['))
+                })
+        })
+    };
+    let late: Vec<(Vec<i64>, Problem)> = late
+        .into_iter()
+        .filter(|p| !covered(p))
+        .map(|p| (keys::rank::<Config>(&p.key), p))
+        .collect();
+    let mut out = Vec::with_capacity(early.len() + late.len());
+    let mut early = early.into_iter().peekable();
+    for (rank, p) in late {
+        while let Some((_, e)) = early.next_if(|(r, _)| *r < rank) {
+            out.push(e);
+        }
+        out.push(p);
+    }
+    out.extend(early.map(|(_, p)| p));
+    out
+}
+
+/// One thing wrong with a config, at a key such as `agents[1].url`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub key: String,
+    pub message: String,
+}
+
+impl Problem {
+    pub fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
+        Problem {
+            key: key.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.key.is_empty() {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "{}: {}", self.key, self.message)
+        }
+    }
+}
+
+#[derive(Default)]
+struct Validator {
+    problems: Vec<Problem>,
+}
+
+impl Validator {
+    fn problem(&mut self, key: impl Into<String>, msg: impl Into<String>) {
+        self.problems.push(Problem::new(key, msg));
+    }
+
+    /// A count or size within `1..=max`.
+    fn range(&mut self, key: &str, value: u64, max: u64) {
+        if value < 1 || value > max {
+            self.problem(key, format!("must be between 1 and {max}"));
+        }
+    }
+
+    fn millis(&mut self, key: &str, d: Duration, max: u64) {
+        self.range(key, u64::try_from(d.as_millis()).unwrap_or(u64::MAX), max);
+    }
+
+    fn secs(&mut self, key: &str, d: Duration, max: u64) {
+        self.range(key, d.as_secs(), max);
+    }
+
+    fn config(&mut self, c: &Config, rules: &dyn Rules) {
+        self.range("max_body_bytes", c.max_body_bytes as u64, 1 << 30);
+        self.secs("task_retention_secs", c.task_retention, 365 * 86_400);
+        self.range("max_tasks", c.max_tasks as u64, 1 << 32);
+        self.range("max_ledger_bytes", c.max_ledger_bytes as u64, 1 << 40);
+        self.range("max_connections", c.max_connections as u64, 1 << 22);
+        self.millis("connect_timeout_ms", c.connect_timeout, 600_000);
+        if c.workers != 0 {
+            self.range("workers", c.workers as u64, 1024);
+        }
+
+        let mut names = HashSet::new();
+        for (i, a) in c.agents.iter().enumerate() {
+            let at = format!("agents[{i}]");
+            self.agent(a, &at);
+            if !a.name.is_empty() && !names.insert(a.name.as_str()) {
+                self.problem(
+                    format!("{at}.name"),
+                    format!("{:?} is used by another agent", a.name),
+                );
+            }
+        }
+        if c.agents.is_empty() {
+            self.problem("agents", "at least one [[agents]] entry is required");
+        }
+        if let Some(r) = &c.redis {
+            self.redis(r);
+        }
+        self.webhooks(&c.webhooks, rules);
+        let mut names = HashSet::new();
+        for (i, s) in c.subscribers.iter().enumerate() {
+            let at = format!("subscribers[{i}]");
+            self.subscriber(s, &at, &c.webhooks.allow, &c.agents, rules);
+            if !s.name.is_empty() && !names.insert(s.name.as_str()) {
+                self.problem(
+                    format!("{at}.name"),
+                    format!("{:?} is used by another subscriber", s.name),
+                );
+            }
+        }
+        self.streams(&c.streams);
+        if let Some(tok) = &c.admin_token {
+            if tok.expose().len() < 16 {
+                self.problem("admin_token", "must be at least 16 characters");
+            }
+        }
+    }
+
+    /// The required `name` (a route-safe name) and `url` (checked by `check`) of an
+    /// `[[agents]]` or `[[subscribers]]` entry.
+    fn name_and_url(
+        &mut self,
+        at: &str,
+        name: &str,
+        url: &str,
+        check: impl Fn(&str) -> Result<(), String>,
+    ) {
+        if name.is_empty() {
+            self.problem(format!("{at}.name"), "is required");
+        } else if !valid_name(name) {
+            self.problem(
+                format!("{at}.name"),
+                format!("{name:?} must be 1-64 characters of A-Z a-z 0-9 . _ -"),
+            );
+        }
+        if url.is_empty() {
+            self.problem(format!("{at}.url"), "is required");
+        } else if let Err(e) = check(url) {
+            self.problem(format!("{at}.url"), e);
+        }
+    }
+
+    fn agent(&mut self, a: &AgentConfig, at: &str) {
+        self.name_and_url(at, &a.name, &a.url, check_agent_url);
+        if !a.card_path.starts_with('/') || a.card_path.contains(char::is_whitespace) {
+            self.problem(
+                format!("{at}.card_path"),
+                "must be an absolute path such as \"/agent-card.json\"",
+            );
+        }
+        self.secs(&format!("{at}.refresh_secs"), a.refresh, 7 * 86_400);
+        self.millis(&format!("{at}.timeout_ms"), a.timeout, 600_000);
+        if let Some(tok) = &a.ingest_token {
+            if tok.expose().len() < 16 {
+                self.problem(
+                    format!("{at}.ingest_token"),
+                    "must be at least 16 characters",
+                );
+            }
+        }
+    }
+
+    fn redis(&mut self, r: &RedisConfig) {
+        let u = r.url.as_str();
+        if u.starts_with("rediss://") {
+            self.problem(
+                "redis.url",
+                "rediss:// (TLS) is not built into this gateway; use redis:// on a private network, a unix:// socket, or a TLS sidecar",
+            );
+        } else if u.is_empty() {
+            self.problem("redis.url", "is required in [redis]");
+        } else if !(u.starts_with("redis://") || u.starts_with("unix://")) {
+            self.problem(
+                "redis.url",
+                format!("{:?} must start with redis:// or unix://", redact_url(u)),
+            );
+        } else {
+            let prefix = r.prefix.as_str();
+            if prefix.is_empty() || prefix.len() > 64 {
+                self.problem("redis.prefix", "must be 1-64 characters");
+            }
+            // The atomic scripts touch several keys; in Redis Cluster they must all hash to one
+            // slot, which only a {hash tag} guarantees.
+            let tagged = prefix
+                .find('{')
+                .and_then(|open| prefix[open..].find('}').map(|close| close > 1))
+                .unwrap_or(false);
+            if !tagged {
+                self.problem(
+                    "redis.prefix",
+                    format!("{prefix:?} needs a {{hash tag}} such as \"a2a:{{gw}}:\" so every key lands in one cluster slot"),
+                );
+            }
+        }
+    }
+
+    fn webhooks(&mut self, w: &WebhookConfig, rules: &dyn Rules) {
+        for (i, entry) in w.allow.iter().enumerate() {
+            if let Err(e) = rules.allow_entry(entry) {
+                self.problem(format!("webhooks.allow[{i}]"), e);
+            }
+        }
+        match w.max_attempts {
+            Some(n) if !(1..=101).contains(&n) => {
+                self.problem("webhooks.max_attempts", "must be between 1 and 101")
+            }
+            _ => {
+                if let Err(e) = rules.retry_schedule(&w.retry_waits_secs()) {
+                    self.problem("webhooks.retry_schedule_secs", e);
+                }
+            }
+        }
+        self.millis("webhooks.timeout_ms", w.timeout, 300_000);
+        self.range("webhooks.concurrency", w.concurrency as u64, 10_000);
+        self.secs(
+            "webhooks.visibility_timeout_secs",
+            w.visibility_timeout,
+            86_400,
+        );
+        if w.visibility_timeout < w.timeout + Duration::from_secs(5) {
+            self.problem(
+                "webhooks.visibility_timeout_secs",
+                "must exceed webhooks.timeout_ms by at least 5 s, or live deliveries would be taken over and sent twice",
+            );
+        }
+        self.range("webhooks.max_queued", w.max_queued as u64, 1 << 32);
+        self.range(
+            "webhooks.max_dead_letters",
+            w.max_dead_letters as u64,
+            1 << 24,
+        );
+    }
+
+    fn subscriber(
+        &mut self,
+        s: &SubscriberConfig,
+        at: &str,
+        allow: &[String],
+        agents: &[AgentConfig],
+        rules: &dyn Rules,
+    ) {
+        self.name_and_url(at, &s.name, &s.url, |u| rules.subscriber_url(allow, u));
+        if let Some(secret) = &s.secret {
+            if let Err(e) = rules.signing_secret(secret.expose()) {
+                self.problem(format!("{at}.secret"), e);
+            }
+        }
+        for a in s.agents.iter().flatten() {
+            if !agents.iter().any(|c| c.name == *a) {
+                self.problem(
+                    format!("{at}.agents"),
+                    format!("{a:?} is not the name of an [[agents]] entry"),
+                );
+            }
+        }
+    }
+
+    fn streams(&mut self, s: &StreamsConfig) {
+        self.millis("streams.ping_interval_ms", s.ping_interval, 3_600_000);
+        self.millis("streams.linger_ms", s.linger, 3_600_000);
+        self.range("streams.replay_events", s.replay_events as u64, 1_000_000);
+        self.range("streams.replay_bytes", s.replay_bytes as u64, 1 << 30);
+        self.range("streams.subscriber_lag_bytes", s.lag_bytes, 1 << 30);
+        self.range("streams.max_topics", s.max_topics as u64, 1 << 24);
+        self.range(
+            "streams.max_event_bytes",
+            s.max_event_bytes as u64,
+            64 << 20,
+        );
+        self.range("streams.max_buffer_bytes", s.max_buffer_bytes, 1 << 40);
+        self.millis("streams.reconnect_max_ms", s.reconnect_max, 3_600_000);
+    }
+}
+
+fn valid_name(n: &str) -> bool {
+    !n.is_empty()
+        && n.len() <= 64
+        && n.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+}
+
+fn check_agent_url(u: &str) -> Result<(), String> {
+    let uri: hyper::Uri = u.parse().map_err(|e| format!("{u:?} is not a URL: {e}"))?;
+    match uri.scheme_str() {
+        Some("http") | Some("https") => {}
+        _ => return Err(format!("{u:?} must be an http:// or https:// URL")),
+    }
+    if uri.host().is_none_or(str::is_empty) {
+        return Err(format!("{u:?} has no host"));
+    }
+    if uri.query().is_some() {
+        return Err(format!("{u:?} must not have a query string"));
+    }
+    if u.contains('@') {
+        return Err("credentials in the URL are not supported".into());
+    }
+    Ok(())
+}
+
+/// `"Name: value"` as a header name and a secret value.
+fn parse_header_line(line: &str) -> Option<(HeaderName, Secret)> {
+    let (name, value) = line.split_once(':')?;
+    let name = HeaderName::from_bytes(name.trim().as_bytes()).ok()?;
+    let value = value.trim();
+    // Must be a valid header value; the check is done here so delivery cannot fail on it.
+    HeaderValue::from_str(value)
+        .ok()
+        .filter(|_| !value.is_empty())?;
+    Some((name, Secret::new(value)))
+}
+
+/// A URL with any password replaced, for messages.
+fn redact_url(u: &str) -> String {
+    match (u.find("://"), u.rfind('@')) {
+        (Some(s), Some(at)) if at > s => format!("{}***{}", &u[..s + 3], &u[at..]),
+        _ => u.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_config_parses() {
+        let cfg = Config::parse(
+            r#"
+            listen = "127.0.0.1:0"
+            max_body_bytes = 2048
+            [[agents]]
+            name = "scripts"
+            url = "http://127.0.0.1:9000/"
+            card_path = "/card.json"
+            refresh_secs = 5
+            timeout_ms = 250
+            ingest_token = "0123456789abcdef0123"
+            conformance = "report"
+            [redis]
+            url = "redis://127.0.0.1:6379"
+        "#,
+        )
+        .expect("valid");
+        assert_eq!(cfg.max_body_bytes, 2048);
+        let a = &cfg.agents[0];
+        assert_eq!(a.url, "http://127.0.0.1:9000");
+        assert_eq!(a.card_path, "/card.json");
+        assert_eq!(a.timeout, Duration::from_millis(250));
+        assert_eq!(a.conformance, Conformance::Report);
+        assert!(a
+            .ingest_token
+            .as_ref()
+            .is_some_and(|t| t.matches(b"0123456789abcdef0123")));
+        assert!(!format!("{a:?}").contains("0123456789abcdef"));
+        assert_eq!(
+            cfg.redis.map(|r| r.url).as_deref(),
+            Some("redis://127.0.0.1:6379")
+        );
+    }
+
+    #[test]
+    fn every_problem_is_reported_with_its_key() {
+        let problems = Config::parse(
+            r#"
+            listen = "nowhere"
+            colour = "blue"
+            [[agents]]
+            name = "a b"
+            url = "ftp://x"
+            timeout_ms = 0
+            conformance = "maybe"
+            [[agents]]
+            url = "http://ok"
+            [redis]
+            url = "http://x"
+        "#,
+        )
+        .expect_err("broken");
+        let keys: Vec<&str> = problems.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "colour",
+                "listen",
+                "agents[0].name",
+                "agents[0].url",
+                "agents[0].timeout_ms",
+                "agents[0].conformance",
+                "agents[1].name",
+                "redis.url"
+            ]
+        );
+    }
+
+    #[test]
+    fn redis_needs_a_supported_url_and_a_hash_tagged_prefix() {
+        let base = "listen = \"127.0.0.1:1\"\n[[agents]]\nname=\"a\"\nurl=\"http://x\"\n[redis]\n";
+        let p = Config::parse(&format!("{base}url = \"rediss://h:6380\"\n")).expect_err("tls");
+        assert_eq!(p[0].key, "redis.url");
+        let p = Config::parse(&format!("{base}url = \"redis://h\"\nprefix = \"a2a:\"\n"))
+            .expect_err("no tag");
+        assert_eq!(p[0].key, "redis.prefix");
+        let p = Config::parse(&format!(
+            "{base}url = \"redis://h\"\nprefix = \"a2a:{{}}:\"\n"
+        ))
+        .expect_err("empty tag");
+        assert_eq!(p[0].key, "redis.prefix");
+        let ok = Config::parse(&format!(
+            "{base}url = \"redis://:pw@h\"\nprefix = \"x:{{t}}:\"\n"
+        ))
+        .expect("ok");
+        let r = ok.redis.expect("redis");
+        assert_eq!(r.prefix, "x:{t}:");
+        assert!(!format!("{r:?}").contains("pw"), "{r:?}");
+    }
+
+    #[test]
+    fn unknown_keys_name_the_nearest_valid_key() {
+        let problems = Config::parse(
+            r#"
+            listn = "127.0.0.1:0"
+            listen = "127.0.0.1:0"
+            [[agents]]
+            name = "a"
+            url = "http://x"
+            [[agents]]
+            name = "b"
+            url = "http://y"
+            timout_ms = 5
+            [redis]
+            url = "redis://h"
+            prefx = "a:{t}:"
+            [streams]
+            ping_interval = 5
+            colour = "blue"
+        "#,
+        )
+        .expect_err("unknown keys");
+        let shown: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            shown,
+            [
+                "listn: unknown key; did you mean listen?",
+                "agents[1].timout_ms: unknown key; did you mean timeout_ms?",
+                "redis.prefx: unknown key; did you mean prefix?",
+                "streams.colour: unknown key; valid keys here: ping_interval_ms, linger_ms, \
+                 replay_events, replay_bytes, subscriber_lag_bytes, max_topics, max_event_bytes, \
+                 reconnect_max_ms, max_buffer_bytes",
+                "streams.ping_interval: unknown key; did you mean ping_interval_ms?",
+            ],
+        );
+    }
+
+    #[test]
+    fn wrong_types_are_reported_with_their_keys_alongside_the_rest() {
+        let problems = Config::parse(
+            r#"
+            listen = 8080
+            max_tasks = "many"
+            [[agents]]
+            name = "a"
+            url = "http://x"
+            refresh_secs = -1
+            conformance = "maybe"
+            [[agents]]
+            name = "a"
+            url = 5
+            [webhooks]
+            allow = "10.0.0.0/8"
+        "#,
+        )
+        .expect_err("broken");
+        let keys: Vec<&str> = problems.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "listen",
+                "max_tasks",
+                "agents[0].refresh_secs",
+                "agents[0].conformance",
+                "agents[1].name",
+                "agents[1].url",
+                "webhooks.allow",
+            ],
+            "{problems:?}"
+        );
+        assert_eq!(problems[1].message, "must be an integer");
+    }
+
+    #[test]
+    fn the_field_lists_come_from_the_serde_derives() {
+        assert_eq!(
+            keys::fields_of::<Config>(&["redis"]),
+            Some(&["url", "prefix"][..])
+        );
+        assert!(keys::fields_of::<Config>(&["agents"]).is_some_and(|f| f.contains(&"timeout_ms")));
+        assert_eq!(keys::fields_of::<Config>(&["listen"]), None);
+        assert_eq!(
+            keys::nearest("subscriber", &["subscribers", "streams"]),
+            Some("subscribers")
+        );
+        assert_eq!(keys::nearest("colour", &["listen", "workers"]), None);
+    }
+
+    #[test]
+    fn duplicate_names_and_missing_agents_are_problems() {
+        let p = Config::parse("listen = \"127.0.0.1:1\"\n[[agents]]\nname=\"a\"\nurl=\"http://x\"\n[[agents]]\nname=\"a\"\nurl=\"http://y\"\n").expect_err("dup");
+        assert_eq!(p[0].key, "agents[1].name");
+        let p = Config::parse("listen = \"127.0.0.1:1\"").expect_err("none");
+        assert_eq!(p[0].key, "agents");
+        let p = Config::parse("listen = ").expect_err("toml");
+        assert!(p[0].message.starts_with("not valid TOML"));
+    }
+}
