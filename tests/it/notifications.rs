@@ -1,6 +1,5 @@
 //! POST /agents/{name}/notifications: push notifications from agents, authenticated with the
 //! agent's ingest_token and judged by the ledger like every other source of news.
-mod support;
 
 use std::time::Duration;
 
@@ -9,7 +8,7 @@ use a2a_sample_agent::{card_for, SampleAgent};
 use bytes::Bytes;
 use hyper::Method;
 use serde_json::{json, Value};
-use support::*;
+use crate::support::*;
 
 const TOKEN: &str = "ingest-token-0123456789abcdef";
 

@@ -3,7 +3,6 @@
 //! answer that finishes the task, an agent answering with another agent's task, and many clients
 //! racing a cancel and a completion.
 
-mod support;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -12,8 +11,8 @@ use std::time::Duration;
 use a2a_gateway::config::Conformance;
 use a2a_gateway::protocol::time::{format, parse_strict};
 use serde_json::{json, Value};
-use support::sample::{Reply, Route, SampleAgent};
-use support::*;
+use crate::support::sample::{Reply, Route, SampleAgent};
+use crate::support::*;
 
 // ---------------------------------------------------------------------------------------------
 // Helpers

@@ -1,7 +1,6 @@
 //! The Redis ledger against a real redis-server of the test's own: the Lua rule agrees with the
 //! Rust rule on every case, replicas racing on one task never regress it, tasks created through
 //! one gateway are served by another, and a Redis restarted empty is survived without a restart.
-mod support;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,8 +9,8 @@ use a2a_gateway::ledger::{decide, MemoryLedger, RedisLedger, TaskLedger};
 use a2a_gateway::protocol::task::{Head, Status, Verdict};
 use bytes::Bytes;
 use serde_json::json;
-use support::redis_server::RedisServer;
-use support::*;
+use crate::support::redis_server::RedisServer;
+use crate::support::*;
 
 async fn redis_ledger(r: &RedisServer, retention: Duration) -> RedisLedger {
     RedisLedger::connect(&r.url(), "t:{gw}:", retention)

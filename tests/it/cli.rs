@@ -2,7 +2,6 @@
 //! configs and on broken ones, serving with `--config` (address printed, proxying, SIGTERM), the
 //! a clear failure when Redis is unreachable, usage errors, and that `auth_header` never reaches the process's output.
 
-mod support;
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -13,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use sample::{card_for, Route};
 use serde_json::json;
-use support::*;
+use crate::support::*;
 use tokio::sync::mpsc;
 
 /// How long a child gets to do what the test is waiting for before the test fails.

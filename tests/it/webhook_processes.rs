@@ -1,7 +1,6 @@
 //! Webhook delivery across real gateway processes on one real Redis: a gateway killed with
 //! SIGKILL while thousands of deliveries are queued or in flight loses none of them, and two
 //! gateways racing conflicting updates for the same tasks never move a terminal task.
-mod support;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Write;
@@ -10,10 +9,10 @@ use std::time::Duration;
 
 use a2a_sample_agent::SampleAgent;
 use serde_json::{json, Value};
-use support::hook::Hook;
-use support::process::{GwProc, TOKEN};
-use support::redis_server::RedisServer;
-use support::*;
+use crate::support::hook::Hook;
+use crate::support::process::{GwProc, TOKEN};
+use crate::support::redis_server::RedisServer;
+use crate::support::*;
 
 fn config(
     r: &RedisServer,

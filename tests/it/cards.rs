@@ -3,7 +3,6 @@
 //! Cache-Control, stale serving, unavailable agents, slow agents, redaction of `auth_header`,
 //! and the card-fetch metrics.
 
-mod support;
 
 use std::time::Duration;
 
@@ -11,7 +10,7 @@ use a2a_gateway::config::Config;
 use a2a_gateway::protocol::time::parse_strict;
 use sample::{card_for, Reply, Route, SampleAgent};
 use serde_json::{json, Value};
-use support::*;
+use crate::support::*;
 
 /// Short enough that refresh tests finish quickly, long enough not to hammer the agents.
 const REFRESH: Duration = Duration::from_millis(500);

@@ -1,7 +1,6 @@
 //! Webhook fan-out: every accepted status change reaches its subscribers, signed, in order per
 //! task, through retries, 410s, dead letters and a Redis restart. Real gateway on loopback,
 //! real subscriber servers, and (where named) a real redis-server of the test's own.
-mod support;
 
 use std::time::{Duration, Instant};
 
@@ -12,9 +11,9 @@ use base64::Engine;
 use bytes::Bytes;
 use hyper::Method;
 use serde_json::{json, Value};
-use support::hook::{Hook, Received};
-use support::redis_server::RedisServer;
-use support::*;
+use crate::support::hook::{Hook, Received};
+use crate::support::redis_server::RedisServer;
+use crate::support::*;
 
 const TOKEN: &str = "ingest-token-0123456789abcdef";
 const ADMIN: &str = "admin-token-0123456789abcdef";

@@ -2,7 +2,6 @@
 //! proxied A2A endpoints in both forms, every error code the gateway produces, conformance in
 //! both modes, proxy header hygiene, and the operational routes (health, readiness, metrics).
 
-mod support;
 
 use std::time::Duration;
 
@@ -11,8 +10,8 @@ use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::Method;
 use serde_json::{json, Value};
-use support::sample::{card_for, AgentOptions, NewArtifact, Reply, Route, SampleAgent};
-use support::*;
+use crate::support::sample::{card_for, AgentOptions, NewArtifact, Reply, Route, SampleAgent};
+use crate::support::*;
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -52,7 +51,7 @@ async fn create(g: &TestGateway) -> String {
 }
 
 /// The requests `agent` received on `route`, oldest first.
-fn received(agent: &SampleAgent, route: Route) -> Vec<support::sample::Recorded> {
+fn received(agent: &SampleAgent, route: Route) -> Vec<crate::support::sample::Recorded> {
     agent
         .requests()
         .into_iter()
@@ -69,7 +68,7 @@ fn contacted(agent: &SampleAgent) -> usize {
         .count()
 }
 
-fn recorded_header(rec: &support::sample::Recorded, name: &str) -> Option<String> {
+fn recorded_header(rec: &crate::support::sample::Recorded, name: &str) -> Option<String> {
     rec.headers
         .get(name)
         .map(|v| v.to_str().expect("header is text").to_owned())

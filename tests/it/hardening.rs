@@ -1,13 +1,12 @@
 //! What a production gateway must not let its clients or agents do to it: hold connections
 //! open without a word, lose query strings, freeze tasks with future timestamps, proxy to an
 //! agent without a card, or echo a huge input back many times in an error.
-mod support;
 
 use std::time::Duration;
 
 use a2a_sample_agent::{Reply, Route};
 use serde_json::json;
-use support::*;
+use crate::support::*;
 use tokio::io::AsyncReadExt;
 
 #[tokio::test]

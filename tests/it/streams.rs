@@ -1,7 +1,6 @@
 //! Task event streams through the gateway: one upstream connection per task shared by many
 //! subscribers, gateway-numbered events with replay, the WHATWG parsing rules on a torture
 //! stream, the gateway's own pings, reconnects, the end of a task, slow consumers, and /events.
-mod support;
 
 use std::time::Duration;
 
@@ -9,8 +8,8 @@ use a2a_gateway::config::{Config, Secret};
 use a2a_sample_agent::{AgentOptions, SampleAgent};
 use bytes::Bytes;
 use serde_json::{json, Value};
-use support::sse::Events;
-use support::*;
+use crate::support::sse::Events;
+use crate::support::*;
 
 const TOKEN: &str = "ingest-token-0123456789abcdef";
 const WAIT: Duration = Duration::from_secs(10);
@@ -459,8 +458,8 @@ async fn events_carries_many_tasks_and_every_status_change() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_reach_every_replica_through_redis() {
     use std::io::Write;
-    use support::process::GwProc;
-    let r = support::redis_server::RedisServer::start();
+    use crate::support::process::GwProc;
+    let r = crate::support::redis_server::RedisServer::start();
     let a = agent().await;
     let mut f = tempfile::NamedTempFile::new().expect("temp file");
     write!(

@@ -1,5 +1,4 @@
-mod support;
-use support::*;
+use crate::support::*;
 
 #[tokio::test]
 async fn create_and_get_through_the_gateway() {

@@ -1,6 +1,5 @@
 //! Test support: start the real gateway on port 0 in front of real sample agents on loopback, and
 //! talk to it over real HTTP.
-#![allow(dead_code, unused_imports)]
 
 use std::time::{Duration, Instant};
 
