@@ -19,6 +19,8 @@ mod hardening;
 mod immutability;
 /// `POST /agents/{name}/notifications`: authenticated pushes judged by the ledger.
 mod notifications;
+/// The one request pipeline: the lean stream path and HTTP/2 handled alike.
+mod pipeline;
 /// The Redis ledger against a redis-server of the test's own: Lua and Rust rules agree, racing
 /// replicas, gateways sharing tasks, a Redis restarted empty.
 mod redis_ledger;

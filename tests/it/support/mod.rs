@@ -344,10 +344,19 @@ pub fn bin() -> &'static str {
 #[derive(Debug)]
 pub struct RawResp {
     pub status: u16,
+    /// Header names lower-cased, in the order received.
+    pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
 }
 
 impl RawResp {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
     pub fn json(&self) -> Value {
         serde_json::from_slice(&self.body)
             .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
@@ -389,7 +398,8 @@ pub async fn raw_request(addr: std::net::SocketAddr, head: &str, body: &[u8]) ->
     parse_raw_response(&raw)
 }
 
-fn parse_raw_response(raw: &[u8]) -> RawResp {
+/// An answer read whole off a socket: status line, headers, and the body (de-chunked).
+pub fn parse_raw_response(raw: &[u8]) -> RawResp {
     let split = raw
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
@@ -418,7 +428,11 @@ fn parse_raw_response(raw: &[u8]) -> RawResp {
     if chunked {
         body = dechunk(&body);
     }
-    RawResp { status, body }
+    RawResp {
+        status,
+        headers,
+        body,
+    }
 }
 
 fn dechunk(mut data: &[u8]) -> Vec<u8> {
