@@ -14,10 +14,10 @@
 
 // The tests' subscriber and redis-server helpers; the bench uses a part of each.
 #[allow(dead_code)]
-#[path = "../tests/support/hook.rs"]
+#[path = "../tests/it/support/hook.rs"]
 mod hook;
 #[allow(dead_code)]
-#[path = "../tests/support/redis_server.rs"]
+#[path = "../tests/it/support/redis_server.rs"]
 mod redis_server;
 
 use std::sync::Arc;

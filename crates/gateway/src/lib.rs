@@ -66,9 +66,10 @@ pub enum StartError {
 impl Gateway {
     /// Bind, start fetching every agent's card (without waiting for any), and serve.
     ///
-    /// Thread per core: each worker thread runs its own single-threaded runtime with its own
-    /// listener (SO_REUSEPORT, the kernel spreads connections) and its own upstream pool, so a
-    /// request and its upstream exchange are served on one thread with no cross-thread wake-ups.
+    /// Thread per core: each worker thread runs its own single-threaded runtime, accepts from a
+    /// clone of the one listening socket (one shared accept queue; see `http::bind` for why not
+    /// SO_REUSEPORT) and has its own upstream pool, so a request and its upstream exchange are
+    /// served on one thread with no cross-thread wake-ups.
     /// Card refreshes run on the caller's runtime.
     pub async fn start(config: Config) -> Result<Gateway, StartError> {
         let config = Arc::new(config);

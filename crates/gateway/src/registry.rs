@@ -83,15 +83,18 @@ impl Agent {
         }
     }
 
-    /// The serving card, or why there is none (for AGENT_UNAVAILABLE).
-    pub fn card(&self) -> Result<Arc<Card>, String> {
+    /// The serving card, or why there is none.
+    pub fn card(&self) -> Result<Arc<Card>, NoCard> {
         let s = self.slot.read().unwrap_or_else(|p| p.into_inner());
         match &s.card {
             Some(c) => Ok(c.clone()),
-            None => Err(s
-                .last_error
-                .clone()
-                .unwrap_or_else(|| "agent card not fetched yet".into())),
+            None => Err(NoCard {
+                agent: self.cfg.name.clone(),
+                reason: s
+                    .last_error
+                    .clone()
+                    .unwrap_or_else(|| "agent card not fetched yet".into()),
+            }),
         }
     }
 
@@ -193,12 +196,12 @@ impl Registry {
             Ok(Fetched::NotModified { .. }) => "not_modified",
             Ok(Fetched::New { .. }) => "ok",
             // An oversized card is the agent's mistake, not a network failure.
-            Err(FetchError::Invalid(_)) | Err(FetchError::Upstream(UpstreamError::TooLarge(_))) => {
+            Err(CardError::Invalid(_)) | Err(CardError::Upstream(UpstreamError::TooLarge(_))) => {
                 "invalid"
             }
-            Err(FetchError::Status(_)) => "http_error",
-            Err(FetchError::Upstream(UpstreamError::Timeout)) => "timeout",
-            Err(FetchError::Upstream(_)) => "unreachable",
+            Err(CardError::Status(_)) => "http_error",
+            Err(CardError::Upstream(UpstreamError::Timeout(_))) => "timeout",
+            Err(CardError::Upstream(_)) => "unreachable",
         };
         m.card_fetches
             .with_label_values(&[name, result_label])
@@ -318,35 +321,52 @@ enum Fetched {
     },
 }
 
-enum FetchError {
+/// Why an agent's card could not be had: typed where the fetch fails, shown on `/agents`.
+#[derive(Debug, Clone)]
+pub enum CardError {
+    /// The fetch itself failed.
     Upstream(UpstreamError),
+    /// The agent answered the fetch with another status than 200 (or 304).
     Status(StatusCode),
+    /// The card is not JSON, or not a valid A2A 1.0 card.
     Invalid(String),
 }
 
-impl std::fmt::Display for FetchError {
+impl std::error::Error for CardError {}
+
+/// An agent without a serving card: it cannot be proxied (AGENT_UNAVAILABLE).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("agent {agent:?} has no valid card: {reason}")]
+pub struct NoCard {
+    /// The agent's route name.
+    pub agent: String,
+    /// The last fetch's error, or that none has finished yet.
+    pub reason: String,
+}
+
+impl std::fmt::Display for CardError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            FetchError::Upstream(UpstreamError::Timeout) => f.write_str("card fetch timed out"),
-            FetchError::Upstream(UpstreamError::TooLarge(n)) => {
+            CardError::Upstream(UpstreamError::Timeout(_)) => f.write_str("card fetch timed out"),
+            CardError::Upstream(UpstreamError::TooLarge(n)) => {
                 write!(f, "card larger than {n} bytes")
             }
-            FetchError::Upstream(UpstreamError::Unreachable(e)) => {
+            CardError::Upstream(UpstreamError::Unreachable(e)) => {
                 write!(f, "card fetch failed: {e}")
             }
-            FetchError::Status(s) => write!(f, "card fetch answered {s}"),
-            FetchError::Invalid(e) => write!(f, "invalid card: {e}"),
+            CardError::Status(s) => write!(f, "card fetch answered {s}"),
+            CardError::Invalid(e) => write!(f, "invalid card: {e}"),
         }
     }
 }
 
-async fn fetch(agent: &Agent, up: &Upstream) -> Result<Fetched, FetchError> {
+async fn fetch(agent: &Agent, up: &Upstream) -> Result<Fetched, CardError> {
     let url = format!("{}{}", agent.cfg.url, agent.cfg.card_path);
     let mut req = Request::get(url)
         .header(header::ACCEPT, "application/json")
         .header(header::ACCEPT_ENCODING, "identity")
         .body(Full::new(Bytes::new()))
-        .map_err(|e| FetchError::Invalid(format!("card URL: {e}")))?;
+        .map_err(|e| CardError::Invalid(format!("card URL: {e}")))?;
     let have_card = agent.slot().card.is_some();
     if let Some(etag) = agent.slot().etag.filter(|_| have_card) {
         req.headers_mut().insert(header::IF_NONE_MATCH, etag);
@@ -354,22 +374,22 @@ async fn fetch(agent: &Agent, up: &Upstream) -> Result<Fetched, FetchError> {
     let (parts, body) = up
         .exchange(req, agent.cfg.timeout, MAX_CARD_BYTES)
         .await
-        .map_err(FetchError::Upstream)?;
+        .map_err(CardError::Upstream)?;
     let max_age = max_age(&parts.headers);
     if parts.status == StatusCode::NOT_MODIFIED && have_card {
         return Ok(Fetched::NotModified { max_age });
     }
     if parts.status != StatusCode::OK {
-        return Err(FetchError::Status(parts.status));
+        return Err(CardError::Status(parts.status));
     }
     let doc: Value =
-        serde_json::from_slice(&body).map_err(|e| FetchError::Invalid(format!("not JSON: {e}")))?;
+        serde_json::from_slice(&body).map_err(|e| CardError::Invalid(format!("not JSON: {e}")))?;
     let card = Card::compile(doc).map_err(|e| {
         let mut msg = e.message;
         for d in e.details.iter().take(5) {
             msg.push_str(&format!("; {} {}", d.instance_path, d.message));
         }
-        FetchError::Invalid(msg)
+        CardError::Invalid(msg)
     })?;
     Ok(Fetched::New {
         card: Box::new(card),

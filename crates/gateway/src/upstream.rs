@@ -55,13 +55,39 @@ where
         .build(connector))
 }
 
-/// Why an exchange with an agent failed, mapped later to AGENT_UNREACHABLE / AGENT_TIMEOUT /
-/// AGENT_PROTOCOL_VIOLATION.
-#[derive(Debug)]
+/// Why an exchange with an agent failed.
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum UpstreamError {
+    /// No connection, or the connection broke before the answer was read.
+    #[error("unreachable: {0}")]
     Unreachable(String),
-    Timeout,
+    /// No (whole) answer within the agent's timeout.
+    #[error("no answer within {} ms", .0.as_millis())]
+    Timeout(Duration),
+    /// The answer was longer than the gateway reads.
+    #[error("answer over {0} bytes")]
     TooLarge(usize),
+}
+
+impl UpstreamError {
+    /// This error, as the failure of an exchange with the agent named `agent`.
+    pub fn at(self, agent: &str) -> AgentError {
+        AgentError {
+            agent: agent.to_owned(),
+            error: self,
+        }
+    }
+}
+
+/// A failed exchange with a named agent: AGENT_TIMEOUT, AGENT_UNREACHABLE or
+/// AGENT_PROTOCOL_VIOLATION (an oversized answer) at the HTTP edge.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("agent {agent:?}: {error}")]
+pub struct AgentError {
+    /// The agent's route name.
+    pub agent: String,
+    /// What went wrong.
+    pub error: UpstreamError,
 }
 
 #[derive(Clone)]
@@ -87,7 +113,7 @@ impl Upstream {
         timeout: Duration,
     ) -> Result<Response<Incoming>, UpstreamError> {
         match tokio::time::timeout(timeout, self.client.request(req)).await {
-            Err(_) => Err(UpstreamError::Timeout),
+            Err(_) => Err(UpstreamError::Timeout(timeout)),
             Ok(Err(e)) => Err(UpstreamError::Unreachable(describe(&e))),
             Ok(Ok(res)) => Ok(res),
         }
@@ -112,7 +138,7 @@ impl Upstream {
         };
         tokio::time::timeout(timeout, work)
             .await
-            .unwrap_or(Err(UpstreamError::Timeout))
+            .unwrap_or(Err(UpstreamError::Timeout(timeout)))
     }
 }
 

@@ -1,12 +1,20 @@
 //! Errors the gateway itself produces, always as `{"error":{"code","message","details"?}}` with a
 //! stable code (documented in the README) and the status that goes with it.
+//!
+//! Domain modules (protocol, ledger, registry, stream, upstream, webhook) return their own typed
+//! errors and never import this module; the `From` impls at the end of this file are the one
+//! place where each of them becomes an answer, so each failure has one code and one message.
 
-use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::header::{HeaderName, HeaderValue, CONTENT_TYPE};
 use hyper::{Response, StatusCode};
 use serde::Serialize;
 use serde_json::Value;
 
 use super::body::Body;
+use crate::ledger::LedgerError;
+use crate::registry::NoCard;
+use crate::stream::StreamError;
+use crate::upstream::{AgentError, UpstreamError};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Code {
@@ -82,9 +90,14 @@ impl Code {
 /// An error answer of the gateway's own.
 #[derive(Debug)]
 pub struct ApiError {
+    /// The stable code, which also decides the status.
     pub code: Code,
+    /// What happened, for a person.
     pub message: String,
+    /// Structured detail (violations, the recorded task...), when there is any.
     pub details: Option<Value>,
+    /// Headers the answer needs besides the body (`Allow`, `Retry-After`...).
+    pub headers: Vec<(HeaderName, HeaderValue)>,
 }
 
 impl ApiError {
@@ -93,7 +106,14 @@ impl ApiError {
             code,
             message: message.into(),
             details: None,
+            headers: Vec::new(),
         }
+    }
+
+    /// The same error, answered with `name: value` as well.
+    pub fn with_header(mut self, name: HeaderName, value: HeaderValue) -> ApiError {
+        self.headers.push((name, value));
+        self
     }
 
     pub fn with_details(mut self, details: impl Serialize) -> ApiError {
@@ -125,6 +145,9 @@ impl ApiError {
         *res.status_mut() = self.code.status();
         res.headers_mut()
             .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        for (name, value) in self.headers {
+            res.headers_mut().insert(name, value);
+        }
         if self.code == Code::Unauthorized {
             res.headers_mut().insert(
                 hyper::header::WWW_AUTHENTICATE,
@@ -135,4 +158,41 @@ impl ApiError {
     }
 }
 
+/// What a handler returns.
 pub type ApiResult = Result<Response<Body>, ApiError>;
+
+impl From<LedgerError> for ApiError {
+    fn from(e: LedgerError) -> ApiError {
+        ApiError::new(Code::Unavailable, e.to_string())
+    }
+}
+
+impl From<AgentError> for ApiError {
+    fn from(e: AgentError) -> ApiError {
+        let code = match e.error {
+            UpstreamError::Timeout(_) => Code::AgentTimeout,
+            UpstreamError::Unreachable(_) => Code::AgentUnreachable,
+            UpstreamError::TooLarge(_) => Code::AgentProtocolViolation,
+        };
+        ApiError::new(code, e.to_string())
+    }
+}
+
+impl From<NoCard> for ApiError {
+    fn from(e: NoCard) -> ApiError {
+        ApiError::new(Code::AgentUnavailable, e.to_string())
+    }
+}
+
+impl From<StreamError> for ApiError {
+    fn from(e: StreamError) -> ApiError {
+        let code = match e {
+            StreamError::Agent(a) => return a.into(),
+            StreamError::ShuttingDown | StreamError::TooManyTopics(_) => Code::Unavailable,
+            StreamError::NoSuchTask { .. } => Code::TaskNotFound,
+            StreamError::NotAnEventStream { .. } => Code::AgentProtocolViolation,
+            StreamError::OpenTimeout { .. } => Code::AgentTimeout,
+        };
+        ApiError::new(code, e.to_string())
+    }
+}

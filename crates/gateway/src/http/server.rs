@@ -1,6 +1,7 @@
 //! The listener: hyper-util's auto builder (HTTP/1.1 and h2c), a bound on open connections,
 //! timeouts hyper does not set by itself, and graceful shutdown.
 
+use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,6 +14,9 @@ use socket2::{Domain, Protocol, Socket, Type};
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
+use super::lean;
+use super::pipeline::{self, Conn};
+use super::request::RequestBody;
 use crate::State;
 
 /// How long a new connection may stay silent before it is closed.
@@ -83,11 +87,22 @@ pub async fn serve(
             _ = shutdown.changed() => break,
         };
         let _ = stream.set_nodelay(true);
+        let conn = Conn {
+            peer,
+            kill: Arc::new(tokio::sync::Notify::new()),
+        };
+        let kill = conn.kill.clone();
         let st = state.clone();
-        let st2 = state.clone();
-        let kill = Arc::new(tokio::sync::Notify::new());
-        let k = kill.clone();
-        let svc = service_fn(move |req| crate::http::handle(st.clone(), peer, k.clone(), req));
+        let lean_state = state.clone();
+        let c = conn.clone();
+        // hyper's transport: its request, with its body, goes through the one pipeline.
+        let svc = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+            let (state, conn) = (st.clone(), c.clone());
+            async move {
+                let req = req.map(RequestBody::Incoming);
+                Ok::<_, Infallible>(pipeline::handle(&state, &conn, req).await)
+            }
+        });
         let builder = builder.clone();
         let watcher = graceful.watcher();
         let mut stop = shutdown.clone();
@@ -110,10 +125,10 @@ pub async fn serve(
                 drop(permit);
                 return;
             };
-            // Task-stream subscribers take the lean path (see sse_conn): a long-lived
+            // Task-stream subscribers take the lean path (see lean.rs): a long-lived
             // connection that only receives should not keep a whole HTTP stack.
-            if super::sse_conn::wants(&first[..n]) {
-                super::sse_conn::serve(stream, st2, peer).await;
+            if lean::wants(&first[..n]) {
+                lean::serve(stream, &lean_state, &conn).await;
                 drop(permit);
                 return;
             }

@@ -115,7 +115,7 @@ pub struct Card {
 
 /// Why a fetched card was refused.
 #[derive(Debug, Clone)]
-pub struct CardError {
+pub struct InvalidCard {
     pub message: String,
     pub details: Vec<Violation>,
 }
@@ -123,7 +123,7 @@ pub struct CardError {
 impl Card {
     /// Validate a fetched card and compile its schemas. The auth header is dropped here, so no
     /// later code path can serve or log it by mistake.
-    pub fn compile(mut doc: Value) -> Result<Card, CardError> {
+    pub fn compile(mut doc: Value) -> Result<Card, InvalidCard> {
         let details: Vec<Violation> = card_schema()
             .iter_errors(&doc)
             .take(MAX_VIOLATIONS)
@@ -140,12 +140,12 @@ impl Card {
             })
             .collect();
         if !details.is_empty() {
-            return Err(CardError {
+            return Err(InvalidCard {
                 message: "agent card does not match the A2A 1.0 AgentCard schema".into(),
                 details,
             });
         }
-        let schema_error = |which: &str, e: String| CardError {
+        let schema_error = |which: &str, e: String| InvalidCard {
             message: format!("agent card {which} does not compile as a draft-07 schema: {e}"),
             details: vec![Violation::new(format!("/{which}"), "", e)],
         };
@@ -166,7 +166,7 @@ impl Card {
         {
             nc.remove("auth_header");
         }
-        let served = serde_json::to_vec(&doc).map_err(|e| CardError {
+        let served = serde_json::to_vec(&doc).map_err(|e| InvalidCard {
             message: format!("agent card cannot be serialized: {e}"),
             details: Vec::new(),
         })?;

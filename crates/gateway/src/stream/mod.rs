@@ -2,7 +2,7 @@
 //! (per replica), and `/events`, one connection carrying many tasks and every ledger change.
 //!
 //! [`Hub`] holds the live [`topic::Topic`]s. The first subscriber of a task opens its topic and
-//! its upstream loop (`upstream::run`); later ones only add a cursor. The upstream loop
+//! its upstream loop (`source::run`); later ones only add a cursor. The upstream loop
 //! re-numbers the agent's events (`id: EPOCH-SEQ`), drops the agent's pings and sends the
 //! gateway's own, reconnects with `Last-Event-ID` when the agent drops the stream while the task
 //! is live, and closes the topic with a final `event: status` when the task ends (learned from
@@ -11,8 +11,8 @@
 
 pub mod changes;
 pub mod events;
+mod source;
 pub mod topic;
-mod upstream;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -20,13 +20,48 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::http::error::{ApiError, Code};
 use crate::ledger::TaskLedger;
 use crate::metrics::Metrics;
 use crate::registry::Agent;
-use crate::upstream::Upstream;
+use crate::upstream::{AgentError, Upstream};
 use changes::ChangeFeed;
 use topic::{Key, Limits, Phase, Subscription, Topic};
+
+/// Why a subscription could not be served.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StreamError {
+    /// The gateway is stopping and opens no new stream.
+    #[error("the gateway is shutting down")]
+    ShuttingDown,
+    /// The replica holds as many task streams as `streams.max_topics` allows.
+    #[error("{0} task streams are open on this replica (streams.max_topics)")]
+    TooManyTopics(usize),
+    /// The agent does not know the task.
+    #[error("agent {agent:?} has no task {task}")]
+    NoSuchTask {
+        /// The agent's route name.
+        agent: String,
+        /// The task asked for.
+        task: String,
+    },
+    /// The agent answered the stream request with something else than an event stream.
+    #[error("agent {agent:?} answered the stream request with {status}, not an event stream")]
+    NotAnEventStream {
+        /// The agent's route name.
+        agent: String,
+        /// The status it answered.
+        status: hyper::StatusCode,
+    },
+    /// The agent did not open the stream within its timeout.
+    #[error("agent {agent:?} did not open the task's stream in time")]
+    OpenTimeout {
+        /// The agent's route name.
+        agent: String,
+    },
+    /// The exchange with the agent failed.
+    #[error(transparent)]
+    Agent(#[from] AgentError),
+}
 
 /// `[streams]` in the config: plain sizes and durations, used as they are.
 pub use crate::config::StreamsConfig as StreamConfig;
@@ -89,12 +124,9 @@ impl Hub {
         task_id: &str,
         last_event_id: Option<&str>,
         kill: Option<Arc<tokio::sync::Notify>>,
-    ) -> Result<Option<Subscription>, ApiError> {
+    ) -> Result<Option<Subscription>, StreamError> {
         if *self.stop.borrow() {
-            return Err(ApiError::new(
-                Code::Unavailable,
-                "the gateway is shutting down",
-            ));
+            return Err(StreamError::ShuttingDown);
         }
         let key: Key = (Arc::from(agent.cfg.name.as_str()), Arc::from(task_id));
         // Subscribed under the map lock: a topic found here cannot be closed as abandoned
@@ -105,13 +137,7 @@ impl Hub {
                 Some(t) if !t.is_closed() => (t.clone(), false),
                 _ => {
                     if map.len() >= self.cfg.max_topics {
-                        return Err(ApiError::new(
-                            Code::Unavailable,
-                            format!(
-                                "{} task streams are open on this replica (streams.max_topics)",
-                                map.len()
-                            ),
-                        ));
+                        return Err(StreamError::TooManyTopics(map.len()));
                     }
                     let limits = Limits {
                         replay_events: self.cfg.replay_events.max(1),
@@ -130,7 +156,7 @@ impl Hub {
         };
         if fresh {
             self.metrics.stream_upstreams.inc();
-            tokio::spawn(upstream::run(
+            tokio::spawn(source::run(
                 self.clone(),
                 topic.clone(),
                 agent.clone(),
@@ -143,28 +169,16 @@ impl Hub {
             let now = phase.borrow_and_update().clone();
             match now {
                 Phase::Open | Phase::Closed => return Ok(Some(sub)),
-                Phase::Failed(204, _, _) => return Ok(None),
-                Phase::Failed(_, code, message) => {
-                    let code = match code {
-                        "TASK_NOT_FOUND" => Code::TaskNotFound,
-                        "AGENT_TIMEOUT" => Code::AgentTimeout,
-                        "AGENT_PROTOCOL_VIOLATION" => Code::AgentProtocolViolation,
-                        _ => Code::AgentUnreachable,
-                    };
-                    return Err(ApiError::new(code, message));
-                }
+                Phase::Ended => return Ok(None),
+                Phase::Failed(e) => return Err(e),
                 Phase::Connecting => {}
             }
             match tokio::time::timeout_at(deadline, phase.changed()).await {
                 Ok(Ok(())) => {}
                 _ => {
-                    return Err(ApiError::new(
-                        Code::AgentTimeout,
-                        format!(
-                            "agent {:?} did not open the task's stream in time",
-                            agent.cfg.name
-                        ),
-                    ))
+                    return Err(StreamError::OpenTimeout {
+                        agent: agent.cfg.name.clone(),
+                    })
                 }
             }
         }

@@ -34,12 +34,17 @@ struct Stored {
 }
 
 /// Where the upstream side of a topic is.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Phase {
+    /// The first connection to the agent is being made.
     Connecting,
+    /// The agent's stream is (or was) open: subscribers get events.
     Open,
-    /// The first connection failed: (HTTP status, error code, message) for the waiting requests.
-    Failed(u16, &'static str, String),
+    /// The task turned out to be over before its stream opened: nothing will come (204).
+    Ended,
+    /// The first connection failed: why, for the waiting requests.
+    Failed(super::StreamError),
+    /// The topic is closed.
     Closed,
 }
 
@@ -234,9 +239,10 @@ impl Topic {
         let woken = take_wakers(&mut inner);
         drop(inner);
         self.wake(woken);
-        // A failed first connection keeps its phase: requests waiting on it must see why.
+        // A failed or ended first connection keeps its phase: requests waiting on it must see
+        // why.
         self.phase.send_if_modified(|p| {
-            if matches!(p, Phase::Failed(..)) {
+            if matches!(p, Phase::Failed(_) | Phase::Ended) {
                 false
             } else {
                 *p = Phase::Closed;

@@ -1,6 +1,5 @@
 //! Test support: start the real gateway on port 0 in front of real sample agents on loopback, and
 //! talk to it over real HTTP.
-#![allow(dead_code, unused_imports)]
 
 use std::time::{Duration, Instant};
 
@@ -112,19 +111,59 @@ impl Http {
         .await
     }
 
-    /// Push a Task to agent `agent`'s notification endpoint, as the agent would, with `token`.
-    pub async fn push_task(&self, agent: &str, token: &str, task: &Value) -> Resp {
-        let body = serde_json::json!({"event_type": "task.status.updated", "timestamp": a2a_gateway::protocol::time::now(), "data": task});
+    /// POST `body` to agent `agent`'s notification endpoint, as the agent would, with
+    /// `Bearer {token}` when a token is given.
+    pub async fn push(&self, agent: &str, token: Option<&str>, body: &Value) -> Resp {
+        let bearer = token.map(|t| format!("Bearer {t}"));
+        let mut headers = vec![("content-type", "application/json")];
+        if let Some(b) = bearer.as_deref() {
+            headers.push(("authorization", b));
+        }
         self.send(
             Method::POST,
             &format!("/agents/{agent}/notifications"),
-            &[
-                ("content-type", "application/json"),
-                ("authorization", &format!("Bearer {token}")),
-            ],
-            serde_json::to_vec(&body).expect("json"),
+            &headers,
+            serde_json::to_vec(body).expect("json"),
         )
         .await
+    }
+
+    /// Push a Task to agent `agent`'s notification endpoint, as the agent would, with `token`.
+    pub async fn push_task(&self, agent: &str, token: &str, task: &Value) -> Resp {
+        self.push(agent, Some(token), &notification(task)).await
+    }
+
+    /// POST a valid create-task body to `/agents/{agent}/tasks` (route name or agent id).
+    pub async fn post_task(&self, agent: &str) -> Resp {
+        self.post_json(
+            &format!("/agents/{agent}/tasks"),
+            &serde_json::json!({ "input": good_input() }),
+        )
+        .await
+    }
+
+    /// Create a task on `agent` (route name or agent id), asserting 202; its id.
+    pub async fn create_task(&self, agent: &str) -> String {
+        let r = self.post_task(agent).await;
+        assert_eq!(r.status, 202, "{r:?}");
+        r.json()["task_id"]
+            .as_str()
+            .expect("created task has a task_id")
+            .to_owned()
+    }
+
+    /// Wait until `/readyz` answers 200 (every agent has had a card attempt).
+    pub async fn ready(&self) {
+        wait_for("gateway ready", || async {
+            self.get("/readyz").await.status == 200
+        })
+        .await;
+    }
+
+    /// The value of one sample of a metric family, matched on all the given labels.
+    pub async fn metric(&self, family: &str, labels: &[(&str, &str)]) -> f64 {
+        let text = String::from_utf8(self.get("/metrics").await.body.to_vec()).expect("utf8");
+        metric_value(&text, family, labels)
     }
 
     pub async fn post_empty(&self, path: &str) -> Resp {
@@ -165,33 +204,83 @@ impl TestGateway {
 
     /// Wait until every agent has had a card attempt (`/readyz` answers 200).
     pub async fn ready(&self) {
-        wait_for("gateway ready", || async {
-            self.http.get("/readyz").await.status == 200
-        })
-        .await;
+        self.http.ready().await
     }
 
     /// Create a task on `agent` (its route name) through the gateway, asserting 202; its id.
     pub async fn create_task(&self, agent: &str) -> String {
-        let r = self
-            .http
-            .post_json(
-                &format!("/agents/{agent}/tasks"),
-                &serde_json::json!({ "input": good_input() }),
-            )
-            .await;
-        assert_eq!(r.status, 202, "{r:?}");
-        r.json()["task_id"]
-            .as_str()
-            .expect("created task has a task_id")
-            .to_owned()
+        self.http.create_task(agent).await
     }
 
     /// The value of one sample of a metric family, matched on all the given labels.
     pub async fn metric(&self, family: &str, labels: &[(&str, &str)]) -> f64 {
-        let text = String::from_utf8(self.http.get("/metrics").await.body.to_vec()).expect("utf8");
-        metric_value(&text, family, labels)
+        self.http.metric(family, labels).await
     }
+
+    /// Push `task` as agent `a` would, with [`TOKEN`] (see [`ingest`]).
+    pub async fn push(&self, task: &Value) -> Resp {
+        self.http.push_task("a", TOKEN, task).await
+    }
+}
+
+/// One sample agent (default options) served as `name` behind a ready gateway, with `tweak`
+/// applied to the config.
+pub async fn single(name: &str, tweak: impl FnOnce(&mut Config)) -> (SampleAgent, TestGateway) {
+    let a = agent().await;
+    let g = TestGateway::start(&[(name, &a)], tweak).await;
+    g.ready().await;
+    (a, g)
+}
+
+/// The ingest token the tests give the agents that push notifications.
+pub const TOKEN: &str = "ingest-token-0123456789abcdef";
+
+/// Config tweak: the first agent takes pushes with [`TOKEN`].
+pub fn ingest(cfg: &mut Config) {
+    cfg.agents[0].ingest_token = Some(a2a_gateway::config::Secret::new(TOKEN));
+}
+
+/// The notification an agent pushes for `task`'s current state.
+pub fn notification(task: &Value) -> Value {
+    serde_json::json!({"event_type": "task.status.updated", "timestamp": a2a_gateway::protocol::time::now(), "data": task})
+}
+
+/// What a conformant task in `status` carries besides the status.
+pub fn fields_for(status: &str) -> Value {
+    match status {
+        "COMPLETED" => serde_json::json!({ "output": { "summary": "done", "filename": "avg.py" } }),
+        "FAILED" => {
+            serde_json::json!({ "error": { "code": "E_TOOL", "message": "the tool crashed" } })
+        }
+        "INPUT_REQUIRED" => serde_json::json!({ "prompt": "which column?" }),
+        _ => Value::Null,
+    }
+}
+
+/// The agent moves its task to `status` (with what that state carries); the Task document it
+/// would push.
+pub fn moved(a: &SampleAgent, id: &str, status: &str) -> Value {
+    a.set_status(id, status, fields_for(status))
+        .expect("the agent knows the task")
+}
+
+/// A timestamp in the protocol's format for `ms` since the epoch.
+pub fn stamp(ms: i64) -> String {
+    a2a_gateway::protocol::time::format(
+        chrono::DateTime::from_timestamp_millis(ms).expect("a representable instant"),
+    )
+}
+
+/// The agent's task rewritten to `status` at `updated_at = ms` (without changing what the agent
+/// holds): a well-formed answer or push that only the state machine can refuse.
+pub fn doc_at(a: &SampleAgent, id: &str, status: &str, ms: i64) -> Value {
+    let mut t = a.task(id).expect("the agent knows the task");
+    t["status"] = serde_json::json!(status);
+    t["updated_at"] = serde_json::json!(stamp(ms));
+    if let Value::Object(extra) = fields_for(status) {
+        t.as_object_mut().expect("task object").extend(extra);
+    }
+    t
 }
 
 /// Find `family{...labels...} value` in a Prometheus text exposition; 0 when absent.
@@ -267,6 +356,7 @@ impl RawResp {
             .find(|(k, _)| k.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
     }
+
     pub fn json(&self) -> Value {
         serde_json::from_slice(&self.body)
             .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
@@ -308,7 +398,8 @@ pub async fn raw_request(addr: std::net::SocketAddr, head: &str, body: &[u8]) ->
     parse_raw_response(&raw)
 }
 
-fn parse_raw_response(raw: &[u8]) -> RawResp {
+/// An answer read whole off a socket: status line, headers, and the body (de-chunked).
+pub fn parse_raw_response(raw: &[u8]) -> RawResp {
     let split = raw
         .windows(4)
         .position(|w| w == b"\r\n\r\n")

@@ -2,20 +2,19 @@
 //! (constant-time compare); without an `admin_token` in the config the routes do not exist, so
 //! an unconfigured gateway exposes no operator surface.
 
-use hyper::body::Incoming;
 use hyper::header;
-use hyper::{Request, StatusCode};
+use hyper::StatusCode;
 use serde_json::{json, Value};
 
-use super::catalog::json_response;
-use super::error::{ApiError, ApiResult, Code};
-use super::tasks::read_body;
+use crate::http::error::{ApiError, ApiResult, Code};
+use crate::http::request::{read_body, Request};
+use crate::http::response;
 use crate::State;
 
 /// Most dead letters listed or redriven in one call.
 const MAX_PAGE: usize = 1000;
 
-fn authorize(state: &State, req: &Request<Incoming>) -> Result<(), ApiError> {
+fn authorize(state: &State, req: &Request) -> Result<(), ApiError> {
     let Some(token) = state.config.admin_token.as_ref() else {
         return Err(ApiError::new(
             Code::NotFound,
@@ -43,7 +42,7 @@ fn queue_down(e: crate::webhook::queue::QueueError) -> ApiError {
 }
 
 fn ok(body: Value) -> ApiResult {
-    Ok(json_response(
+    Ok(response::json(
         StatusCode::OK,
         serde_json::to_vec(&body).unwrap_or_default(),
     ))
@@ -70,7 +69,7 @@ fn limit(query: Option<&str>) -> Result<usize, ApiError> {
 }
 
 /// GET /admin/dead-letters?limit=N: the newest dead letters first.
-pub async fn dead_letters(state: &State, req: Request<Incoming>) -> ApiResult {
+pub async fn dead_letters(state: &State, req: Request) -> ApiResult {
     authorize(state, &req)?;
     let n = limit(req.uri().query())?;
     let letters = state.queue.dead_letters(n).await.map_err(queue_down)?;
@@ -80,9 +79,9 @@ pub async fn dead_letters(state: &State, req: Request<Incoming>) -> ApiResult {
 
 /// POST /admin/dead-letters/redrive, body optional `{"subscriber": "...", "limit": N}`: put dead
 /// letters back at the end of their lanes, oldest first.
-pub async fn redrive(state: &State, req: Request<Incoming>) -> ApiResult {
+pub async fn redrive(state: &State, req: Request) -> ApiResult {
     authorize(state, &req)?;
-    let (_, raw) = read_body(state, req).await?;
+    let (_, raw) = read_body(req, state.config.max_body_bytes).await?;
     let body: Value = if raw.iter().all(u8::is_ascii_whitespace) {
         json!({})
     } else {
@@ -124,7 +123,7 @@ pub async fn redrive(state: &State, req: Request<Incoming>) -> ApiResult {
 
 /// GET /admin/subscribers: the configured subscribers and which are disabled. Credentials are
 /// never shown (only whether a secret or auth header is set).
-pub async fn subscribers(state: &State, req: Request<Incoming>) -> ApiResult {
+pub async fn subscribers(state: &State, req: Request) -> ApiResult {
     authorize(state, &req)?;
     let disabled = state.queue.disabled().await.map_err(queue_down)?;
     let list: Vec<Value> = state
@@ -157,7 +156,7 @@ fn origin(url: &str) -> String {
 }
 
 /// POST /admin/subscribers/{name}/enable: lift a 410's disable; parked deliveries resume.
-pub async fn enable(state: &State, name: &str, req: Request<Incoming>) -> ApiResult {
+pub async fn enable(state: &State, name: &str, req: Request) -> ApiResult {
     authorize(state, &req)?;
     if !state.config.subscribers.iter().any(|s| s.name == name) {
         return Err(ApiError::new(

@@ -1,23 +1,21 @@
 //! Task event streams through the gateway: one upstream connection per task shared by many
 //! subscribers, gateway-numbered events with replay, the WHATWG parsing rules on a torture
 //! stream, the gateway's own pings, reconnects, the end of a task, slow consumers, and /events.
-mod support;
 
 use std::time::Duration;
 
-use a2a_gateway::config::{Config, Secret};
+use crate::support::sse::Events;
+use crate::support::*;
+use a2a_gateway::config::Config;
 use a2a_sample_agent::{AgentOptions, SampleAgent};
 use bytes::Bytes;
 use serde_json::{json, Value};
-use support::sse::Events;
-use support::*;
 
-const TOKEN: &str = "ingest-token-0123456789abcdef";
 const WAIT: Duration = Duration::from_secs(10);
 
 async fn gateway(a: &SampleAgent, tweak: impl FnOnce(&mut Config)) -> TestGateway {
     let g = TestGateway::start(&[("a", a)], |cfg| {
-        cfg.agents[0].ingest_token = Some(Secret::new(TOKEN));
+        ingest(cfg);
         tweak(cfg);
     })
     .await;
@@ -295,10 +293,6 @@ async fn an_upstream_drop_is_resumed_while_subscribers_stay() {
     );
 }
 
-async fn push(g: &TestGateway, task: &Value) -> Resp {
-    g.http.push_task("a", TOKEN, task).await
-}
-
 #[tokio::test]
 async fn the_end_of_a_task_closes_its_stream_and_later_requests_get_204() {
     let a = agent().await;
@@ -315,7 +309,7 @@ async fn the_end_of_a_task_closes_its_stream_and_later_requests_get_204() {
             json!({"output": {"summary": "ok", "filename": "a.py"}}),
         )
         .expect("known");
-    assert_eq!(push(&g, &done).await.status, 202);
+    assert_eq!(g.push(&done).await.status, 202);
     for sub in [&mut s, &mut s2] {
         let e = sub.next_event(WAIT).await.expect("final event");
         assert_eq!(e.event, "status");
@@ -429,7 +423,7 @@ async fn events_carries_many_tasks_and_every_status_change() {
     want.sort();
     assert_eq!(tagged, want);
     let working = a.set_status(&t2, "WORKING", Value::Null).expect("known");
-    assert_eq!(push(&g, &working).await.status, 202);
+    assert_eq!(g.push(&working).await.status, 202);
     let t3 = g.create_task("a").await;
     for (s, tasks) in [
         (&mut all, vec![t2.clone(), t3.clone()]),
@@ -458,9 +452,9 @@ async fn events_carries_many_tasks_and_every_status_change() {
 /// the other (the apply script publishes it; every replica relays the channel).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_reach_every_replica_through_redis() {
+    use crate::support::process::GwProc;
     use std::io::Write;
-    use support::process::GwProc;
-    let r = support::redis_server::RedisServer::start();
+    let r = crate::support::redis_server::RedisServer::start();
     let a = agent().await;
     let mut f = tempfile::NamedTempFile::new().expect("temp file");
     write!(
@@ -489,10 +483,7 @@ async fn events_reach_every_replica_through_redis() {
     };
     let (mut on1, mut on2) = (open(&p1).await, open(&p2).await);
     // Created through replica 1, moved by a push to replica 2.
-    let created = p1
-        .http
-        .post_json("/agents/a/tasks", &json!({"input": good_input()}))
-        .await;
+    let created = p1.http.post_task("a").await;
     let id = created.json()["task_id"].as_str().expect("id").to_owned();
     let working = a.set_status(&id, "WORKING", Value::Null).expect("known");
     assert_eq!(p2.push(&working).await.status, 202);

@@ -7,17 +7,17 @@
 //! task or move one backwards is refused with 409, and a repeat of an accepted one is
 //! acknowledged without effect.
 
-use hyper::body::Incoming;
 use hyper::header::{self, HeaderValue};
-use hyper::{Request, Response, StatusCode};
+use hyper::{Response, StatusCode};
 use serde_json::Value;
 
-use super::body::Body;
-use super::catalog::json_response;
-use super::error::{ApiError, ApiResult, Code};
-use super::tasks::{apply, is_json, read_body, unknown_agent};
-use super::Ctx;
 use crate::config::Conformance;
+use crate::http::body::Body;
+use crate::http::error::{ApiError, ApiResult, Code};
+use crate::http::exchange::{apply, unknown_agent};
+use crate::http::pipeline::Ctx;
+use crate::http::request::{is_json, read_body, Request};
+use crate::http::response;
 use crate::protocol::conform::{check_notification, TaskExpect};
 use crate::protocol::task::{Refusal, TaskRef, Verdict};
 use crate::State;
@@ -26,7 +26,8 @@ fn unauthorized(message: &str) -> ApiError {
     ApiError::new(Code::Unauthorized, message)
 }
 
-pub async fn ingest(state: &State, ctx: &mut Ctx, name: &str, req: Request<Incoming>) -> ApiResult {
+/// POST /agents/{name}/notifications.
+pub async fn ingest(state: &State, ctx: &mut Ctx, name: &str, req: Request) -> ApiResult {
     let agent = state
         .registry
         .resolve(name)
@@ -60,7 +61,7 @@ pub async fn ingest(state: &State, ctx: &mut Ctx, name: &str, req: Request<Incom
             "notifications take Content-Type: application/json",
         ));
     }
-    let (_, raw) = read_body(state, req).await?;
+    let (_, raw) = read_body(req, state.config.max_body_bytes).await?;
     let doc: Value = serde_json::from_slice(&raw).map_err(|e| {
         ApiError::new(
             Code::InvalidJson,
@@ -115,7 +116,7 @@ pub async fn ingest(state: &State, ctx: &mut Ctx, name: &str, req: Request<Incom
     let applied = apply(state, &agent, ctx, &task, &task_raw).await?;
     let answer = |status: StatusCode, verdict: &str| -> Response<Body> {
         let body = serde_json::json!({ "task_id": task.task_id, "status": task.head.status.as_str(), "verdict": verdict });
-        json_response(status, serde_json::to_vec(&body).unwrap_or_default())
+        response::json(status, serde_json::to_vec(&body).unwrap_or_default())
     };
     match applied.verdict {
         Verdict::Duplicate => Ok(answer(StatusCode::OK, "duplicate")),

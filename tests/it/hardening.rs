@@ -1,13 +1,12 @@
 //! What a production gateway must not let its clients or agents do to it: hold connections
 //! open without a word, lose query strings, freeze tasks with future timestamps, proxy to an
 //! agent without a card, or echo a huge input back many times in an error.
-mod support;
 
 use std::time::Duration;
 
+use crate::support::*;
 use a2a_sample_agent::{Reply, Route};
 use serde_json::json;
-use support::*;
 use tokio::io::AsyncReadExt;
 
 #[tokio::test]
@@ -65,9 +64,7 @@ async fn query_strings_and_the_client_host_reach_the_agent() {
 
 #[tokio::test]
 async fn an_updated_at_far_in_the_future_is_not_recorded() {
-    let a = agent().await;
-    let g = TestGateway::start(&[("a", &a)], |_| {}).await;
-    g.ready().await;
+    let (a, g) = single("a", |_| {}).await;
     let id = g.create_task("a").await;
     let mut future = a.task(&id).expect("task");
     future["status"] = json!("WORKING");
@@ -89,12 +86,7 @@ async fn an_updated_at_far_in_the_future_is_not_recorded() {
 
 #[tokio::test]
 async fn no_card_no_proxying_on_any_route() {
-    let a = agent().await;
-    let g = TestGateway::start(&[("a", &a)], |cfg| {
-        cfg.agents[0].refresh = Duration::from_secs(1)
-    })
-    .await;
-    g.ready().await;
+    let (_a, g) = single("a", |cfg| cfg.agents[0].refresh = Duration::from_secs(1)).await;
     let id = g.create_task("a").await;
     // A gateway that never had a card for this agent: its routes refuse, the agent is not asked.
     let b = agent().await;
@@ -117,9 +109,7 @@ async fn no_card_no_proxying_on_any_route() {
 
 #[tokio::test]
 async fn schema_errors_do_not_echo_a_huge_input() {
-    let a = agent().await;
-    let g = TestGateway::start(&[("a", &a)], |_| {}).await;
-    g.ready().await;
+    let (_a, g) = single("a", |_| {}).await;
     let huge = "y".repeat(200_000);
     let r = g
         .http

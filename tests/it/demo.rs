@@ -1,6 +1,5 @@
 //! `a2a-gateway demo` prints curl commands that work when pasted: run each one with sh and check
 //! what it prints.
-mod support;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -20,7 +19,7 @@ fn demo_commands_work_as_printed() {
         panic!("curl is needed for this test (the demo prints curl commands)");
     }
     let mut child = Kill(
-        Command::new(support::bin())
+        Command::new(crate::support::bin())
             .args(["demo", "--listen", "127.0.0.1:0"])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

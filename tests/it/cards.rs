@@ -3,15 +3,13 @@
 //! Cache-Control, stale serving, unavailable agents, slow agents, redaction of `auth_header`,
 //! and the card-fetch metrics.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::*;
 use a2a_gateway::config::Config;
 use a2a_gateway::protocol::time::parse_strict;
 use sample::{card_for, Reply, Route, SampleAgent};
 use serde_json::{json, Value};
-use support::*;
 
 /// Short enough that refresh tests finish quickly, long enough not to hammer the agents.
 const REFRESH: Duration = Duration::from_millis(500);
@@ -57,15 +55,6 @@ async fn wait_for_state(g: &TestGateway, name: &str, state: &str) {
         card_state(g, name).await == state
     })
     .await;
-}
-
-async fn create_task(g: &TestGateway, name_or_id: &str) -> Resp {
-    g.http
-        .post_json(
-            &format!("/agents/{name_or_id}/tasks"),
-            &json!({ "input": good_input() }),
-        )
-        .await
 }
 
 async fn served_card(g: &TestGateway, name_or_id: &str) -> Resp {
@@ -127,9 +116,7 @@ async fn cards_are_fetched_at_start_and_listed_in_the_catalog() {
 
 #[tokio::test]
 async fn the_cached_card_is_served_under_the_route_name() {
-    let a = agent().await;
-    let g = TestGateway::start(&[("scripts", &a)], |_| {}).await;
-    g.ready().await;
+    let (a, g) = single("scripts", |_| {}).await;
     let r = served_card(&g, "scripts").await;
     assert_eq!(r.status, 200, "{r:?}");
     assert!(
@@ -143,9 +130,7 @@ async fn the_cached_card_is_served_under_the_route_name() {
 
 #[tokio::test]
 async fn the_cached_card_is_served_under_the_agent_id() {
-    let a = agent().await;
-    let g = TestGateway::start(&[("scripts", &a)], |_| {}).await;
-    g.ready().await;
+    let (a, g) = single("scripts", |_| {}).await;
     let r = served_card(&g, &a.agent_id()).await;
     assert_eq!(r.status, 200, "{r:?}");
     assert_eq!(r.json(), a.card());
@@ -153,20 +138,14 @@ async fn the_cached_card_is_served_under_the_agent_id() {
 
 #[tokio::test]
 async fn tasks_can_be_created_under_the_agent_id() {
-    let a = agent().await;
-    let g = TestGateway::start(&[("scripts", &a)], |_| {}).await;
-    g.ready().await;
-    let r = create_task(&g, &a.agent_id()).await;
-    assert_eq!(r.status, 202, "{r:?}");
-    let id = r.json()["task_id"].as_str().expect("task_id").to_owned();
+    let (a, g) = single("scripts", |_| {}).await;
+    let id = g.http.create_task(&a.agent_id()).await;
     assert!(a.task(&id).is_some(), "the agent never got task {id}");
 }
 
 #[tokio::test]
 async fn the_agent_less_create_accepts_the_agent_id() {
-    let a = agent().await;
-    let g = TestGateway::start(&[("scripts", &a)], |_| {}).await;
-    g.ready().await;
+    let (a, g) = single("scripts", |_| {}).await;
     let r = g
         .http
         .post_json(
@@ -198,9 +177,7 @@ async fn the_configured_card_path_is_fetched() {
 
 #[tokio::test]
 async fn an_unknown_name_has_no_card() {
-    let a = agent().await;
-    let g = TestGateway::start(&[("scripts", &a)], |_| {}).await;
-    g.ready().await;
+    let (_a, g) = single("scripts", |_| {}).await;
     let r = served_card(&g, "nobody").await;
     assert_eq!(r.status, 404, "{r:?}");
     assert_eq!(r.error_code(), "UNKNOWN_AGENT");
@@ -210,9 +187,7 @@ async fn an_unknown_name_has_no_card() {
 
 #[tokio::test]
 async fn a_changed_card_is_picked_up_on_refresh() {
-    let a = agent().await;
-    let g = TestGateway::start(&[("scripts", &a)], refresh_all(REFRESH)).await;
-    g.ready().await;
+    let (a, g) = single("scripts", refresh_all(REFRESH)).await;
     let before = entry(&g, "scripts").await["display_name"].clone();
     let mut card = a.card();
     card["display_name"] = json!("Renamed Script Generator");
@@ -228,9 +203,7 @@ async fn a_changed_card_is_picked_up_on_refresh() {
 
 #[tokio::test]
 async fn a_new_agent_id_replaces_the_old_one_as_a_route() {
-    let a = agent().await;
-    let g = TestGateway::start(&[("scripts", &a)], refresh_all(REFRESH)).await;
-    g.ready().await;
+    let (a, g) = single("scripts", refresh_all(REFRESH)).await;
     let old_id = a.agent_id();
     assert_eq!(served_card(&g, &old_id).await.status, 200);
     a.set_card(card_for("Sample Agent", None));
@@ -248,9 +221,7 @@ async fn a_new_agent_id_replaces_the_old_one_as_a_route() {
 
 #[tokio::test]
 async fn an_unchanged_card_is_revalidated_with_if_none_match() {
-    let a = agent().await;
-    let g = TestGateway::start(&[("scripts", &a)], refresh_all(REFRESH)).await;
-    g.ready().await;
+    let (a, g) = single("scripts", refresh_all(REFRESH)).await;
     wait_for("two 304 answers to the gateway", || async {
         a.card_not_modified() >= 2
     })
@@ -287,9 +258,7 @@ async fn cache_control_max_age_drives_the_refresh_interval() {
 
 #[tokio::test]
 async fn a_failing_card_endpoint_keeps_the_last_good_card_serving() {
-    let a = agent().await;
-    let g = TestGateway::start(&[("scripts", &a)], refresh_all(REFRESH)).await;
-    g.ready().await;
+    let (a, g) = single("scripts", refresh_all(REFRESH)).await;
     let good = a.card();
     a.script(
         Route::Card,
@@ -310,12 +279,10 @@ async fn a_failing_card_endpoint_keeps_the_last_good_card_serving() {
 
 #[tokio::test]
 async fn tasks_are_still_created_while_the_card_is_stale() {
-    let a = agent().await;
-    let g = TestGateway::start(&[("scripts", &a)], refresh_all(REFRESH)).await;
-    g.ready().await;
+    let (a, g) = single("scripts", refresh_all(REFRESH)).await;
     a.script(Route::Card, Reply::Json(500, json!({"error": "down"})));
     wait_for_state(&g, "scripts", "stale").await;
-    let r = create_task(&g, "scripts").await;
+    let r = g.http.post_task("scripts").await;
     assert_eq!(r.status, 202, "{r:?}");
     assert_eq!(r.json()["status"], "SUBMITTED");
     // The input_schema of the stale card still guards the agent.
@@ -332,9 +299,7 @@ async fn tasks_are_still_created_while_the_card_is_stale() {
 
 #[tokio::test]
 async fn a_stale_card_returns_to_fresh_when_the_agent_recovers() {
-    let a = agent().await;
-    let g = TestGateway::start(&[("scripts", &a)], refresh_all(REFRESH)).await;
-    g.ready().await;
+    let (a, g) = single("scripts", refresh_all(REFRESH)).await;
     a.script(Route::Card, Reply::Json(503, json!({"error": "later"})));
     wait_for_state(&g, "scripts", "stale").await;
     a.clear_scripts();
@@ -346,9 +311,7 @@ async fn a_stale_card_returns_to_fresh_when_the_agent_recovers() {
 
 #[tokio::test]
 async fn an_invalid_new_card_keeps_the_last_good_card_serving() {
-    let a = agent().await;
-    let g = TestGateway::start(&[("scripts", &a)], refresh_all(REFRESH)).await;
-    g.ready().await;
+    let (a, g) = single("scripts", refresh_all(REFRESH)).await;
     let good = a.card();
     let mut bad = good.clone();
     bad["agent_id"] = json!("nope");
@@ -368,9 +331,7 @@ async fn an_invalid_new_card_keeps_the_last_good_card_serving() {
 
 #[tokio::test]
 async fn a_card_that_becomes_valid_again_is_fresh() {
-    let a = agent().await;
-    let g = TestGateway::start(&[("scripts", &a)], refresh_all(REFRESH)).await;
-    g.ready().await;
+    let (a, g) = single("scripts", refresh_all(REFRESH)).await;
     a.set_card(card_with("description", json!("short")));
     wait_for_state(&g, "scripts", "stale").await;
     let fixed = card_for("Fixed Agent", None);
@@ -384,9 +345,7 @@ async fn a_card_that_becomes_valid_again_is_fresh() {
 
 #[tokio::test]
 async fn a_dead_agent_keeps_its_card_serving_stale() {
-    let a = agent().await;
-    let g = TestGateway::start(&[("scripts", &a)], refresh_all(REFRESH)).await;
-    g.ready().await;
+    let (a, g) = single("scripts", refresh_all(REFRESH)).await;
     let good = a.card();
     a.shutdown().await;
     wait_for_state(&g, "scripts", "stale").await;
@@ -394,7 +353,7 @@ async fn a_dead_agent_keeps_its_card_serving_stale() {
     assert_eq!(r.status, 200, "{r:?}");
     assert_eq!(r.json(), good);
     // The card is there, so the agent is not "unavailable": it is unreachable.
-    let r = create_task(&g, "scripts").await;
+    let r = g.http.post_task("scripts").await;
     assert_eq!(r.status, 502, "{r:?}");
     assert_eq!(r.error_code(), "AGENT_UNREACHABLE");
 }
@@ -409,7 +368,7 @@ async fn assert_unavailable(agent: &SampleAgent, reasons: &[&str]) {
     let e = entry(&g, "broken").await;
     assert_eq!(e["card_state"], "unavailable", "{e}");
     assert!(e["agent_id"].is_null(), "{e}");
-    let r = create_task(&g, "broken").await;
+    let r = g.http.post_task("broken").await;
     assert_eq!(r.status, 503, "{r:?}");
     assert_eq!(r.error_code(), "AGENT_UNAVAILABLE");
     let message = r.json()["error"]["message"]
@@ -482,7 +441,7 @@ async fn a_remote_ref_in_a_card_is_never_fetched() {
     let g = TestGateway::start(&[("broken", &a)], |_| {}).await;
     g.ready().await;
     assert_eq!(card_state(&g, "broken").await, "unavailable");
-    assert_eq!(create_task(&g, "broken").await.status, 503);
+    assert_eq!(g.http.post_task("broken").await.status, 503);
     assert_eq!(
         canary.request_count(Route::Other),
         0,
@@ -563,9 +522,9 @@ async fn a_hanging_card_fetch_holds_up_neither_the_listener_nor_other_agents() {
         .expect("the gateway starts without waiting for the slow card");
     assert_eq!(g.http.get("/healthz").await.status, 200);
     wait_for_state(&g, "fast", "fresh").await;
-    let r = create_task(&g, "fast").await;
+    let r = g.http.post_task("fast").await;
     assert_eq!(r.status, 202, "{r:?}");
-    let r = create_task(&g, "slow").await;
+    let r = g.http.post_task("slow").await;
     assert_eq!(r.status, 503, "{r:?}");
     assert_eq!(r.error_code(), "AGENT_UNAVAILABLE");
     // All of the above happened while the slow card was still being fetched.
@@ -593,11 +552,11 @@ async fn a_slow_card_is_served_once_it_arrives() {
     })
     .await;
     wait_for_state(&g, "fast", "fresh").await;
-    assert_eq!(create_task(&g, "fast").await.status, 202);
+    assert_eq!(g.http.post_task("fast").await.status, 202);
     g.ready().await;
     assert_eq!(card_state(&g, "slow").await, "fresh");
     assert_eq!(served_card(&g, "slow").await.json(), slow.card());
-    assert_eq!(create_task(&g, "slow").await.status, 202);
+    assert_eq!(g.http.post_task("slow").await.status, 202);
 }
 
 // --- auth_header never leaves the gateway ---
@@ -626,7 +585,7 @@ async fn the_auth_header_is_not_in_the_catalog_readyz_or_metrics() {
     let a = agent_serving(card_for("Hooked Agent", Some((HOOK, SECRET)))).await;
     let g = TestGateway::start(&[("hooked", &a)], refresh_all(REFRESH)).await;
     g.ready().await;
-    assert_eq!(create_task(&g, "hooked").await.status, 202);
+    assert_eq!(g.http.post_task("hooked").await.status, 202);
     // A stale period puts an error next to the card in every report.
     a.script(Route::Card, Reply::Json(500, json!({"error": "down"})));
     wait_for_state(&g, "hooked", "stale").await;
@@ -660,7 +619,7 @@ async fn the_auth_header_of_an_invalid_card_is_not_in_error_reports() {
         let g = TestGateway::start(&[("hooked", &a)], |_| {}).await;
         g.ready().await;
         assert_eq!(card_state(&g, "hooked").await, "unavailable");
-        let task = create_task(&g, "hooked").await;
+        let task = g.http.post_task("hooked").await;
         assert_eq!(task.status, 503, "{task:?}");
         for r in [
             task,
@@ -688,9 +647,7 @@ async fn fetches(g: &TestGateway, agent: &str, result: &str) -> f64 {
 
 #[tokio::test]
 async fn card_fetches_are_counted_ok_and_not_modified() {
-    let a = agent().await;
-    let g = TestGateway::start(&[("scripts", &a)], refresh_all(REFRESH)).await;
-    g.ready().await;
+    let (a, g) = single("scripts", refresh_all(REFRESH)).await;
     assert!(fetches(&g, "scripts", "ok").await >= 1.0);
     wait_for("a revalidation", || async { a.card_not_modified() >= 1 }).await;
     wait_for("not_modified counted", || async {
@@ -744,9 +701,7 @@ async fn card_fetch_timeouts_are_counted_and_reported() {
 
 #[tokio::test]
 async fn card_fetches_of_a_dead_agent_are_counted_unreachable() {
-    let a = agent().await;
-    let g = TestGateway::start(&[("scripts", &a)], refresh_all(REFRESH)).await;
-    g.ready().await;
+    let (a, g) = single("scripts", refresh_all(REFRESH)).await;
     a.shutdown().await;
     wait_for("unreachable counted", || async {
         fetches(&g, "scripts", "unreachable").await >= 1.0

@@ -1,11 +1,9 @@
 //! GET /events?agent=NAME&task=ID...: one event stream for many tasks (see `crate::stream::events`).
 
-use hyper::body::Incoming;
-use hyper::Request;
-
-use super::body::Body;
-use super::error::{ApiError, ApiResult, Code};
-use super::tasks::{event_stream, ledger_down};
+use crate::http::body::Body;
+use crate::http::error::{ApiError, ApiResult, Code};
+use crate::http::request::Request;
+use crate::http::response::event_stream;
 use crate::stream::events::{self, Filter, MAX_TASKS};
 use crate::State;
 
@@ -49,7 +47,7 @@ fn filter(state: &State, query: Option<&str>) -> Result<Filter, ApiError> {
     Ok(f)
 }
 
-pub async fn events(state: &State, req: Request<Incoming>) -> ApiResult {
+pub async fn events(state: &State, req: Request) -> ApiResult {
     if *state.hub.stopping().borrow() {
         return Err(ApiError::new(
             Code::Unavailable,
@@ -61,7 +59,7 @@ pub async fn events(state: &State, req: Request<Incoming>) -> ApiResult {
     let changes = state.hub.feed.subscribe();
     let mut live = Vec::new();
     for task in &f.tasks {
-        let Some(rec) = state.ledger.get(task).await.map_err(ledger_down)? else {
+        let Some(rec) = state.ledger.get(task).await? else {
             continue;
         };
         let wanted = f.agents.is_empty() || f.agents.iter().any(|a| **a == *rec.agent);

@@ -1,18 +1,9 @@
-mod support;
-use support::*;
+use crate::support::*;
 
 #[tokio::test]
 async fn create_and_get_through_the_gateway() {
-    let a = agent().await;
-    let g = TestGateway::start(&[("scripts", &a)], |_| {}).await;
-    g.ready().await;
-    let r = g
-        .http
-        .post_json(
-            "/agents/scripts/tasks",
-            &serde_json::json!({"input": good_input()}),
-        )
-        .await;
+    let (_a, g) = single("scripts", |_| {}).await;
+    let r = g.http.post_task("scripts").await;
     assert_eq!(r.status, 202, "{:?}", r);
     let t = r.json();
     assert_eq!(t["status"], "SUBMITTED");

@@ -1,30 +1,33 @@
-//! A lean HTTP/1.1 path for task-stream subscribers.
+//! A lean HTTP/1.1 transport for task-stream subscribers.
 //!
 //! An event-stream subscriber holds its connection for minutes or hours and, after the response
 //! head, only ever receives. Served by hyper, each one keeps a connection's read and write
 //! buffers and futures (about 33 KB, measured); ten thousand subscribers on one task would
 //! cost a third of a gigabyte. So `GET .../tasks/{id}/stream` over HTTP/1.1 is recognised
-//! from the first bytes the accept loop peeks, its head is read and parsed here (httparse, as
-//! hyper does), the same handler as the hyper route answers it, and the events are written as
-//! chunks straight from the shared ring: per subscriber, a socket, a cursor and a small task.
-//! The connection closes when the stream ends. Anything else (HTTP/2, other routes) is hyper's.
+//! from the first bytes the accept loop peeks, and this module is its transport: it reads and
+//! parses the head (httparse, as hyper does) into the same [`Request`] hyper would build, hands
+//! it to the one pipeline ([`pipeline::handle`]), and writes the answer, the events as chunks
+//! straight from the shared ring: per subscriber, a socket, a cursor and a small task. Only the
+//! byte framing is this module's own; request ids, routing, checks, metrics and error bodies are
+//! the pipeline's. The connection closes when the stream ends. Anything else (HTTP/2, other
+//! routes) is hyper's.
 
 use std::future::poll_fn;
 use std::io::IoSlice;
-use std::net::SocketAddr;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use hyper::header::{HeaderMap, HeaderName, HeaderValue};
-use hyper::{Response, StatusCode};
+use hyper::{Method, Response, StatusCode, Version};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
 use super::body::Body;
 use super::error::{ApiError, Code};
-use super::{count_request, request_id_of, stream_route, tasks, Ctx, X_REQUEST_ID};
+use super::pipeline::{self, Conn};
+use super::request::{Request, RequestBody};
+use super::route::stream_route;
 use crate::State;
 
 /// The longest request head read on this path (hyper's default limit is larger, but a stream
@@ -91,22 +94,24 @@ async fn read_head(stream: &mut TcpStream) -> HeadRead {
         .unwrap_or(HeadRead::Gone)
 }
 
-struct Head {
-    path: String,
-    headers: HeaderMap,
-}
-
-fn parse_head(buf: &[u8]) -> Result<Head, ApiError> {
+/// The request a head describes, as hyper would build it (a GET with no body); a head that is
+/// malformed or declares a body is refused here, as hyper refuses a malformed head itself.
+fn parse_head(buf: &[u8]) -> Result<Request, ApiError> {
     let bad = |m: &str| ApiError::new(Code::InvalidRequest, m.to_owned());
     let mut slots = [httparse::EMPTY_HEADER; 100];
-    let mut req = httparse::Request::new(&mut slots);
-    match req.parse(buf) {
+    let mut parsed = httparse::Request::new(&mut slots);
+    match parsed.parse(buf) {
         Ok(httparse::Status::Complete(_)) => {}
         _ => return Err(bad("malformed request head")),
     }
-    let path = req.path.ok_or_else(|| bad("no request target"))?.to_owned();
-    let mut headers = HeaderMap::with_capacity(req.headers.len());
-    for h in req.headers.iter() {
+    let target = parsed.path.ok_or_else(|| bad("no request target"))?;
+    let mut req = hyper::Request::new(RequestBody::Empty);
+    *req.method_mut() = Method::GET;
+    *req.version_mut() = Version::HTTP_11;
+    *req.uri_mut() = target.parse().map_err(|_| bad("bad request target"))?;
+    let headers = req.headers_mut();
+    headers.reserve(parsed.headers.len());
+    for h in parsed.headers.iter() {
         let name = HeaderName::from_bytes(h.name.as_bytes()).map_err(|_| bad("bad header name"))?;
         let value = HeaderValue::from_bytes(h.value).map_err(|_| bad("bad header value"))?;
         headers.append(name, value);
@@ -119,75 +124,34 @@ fn parse_head(buf: &[u8]) -> Result<Head, ApiError> {
     if has_body {
         return Err(bad("a stream request takes no body"));
     }
-    Ok(Head { path, headers })
+    Ok(req)
 }
 
 /// Serve one stream request on `stream`, then close it.
-pub(super) async fn serve(mut stream: TcpStream, state: Arc<State>, peer: SocketAddr) {
-    let started = Instant::now();
-    let kill = Arc::new(Notify::new());
-    let (res, agent) = {
-        let buf = match read_head(&mut stream).await {
-            HeadRead::Done(buf) => buf,
-            HeadRead::Gone => return,
-            HeadRead::TooLarge => {
-                let mut res = ApiError::new(
-                    Code::InvalidRequest,
-                    format!("request head over {MAX_HEAD} bytes"),
-                )
-                .into_response();
-                *res.status_mut() = StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE;
-                let _ = respond(&mut stream, res, &kill, Duration::from_secs(10)).await;
-                return;
-            }
-        };
-        let mut ctx = Ctx {
-            // The client's id once its head is parsed; a fresh one if it cannot be.
-            request_id: request_id_of(&HeaderMap::new()),
-            peer,
-            agent: None,
-            kill: kill.clone(),
-        };
-        let result = match parse_head(&buf) {
-            Err(e) => Err(e),
-            Ok(head) => {
-                ctx.request_id = request_id_of(&head.headers);
-                match (
-                    head.path.parse::<hyper::Uri>(),
-                    stream_route(head.path.split('?').next().unwrap_or("")),
-                ) {
-                    (Ok(uri), Some((prefix, task))) => {
-                        tasks::stream_of(
-                            &state,
-                            &mut ctx,
-                            prefix,
-                            task,
-                            &head.headers,
-                            &uri,
-                            hyper::Version::HTTP_11,
-                        )
-                        .await
-                    }
-                    _ => Err(ApiError::new(Code::NotFound, "no such route")),
-                }
-            }
-        };
-        let mut res = result.unwrap_or_else(ApiError::into_response);
-        res.headers_mut()
-            .insert(X_REQUEST_ID.clone(), ctx.request_id.clone());
-        (res, ctx.agent.map(|a| a.cfg.name.clone()))
+pub(super) async fn serve(mut stream: TcpStream, state: &State, conn: &Conn) {
+    let buf = match read_head(&mut stream).await {
+        HeadRead::Done(buf) => buf,
+        HeadRead::Gone => return,
+        HeadRead::TooLarge => {
+            let mut res = ApiError::new(
+                Code::InvalidRequest,
+                format!("request head over {MAX_HEAD} bytes"),
+            )
+            .into_response();
+            *res.status_mut() = StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE;
+            let _ = respond(&mut stream, res, &conn.kill, Duration::from_secs(10)).await;
+            return;
+        }
     };
-    count_request(
-        &state,
-        "stream",
-        agent.as_deref().unwrap_or(""),
-        res.status(),
-        started,
-    );
+    let res = match parse_head(&buf) {
+        Ok(req) => pipeline::handle(state, conn, req).await,
+        Err(e) => e.into_response(),
+    };
+    drop(buf);
     // A client that stops reading is let go after this long stuck on one write (the sweep
     // cuts slow subscribers only while the topic lives; this also covers the last writes).
     let deadline = (state.hub.config().ping_interval * 2).max(Duration::from_secs(10));
-    let _ = respond(&mut stream, res, &kill, deadline).await;
+    let _ = respond(&mut stream, res, &conn.kill, deadline).await;
     let _ = tokio::time::timeout(Duration::from_secs(1), stream.shutdown()).await;
 }
 

@@ -2,28 +2,25 @@
 //! proxied A2A endpoints in both forms, every error code the gateway produces, conformance in
 //! both modes, proxy header hygiene, and the operational routes (health, readiness, metrics).
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::sample::{card_for, AgentOptions, NewArtifact, Reply, Route, SampleAgent};
+use crate::support::*;
 use a2a_gateway::config::{AgentConfig, Config, Conformance};
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::Method;
 use serde_json::{json, Value};
-use support::sample::{card_for, AgentOptions, NewArtifact, Reply, Route, SampleAgent};
-use support::*;
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------------
 
-/// One sample agent served as `a` behind a gateway that has its card.
-async fn single(tweak: impl FnOnce(&mut Config)) -> (SampleAgent, TestGateway) {
-    let a = agent().await;
-    let g = TestGateway::start(&[("a", &a)], tweak).await;
-    g.ready().await;
-    (a, g)
+/// One sample agent served as `a` behind a ready gateway (with `tweak`), and one task on it.
+async fn single_task(tweak: impl FnOnce(&mut Config)) -> (SampleAgent, TestGateway, String) {
+    let (a, g) = single("a", tweak).await;
+    let id = create(&g).await;
+    (a, g, id)
 }
 
 /// Two sample agents, `a` and `b`, behind one ready gateway.
@@ -52,7 +49,7 @@ async fn create(g: &TestGateway) -> String {
 }
 
 /// The requests `agent` received on `route`, oldest first.
-fn received(agent: &SampleAgent, route: Route) -> Vec<support::sample::Recorded> {
+fn received(agent: &SampleAgent, route: Route) -> Vec<crate::support::sample::Recorded> {
     agent
         .requests()
         .into_iter()
@@ -69,10 +66,19 @@ fn contacted(agent: &SampleAgent) -> usize {
         .count()
 }
 
-fn recorded_header(rec: &support::sample::Recorded, name: &str) -> Option<String> {
+fn recorded_header(rec: &crate::support::sample::Recorded, name: &str) -> Option<String> {
     rec.headers
         .get(name)
         .map(|v| v.to_str().expect("header is text").to_owned())
+}
+
+/// Header `name` of the first request `agent` received on `route`.
+fn first_header(agent: &SampleAgent, route: Route, name: &str) -> Option<String> {
+    let first = received(agent, route)
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| panic!("the agent received no {route:?} request"));
+    recorded_header(&first, name)
 }
 
 /// The task as the agent holds it, in `status` and with `extra` merged in (a scripted answer).
@@ -124,7 +130,7 @@ async fn metrics_text(g: &TestGateway) -> (Resp, String) {
 
 #[tokio::test]
 async fn create_under_an_agent_forwards_the_body_unchanged_and_answers_202() {
-    let (a, g) = single(|_| {}).await;
+    let (a, g) = single("a", |_| {}).await;
     let body = json!({ "input": good_input(), "note": "kept" });
     let id = create_at(&g, "/agents/a/tasks", &body).await;
     let creates = received(&a, Route::CreateTask);
@@ -143,7 +149,7 @@ async fn create_under_an_agent_forwards_the_body_unchanged_and_answers_202() {
 
 #[tokio::test]
 async fn agentless_create_by_route_name_sends_the_agent_only_the_input() {
-    let (a, g) = single(|_| {}).await;
+    let (a, g) = single("a", |_| {}).await;
     let id = create_at(
         &g,
         "/tasks",
@@ -175,7 +181,7 @@ async fn agentless_create_by_agent_id_reaches_that_agent() {
 
 #[tokio::test]
 async fn the_cards_agent_id_works_as_the_route_name() {
-    let (a, g) = single(|_| {}).await;
+    let (a, g) = single("a", |_| {}).await;
     let prefix = format!("/agents/{}", a.agent_id());
     let id = create_at(
         &g,
@@ -198,8 +204,7 @@ async fn the_cards_agent_id_works_as_the_route_name() {
 
 #[tokio::test]
 async fn get_task_answers_the_agents_current_state_in_both_forms() {
-    let (a, g) = single(|_| {}).await;
-    let id = create(&g).await;
+    let (a, g, id) = single_task(|_| {}).await;
     a.set_status(&id, "WORKING", Value::Null)
         .expect("agent knows the task");
     for path in [format!("/agents/a/tasks/{id}"), format!("/tasks/{id}")] {
@@ -215,7 +220,7 @@ async fn get_task_answers_the_agents_current_state_in_both_forms() {
 
 #[tokio::test]
 async fn cancel_in_both_forms_reaches_the_agent() {
-    let (a, g) = single(|_| {}).await;
+    let (a, g) = single("a", |_| {}).await;
     let first = create(&g).await;
     let second = create(&g).await;
     for (id, path) in [
@@ -237,8 +242,7 @@ async fn cancel_in_both_forms_reaches_the_agent() {
 
 #[tokio::test]
 async fn artifacts_are_listed_in_both_forms() {
-    let (a, g) = single(|_| {}).await;
-    let id = create(&g).await;
+    let (a, g, id) = single_task(|_| {}).await;
     let text = a.add_artifact(&id, NewArtifact::Text("hello".into()));
     let log = a.add_artifact(&id, NewArtifact::Log("line".into()));
     for path in [
@@ -270,8 +274,7 @@ async fn artifacts_are_listed_in_both_forms() {
 
 #[tokio::test]
 async fn agentless_artifact_content_is_not_found_until_listed_through_the_gateway() {
-    let (a, g) = single(|_| {}).await;
-    let id = create(&g).await;
+    let (a, g, id) = single_task(|_| {}).await;
     let art = a.add_artifact(&id, NewArtifact::Text("the content".into()));
     let agentless = format!("/artifacts/{art}/content");
 
@@ -302,8 +305,7 @@ async fn agentless_artifact_content_is_not_found_until_listed_through_the_gatewa
 
 #[tokio::test]
 async fn file_artifact_bodies_stream_through_with_their_content_type() {
-    let (a, g) = single(|_| {}).await;
-    let id = create(&g).await;
+    let (a, g, id) = single_task(|_| {}).await;
     // Larger than anything the gateway buffers from an agent (8 MiB): only a streamed body fits.
     let body = file_bytes(9 * 1024 * 1024 + 123);
     let art = a.add_artifact(
@@ -334,8 +336,7 @@ async fn file_artifact_bodies_stream_through_with_their_content_type() {
 
 #[tokio::test]
 async fn redirected_file_artifacts_pass_the_302_through_unfollowed() {
-    let (a, g) = single(|_| {}).await;
-    let id = create(&g).await;
+    let (a, g, id) = single_task(|_| {}).await;
     let art = a.add_artifact(
         &id,
         NewArtifact::Redirect {
@@ -360,8 +361,7 @@ async fn redirected_file_artifacts_pass_the_302_through_unfollowed() {
 
 #[tokio::test]
 async fn task_stream_passes_agent_events_through() {
-    let (a, g) = single(|_| {}).await;
-    let id = create(&g).await;
+    let (a, g, id) = single_task(|_| {}).await;
     let res = g.http.open(&format!("/tasks/{id}/stream")).await;
     assert_eq!(res.status(), 200);
     let h = res.headers();
@@ -423,8 +423,7 @@ async fn task_stream_passes_agent_events_through() {
 
 #[tokio::test]
 async fn the_stream_gets_anti_buffering_headers_even_when_the_agent_sends_none() {
-    let (a, g) = single(|_| {}).await;
-    let id = create(&g).await;
+    let (a, g, id) = single_task(|_| {}).await;
     let events = "event: log\ndata: {\"message\":\"one\"}\n\n";
     a.script(
         Route::Stream,
@@ -462,9 +461,8 @@ async fn the_stream_gets_anti_buffering_headers_even_when_the_agent_sends_none()
         seen.ends_with("event: log\ndata: {\"message\":\"one\"}\n\n"),
         "{seen}"
     );
-    let streams = received(&a, Route::Stream);
     assert_eq!(
-        recorded_header(&streams[0], "accept").as_deref(),
+        first_header(&a, Route::Stream, "accept").as_deref(),
         Some("text/event-stream")
     );
 }
@@ -475,7 +473,7 @@ async fn the_stream_gets_anti_buffering_headers_even_when_the_agent_sends_none()
 
 #[tokio::test]
 async fn malformed_json_is_invalid_json() {
-    let (a, g) = single(|_| {}).await;
+    let (a, g) = single("a", |_| {}).await;
     let r = g
         .http
         .send(
@@ -491,7 +489,7 @@ async fn malformed_json_is_invalid_json() {
 
 #[tokio::test]
 async fn a_body_without_an_input_object_is_invalid_request() {
-    let (a, g) = single(|_| {}).await;
+    let (a, g) = single("a", |_| {}).await;
     for body in [
         json!({}),
         json!({ "input": "topic" }),
@@ -507,7 +505,7 @@ async fn a_body_without_an_input_object_is_invalid_request() {
 
 #[tokio::test]
 async fn agentless_create_without_agent_is_invalid_request() {
-    let (a, g) = single(|_| {}).await;
+    let (a, g) = single("a", |_| {}).await;
     for body in [
         json!({ "input": good_input() }),
         json!({ "agent": 7, "input": good_input() }),
@@ -522,7 +520,7 @@ async fn agentless_create_without_agent_is_invalid_request() {
 
 #[tokio::test]
 async fn input_schema_violations_are_all_reported_without_contacting_the_agent() {
-    let (a, g) = single(|_| {}).await;
+    let (a, g) = single("a", |_| {}).await;
     let bad = json!({ "topic": 42, "filename": "not a script.sh" });
     for (path, body) in [
         ("/agents/a/tasks", json!({ "input": bad })),
@@ -558,7 +556,7 @@ async fn input_schema_violations_are_all_reported_without_contacting_the_agent()
 
 #[tokio::test]
 async fn a_missing_required_property_is_a_schema_violation() {
-    let (a, g) = single(|_| {}).await;
+    let (a, g) = single("a", |_| {}).await;
     let r = g
         .http
         .post_json("/agents/a/tasks", &json!({ "input": { "topic": "t" } }))
@@ -577,12 +575,9 @@ async fn a_missing_required_property_is_a_schema_violation() {
 
 #[tokio::test]
 async fn an_unknown_agent_is_unknown_agent_in_every_form() {
-    let (a, g) = single(|_| {}).await;
+    let (a, g) = single("a", |_| {}).await;
     let some_id = uuid::Uuid::new_v4().to_string();
-    let r = g
-        .http
-        .post_json("/agents/nobody/tasks", &json!({ "input": good_input() }))
-        .await;
+    let r = g.http.post_task("nobody").await;
     assert_api_error(&r, 404, "UNKNOWN_AGENT");
     let r = g
         .http
@@ -611,7 +606,7 @@ async fn an_unknown_agent_is_unknown_agent_in_every_form() {
 
 #[tokio::test]
 async fn an_agentless_unknown_task_is_task_not_found() {
-    let (a, g) = single(|_| {}).await;
+    let (a, g) = single("a", |_| {}).await;
     let id = uuid::Uuid::new_v4().to_string();
     for path in [
         format!("/tasks/{id}"),
@@ -650,8 +645,7 @@ async fn a_task_of_one_agent_is_not_found_under_another() {
 
 #[tokio::test]
 async fn cancel_of_a_terminal_task_is_task_terminal() {
-    let (a, g) = single(|_| {}).await;
-    let id = create(&g).await;
+    let (a, g, id) = single_task(|_| {}).await;
     let r = g.http.post_empty(&format!("/tasks/{id}/cancel")).await;
     assert_eq!(r.status, 202, "{r:?}");
     let r = g.http.post_empty(&format!("/tasks/{id}/cancel")).await;
@@ -671,10 +665,7 @@ async fn an_agent_with_an_invalid_card_is_unavailable_with_the_reason() {
     .await;
     let g = TestGateway::start(&[("a", &a)], |_| {}).await;
     g.ready().await;
-    let r = g
-        .http
-        .post_json("/agents/a/tasks", &json!({ "input": good_input() }))
-        .await;
+    let r = g.http.post_task("a").await;
     let err = assert_api_error(&r, 503, "AGENT_UNAVAILABLE");
     let msg = err["message"].as_str().expect("message");
     assert!(msg.contains("invalid card"), "{msg}");
@@ -692,18 +683,13 @@ async fn an_agent_with_an_invalid_card_is_unavailable_with_the_reason() {
 
 #[tokio::test]
 async fn an_agent_unreachable_from_the_start_is_unavailable_with_the_reason() {
-    let a = agent().await;
-    let g = TestGateway::start(&[("a", &a)], |cfg| {
+    let (_a, g) = single("a", |cfg| {
         // Port 1 on loopback: nothing listens there, and no ephemeral port is ever 1.
         cfg.agents
             .push(AgentConfig::new("dead", "http://127.0.0.1:1"));
     })
     .await;
-    g.ready().await;
-    let r = g
-        .http
-        .post_json("/agents/dead/tasks", &json!({ "input": good_input() }))
-        .await;
+    let r = g.http.post_task("dead").await;
     let err = assert_api_error(&r, 503, "AGENT_UNAVAILABLE");
     let msg = err["message"].as_str().expect("message");
     assert!(msg.contains("card fetch failed"), "{msg}");
@@ -711,12 +697,9 @@ async fn an_agent_unreachable_from_the_start_is_unavailable_with_the_reason() {
 
 #[tokio::test]
 async fn an_agent_closing_the_connection_is_unreachable() {
-    let (a, g) = single(|_| {}).await;
+    let (a, g) = single("a", |_| {}).await;
     a.script(Route::CreateTask, Reply::Close);
-    let r = g
-        .http
-        .post_json("/agents/a/tasks", &json!({ "input": good_input() }))
-        .await;
+    let r = g.http.post_task("a").await;
     let err = assert_api_error(&r, 502, "AGENT_UNREACHABLE");
     assert!(err["message"]
         .as_str()
@@ -726,8 +709,7 @@ async fn an_agent_closing_the_connection_is_unreachable() {
 
 #[tokio::test]
 async fn an_agent_that_was_shut_down_is_unreachable() {
-    let (a, g) = single(|_| {}).await;
-    let id = create(&g).await;
+    let (a, g, id) = single_task(|_| {}).await;
     a.shutdown().await;
     let r = g.http.get(&format!("/tasks/{id}")).await;
     assert_api_error(&r, 502, "AGENT_UNREACHABLE");
@@ -737,12 +719,12 @@ async fn an_agent_that_was_shut_down_is_unreachable() {
 
 #[tokio::test]
 async fn a_hanging_agent_is_a_timeout() {
-    let (a, g) = single(|cfg| cfg.agents[0].timeout = Duration::from_millis(300)).await;
+    let (a, g) = single("a", |cfg| {
+        cfg.agents[0].timeout = Duration::from_millis(300)
+    })
+    .await;
     a.script(Route::CreateTask, Reply::Hang);
-    let r = g
-        .http
-        .post_json("/agents/a/tasks", &json!({ "input": good_input() }))
-        .await;
+    let r = g.http.post_task("a").await;
     let err = assert_api_error(&r, 504, "AGENT_TIMEOUT");
     assert!(
         err["message"]
@@ -754,7 +736,10 @@ async fn a_hanging_agent_is_a_timeout() {
 
 #[tokio::test]
 async fn a_hanging_artifact_download_is_a_timeout() {
-    let (a, g) = single(|cfg| cfg.agents[0].timeout = Duration::from_millis(300)).await;
+    let (a, g) = single("a", |cfg| {
+        cfg.agents[0].timeout = Duration::from_millis(300)
+    })
+    .await;
     let id = create(&g).await;
     let art = a.add_artifact(&id, NewArtifact::Text("x".into()));
     a.script(Route::ArtifactContent, Reply::Hang);
@@ -767,14 +752,11 @@ async fn a_hanging_artifact_download_is_a_timeout() {
 
 #[tokio::test]
 async fn a_create_answered_with_a_non_uuid_task_id_is_a_protocol_violation() {
-    let (a, g) = single(|_| {}).await;
+    let (a, g) = single("a", |_| {}).await;
     let mut t = task_doc(&a, &create(&g).await, "SUBMITTED", Value::Null);
     t["task_id"] = json!("task-1");
     a.script_once(Route::CreateTask, Reply::Json(202, t));
-    let r = g
-        .http
-        .post_json("/agents/a/tasks", &json!({ "input": good_input() }))
-        .await;
+    let r = g.http.post_task("a").await;
     assert_eq!(violation_paths(&r), ["/task_id"]);
     let r = g.http.get("/tasks/task-1").await;
     assert_api_error(&r, 404, "TASK_NOT_FOUND");
@@ -782,21 +764,16 @@ async fn a_create_answered_with_a_non_uuid_task_id_is_a_protocol_violation() {
 
 #[tokio::test]
 async fn a_create_answered_in_working_is_a_protocol_violation() {
-    let (a, g) = single(|_| {}).await;
-    let id = create(&g).await;
+    let (a, g, id) = single_task(|_| {}).await;
     let t = task_doc(&a, &id, "WORKING", Value::Null);
     a.script_once(Route::CreateTask, Reply::Json(202, t));
-    let r = g
-        .http
-        .post_json("/agents/a/tasks", &json!({ "input": good_input() }))
-        .await;
+    let r = g.http.post_task("a").await;
     assert_eq!(violation_paths(&r), ["/status"]);
 }
 
 #[tokio::test]
 async fn a_failed_task_without_error_is_a_protocol_violation() {
-    let (a, g) = single(|_| {}).await;
-    let id = create(&g).await;
+    let (a, g, id) = single_task(|_| {}).await;
     let t = task_doc(&a, &id, "FAILED", Value::Null);
     a.script_once(Route::GetTask, Reply::Json(200, t));
     let r = g.http.get(&format!("/tasks/{id}")).await;
@@ -809,8 +786,7 @@ async fn a_failed_task_without_error_is_a_protocol_violation() {
 
 #[tokio::test]
 async fn timestamps_without_milliseconds_are_a_protocol_violation() {
-    let (a, g) = single(|_| {}).await;
-    let id = create(&g).await;
+    let (a, g, id) = single_task(|_| {}).await;
     let t = task_doc(
         &a,
         &id,
@@ -824,20 +800,16 @@ async fn timestamps_without_milliseconds_are_a_protocol_violation() {
 
 #[tokio::test]
 async fn a_create_answered_200_instead_of_202_is_a_protocol_violation() {
-    let (a, g) = single(|_| {}).await;
+    let (a, g) = single("a", |_| {}).await;
     let t = task_doc(&a, &create(&g).await, "SUBMITTED", Value::Null);
     a.script_once(Route::CreateTask, Reply::Json(200, t));
-    let r = g
-        .http
-        .post_json("/agents/a/tasks", &json!({ "input": good_input() }))
-        .await;
+    let r = g.http.post_task("a").await;
     assert_eq!(violation_paths(&r), [""]);
 }
 
 #[tokio::test]
 async fn a_task_answer_that_is_not_json_is_a_protocol_violation() {
-    let (a, g) = single(|_| {}).await;
-    let id = create(&g).await;
+    let (a, g, id) = single_task(|_| {}).await;
     a.script_once(
         Route::GetTask,
         Reply::Raw {
@@ -852,8 +824,7 @@ async fn a_task_answer_that_is_not_json_is_a_protocol_violation() {
 
 #[tokio::test]
 async fn a_file_artifact_without_filename_is_a_protocol_violation() {
-    let (a, g) = single(|_| {}).await;
-    let id = create(&g).await;
+    let (a, g, id) = single_task(|_| {}).await;
     a.add_artifact(
         &id,
         NewArtifact::File {
@@ -875,8 +846,7 @@ async fn a_file_artifact_without_filename_is_a_protocol_violation() {
 
 #[tokio::test]
 async fn report_mode_passes_a_broken_answer_on_and_counts_it() {
-    let (a, g) = single(|cfg| cfg.agents[0].conformance = Conformance::Report).await;
-    let id = create(&g).await;
+    let (a, g, id) = single_task(|cfg| cfg.agents[0].conformance = Conformance::Report).await;
     let violations = [("agent", "a"), ("kind", "task"), ("mode", "report")];
     assert_eq!(
         g.metric("a2a_gateway_protocol_violations_total", &violations)
@@ -897,13 +867,10 @@ async fn report_mode_passes_a_broken_answer_on_and_counts_it() {
 
 #[tokio::test]
 async fn an_agents_own_error_answer_is_passed_through() {
-    let (a, g) = single(|_| {}).await;
+    let (a, g) = single("a", |_| {}).await;
     let refusal = json!({ "error": { "code": "QUOTA_EXCEEDED", "message": "try tomorrow" } });
     a.script_once(Route::CreateTask, Reply::Json(429, refusal.clone()));
-    let r = g
-        .http
-        .post_json("/agents/a/tasks", &json!({ "input": good_input() }))
-        .await;
+    let r = g.http.post_task("a").await;
     assert_eq!(r.status, 429, "{r:?}");
     assert_eq!(r.json(), refusal);
 
@@ -917,7 +884,7 @@ async fn an_agents_own_error_answer_is_passed_through() {
 
 #[tokio::test]
 async fn an_unknown_task_under_an_agent_gets_the_agents_own_404() {
-    let (a, g) = single(|_| {}).await;
+    let (a, g) = single("a", |_| {}).await;
     let id = uuid::Uuid::new_v4().to_string();
     let r = g.http.get(&format!("/agents/a/tasks/{id}")).await;
     assert_eq!(r.status, 404, "{r:?}");
@@ -927,7 +894,7 @@ async fn an_unknown_task_under_an_agent_gets_the_agents_own_404() {
 
 #[tokio::test]
 async fn a_body_over_the_limit_with_content_length_is_payload_too_large() {
-    let (a, g) = single(|cfg| cfg.max_body_bytes = 4096).await;
+    let (a, g) = single("a", |cfg| cfg.max_body_bytes = 4096).await;
     let fits = json!({ "input": { "topic": "t", "filename": "a.py", "pad": "x".repeat(3000) } });
     let r = g.http.post_json("/agents/a/tasks", &fits).await;
     assert_eq!(r.status, 202, "a body under the limit passes: {r:?}");
@@ -939,7 +906,7 @@ async fn a_body_over_the_limit_with_content_length_is_payload_too_large() {
 
 #[tokio::test]
 async fn a_chunked_body_over_the_limit_is_payload_too_large() {
-    let (a, g) = single(|cfg| cfg.max_body_bytes = 4096).await;
+    let (a, g) = single("a", |cfg| cfg.max_body_bytes = 4096).await;
     let chunked = |doc: &Value| {
         let json = serde_json::to_vec(doc).expect("json");
         let mut body = Vec::new();
@@ -968,7 +935,7 @@ async fn a_chunked_body_over_the_limit_is_payload_too_large() {
 
 #[tokio::test]
 async fn a_non_json_content_type_is_unsupported_media_type() {
-    let (a, g) = single(|_| {}).await;
+    let (a, g) = single("a", |_| {}).await;
     let body = serde_json::to_vec(&json!({ "input": good_input() })).expect("json");
     for headers in [
         &[("content-type", "text/plain")][..],
@@ -996,7 +963,7 @@ async fn a_non_json_content_type_is_unsupported_media_type() {
 
 #[tokio::test]
 async fn unknown_paths_and_crafted_ids_are_not_found() {
-    let (a, g) = single(|_| {}).await;
+    let (a, g) = single("a", |_| {}).await;
     for path in [
         "/nothing-here",
         "/",
@@ -1022,7 +989,7 @@ async fn unknown_paths_and_crafted_ids_are_not_found() {
 
 #[tokio::test]
 async fn wrong_methods_are_method_not_allowed_with_allow() {
-    let (a, g) = single(|_| {}).await;
+    let (a, g) = single("a", |_| {}).await;
     let id = uuid::Uuid::new_v4().to_string();
     for (method, path, allow) in [
         (Method::DELETE, format!("/tasks/{id}"), "GET"),
@@ -1047,7 +1014,7 @@ async fn wrong_methods_are_method_not_allowed_with_allow() {
 
 #[tokio::test]
 async fn hop_by_hop_headers_do_not_reach_the_agent() {
-    let (a, g) = single(|_| {}).await;
+    let (a, g) = single("a", |_| {}).await;
     let body = serde_json::to_vec(&json!({ "input": good_input() })).expect("json");
     let head = format!(
         "POST /agents/a/tasks HTTP/1.1\nHost: gw\nContent-Type: application/json\n\
@@ -1089,8 +1056,7 @@ async fn hop_by_hop_headers_do_not_reach_the_agent() {
 
 #[tokio::test]
 async fn a_client_request_id_is_propagated_and_echoed() {
-    let (a, g) = single(|_| {}).await;
-    let id = create(&g).await;
+    let (a, g, id) = single_task(|_| {}).await;
     let r = g
         .http
         .send(
@@ -1102,28 +1068,23 @@ async fn a_client_request_id_is_propagated_and_echoed() {
         .await;
     assert_eq!(r.status, 200, "{r:?}");
     assert_eq!(r.header("x-request-id"), Some("orchestrator-req-0042"));
-    let gets = received(&a, Route::GetTask);
     assert_eq!(
-        recorded_header(&gets[0], "x-request-id").as_deref(),
+        first_header(&a, Route::GetTask, "x-request-id").as_deref(),
         Some("orchestrator-req-0042")
     );
 }
 
 #[tokio::test]
 async fn a_request_id_is_generated_when_missing_and_echoed() {
-    let (a, g) = single(|_| {}).await;
-    let r = g
-        .http
-        .post_json("/agents/a/tasks", &json!({ "input": good_input() }))
-        .await;
+    let (a, g) = single("a", |_| {}).await;
+    let r = g.http.post_task("a").await;
     assert_eq!(r.status, 202, "{r:?}");
     let echoed = r
         .header("x-request-id")
         .expect("x-request-id on the answer");
     assert!(uuid::Uuid::parse_str(echoed).is_ok(), "{echoed}");
-    let creates = received(&a, Route::CreateTask);
     assert_eq!(
-        recorded_header(&creates[0], "x-request-id").as_deref(),
+        first_header(&a, Route::CreateTask, "x-request-id").as_deref(),
         Some(echoed)
     );
     let other = g.http.get("/healthz").await;
@@ -1140,7 +1101,7 @@ async fn a_request_id_is_generated_when_missing_and_echoed() {
 
 #[tokio::test]
 async fn an_unsafe_client_request_id_is_replaced() {
-    let (a, g) = single(|_| {}).await;
+    let (a, g) = single("a", |_| {}).await;
     let long = "x".repeat(200);
     for unsafe_id in ["two words", long.as_str()] {
         let r = g
@@ -1167,8 +1128,7 @@ async fn an_unsafe_client_request_id_is_replaced() {
 
 #[tokio::test]
 async fn forwarding_headers_are_set() {
-    let (a, g) = single(|_| {}).await;
-    let id = create(&g).await;
+    let (a, g, id) = single_task(|_| {}).await;
     let r = g
         .http
         .send(
@@ -1179,22 +1139,20 @@ async fn forwarding_headers_are_set() {
         )
         .await;
     assert_eq!(r.status, 200, "{r:?}");
-    let creates = received(&a, Route::CreateTask);
     assert_eq!(
-        recorded_header(&creates[0], "x-forwarded-for").as_deref(),
+        first_header(&a, Route::CreateTask, "x-forwarded-for").as_deref(),
         Some("127.0.0.1")
     );
     assert_eq!(
-        recorded_header(&creates[0], "x-forwarded-proto").as_deref(),
+        first_header(&a, Route::CreateTask, "x-forwarded-proto").as_deref(),
         Some("http")
     );
-    let gets = received(&a, Route::GetTask);
     assert_eq!(
-        recorded_header(&gets[0], "x-forwarded-for").as_deref(),
+        first_header(&a, Route::GetTask, "x-forwarded-for").as_deref(),
         Some("203.0.113.7, 127.0.0.1")
     );
     assert_eq!(
-        recorded_header(&gets[0], "x-forwarded-proto").as_deref(),
+        first_header(&a, Route::GetTask, "x-forwarded-proto").as_deref(),
         Some("http")
     );
 }
@@ -1205,7 +1163,7 @@ async fn forwarding_headers_are_set() {
 
 #[tokio::test]
 async fn healthz_answers_ok() {
-    let (_a, g) = single(|_| {}).await;
+    let (_a, g) = single("a", |_| {}).await;
     let r = g.http.get("/healthz").await;
     assert_eq!(r.status, 200, "{r:?}");
     assert_eq!(r.json()["status"], "ok");
@@ -1249,7 +1207,7 @@ async fn readyz_waits_for_a_first_card_attempt_of_every_agent_and_lists_those_wi
 
 #[tokio::test]
 async fn metrics_count_requests_transitions_states_and_validation_failures() {
-    let (a, g) = single(|_| {}).await;
+    let (a, g) = single("a", |_| {}).await;
     let working = create(&g).await;
     let _submitted = create(&g).await;
     a.set_status(&working, "WORKING", Value::Null)
@@ -1336,8 +1294,7 @@ async fn metrics_count_requests_transitions_states_and_validation_failures() {
 
 #[tokio::test]
 async fn metrics_carry_no_task_or_request_ids() {
-    let (a, g) = single(|_| {}).await;
-    let id = create(&g).await;
+    let (a, g, id) = single_task(|_| {}).await;
     a.set_status(&id, "WORKING", Value::Null).expect("task");
     let art = a.add_artifact(&id, NewArtifact::Text("x".into()));
     g.http

@@ -1,17 +1,16 @@
 //! The Redis ledger against a real redis-server of the test's own: the Lua rule agrees with the
 //! Rust rule on every case, replicas racing on one task never regress it, tasks created through
 //! one gateway are served by another, and a Redis restarted empty is survived without a restart.
-mod support;
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::redis_server::RedisServer;
+use crate::support::*;
 use a2a_gateway::ledger::{decide, MemoryLedger, RedisLedger, TaskLedger};
 use a2a_gateway::protocol::task::{Head, Status, Verdict};
 use bytes::Bytes;
 use serde_json::json;
-use support::redis_server::RedisServer;
-use support::*;
 
 async fn redis_ledger(r: &RedisServer, retention: Duration) -> RedisLedger {
     RedisLedger::connect(&r.url(), "t:{gw}:", retention)
@@ -269,12 +268,7 @@ async fn replicas_share_the_ledger() {
     let g2 = TestGateway::start(&[("scripts", &a)], with_redis(&r)).await;
     g1.ready().await;
     g2.ready().await;
-    let created = g1
-        .http
-        .post_json("/agents/scripts/tasks", &json!({"input": good_input()}))
-        .await;
-    assert_eq!(created.status, 202, "{created:?}");
-    let id = created.json()["task_id"].as_str().expect("id").to_owned();
+    let id = g1.http.create_task("scripts").await;
     // Agent-less GET on the other replica: it learns the agent from the shared ledger.
     let got = g2.http.get(&format!("/tasks/{id}")).await;
     assert_eq!(got.status, 200, "{got:?}");
@@ -301,9 +295,7 @@ async fn replicas_share_the_ledger() {
 #[tokio::test]
 async fn a_redis_restarted_empty_is_survived_without_a_restart() {
     let mut r = RedisServer::start();
-    let a = agent().await;
-    let g = TestGateway::start(&[("scripts", &a)], with_redis(&r)).await;
-    g.ready().await;
+    let (_a, g) = single("scripts", with_redis(&r)).await;
     let body = json!({"input": good_input()});
     let before = g.http.post_json("/agents/scripts/tasks", &body).await;
     assert_eq!(before.status, 202);

@@ -4,14 +4,9 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use bytes::Bytes;
-use hyper::Method;
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use super::{bin, metric_value, wait_for, Http, Resp};
-
-/// The ingest token the process configs give their agents.
-pub const TOKEN: &str = "ingest-token-0123456789abcdef";
+use super::{bin, Http, Resp, TOKEN};
 
 /// A gateway process of its own, killed with SIGKILL when dropped.
 pub struct GwProc {
@@ -54,10 +49,7 @@ impl GwProc {
     }
 
     pub async fn ready(&self) {
-        wait_for("gateway ready", || async {
-            self.http.get("/readyz").await.status == 200
-        })
-        .await;
+        self.http.ready().await
     }
 
     pub async fn push(&self, task: &Value) -> Resp {
@@ -65,8 +57,7 @@ impl GwProc {
     }
 
     pub async fn metric(&self, family: &str, labels: &[(&str, &str)]) -> f64 {
-        let text = String::from_utf8(self.http.get("/metrics").await.body.to_vec()).expect("utf8");
-        metric_value(&text, family, labels)
+        self.http.metric(family, labels).await
     }
 }
 

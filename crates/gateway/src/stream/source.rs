@@ -10,13 +10,13 @@ use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, StatusCode};
 
 use super::topic::{Phase, Topic};
-use super::Hub;
+use super::{Hub, StreamError};
 use crate::config::Conformance;
 use crate::protocol::conform::{check_task, TaskExpect};
 use crate::protocol::sse::Parser;
 use crate::protocol::task::TaskRef;
 use crate::registry::Agent;
-use crate::upstream::{Upstream, UpstreamError};
+use crate::upstream::Upstream;
 
 /// An agent's stream that sends nothing (not even its pings, due every 15-20 s) for this long
 /// is presumed dead and reconnected.
@@ -207,33 +207,22 @@ pub async fn run(hub: Arc<Hub>, topic: Arc<Topic>, agent: Arc<Agent>, client: Up
                 )
                 .await;
                 if ended == Some(true) {
-                    topic.set_phase(Phase::Failed(204, "", String::new()));
+                    topic.set_phase(Phase::Ended);
                 } else if status == StatusCode::NOT_FOUND {
-                    topic.set_phase(Phase::Failed(
-                        404,
-                        "TASK_NOT_FOUND",
-                        format!("agent {:?} has no task {task_id}", agent.cfg.name),
-                    ));
+                    topic.set_phase(Phase::Failed(StreamError::NoSuchTask {
+                        agent: agent.cfg.name.clone(),
+                        task: task_id.to_string(),
+                    }));
                 } else {
-                    topic.set_phase(Phase::Failed(502, "AGENT_PROTOCOL_VIOLATION", format!("agent {:?} answered the stream request with {status}, not an event stream", agent.cfg.name)));
+                    topic.set_phase(Phase::Failed(StreamError::NotAnEventStream {
+                        agent: agent.cfg.name.clone(),
+                        status,
+                    }));
                 }
                 return;
             }
             Err(e) if !opened => {
-                let (status, code) = match e {
-                    UpstreamError::Timeout => (504, "AGENT_TIMEOUT"),
-                    _ => (502, "AGENT_UNREACHABLE"),
-                };
-                let message = match e {
-                    UpstreamError::Unreachable(m) => format!("agent {:?}: {m}", agent.cfg.name),
-                    UpstreamError::Timeout => {
-                        format!("agent {:?} did not answer in time", agent.cfg.name)
-                    }
-                    UpstreamError::TooLarge(n) => {
-                        format!("agent {:?} answer over {n} bytes", agent.cfg.name)
-                    }
-                };
-                topic.set_phase(Phase::Failed(status, code, message));
+                topic.set_phase(Phase::Failed(e.at(&agent.cfg.name).into()));
                 return;
             }
             Ok(res) if matches!(res.status(), StatusCode::NOT_FOUND | StatusCode::GONE) => {

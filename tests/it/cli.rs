@@ -2,8 +2,6 @@
 //! configs and on broken ones, serving with `--config` (address printed, proxying, SIGTERM), the
 //! a clear failure when Redis is unreachable, usage errors, and that `auth_header` never reaches the process's output.
 
-mod support;
-
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -11,9 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::support::*;
 use sample::{card_for, Route};
 use serde_json::json;
-use support::*;
 use tokio::sync::mpsc;
 
 /// How long a child gets to do what the test is waiting for before the test fails.
@@ -205,6 +203,15 @@ fn serving_config(agents: &[(&str, String)], extra: &str) -> tempfile::NamedTemp
     temp_config(&text)
 }
 
+/// Serve `config` with the binary (and `env`): the process, the address it printed, and a
+/// client for that address.
+async fn serve(config: &tempfile::NamedTempFile, env: &[(&str, &str)]) -> (Proc, String, Http) {
+    let mut p = Proc::spawn(&["--config", path_of(config)], env);
+    let addr = p.listening_addr().await;
+    let http = Http::new(format!("http://{addr}"));
+    (p, addr, http)
+}
+
 /// The text without terminal colour sequences (`ESC [ ... m`), which the logs may carry.
 fn strip_ansi(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
@@ -353,21 +360,12 @@ async fn help_describes_the_commands() {
 async fn serving_prints_its_address_and_proxies_to_the_agents() {
     let a = agent().await;
     let config = serving_config(&[("scripts", a.base_url())], "");
-    let mut p = Proc::spawn(&["--config", path_of(&config)], &[]);
-    let addr = p.listening_addr().await;
+    let (_p, addr, http) = serve(&config, &[]).await;
     let sock: std::net::SocketAddr = addr.parse().expect("an IP:port address");
     assert!(sock.ip().is_loopback() && sock.port() != 0, "{addr}");
-    let http = Http::new(format!("http://{addr}"));
     assert_eq!(http.get("/healthz").await.status, 200);
-    wait_for("readyz", || async {
-        http.get("/readyz").await.status == 200
-    })
-    .await;
-    let r = http
-        .post_json("/agents/scripts/tasks", &json!({ "input": good_input() }))
-        .await;
-    assert_eq!(r.status, 202, "{r:?}");
-    let id = r.json()["task_id"].as_str().expect("task_id").to_owned();
+    http.ready().await;
+    let id = http.create_task("scripts").await;
     assert!(a.task(&id).is_some(), "the agent never got task {id}");
 }
 
@@ -375,16 +373,9 @@ async fn serving_prints_its_address_and_proxies_to_the_agents() {
 async fn sigterm_stops_the_server_with_status_0() {
     let a = agent().await;
     let config = serving_config(&[("scripts", a.base_url())], "");
-    let mut p = Proc::spawn(&["--config", path_of(&config)], &[]);
-    let addr = p.listening_addr().await;
-    let http = Http::new(format!("http://{addr}"));
-    wait_for("readyz", || async {
-        http.get("/readyz").await.status == 200
-    })
-    .await;
-    let r = http
-        .post_json("/agents/scripts/tasks", &json!({ "input": good_input() }))
-        .await;
+    let (p, _, http) = serve(&config, &[]).await;
+    http.ready().await;
+    let r = http.post_task("scripts").await;
     assert_eq!(r.status, 202, "{r:?}");
     // `http` keeps its keep-alive connection to the gateway open across the signal.
     let f = p.terminate().await;
@@ -398,9 +389,7 @@ async fn sigterm_stops_the_server_with_status_0() {
 async fn sigterm_is_not_held_up_by_a_silent_connection() {
     let a = agent().await;
     let config = serving_config(&[("scripts", a.base_url())], "");
-    let mut p = Proc::spawn(&["--config", path_of(&config)], &[]);
-    let addr = p.listening_addr().await;
-    let http = Http::new(format!("http://{addr}"));
+    let (p, addr, http) = serve(&config, &[]).await;
     wait_for("healthz", || async {
         http.get("/healthz").await.status == 200
     })
@@ -480,13 +469,8 @@ async fn the_auth_header_never_reaches_the_process_output() {
         ],
         "refresh_secs = 1",
     );
-    let mut p = Proc::spawn(&["--config", path_of(&config)], &[("RUST_LOG", "debug")]);
-    let addr = p.listening_addr().await;
-    let http = Http::new(format!("http://{addr}"));
-    wait_for("readyz", || async {
-        http.get("/readyz").await.status == 200
-    })
-    .await;
+    let (p, _, http) = serve(&config, &[("RUST_LOG", "debug")]).await;
+    http.ready().await;
     wait_for("a revalidated card", || async {
         good.card_not_modified() >= 1
     })
@@ -495,9 +479,7 @@ async fn the_auth_header_never_reaches_the_process_output() {
         bad.request_count(Route::Card) >= 2 && worse.request_count(Route::Card) >= 2
     })
     .await;
-    let r = http
-        .post_json("/agents/good/tasks", &json!({ "input": good_input() }))
-        .await;
+    let r = http.post_task("good").await;
     assert_eq!(r.status, 202, "{r:?}");
     for path in [
         "/agents",
@@ -514,12 +496,7 @@ async fn the_auth_header_never_reaches_the_process_output() {
         );
     }
     for name in ["bad", "worse"] {
-        let r = http
-            .post_json(
-                &format!("/agents/{name}/tasks"),
-                &json!({ "input": good_input() }),
-            )
-            .await;
+        let r = http.post_task(name).await;
         assert_eq!(r.status, 503, "{r:?}");
     }
     let f = p.terminate().await;

@@ -1,21 +1,19 @@
 //! Webhook fan-out: every accepted status change reaches its subscribers, signed, in order per
 //! task, through retries, 410s, dead letters and a Redis restart. Real gateway on loopback,
 //! real subscriber servers, and (where named) a real redis-server of the test's own.
-mod support;
 
 use std::time::{Duration, Instant};
 
+use crate::support::hook::{Hook, Received};
+use crate::support::redis_server::RedisServer;
+use crate::support::*;
 use a2a_gateway::config::{Config, RedisConfig, Secret, SubscriberConfig};
 use a2a_sample_agent::SampleAgent;
 use base64::Engine;
 use bytes::Bytes;
 use hyper::Method;
 use serde_json::{json, Value};
-use support::hook::{Hook, Received};
-use support::redis_server::RedisServer;
-use support::*;
 
-const TOKEN: &str = "ingest-token-0123456789abcdef";
 const ADMIN: &str = "admin-token-0123456789abcdef";
 
 fn secret(n: u8) -> String {
@@ -40,7 +38,7 @@ async fn gateway(
     tweak: impl FnOnce(&mut Config),
 ) -> TestGateway {
     let g = TestGateway::start(&[("a", a)], |cfg| {
-        cfg.agents[0].ingest_token = Some(Secret::new(TOKEN));
+        ingest(cfg);
         cfg.subscribers = subs;
         cfg.webhooks.allow = vec!["127.0.0.1/32".into()];
         cfg.webhooks.retry_schedule_secs = vec![1; 10];
@@ -58,21 +56,6 @@ async fn gateway(
     .await;
     g.ready().await;
     g
-}
-
-async fn push(g: &TestGateway, task: &Value) -> Resp {
-    g.http.push_task("a", TOKEN, task).await
-}
-
-/// The agent moves its task to `status`; the Task document it would push.
-fn moved(a: &SampleAgent, id: &str, status: &str) -> Value {
-    let extra = match status {
-        "COMPLETED" => json!({"output": {"summary": "done", "filename": "avg.py"}}),
-        "FAILED" => json!({"error": {"code": "E", "message": "boom"}}),
-        _ => Value::Null,
-    };
-    a.set_status(id, status, extra)
-        .expect("the agent knows the task")
 }
 
 async fn admin(g: &TestGateway, method: Method, path: &str, body: &str) -> Resp {
@@ -181,9 +164,9 @@ async fn a_tasks_life_reaches_two_signed_subscribers() {
     // A late, conflicting push is refused and reaches nobody; a repeat is acknowledged only.
     let late = json!({"task_id": id, "agent_id": a.agent_id(), "status": "WORKING", "input": good_input(),
         "created_at": a2a_gateway::protocol::time::now(), "updated_at": a2a_gateway::protocol::time::now()});
-    assert_eq!(push(&g, &late).await.status, 409);
+    assert_eq!(g.push(&late).await.status, 409);
     let done = a.task(&id).expect("task");
-    assert_eq!(push(&g, &done).await.status, 200, "duplicate acknowledged");
+    assert_eq!(g.push(&done).await.status, 200, "duplicate acknowledged");
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!((one.count(), two.count()), (3, 3));
     assert_eq!(
@@ -207,10 +190,10 @@ async fn down_then_up(redis: Option<&RedisServer>) {
         ids.push(g.create_task("a").await);
     }
     for id in &ids {
-        assert_eq!(push(&g, &moved(&a, id, "WORKING")).await.status, 202);
+        assert_eq!(g.push(&moved(&a, id, "WORKING")).await.status, 202);
     }
     for id in &ids {
-        assert_eq!(push(&g, &moved(&a, id, "COMPLETED")).await.status, 202);
+        assert_eq!(g.push(&moved(&a, id, "COMPLETED")).await.status, 202);
     }
     // Down for a while: attempts fail and are retried on the schedule.
     wait_for("failed attempts", || async {
@@ -442,10 +425,7 @@ async fn redis_restarted_empty_is_survived() {
     let mut after = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(20);
     while after.len() < 5 && Instant::now() < deadline {
-        let res = g
-            .http
-            .post_json("/agents/a/tasks", &json!({"input": good_input()}))
-            .await;
+        let res = g.http.post_task("a").await;
         assert_eq!(res.status, 202, "{res:?}");
         if res.header("x-a2a-ledger") != Some("unrecorded") {
             after.push(res.json()["task_id"].as_str().expect("id").to_owned());

@@ -1,19 +1,18 @@
 //! Webhook delivery across real gateway processes on one real Redis: a gateway killed with
 //! SIGKILL while thousands of deliveries are queued or in flight loses none of them, and two
 //! gateways racing conflicting updates for the same tasks never move a terminal task.
-mod support;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::hook::Hook;
+use crate::support::process::GwProc;
+use crate::support::redis_server::RedisServer;
+use crate::support::*;
 use a2a_sample_agent::SampleAgent;
-use serde_json::{json, Value};
-use support::hook::Hook;
-use support::process::{GwProc, TOKEN};
-use support::redis_server::RedisServer;
-use support::*;
+use serde_json::Value;
 
 fn config(
     r: &RedisServer,
@@ -52,22 +51,6 @@ url = "{hook}"
     f
 }
 
-/// A task document for `id` as the agent would push it, at `status` and `updated_ms`.
-fn doc(a: &SampleAgent, id: &str, status: &str, updated_ms: i64) -> Value {
-    let mut t = a.task(id).expect("the agent knows the task");
-    let at = a2a_gateway::protocol::time::format(
-        chrono::DateTime::from_timestamp_millis(updated_ms).expect("time"),
-    );
-    t["status"] = json!(status);
-    t["updated_at"] = json!(at);
-    match status {
-        "COMPLETED" => t["output"] = json!({"summary": "done", "filename": "avg.py"}),
-        "FAILED" => t["error"] = json!({"code": "E", "message": "boom"}),
-        _ => {}
-    }
-    t
-}
-
 /// Run `f` over `items` with `n` at a time.
 async fn each_concurrently<T, F, Fut>(items: Vec<T>, n: usize, f: F)
 where
@@ -98,9 +81,7 @@ async fn kill_9_with_thousands_queued_loses_no_delivery() {
         each_concurrently((0..1000).collect(), 32, |_| {
             let (ids, http) = (ids.clone(), first.http.clone());
             async move {
-                let r = http
-                    .post_json("/agents/a/tasks", &json!({"input": good_input()}))
-                    .await;
+                let r = http.post_task("a").await;
                 assert_eq!(r.status, 202, "{r:?}");
                 assert_eq!(r.header("x-a2a-ledger"), None, "recorded");
                 let id = r.json()["task_id"].as_str().expect("id").to_owned();
@@ -113,7 +94,7 @@ async fn kill_9_with_thousands_queued_loses_no_delivery() {
     };
     let now = a2a_gateway::protocol::time::now_ms();
     for (status, at) in [("WORKING", now + 1), ("COMPLETED", now + 2)] {
-        let docs: Vec<Value> = tasks.iter().map(|id| doc(&a, id, status, at)).collect();
+        let docs: Vec<Value> = tasks.iter().map(|id| doc_at(&a, id, status, at)).collect();
         each_concurrently(docs, 32, |d| {
             let p = &first;
             async move {
@@ -194,10 +175,7 @@ async fn racing_replicas_never_move_a_terminal_task() {
     let mut tasks = Vec::new();
     for i in 0..200 {
         let p = if i % 2 == 0 { &p1 } else { &p2 };
-        let r = p
-            .http
-            .post_json("/agents/a/tasks", &json!({"input": good_input()}))
-            .await;
+        let r = p.http.post_task("a").await;
         assert_eq!(r.status, 202, "{r:?}");
         tasks.push(r.json()["task_id"].as_str().expect("id").to_owned());
     }
@@ -224,7 +202,7 @@ async fn racing_replicas_never_move_a_terminal_task() {
         let results = Arc::new(std::sync::Mutex::new(Vec::new()));
         each_concurrently(work, 64, |(id, status, at, which)| {
             let p = if which == 0 { &p1 } else { &p2 };
-            let d = doc(&a, &id, status, at);
+            let d = doc_at(&a, &id, status, at);
             let results = results.clone();
             async move {
                 let r = p.push(&d).await;

@@ -3,44 +3,25 @@
 //! answer that finishes the task, an agent answering with another agent's task, and many clients
 //! racing a cancel and a completion.
 
-mod support;
-
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::sample::{Reply, Route, SampleAgent};
+use crate::support::*;
 use a2a_gateway::config::Conformance;
-use a2a_gateway::protocol::time::{format, parse_strict};
+use a2a_gateway::protocol::time::parse_strict;
 use serde_json::{json, Value};
-use support::sample::{Reply, Route, SampleAgent};
-use support::*;
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------------
 
-/// One sample agent served as `a` behind a gateway that has its card.
-async fn single() -> (SampleAgent, TestGateway) {
-    let a = agent().await;
-    let g = TestGateway::start(&[("a", &a)], |_| {}).await;
-    g.ready().await;
-    (a, g)
-}
-
-/// Create a task on `agent` (its route name) through the gateway; returns its id.
-async fn create_on(g: &TestGateway, agent: &str) -> String {
-    let r = g
-        .http
-        .post_json(
-            &format!("/agents/{agent}/tasks"),
-            &json!({ "input": good_input() }),
-        )
-        .await;
-    assert_eq!(r.status, 202, "{r:?}");
-    r.json()["task_id"]
-        .as_str()
-        .expect("created task has a task_id")
-        .to_owned()
+/// One sample agent served as `a` behind a ready gateway, and one task created on it.
+async fn single_task() -> (SampleAgent, TestGateway, String) {
+    let (a, g) = single("a", |_| {}).await;
+    let id = g.create_task("a").await;
+    (a, g, id)
 }
 
 /// GET the task through the gateway (agent-less form), asserting 200.
@@ -52,41 +33,14 @@ async fn get(g: &TestGateway, id: &str) -> Resp {
 
 /// Move the task on the agent and let the gateway record it with one GET; returns that answer.
 async fn record_state(g: &TestGateway, a: &SampleAgent, id: &str, status: &str) -> Resp {
-    a.set_status(id, status, fields_for(status))
-        .expect("the agent knows the task");
+    moved(a, id, status);
     let r = get(g, id).await;
     assert_eq!(r.json()["status"], status, "{r:?}");
     r
 }
 
-/// What a conformant task in `status` carries besides the status.
-fn fields_for(status: &str) -> Value {
-    match status {
-        "COMPLETED" => json!({ "output": { "summary": "done", "filename": "avg.py" } }),
-        "FAILED" => json!({ "error": { "code": "E_TOOL", "message": "the tool crashed" } }),
-        "INPUT_REQUIRED" => json!({ "prompt": "which column?" }),
-        _ => Value::Null,
-    }
-}
-
 fn updated_ms(task: &Value) -> i64 {
     parse_strict(task["updated_at"].as_str().expect("updated_at")).expect("strict timestamp")
-}
-
-fn stamp(ms: i64) -> String {
-    format(chrono::DateTime::from_timestamp_millis(ms).expect("a representable instant"))
-}
-
-/// The agent's task rewritten to `status` at `updated_at = ms`: a well-formed answer that only
-/// the state machine can refuse.
-fn doc_at(a: &SampleAgent, id: &str, status: &str, ms: i64) -> Value {
-    let mut t = a.task(id).expect("the agent knows the task");
-    t["status"] = json!(status);
-    t["updated_at"] = json!(stamp(ms));
-    if let Value::Object(extra) = fields_for(status) {
-        t.as_object_mut().expect("task object").extend(extra);
-    }
-    t
 }
 
 async fn refused(g: &TestGateway, agent: &str, reason: &str) -> f64 {
@@ -123,24 +77,21 @@ async fn assert_cancel_refused(g: &TestGateway, a: &SampleAgent, id: &str, statu
 
 #[tokio::test]
 async fn cancel_of_a_completed_task_is_refused_without_contacting_the_agent() {
-    let (a, g) = single().await;
-    let id = create_on(&g, "a").await;
+    let (a, g, id) = single_task().await;
     record_state(&g, &a, &id, "COMPLETED").await;
     assert_cancel_refused(&g, &a, &id, "COMPLETED").await;
 }
 
 #[tokio::test]
 async fn cancel_of_a_failed_task_is_refused_without_contacting_the_agent() {
-    let (a, g) = single().await;
-    let id = create_on(&g, "a").await;
+    let (a, g, id) = single_task().await;
     record_state(&g, &a, &id, "FAILED").await;
     assert_cancel_refused(&g, &a, &id, "FAILED").await;
 }
 
 #[tokio::test]
 async fn cancel_of_a_cancelled_task_is_refused_without_contacting_the_agent() {
-    let (a, g) = single().await;
-    let id = create_on(&g, "a").await;
+    let (a, g, id) = single_task().await;
     let r = g.http.post_empty(&format!("/tasks/{id}/cancel")).await;
     assert_eq!(r.status, 202, "{r:?}");
     assert_eq!(a.request_count(Route::CancelTask), 1);
@@ -153,8 +104,7 @@ async fn cancel_of_a_cancelled_task_is_refused_without_contacting_the_agent() {
 
 #[tokio::test]
 async fn a_recorded_terminal_task_comes_back_when_the_agent_claims_working_again() {
-    let (a, g) = single().await;
-    let id = create_on(&g, "a").await;
+    let (a, g, id) = single_task().await;
     let completed = record_state(&g, &a, &id, "COMPLETED").await;
     let later = updated_ms(&completed.json()) + 60_000;
     a.script(
@@ -181,8 +131,7 @@ async fn a_recorded_terminal_task_comes_back_when_the_agent_claims_working_again
 
 #[tokio::test]
 async fn an_older_update_is_refused_as_stale() {
-    let (a, g) = single().await;
-    let id = create_on(&g, "a").await;
+    let (a, g, id) = single_task().await;
     record_state(&g, &a, &id, "WORKING").await;
     let input_required = record_state(&g, &a, &id, "INPUT_REQUIRED").await;
     let recorded_at = updated_ms(&input_required.json());
@@ -206,8 +155,7 @@ async fn an_older_update_is_refused_as_stale() {
 
 #[tokio::test]
 async fn a_move_back_to_submitted_is_refused_as_backwards() {
-    let (a, g) = single().await;
-    let id = create_on(&g, "a").await;
+    let (a, g, id) = single_task().await;
     let working = record_state(&g, &a, &id, "WORKING").await;
     let newer = updated_ms(&working.json()) + 1_000;
     a.script_once(
@@ -223,8 +171,7 @@ async fn a_move_back_to_submitted_is_refused_as_backwards() {
 
 #[tokio::test]
 async fn the_same_state_with_a_newer_updated_at_is_accepted_as_a_refresh() {
-    let (a, g) = single().await;
-    let id = create_on(&g, "a").await;
+    let (a, g, id) = single_task().await;
     let working = record_state(&g, &a, &id, "WORKING").await;
     let first = updated_ms(&working.json());
     let refreshed = doc_at(&a, &id, "WORKING", first + 5_000);
@@ -260,8 +207,7 @@ async fn the_same_state_with_a_newer_updated_at_is_accepted_as_a_refresh() {
 
 #[tokio::test]
 async fn a_terminal_cancel_answer_is_recorded_and_later_gets_come_from_the_ledger() {
-    let (a, g) = single().await;
-    let id = create_on(&g, "a").await;
+    let (a, g, id) = single_task().await;
     let r = g
         .http
         .post_empty(&format!("/agents/a/tasks/{id}/cancel"))
@@ -288,8 +234,7 @@ async fn a_terminal_cancel_answer_is_recorded_and_later_gets_come_from_the_ledge
 /// answer says so (409 with the recorded COMPLETED task), whatever the agent claims.
 #[tokio::test]
 async fn a_cancel_overtaken_by_completion_is_answered_as_terminal() {
-    let (a, g) = single().await;
-    let id = create_on(&g, "a").await;
+    let (a, g, id) = single_task().await;
     record_state(&g, &a, &id, "WORKING").await;
     let working_ms = updated_ms(&a.task(&id).expect("task"));
     // The agent will claim CANCELLED, but only after the gateway has recorded COMPLETED.
@@ -321,8 +266,7 @@ async fn a_cancel_overtaken_by_completion_is_answered_as_terminal() {
 /// the gateway learns the end from the agent and answers as for any recorded end.
 #[tokio::test]
 async fn a_cancel_the_agent_refuses_for_a_finished_task_is_answered_as_terminal() {
-    let (a, g) = single().await;
-    let id = create_on(&g, "a").await;
+    let (a, g, id) = single_task().await;
     a.set_status(&id, "FAILED", fields_for("FAILED"))
         .expect("task");
     let r = g.http.post_empty(&format!("/tasks/{id}/cancel")).await;
@@ -358,8 +302,8 @@ async fn foreign_answer(
     })
     .await;
     g.ready().await;
-    let ta = create_on(&g, "a").await;
-    let tb = create_on(&g, "b").await;
+    let ta = g.create_task("a").await;
+    let tb = g.create_task("b").await;
     let forged = doc_at(
         &a,
         &ta,
@@ -428,16 +372,13 @@ async fn an_agent_cannot_create_a_task_under_another_agents_task_id() {
         })
         .await;
         g.ready().await;
-        let ta = create_on(&g, "a").await;
+        let ta = g.create_task("a").await;
         // A well-formed SUBMITTED task naming b, but with a's task id.
         let mut forged = a.task(&ta).expect("ta");
         forged["agent_id"] = json!(b.agent_id());
         forged["updated_at"] = json!(stamp(updated_ms(&forged) + 60_000));
         b.script_once(Route::CreateTask, Reply::Json(202, forged));
-        let r = g
-            .http
-            .post_json("/agents/b/tasks", &json!({ "input": good_input() }))
-            .await;
+        let r = g.http.post_task("b").await;
         assert_api_error(&r, 502, "AGENT_PROTOCOL_VIOLATION");
         assert_eq!(
             refused(&g, "b", "foreign_agent").await,
@@ -468,8 +409,7 @@ async fn concurrent_gets_never_answer_a_running_task_after_a_finished_one() {
     /// The cancel is sent once this many GETs were answered: shortly before the switch.
     const CANCEL_AFTER: usize = WORKING_ANSWERS - 6;
 
-    let (a, g) = single().await;
-    let id = create_on(&g, "a").await;
+    let (a, g, id) = single_task().await;
     let working = record_state(&g, &a, &id, "WORKING").await;
     let at = updated_ms(&working.json());
     // The agent says WORKING for a while (some of it out of date, some refreshes). Then its

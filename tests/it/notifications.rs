@@ -1,21 +1,18 @@
 //! POST /agents/{name}/notifications: push notifications from agents, authenticated with the
 //! agent's ingest_token and judged by the ledger like every other source of news.
-mod support;
 
 use std::time::Duration;
 
+use crate::support::*;
 use a2a_gateway::config::Conformance;
 use a2a_sample_agent::{card_for, SampleAgent};
 use bytes::Bytes;
 use hyper::Method;
 use serde_json::{json, Value};
-use support::*;
-
-const TOKEN: &str = "ingest-token-0123456789abcdef";
 
 async fn gateway(a: &SampleAgent, conformance: Conformance) -> TestGateway {
     let g = TestGateway::start(&[("a", a)], |cfg| {
-        cfg.agents[0].ingest_token = Some(a2a_gateway::config::Secret::new(TOKEN));
+        ingest(cfg);
         cfg.agents[0].conformance = conformance;
         cfg.agents[0].refresh = Duration::from_secs(1);
     })
@@ -25,50 +22,30 @@ async fn gateway(a: &SampleAgent, conformance: Conformance) -> TestGateway {
 }
 
 async fn push(g: &TestGateway, auth: Option<&str>, body: &Value) -> Resp {
-    let bearer = auth.map(|t| format!("Bearer {t}"));
-    let mut headers = vec![("content-type", "application/json")];
-    if let Some(b) = bearer.as_deref() {
-        headers.push(("authorization", b));
-    }
-    g.http
-        .send(
-            Method::POST,
-            "/agents/a/notifications",
-            &headers,
-            Bytes::from(serde_json::to_vec(body).expect("json")),
-        )
-        .await
+    g.http.push("a", auth, body).await
 }
 
-fn notification(task: &Value) -> Value {
-    json!({"event_type": "task.status.updated", "timestamp": a2a_gateway::protocol::time::now(), "data": task})
+async fn refused(g: &TestGateway, reason: &str) -> f64 {
+    g.metric(
+        "a2a_gateway_notifications_refused_total",
+        &[("reason", reason)],
+    )
+    .await
 }
 
-/// The agent's task moved to `status` (with what that state carries), as the agent would push it.
-fn moved(a: &SampleAgent, id: &str, status: &str) -> Value {
-    let extra = match status {
-        "COMPLETED" => json!({"output": {"summary": "done", "filename": "avg.py"}}),
-        "FAILED" => json!({"error": {"code": "E", "message": "boom"}}),
-        _ => Value::Null,
-    };
-    a.set_status(id, status, extra)
-        .expect("the agent knows the task")
-}
-
-async fn created(g: &TestGateway) -> String {
-    let r = g
-        .http
-        .post_json("/agents/a/tasks", &json!({"input": good_input()}))
-        .await;
-    assert_eq!(r.status, 202, "{r:?}");
-    r.json()["task_id"].as_str().expect("id").to_owned()
+async fn ingested(g: &TestGateway) -> f64 {
+    g.metric(
+        "a2a_gateway_notifications_ingested_total",
+        &[("agent", "a")],
+    )
+    .await
 }
 
 #[tokio::test]
 async fn pushes_without_the_right_token_are_refused() {
     let a = agent().await;
     let g = gateway(&a, Conformance::Enforce).await;
-    let id = created(&g).await;
+    let id = g.create_task("a").await;
     let body = notification(&moved(&a, &id, "WORKING"));
     for auth in [None, Some("wrong-token-0123456789abcdef"), Some("")] {
         let r = push(&g, auth, &body).await;
@@ -76,32 +53,16 @@ async fn pushes_without_the_right_token_are_refused() {
         assert_eq!(r.error_code(), "UNAUTHORIZED");
         assert_eq!(r.header("www-authenticate"), Some("Bearer"));
     }
-    assert_eq!(
-        g.metric(
-            "a2a_gateway_notifications_refused_total",
-            &[("reason", "unauthorized")]
-        )
-        .await,
-        3.0
-    );
+    assert_eq!(refused(&g, "unauthorized").await, 3.0);
     // Nothing was recorded: the agent-less GET still asks the agent, which says WORKING now,
     // but the ledger never saw a push.
-    assert_eq!(
-        g.metric(
-            "a2a_gateway_notifications_ingested_total",
-            &[("agent", "a")]
-        )
-        .await,
-        0.0
-    );
+    assert_eq!(ingested(&g).await, 0.0);
 }
 
 #[tokio::test]
 async fn an_agent_without_an_ingest_token_gets_no_ingest() {
-    let a = agent().await;
-    let g = TestGateway::start(&[("a", &a)], |_| {}).await;
-    g.ready().await;
-    let id = created(&g).await;
+    let (a, g) = single("a", |_| {}).await;
+    let id = g.create_task("a").await;
     let r = push(&g, Some(TOKEN), &notification(&moved(&a, &id, "WORKING"))).await;
     assert_eq!(r.status, 401, "{r:?}");
 }
@@ -110,7 +71,7 @@ async fn an_agent_without_an_ingest_token_gets_no_ingest() {
 async fn the_state_machine_judges_every_push() {
     let a = agent().await;
     let g = gateway(&a, Conformance::Enforce).await;
-    let id = created(&g).await;
+    let id = g.create_task("a").await;
     let working = moved(&a, &id, "WORKING");
     let r = push(&g, Some(TOKEN), &notification(&working)).await;
     assert_eq!(
@@ -150,29 +111,15 @@ async fn the_state_machine_judges_every_push() {
             .error_code(),
         "TASK_TERMINAL"
     );
-    assert_eq!(
-        g.metric(
-            "a2a_gateway_notifications_refused_total",
-            &[("reason", "terminal")]
-        )
-        .await,
-        2.0
-    );
-    assert_eq!(
-        g.metric(
-            "a2a_gateway_notifications_ingested_total",
-            &[("agent", "a")]
-        )
-        .await,
-        2.0
-    );
+    assert_eq!(refused(&g, "terminal").await, 2.0);
+    assert_eq!(ingested(&g).await, 2.0);
 }
 
 #[tokio::test]
 async fn out_of_order_and_backwards_pushes_are_refused() {
     let a = agent().await;
     let g = gateway(&a, Conformance::Enforce).await;
-    let id = created(&g).await;
+    let id = g.create_task("a").await;
     let working = moved(&a, &id, "WORKING");
     let input_required = moved(&a, &id, "INPUT_REQUIRED");
     assert_eq!(
@@ -199,7 +146,7 @@ async fn out_of_order_and_backwards_pushes_are_refused() {
 async fn malformed_pushes_get_clear_errors() {
     let a = agent().await;
     let g = gateway(&a, Conformance::Enforce).await;
-    let id = created(&g).await;
+    let id = g.create_task("a").await;
     let mut broken = notification(&moved(&a, &id, "FAILED"));
     broken["event_type"] = json!("task.done");
     broken["data"]
@@ -254,7 +201,7 @@ async fn malformed_pushes_get_clear_errors() {
     // In report mode a sloppy but recordable push is accepted.
     let b = agent().await;
     let g = gateway(&b, Conformance::Report).await;
-    let id = created(&g).await;
+    let id = g.create_task("a").await;
     let mut sloppy = notification(&moved(&b, &id, "WORKING"));
     sloppy["timestamp"] = json!("just now");
     assert_eq!(push(&g, Some(TOKEN), &sloppy).await.status, 202);
@@ -277,7 +224,7 @@ async fn a_real_agent_push_reaches_the_ledger() {
             == endpoint.as_str()
     })
     .await;
-    let id = created(&g).await;
+    let id = g.create_task("a").await;
     moved(&a, &id, "WORKING");
     moved(&a, &id, "COMPLETED");
     // Wait on the pushes themselves: a GET meanwhile would ask the agent and record its answer,
@@ -287,14 +234,7 @@ async fn a_real_agent_push_reaches_the_ledger() {
     })
     .await;
     assert_eq!(a.notifications_failed(), 0);
-    assert_eq!(
-        g.metric(
-            "a2a_gateway_notifications_ingested_total",
-            &[("agent", "a")]
-        )
-        .await,
-        2.0
-    );
+    assert_eq!(ingested(&g).await, 2.0);
     let got = g.http.get(&format!("/tasks/{id}")).await;
     assert_eq!(got.header("x-a2a-source"), Some("ledger"), "{got:?}");
     assert_eq!(got.json()["status"], "COMPLETED");

@@ -1,0 +1,361 @@
+//! The agent exchange, which every handler that talks to an agent goes through: resolve the
+//! task's agent, build the request, exchange it (timed, bounded), check the answer's conformance,
+//! record what it says about the task through the ledger's rule, and relay it.
+//!
+//! The handlers (`handlers/`) decide what to ask and what to answer; this module is how asking
+//! and recording are done, so every route does them the same way.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::header;
+use hyper::http::response::Parts;
+use hyper::{Method, Request, Response};
+use serde_json::Value;
+
+use super::body::Body;
+use super::error::{ApiError, ApiResult, Code};
+use super::pipeline::Ctx;
+use crate::config::Conformance;
+use crate::ledger::{from_label, Applied, Record};
+use crate::protocol::task::{Refusal, TaskRef, Verdict};
+use crate::protocol::Violation;
+use crate::registry::Agent;
+use crate::upstream::{strip_hop_by_hop, upstream_headers};
+use crate::State;
+
+/// Largest JSON answer read from an agent (Tasks and artifact lists; files are streamed).
+const MAX_AGENT_JSON: usize = 8 << 20;
+
+/// 404 UNKNOWN_AGENT.
+pub fn unknown_agent(name: &str) -> ApiError {
+    ApiError::new(Code::UnknownAgent, format!("no agent named {name:?}"))
+}
+
+/// The agent of a task route, checked against the ledger: under `/agents/{name}/` the task must
+/// not belong to another agent; without a prefix the ledger decides.
+pub async fn task_agent(
+    state: &State,
+    ctx: &mut Ctx,
+    prefix: Option<&str>,
+    task_id: &str,
+) -> Result<(Arc<Agent>, Option<Record>), ApiError> {
+    let record = state.ledger.get(task_id).await?;
+    let agent = match prefix {
+        Some(name) => {
+            let agent = state
+                .registry
+                .resolve(name)
+                .ok_or_else(|| unknown_agent(name))?;
+            if record.as_ref().is_some_and(|r| *r.agent != agent.cfg.name) {
+                return Err(ApiError::new(
+                    Code::TaskNotFound,
+                    format!("agent {name:?} has no task {task_id}"),
+                ));
+            }
+            agent
+        }
+        None => {
+            let r = record.as_ref().ok_or_else(|| {
+                ApiError::new(
+                    Code::TaskNotFound,
+                    format!("task {task_id} is not known to the gateway"),
+                )
+            })?;
+            state
+                .registry
+                .by_name(&r.agent)
+                .cloned()
+                .ok_or_else(|| unknown_agent(&r.agent))?
+        }
+    };
+    ctx.agent = Some(agent.clone());
+    Ok((agent, record))
+}
+
+/// What of the client's request goes to the agent besides the body: its headers (filtered) and
+/// its query string.
+pub struct ClientSide<'a> {
+    /// The client's headers (filtered on the way: hop-by-hop and gateway credentials go).
+    pub headers: &'a hyper::HeaderMap,
+    /// The query string, passed on unchanged.
+    pub query: Option<&'a str>,
+}
+
+impl<'a> ClientSide<'a> {
+    /// The client side of `req`.
+    pub fn of<B>(req: &'a Request<B>) -> Self {
+        ClientSide {
+            headers: req.headers(),
+            query: req.uri().query(),
+        }
+    }
+}
+
+/// The request to send to `agent`: refused with AGENT_UNAVAILABLE while the agent has no
+/// valid card, since without one the gateway cannot check what the agent says.
+pub fn build_request(
+    agent: &Agent,
+    ctx: &Ctx,
+    method: Method,
+    path: &str,
+    client: ClientSide<'_>,
+    body: Bytes,
+    reads_body: bool,
+) -> Result<Request<Full<Bytes>>, ApiError> {
+    let ClientSide {
+        headers: client,
+        query,
+    } = client;
+    agent.card()?;
+    // The prefix stands for the agent's base URL: the query string goes along unchanged.
+    let url = match query {
+        Some(q) => format!("{}{path}?{q}", agent.cfg.url),
+        None => format!("{}{path}", agent.cfg.url),
+    };
+    let mut req = Request::builder()
+        .method(method)
+        .uri(url)
+        .body(Full::new(body))
+        .map_err(|e| {
+            ApiError::new(
+                Code::AgentUnreachable,
+                format!("cannot build the agent request: {e}"),
+            )
+        })?;
+    *req.headers_mut() = upstream_headers(client, ctx.peer.ip(), &ctx.request_id, reads_body);
+    Ok(req)
+}
+
+/// One buffered exchange with an agent, timed.
+pub async fn exchange(
+    state: &State,
+    agent: &Agent,
+    req: Request<Full<Bytes>>,
+) -> Result<(Parts, Bytes), ApiError> {
+    let started = std::time::Instant::now();
+    let out = state
+        .upstream
+        .exchange(req, agent.cfg.timeout, MAX_AGENT_JSON)
+        .await;
+    state
+        .metrics
+        .upstream_seconds
+        .with_label_values(&[agent.cfg.name.as_str()])
+        .observe(started.elapsed().as_secs_f64());
+    out.map_err(|e| e.at(&agent.cfg.name).into())
+}
+
+/// A non-conformant agent answer: counted and logged; refused in `enforce` mode.
+pub fn conformance(
+    state: &State,
+    agent: &Agent,
+    ctx: &Ctx,
+    kind: &'static str,
+    found: Vec<Violation>,
+) -> Result<(), ApiError> {
+    if found.is_empty() {
+        return Ok(());
+    }
+    let mode = match agent.cfg.conformance {
+        Conformance::Enforce => "enforce",
+        Conformance::Report => "report",
+    };
+    state
+        .metrics
+        .protocol_violations
+        .with_label_values(&[agent.cfg.name.as_str(), kind, mode])
+        .inc();
+    tracing::warn!(agent = %agent.cfg.name, request_id = ?ctx.request_id, kind, mode, first = %found[0].message, count = found.len(), "agent response violates A2A 1.0");
+    match agent.cfg.conformance {
+        Conformance::Report => Ok(()),
+        Conformance::Enforce => Err(ApiError::new(
+            Code::AgentProtocolViolation,
+            format!(
+                "agent {:?} answered outside the A2A 1.0 protocol ({kind})",
+                agent.cfg.name
+            ),
+        )
+        .with_details(found)),
+    }
+}
+
+/// The agent's answer as JSON; a non-JSON answer is a conformance failure (`None` in report
+/// mode, where the answer is relayed as it is).
+pub fn parse_agent_json(
+    agent: &Agent,
+    ctx: &Ctx,
+    state: &State,
+    kind: &'static str,
+    body: &[u8],
+) -> Result<Option<Value>, ApiError> {
+    match serde_json::from_slice(body) {
+        Ok(v) => Ok(Some(v)),
+        Err(e) => conformance(
+            state,
+            agent,
+            ctx,
+            kind,
+            vec![Violation::new(
+                "",
+                "type",
+                format!("response is not JSON: {e}"),
+            )],
+        )
+        .map(|()| None),
+    }
+}
+
+/// The answer to pass on: the agent's status and headers (hop-by-hop removed), with `body`.
+pub fn relay(mut parts: Parts, body: Bytes) -> Response<Body> {
+    strip_hop_by_hop(&mut parts.headers);
+    parts.headers.remove(header::CONTENT_LENGTH);
+    // The gateway speaks its own HTTP version to its client, whatever the agent spoke.
+    parts.version = hyper::Version::HTTP_11;
+    Response::from_parts(parts, Body::full(body))
+}
+
+/// Relay the agent's head with a body of the gateway's choosing (the recorded task): headers
+/// that describe the agent's body would now describe something else.
+pub fn relay_substituted(mut parts: Parts, agent_body: &Bytes, body: Bytes) -> Response<Body> {
+    if body != *agent_body {
+        for h in [
+            header::ETAG,
+            header::LAST_MODIFIED,
+            header::CONTENT_ENCODING,
+            header::CONTENT_LOCATION,
+        ] {
+            parts.headers.remove(h);
+        }
+        parts.headers.remove("digest");
+        parts.headers.remove("content-digest");
+    }
+    relay(parts, body)
+}
+
+/// Record what an agent said about a task, through the ledger's rule. Returns the body to pass on:
+/// the agent's own if the ledger accepted it (or it repeats what is recorded), the recorded task
+/// if it was refused; AGENT_PROTOCOL_VIOLATION if the task is recorded under another agent.
+///
+/// `asked` is the task the request was about (get, cancel): a document about another task is
+/// refused in every conformance mode.
+pub async fn record(
+    state: &State,
+    agent: &Agent,
+    ctx: &Ctx,
+    asked: Option<&str>,
+    doc: &Value,
+    raw: &Bytes,
+) -> Result<(Option<Verdict>, Bytes), ApiError> {
+    let horizon = crate::protocol::time::now_ms() + crate::protocol::time::MAX_SKEW_MS;
+    let task = TaskRef::from_json(doc).filter(|t| t.head.updated_ms <= horizon);
+    let Some(task) = task else {
+        // Cannot be judged (report mode let it through): it proves nothing, and it must not
+        // contradict a record either, so where the task is recorded the record answers.
+        if let Some(id) = asked {
+            if let Some(r) = state.ledger.get(id).await? {
+                return Ok((None, r.task));
+            }
+        }
+        return Ok((None, raw.clone()));
+    };
+    if let Some(want) = asked.filter(|id| *id != task.task_id) {
+        // Whatever the conformance mode: an answer about another task is never passed on as
+        // the answer about this one, nor recorded.
+        state
+            .metrics
+            .protocol_violations
+            .with_label_values(&[agent.cfg.name.as_str(), "task_identity", "enforce"])
+            .inc();
+        return Err(ApiError::new(
+            Code::AgentProtocolViolation,
+            format!(
+                "asked about task {want}, agent {:?} answered about task {}",
+                agent.cfg.name, task.task_id
+            ),
+        )
+        .with_details(vec![Violation::new(
+            "/task_id",
+            "const",
+            format!("expected {want}"),
+        )]));
+    }
+    let name = agent.cfg.name.as_str();
+    let applied = apply(state, agent, ctx, &task, raw).await?;
+    match applied.verdict {
+        Verdict::Refused(Refusal::ForeignAgent) => {
+            // The standing record is another agent's task: it is no answer to this request, and
+            // passing the agent's document on would let it speak for a task it does not own.
+            Err(ApiError::new(
+                Code::AgentProtocolViolation,
+                format!("agent {name:?} answered about a task that belongs to another agent"),
+            )
+            .with_details(vec![Violation::new(
+                "/task_id",
+                Refusal::ForeignAgent.as_str(),
+                format!("task {} is recorded under another agent", task.task_id),
+            )]))
+        }
+        // A duplicate repeats the record's state and time; the record's document is the one
+        // every later read returns, so it is the one to pass on now as well.
+        Verdict::Refused(_) | Verdict::Duplicate => {
+            Ok((Some(applied.verdict), applied.record.task))
+        }
+        v => Ok((Some(v), raw.clone())),
+    }
+}
+
+/// The one way news about a task enters the ledger from the HTTP edge (agent answers and push
+/// notifications alike): apply it, and count and log what the state machine decided.
+pub async fn apply(
+    state: &State,
+    agent: &Agent,
+    ctx: &Ctx,
+    task: &TaskRef,
+    raw: &Bytes,
+) -> Result<Applied, ApiError> {
+    let name = agent.cfg.name.as_str();
+    let applied = state
+        .ledger
+        .apply(name, &task.task_id, task.head, raw.clone())
+        .await?;
+    let m = &state.metrics;
+    match applied.verdict {
+        Verdict::Refused(reason) => {
+            m.refused.with_label_values(&[name, reason.as_str()]).inc();
+            tracing::warn!(agent = name, task_id = %task.task_id, request_id = ?ctx.request_id, reason = reason.as_str(),
+                owner = %applied.record.agent, recorded = applied.record.head.status.as_str(), offered = task.head.status.as_str(),
+                "refused a task update that would break the state machine");
+        }
+        v => {
+            if let Some(from) = from_label(v) {
+                m.transitions
+                    .with_label_values(&[from, task.head.status.as_str()])
+                    .inc();
+            }
+        }
+    }
+    Ok(applied)
+}
+
+/// A streamed pass-through: the agent's status, headers and body, never buffered whole. The
+/// response head is under the agent's timeout; the body is cut after `idle` without a frame.
+pub async fn pass_through(
+    state: &State,
+    agent: &Agent,
+    up: Request<Full<Bytes>>,
+    idle: std::time::Duration,
+) -> ApiResult {
+    let started = std::time::Instant::now();
+    let res = state.upstream.send(up, agent.cfg.timeout).await;
+    state
+        .metrics
+        .upstream_seconds
+        .with_label_values(&[agent.cfg.name.as_str()])
+        .observe(started.elapsed().as_secs_f64());
+    let (mut parts, body) = res.map_err(|e| e.at(&agent.cfg.name))?.into_parts();
+    strip_hop_by_hop(&mut parts.headers);
+    parts.version = hyper::Version::HTTP_11;
+    Ok(Response::from_parts(parts, Body::relayed(body, idle)))
+}

@@ -1,0 +1,97 @@
+//! The artifact routes: the list of a task's artifacts (checked, and each id remembered for
+//! the agent-less content route) and an artifact's content (streamed through, never buffered).
+
+use bytes::Bytes;
+use hyper::{Method, StatusCode};
+
+use crate::http::error::{ApiError, ApiResult, Code};
+use crate::http::exchange::{
+    build_request, conformance, exchange, parse_agent_json, pass_through, relay, task_agent,
+    unknown_agent, ClientSide,
+};
+use crate::http::pipeline::Ctx;
+use crate::http::request::Request;
+use crate::http::route::valid_id;
+use crate::protocol::conform::{artifact_ids, check_artifact_list};
+use crate::State;
+
+/// GET /tasks/{id}/artifacts: checked, and each artifact id remembered for the agent-less
+/// `/artifacts/{id}/content`.
+pub async fn list(
+    state: &State,
+    ctx: &mut Ctx,
+    prefix: Option<&str>,
+    task_id: &str,
+    req: Request,
+) -> ApiResult {
+    let (agent, _) = task_agent(state, ctx, prefix, task_id).await?;
+    let up = build_request(
+        &agent,
+        ctx,
+        Method::GET,
+        &format!("/tasks/{task_id}/artifacts"),
+        ClientSide::of(&req),
+        Bytes::new(),
+        true,
+    )?;
+    let (res, body) = exchange(state, &agent, up).await?;
+    if res.status != StatusCode::OK {
+        return Ok(relay(res, body));
+    }
+    let Some(list) = parse_agent_json(&agent, ctx, state, "artifacts", &body)? else {
+        return Ok(relay(res, body));
+    };
+    conformance(
+        state,
+        &agent,
+        ctx,
+        "artifacts",
+        check_artifact_list(&list, task_id),
+    )?;
+    let ids: Vec<String> = artifact_ids(&list)
+        .filter(|id| valid_id(id))
+        .map(str::to_owned)
+        .collect();
+    if !ids.is_empty() {
+        state.ledger.note_artifacts(&agent.cfg.name, ids).await?;
+    }
+    Ok(relay(res, body))
+}
+
+/// GET /artifacts/{id}/content: 302s and file bodies pass through with their Content-Type.
+pub async fn content(
+    state: &State,
+    ctx: &mut Ctx,
+    prefix: Option<&str>,
+    artifact_id: &str,
+    req: Request,
+) -> ApiResult {
+    let agent = match prefix {
+        Some(name) => state
+            .registry
+            .resolve(name)
+            .ok_or_else(|| unknown_agent(name))?,
+        None => {
+            let name = state.ledger.artifact_agent(artifact_id).await?.ok_or_else(|| {
+                ApiError::new(Code::ArtifactNotFound, format!("artifact {artifact_id} is not known to the gateway; list its task's artifacts first, or use /agents/{{name}}/artifacts/{artifact_id}/content"))
+            })?;
+            state
+                .registry
+                .by_name(&name)
+                .cloned()
+                .ok_or_else(|| unknown_agent(&name))?
+        }
+    };
+    ctx.agent = Some(agent.clone());
+    let up = build_request(
+        &agent,
+        ctx,
+        Method::GET,
+        &format!("/artifacts/{artifact_id}/content"),
+        ClientSide::of(&req),
+        Bytes::new(),
+        false,
+    )?;
+    // A file body: the agent's own timeout is the longest it may go quiet mid-body.
+    pass_through(state, &agent, up, agent.cfg.timeout).await
+}

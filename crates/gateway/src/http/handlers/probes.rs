@@ -1,0 +1,85 @@
+//! The operational routes: liveness, readiness and the Prometheus scrape.
+
+use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::{Response, StatusCode};
+
+use crate::http::body::Body;
+use crate::http::error::ApiResult;
+use crate::http::response::{self, to_json};
+use crate::protocol::task::Status;
+use crate::State;
+
+/// GET /healthz: the process is up.
+pub fn healthz() -> ApiResult {
+    Ok(response::json(StatusCode::OK, &br#"{"status":"ok"}"#[..]))
+}
+
+/// Ready once the listener is up and every agent has had a card attempt (successful or not: a
+/// dead agent must not keep the whole gateway out of a load balancer). Lists agents without a card.
+pub fn readyz(state: &State) -> ApiResult {
+    let mut pending = Vec::new();
+    let mut without_card = Vec::new();
+    for a in state.registry.agents() {
+        let s = a.slot();
+        if !s.attempted {
+            pending.push(a.cfg.name.as_str());
+        }
+        if s.card.is_none() {
+            without_card.push(serde_json::json!({"agent": a.cfg.name, "reason": s.last_error.unwrap_or_else(|| "not fetched yet".into())}));
+        }
+    }
+    // With Redis, a replica that does not hear other replicas' changes would serve streams
+    // that miss them: not ready until it is subscribed.
+    let relaying = state.config.redis.is_none() || state.hub.feed.is_relayed();
+    let ready = pending.is_empty() && relaying;
+    let body = to_json(&serde_json::json!({
+        "ready": ready,
+        "awaiting_first_card_attempt": pending,
+        "agents_without_card": without_card,
+        "change_feed": if relaying { "ok" } else { "not subscribed to Redis" },
+    }))?;
+    Ok(response::json(
+        if ready {
+            StatusCode::OK
+        } else {
+            StatusCode::SERVICE_UNAVAILABLE
+        },
+        body,
+    ))
+}
+
+/// GET /metrics: the Prometheus text format, with the gauges computed at scrape time.
+pub async fn metrics(state: &State) -> ApiResult {
+    let m = &state.metrics;
+    // Gauges that are cheaper to compute at scrape time than to keep current.
+    for a in state.registry.agents() {
+        if let Some(at) = a.slot().fetched_instant {
+            m.card_age_seconds
+                .with_label_values(&[a.cfg.name.as_str()])
+                .set(at.elapsed().as_secs() as i64);
+        }
+    }
+    match state.ledger.counts().await {
+        Ok(counts) => {
+            for (st, n) in Status::ALL.iter().zip(counts) {
+                m.tasks.with_label_values(&[st.as_str()]).set(n as i64);
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "ledger counts unavailable for /metrics"),
+    }
+    m.stream_buffered_bytes.set(state.hub.buffered() as i64);
+    match state.queue.stats().await {
+        Ok(q) => {
+            m.webhook_queued.set(q.queued as i64);
+            m.webhook_retrying.set(q.retrying as i64);
+            m.webhook_dead.set(q.dead as i64);
+        }
+        Err(e) => tracing::warn!(error = %e, "webhook queue stats unavailable for /metrics"),
+    }
+    let mut res = Response::new(Body::full(m.encode()));
+    res.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    Ok(res)
+}

@@ -1,0 +1,51 @@
+//! The task stream route: a subscription to the task's shared stream (see `crate::stream`).
+
+use crate::http::body::Body;
+use crate::http::error::ApiResult;
+use crate::http::exchange::task_agent;
+use crate::http::pipeline::Ctx;
+use crate::http::request::Request;
+use crate::http::response::{event_stream, no_more_events};
+use crate::State;
+
+/// GET /tasks/{id}/stream. A task the ledger knows to be over answers 204, so an EventSource
+/// stops reconnecting.
+pub async fn subscribe(
+    state: &State,
+    ctx: &mut Ctx,
+    prefix: Option<&str>,
+    task_id: &str,
+    req: Request,
+) -> ApiResult {
+    let (agent, record) = task_agent(state, ctx, prefix, task_id).await?;
+    if record.is_some_and(|r| r.head.status.is_terminal()) {
+        return Ok(no_more_events());
+    }
+    agent.card()?;
+    let last_id = last_event_id(req.headers(), req.uri());
+    // Ending the connection cuts only this subscriber over HTTP/1; over HTTP/2 it would cut
+    // every stream multiplexed with it, so there a slow subscriber is cut when next polled.
+    let kill = (req.version() < hyper::Version::HTTP_2).then(|| ctx.kill.clone());
+    match state
+        .hub
+        .subscribe(&agent, &state.upstream, task_id, last_id.as_deref(), kill)
+        .await?
+    {
+        None => Ok(no_more_events()),
+        Some(sub) => Ok(event_stream(Body::Events(Box::new(sub)))),
+    }
+}
+
+/// `Last-Event-ID`, or the `last_event_id` query parameter (a browser's EventSource cannot set
+/// the header on its first request).
+fn last_event_id(headers: &hyper::HeaderMap, uri: &hyper::Uri) -> Option<String> {
+    if let Some(v) = headers.get("last-event-id").and_then(|v| v.to_str().ok()) {
+        return Some(v.to_owned());
+    }
+    uri.query().and_then(|q| {
+        q.split('&')
+            .find_map(|kv| kv.strip_prefix("last_event_id="))
+            .filter(|v| v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'))
+            .map(str::to_owned)
+    })
+}

@@ -1,0 +1,338 @@
+//! The task routes: create, get, cancel.
+//!
+//! create: content type → size → JSON → `input` against the card's input_schema → forward →
+//! conformance of the reply → ledger. get / cancel: the ledger first (terminal tasks are answered
+//! or refused without the agent), then the agent, then the ledger's verdict on what it said.
+
+use bytes::Bytes;
+use hyper::header::{self, HeaderValue};
+use hyper::{Method, StatusCode};
+use serde_json::Value;
+
+use crate::http::error::{ApiError, ApiResult, Code};
+use crate::http::exchange::{
+    build_request, conformance, exchange, parse_agent_json, record, relay, relay_substituted,
+    task_agent, unknown_agent, ClientSide,
+};
+use crate::http::pipeline::Ctx;
+use crate::http::request::{is_json, read_body, Request};
+use crate::http::response;
+use crate::protocol::card::violations;
+use crate::protocol::conform::{check_task, TaskExpect};
+use crate::protocol::task::{Refusal, Status, Verdict};
+use crate::protocol::Violation;
+use crate::registry::Agent;
+use crate::State;
+
+/// POST /tasks and POST /agents/{name}/tasks.
+pub async fn create(state: &State, ctx: &mut Ctx, prefix: Option<&str>, req: Request) -> ApiResult {
+    let mut agent = match prefix {
+        Some(name) => Some(
+            state
+                .registry
+                .resolve(name)
+                .ok_or_else(|| unknown_agent(name))?,
+        ),
+        None => None,
+    };
+    ctx.agent = agent.clone();
+    if !is_json(req.headers()) {
+        return Err(ApiError::new(
+            Code::UnsupportedMediaType,
+            "POST /tasks takes Content-Type: application/json",
+        ));
+    }
+    let (parts, raw) = read_body(req, state.config.max_body_bytes).await?;
+    let doc: Value = serde_json::from_slice(&raw).map_err(|e| {
+        ApiError::new(
+            Code::InvalidJson,
+            format!("request body is not valid JSON: {e}"),
+        )
+    })?;
+    let Value::Object(obj) = &doc else {
+        return Err(ApiError::new(
+            Code::InvalidRequest,
+            "request body must be a JSON object with an `input` object",
+        ));
+    };
+    if agent.is_none() {
+        let name = obj.get("agent").and_then(Value::as_str).ok_or_else(|| {
+            ApiError::new(
+                Code::InvalidRequest,
+                "POST /tasks needs `agent` (a route name or agent_id) and `input`",
+            )
+        })?;
+        let a = state
+            .registry
+            .resolve(name)
+            .ok_or_else(|| unknown_agent(name))?;
+        ctx.agent = Some(a.clone());
+        agent = Some(a);
+    }
+    let Some(agent) = agent else {
+        return Err(ApiError::new(Code::UnknownAgent, "no agent"));
+    };
+    let input = match obj.get("input") {
+        Some(v @ Value::Object(_)) => v,
+        _ => {
+            return Err(ApiError::new(
+                Code::InvalidRequest,
+                "request body must have an `input` object",
+            ))
+        }
+    };
+    let card = agent.card()?;
+    if !card.input.is_valid(input) {
+        state
+            .metrics
+            .validation_failures
+            .with_label_values(&[agent.cfg.name.as_str()])
+            .inc();
+        let found = violations(&card.input, input, "/input");
+        return Err(ApiError::new(
+            Code::InputSchemaViolation,
+            format!(
+                "input does not match the input_schema of agent {:?} ({} violation(s))",
+                agent.cfg.name,
+                found.len()
+            ),
+        )
+        .with_details(found));
+    }
+    // The agent gets exactly what the client sent, except that the agent-less form's routing
+    // field is the gateway's business.
+    let forward = if prefix.is_some() {
+        raw
+    } else {
+        let body = serde_json::to_vec(&serde_json::json!({ "input": input }))
+            .map_err(|e| ApiError::new(Code::InvalidRequest, e.to_string()))?;
+        Bytes::from(body)
+    };
+    let mut up = build_request(
+        &agent,
+        ctx,
+        Method::POST,
+        "/tasks",
+        ClientSide {
+            headers: &parts.headers,
+            query: parts.uri.query(),
+        },
+        forward,
+        true,
+    )?;
+    up.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    let (res, body) = exchange(state, &agent, up).await?;
+    if !res.status.is_success() {
+        // The agent's own refusal (400, 409, 5xx...) is its answer to give.
+        return Ok(relay(res, body));
+    }
+    if res.status != StatusCode::ACCEPTED {
+        conformance(
+            state,
+            &agent,
+            ctx,
+            "create_status",
+            vec![Violation::new(
+                "",
+                "status",
+                format!("create answered {} instead of 202 Accepted", res.status),
+            )],
+        )?;
+    }
+    let Some(task) = parse_agent_json(&agent, ctx, state, "task", &body)? else {
+        return Ok(relay(res, body));
+    };
+    let expect = TaskExpect {
+        agent_id: Some(&card.agent_id),
+        task_id: None,
+        status: Some(Status::Submitted),
+        output: card.output.as_ref(),
+        now_ms: Some(crate::protocol::time::now_ms()),
+    };
+    conformance(state, &agent, ctx, "task", check_task(&task, expect))?;
+    match record(state, &agent, ctx, None, &task, &body).await {
+        Ok((_, out)) => Ok(relay_substituted(res, &body, out)),
+        // The agent has created the task: a 503 now would make the client retry and create it
+        // twice. Pass the 202 on, marked, and let a later GET or push record it.
+        Err(e) if e.code == Code::Unavailable => {
+            tracing::error!(agent = %agent.cfg.name, request_id = ?ctx.request_id, error = %e.message,
+                "task created but not recorded: the ledger is unavailable");
+            let mut out = relay(res, body);
+            out.headers_mut()
+                .insert("x-a2a-ledger", HeaderValue::from_static("unrecorded"));
+            Ok(out)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// GET /tasks/{id}: terminal tasks are answered from the ledger (final, and readable while the
+/// agent is down); others are asked of the agent and judged.
+pub async fn get(
+    state: &State,
+    ctx: &mut Ctx,
+    prefix: Option<&str>,
+    task_id: &str,
+    req: Request,
+) -> ApiResult {
+    let (agent, recorded) = task_agent(state, ctx, prefix, task_id).await?;
+    if let Some(r) = recorded.filter(|r| r.head.status.is_terminal()) {
+        let mut res = response::json(StatusCode::OK, r.task);
+        res.headers_mut()
+            .insert("x-a2a-source", HeaderValue::from_static("ledger"));
+        return Ok(res);
+    }
+    let up = build_request(
+        &agent,
+        ctx,
+        Method::GET,
+        &format!("/tasks/{task_id}"),
+        ClientSide::of(&req),
+        Bytes::new(),
+        true,
+    )?;
+    let (res, body) = exchange(state, &agent, up).await?;
+    if res.status != StatusCode::OK {
+        return Ok(relay(res, body));
+    }
+    let Some(task) = parse_agent_json(&agent, ctx, state, "task", &body)? else {
+        return Ok(relay(res, body));
+    };
+    let card = agent.card().ok();
+    let expect = TaskExpect {
+        agent_id: card.as_ref().map(|c| c.agent_id.as_str()),
+        task_id: Some(task_id),
+        status: None,
+        output: card.as_ref().and_then(|c| c.output.as_ref()),
+        now_ms: Some(crate::protocol::time::now_ms()),
+    };
+    conformance(state, &agent, ctx, "task", check_task(&task, expect))?;
+    let (_, out) = record(state, &agent, ctx, Some(task_id), &task, &body).await?;
+    Ok(relay_substituted(res, &body, out))
+}
+
+/// POST /tasks/{id}/cancel: a terminal task is refused with 409 without contacting the agent.
+pub async fn cancel(
+    state: &State,
+    ctx: &mut Ctx,
+    prefix: Option<&str>,
+    task_id: &str,
+    req: Request,
+) -> ApiResult {
+    let (agent, recorded) = task_agent(state, ctx, prefix, task_id).await?;
+    if let Some(r) = recorded.filter(|r| r.head.status.is_terminal()) {
+        return Err(terminal(task_id, r.head.status, &r.task));
+    }
+    let up = build_request(
+        &agent,
+        ctx,
+        Method::POST,
+        &format!("/tasks/{task_id}/cancel"),
+        ClientSide::of(&req),
+        Bytes::new(),
+        true,
+    )?;
+    let (res, body) = exchange(state, &agent, up).await?;
+    if res.status == StatusCode::CONFLICT {
+        // The agent refuses: most likely the task ended before the gateway heard of it. Learn
+        // its state, so the client gets the same 409 TASK_TERMINAL as for a recorded end.
+        if let Some(err) = learn_terminal(state, &agent, ctx, task_id).await {
+            return Err(err);
+        }
+        return Ok(relay(res, body));
+    }
+    // The spec leaves the body of a 202 open; when it is a Task, it is news about the task.
+    let task = (res.status.is_success() && is_json(&res.headers))
+        .then(|| serde_json::from_slice::<Value>(&body).ok())
+        .flatten();
+    let Some(task) = task.filter(|t| t.get("task_id").is_some()) else {
+        return Ok(relay(res, body));
+    };
+    let card = agent.card().ok();
+    let expect = TaskExpect {
+        agent_id: card.as_ref().map(|c| c.agent_id.as_str()),
+        task_id: Some(task_id),
+        status: None,
+        output: card.as_ref().and_then(|c| c.output.as_ref()),
+        now_ms: Some(crate::protocol::time::now_ms()),
+    };
+    conformance(state, &agent, ctx, "task", check_task(&task, expect))?;
+    match record(state, &agent, ctx, Some(task_id), &task, &body).await? {
+        // The task ended before the cancel took effect (the agent may say CANCELLED, the ledger
+        // already holds COMPLETED): the cancel did nothing, say so as for any terminal task.
+        (Some(Verdict::Refused(Refusal::Terminal)), recorded) => {
+            let status = serde_json::from_slice::<Value>(&recorded)
+                .ok()
+                .and_then(|t| t["status"].as_str().and_then(Status::parse))
+                .unwrap_or(Status::Cancelled);
+            Err(terminal(task_id, status, &recorded))
+        }
+        (_, out) => Ok(relay_substituted(res, &body, out)),
+    }
+}
+
+/// Ask the agent for the task and record the answer; `Some(409 TASK_TERMINAL)` if the task has
+/// ended. Any failure on the way means "not learned": the caller keeps the agent's own answer.
+async fn learn_terminal(
+    state: &State,
+    agent: &Agent,
+    ctx: &Ctx,
+    task_id: &str,
+) -> Option<ApiError> {
+    let no_client = hyper::HeaderMap::new();
+    let client = ClientSide {
+        headers: &no_client,
+        query: None,
+    };
+    let up = build_request(
+        agent,
+        ctx,
+        Method::GET,
+        &format!("/tasks/{task_id}"),
+        client,
+        Bytes::new(),
+        true,
+    )
+    .ok()?;
+    let (res, body) = exchange(state, agent, up).await.ok()?;
+    if res.status != StatusCode::OK {
+        return None;
+    }
+    let task: Value = serde_json::from_slice(&body).ok()?;
+    let card = agent.card().ok()?;
+    let expect = TaskExpect {
+        agent_id: Some(&card.agent_id),
+        task_id: Some(task_id),
+        status: None,
+        output: card.output.as_ref(),
+        now_ms: Some(crate::protocol::time::now_ms()),
+    };
+    if !check_task(&task, expect).is_empty() {
+        return None;
+    }
+    let (_, recorded) = record(state, agent, ctx, Some(task_id), &task, &body)
+        .await
+        .ok()?;
+    let status = serde_json::from_slice::<Value>(&recorded).ok()?["status"]
+        .as_str()
+        .and_then(Status::parse)?;
+    status
+        .is_terminal()
+        .then(|| terminal(task_id, status, &recorded))
+}
+
+/// 409 TASK_TERMINAL, with the recorded task in the details.
+fn terminal(task_id: &str, status: Status, recorded: &[u8]) -> ApiError {
+    let task: Value = serde_json::from_slice(recorded).unwrap_or(Value::Null);
+    ApiError::new(
+        Code::TaskTerminal,
+        format!(
+            "task {task_id} is {} and cannot be cancelled",
+            status.as_str()
+        ),
+    )
+    .with_details(serde_json::json!({ "status": status.as_str(), "task": task }))
+}

@@ -1,0 +1,192 @@
+//! Every route of the gateway, parsed from the path alone: one enum, so the pipeline, the
+//! metrics labels and the lean stream path all agree on what a path is.
+
+use hyper::Method;
+
+/// Every route of the gateway. Segments borrow from the request path.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Route<'a> {
+    Healthz,
+    Readyz,
+    Metrics,
+    Catalog,
+    Card(&'a str),
+    CreateTask(Option<&'a str>),
+    GetTask(Option<&'a str>, &'a str),
+    CancelTask(Option<&'a str>, &'a str),
+    ListArtifacts(Option<&'a str>, &'a str),
+    Stream(Option<&'a str>, &'a str),
+    ArtifactContent(Option<&'a str>, &'a str),
+    Notifications(&'a str),
+    Events,
+    DeadLetters,
+    Redrive,
+    Subscribers,
+    EnableSubscriber(&'a str),
+    NotFound,
+}
+
+impl<'a> Route<'a> {
+    pub fn parse(path: &'a str) -> Route<'a> {
+        let mut segs = path.strip_prefix('/').unwrap_or(path).split('/');
+        let parts: [Option<&str>; 6] = std::array::from_fn(|_| segs.next());
+        if segs.next().is_some() {
+            return Route::NotFound;
+        }
+        match parts {
+            [Some("healthz"), None, ..] => Route::Healthz,
+            [Some("readyz"), None, ..] => Route::Readyz,
+            [Some("metrics"), None, ..] => Route::Metrics,
+            [Some("agents"), None, ..] => Route::Catalog,
+            [Some("events"), None, ..] => Route::Events,
+            [Some("admin"), Some("dead-letters"), None, ..] => Route::DeadLetters,
+            [Some("admin"), Some("dead-letters"), Some("redrive"), None, ..] => Route::Redrive,
+            [Some("admin"), Some("subscribers"), None, ..] => Route::Subscribers,
+            [Some("admin"), Some("subscribers"), Some(s), Some("enable"), None, ..]
+                if !s.is_empty() =>
+            {
+                Route::EnableSubscriber(s)
+            }
+            [Some("agents"), Some(a), Some("agent-card.json"), None, ..] if !a.is_empty() => {
+                Route::Card(a)
+            }
+            [Some("agents"), Some(a), rest @ ..] if !a.is_empty() => {
+                Route::task_routes(Some(a), [rest[0], rest[1], rest[2], rest[3]])
+            }
+            [first, second, third, fourth, None, None] => {
+                Route::task_routes(None, [first, second, third, fourth])
+            }
+            _ => Route::NotFound,
+        }
+    }
+
+    fn task_routes(agent: Option<&'a str>, p: [Option<&'a str>; 4]) -> Route<'a> {
+        let id = |s: &'a str| valid_id(s).then_some(s);
+        match p {
+            [Some("tasks"), None, None, None] => Route::CreateTask(agent),
+            [Some("notifications"), None, None, None] => {
+                agent.map_or(Route::NotFound, Route::Notifications)
+            }
+            [Some("tasks"), Some(t), None, None] => {
+                id(t).map_or(Route::NotFound, |t| Route::GetTask(agent, t))
+            }
+            [Some("tasks"), Some(t), Some("cancel"), None] => {
+                id(t).map_or(Route::NotFound, |t| Route::CancelTask(agent, t))
+            }
+            [Some("tasks"), Some(t), Some("artifacts"), None] => {
+                id(t).map_or(Route::NotFound, |t| Route::ListArtifacts(agent, t))
+            }
+            [Some("tasks"), Some(t), Some("stream"), None] => {
+                id(t).map_or(Route::NotFound, |t| Route::Stream(agent, t))
+            }
+            [Some("artifacts"), Some(a), Some("content"), None] => {
+                id(a).map_or(Route::NotFound, |a| Route::ArtifactContent(agent, a))
+            }
+            _ => Route::NotFound,
+        }
+    }
+
+    /// Answered by the gateway itself (so HEAD is answered like GET, without a body).
+    pub fn is_local(&self) -> bool {
+        matches!(
+            self,
+            Route::Healthz | Route::Readyz | Route::Metrics | Route::Catalog | Route::Card(_)
+        )
+    }
+
+    /// (metrics label, the one method the route answers)
+    pub fn meta(&self) -> (&'static str, Method) {
+        match self {
+            Route::Healthz => ("healthz", Method::GET),
+            Route::Readyz => ("readyz", Method::GET),
+            Route::Metrics => ("metrics", Method::GET),
+            Route::Catalog => ("catalog", Method::GET),
+            Route::Card(_) => ("card", Method::GET),
+            Route::CreateTask(_) => ("create_task", Method::POST),
+            Route::GetTask(..) => ("get_task", Method::GET),
+            Route::CancelTask(..) => ("cancel_task", Method::POST),
+            Route::ListArtifacts(..) => ("list_artifacts", Method::GET),
+            Route::Stream(..) => ("stream", Method::GET),
+            Route::ArtifactContent(..) => ("artifact_content", Method::GET),
+            Route::Notifications(_) => ("notifications", Method::POST),
+            Route::Events => ("events", Method::GET),
+            Route::DeadLetters => ("admin_dead_letters", Method::GET),
+            Route::Redrive => ("admin_redrive", Method::POST),
+            Route::Subscribers => ("admin_subscribers", Method::GET),
+            Route::EnableSubscriber(_) => ("admin_enable_subscriber", Method::POST),
+            Route::NotFound => ("not_found", Method::GET),
+        }
+    }
+}
+
+/// The (agent prefix, task id) of a task-stream path, for the lean event-stream path.
+pub fn stream_route(path: &str) -> Option<(Option<&str>, &str)> {
+    match Route::parse(path) {
+        Route::Stream(a, t) => Some((a, t)),
+        _ => None,
+    }
+}
+
+/// Ids go into the agent's URL path, so only unreserved characters are let through (no `..`,
+/// no `/`, no percent-escapes): a crafted id cannot reach another path on the agent.
+pub fn valid_id(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 128
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Route::*;
+    use super::*;
+
+    #[test]
+    fn routes_parse() {
+        assert_eq!(Route::parse("/healthz"), Healthz);
+        assert_eq!(Route::parse("/agents"), Catalog);
+        assert_eq!(Route::parse("/agents/x/agent-card.json"), Card("x"));
+        assert_eq!(Route::parse("/agents/x/tasks"), CreateTask(Some("x")));
+        assert_eq!(Route::parse("/tasks"), CreateTask(None));
+        assert_eq!(
+            Route::parse("/agents/x/tasks/t-1"),
+            GetTask(Some("x"), "t-1")
+        );
+        assert_eq!(Route::parse("/tasks/t/cancel"), CancelTask(None, "t"));
+        assert_eq!(
+            Route::parse("/agents/x/tasks/t/artifacts"),
+            ListArtifacts(Some("x"), "t")
+        );
+        assert_eq!(Route::parse("/tasks/t/stream"), Stream(None, "t"));
+        assert_eq!(
+            Route::parse("/artifacts/a/content"),
+            ArtifactContent(None, "a")
+        );
+        assert_eq!(
+            Route::parse("/agents/x/artifacts/a/content"),
+            ArtifactContent(Some("x"), "a")
+        );
+        assert_eq!(Route::parse("/admin/dead-letters"), DeadLetters);
+        assert_eq!(Route::parse("/admin/dead-letters/redrive"), Redrive);
+        assert_eq!(
+            Route::parse("/admin/subscribers/s1/enable"),
+            EnableSubscriber("s1")
+        );
+        assert_eq!(Route::parse("/admin/subscribers//enable"), NotFound);
+    }
+
+    #[test]
+    fn crafted_paths_do_not_route() {
+        for p in [
+            "/tasks/../agent-card.json",
+            "/tasks/a%2Fb",
+            "/agents//tasks",
+            "/agents/x/tasks/t/cancel/x",
+            "/tasks/t/",
+            "/",
+            "/agents/x/tasks/t/x/y/z",
+        ] {
+            assert_eq!(Route::parse(p), NotFound, "{p}");
+        }
+    }
+}

@@ -1,0 +1,40 @@
+//! The integration tests, as one test binary (`it`): the real gateway, in-process or as the built
+//! binary, in front of real sample agents, subscribers and redis-servers on loopback. One module
+//! per family; the setup they share is in `support`.
+
+mod support;
+
+/// Agent cards: fetching at start, the catalog, the cached card, refresh with ETag and
+/// Cache-Control, stale serving, unavailable and slow agents, redaction of `auth_header`.
+mod cards;
+/// The command line through the real binary: `check-config`, serving with `--config`, SIGTERM,
+/// an unreachable Redis, usage errors, and no `auth_header` in the process's output.
+mod cli;
+/// `a2a-gateway demo`: the curl commands it prints work when pasted.
+mod demo;
+/// What clients and agents must not be able to do to the gateway: idle connections, lost query
+/// strings, future timestamps, proxying without a card, huge inputs echoed in errors.
+mod hardening;
+/// Terminal immutability and the state machine, from every direction a task can be pushed.
+mod immutability;
+/// `POST /agents/{name}/notifications`: authenticated pushes judged by the ledger.
+mod notifications;
+/// The one request pipeline: the lean stream path and HTTP/2 handled alike.
+mod pipeline;
+/// The Redis ledger against a redis-server of the test's own: Lua and Rust rules agree, racing
+/// replicas, gateways sharing tasks, a Redis restarted empty.
+mod redis_ledger;
+/// Every route over real HTTP: the proxied endpoints in both forms, every error code,
+/// conformance in both modes, proxy header hygiene, health, readiness and metrics.
+mod routes;
+/// The shortest path through the gateway: create a task, then read it back.
+mod smoke;
+/// Task event streams: shared upstreams, numbered events with replay, parsing, pings,
+/// reconnects, the end of a task, slow consumers, and `/events`.
+mod streams;
+/// Webhook delivery across real gateway processes on one Redis: SIGKILL with deliveries in
+/// flight loses none, and racing gateways never move a terminal task.
+mod webhook_processes;
+/// Webhook fan-out in-process: signed deliveries in order per task, retries, 410s, dead letters
+/// and a Redis restart.
+mod webhooks;
