@@ -1,0 +1,337 @@
+//! The checks of one pass over a parsed config: every semantic problem, with its key.
+
+use std::collections::HashSet;
+
+use hyper::header::{HeaderName, HeaderValue};
+
+use super::*;
+
+/// The screen's problems (sorted by rank) merged into the validator's (already in document
+/// order, each entry's own problems before those relating it to other entries), dropping any
+/// problem at or under a key the screen already reported (its value was set aside).
+pub(super) fn merge(mut early: Vec<(Vec<i64>, Problem)>, late: Vec<Problem>) -> Vec<Problem> {
+    early.sort_by(|a, b| a.0.cmp(&b.0));
+    let covered = |p: &Problem| {
+        early.iter().any(|(_, e)| {
+            p.key == e.key
+                || p.key.strip_prefix(e.key.as_str()).is_some_and(|rest| {
+                    !e.key.is_empty() && (rest.starts_with('.') || rest.starts_with('['))
+                })
+        })
+    };
+    let late: Vec<(Vec<i64>, Problem)> = late
+        .into_iter()
+        .filter(|p| !covered(p))
+        .map(|p| (keys::rank::<Config>(&p.key), p))
+        .collect();
+    let mut out = Vec::with_capacity(early.len() + late.len());
+    let mut early = early.into_iter().peekable();
+    for (rank, p) in late {
+        while let Some((_, e)) = early.next_if(|(r, _)| *r < rank) {
+            out.push(e);
+        }
+        out.push(p);
+    }
+    out.extend(early.map(|(_, p)| p));
+    out
+}
+
+/// One thing wrong with a config, at a key such as `agents[1].url`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub key: String,
+    pub message: String,
+}
+
+impl Problem {
+    pub fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
+        Problem {
+            key: key.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.key.is_empty() {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "{}: {}", self.key, self.message)
+        }
+    }
+}
+
+#[derive(Default)]
+pub(super) struct Validator {
+    pub(super) problems: Vec<Problem>,
+}
+
+impl Validator {
+    fn problem(&mut self, key: impl Into<String>, msg: impl Into<String>) {
+        self.problems.push(Problem::new(key, msg));
+    }
+
+    /// A count or size within `1..=max`.
+    fn range(&mut self, key: &str, value: u64, max: u64) {
+        if value < 1 || value > max {
+            self.problem(key, format!("must be between 1 and {max}"));
+        }
+    }
+
+    fn millis(&mut self, key: &str, d: Duration, max: u64) {
+        self.range(key, u64::try_from(d.as_millis()).unwrap_or(u64::MAX), max);
+    }
+
+    fn secs(&mut self, key: &str, d: Duration, max: u64) {
+        self.range(key, d.as_secs(), max);
+    }
+
+    pub(super) fn config(&mut self, c: &Config, rules: &dyn Rules) {
+        self.range("max_body_bytes", c.max_body_bytes as u64, 1 << 30);
+        self.secs("task_retention_secs", c.task_retention, 365 * 86_400);
+        self.range("max_tasks", c.max_tasks as u64, 1 << 32);
+        self.range("max_ledger_bytes", c.max_ledger_bytes as u64, 1 << 40);
+        self.range("max_connections", c.max_connections as u64, 1 << 22);
+        self.millis("connect_timeout_ms", c.connect_timeout, 600_000);
+        if c.workers != 0 {
+            self.range("workers", c.workers as u64, 1024);
+        }
+
+        let mut names = HashSet::new();
+        for (i, a) in c.agents.iter().enumerate() {
+            let at = format!("agents[{i}]");
+            self.agent(a, &at);
+            if !a.name.is_empty() && !names.insert(a.name.as_str()) {
+                self.problem(
+                    format!("{at}.name"),
+                    format!("{:?} is used by another agent", a.name),
+                );
+            }
+        }
+        if c.agents.is_empty() {
+            self.problem("agents", "at least one [[agents]] entry is required");
+        }
+        if let Some(r) = &c.redis {
+            self.redis(r);
+        }
+        self.webhooks(&c.webhooks, rules);
+        let mut names = HashSet::new();
+        for (i, s) in c.subscribers.iter().enumerate() {
+            let at = format!("subscribers[{i}]");
+            self.subscriber(s, &at, &c.webhooks.allow, &c.agents, rules);
+            if !s.name.is_empty() && !names.insert(s.name.as_str()) {
+                self.problem(
+                    format!("{at}.name"),
+                    format!("{:?} is used by another subscriber", s.name),
+                );
+            }
+        }
+        self.streams(&c.streams);
+        if let Some(tok) = &c.admin_token {
+            if tok.expose().len() < 16 {
+                self.problem("admin_token", "must be at least 16 characters");
+            }
+        }
+    }
+
+    /// The required `name` (a route-safe name) and `url` (checked by `check`) of an
+    /// `[[agents]]` or `[[subscribers]]` entry.
+    fn name_and_url(
+        &mut self,
+        at: &str,
+        name: &str,
+        url: &str,
+        check: impl Fn(&str) -> Result<(), String>,
+    ) {
+        if name.is_empty() {
+            self.problem(format!("{at}.name"), "is required");
+        } else if !valid_name(name) {
+            self.problem(
+                format!("{at}.name"),
+                format!("{name:?} must be 1-64 characters of A-Z a-z 0-9 . _ -"),
+            );
+        }
+        if url.is_empty() {
+            self.problem(format!("{at}.url"), "is required");
+        } else if let Err(e) = check(url) {
+            self.problem(format!("{at}.url"), e);
+        }
+    }
+
+    fn agent(&mut self, a: &AgentConfig, at: &str) {
+        self.name_and_url(at, &a.name, &a.url, check_agent_url);
+        if !a.card_path.starts_with('/') || a.card_path.contains(char::is_whitespace) {
+            self.problem(
+                format!("{at}.card_path"),
+                "must be an absolute path such as \"/agent-card.json\"",
+            );
+        }
+        self.secs(&format!("{at}.refresh_secs"), a.refresh, 7 * 86_400);
+        self.millis(&format!("{at}.timeout_ms"), a.timeout, 600_000);
+        if let Some(tok) = &a.ingest_token {
+            if tok.expose().len() < 16 {
+                self.problem(
+                    format!("{at}.ingest_token"),
+                    "must be at least 16 characters",
+                );
+            }
+        }
+    }
+
+    fn redis(&mut self, r: &RedisConfig) {
+        let u = r.url.as_str();
+        if u.starts_with("rediss://") {
+            self.problem(
+                "redis.url",
+                "rediss:// (TLS) is not built into this gateway; use redis:// on a private network, a unix:// socket, or a TLS sidecar",
+            );
+        } else if u.is_empty() {
+            self.problem("redis.url", "is required in [redis]");
+        } else if !(u.starts_with("redis://") || u.starts_with("unix://")) {
+            self.problem(
+                "redis.url",
+                format!("{:?} must start with redis:// or unix://", redact_url(u)),
+            );
+        } else {
+            let prefix = r.prefix.as_str();
+            if prefix.is_empty() || prefix.len() > 64 {
+                self.problem("redis.prefix", "must be 1-64 characters");
+            }
+            // The atomic scripts touch several keys; in Redis Cluster they must all hash to one
+            // slot, which only a {hash tag} guarantees.
+            let tagged = prefix
+                .find('{')
+                .and_then(|open| prefix[open..].find('}').map(|close| close > 1))
+                .unwrap_or(false);
+            if !tagged {
+                self.problem(
+                    "redis.prefix",
+                    format!("{prefix:?} needs a {{hash tag}} such as \"a2a:{{gw}}:\" so every key lands in one cluster slot"),
+                );
+            }
+        }
+    }
+
+    fn webhooks(&mut self, w: &WebhookConfig, rules: &dyn Rules) {
+        for (i, entry) in w.allow.iter().enumerate() {
+            if let Err(e) = rules.allow_entry(entry) {
+                self.problem(format!("webhooks.allow[{i}]"), e);
+            }
+        }
+        match w.max_attempts {
+            Some(n) if !(1..=101).contains(&n) => {
+                self.problem("webhooks.max_attempts", "must be between 1 and 101")
+            }
+            _ => {
+                if let Err(e) = rules.retry_schedule(&w.retry_waits_secs()) {
+                    self.problem("webhooks.retry_schedule_secs", e);
+                }
+            }
+        }
+        self.millis("webhooks.timeout_ms", w.timeout, 300_000);
+        self.range("webhooks.concurrency", w.concurrency as u64, 10_000);
+        self.secs(
+            "webhooks.visibility_timeout_secs",
+            w.visibility_timeout,
+            86_400,
+        );
+        if w.visibility_timeout < w.timeout + Duration::from_secs(5) {
+            self.problem(
+                "webhooks.visibility_timeout_secs",
+                "must exceed webhooks.timeout_ms by at least 5 s, or live deliveries would be taken over and sent twice",
+            );
+        }
+        self.range("webhooks.max_queued", w.max_queued as u64, 1 << 32);
+        self.range(
+            "webhooks.max_dead_letters",
+            w.max_dead_letters as u64,
+            1 << 24,
+        );
+    }
+
+    fn subscriber(
+        &mut self,
+        s: &SubscriberConfig,
+        at: &str,
+        allow: &[String],
+        agents: &[AgentConfig],
+        rules: &dyn Rules,
+    ) {
+        self.name_and_url(at, &s.name, &s.url, |u| rules.subscriber_url(allow, u));
+        if let Some(secret) = &s.secret {
+            if let Err(e) = rules.signing_secret(secret.expose()) {
+                self.problem(format!("{at}.secret"), e);
+            }
+        }
+        for a in s.agents.iter().flatten() {
+            if !agents.iter().any(|c| c.name == *a) {
+                self.problem(
+                    format!("{at}.agents"),
+                    format!("{a:?} is not the name of an [[agents]] entry"),
+                );
+            }
+        }
+    }
+
+    fn streams(&mut self, s: &StreamsConfig) {
+        self.millis("streams.ping_interval_ms", s.ping_interval, 3_600_000);
+        self.millis("streams.linger_ms", s.linger, 3_600_000);
+        self.range("streams.replay_events", s.replay_events as u64, 1_000_000);
+        self.range("streams.replay_bytes", s.replay_bytes as u64, 1 << 30);
+        self.range("streams.subscriber_lag_bytes", s.lag_bytes, 1 << 30);
+        self.range("streams.max_topics", s.max_topics as u64, 1 << 24);
+        self.range(
+            "streams.max_event_bytes",
+            s.max_event_bytes as u64,
+            64 << 20,
+        );
+        self.range("streams.max_buffer_bytes", s.max_buffer_bytes, 1 << 40);
+        self.millis("streams.reconnect_max_ms", s.reconnect_max, 3_600_000);
+    }
+}
+
+fn valid_name(n: &str) -> bool {
+    !n.is_empty()
+        && n.len() <= 64
+        && n.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+}
+
+fn check_agent_url(u: &str) -> Result<(), String> {
+    let uri: hyper::Uri = u.parse().map_err(|e| format!("{u:?} is not a URL: {e}"))?;
+    match uri.scheme_str() {
+        Some("http") | Some("https") => {}
+        _ => return Err(format!("{u:?} must be an http:// or https:// URL")),
+    }
+    if uri.host().is_none_or(str::is_empty) {
+        return Err(format!("{u:?} has no host"));
+    }
+    if uri.query().is_some() {
+        return Err(format!("{u:?} must not have a query string"));
+    }
+    if u.contains('@') {
+        return Err("credentials in the URL are not supported".into());
+    }
+    Ok(())
+}
+
+/// `"Name: value"` as a header name and a secret value.
+pub(super) fn parse_header_line(line: &str) -> Option<(HeaderName, Secret)> {
+    let (name, value) = line.split_once(':')?;
+    let name = HeaderName::from_bytes(name.trim().as_bytes()).ok()?;
+    let value = value.trim();
+    // Must be a valid header value; the check is done here so delivery cannot fail on it.
+    HeaderValue::from_str(value)
+        .ok()
+        .filter(|_| !value.is_empty())?;
+    Some((name, Secret::new(value)))
+}
+
+/// A URL with any password replaced, for messages.
+pub(super) fn redact_url(u: &str) -> String {
+    match (u.find("://"), u.rfind('@')) {
+        (Some(s), Some(at)) if at > s => format!("{}***{}", &u[..s + 3], &u[at..]),
+        _ => u.to_owned(),
+    }
+}
