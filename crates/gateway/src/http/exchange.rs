@@ -128,6 +128,20 @@ pub fn build_request(
     Ok(req)
 }
 
+/// Ask `agent` for `path` with no body, on behalf of the client's `client` side: build the
+/// request and exchange it.
+pub async fn ask(
+    state: &State,
+    agent: &Agent,
+    ctx: &Ctx,
+    method: Method,
+    path: &str,
+    client: ClientSide<'_>,
+) -> Result<(Parts, Bytes), ApiError> {
+    let up = build_request(agent, ctx, method, path, client, Bytes::new(), true)?;
+    exchange(state, agent, up).await
+}
+
 /// One buffered exchange with an agent, timed.
 pub async fn exchange(
     state: &State,

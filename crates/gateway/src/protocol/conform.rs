@@ -8,7 +8,7 @@
 use jsonschema::Validator;
 use serde_json::{Map, Value};
 
-use super::card::{is_uuid, violations};
+use super::card::{is_uuid, violations, Card};
 use super::task::Status;
 use super::time::{parse_strict, MAX_SKEW_MS};
 use super::{Violation, MAX_VIOLATIONS};
@@ -26,6 +26,20 @@ pub struct TaskExpect<'a> {
     pub output: Option<&'a Validator>,
     /// The gateway's clock: an `updated_at` more than [`MAX_SKEW_MS`] ahead is refused.
     pub now_ms: Option<i64>,
+}
+
+impl<'a> TaskExpect<'a> {
+    /// What any document about a task of the agent with `card` must satisfy at `now_ms`: the
+    /// card's agent_id and output_schema (when there is a card), and `task_id` when one was asked.
+    pub fn under(card: Option<&'a Card>, task_id: Option<&'a str>, now_ms: i64) -> Self {
+        TaskExpect {
+            agent_id: card.map(|c| c.agent_id.as_str()),
+            task_id,
+            status: None,
+            output: card.and_then(|c| c.output.as_ref()),
+            now_ms: Some(now_ms),
+        }
+    }
 }
 
 #[derive(Default)]

@@ -286,13 +286,7 @@ async fn learn_end(hub: &Hub, topic: &Topic, agent: &Agent, client: &Upstream) -
     };
     let found = check_task(
         &doc,
-        TaskExpect {
-            agent_id: Some(card.agent_id.as_str()),
-            task_id: Some(task_id),
-            status: None,
-            output: card.output.as_ref(),
-            now_ms: Some(crate::protocol::time::now_ms()),
-        },
+        TaskExpect::under(Some(&card), Some(task_id), crate::protocol::time::now_ms()),
     );
     if !found.is_empty() && agent.cfg.conformance == Conformance::Enforce {
         return false;

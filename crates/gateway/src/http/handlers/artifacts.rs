@@ -6,7 +6,7 @@ use hyper::{Method, StatusCode};
 
 use crate::http::error::{ApiError, ApiResult, Code};
 use crate::http::exchange::{
-    build_request, conformance, exchange, parse_agent_json, pass_through, relay, task_agent,
+    ask, build_request, conformance, parse_agent_json, pass_through, relay, task_agent,
     unknown_agent, ClientSide,
 };
 use crate::http::pipeline::Ctx;
@@ -25,16 +25,15 @@ pub async fn list(
     req: Request,
 ) -> ApiResult {
     let (agent, _) = task_agent(state, ctx, prefix, task_id).await?;
-    let up = build_request(
+    let (res, body) = ask(
+        state,
         &agent,
         ctx,
         Method::GET,
         &format!("/tasks/{task_id}/artifacts"),
         ClientSide::of(&req),
-        Bytes::new(),
-        true,
-    )?;
-    let (res, body) = exchange(state, &agent, up).await?;
+    )
+    .await?;
     if res.status != StatusCode::OK {
         return Ok(relay(res, body));
     }

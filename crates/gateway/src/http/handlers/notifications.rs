@@ -69,13 +69,7 @@ pub async fn ingest(state: &State, ctx: &mut Ctx, name: &str, req: Request) -> A
         )
     })?;
     let card = agent.card().ok();
-    let expect = TaskExpect {
-        agent_id: card.as_ref().map(|c| c.agent_id.as_str()),
-        task_id: None,
-        status: None,
-        output: card.as_ref().and_then(|c| c.output.as_ref()),
-        now_ms: Some(crate::protocol::time::now_ms()),
-    };
+    let expect = TaskExpect::under(card.as_deref(), None, crate::protocol::time::now_ms());
     let found = check_notification(&doc, expect);
     if !found.is_empty() {
         state

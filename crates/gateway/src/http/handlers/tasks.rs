@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::http::error::{ApiError, ApiResult, Code};
 use crate::http::exchange::{
-    build_request, conformance, exchange, parse_agent_json, record, relay, relay_substituted,
+    ask, build_request, conformance, exchange, parse_agent_json, record, relay, relay_substituted,
     task_agent, unknown_agent, ClientSide,
 };
 use crate::http::pipeline::Ctx;
@@ -20,6 +20,7 @@ use crate::http::response;
 use crate::protocol::card::violations;
 use crate::protocol::conform::{check_task, TaskExpect};
 use crate::protocol::task::{Refusal, Status, Verdict};
+use crate::protocol::time::now_ms;
 use crate::protocol::Violation;
 use crate::registry::Agent;
 use crate::State;
@@ -146,11 +147,8 @@ pub async fn create(state: &State, ctx: &mut Ctx, prefix: Option<&str>, req: Req
         return Ok(relay(res, body));
     };
     let expect = TaskExpect {
-        agent_id: Some(&card.agent_id),
-        task_id: None,
         status: Some(Status::Submitted),
-        output: card.output.as_ref(),
-        now_ms: Some(crate::protocol::time::now_ms()),
+        ..TaskExpect::under(Some(&card), None, now_ms())
     };
     conformance(state, &agent, ctx, "task", check_task(&task, expect))?;
     match record(state, &agent, ctx, None, &task, &body).await {
@@ -185,16 +183,15 @@ pub async fn get(
             .insert("x-a2a-source", HeaderValue::from_static("ledger"));
         return Ok(res);
     }
-    let up = build_request(
+    let (res, body) = ask(
+        state,
         &agent,
         ctx,
         Method::GET,
         &format!("/tasks/{task_id}"),
         ClientSide::of(&req),
-        Bytes::new(),
-        true,
-    )?;
-    let (res, body) = exchange(state, &agent, up).await?;
+    )
+    .await?;
     if res.status != StatusCode::OK {
         return Ok(relay(res, body));
     }
@@ -202,13 +199,7 @@ pub async fn get(
         return Ok(relay(res, body));
     };
     let card = agent.card().ok();
-    let expect = TaskExpect {
-        agent_id: card.as_ref().map(|c| c.agent_id.as_str()),
-        task_id: Some(task_id),
-        status: None,
-        output: card.as_ref().and_then(|c| c.output.as_ref()),
-        now_ms: Some(crate::protocol::time::now_ms()),
-    };
+    let expect = TaskExpect::under(card.as_deref(), Some(task_id), now_ms());
     conformance(state, &agent, ctx, "task", check_task(&task, expect))?;
     let (_, out) = record(state, &agent, ctx, Some(task_id), &task, &body).await?;
     Ok(relay_substituted(res, &body, out))
@@ -226,16 +217,15 @@ pub async fn cancel(
     if let Some(r) = recorded.filter(|r| r.head.status.is_terminal()) {
         return Err(terminal(task_id, r.head.status, &r.task));
     }
-    let up = build_request(
+    let (res, body) = ask(
+        state,
         &agent,
         ctx,
         Method::POST,
         &format!("/tasks/{task_id}/cancel"),
         ClientSide::of(&req),
-        Bytes::new(),
-        true,
-    )?;
-    let (res, body) = exchange(state, &agent, up).await?;
+    )
+    .await?;
     if res.status == StatusCode::CONFLICT {
         // The agent refuses: most likely the task ended before the gateway heard of it. Learn
         // its state, so the client gets the same 409 TASK_TERMINAL as for a recorded end.
@@ -252,13 +242,7 @@ pub async fn cancel(
         return Ok(relay(res, body));
     };
     let card = agent.card().ok();
-    let expect = TaskExpect {
-        agent_id: card.as_ref().map(|c| c.agent_id.as_str()),
-        task_id: Some(task_id),
-        status: None,
-        output: card.as_ref().and_then(|c| c.output.as_ref()),
-        now_ms: Some(crate::protocol::time::now_ms()),
-    };
+    let expect = TaskExpect::under(card.as_deref(), Some(task_id), now_ms());
     conformance(state, &agent, ctx, "task", check_task(&task, expect))?;
     match record(state, &agent, ctx, Some(task_id), &task, &body).await? {
         // The task ended before the cancel took effect (the agent may say CANCELLED, the ledger
@@ -287,29 +271,16 @@ async fn learn_terminal(
         headers: &no_client,
         query: None,
     };
-    let up = build_request(
-        agent,
-        ctx,
-        Method::GET,
-        &format!("/tasks/{task_id}"),
-        client,
-        Bytes::new(),
-        true,
-    )
-    .ok()?;
-    let (res, body) = exchange(state, agent, up).await.ok()?;
+    let path = format!("/tasks/{task_id}");
+    let (res, body) = ask(state, agent, ctx, Method::GET, &path, client)
+        .await
+        .ok()?;
     if res.status != StatusCode::OK {
         return None;
     }
     let task: Value = serde_json::from_slice(&body).ok()?;
     let card = agent.card().ok()?;
-    let expect = TaskExpect {
-        agent_id: Some(&card.agent_id),
-        task_id: Some(task_id),
-        status: None,
-        output: card.output.as_ref(),
-        now_ms: Some(crate::protocol::time::now_ms()),
-    };
+    let expect = TaskExpect::under(Some(&card), Some(task_id), now_ms());
     if !check_task(&task, expect).is_empty() {
         return None;
     }
