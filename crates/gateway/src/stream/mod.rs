@@ -72,6 +72,7 @@ pub struct StreamConfig {
     pub linger: Duration,
     /// Events kept per task for replay and for subscribers catching up.
     pub replay_events: usize,
+    /// Bytes of events kept per task for replay (the oldest go first; the last event always stays).
     pub replay_bytes: usize,
     /// A subscriber further behind than this is cut (it resumes with Last-Event-ID).
     pub lag_bytes: u64,
@@ -105,6 +106,7 @@ impl Default for StreamConfig {
 /// often hears of the end before the agent's stream says its last word).
 const END_GRACE: Duration = Duration::from_millis(500);
 
+/// The live task streams of this replica, one [`Topic`] per (agent, task), and the change feed.
 pub struct Hub {
     topics: Mutex<HashMap<Key, Arc<Topic>>>,
     /// Bytes buffered by all topics together (see `topic::Limits`).
@@ -114,10 +116,12 @@ pub struct Hub {
     cfg: StreamConfig,
     metrics: Arc<Metrics>,
     ledger: Arc<dyn TaskLedger>,
+    /// The change feed: terminal changes close topics, `/events` listens to every change.
     pub feed: Arc<ChangeFeed>,
 }
 
 impl Hub {
+    /// A hub with no topic; it stops taking subscriptions once `stop` turns true.
     pub fn new(
         cfg: StreamConfig,
         metrics: Arc<Metrics>,
@@ -136,6 +140,7 @@ impl Hub {
         }
     }
 
+    /// The `[streams]` settings.
     pub fn config(&self) -> &StreamConfig {
         &self.cfg
     }
