@@ -6,6 +6,8 @@
 //! delivers status changes to subscribers, `http` serves clients).
 //! [`Gateway::start`] wires them together; tests start it in-process on port 0.
 
+#![warn(missing_docs)]
+
 pub mod config;
 pub mod http;
 pub mod ledger;
@@ -32,10 +34,15 @@ use webhook::queue::{DeliveryQueue, MemoryQueue, Outbox, RedisQueue};
 /// Everything a request handler needs. One per worker thread: the shared parts are `Arc`s, the
 /// upstream client (and so its connection pool) is the worker's own.
 pub struct State {
+    /// The gateway's configuration, read and checked before start.
     pub config: Arc<Config>,
+    /// The configured agents and the card each one currently serves.
     pub registry: Arc<Registry>,
+    /// Where tasks are recorded: in this process, or in Redis when configured.
     pub ledger: Arc<dyn TaskLedger>,
+    /// This worker's own client towards agents (and its own connection pool).
     pub upstream: Upstream,
+    /// The Prometheus families, shared by every worker.
     pub metrics: Arc<Metrics>,
     /// Webhook deliveries (in Redis when configured), for the admin API and metrics.
     pub queue: Arc<dyn DeliveryQueue>,
@@ -52,13 +59,18 @@ pub struct Gateway {
     workers: Vec<std::thread::JoinHandle<()>>,
 }
 
+/// Why [`Gateway::start`] failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
+    /// The listening socket could not be bound, or its address read.
     #[error("cannot listen on {addr}: {source}")]
     Listen {
+        /// The configured `listen` address.
         addr: SocketAddr,
+        /// What the operating system answered.
         source: std::io::Error,
     },
+    /// Anything else that failed to start: metrics, Redis, an HTTP client or a thread.
     #[error("{0}")]
     Setup(String),
 }
@@ -211,6 +223,7 @@ impl Gateway {
         self.addr
     }
 
+    /// The gateway's metrics (the ones `/metrics` serves).
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.metrics
     }

@@ -7,37 +7,74 @@ use prometheus::{
     IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
+/// Every family the gateway exports, each under `a2a_gateway_`; shared by all workers.
 pub struct Metrics {
     registry: Registry,
+    /// `requests_total`: requests answered, by route, agent and status code.
     pub requests: IntCounterVec,
+    /// `request_duration_seconds`: time to answer a request (to response headers), by route and
+    /// agent.
     pub request_seconds: HistogramVec,
+    /// `upstream_duration_seconds`: time for an agent to answer the gateway (to response headers).
     pub upstream_seconds: HistogramVec,
+    /// `validation_failures_total`: task inputs refused by the card's input_schema.
     pub validation_failures: IntCounterVec,
+    /// `protocol_violations_total`: agent responses that broke A2A 1.0, by kind and conformance
+    /// mode.
     pub protocol_violations: IntCounterVec,
+    /// `card_fetches_total`: agent card fetches, by result.
     pub card_fetches: IntCounterVec,
+    /// `card_age_seconds`: seconds since the serving card was fetched or revalidated.
     pub card_age_seconds: IntGaugeVec,
+    /// `task_transitions_total`: state changes the ledger accepted (`from=none` for a first
+    /// sighting).
     pub transitions: IntCounterVec,
+    /// `transitions_refused_total`: task updates the state machine refused, by reason.
     pub refused: IntCounterVec,
+    /// `tasks`: tasks in the ledger, by state.
     pub tasks: IntGaugeVec,
+    /// `ledger_evictions_total`: tasks a full in-process ledger evicted before their retention
+    /// ended.
     pub ledger_evictions: IntCounter,
+    /// `notifications_ingested_total`: push notifications accepted from agents.
     pub notifications_ingested: IntCounterVec,
+    /// `notifications_refused_total`: push notifications refused, by reason.
     pub notifications_refused: IntCounterVec,
+    /// `webhook_deliveries_total`: webhook delivery outcomes, by subscriber.
     pub webhook_deliveries: IntCounterVec,
+    /// `webhook_attempts_total`: webhook HTTP attempts, by subscriber and result class.
     pub webhook_attempts: IntCounterVec,
+    /// `webhook_delivery_seconds`: from a change being queued to its delivery, retries included.
     pub webhook_latency: HistogramVec,
+    /// `webhook_reclaimed_total`: deliveries taken over from a worker presumed dead.
     pub webhook_reclaimed: IntCounter,
+    /// `webhook_queue_depth`: messages waiting, in flight or scheduled for retry.
     pub webhook_queued: IntGauge,
+    /// `webhook_retry_scheduled`: subscriber/task lanes waiting for a retry.
     pub webhook_retrying: IntGauge,
+    /// `webhook_dead_letters`: dead letters held.
     pub webhook_dead: IntGauge,
+    /// `webhook_subscribers_disabled`: subscribers disabled by a 410 Gone until re-enabled.
     pub webhook_disabled: IntGauge,
+    /// `stream_subscribers`: clients subscribed to task event streams.
     pub stream_subscribers: IntGauge,
+    /// `stream_upstreams`: task streams open towards agents (one per task per replica).
     pub stream_upstreams: IntGauge,
+    /// `stream_events_in_total`: events received from agents' task streams (pings excluded).
     pub stream_events_in: IntCounter,
+    /// `stream_events_out_total`: events written to subscribers, every copy counted.
     pub stream_events_out: IntCounter,
+    /// `stream_replays_total`: subscriptions that resumed with a Last-Event-ID.
     pub stream_replays: IntCounter,
+    /// `stream_slow_consumer_disconnects_total`: subscribers cut for falling too far behind.
     pub stream_slow_consumers: IntCounter,
+    /// `stream_upstream_reconnects_total`: agent streams reconnected after dropping while the task
+    /// was live.
     pub stream_upstream_reconnects: IntCounter,
+    /// `stream_fanout_seconds`: from an agent's event reaching the gateway to its write to a
+    /// subscriber.
     pub stream_fanout_seconds: Histogram,
+    /// `stream_buffered_bytes`: bytes this replica's task streams hold for replay.
     pub stream_buffered_bytes: IntGauge,
 }
 
@@ -57,6 +94,7 @@ fn n(name: &str) -> String {
 }
 
 impl Metrics {
+    /// Create and register every family (and `build_info`) in a registry of this gateway's own.
     pub fn new() -> Result<Metrics, prometheus::Error> {
         let registry = Registry::new();
         let counter =

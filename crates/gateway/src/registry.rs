@@ -29,6 +29,7 @@ const MAX_CARD_BYTES: usize = 1 << 20;
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
 
+/// How the last card attempt went, as `/agents` reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CardState {
     /// Fetched or revalidated by the last attempt.
@@ -40,6 +41,7 @@ pub enum CardState {
 }
 
 impl CardState {
+    /// The state as `/agents` spells it (`fresh`, `stale`, `unavailable`).
     pub fn as_str(self) -> &'static str {
         match self {
             CardState::Fresh => "fresh",
@@ -52,17 +54,25 @@ impl CardState {
 /// The card of one agent and what is known about fetching it.
 #[derive(Clone)]
 pub struct CardSlot {
+    /// The serving card: the last good one, `None` until one is fetched.
     pub card: Option<Arc<Card>>,
+    /// How the last attempt went.
     pub state: CardState,
+    /// When the serving card was fetched or last revalidated (wall clock, for `/agents`).
     pub fetched_at: Option<DateTime<Utc>>,
+    /// The same moment on the monotonic clock, for the card age metric.
     pub fetched_instant: Option<Instant>,
+    /// Why the last attempt failed, if it did.
     pub last_error: Option<String>,
+    /// The serving card's `ETag`, sent back as `If-None-Match`.
     pub etag: Option<HeaderValue>,
     /// At least one fetch has finished (successfully or not): `/readyz` waits for this.
     pub attempted: bool,
 }
 
+/// One configured agent and its card.
 pub struct Agent {
+    /// The agent as configured.
     pub cfg: AgentConfig,
     slot: RwLock<CardSlot>,
 }
@@ -98,6 +108,7 @@ impl Agent {
         }
     }
 
+    /// A copy of the card slot, taken under its lock.
     pub fn slot(&self) -> CardSlot {
         self.slot.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
@@ -107,6 +118,7 @@ impl Agent {
     }
 }
 
+/// Every configured agent, by route name and by the `agent_id` of its serving card.
 pub struct Registry {
     agents: Vec<Arc<Agent>>,
     by_name: HashMap<String, Arc<Agent>>,
@@ -114,6 +126,7 @@ pub struct Registry {
 }
 
 impl Registry {
+    /// The agents of the config, no card fetched yet.
     pub fn new(cfgs: &[AgentConfig]) -> Registry {
         let agents: Vec<Arc<Agent>> = cfgs
             .iter()
@@ -131,6 +144,7 @@ impl Registry {
         }
     }
 
+    /// Every agent, in config order.
     pub fn agents(&self) -> &[Arc<Agent>] {
         &self.agents
     }
@@ -147,6 +161,7 @@ impl Registry {
             .cloned()
     }
 
+    /// By route name only.
     pub fn by_name(&self, name: &str) -> Option<&Arc<Agent>> {
         self.by_name.get(name)
     }

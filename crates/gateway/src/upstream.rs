@@ -16,6 +16,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
+/// The pooled client type towards agents.
 pub type HttpClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
 
 /// A pooled HTTP/1.1 + HTTP/2 client over rustls (webpki roots) on `http`, with a timer so idle
@@ -90,12 +91,15 @@ pub struct AgentError {
     pub error: UpstreamError,
 }
 
+/// The client towards agents: one per worker, cheap to clone (clones share the pool).
 #[derive(Clone)]
 pub struct Upstream {
     client: HttpClient,
 }
 
 impl Upstream {
+    /// A client with TCP_NODELAY, this connect timeout, TCP keep-alive and a pool of 256 idle
+    /// connections per host, reaped after 90 s idle.
     pub fn new(connect_timeout: Duration) -> Result<Upstream, String> {
         let mut http = HttpConnector::new();
         http.set_nodelay(true);
@@ -160,6 +164,7 @@ where
     }
 }
 
+/// An error of the client with all its causes, joined with `: `.
 pub fn describe(e: &hyper_util::client::legacy::Error) -> String {
     use std::error::Error;
     let mut msg = e.to_string();

@@ -141,7 +141,9 @@ impl<'de> SeqAccess<'de> for OneElement<'_> {
 /// One step of a key path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Seg {
+    /// A table key.
     Key(String),
+    /// An index into an array of tables.
     Index(usize),
 }
 

@@ -40,9 +40,11 @@ pub enum Conformance {
 pub struct Secret(String);
 
 impl Secret {
+    /// A secret from the config file.
     pub fn new(s: impl Into<String>) -> Self {
         Secret(s.into())
     }
+    /// The secret itself, for the one place that sends or compares it; never log the result.
     pub fn expose(&self) -> &str {
         &self.0
     }
@@ -68,12 +70,17 @@ pub struct AgentConfig {
     /// Base URL, without a trailing slash.
     #[serde(deserialize_with = "de::base_url")]
     pub url: String,
+    /// Where the agent serves its card, under its base URL.
     pub card_path: String,
+    /// How often the card is fetched again (sooner when the agent's Cache-Control says so).
     #[serde(rename = "refresh_secs", deserialize_with = "de::secs")]
     pub refresh: Duration,
+    /// How long one exchange with the agent may take (connect, answer, body).
     #[serde(rename = "timeout_ms", deserialize_with = "de::millis")]
     pub timeout: Duration,
+    /// The bearer token the agent must send on its push notifications; none means no ingest.
     pub ingest_token: Option<Secret>,
+    /// Whether a non-conformant agent answer is refused (`enforce`) or only counted (`report`).
     pub conformance: Conformance,
 }
 
@@ -92,6 +99,7 @@ impl Default for AgentConfig {
 }
 
 impl AgentConfig {
+    /// An agent with `name` at `url` and every other key at its default.
     pub fn new(name: &str, url: &str) -> AgentConfig {
         AgentConfig {
             name: name.into(),
@@ -137,6 +145,7 @@ impl fmt::Debug for RedisConfig {
 pub struct SubscriberConfig {
     /// 1-64 characters of A-Z a-z 0-9 . _ -; the label in metrics and the admin API.
     pub name: String,
+    /// Where deliveries are POSTed.
     pub url: String,
     /// A header sent as given with every delivery (`"Authorization: Bearer ..."`), value secret.
     #[serde(deserialize_with = "de::header_line")]
@@ -148,6 +157,7 @@ pub struct SubscriberConfig {
 }
 
 impl SubscriberConfig {
+    /// A subscriber with `name` at `url`, following every agent, with no auth header and no signing key.
     pub fn new(name: &str, url: &str) -> SubscriberConfig {
         SubscriberConfig {
             name: name.into(),
@@ -156,6 +166,7 @@ impl SubscriberConfig {
         }
     }
 
+    /// Whether this subscriber hears about `agent`'s tasks.
     pub fn follows(&self, agent: &str) -> bool {
         self.agents
             .as_ref()
@@ -231,6 +242,7 @@ pub struct StreamsConfig {
     pub linger: Duration,
     /// Events kept per task for replay and for subscribers catching up.
     pub replay_events: usize,
+    /// Bytes of events kept per task for replay (the oldest go first; the last event always stays).
     pub replay_bytes: usize,
     /// A subscriber further behind than this is cut (it resumes with Last-Event-ID).
     #[serde(rename = "subscriber_lag_bytes")]
@@ -284,10 +296,15 @@ pub struct Config {
     pub connect_timeout: Duration,
     /// Worker threads serving clients; 0 means one per available core.
     pub workers: usize,
+    /// The agents behind the gateway, by route name.
     pub agents: Vec<AgentConfig>,
+    /// The shared store: absent, the gateway runs on its in-process ledger and queue.
     pub redis: Option<RedisConfig>,
+    /// How webhooks are delivered.
     pub webhooks: WebhookConfig,
+    /// Who receives webhooks.
     pub subscribers: Vec<SubscriberConfig>,
+    /// Task event streams.
     pub streams: StreamsConfig,
     /// Bearer token of the `/admin/` routes; without one they are disabled.
     pub admin_token: Option<Secret>,
@@ -369,6 +386,7 @@ impl Config {
         Config::load_with(path, &NoRules)
     }
 
+    /// [`Config::load`], with the domain checks of `rules`.
     pub fn load_with(path: &Path, rules: &dyn Rules) -> Result<Config, Vec<Problem>> {
         let text = std::fs::read_to_string(path).map_err(|e| {
             vec![Problem::new(

@@ -39,11 +39,14 @@ pub(super) fn merge(mut early: Vec<(Vec<i64>, Problem)>, late: Vec<Problem>) -> 
 /// One thing wrong with a config, at a key such as `agents[1].url`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
+    /// Where, as a key path such as `agents[1].url`; empty for the file as a whole.
     pub key: String,
+    /// What is wrong there.
     pub message: String,
 }
 
 impl Problem {
+    /// A problem at `key`.
     pub fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
         Problem {
             key: key.into(),

@@ -10,9 +10,13 @@ use bytes::Bytes;
 use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
 use tokio::time::{Instant, Sleep};
 
+/// The error a response body fails with: whatever broke under it (the agent's connection, an idle
+/// cut).
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+/// The body of every response the gateway sends.
 pub enum Body {
+    /// A buffer the gateway built; `None` once sent, or when empty.
     Full(Option<Bytes>),
     /// An agent's body, cut if the agent goes quiet for longer than its idle limit: a stalled
     /// agent must not hold the client's connection (and a connection slot) forever.
@@ -23,6 +27,7 @@ pub enum Body {
     Channel(tokio::sync::mpsc::Receiver<Bytes>),
 }
 
+/// An agent's body being relayed, with the deadline that cuts it when the agent goes quiet.
 pub struct Relayed {
     inner: Incoming,
     idle: Duration,
@@ -30,10 +35,12 @@ pub struct Relayed {
 }
 
 impl Body {
+    /// A body with no bytes.
     pub fn empty() -> Body {
         Body::Full(None)
     }
 
+    /// A body of these bytes (empty bytes give an empty body).
     pub fn full(b: impl Into<Bytes>) -> Body {
         let b = b.into();
         Body::Full((!b.is_empty()).then_some(b))

@@ -16,31 +16,54 @@ use crate::registry::NoCard;
 use crate::stream::StreamError;
 use crate::upstream::{AgentError, UpstreamError};
 
+/// The stable error codes; each one decides its HTTP status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Code {
+    /// 400: the body is not JSON.
     InvalidJson,
+    /// 400: JSON (or a query), but not what the route takes: no `input` object, a bad parameter.
     InvalidRequest,
+    /// 422: `input` fails the card's `input_schema`.
     InputSchemaViolation,
+    /// 404: no agent by that name or agent_id.
     UnknownAgent,
+    /// 404: the gateway has not seen the task (or it belongs to another agent).
     TaskNotFound,
+    /// 404: agent-less content of an artifact not yet listed through the gateway.
     ArtifactNotFound,
+    /// 409: cancel of a terminal task, or a push that would change one.
     TaskTerminal,
+    /// 503: the agent has no valid card.
     AgentUnavailable,
+    /// 502: the agent refused, reset or closed the connection without an answer.
     AgentUnreachable,
+    /// 504: the agent did not answer in time.
     AgentTimeout,
+    /// 502: the agent's answer breaks A2A 1.0, or is larger than the gateway accepts.
     AgentProtocolViolation,
+    /// 413: the body is over `max_body_bytes`.
     PayloadTooLarge,
+    /// 415: a body that is not `application/json`.
     UnsupportedMediaType,
+    /// 404: no such route (or the admin API is off, or no such subscriber).
     NotFound,
+    /// 405: the route exists, but not with this method; answered with `Allow`.
     MethodNotAllowed,
+    /// 503: the gateway cannot serve it now: its store failed, the webhook queue is full, or
+    /// streams are shutting down or out of room.
     Unavailable,
+    /// 401: a push without the agent's `ingest_token`, or an admin call without `admin_token`.
     Unauthorized,
+    /// 408: a client too slow with its request. Nothing in the gateway answers with it yet.
     RequestTimeout,
+    /// 409: a push that would move a task backwards, or is older than the record.
     TransitionRefused,
+    /// 422: a push that is not a well-formed `task.status.updated` notification.
     InvalidNotification,
 }
 
 impl Code {
+    /// The code as the error body spells it (`INVALID_JSON`...).
     pub fn as_str(self) -> &'static str {
         match self {
             Code::InvalidJson => "INVALID_JSON",
@@ -66,6 +89,7 @@ impl Code {
         }
     }
 
+    /// The HTTP status that goes with the code.
     pub fn status(self) -> StatusCode {
         match self {
             Code::InvalidJson | Code::InvalidRequest => StatusCode::BAD_REQUEST,
@@ -101,6 +125,7 @@ pub struct ApiError {
 }
 
 impl ApiError {
+    /// An error with this code and message, no details and no extra headers.
     pub fn new(code: Code, message: impl Into<String>) -> ApiError {
         ApiError {
             code,
@@ -116,11 +141,14 @@ impl ApiError {
         self
     }
 
+    /// The same error with `details` (left out if they do not serialize).
     pub fn with_details(mut self, details: impl Serialize) -> ApiError {
         self.details = serde_json::to_value(details).ok();
         self
     }
 
+    /// The answer: the code's status, the JSON error body, the extra headers, and
+    /// `WWW-Authenticate: Bearer` on a 401.
     pub fn into_response(self) -> Response<Body> {
         #[derive(Serialize)]
         struct Inner<'a> {

@@ -6,27 +6,46 @@ use hyper::Method;
 /// Every route of the gateway. Segments borrow from the request path.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Route<'a> {
+    /// `GET /healthz`: the process is up.
     Healthz,
+    /// `GET /readyz`: the gateway is ready to take traffic.
     Readyz,
+    /// `GET /metrics`: the Prometheus scrape.
     Metrics,
+    /// `GET /agents`: the catalog of agents.
     Catalog,
+    /// `GET /agents/{name}/agent-card.json`: the card of one agent, as the gateway serves it.
     Card(&'a str),
+    /// `POST [/agents/{name}]/tasks`: create a task, on the named agent if the path names one.
     CreateTask(Option<&'a str>),
+    /// `GET [/agents/{name}]/tasks/{id}`: (agent, task id).
     GetTask(Option<&'a str>, &'a str),
+    /// `POST [/agents/{name}]/tasks/{id}/cancel`: (agent, task id).
     CancelTask(Option<&'a str>, &'a str),
+    /// `GET [/agents/{name}]/tasks/{id}/artifacts`: (agent, task id).
     ListArtifacts(Option<&'a str>, &'a str),
+    /// `GET [/agents/{name}]/tasks/{id}/stream`: a task's event stream; (agent, task id).
     Stream(Option<&'a str>, &'a str),
+    /// `GET [/agents/{name}]/artifacts/{id}/content`: (agent, artifact id).
     ArtifactContent(Option<&'a str>, &'a str),
+    /// `POST /agents/{name}/notifications`: an agent's push notification.
     Notifications(&'a str),
+    /// `GET /events`: the feed of task changes.
     Events,
+    /// `GET /admin/dead-letters`: list webhook dead letters.
     DeadLetters,
+    /// `POST /admin/dead-letters/redrive`: queue dead letters again.
     Redrive,
+    /// `GET /admin/subscribers`: the webhook subscribers and their state.
     Subscribers,
+    /// `POST /admin/subscribers/{name}/enable`: lift a 410's disable.
     EnableSubscriber(&'a str),
+    /// Any other path, and a task or artifact id that is not a [`valid_id`].
     NotFound,
 }
 
 impl<'a> Route<'a> {
+    /// The route of a request path.
     pub fn parse(path: &'a str) -> Route<'a> {
         let mut segs = path.strip_prefix('/').unwrap_or(path).split('/');
         let parts: [Option<&str>; 6] = std::array::from_fn(|_| segs.next());

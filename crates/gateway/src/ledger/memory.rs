@@ -47,6 +47,7 @@ fn entry_size(task_id: &str, task: &Bytes) -> usize {
     task.len() + 2 * task_id.len() + 192
 }
 
+/// The in-process ledger (see the module doc).
 pub struct MemoryLedger {
     shards: Box<[Mutex<Shard>]>,
     hasher: RandomState,

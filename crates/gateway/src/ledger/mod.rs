@@ -24,6 +24,7 @@ use crate::protocol::task::{judge, Head, Refusal, Verdict};
 pub struct Record {
     /// The route name of the agent the task belongs to.
     pub agent: Arc<str>,
+    /// The recorded status and `updated_at`: what the next update is judged against.
     pub head: Head,
     /// The last accepted Task document, exactly as the agent sent it.
     pub task: Bytes,
@@ -32,11 +33,13 @@ pub struct Record {
 /// The result of [`TaskLedger::apply`].
 #[derive(Debug, Clone)]
 pub struct Applied {
+    /// How the update was judged.
     pub verdict: Verdict,
     /// The record after the update: the new one if accepted, the standing one otherwise.
     pub record: Record,
 }
 
+/// Why the ledger could not apply or read.
 #[derive(Debug, thiserror::Error)]
 pub enum LedgerError {
     /// The store could not be reached or answered wrongly.
@@ -54,6 +57,7 @@ pub fn notifies(verdict: Verdict) -> bool {
     matches!(verdict, Verdict::New | Verdict::Transition { .. })
 }
 
+/// What every [`TaskLedger`] method returns: boxed, so the trait can be used as `dyn`.
 pub type LedgerFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, LedgerError>> + Send + 'a>>;
 
 /// Where tasks are recorded. Narrow on purpose: every backend implements exactly these, and is

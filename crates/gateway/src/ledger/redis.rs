@@ -22,6 +22,7 @@ use crate::webhook::queue::{message_id_prefix, webhook_prefix, Outbox};
 /// How long a task that never reaches a terminal state is kept after its last update.
 const LIVE_TTL: Duration = Duration::from_secs(30 * 86_400);
 
+/// The Redis ledger (see the module doc).
 pub struct RedisLedger {
     conn: ConnectionManager,
     prefix: String,

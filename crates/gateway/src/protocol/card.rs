@@ -101,10 +101,16 @@ const SECRET_POINTER: &str = "/notification_config";
 /// A card that passed validation, with its compiled validators.
 #[derive(Debug)]
 pub struct Card {
+    /// The card's `agent_id`: the agent's other name in routes, and the one its tasks must carry.
     pub agent_id: String,
+    /// The card's `display_name`, listed in the catalog.
     pub display_name: String,
+    /// The card's `capabilities`, listed in the catalog.
     pub capabilities: Vec<String>,
+    /// The compiled `input_schema`, checked against every task input before it reaches the agent.
     pub input: Validator,
+    /// The compiled `output_schema`, when the card has one: a task's `output` is checked against
+    /// it.
     pub output: Option<Validator>,
     /// `notification_config.endpoint_url`, to warn when it is not this gateway.
     pub notification_endpoint: Option<String>,
@@ -116,7 +122,9 @@ pub struct Card {
 /// Why a fetched card was refused.
 #[derive(Debug, Clone)]
 pub struct InvalidCard {
+    /// Why, for a person.
     pub message: String,
+    /// Each problem found in the card.
     pub details: Vec<Violation>,
 }
 

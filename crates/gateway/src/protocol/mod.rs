@@ -15,12 +15,16 @@ use serde::Serialize;
 /// returns for schema and conformance failures.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Violation {
+    /// Where in the document: a JSON pointer (empty for the root).
     pub instance_path: String,
+    /// Which rule failed: a JSON pointer into the schema, or the name of the check.
     pub schema_path: String,
+    /// What is wrong, for a person.
     pub message: String,
 }
 
 impl Violation {
+    /// A violation at `instance_path` of rule `schema_path`.
     pub fn new(
         instance_path: impl Into<String>,
         schema_path: impl Into<String>,

@@ -13,15 +13,19 @@
 pub struct Event {
     /// The event type; `message` when the stream gave none.
     pub event: String,
+    /// The event's data lines, joined with LF.
     pub data: String,
     /// The last event ID buffer at dispatch (the id of this or an earlier event), if any.
     pub id: Option<String>,
 }
 
+/// Why the parser gave up on a stream.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SseError {
+    /// A line longer than the parser's bound.
     #[error("event-stream line longer than {0} bytes")]
     LineTooLong(usize),
+    /// An event whose data grew past the parser's bound.
     #[error("event-stream event larger than {0} bytes")]
     EventTooLarge(usize),
 }
@@ -45,6 +49,7 @@ pub struct Parser {
 }
 
 impl Parser {
+    /// A parser that refuses lines and events over `max_bytes`.
     pub fn new(max_bytes: usize) -> Parser {
         Parser {
             line: Vec::new(),

@@ -11,15 +11,22 @@ use serde_json::Value;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Status {
+    /// Received by the agent, not yet started.
     Submitted,
+    /// The agent is working on it.
     Working,
+    /// The agent waits for more input from the client.
     InputRequired,
+    /// Done, successfully (terminal).
     Completed,
+    /// Ended in failure (terminal).
     Failed,
+    /// Cancelled before it finished (terminal).
     Cancelled,
 }
 
 impl Status {
+    /// Every state, in the order [`Status::index`] counts them.
     pub const ALL: [Status; 6] = [
         Status::Submitted,
         Status::Working,
@@ -29,6 +36,7 @@ impl Status {
         Status::Cancelled,
     ];
 
+    /// The state as A2A spells it (`INPUT_REQUIRED`...).
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Submitted => "SUBMITTED",
@@ -40,6 +48,7 @@ impl Status {
         }
     }
 
+    /// The state A2A spells `s`; `None` for anything else.
     pub fn parse(s: &str) -> Option<Status> {
         Status::ALL.into_iter().find(|st| st.as_str() == s)
     }
@@ -73,6 +82,7 @@ impl Status {
 /// What the ledger knows of a task, enough to judge the next update.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Head {
+    /// The task's state.
     pub status: Status,
     /// `updated_at` in ms since the epoch.
     pub updated_ms: i64,
@@ -92,6 +102,7 @@ pub enum Refusal {
 }
 
 impl Refusal {
+    /// The label of the refusal in metrics and error details (`foreign_agent`...).
     pub fn as_str(self) -> &'static str {
         match self {
             Refusal::Terminal => "terminal",
@@ -109,12 +120,14 @@ pub enum Verdict {
     New,
     /// A change of state.
     Transition {
+        /// The state recorded before.
         from: Status,
     },
     /// Same state, newer `updated_at`.
     Refresh,
     /// Exactly what is recorded (same state and `updated_at`): acknowledged, nothing changes.
     Duplicate,
+    /// Not recorded, and why.
     Refused(Refusal),
 }
 
@@ -161,7 +174,9 @@ pub fn judge(recorded: Option<Head>, update: Head) -> Verdict {
 /// already passed (or, in report mode, been reported by) the conformance check.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TaskRef {
+    /// The task's `task_id`.
     pub task_id: String,
+    /// Its status and `updated_at`.
     pub head: Head,
 }
 

@@ -15,8 +15,11 @@ use crate::protocol::task::Status;
 /// One accepted status change.
 #[derive(Debug, Clone)]
 pub struct Change {
+    /// The route name of the agent the task belongs to.
     pub agent: Arc<str>,
+    /// The task that changed.
     pub task_id: Arc<str>,
+    /// Its status after the change.
     pub status: Status,
     /// The Task document as recorded.
     pub task: Bytes,
@@ -28,6 +31,7 @@ const CAPACITY: usize = 4096;
 /// Called, synchronously, with every terminal change (the stream hub closes the task's stream).
 pub type TerminalHook = Box<dyn Fn(&Change) + Send + Sync>;
 
+/// Accepted changes, broadcast within this process (see the module doc).
 pub struct ChangeFeed {
     tx: broadcast::Sender<Arc<Change>>,
     /// Not a listener on the channel: a listener task would be woken (across threads) for
@@ -45,6 +49,7 @@ impl Default for ChangeFeed {
 }
 
 impl ChangeFeed {
+    /// A feed with no listener and no terminal hook, not yet relayed.
     pub fn new() -> ChangeFeed {
         ChangeFeed {
             tx: broadcast::channel(CAPACITY).0,
@@ -53,6 +58,7 @@ impl ChangeFeed {
         }
     }
 
+    /// With Redis: whether this replica is subscribed to the change channel now.
     pub fn is_relayed(&self) -> bool {
         self.relayed.load(std::sync::atomic::Ordering::Acquire)
     }
@@ -72,6 +78,7 @@ impl ChangeFeed {
         (status.is_terminal() && self.on_terminal.get().is_some()) || self.tx.receiver_count() > 0
     }
 
+    /// Run the terminal hook on a terminal change, then hand the change to every listener.
     pub fn publish(&self, change: Change) {
         if change.status.is_terminal() {
             if let Some(hook) = self.on_terminal.get() {
@@ -84,6 +91,7 @@ impl ChangeFeed {
         }
     }
 
+    /// Hear every change published from now on (a listener that falls behind loses changes).
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<Change>> {
         self.tx.subscribe()
     }

@@ -27,13 +27,17 @@ const QUEUE: usize = 512;
 /// (the change feed would otherwise run past it anyway).
 const STALL: Duration = Duration::from_secs(5);
 
+/// The filters of one `/events` connection, from its query.
 #[derive(Debug, Default, Clone)]
 pub struct Filter {
+    /// `agent=` route names; empty: every agent.
     pub agents: Vec<String>,
+    /// `task=` ids; empty: every task.
     pub tasks: Vec<String>,
 }
 
 impl Filter {
+    /// Whether a change passes the filters.
     pub fn matches(&self, c: &Change) -> bool {
         (self.agents.is_empty() || self.agents.iter().any(|a| **a == *c.agent))
             && (self.tasks.is_empty() || self.tasks.iter().any(|t| **t == *c.task_id))

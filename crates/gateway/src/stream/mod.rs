@@ -70,6 +70,7 @@ pub use crate::config::StreamsConfig as StreamConfig;
 /// often hears of the end before the agent's stream says its last word).
 const END_GRACE: Duration = Duration::from_millis(500);
 
+/// The live task streams of this replica, one [`Topic`] per (agent, task), and the change feed.
 pub struct Hub {
     topics: Mutex<HashMap<Key, Arc<Topic>>>,
     /// Bytes buffered by all topics together (see `topic::Limits`).
@@ -79,10 +80,12 @@ pub struct Hub {
     cfg: StreamConfig,
     metrics: Arc<Metrics>,
     ledger: Arc<dyn TaskLedger>,
+    /// The change feed: terminal changes close topics, `/events` listens to every change.
     pub feed: Arc<ChangeFeed>,
 }
 
 impl Hub {
+    /// A hub with no topic; it stops taking subscriptions once `stop` turns true.
     pub fn new(
         cfg: StreamConfig,
         metrics: Arc<Metrics>,
@@ -101,6 +104,7 @@ impl Hub {
         }
     }
 
+    /// The `[streams]` settings.
     pub fn config(&self) -> &StreamConfig {
         &self.cfg
     }

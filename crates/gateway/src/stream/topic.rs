@@ -48,13 +48,18 @@ pub enum Phase {
     Closed,
 }
 
+/// The bounds of one topic's ring (from `[streams]`) and the hub-wide byte budget.
 pub struct Limits {
+    /// Events kept for replay, at most.
     pub replay_events: usize,
+    /// Bytes of events kept for replay, at most (the last event always stays).
     pub replay_bytes: usize,
+    /// A subscriber further behind the head than this is cut.
     pub lag_bytes: u64,
     /// Bytes buffered by every topic of the hub together, and their bound: past it, a topic
     /// that publishes sheds its own oldest events (down to the one just published).
     pub hub_bytes: Arc<AtomicU64>,
+    /// The bound on `hub_bytes` (`streams.max_buffer_bytes`).
     pub hub_budget: u64,
 }
 
@@ -81,7 +86,9 @@ struct Cursor {
     kill: Option<Arc<Notify>>,
 }
 
+/// One task's shared stream (see the module doc).
 pub struct Topic {
+    /// The (agent, task) it streams.
     pub key: Key,
     cursors: Mutex<Vec<Weak<Cursor>>>,
     /// Distinguishes this topic's event ids from an earlier one's for the same task (or another
@@ -97,6 +104,7 @@ pub struct Topic {
 }
 
 impl Topic {
+    /// An empty topic in phase `Connecting`, with a fresh epoch for its event ids.
     pub fn new(key: Key, limits: Limits, metrics: Arc<Metrics>) -> Topic {
         let (phase, _) = watch::channel(Phase::Connecting);
         Topic {
@@ -128,14 +136,17 @@ impl Topic {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Watch the upstream phase (requests wait here for the first connection's outcome).
     pub fn phase(&self) -> watch::Receiver<Phase> {
         self.phase.subscribe()
     }
 
+    /// Set the upstream phase (the upstream loop does, as the connection goes).
     pub fn set_phase(&self, p: Phase) {
         self.phase.send_replace(p);
     }
 
+    /// Subscribers reading the topic now.
     pub fn subscribers(&self) -> usize {
         self.subscribers.load(Ordering::Acquire)
     }
@@ -150,10 +161,12 @@ impl Topic {
         }
     }
 
+    /// Whether the topic is closed: no more events will be published.
     pub fn is_closed(&self) -> bool {
         self.lock().closed
     }
 
+    /// When the topic last sent something (an event or a ping): quiet topics get pings.
     pub fn quiet_since(&self) -> Instant {
         self.lock().last_event
     }
@@ -385,6 +398,7 @@ impl std::fmt::Display for SlowConsumer {
 impl std::error::Error for SlowConsumer {}
 
 impl Subscription {
+    /// The topic this subscription reads.
     pub fn topic(&self) -> &Arc<Topic> {
         &self.topic
     }

@@ -33,10 +33,12 @@ pub struct Cidr {
 }
 
 impl Cidr {
+    /// The network's first address (an entry with host bits set is refused).
     pub fn addr(&self) -> IpAddr {
         self.addr
     }
 
+    /// The prefix length in bits.
     pub fn prefix(&self) -> u8 {
         self.prefix
     }
@@ -142,22 +144,28 @@ impl fmt::Display for Cidr {
 pub enum Blocked {
     /// A cloud provider's instance metadata service: credentials live there.
     Metadata,
+    /// 0.0.0.0 or `::`.
     Unspecified,
     /// 0.0.0.0/8: "this network", reaches the local host on many stacks.
     ThisNetwork,
+    /// 127.0.0.0/8 or `::1`.
     Loopback,
     /// RFC 1918, IPv6 unique-local (fc00::/7), deprecated site-local (fec0::/10), local-use
     /// NAT64 (64:ff9b:1::/48).
     Private,
     /// 100.64.0.0/10, carrier-grade NAT: the provider's side of a NAT, not the internet.
     SharedAddress,
+    /// 169.254.0.0/16 or fe80::/10.
     LinkLocal,
     /// 192.0.0.0/24 and 2001::/23 (includes Teredo).
     ProtocolAssignment,
+    /// The ranges set aside for examples (192.0.2.0/24, 2001:db8::/32...).
     Documentation,
     /// 198.18.0.0/15.
     Benchmarking,
+    /// 224.0.0.0/4 or ff00::/8.
     Multicast,
+    /// 255.255.255.255.
     Broadcast,
     /// 240.0.0.0/4, and IPv6 outside global unicast 2000::/3 not covered above.
     Reserved,
@@ -279,29 +287,51 @@ fn blocked_v6(ip: Ipv6Addr) -> Option<Blocked> {
     Some(reason)
 }
 
+/// Why a subscriber URL or an allow-list entry was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum GuardError {
+    /// An allow-list entry that is not `addr/prefix`.
     #[error("invalid allow-list entry {entry:?}: {why}")]
-    Cidr { entry: String, why: &'static str },
+    Cidr {
+        /// The entry as configured.
+        entry: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+    /// A URL that does not parse.
     #[error("invalid URL: {0}")]
     InvalidUrl(String),
+    /// A scheme other than http or https.
     #[error("subscriber URL must be http or https")]
     Scheme,
+    /// A URL with `user:password@`.
     #[error("subscriber URL must not carry credentials (use auth_header)")]
     UserInfo,
+    /// A URL without a host.
     #[error("subscriber URL has no host")]
     NoHost,
+    /// The host name could not be resolved.
     #[error("cannot resolve {host}: {source}")]
     Resolve {
+        /// The host name.
         host: String,
+        /// What the resolver answered.
         source: std::io::Error,
     },
+    /// The host name resolved to nothing.
     #[error("{host} resolves to no address")]
-    NoAddress { host: String },
+    NoAddress {
+        /// The host name.
+        host: String,
+    },
+    /// The host is, or resolves to, an address that is neither public nor allowed.
     #[error("{host} resolves to {addr}, a {reason} address; allow it explicitly to deliver there")]
     Refused {
+        /// The host, as the URL names it.
         host: String,
+        /// The address refused.
         addr: IpAddr,
+        /// Why it is not public.
         reason: Blocked,
     },
 }
@@ -323,6 +353,7 @@ impl UrlGuard {
         Ok(UrlGuard { allow })
     }
 
+    /// The allow list, as parsed.
     pub fn allowed(&self) -> &[Cidr] {
         &self.allow
     }

@@ -27,13 +27,24 @@ pub const MAX_RETRIES: usize = 100;
 #[serde(try_from = "Vec<u64>")]
 pub struct Schedule(Vec<Duration>);
 
+/// Why a configured retry schedule was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ScheduleError {
     /// A zero wait would hammer a failing subscriber in a tight loop.
     #[error("retry delay #{index} is zero; every retry must wait at least a second")]
-    Zero { index: usize },
+    Zero {
+        /// Which wait, from 0.
+        index: usize,
+    },
+    /// A wait longer than [`MAX_DELAY`].
     #[error("retry delay #{index} is {secs} s, longer than the maximum of {} s", MAX_DELAY.as_secs())]
-    TooLong { index: usize, secs: u64 },
+    TooLong {
+        /// Which wait, from 0.
+        index: usize,
+        /// The wait configured, in seconds.
+        secs: u64,
+    },
+    /// More than [`MAX_RETRIES`] waits.
     #[error("{0} retries configured; at most {MAX_RETRIES}")]
     TooMany(usize),
 }
@@ -57,6 +68,7 @@ impl Schedule {
         Ok(Schedule(delays))
     }
 
+    /// The waits, in order.
     pub fn delays(&self) -> &[Duration] {
         &self.0
     }
@@ -133,7 +145,10 @@ pub enum Outcome {
     /// Try again on the schedule. `throttle`: the subscriber is overloaded or unreachable
     /// (429, 502, 503, 504, timeout, connection error), so the worker should also slow down
     /// everything else it sends to that subscriber rather than pile on.
-    Retry { throttle: bool },
+    Retry {
+        /// Slow down the subscriber's other deliveries too.
+        throttle: bool,
+    },
     /// A response that will not fix itself by retrying the same request (3xx: redirects are never
     /// followed, since their target has not been through the URL guard). Still retried on the
     /// schedule, since the subscriber's config may be fixed meanwhile, but counted as a failure.

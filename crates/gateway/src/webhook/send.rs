@@ -57,7 +57,9 @@ type WebhookClient = Client<HttpsConnector<HttpConnector<GuardedResolver>>, Full
 
 /// A subscriber ready to deliver to.
 pub struct Subscriber {
+    /// The subscriber as configured.
     pub cfg: SubscriberConfig,
+    /// Its URL, checked by the guard when the sender was built.
     pub uri: Uri,
     /// `cfg.secret`, decoded.
     pub key: Option<sign::SigningKey>,
@@ -68,6 +70,7 @@ pub struct Subscriber {
 pub struct Attempt {
     /// The response status; `None` for a timeout or a connection error.
     pub status: Option<u16>,
+    /// The subscriber's `Retry-After`, if it sent one that parses.
     pub retry_after: Option<Duration>,
     /// For logs and dead letters: `HTTP 503`, `timeout after 15 s`, the connection error.
     pub summary: String,
@@ -75,6 +78,8 @@ pub struct Attempt {
     pub class: &'static str,
 }
 
+/// Delivers to the configured subscribers: one pooled client whose connector resolves through the
+/// URL guard.
 pub struct Sender {
     client: WebhookClient,
     subscribers: HashMap<Arc<str>, Arc<Subscriber>>,
@@ -86,6 +91,8 @@ pub struct Sender {
 const DRAIN_LIMIT: usize = 64 * 1024;
 
 impl Sender {
+    /// Check every subscriber URL with the guard of `webhooks.allow` and build the client; an error
+    /// names the subscriber.
     pub fn new(subs: &[SubscriberConfig], cfg: &WebhookConfig) -> Result<Sender, String> {
         let guard = Arc::new(UrlGuard::new(&cfg.allow).map_err(|e| e.to_string())?);
         let mut subscribers = HashMap::new();
@@ -124,10 +131,12 @@ impl Sender {
         })
     }
 
+    /// A configured subscriber, by name.
     pub fn subscriber(&self, name: &str) -> Option<&Arc<Subscriber>> {
         self.subscribers.get(name)
     }
 
+    /// Every configured subscriber.
     pub fn subscribers(&self) -> impl Iterator<Item = &Arc<Subscriber>> {
         self.subscribers.values()
     }

@@ -33,11 +33,16 @@ const VERSION: &str = "v1";
 /// Key length bounds of the standard: shorter keys are weak, longer ones gain nothing for
 /// HMAC-SHA256 (its block is 64 bytes).
 pub const MIN_KEY_LEN: usize = 24;
+/// The upper bound (see [`MIN_KEY_LEN`]).
 pub const MAX_KEY_LEN: usize = 64;
 
-/// Header names, lower-case as the standard writes them.
+// Header names, lower-case as the standard writes them.
+
+/// The message id, the same on every retry: receivers deduplicate on it.
 pub const HEADER_ID: &str = "webhook-id";
+/// The send time, in unix seconds; part of the signed string.
 pub const HEADER_TIMESTAMP: &str = "webhook-timestamp";
+/// The signatures, `v1,<base64>`, space-separated.
 pub const HEADER_SIGNATURE: &str = "webhook-signature";
 
 /// Standard base64, padding optional on input: secrets are often written without the trailing
@@ -57,12 +62,16 @@ pub struct SigningKey {
     key: Vec<u8>,
 }
 
+/// Why a configured webhook secret was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SecretError {
+    /// It does not start with `whsec_`.
     #[error("a webhook secret must start with `{SECRET_PREFIX}`")]
     MissingPrefix,
+    /// What follows `whsec_` is not base64.
     #[error("a webhook secret must be `{SECRET_PREFIX}` followed by standard base64")]
     Base64,
+    /// The key is shorter or longer than the standard allows.
     #[error("a webhook secret must decode to {MIN_KEY_LEN} to {MAX_KEY_LEN} bytes, not {0}")]
     Length(usize),
 }
@@ -129,6 +138,7 @@ pub fn sign(secret: &SigningKey, msg_id: &str, timestamp_secs: i64, body: &[u8])
     )
 }
 
+/// Why [`verify`] refused a delivery.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum VerifyError {
     /// Older than the tolerance: possibly a replay of a captured delivery.
@@ -192,10 +202,12 @@ pub fn verify(
     })
 }
 
+/// A message id [`headers`] refuses: it would not be a safe header value or signed string.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("webhook message id must be 1 to {MAX_MSG_ID_LEN} characters of [A-Za-z0-9_-]")]
 pub struct InvalidMsgId;
 
+/// The longest message id [`headers`] accepts.
 pub const MAX_MSG_ID_LEN: usize = 256;
 
 /// The Standard Webhooks headers for one delivery: `webhook-id`, `webhook-timestamp` and, when

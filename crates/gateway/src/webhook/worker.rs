@@ -38,6 +38,7 @@ async fn held_slots(slots: &Arc<Semaphore>) -> Option<Vec<OwnedSemaphorePermit>>
 /// Longest a throttling subscriber pauses the other lanes of this worker towards it.
 const MAX_PAUSE: Duration = Duration::from_secs(300);
 
+/// The delivery worker (see the module doc).
 pub struct Worker {
     queue: Arc<dyn DeliveryQueue>,
     sender: Sender,
@@ -53,6 +54,7 @@ pub struct Worker {
 }
 
 impl Worker {
+    /// A worker on `queue`, with its own consumer name (host, pid and a random part).
     pub fn new(
         queue: Arc<dyn DeliveryQueue>,
         sender: Sender,

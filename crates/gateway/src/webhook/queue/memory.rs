@@ -38,6 +38,7 @@ struct Inner {
     queued: usize,
 }
 
+/// The in-process delivery queue (see the module doc).
 pub struct MemoryQueue {
     inner: Mutex<Inner>,
     ready: Notify,
@@ -46,6 +47,7 @@ pub struct MemoryQueue {
 }
 
 impl MemoryQueue {
+    /// An empty queue holding at most `max_queued` messages and `max_dead` dead letters.
     pub fn new(max_queued: usize, max_dead: usize) -> MemoryQueue {
         MemoryQueue {
             inner: Mutex::new(Inner::default()),

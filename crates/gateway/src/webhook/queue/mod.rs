@@ -27,12 +27,15 @@ use serde::Serialize;
 use crate::config::SubscriberConfig;
 use crate::protocol::task::Head;
 
+/// Why the delivery queue could not do what was asked.
 #[derive(Debug, thiserror::Error)]
 pub enum QueueError {
+    /// The store could not be reached or answered wrongly.
     #[error("delivery queue unavailable: {0}")]
     Unavailable(String),
 }
 
+/// What every [`DeliveryQueue`] method returns: boxed, so the trait can be used as `dyn`.
 pub type QueueFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, QueueError>> + Send + 'a>>;
 
 /// One notification to one subscriber, as queued.
@@ -41,6 +44,7 @@ pub struct Message {
     /// The `webhook-id`: one per status change, the same on every retry and for every subscriber,
     /// so receivers can drop the duplicates at-least-once delivery allows.
     pub msg_id: String,
+    /// When the change was queued (unix ms), for the delivery latency metric.
     pub enqueued_ms: i64,
     /// The spec's push-notification body, sent byte for byte.
     pub payload: Bytes,
@@ -51,7 +55,9 @@ pub struct Message {
 pub struct Job {
     /// Backend handle of the token (a stream entry id in Redis).
     pub token: String,
+    /// The lane's subscriber.
     pub subscriber: Arc<str>,
+    /// The lane's task.
     pub task_id: Arc<str>,
     /// Attempts already made for the lane's first message.
     pub attempts: u32,
@@ -70,17 +76,31 @@ pub enum Finish {
     /// The first message went out: drop it and let the lane's next one go.
     Delivered,
     /// Try the first message again at `due_ms` (unix ms), `attempts` made so far.
-    Retry { due_ms: i64, attempts: u32 },
+    Retry {
+        /// When to try again (unix ms).
+        due_ms: i64,
+        /// Attempts made so far.
+        attempts: u32,
+    },
     /// Attempts exhausted: move the first message to the dead letters.
-    Dead { attempts: u32, error: String },
+    Dead {
+        /// Attempts made.
+        attempts: u32,
+        /// What the last attempt got.
+        error: String,
+    },
     /// The subscriber is disabled: park the lane until it is enabled (`reason` is recorded if
     /// this is what disabled it, i.e. a 410).
-    Park { reason: Option<String> },
+    Park {
+        /// Why the subscriber was disabled, when this job's answer (a 410) disabled it.
+        reason: Option<String>,
+    },
 }
 
 /// Whether the finish took effect.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Finished {
+    /// The finish was recorded.
     Done,
     /// The job had been taken over by another worker (its holder was presumed dead) or was
     /// already finished: nothing changed. After a successful send this means the message was
@@ -91,21 +111,30 @@ pub enum Finished {
 /// An exhausted delivery.
 #[derive(Debug, Clone, Serialize)]
 pub struct DeadLetter {
+    /// The `webhook-id` of the message.
     pub msg_id: String,
+    /// The subscriber it was for.
     pub subscriber: String,
+    /// The task it was about.
     pub task_id: String,
+    /// Attempts made before giving up.
     pub attempts: u32,
+    /// What the last attempt got (`HTTP 503`, a timeout...).
     pub last_error: String,
+    /// When it was dead-lettered (RFC 3339).
     pub failed_at: String,
+    /// The notification body, as JSON.
     pub payload: serde_json::Value,
 }
 
+/// Queue sizes, for `/metrics` and the admin API.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct QueueStats {
     /// Messages in lanes (waiting, in flight or scheduled for retry).
     pub queued: u64,
     /// Lanes waiting in the retry set.
     pub retrying: u64,
+    /// Dead letters held.
     pub dead: u64,
 }
 
@@ -126,9 +155,11 @@ pub trait DeliveryQueue: Send + Sync + 'static {
         min_idle: Duration,
         max: usize,
     ) -> QueueFuture<'a, Vec<Job>>;
+    /// End the hold on `job` the way the worker decided (see [`Finish`]).
     fn finish<'a>(&'a self, job: &'a Job, how: Finish) -> QueueFuture<'a, Finished>;
     /// Move up to `max` lanes whose retry is due back to the ready queue; how many moved.
     fn promote_due(&self, now_ms: i64, max: usize) -> QueueFuture<'_, usize>;
+    /// Queue sizes.
     fn stats(&self) -> QueueFuture<'_, QueueStats>;
     /// The newest `limit` dead letters, newest first.
     fn dead_letters(&self, limit: usize) -> QueueFuture<'_, Vec<DeadLetter>>;
@@ -144,12 +175,14 @@ pub trait DeliveryQueue: Send + Sync + 'static {
 #[derive(Debug, Default)]
 pub struct Outbox {
     routes: HashMap<String, Arc<[Arc<str>]>>,
+    /// The most messages queued at once (`webhooks.max_queued`); past it a change is not recorded.
     pub max_queued: usize,
     /// Changes for a disabled subscriber go straight to the dead letters, which keep this many.
     pub max_dead: usize,
 }
 
 impl Outbox {
+    /// The subscribers of each agent, from each subscriber's agent filter.
     pub fn new(
         agents: &[String],
         subscribers: &[SubscriberConfig],

@@ -23,6 +23,7 @@ use super::{
 
 const GROUP: &str = "workers";
 
+/// The Redis delivery queue (see the module doc).
 pub struct RedisQueue {
     conn: ConnectionManager,
     /// For XREADGROUP BLOCK only: a blocking read on the shared connection would stall every
@@ -65,6 +66,7 @@ async fn manager(url: &str, response_timeout: Duration) -> Result<ConnectionMana
 }
 
 impl RedisQueue {
+    /// Connect, create the consumer group if missing, and warn if Redis may evict keys.
     pub async fn connect(url: &str, prefix: &str, max_dead: usize) -> Result<Self, QueueError> {
         let q = RedisQueue {
             conn: manager(url, Duration::from_secs(2)).await?,
