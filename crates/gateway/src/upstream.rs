@@ -56,6 +56,9 @@ where
         .build(connector))
 }
 
+/// Largest JSON answer read from an agent (Tasks and artifact lists; files are streamed).
+pub const MAX_AGENT_JSON: usize = 8 << 20;
+
 /// Why an exchange with an agent failed.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum UpstreamError {

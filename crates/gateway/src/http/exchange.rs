@@ -18,15 +18,12 @@ use super::body::Body;
 use super::error::{ApiError, ApiResult, Code};
 use super::pipeline::Ctx;
 use crate::config::Conformance;
-use crate::ledger::{from_label, Applied, Record};
+use crate::ledger::{apply_counted, Applied, Record};
 use crate::protocol::task::{Refusal, TaskRef, Verdict};
 use crate::protocol::Violation;
 use crate::registry::Agent;
-use crate::upstream::{strip_hop_by_hop, upstream_headers};
+use crate::upstream::{strip_hop_by_hop, upstream_headers, MAX_AGENT_JSON};
 use crate::State;
-
-/// Largest JSON answer read from an agent (Tasks and artifact lists; files are streamed).
-const MAX_AGENT_JSON: usize = 8 << 20;
 
 /// 404 UNKNOWN_AGENT.
 pub fn unknown_agent(name: &str) -> ApiError {
@@ -329,27 +326,16 @@ pub async fn apply(
     task: &TaskRef,
     raw: &Bytes,
 ) -> Result<Applied, ApiError> {
-    let name = agent.cfg.name.as_str();
-    let applied = state
-        .ledger
-        .apply(name, &task.task_id, task.head, raw.clone())
-        .await?;
-    let m = &state.metrics;
-    match applied.verdict {
-        Verdict::Refused(reason) => {
-            m.refused.with_label_values(&[name, reason.as_str()]).inc();
-            tracing::warn!(agent = name, task_id = %task.task_id, request_id = ?ctx.request_id, reason = reason.as_str(),
-                owner = %applied.record.agent, recorded = applied.record.head.status.as_str(), offered = task.head.status.as_str(),
-                "refused a task update that would break the state machine");
-        }
-        v => {
-            if let Some(from) = from_label(v) {
-                m.transitions
-                    .with_label_values(&[from, task.head.status.as_str()])
-                    .inc();
-            }
-        }
-    }
+    let request_id = ctx.request_id.to_str().ok();
+    let applied = apply_counted(
+        state.ledger.as_ref(),
+        &state.metrics,
+        &agent.cfg.name,
+        task,
+        raw.clone(),
+        request_id,
+    )
+    .await?;
     Ok(applied)
 }
 

@@ -96,6 +96,41 @@ pub fn decide(recorded: Option<(&str, Head)>, agent: &str, update: Head) -> Verd
     }
 }
 
+/// Apply news about a task (an agent's answer, a push, what a stream learned) and count and log
+/// what the state machine decided: every caller of the ledger goes through here, so the
+/// transition and refusal metrics agree with the ledger whatever brought the news.
+/// `request_id` is for the log line, when there is a request.
+pub async fn apply_counted(
+    ledger: &dyn TaskLedger,
+    metrics: &crate::metrics::Metrics,
+    agent: &str,
+    task: &crate::protocol::task::TaskRef,
+    raw: Bytes,
+    request_id: Option<&str>,
+) -> Result<Applied, LedgerError> {
+    let applied = ledger.apply(agent, &task.task_id, task.head, raw).await?;
+    match applied.verdict {
+        Verdict::Refused(reason) => {
+            metrics
+                .refused
+                .with_label_values(&[agent, reason.as_str()])
+                .inc();
+            tracing::warn!(agent, task_id = %task.task_id, request_id, reason = reason.as_str(),
+                owner = %applied.record.agent, recorded = applied.record.head.status.as_str(), offered = task.head.status.as_str(),
+                "refused a task update that would break the state machine");
+        }
+        v => {
+            if let Some(from) = from_label(v) {
+                metrics
+                    .transitions
+                    .with_label_values(&[from, task.head.status.as_str()])
+                    .inc();
+            }
+        }
+    }
+    Ok(applied)
+}
+
 /// The `from` label of the transitions metric; `None` when nothing changed state (a refresh
 /// keeps its state, a duplicate or a refusal changes nothing).
 pub fn from_label(verdict: Verdict) -> Option<&'static str> {

@@ -12,11 +12,13 @@ use hyper::{Method, Request, StatusCode};
 use super::topic::{Phase, Topic};
 use super::{Hub, StreamError};
 use crate::config::Conformance;
+use crate::ledger::apply_counted;
 use crate::protocol::conform::{check_task, TaskExpect};
 use crate::protocol::sse::Parser;
-use crate::protocol::task::TaskRef;
+use crate::protocol::task::{Refusal, TaskRef, Verdict};
 use crate::registry::Agent;
 use crate::upstream::Upstream;
+use crate::upstream::MAX_AGENT_JSON;
 
 /// An agent's stream that sends nothing (not even its pings, due every 15-20 s) for this long
 /// is presumed dead and reconnected.
@@ -275,7 +277,10 @@ async fn learn_end(hub: &Hub, topic: &Topic, agent: &Agent, client: &Upstream) -
     let Some(req) = request(agent, &format!("/tasks/{task_id}"), None, false) else {
         return false;
     };
-    let Ok((parts, body)) = client.exchange(req, agent.cfg.timeout, 8 << 20).await else {
+    let Ok((parts, body)) = client
+        .exchange(req, agent.cfg.timeout, MAX_AGENT_JSON)
+        .await
+    else {
         return false;
     };
     if parts.status != StatusCode::OK {
@@ -294,18 +299,21 @@ async fn learn_end(hub: &Hub, topic: &Topic, agent: &Agent, client: &Upstream) -
     let Some(task) = TaskRef::from_json(&doc).filter(|t| t.task_id == task_id) else {
         return false;
     };
-    let Ok(applied) = hub
-        .ledger
-        .apply(&agent.cfg.name, task_id, task.head, body)
-        .await
-    else {
+    let applied = apply_counted(
+        hub.ledger.as_ref(),
+        &hub.metrics,
+        &agent.cfg.name,
+        &task,
+        body,
+        None,
+    )
+    .await;
+    let Ok(applied) = applied else {
         return false;
     };
-    if let Some(from) = crate::ledger::from_label(applied.verdict) {
-        hub.metrics
-            .transitions
-            .with_label_values(&[from, applied.record.head.status.as_str()])
-            .inc();
+    // A record of another agent's task says nothing about this agent's stream.
+    if applied.verdict == Verdict::Refused(Refusal::ForeignAgent) {
+        return false;
     }
     if applied.record.head.status.is_terminal() {
         topic.finish("status", &String::from_utf8_lossy(&applied.record.task));
