@@ -14,29 +14,10 @@ use a2a_gateway::protocol::conform::{check_task, TaskExpect};
 use a2a_gateway::protocol::task::{Status, TaskRef};
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 fn spec_card() -> Card {
-    Card::compile(json!({
-      "protocol_version": "1.0",
-      "agent_id": "f47ac10b-58cc-4372-a567-0e02b2c3d479",
-      "display_name": "Python Script Generator",
-      "description": "Generates a Python script based on a given topic and saves it as an artifact.",
-      "capabilities": ["code-generation", "file-io"],
-      "input_schema": {
-        "type": "object",
-        "properties": {
-          "topic": {"type": "string", "description": "The subject for the Python script."},
-          "filename": {"type": "string", "pattern": "^[a-zA-Z0-9_]+\\.py$"}
-        },
-        "required": ["topic", "filename"]
-      },
-      "notification_config": {
-        "endpoint_url": "https://orchestrator.example.com/webhooks/agent-updates",
-        "auth_header": "Authorization: Bearer dG9rZW4tZm9yLXdlYmhvb2tz"
-      }
-    }))
-    .expect("the spec's example card is valid")
+    Card::compile(a2a_sample_agent::spec_example_card()).expect("the spec's example card is valid")
 }
 
 const REQUEST: &[u8] = br#"{"input":{"topic":"read a local CSV file and calculate the average of the age column","filename":"data_processor.py"}}"#;

@@ -201,36 +201,50 @@ pub struct Recorded {
     pub body: Bytes,
 }
 
-/// Builds a card that passes the spec's AgentCard schema: the spec's example `input_schema`
-/// (`topic`, `filename` with a pattern), an `output_schema` matching what [`Progress`] produces,
-/// a fresh uuid `agent_id`, and `notification_config {endpoint_url, auth_header}` only when
-/// given (an empty `auth_header` is left out). `auth_header` is a whole header line, as in the
-/// spec's example (`"Authorization: Bearer ..."`).
-pub fn card_for(display_name: &str, notification: Option<(&str, &str)>) -> Value {
-    let mut card = json!({
-        "protocol_version": "1.0",
-        "agent_id": uuid::Uuid::new_v4().to_string(),
-        "display_name": display_name,
-        "description": "Generates a Python script based on a given topic and saves it as an artifact.",
-        "capabilities": ["code-generation", "file-io"],
-        "input_schema": {
-            "type": "object",
-            "properties": {
-                "topic": {"type": "string", "description": "The subject for the Python script."},
-                "filename": {"type": "string", "pattern": "^[a-zA-Z0-9_]+\\.py$"}
-            },
-            "required": ["topic", "filename"]
+/// The spec's example AgentCard, as the spec prints it ("Python Script Generator").
+pub fn spec_example_card() -> Value {
+    json!({
+      "protocol_version": "1.0",
+      "agent_id": "f47ac10b-58cc-4372-a567-0e02b2c3d479",
+      "display_name": "Python Script Generator",
+      "description": "Generates a Python script based on a given topic and saves it as an artifact.",
+      "capabilities": ["code-generation", "file-io"],
+      "input_schema": {
+        "type": "object",
+        "properties": {
+          "topic": {"type": "string", "description": "The subject for the Python script."},
+          "filename": {"type": "string", "pattern": "^[a-zA-Z0-9_]+\\.py$"}
         },
-        "output_schema": {
-            "type": "object",
-            "properties": {
-                "summary": {"type": "string"},
-                "filename": {"type": "string"},
-                "lines": {"type": "integer", "minimum": 0}
-            },
-            "required": ["summary", "filename"]
-        }
+        "required": ["topic", "filename"]
+      },
+      "notification_config": {
+        "endpoint_url": "https://orchestrator.example.com/webhooks/agent-updates",
+        "auth_header": "Authorization: Bearer dG9rZW4tZm9yLXdlYmhvb2tz"
+      }
+    })
+}
+
+/// Builds a card that passes the spec's AgentCard schema: the spec's example card with a fresh
+/// uuid `agent_id`, `display_name`, an `output_schema` matching what [`Progress`] produces, and
+/// `notification_config {endpoint_url, auth_header}` only when given (an empty `auth_header` is
+/// left out). `auth_header` is a whole header line, as in the spec's example
+/// (`"Authorization: Bearer ..."`).
+pub fn card_for(display_name: &str, notification: Option<(&str, &str)>) -> Value {
+    let mut card = spec_example_card();
+    card["agent_id"] = Value::String(uuid::Uuid::new_v4().to_string());
+    card["display_name"] = Value::String(display_name.to_string());
+    card["output_schema"] = json!({
+        "type": "object",
+        "properties": {
+            "summary": {"type": "string"},
+            "filename": {"type": "string"},
+            "lines": {"type": "integer", "minimum": 0}
+        },
+        "required": ["summary", "filename"]
     });
+    if let Some(obj) = card.as_object_mut() {
+        obj.remove("notification_config");
+    }
     if let (Some((url, auth)), Some(obj)) = (notification, card.as_object_mut()) {
         let mut cfg = json!({ "endpoint_url": url });
         if !auth.is_empty() {

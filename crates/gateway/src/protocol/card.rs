@@ -204,25 +204,7 @@ mod tests {
     use serde_json::json;
 
     pub(crate) fn spec_example() -> Value {
-        json!({
-          "protocol_version": "1.0",
-          "agent_id": "f47ac10b-58cc-4372-a567-0e02b2c3d479",
-          "display_name": "Python Script Generator",
-          "description": "Generates a Python script based on a given topic and saves it as an artifact.",
-          "capabilities": ["code-generation", "file-io"],
-          "input_schema": {
-            "type": "object",
-            "properties": {
-              "topic": { "type": "string" },
-              "filename": { "type": "string", "pattern": "^[a-zA-Z0-9_]+\\.py$" }
-            },
-            "required": ["topic", "filename"]
-          },
-          "notification_config": {
-            "endpoint_url": "https://orchestrator.example.com/webhooks/agent-updates",
-            "auth_header": "Authorization: Bearer dG9rZW4tZm9yLXdlYmhvb2tz"
-          }
-        })
+        a2a_sample_agent::spec_example_card()
     }
 
     #[test]
