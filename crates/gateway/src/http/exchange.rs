@@ -15,8 +15,8 @@ use hyper::{Method, Request, Response};
 use serde_json::Value;
 
 use super::body::Body;
+use super::context::Ctx;
 use super::error::{ApiError, ApiResult, Code};
-use super::pipeline::Ctx;
 use crate::config::Conformance;
 use crate::ledger::{apply_counted, Applied, Record};
 use crate::protocol::task::{Refusal, TaskRef, Verdict};

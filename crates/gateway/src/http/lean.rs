@@ -24,8 +24,9 @@ use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
 use super::body::Body;
+use super::context::Conn;
 use super::error::{ApiError, Code};
-use super::pipeline::{self, Conn};
+use super::pipeline;
 use super::request::{Request, RequestBody};
 use super::route::stream_route;
 use crate::State;

@@ -4,6 +4,7 @@
 //!   for an HTTP/1.1 task-stream GET, to the `lean` path. Both are transports only.
 //! - `pipeline`: the one ordered request pipeline every request goes through, whatever its
 //!   connection path (read its module doc first).
+//! - `context`: the connection and the request context the pipeline hands to handlers.
 //! - `route`: every route, parsed from the path.
 //! - `handlers/`: one file per route family.
 //! - `exchange`: how handlers talk to agents (build, exchange, conformance, record, relay).
@@ -11,6 +12,7 @@
 //! - `error`: the error body, and the one place domain errors become answers.
 
 pub mod body;
+pub mod context;
 pub mod error;
 mod exchange;
 mod handlers;

@@ -15,43 +15,18 @@
 //!
 //! No middleware stack: a reader finds the order here, in one function.
 
-use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Instant;
 
 use hyper::header::{HeaderValue, ALLOW};
 use hyper::{Method, Response};
-use tokio::sync::Notify;
 
 use super::body::Body;
+use super::context::{Conn, Ctx};
 use super::error::{ApiError, ApiResult, Code};
 use super::handlers::{admin, artifacts, catalog, events, notifications, probes, streams, tasks};
 use super::request::{request_id, Request, X_REQUEST_ID};
 use super::route::Route;
-use crate::registry::Agent;
 use crate::State;
-
-/// The connection a request came on, as the pipeline needs it.
-#[derive(Clone)]
-pub struct Conn {
-    /// The client's address.
-    pub peer: SocketAddr,
-    /// Ends the connection from outside its task (a slow event-stream consumer whose socket is
-    /// full is never polled, so it cannot end itself).
-    pub kill: Arc<Notify>,
-}
-
-/// What a handler knows of the request besides the request itself.
-pub struct Ctx {
-    /// The request id (stage 1), sent on to the agent and set on the answer.
-    pub request_id: HeaderValue,
-    /// The client's address.
-    pub peer: SocketAddr,
-    /// The agent the request is about, once a handler has resolved it (the metrics' label).
-    pub agent: Option<Arc<Agent>>,
-    /// See [`Conn::kill`].
-    pub kill: Arc<Notify>,
-}
 
 /// The pipeline. Never fails: every error is an answer.
 pub async fn handle(state: &State, conn: &Conn, req: Request) -> Response<Body> {

@@ -14,8 +14,9 @@ use socket2::{Domain, Protocol, Socket, Type};
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
+use super::context::Conn;
 use super::lean;
-use super::pipeline::{self, Conn};
+use super::pipeline;
 use super::request::RequestBody;
 use crate::State;
 

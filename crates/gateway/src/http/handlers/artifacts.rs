@@ -4,12 +4,12 @@
 use bytes::Bytes;
 use hyper::{Method, StatusCode};
 
+use crate::http::context::Ctx;
 use crate::http::error::{ApiError, ApiResult, Code};
 use crate::http::exchange::{
     ask, build_request, conformance, parse_agent_json, pass_through, relay, task_agent,
     unknown_agent, ClientSide,
 };
-use crate::http::pipeline::Ctx;
 use crate::http::request::Request;
 use crate::http::route::valid_id;
 use crate::protocol::conform::{artifact_ids, check_artifact_list};

@@ -4,8 +4,8 @@ use hyper::header::{HeaderValue, CACHE_CONTROL};
 use hyper::StatusCode;
 use serde::Serialize;
 
+use crate::http::context::Ctx;
 use crate::http::error::{ApiError, ApiResult, Code};
-use crate::http::pipeline::Ctx;
 use crate::http::response::{self, to_json};
 use crate::registry::CardState;
 use crate::State;

@@ -13,9 +13,9 @@ use serde_json::Value;
 
 use crate::config::Conformance;
 use crate::http::body::Body;
+use crate::http::context::Ctx;
 use crate::http::error::{ApiError, ApiResult, Code};
 use crate::http::exchange::{apply, unknown_agent};
-use crate::http::pipeline::Ctx;
 use crate::http::request::{is_json, read_body, Request};
 use crate::http::response;
 use crate::protocol::conform::{check_notification, TaskExpect};

@@ -1,9 +1,9 @@
 //! The task stream route: a subscription to the task's shared stream (see `crate::stream`).
 
 use crate::http::body::Body;
+use crate::http::context::Ctx;
 use crate::http::error::ApiResult;
 use crate::http::exchange::task_agent;
-use crate::http::pipeline::Ctx;
 use crate::http::request::Request;
 use crate::http::response::{event_stream, no_more_events};
 use crate::State;

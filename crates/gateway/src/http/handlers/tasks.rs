@@ -9,12 +9,12 @@ use hyper::header::{self, HeaderValue};
 use hyper::{Method, StatusCode};
 use serde_json::Value;
 
+use crate::http::context::Ctx;
 use crate::http::error::{ApiError, ApiResult, Code};
 use crate::http::exchange::{
     ask, build_request, conformance, exchange, parse_agent_json, record, relay, relay_substituted,
     task_agent, unknown_agent, ClientSide,
 };
-use crate::http::pipeline::Ctx;
 use crate::http::request::{is_json, read_body, Request};
 use crate::http::response;
 use crate::protocol::card::violations;

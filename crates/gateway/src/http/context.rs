@@ -1,0 +1,33 @@
+//! What the pipeline knows of a request besides the request itself: the connection it came on
+//! and the request's context. Its own module, so that the pipeline and the handlers both use it
+//! without the handlers importing the pipeline that calls them.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use hyper::header::HeaderValue;
+use tokio::sync::Notify;
+
+use crate::registry::Agent;
+
+/// The connection a request came on, as the pipeline needs it.
+#[derive(Clone)]
+pub struct Conn {
+    /// The client's address.
+    pub peer: SocketAddr,
+    /// Ends the connection from outside its task (a slow event-stream consumer whose socket is
+    /// full is never polled, so it cannot end itself).
+    pub kill: Arc<Notify>,
+}
+
+/// What a handler knows of the request besides the request itself.
+pub struct Ctx {
+    /// The request id (stage 1), sent on to the agent and set on the answer.
+    pub request_id: HeaderValue,
+    /// The client's address.
+    pub peer: SocketAddr,
+    /// The agent the request is about, once a handler has resolved it (the metrics' label).
+    pub agent: Option<Arc<Agent>>,
+    /// See [`Conn::kill`].
+    pub kill: Arc<Notify>,
+}
