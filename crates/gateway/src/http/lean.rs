@@ -145,7 +145,9 @@ pub(super) async fn serve(mut stream: TcpStream, state: &State, conn: &Conn) {
         }
     };
     let res = match parse_head(&buf) {
-        Ok(req) => pipeline::handle(state, conn, req).await,
+        // Boxed: the pipeline's future holds any handler's state (a create's exchange, say),
+        // and inline it would size this future, which lives as long as the subscription.
+        Ok(req) => Box::pin(pipeline::handle(state, conn, req)).await,
         Err(e) => e.into_response(),
     };
     drop(buf);
