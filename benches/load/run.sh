@@ -83,11 +83,14 @@ else
     NGINX_WORKERS=auto
 fi
 
-# A free loopback port (nginx needs a fixed one; the agent and the gateway take port 0).
+# A free loopback port (nginx needs a fixed one; the agent and the gateway take port 0). Below
+# the kernel's ephemeral range (32768-60999 by default): a port from that range can be taken by
+# the gateway's port 0 or by a client socket between this check and nginx's bind, and nginx then
+# fails to start (seen in about one run in three).
 free_port() {
     local p
     while :; do
-        p=$((20000 + RANDOM % 40000))
+        p=$((20000 + RANDOM % 12000))
         if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
             echo "$p"
             return
