@@ -26,6 +26,8 @@
 //!   /proc/PID/stat), so a client-bound run still tells what the gateway spent.
 //!
 //! Gateway and clients share the machine's cores: the bench prints its own CPU use too.
+//! `A2A_GATEWAY_BIN=PATH` runs another gateway binary (an older commit's, say) under the same
+//! client; `benches/compare.sh` alternates two builds that way.
 //! Without `--bench` (`cargo test --benches`) one small quick run.
 
 use std::io::{BufRead, BufReader};
@@ -116,7 +118,10 @@ impl Gateway {
              url = \"{agent_url}\"\n"
         );
         std::fs::write(&path, config).expect("write config");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_a2a-gateway"))
+        // A2A_GATEWAY_BIN: another build to measure with the same client (benches/compare.sh).
+        let bin = std::env::var_os("A2A_GATEWAY_BIN")
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_a2a-gateway").into());
+        let mut child = Command::new(bin)
             .arg("--config")
             .arg(&path)
             .env("RUST_LOG", "warn")
