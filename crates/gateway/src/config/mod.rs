@@ -82,6 +82,11 @@ pub struct AgentConfig {
     pub ingest_token: Option<Secret>,
     /// Whether a non-conformant agent answer is refused (`enforce`) or only counted (`report`).
     pub conformance: Conformance,
+    /// Whether get, cancel, artifacts and stream under `/agents/{name}/tasks/{id}` are forwarded
+    /// for a task id the ledger has never recorded (for an agent whose tasks are also created
+    /// elsewhere than through the gateway). Off: such ids are 404 TASK_NOT_FOUND, and the agent
+    /// is not contacted.
+    pub passthrough_unknown_tasks: bool,
 }
 
 impl Default for AgentConfig {
@@ -94,6 +99,7 @@ impl Default for AgentConfig {
             timeout: Duration::from_millis(10_000),
             ingest_token: None,
             conformance: Conformance::Enforce,
+            passthrough_unknown_tasks: false,
         }
     }
 }
@@ -471,6 +477,7 @@ mod tests {
             timeout_ms = 250
             ingest_token = "0123456789abcdef0123"
             conformance = "report"
+            passthrough_unknown_tasks = true
             [redis]
             url = "redis://127.0.0.1:6379"
         "#,
@@ -478,6 +485,8 @@ mod tests {
         .expect("valid");
         assert_eq!(cfg.max_body_bytes, 2048);
         let a = &cfg.agents[0];
+        assert!(a.passthrough_unknown_tasks);
+        assert!(!AgentConfig::default().passthrough_unknown_tasks);
         assert_eq!(a.url, "http://127.0.0.1:9000");
         assert_eq!(a.card_path, "/card.json");
         assert_eq!(a.timeout, Duration::from_millis(250));
