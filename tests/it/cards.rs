@@ -329,6 +329,52 @@ async fn an_invalid_new_card_keeps_the_last_good_card_serving() {
     assert_eq!(served_card(&g, "scripts").await.json(), good);
 }
 
+/// A card whose agent_id is another agent's route name (in any case) would be hidden behind
+/// that route (routes try names first): it is refused like an invalid card, the reason in the
+/// catalog, and the last good card, if any, keeps serving. (`check-config` refuses UUID-shaped
+/// route names; this gateway is started without that check, to reach the registry's own.)
+#[tokio::test]
+async fn a_card_whose_agent_id_is_another_agents_route_name_is_refused() {
+    const ROUTE: &str = "0B5A4C43-64C5-4BD1-A2A8-1AD2A3C2E0F4";
+    let clash = || {
+        let mut card = card_for("Clashing Agent", None);
+        card["agent_id"] = json!(ROUTE.to_ascii_lowercase());
+        card
+    };
+    let (a, b) = (agent_serving(clash()).await, agent().await);
+    let g = TestGateway::start(&[("first", &a), (ROUTE, &b)], refresh_all(REFRESH)).await;
+    g.ready().await;
+    let e = entry(&g, "first").await;
+    assert_eq!(e["card_state"], "unavailable", "{e}");
+    let says_why = |e: &Value| {
+        e["last_error"]
+            .as_str()
+            .is_some_and(|why| why.contains("route name") && why.contains(ROUTE))
+    };
+    assert!(says_why(&e), "the catalog does not say why: {e}");
+    let r = g.http.post_task("first").await;
+    assert_eq!(r.status, 503, "{r:?}");
+    assert_eq!(r.error_code(), "AGENT_UNAVAILABLE");
+    assert_eq!(card_state(&g, ROUTE).await, "fresh");
+    // Fixed, then broken again: the last good card keeps serving, marked stale.
+    let good = card_for("First Agent", None);
+    a.set_card(good.clone());
+    wait_for_state(&g, "first", "fresh").await;
+    a.set_card(clash());
+    wait_for_state(&g, "first", "stale").await;
+    let e = entry(&g, "first").await;
+    assert_eq!(e["agent_id"], good["agent_id"], "{e}");
+    assert!(says_why(&e), "the catalog does not say why: {e}");
+    assert_eq!(served_card(&g, "first").await.json(), good);
+    // The refused card's agent_id never became a route.
+    assert_eq!(
+        served_card(&g, &ROUTE.to_ascii_lowercase())
+            .await
+            .error_code(),
+        "UNKNOWN_AGENT"
+    );
+}
+
 #[tokio::test]
 async fn a_card_that_becomes_valid_again_is_fresh() {
     let (a, g) = single("scripts", refresh_all(REFRESH)).await;

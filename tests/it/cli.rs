@@ -274,6 +274,8 @@ async fn check_config_reports_every_mistake_of_the_broken_fixture_with_its_key()
         "agents[0].conformance", // not enforce/report
         "agents[1].card_path",   // not absolute
         "agents[2].name",        // used by agents[1]
+        "agents[3].name",        // agents[1]'s, in another case
+        "agents[4].name",        // shaped like a card agent_id
     ];
     let path = repo("tests/fixtures/broken.toml");
     let f = run(&["check-config", "--config", path.to_str().expect("path")]).await;
@@ -433,6 +435,9 @@ async fn serving_refuses_a_broken_config_with_its_problems() {
     assert!(!f.status.success(), "{f:?}");
     assert_no_panic(&f);
     assert!(f.stderr.contains("agents[0].url"), "{f:?}");
+    // Start-up refuses names that collide ignoring case, or look like an agent_id.
+    assert!(f.stderr.contains("agents[3].name"), "{f:?}");
+    assert!(f.stderr.contains("agents[4].name"), "{f:?}");
     assert!(!f.stdout.contains("listening on"), "{f:?}");
 }
 

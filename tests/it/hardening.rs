@@ -91,7 +91,11 @@ async fn no_card_no_proxying_on_any_route() {
     // A gateway that never had a card for this agent: its routes refuse, the agent is not asked.
     let b = agent().await;
     b.script(Route::Card, Reply::Json(500, json!({"error": "down"})));
-    let g2 = TestGateway::start(&[("b", &b)], |_| {}).await;
+    // The task is unknown to this gateway: with pass-through, only the card stands in the way.
+    let g2 = TestGateway::start(&[("b", &b)], |cfg| {
+        cfg.agents[0].passthrough_unknown_tasks = true
+    })
+    .await;
     g2.ready().await;
     let before = b.request_count(Route::GetTask) + b.request_count(Route::ListArtifacts);
     for path in [

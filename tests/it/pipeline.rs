@@ -74,7 +74,10 @@ async fn lean_get(
 #[tokio::test]
 async fn lean_path_and_http2_share_one_pipeline() {
     let a = agent().await;
-    let gw = TestGateway::start(&[("a", &a)], |_| {}).await;
+    let gw = TestGateway::start(&[("a", &a)], |cfg| {
+        cfg.agents[0].passthrough_unknown_tasks = true
+    })
+    .await;
     gw.ready().await;
     let addr = gw.gw.addr();
     let base = gw.http.base.clone();
@@ -82,7 +85,8 @@ async fn lean_path_and_http2_share_one_pipeline() {
     for path in [
         // Unknown to the ledger: refused by the gateway itself.
         "/tasks/no-such-task/stream",
-        // Under an agent's prefix: asked of the agent, which has no such task.
+        // Under an agent's prefix (which passes unknown ids through): asked of the agent,
+        // which has no such task.
         "/agents/a/tasks/no-such-task/stream",
     ] {
         // The client's request id is kept, on both paths.

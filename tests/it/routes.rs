@@ -882,9 +882,77 @@ async fn an_agents_own_error_answer_is_passed_through() {
     assert_eq!(r.json(), broken);
 }
 
+/// A task created at the agent itself, not through the gateway: the ledger has never seen it.
+async fn created_at_the_agent(a: &SampleAgent) -> String {
+    let r = Http::new(a.base_url())
+        .post_json("/tasks", &json!({ "input": good_input() }))
+        .await;
+    assert_eq!(r.status, 202, "{r:?}");
+    r.json()["task_id"].as_str().expect("task_id").to_owned()
+}
+
+/// Under an agent's prefix, a task id the ledger has never recorded is 404 TASK_NOT_FOUND on
+/// every task route, without contacting the agent: a client cannot read, stream or cancel a
+/// task the gateway does not guard (here one created at the agent directly).
 #[tokio::test]
-async fn an_unknown_task_under_an_agent_gets_the_agents_own_404() {
+async fn task_routes_under_an_agent_refuse_ids_the_gateway_has_never_seen() {
     let (a, g) = single("a", |_| {}).await;
+    let agent_id = a.agent_id();
+    let direct = created_at_the_agent(&a).await;
+    let before = contacted(&a);
+    for id in [direct.clone(), uuid::Uuid::new_v4().to_string()] {
+        for prefix in ["a", agent_id.as_str()] {
+            for path in [
+                format!("/agents/{prefix}/tasks/{id}"),
+                format!("/agents/{prefix}/tasks/{id}/artifacts"),
+                format!("/agents/{prefix}/tasks/{id}/stream"),
+            ] {
+                let r = g.http.get(&path).await;
+                assert_api_error(&r, 404, "TASK_NOT_FOUND");
+            }
+            let r = g
+                .http
+                .post_empty(&format!("/agents/{prefix}/tasks/{id}/cancel"))
+                .await;
+            assert_api_error(&r, 404, "TASK_NOT_FOUND");
+        }
+    }
+    assert_eq!(contacted(&a), before, "the agent was contacted");
+    assert_eq!(a.task(&direct).expect("task")["status"], "SUBMITTED");
+    // Counted under the agent the route names, whichever of its names it used.
+    let refused = [("route", "get_task"), ("agent", "a"), ("status", "404")];
+    assert_eq!(g.metric("a2a_gateway_requests_total", &refused).await, 4.0);
+    assert_eq!(g.metric("a2a_gateway_stream_upstreams", &[]).await, 0.0);
+}
+
+/// `passthrough_unknown_tasks = true`: for an agent whose tasks are also created elsewhere,
+/// unknown ids are forwarded as before, and what the agent answers is recorded.
+#[tokio::test]
+async fn a_passthrough_agent_serves_tasks_created_elsewhere() {
+    let (a, g) = single("a", |cfg| cfg.agents[0].passthrough_unknown_tasks = true).await;
+    let id = created_at_the_agent(&a).await;
+    let r = g.http.get(&format!("/agents/a/tasks/{id}/artifacts")).await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let stream = g.http.open(&format!("/agents/a/tasks/{id}/stream")).await;
+    assert_eq!(stream.status(), 200, "{stream:?}");
+    drop(stream);
+    let r = g.http.get(&format!("/agents/a/tasks/{id}")).await;
+    assert_eq!((r.status, &r.json()["status"]), (200, &json!("SUBMITTED")));
+    // Recorded by that answer: the agent-less route finds it now.
+    assert_eq!(g.http.get(&format!("/tasks/{id}")).await.status, 200);
+    let other = created_at_the_agent(&a).await;
+    let r = g
+        .http
+        .post_empty(&format!("/agents/a/tasks/{other}/cancel"))
+        .await;
+    assert_eq!(r.status, 202, "{r:?}");
+    assert_eq!(r.json()["status"], "CANCELLED");
+    assert_eq!(a.task(&other).expect("task")["status"], "CANCELLED");
+}
+
+#[tokio::test]
+async fn an_unknown_task_under_a_passthrough_agent_gets_the_agents_own_404() {
+    let (a, g) = single("a", |cfg| cfg.agents[0].passthrough_unknown_tasks = true).await;
     let id = uuid::Uuid::new_v4().to_string();
     let r = g.http.get(&format!("/agents/a/tasks/{id}")).await;
     assert_eq!(r.status, 404, "{r:?}");

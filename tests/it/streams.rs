@@ -746,3 +746,89 @@ async fn the_replay_buffers_share_one_budget() {
     let kept = history(t2.clone()).await;
     assert!((1..6).contains(&kept), "{kept}");
 }
+
+/// An agent whose stream keeps breaking the event-stream rules (a line over `max_event_bytes`
+/// on every connection; an answer that is no event stream) is given up on after a bound:
+/// subscribers get `event: upstream_error` with the reason (not `error`, which an EventSource
+/// reports for its own connection errors) and the stream ends; a new subscriber within the
+/// cool-off gets the same event at once, and the agent is not asked again.
+#[tokio::test]
+async fn an_agent_stream_that_keeps_breaking_the_rules_ends_with_upstream_error() {
+    use a2a_sample_agent::{Reply, Route};
+    let a = agent().await;
+    let g = gateway(&a, |cfg| cfg.streams.max_event_bytes = 1024).await;
+    let errors = [("agent", "a")];
+    let id = g.create_task("a").await;
+    let mut line = b"data: ".to_vec();
+    line.extend(std::iter::repeat_n(b'x', 2048));
+    line.extend_from_slice(b"\n\n");
+    a.script(
+        Route::Stream,
+        Reply::Raw {
+            status: 200,
+            content_type: "text/event-stream".into(),
+            body: Bytes::from(line),
+        },
+    );
+    let mut s = subscribe(&g, &format!("/agents/a/tasks/{id}/stream"), &[]).await;
+    let e = s
+        .next_event(WAIT)
+        .await
+        .expect("told why, not left with pings");
+    assert_eq!(e.event, "upstream_error", "{}", s.raw);
+    let data: Value = serde_json::from_str(&e.data).expect("JSON data");
+    let reason = data["reason"].as_str().expect("a reason");
+    assert!(reason.contains("longer than 1024 bytes"), "{reason}");
+    assert!(s.until_end(WAIT).await, "the stream ends");
+    assert!(!s.failed, "a clean end, not a cut");
+    assert!(!s.raw.contains("event: error"), "{}", s.raw);
+    let tried = a.request_count(Route::Stream);
+    assert_eq!(tried, 3, "given up after the bound");
+    assert_eq!(
+        g.metric("a2a_gateway_stream_upstream_errors_total", &errors)
+            .await,
+        1.0
+    );
+    // Within the cool-off, in either form: the same event at once, the agent not asked again.
+    let mut again = subscribe(&g, &format!("/tasks/{id}/stream"), &[]).await;
+    let e2 = again
+        .next_event(Duration::from_secs(1))
+        .await
+        .expect("at once");
+    assert_eq!(
+        (e2.event.as_str(), e2.data.as_str()),
+        ("upstream_error", e.data.as_str())
+    );
+    assert!(again.until_end(WAIT).await);
+    assert_eq!(a.request_count(Route::Stream), tried);
+    assert_eq!(
+        g.metric("a2a_gateway_stream_upstream_errors_total", &errors)
+            .await,
+        1.0,
+        "one give-up, counted once"
+    );
+    wait_for("the given-up upstream closed", || async {
+        g.metric("a2a_gateway_stream_upstreams", &[]).await == 0.0
+    })
+    .await;
+
+    // A stream that opened well, then reconnects answered with something else than a stream.
+    a.clear_scripts();
+    let id = g.create_task("a").await;
+    let mut s = subscribe(&g, &format!("/agents/a/tasks/{id}/stream"), &[]).await;
+    upstream_open(&a, &id, 1).await;
+    a.push_event(&id, "log", "fine");
+    assert_eq!(s.next_event(WAIT).await.expect("event").data, "fine");
+    a.script(Route::Stream, Reply::Json(200, json!({"not": "a stream"})));
+    a.close_streams(&id);
+    let e = s.next_event(WAIT).await.expect("told why");
+    assert_eq!(e.event, "upstream_error", "{}", s.raw);
+    assert!(e.data.contains("application/json"), "{}", e.data);
+    assert!(s.until_end(WAIT).await);
+    assert_eq!(a.request_count(Route::Stream), tried + 4);
+    assert_eq!(
+        g.metric("a2a_gateway_stream_upstream_errors_total", &errors)
+            .await,
+        2.0
+    );
+}

@@ -71,6 +71,9 @@ pub struct Metrics {
     /// `stream_upstream_reconnects_total`: agent streams reconnected after dropping while the task
     /// was live.
     pub stream_upstream_reconnects: IntCounter,
+    /// `stream_upstream_errors_total`: task streams given up because the agent's stream kept
+    /// breaking the event-stream rules (each ended with `event: upstream_error`), by agent.
+    pub stream_upstream_errors: IntCounterVec,
     /// `stream_fanout_seconds`: from an agent's event reaching the gateway to its write to a
     /// subscriber.
     pub stream_fanout_seconds: Histogram,
@@ -242,6 +245,11 @@ impl Metrics {
             stream_upstream_reconnects: IntCounter::new(
                 n("stream_upstream_reconnects_total"),
                 "Agent task streams reconnected after they dropped while the task was live.",
+            )?,
+            stream_upstream_errors: counter(
+                "stream_upstream_errors_total",
+                "Task streams given up because the agent's stream kept breaking the event-stream rules (subscribers got event: upstream_error).",
+                &["agent"],
             )?,
             stream_fanout_seconds: Histogram::with_opts(
                 HistogramOpts::new(

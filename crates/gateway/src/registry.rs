@@ -166,6 +166,27 @@ impl Registry {
         self.by_name.get(name)
     }
 
+    /// A new card whose `agent_id` is another agent's route name (in any case) is refused like
+    /// an invalid card: [`Registry::resolve`] tries route names first, so that route would
+    /// quietly reach the other agent. Config validation refuses UUID-shaped route names; this
+    /// guards configs built without it (and says which agent is in the way).
+    fn not_shadowed(&self, name: &str, fetched: Fetched) -> Result<Fetched, CardError> {
+        let Fetched::New { card, .. } = &fetched else {
+            return Ok(fetched);
+        };
+        let other = self
+            .agents
+            .iter()
+            .find(|a| a.cfg.name != name && a.cfg.name.eq_ignore_ascii_case(&card.agent_id));
+        match other {
+            Some(other) => Err(CardError::Invalid(format!(
+                "agent_id {} is the route name of agent {:?}, which routes reach first; give one of them another name or id",
+                card.agent_id, other.cfg.name
+            ))),
+            None => Ok(fetched),
+        }
+    }
+
     /// Start one refresh loop per agent. Each fetches at once, so a slow agent delays only itself.
     pub fn spawn_refreshers(
         self: &Arc<Self>,
@@ -206,7 +227,9 @@ impl Registry {
     /// One fetch of one agent's card. Ok(delay until the next), or Err after recording why.
     pub async fn refresh(&self, agent: &Agent, up: &Upstream, m: &Metrics) -> Result<Duration, ()> {
         let name = agent.cfg.name.as_str();
-        let outcome = fetch(agent, up).await;
+        let outcome = fetch(agent, up)
+            .await
+            .and_then(|f| self.not_shadowed(name, f));
         let result_label = match &outcome {
             Ok(Fetched::NotModified { .. }) => "not_modified",
             Ok(Fetched::New { .. }) => "ok",

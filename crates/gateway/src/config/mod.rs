@@ -82,6 +82,11 @@ pub struct AgentConfig {
     pub ingest_token: Option<Secret>,
     /// Whether a non-conformant agent answer is refused (`enforce`) or only counted (`report`).
     pub conformance: Conformance,
+    /// Whether get, cancel, artifacts and stream under `/agents/{name}/tasks/{id}` are forwarded
+    /// for a task id the ledger has never recorded (for an agent whose tasks are also created
+    /// elsewhere than through the gateway). Off: such ids are 404 TASK_NOT_FOUND, and the agent
+    /// is not contacted.
+    pub passthrough_unknown_tasks: bool,
 }
 
 impl Default for AgentConfig {
@@ -94,6 +99,7 @@ impl Default for AgentConfig {
             timeout: Duration::from_millis(10_000),
             ingest_token: None,
             conformance: Conformance::Enforce,
+            passthrough_unknown_tasks: false,
         }
     }
 }
@@ -471,6 +477,7 @@ mod tests {
             timeout_ms = 250
             ingest_token = "0123456789abcdef0123"
             conformance = "report"
+            passthrough_unknown_tasks = true
             [redis]
             url = "redis://127.0.0.1:6379"
         "#,
@@ -478,6 +485,8 @@ mod tests {
         .expect("valid");
         assert_eq!(cfg.max_body_bytes, 2048);
         let a = &cfg.agents[0];
+        assert!(a.passthrough_unknown_tasks);
+        assert!(!AgentConfig::default().passthrough_unknown_tasks);
         assert_eq!(a.url, "http://127.0.0.1:9000");
         assert_eq!(a.card_path, "/card.json");
         assert_eq!(a.timeout, Duration::from_millis(250));
@@ -645,5 +654,41 @@ mod tests {
         assert_eq!(p[0].key, "agents");
         let p = Config::parse("listen = ").expect_err("toml");
         assert!(p[0].message.starts_with("not valid TOML"));
+    }
+
+    #[test]
+    fn route_names_that_differ_only_in_case_are_problems() {
+        let p = Config::parse(
+            "listen = \"127.0.0.1:1\"\n[[agents]]\nname=\"scripts\"\nurl=\"http://x\"\n\
+             [[agents]]\nname=\"other\"\nurl=\"http://y\"\n\
+             [[agents]]\nname=\"Scripts\"\nurl=\"http://z\"\n",
+        )
+        .expect_err("case collision");
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert_eq!(p[0].key, "agents[2].name");
+        assert!(p[0].message.contains("agents[0].name"), "{}", p[0].message);
+        assert!(p[0].message.contains("only in case"), "{}", p[0].message);
+    }
+
+    #[test]
+    fn a_route_name_shaped_like_an_agent_id_is_a_problem() {
+        for name in [
+            "f47ac10b-58cc-4372-a567-0e02b2c3d479",
+            "F47AC10B-58CC-4372-A567-0E02B2C3D479",
+        ] {
+            let p = Config::parse(&format!(
+                "listen = \"127.0.0.1:1\"\n[[agents]]\nname=\"a\"\nurl=\"http://x\"\n\
+                 [[agents]]\nname=\"{name}\"\nurl=\"http://y\"\n"
+            ))
+            .expect_err("uuid route name");
+            assert_eq!(p.len(), 1, "{p:?}");
+            assert_eq!(p[0].key, "agents[1].name");
+            assert!(p[0].message.contains("agent_id"), "{}", p[0].message);
+        }
+        // Only the agent_id form: hex without the hyphens cannot be an agent_id.
+        Config::parse(
+            "listen = \"127.0.0.1:1\"\n[[agents]]\nname=\"f47ac10b58cc4372a5670e02b2c3d479\"\nurl=\"http://x\"\n",
+        )
+        .expect("not the agent_id form");
     }
 }

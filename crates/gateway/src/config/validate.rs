@@ -1,6 +1,7 @@
 //! The checks of one pass over a parsed config: every semantic problem, with its key.
 
-use std::collections::HashSet;
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet};
 
 use hyper::header::{HeaderName, HeaderValue};
 
@@ -101,15 +102,32 @@ impl Validator {
             self.range("workers", c.workers as u64, 1024);
         }
 
-        let mut names = HashSet::new();
+        // Route names by their lower case: two names that differ only in case are one name to
+        // a person reading routes, metrics and subscriber lists, and a typo away from each other.
+        let mut names: HashMap<String, usize> = HashMap::new();
         for (i, a) in c.agents.iter().enumerate() {
             let at = format!("agents[{i}]");
             self.agent(a, &at);
-            if !a.name.is_empty() && !names.insert(a.name.as_str()) {
-                self.problem(
-                    format!("{at}.name"),
-                    format!("{:?} is used by another agent", a.name),
-                );
+            if a.name.is_empty() {
+                continue;
+            }
+            match names.entry(a.name.to_ascii_lowercase()) {
+                Entry::Vacant(v) => {
+                    v.insert(i);
+                }
+                Entry::Occupied(o) => {
+                    let first = &c.agents[*o.get()].name;
+                    let message = if *first == a.name {
+                        format!("{:?} is used by another agent", a.name)
+                    } else {
+                        format!(
+                            "{:?} differs from {first:?} (agents[{}].name) only in case; route names must differ ignoring case",
+                            a.name,
+                            o.get()
+                        )
+                    };
+                    self.problem(format!("{at}.name"), message);
+                }
             }
         }
         if c.agents.is_empty() {
@@ -164,6 +182,18 @@ impl Validator {
 
     fn agent(&mut self, a: &AgentConfig, at: &str) {
         self.name_and_url(at, &a.name, &a.url, check_agent_url);
+        if uuid_shaped(&a.name) {
+            // `/agents/{name}/` and `POST /tasks {"agent": ...}` take a route name or a card's
+            // agent_id, route names first: a UUID as a route name could hide another agent's
+            // agent_id, and cards are only fetched once the gateway runs.
+            self.problem(
+                format!("{at}.name"),
+                format!(
+                    "{:?} has the form of a card agent_id (a UUID), which routes also accept; a route name that is one could hide another agent",
+                    a.name
+                ),
+            );
+        }
         if !a.card_path.starts_with('/') || a.card_path.contains(char::is_whitespace) {
             self.problem(
                 format!("{at}.card_path"),
@@ -292,6 +322,18 @@ impl Validator {
         self.range("streams.max_buffer_bytes", s.max_buffer_bytes, 1 << 40);
         self.millis("streams.reconnect_max_ms", s.reconnect_max, 3_600_000);
     }
+}
+
+/// A UUID in its hyphenated 8-4-4-4-12 form, in any case: the form a card's `agent_id` takes
+/// (`protocol::card::is_uuid`, the card schema's `format: uuid`; written again here because
+/// this module imports no other of the crate).
+fn uuid_shaped(n: &str) -> bool {
+    let b = n.as_bytes();
+    b.len() == 36
+        && b.iter().enumerate().all(|(i, &c)| match i {
+            8 | 13 | 18 | 23 => c == b'-',
+            _ => c.is_ascii_hexdigit(),
+        })
 }
 
 fn valid_name(n: &str) -> bool {

@@ -31,7 +31,10 @@ pub fn unknown_agent(name: &str) -> ApiError {
 }
 
 /// The agent of a task route, checked against the ledger: under `/agents/{name}/` the task must
-/// not belong to another agent; without a prefix the ledger decides.
+/// not belong to another agent, and must be recorded unless the agent is configured with
+/// `passthrough_unknown_tasks` (its tasks are also created elsewhere); without a prefix the
+/// ledger decides. An id the gateway has not seen never reaches an agent that does not pass
+/// them through: the client may mean a task of another agent, or one the gateway cannot guard.
 pub async fn task_agent(
     state: &State,
     ctx: &mut Ctx,
@@ -45,11 +48,24 @@ pub async fn task_agent(
                 .registry
                 .resolve(name)
                 .ok_or_else(|| unknown_agent(name))?;
-            if record.as_ref().is_some_and(|r| *r.agent != agent.cfg.name) {
-                return Err(ApiError::new(
-                    Code::TaskNotFound,
-                    format!("agent {name:?} has no task {task_id}"),
-                ));
+            // The route names the agent: its refusals below are counted under it too.
+            ctx.agent = Some(agent.clone());
+            match &record {
+                Some(r) if *r.agent != agent.cfg.name => {
+                    return Err(ApiError::new(
+                        Code::TaskNotFound,
+                        format!("agent {name:?} has no task {task_id}"),
+                    ))
+                }
+                None if !agent.cfg.passthrough_unknown_tasks => {
+                    return Err(ApiError::new(
+                        Code::TaskNotFound,
+                        format!(
+                            "task {task_id} is not known to the gateway; agent {name:?} is served only for tasks created through it"
+                        ),
+                    ))
+                }
+                _ => {}
             }
             agent
         }

@@ -7,7 +7,9 @@
 //! gateway's own, reconnects with `Last-Event-ID` when the agent drops the stream while the task
 //! is live, and closes the topic with a final `event: status` when the task ends (learned from
 //! the ledger's change feed, or by asking the agent when its stream ends). A topic with no
-//! subscriber lingers briefly, then closes its upstream.
+//! subscriber lingers briefly, then closes its upstream. An agent whose stream keeps breaking
+//! the event-stream rules is given up on: subscribers get a final `event: upstream_error`, and
+//! for a cool-off so does every new subscriber, at once and without a new upstream connection.
 
 pub mod changes;
 pub mod events;
@@ -16,7 +18,7 @@ pub mod topic;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
@@ -70,9 +72,61 @@ pub use crate::config::StreamsConfig as StreamConfig;
 /// often hears of the end before the agent's stream says its last word).
 const END_GRACE: Duration = Duration::from_millis(500);
 
+/// The last event of a stream the gateway gave up on, with data `{"reason": "..."}`. Not
+/// `error`: a browser's EventSource reports its own connection errors as `error` events, and a
+/// page could not tell the two apart.
+pub const UPSTREAM_ERROR: &str = "upstream_error";
+
+/// How long a stream given up on stays given up: within it, a new subscriber gets the same
+/// `upstream_error` at once, and the agent is not asked again (an EventSource reconnects every
+/// few seconds, and each reconnect would otherwise cost the agent a broken stream again).
+pub const GIVE_UP_COOL_OFF: Duration = Duration::from_secs(30);
+
+/// Streams remembered as given up, at most (the oldest goes first past it): a misbehaving
+/// agent with many tasks must not grow the map without bound.
+const MAX_GIVEN_UP: usize = 4096;
+
+/// The streams given up on, and why, each until its cool-off ends. Bounded by [`MAX_GIVEN_UP`].
+#[derive(Default)]
+struct GivenUp {
+    streams: HashMap<Key, (Instant, Arc<str>)>,
+}
+
+impl GivenUp {
+    /// Remember `key` as given up until `now` + the cool-off, with the event data to repeat.
+    fn remember(&mut self, key: Key, data: Arc<str>, now: Instant) {
+        self.streams.retain(|_, (until, _)| *until > now);
+        if self.streams.len() >= MAX_GIVEN_UP && !self.streams.contains_key(&key) {
+            let oldest = self
+                .streams
+                .iter()
+                .min_by_key(|(_, (until, _))| *until)
+                .map(|(k, _)| k.clone());
+            if let Some(k) = oldest {
+                self.streams.remove(&k);
+            }
+        }
+        self.streams.insert(key, (now + GIVE_UP_COOL_OFF, data));
+    }
+
+    /// The `upstream_error` data of `key`, if it is given up on at `now`.
+    fn get(&mut self, key: &Key, now: Instant) -> Option<Arc<str>> {
+        match self.streams.get(key) {
+            Some((until, data)) if *until > now => Some(data.clone()),
+            Some(_) => {
+                self.streams.remove(key);
+                None
+            }
+            None => None,
+        }
+    }
+}
+
 /// The live task streams of this replica, one [`Topic`] per (agent, task), and the change feed.
 pub struct Hub {
     topics: Mutex<HashMap<Key, Arc<Topic>>>,
+    /// Streams given up on (see [`UPSTREAM_ERROR`]). Held with `topics`, it is taken second.
+    given_up: Mutex<GivenUp>,
     /// Bytes buffered by all topics together (see `topic::Limits`).
     buffered: Arc<std::sync::atomic::AtomicU64>,
     /// The gateway is stopping: no new subscriptions, open streams end.
@@ -95,6 +149,7 @@ impl Hub {
     ) -> Hub {
         Hub {
             topics: Mutex::new(HashMap::new()),
+            given_up: Mutex::new(GivenUp::default()),
             buffered: Arc::new(std::sync::atomic::AtomicU64::new(0)),
             stop,
             cfg,
@@ -118,9 +173,29 @@ impl Hub {
         self.topics.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    fn given_up(&self) -> std::sync::MutexGuard<'_, GivenUp> {
+        self.given_up.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Give up on a topic whose agent keeps breaking the event-stream rules: its subscribers get
+    /// a final `event: upstream_error` with `reason`, the topic closes, and new subscribers get
+    /// the same for [`GIVE_UP_COOL_OFF`]. Remembered before the topic closes, so a subscriber
+    /// that finds it closed finds the reason too.
+    fn give_up(&self, topic: &Topic, reason: &str) {
+        let data: Arc<str> = Arc::from(serde_json::json!({ "reason": reason }).to_string());
+        self.metrics
+            .stream_upstream_errors
+            .with_label_values(&[&*topic.key.0])
+            .inc();
+        self.given_up()
+            .remember(topic.key.clone(), data.clone(), Instant::now());
+        topic.finish(UPSTREAM_ERROR, &data);
+    }
+
     /// Subscribe to a task's stream, opening its upstream if this is the first subscriber.
     /// Waits for the first connection's outcome, so an agent that refuses the stream answers the
     /// request (404, 502...) rather than an empty 200. `Ok(None)`: the task has ended (204).
+    /// A stream given up on within its cool-off is a stream of one `upstream_error` event.
     pub async fn subscribe(
         self: &Arc<Self>,
         agent: &Arc<Agent>,
@@ -140,9 +215,6 @@ impl Hub {
             let (topic, fresh) = match map.get(&key) {
                 Some(t) if !t.is_closed() => (t.clone(), false),
                 _ => {
-                    if map.len() >= self.cfg.max_topics {
-                        return Err(StreamError::TooManyTopics(map.len()));
-                    }
                     let limits = Limits {
                         replay_events: self.cfg.replay_events.max(1),
                         replay_bytes: self.cfg.replay_bytes,
@@ -150,9 +222,21 @@ impl Hub {
                         hub_bytes: self.buffered.clone(),
                         hub_budget: self.cfg.max_buffer_bytes,
                     };
-                    let t = Arc::new(Topic::new(key.clone(), limits, self.metrics.clone()));
-                    map.insert(key, t.clone());
-                    (t, true)
+                    let given_up = self.given_up().get(&key, Instant::now());
+                    if let Some(data) = given_up {
+                        // A topic of its own, never registered and never connected: the one
+                        // event, then the end.
+                        let t = Arc::new(Topic::new(key, limits, self.metrics.clone()));
+                        t.finish(UPSTREAM_ERROR, &data);
+                        (t, false)
+                    } else {
+                        if map.len() >= self.cfg.max_topics {
+                            return Err(StreamError::TooManyTopics(map.len()));
+                        }
+                        let t = Arc::new(Topic::new(key.clone(), limits, self.metrics.clone()));
+                        map.insert(key, t.clone());
+                        (t, true)
+                    }
                 }
             };
             let sub = topic.subscribe(last_event_id, kill);
@@ -262,5 +346,48 @@ impl Hub {
         for t in all {
             t.close();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(task: &str) -> Key {
+        (Arc::from("a"), Arc::from(task))
+    }
+
+    #[test]
+    fn a_given_up_stream_is_remembered_for_the_cool_off_only() {
+        let mut g = GivenUp::default();
+        let t0 = Instant::now();
+        g.remember(key("t"), Arc::from("{\"reason\":\"r\"}"), t0);
+        assert_eq!(g.get(&key("t"), t0).as_deref(), Some("{\"reason\":\"r\"}"));
+        assert!(g.get(&key("u"), t0).is_none());
+        let later = t0 + GIVE_UP_COOL_OFF - Duration::from_millis(1);
+        assert!(g.get(&key("t"), later).is_some());
+        assert!(g.get(&key("t"), t0 + GIVE_UP_COOL_OFF).is_none());
+        assert!(
+            g.streams.is_empty(),
+            "an expired entry is dropped when read"
+        );
+    }
+
+    #[test]
+    fn the_given_up_streams_are_bounded_and_the_oldest_goes_first() {
+        let mut g = GivenUp::default();
+        let t0 = Instant::now();
+        for i in 0..MAX_GIVEN_UP + 10 {
+            let at = t0 + Duration::from_millis(i as u64);
+            g.remember(key(&i.to_string()), Arc::from("{}"), at);
+        }
+        assert_eq!(g.streams.len(), MAX_GIVEN_UP);
+        let now = t0 + Duration::from_millis((MAX_GIVEN_UP + 10) as u64);
+        assert!(g.get(&key("0"), now).is_none());
+        assert!(g.get(&key("9"), now).is_none());
+        assert!(g.get(&key("10"), now).is_some());
+        // Expired entries go first, whatever the bound.
+        g.remember(key("new"), Arc::from("{}"), now + GIVE_UP_COOL_OFF);
+        assert_eq!(g.streams.len(), 1);
     }
 }

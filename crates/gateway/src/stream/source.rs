@@ -121,6 +121,14 @@ impl Drop for Guard {
 /// reconnect starts from the shortest wait again.
 const HEALTHY: Duration = Duration::from_secs(5);
 
+/// Connections in a row that break the event-stream rules (a line or an event over
+/// `streams.max_event_bytes`, an answer that is not an event stream) before the gateway gives
+/// up on the agent's stream and tells the subscribers why (`event: upstream_error`). Each retry
+/// would get the same broken stream, and subscribers would only ever see pings. A connection
+/// that carries an event and ends within the rules starts the count again; network failures
+/// neither count nor start it again.
+const MAX_PROTOCOL_FAILURES: u32 = 3;
+
 pub async fn run(hub: Arc<Hub>, topic: Arc<Topic>, agent: Arc<Agent>, client: Upstream) {
     let _guard = Guard {
         hub: hub.clone(),
@@ -132,6 +140,9 @@ pub async fn run(hub: Arc<Hub>, topic: Arc<Topic>, agent: Arc<Agent>, client: Up
     let mut last_id: Option<String> = None;
     let mut backoff = FIRST_BACKOFF;
     let mut opened = false;
+    // Connections in a row that broke the event-stream rules, and how the last one did.
+    let mut failures = 0u32;
+    let mut broken = String::new();
     let mut tick = tokio::time::interval(tick_every(&hub));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -157,6 +168,7 @@ pub async fn run(hub: Arc<Hub>, topic: Arc<Topic>, agent: Arc<Agent>, client: Up
                 let mut parser = Parser::new(hub.cfg.max_event_bytes);
                 let mut events = Vec::new();
                 let mut heard = Instant::now();
+                let mut refused = None;
                 loop {
                     tokio::select! {
                         frame = body.frame() => match frame {
@@ -165,6 +177,7 @@ pub async fn run(hub: Arc<Hub>, topic: Arc<Topic>, agent: Arc<Agent>, client: Up
                                 heard = Instant::now();
                                 if let Err(e) = parser.feed(&data, &mut events) {
                                     tracing::warn!(agent = %agent.cfg.name, %task_id, error = %e, "agent stream refused; reconnecting");
+                                    refused = Some(e.to_string());
                                     break;
                                 }
                                 for e in events.drain(..) {
@@ -196,6 +209,14 @@ pub async fn run(hub: Arc<Hub>, topic: Arc<Topic>, agent: Arc<Agent>, client: Up
                 }
                 if carried || connected.elapsed() >= HEALTHY {
                     backoff = FIRST_BACKOFF;
+                }
+                match refused {
+                    Some(why) => {
+                        failures += 1;
+                        broken = why;
+                    }
+                    None if carried => failures = 0,
+                    None => {}
                 }
             }
             Ok(res) if !opened => {
@@ -240,6 +261,21 @@ pub async fn run(hub: Arc<Hub>, topic: Arc<Topic>, agent: Arc<Agent>, client: Up
                 .await;
                 return;
             }
+            Ok(res) if res.status() == StatusCode::OK => {
+                // A stream that was an event stream is one no longer.
+                let kind = res.headers().get(header::CONTENT_TYPE).map(|v| {
+                    String::from_utf8_lossy(v.as_bytes())
+                        .chars()
+                        .take(100)
+                        .collect::<String>()
+                });
+                tracing::warn!(agent = %agent.cfg.name, %task_id, content_type = ?kind, "agent answered a stream reconnect with something else than an event stream");
+                failures += 1;
+                broken = format!(
+                    "answered the stream request with Content-Type {}, not text/event-stream",
+                    kind.as_deref().unwrap_or("(none)")
+                );
+            }
             Ok(_) | Err(_) => {}
         }
         // The upstream ended. A finished task ends the topic; a live one is reconnected.
@@ -253,6 +289,17 @@ pub async fn run(hub: Arc<Hub>, topic: Arc<Topic>, agent: Arc<Agent>, client: Up
         {
             Some(false) => {}
             _ => return,
+        }
+        if failures >= MAX_PROTOCOL_FAILURES {
+            tracing::warn!(agent = %agent.cfg.name, %task_id, failures, reason = %broken, "agent stream keeps breaking the event-stream rules; giving up");
+            hub.give_up(
+                &topic,
+                &format!(
+                    "agent {:?} broke the event-stream rules {failures} times in a row: {broken}",
+                    agent.cfg.name
+                ),
+            );
+            return;
         }
         hub.metrics.stream_upstream_reconnects.inc();
         let sleep = tokio::time::sleep(backoff);

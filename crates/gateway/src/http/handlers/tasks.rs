@@ -154,7 +154,8 @@ pub async fn create(state: &State, ctx: &mut Ctx, prefix: Option<&str>, req: Req
     match record(state, &agent, ctx, None, &task, &body).await {
         Ok((_, out)) => Ok(relay_substituted(res, &body, out)),
         // The agent has created the task: a 503 now would make the client retry and create it
-        // twice. Pass the 202 on, marked, and let a later GET or push record it.
+        // twice. Pass the 202 on, marked, and let a later push record it (or a GET, for an
+        // agent with `passthrough_unknown_tasks`: otherwise the unrecorded id is unknown).
         Err(e) if e.code == Code::Unavailable => {
             tracing::error!(agent = %agent.cfg.name, request_id = ?ctx.request_id, error = %e.message,
                 "task created but not recorded: the ledger is unavailable");
