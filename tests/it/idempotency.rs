@@ -360,3 +360,26 @@ async fn both_backends_keep_keys_alike() {
     let evictions = prometheus::IntCounter::new("e", "e").expect("counter");
     keys_behave(&MemoryLedger::new(1000, Duration::from_secs(60), evictions)).await;
 }
+
+/// A replica stopped while a late answer is on its way waits for it (bounded): the task is
+/// recorded and the key answered, so the retry on the other replica gets the task at once
+/// rather than a 409 until the dead holder's lease lapses.
+#[tokio::test]
+async fn a_stopping_replica_waits_for_the_late_answer_it_awaits() {
+    let r = RedisServer::start();
+    let a = agent().await;
+    let g1 = TestGateway::start(&[("a", &a)], replica(&r)).await;
+    let g2 = TestGateway::start(&[("a", &a)], replica(&r)).await;
+    g1.ready().await;
+    g2.ready().await;
+    answer_late(&a, Duration::from_millis(800));
+    let first = create_with_key(&g1.http, "/agents/a/tasks", "deploy-1", &body()).await;
+    assert_api_error(&first, 504, "AGENT_TIMEOUT");
+    let TestGateway { gw, .. } = g1;
+    gw.shutdown().await;
+    let retry = create_with_key(&g2.http, "/agents/a/tasks", "deploy-1", &body()).await;
+    assert_eq!(retry.status, 202, "{retry:?}");
+    assert_eq!(retry.header("idempotent-replayed"), Some("true"));
+    assert_eq!(a.task_ids(), [task_id(&retry).as_str()]);
+    assert_eq!(a.request_count(Route::CreateTask), 1);
+}

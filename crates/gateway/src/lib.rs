@@ -192,7 +192,7 @@ impl Gateway {
                 hub: hub.clone(),
                 late_answers: late_answers.clone(),
             };
-            let (stop_rx, slots) = (stop_rx.clone(), slots.clone());
+            let (stop_rx, slots, late) = (stop_rx.clone(), slots.clone(), late_answers.clone());
             let worker = std::thread::Builder::new()
                 .name(format!("a2a-gw-{i}"))
                 .spawn(move || {
@@ -207,7 +207,10 @@ impl Gateway {
                     };
                     rt.block_on(async move {
                         match TcpListener::from_std(listener) {
-                            Ok(l) => http::serve(l, Arc::new(state), slots, stop_rx).await,
+                            Ok(l) => {
+                                http::serve(l, Arc::new(state), slots, stop_rx).await;
+                                http::drain_late_answers(&late, http::LATE_DRAIN).await;
+                            }
                             Err(e) => tracing::error!(error = %e, "worker listener failed"),
                         }
                     });
@@ -234,7 +237,8 @@ impl Gateway {
         &self.metrics
     }
 
-    /// Stop accepting, let in-flight requests finish (bounded), stop card refreshes.
+    /// Stop accepting, let in-flight requests finish and late answers to creates come (both
+    /// bounded), stop card refreshes.
     pub async fn shutdown(self) {
         let _ = self.stop.send(true);
         // Open event streams would hold the drain up until its deadline: end them now.

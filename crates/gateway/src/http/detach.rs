@@ -12,7 +12,7 @@
 //! The task, not the handler, settles the idempotency key, so a client that hangs up mid-create
 //! does not leave its key in flight. Creates awaited past their timeout are bounded by
 //! [`MAX_LATE_ANSWERS`] (across workers); past the bound the exchange is dropped at the timeout,
-//! as before, and logged.
+//! as before, and logged. A stopping gateway waits for them up to [`LATE_DRAIN`].
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -34,6 +34,28 @@ use crate::State;
 
 /// Creates awaited past their agent's timeout at once, per gateway.
 pub const MAX_LATE_ANSWERS: usize = 1024;
+
+/// How long a stopping gateway waits for the late answers still awaited.
+pub const LATE_DRAIN: Duration = Duration::from_secs(10);
+
+/// At shutdown, after the connections drained: wait (at most `within`) until no create is
+/// awaited past its timeout any more, so late answers on their way are recorded rather than
+/// lost with the runtime. Every worker waits on the one bound, and drives its own tasks
+/// meanwhile.
+pub async fn drain_late_answers(late: &tokio::sync::Semaphore, within: Duration) {
+    let deadline = Instant::now() + within;
+    while late.available_permits() < MAX_LATE_ANSWERS {
+        if Instant::now() >= deadline {
+            let awaited = MAX_LATE_ANSWERS.saturating_sub(late.available_permits());
+            tracing::warn!(
+                awaited,
+                "late answers to creates still awaited at shutdown; abandoned"
+            );
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
 
 /// One create: what the spawned task owns.
 struct Create {

@@ -27,5 +27,5 @@ mod response;
 pub mod route;
 mod server;
 
-pub use detach::MAX_LATE_ANSWERS;
+pub use detach::{drain_late_answers, LATE_DRAIN, MAX_LATE_ANSWERS};
 pub use server::{bind, serve};
