@@ -234,6 +234,23 @@ async fn a_retry_after_a_timeout_gets_the_task_of_the_late_answer() {
     assert_eq!(a.request_count(Route::CreateTask), 1);
     let got = g.http.get(&format!("/tasks/{id}")).await;
     assert_eq!(got.status, 200, "{got:?}");
+    let late = [("agent", "a"), ("outcome", "recorded")];
+    assert_eq!(g.metric("a2a_gateway_late_answers_total", &late).await, 1.0);
+    for (outcome, n) in [("claimed", 1.0), ("replayed", 1.0)] {
+        let labels = [("agent", "a"), ("outcome", outcome)];
+        assert_eq!(
+            g.metric("a2a_gateway_idempotency_keys_total", &labels)
+                .await,
+            n,
+            "{outcome}"
+        );
+    }
+    let labels = [("agent", "a"), ("outcome", "in_progress")];
+    assert!(
+        g.metric("a2a_gateway_idempotency_keys_total", &labels)
+            .await
+            >= 1.0
+    );
 }
 
 /// Retry the create with `key` while it is in flight (409), as a client honouring Retry-After

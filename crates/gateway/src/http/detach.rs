@@ -125,7 +125,15 @@ impl Create {
         };
         let _ = tx.send(self.timed_out(timeout, permit.is_some()).into_response());
         let name = self.agent.cfg.name.as_str();
+        let count = |outcome: &str| {
+            self.state
+                .metrics
+                .late_answers
+                .with_label_values(&[name, outcome])
+                .inc();
+        };
         if permit.is_none() {
+            count("dropped");
             if !late.is_zero() {
                 tracing::warn!(agent = %name, request_id = ?self.ctx.request_id, limit = MAX_LATE_ANSWERS,
                     "create timed out and too many late answers are awaited: this one is dropped");
@@ -140,6 +148,11 @@ impl Create {
             Ok((parts, _)) => format!("answered {}", parts.status),
             Err(e) => e.to_string(),
         };
+        count(if exchanged.is_ok() {
+            "recorded"
+        } else {
+            "none"
+        });
         let res = self.settle(exchanged).await;
         tracing::info!(agent = %name, request_id = ?self.ctx.request_id, outcome = %outcome, answer = res.status().as_u16(),
             waited_ms = started.elapsed().as_millis() as u64, "late answer to a timed-out create");

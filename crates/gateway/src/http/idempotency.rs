@@ -104,6 +104,21 @@ pub async fn claim(
         .ledger
         .claim_key(agent, &key, fingerprint, &token, lease)
         .await?;
+    let outcome = match &claim {
+        Claim::Claimed => "claimed",
+        Claim::InFlight { fingerprint: f } | Claim::Done { fingerprint: f, .. }
+            if *f != fingerprint =>
+        {
+            "reused"
+        }
+        Claim::InFlight { .. } => "in_progress",
+        Claim::Done { .. } => "replayed",
+    };
+    state
+        .metrics
+        .idempotency_keys
+        .with_label_values(&[agent, outcome])
+        .inc();
     match claim {
         Claim::Claimed => Ok(Claimed::Held(Held {
             scope: agent.to_owned(),
