@@ -15,6 +15,9 @@ mod demo;
 /// What clients and agents must not be able to do to the gateway: idle connections, lost query
 /// strings, future timestamps, proxying without a card, huge inputs echoed in errors.
 mod hardening;
+/// Safe retries of create: `Idempotency-Key` replays, reuse, in-flight and malformed keys,
+/// late answers recorded after a timeout, and one key shared by two replicas on Redis.
+mod idempotency;
 /// Terminal immutability and the state machine, from every direction a task can be pushed.
 mod immutability;
 /// `POST /agents/{name}/notifications`: authenticated pushes judged by the ledger.

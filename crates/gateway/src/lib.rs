@@ -32,7 +32,9 @@ use upstream::Upstream;
 use webhook::queue::{DeliveryQueue, MemoryQueue, Outbox, RedisQueue};
 
 /// Everything a request handler needs. One per worker thread: the shared parts are `Arc`s, the
-/// upstream client (and so its connection pool) is the worker's own.
+/// upstream client (and so its connection pool) is the worker's own. Cheap to clone, for work
+/// that outlives its request (a create's late answer, `http::detach`).
+#[derive(Clone)]
 pub struct State {
     /// The gateway's configuration, read and checked before start.
     pub config: Arc<Config>,
@@ -48,6 +50,8 @@ pub struct State {
     pub queue: Arc<dyn DeliveryQueue>,
     /// Live task streams and the change feed, shared by every worker.
     pub hub: Arc<stream::Hub>,
+    /// Creates still awaited past their agent's timeout, across all workers (bounded).
+    pub late_answers: Arc<tokio::sync::Semaphore>,
 }
 
 /// A running gateway.
@@ -159,6 +163,7 @@ impl Gateway {
         let card_upstream = Upstream::new(config.connect_timeout).map_err(StartError::Setup)?;
         registry.spawn_refreshers(card_upstream, metrics.clone(), stop_rx.clone());
         let slots = Arc::new(tokio::sync::Semaphore::new(config.max_connections));
+        let late_answers = Arc::new(tokio::sync::Semaphore::new(http::MAX_LATE_ANSWERS));
         let mut workers = Vec::with_capacity(listeners.len() + 1);
         if !config.subscribers.is_empty() {
             let sender = webhook::send::Sender::new(&config.subscribers, &config.webhooks)
@@ -185,8 +190,9 @@ impl Gateway {
                 metrics: metrics.clone(),
                 queue: queue.clone(),
                 hub: hub.clone(),
+                late_answers: late_answers.clone(),
             };
-            let (stop_rx, slots) = (stop_rx.clone(), slots.clone());
+            let (stop_rx, slots, late) = (stop_rx.clone(), slots.clone(), late_answers.clone());
             let worker = std::thread::Builder::new()
                 .name(format!("a2a-gw-{i}"))
                 .spawn(move || {
@@ -201,7 +207,10 @@ impl Gateway {
                     };
                     rt.block_on(async move {
                         match TcpListener::from_std(listener) {
-                            Ok(l) => http::serve(l, Arc::new(state), slots, stop_rx).await,
+                            Ok(l) => {
+                                http::serve(l, Arc::new(state), slots, stop_rx).await;
+                                http::drain_late_answers(&late, http::LATE_DRAIN).await;
+                            }
                             Err(e) => tracing::error!(error = %e, "worker listener failed"),
                         }
                     });
@@ -228,7 +237,8 @@ impl Gateway {
         &self.metrics
     }
 
-    /// Stop accepting, let in-flight requests finish (bounded), stop card refreshes.
+    /// Stop accepting, let in-flight requests finish and late answers to creates come (both
+    /// bounded), stop card refreshes.
     pub async fn shutdown(self) {
         let _ = self.stop.send(true);
         // Open event streams would hold the drain up until its deadline: end them now.

@@ -33,6 +33,12 @@ pub struct Metrics {
     pub refused: IntCounterVec,
     /// `tasks`: tasks in the ledger, by state.
     pub tasks: IntGaugeVec,
+    /// `idempotency_keys_total`: creates sent with an `Idempotency-Key`, by what the key gave
+    /// (claimed, replayed, in_progress, reused).
+    pub idempotency_keys: IntCounterVec,
+    /// `late_answers_total`: creates that timed out, by what became of the agent's answer
+    /// (recorded: it came late and went through; none: it never came; dropped: not awaited).
+    pub late_answers: IntCounterVec,
     /// `ledger_evictions_total`: tasks a full in-process ledger evicted before their retention
     /// ended.
     pub ledger_evictions: IntCounter,
@@ -169,6 +175,16 @@ impl Metrics {
                 &["agent", "reason"],
             )?,
             tasks: gauge("tasks", "Tasks in the ledger, by state.", &["state"])?,
+            idempotency_keys: counter(
+                "idempotency_keys_total",
+                "Creates sent with an Idempotency-Key, by outcome (claimed, replayed, in_progress, reused).",
+                &["agent", "outcome"],
+            )?,
+            late_answers: counter(
+                "late_answers_total",
+                "Creates that timed out, by what became of the agent's answer (recorded, none, dropped).",
+                &["agent", "outcome"],
+            )?,
             notifications_ingested: counter(
                 "notifications_ingested_total",
                 "Push notifications accepted from agents (a state change or refresh recorded).",

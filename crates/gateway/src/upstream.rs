@@ -133,19 +133,26 @@ impl Upstream {
         timeout: Duration,
         limit: usize,
     ) -> Result<(hyper::http::response::Parts, Bytes), UpstreamError> {
-        let work = async {
-            let res = self
-                .client
-                .request(req)
-                .await
-                .map_err(|e| UpstreamError::Unreachable(describe(&e)))?;
-            let (parts, body) = res.into_parts();
-            let body = read_limited(body, limit).await?;
-            Ok((parts, body))
-        };
-        tokio::time::timeout(timeout, work)
+        tokio::time::timeout(timeout, self.fetch(req, limit))
             .await
             .unwrap_or(Err(UpstreamError::Timeout(timeout)))
+    }
+
+    /// Send and read the whole body (at most `limit` bytes), with no deadline: the caller sets
+    /// its own (a create keeps reading past the client's timeout, see `http::detach`).
+    pub async fn fetch(
+        &self,
+        req: Request<Full<Bytes>>,
+        limit: usize,
+    ) -> Result<(hyper::http::response::Parts, Bytes), UpstreamError> {
+        let res = self
+            .client
+            .request(req)
+            .await
+            .map_err(|e| UpstreamError::Unreachable(describe(&e)))?;
+        let (parts, body) = res.into_parts();
+        let body = read_limited(body, limit).await?;
+        Ok((parts, body))
     }
 }
 

@@ -300,6 +300,14 @@ pub struct Config {
     /// TCP connect timeout towards agents.
     #[serde(rename = "connect_timeout_ms", deserialize_with = "de::millis")]
     pub connect_timeout: Duration,
+    /// How long the answer to a create with an `Idempotency-Key` is kept for replay.
+    #[serde(rename = "idempotency_ttl_secs", deserialize_with = "de::secs")]
+    pub idempotency_ttl: Duration,
+    /// How long past the agent's `timeout_ms` the gateway keeps waiting for the answer to a
+    /// create (the client has had its 504), so the task is recorded when it comes; 0 gives up
+    /// at the timeout.
+    #[serde(rename = "late_answer_secs", deserialize_with = "de::secs")]
+    pub late_answer: Duration,
     /// Worker threads serving clients; 0 means one per available core.
     pub workers: usize,
     /// The agents behind the gateway, by route name.
@@ -326,6 +334,8 @@ impl Default for Config {
             max_ledger_bytes: 1 << 30,
             max_connections: 16_384,
             connect_timeout: Duration::from_secs(2),
+            idempotency_ttl: Duration::from_secs(86_400),
+            late_answer: Duration::from_secs(60),
             workers: 0,
             agents: Vec::new(),
             redis: None,
@@ -644,6 +654,27 @@ mod tests {
             Some("subscribers")
         );
         assert_eq!(keys::nearest("colour", &["listen", "workers"]), None);
+    }
+
+    #[test]
+    fn idempotency_and_late_answer_keys_have_defaults_and_bounds() {
+        let base = "listen = \"127.0.0.1:1\"\n";
+        let agents = "[[agents]]\nname=\"a\"\nurl=\"http://x\"\n";
+        let cfg = Config::parse(&format!("{base}{agents}")).expect("defaults");
+        assert_eq!(cfg.idempotency_ttl, Duration::from_secs(86_400));
+        assert_eq!(cfg.late_answer, Duration::from_secs(60));
+        let cfg = Config::parse(&format!(
+            "{base}idempotency_ttl_secs = 60\nlate_answer_secs = 0\n{agents}"
+        ))
+        .expect("off");
+        assert_eq!(cfg.idempotency_ttl, Duration::from_secs(60));
+        assert_eq!(cfg.late_answer, Duration::ZERO);
+        let p = Config::parse(&format!(
+            "{base}idempotency_ttl_secs = 0\nlate_answer_secs = 3601\n{agents}"
+        ))
+        .expect_err("out of range");
+        let keys: Vec<&str> = p.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(keys, ["idempotency_ttl_secs", "late_answer_secs"]);
     }
 
     #[test]

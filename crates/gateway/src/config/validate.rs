@@ -98,6 +98,10 @@ impl Validator {
         self.range("max_ledger_bytes", c.max_ledger_bytes as u64, 1 << 40);
         self.range("max_connections", c.max_connections as u64, 1 << 22);
         self.millis("connect_timeout_ms", c.connect_timeout, 600_000);
+        self.secs("idempotency_ttl_secs", c.idempotency_ttl, 30 * 86_400);
+        if c.late_answer > Duration::from_secs(3600) {
+            self.problem("late_answer_secs", "must be between 0 and 3600");
+        }
         if c.workers != 0 {
             self.range("workers", c.workers as u64, 1024);
         }

@@ -60,6 +60,11 @@ pub enum Code {
     TransitionRefused,
     /// 422: a push that is not a well-formed `task.status.updated` notification.
     InvalidNotification,
+    /// 422: an `Idempotency-Key` already used for a create with another body.
+    IdempotencyKeyReused,
+    /// 409: an `Idempotency-Key` whose first create is still in flight; answered with
+    /// `Retry-After`.
+    IdempotencyInProgress,
 }
 
 impl Code {
@@ -86,6 +91,8 @@ impl Code {
             Code::RequestTimeout => "REQUEST_TIMEOUT",
             Code::TransitionRefused => "TRANSITION_REFUSED",
             Code::InvalidNotification => "INVALID_NOTIFICATION",
+            Code::IdempotencyKeyReused => "IDEMPOTENCY_KEY_REUSED",
+            Code::IdempotencyInProgress => "IDEMPOTENCY_IN_PROGRESS",
         }
     }
 
@@ -97,10 +104,14 @@ impl Code {
             Code::UnknownAgent | Code::TaskNotFound | Code::ArtifactNotFound | Code::NotFound => {
                 StatusCode::NOT_FOUND
             }
-            Code::TaskTerminal | Code::TransitionRefused => StatusCode::CONFLICT,
+            Code::TaskTerminal | Code::TransitionRefused | Code::IdempotencyInProgress => {
+                StatusCode::CONFLICT
+            }
             Code::Unauthorized => StatusCode::UNAUTHORIZED,
             Code::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
-            Code::InvalidNotification => StatusCode::UNPROCESSABLE_ENTITY,
+            Code::InvalidNotification | Code::IdempotencyKeyReused => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
             Code::AgentUnavailable | Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             Code::AgentUnreachable | Code::AgentProtocolViolation => StatusCode::BAD_GATEWAY,
             Code::AgentTimeout => StatusCode::GATEWAY_TIMEOUT,

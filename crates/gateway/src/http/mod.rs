@@ -8,14 +8,18 @@
 //! - `route`: every route, parsed from the path.
 //! - `handlers/`: one file per route family.
 //! - `exchange`: how handlers talk to agents (build, exchange, conformance, record, relay).
+//! - `detach`: the create exchange as a task of its own, which outlives a timed-out request.
+//! - `idempotency`: `Idempotency-Key` on creates: read, claimed, replayed.
 //! - `request`, `response`, `body`: reading requests, building answers, the answer body.
 //! - `error`: the error body, and the one place domain errors become answers.
 
 pub mod body;
 pub mod context;
+mod detach;
 pub mod error;
 mod exchange;
 mod handlers;
+mod idempotency;
 mod lean;
 pub mod pipeline;
 pub mod request;
@@ -23,4 +27,5 @@ mod response;
 pub mod route;
 mod server;
 
+pub use detach::{drain_late_answers, LATE_DRAIN, MAX_LATE_ANSWERS};
 pub use server::{bind, serve};

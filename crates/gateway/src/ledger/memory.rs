@@ -10,7 +10,11 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use super::{decide, notifies, Applied, LedgerError, LedgerFuture, Record, TaskLedger};
+use super::idempotency::MemoryKeys;
+use super::{
+    decide, notifies, Answer, Applied, Claim, Fingerprint, LedgerError, LedgerFuture, Record,
+    TaskLedger,
+};
 use crate::protocol::task::{Head, Verdict};
 use crate::stream::changes::{Change, ChangeFeed};
 use crate::webhook::queue::{self, MemoryQueue, Message, Outbox};
@@ -57,6 +61,8 @@ pub struct MemoryLedger {
     evictions: prometheus::IntCounter,
     outbox: Option<(Arc<Outbox>, Arc<MemoryQueue>)>,
     changes: Option<Arc<ChangeFeed>>,
+    /// Idempotency keys, bounded like the tasks (`max_tasks`; a quarter of the byte budget).
+    keys: MemoryKeys,
 }
 
 impl MemoryLedger {
@@ -72,6 +78,7 @@ impl MemoryLedger {
             evictions,
             outbox: None,
             changes: None,
+            keys: MemoryKeys::new(max_tasks),
         }
     }
 
@@ -108,6 +115,8 @@ impl MemoryLedger {
     /// large, so a count alone does not bound memory.
     pub fn with_byte_budget(mut self, max_bytes: usize) -> Self {
         self.bytes_per_shard = (max_bytes / SHARDS).max(1);
+        // Stored answers are mostly copies of task documents: a quarter of the budget on top.
+        self.keys = self.keys.with_byte_budget(max_bytes / 4);
         self
     }
 
@@ -356,6 +365,43 @@ impl TaskLedger for MemoryLedger {
             }
         }
         Box::pin(std::future::ready(Ok(total)))
+    }
+
+    fn claim_key<'a>(
+        &'a self,
+        scope: &'a str,
+        key: &'a str,
+        fingerprint: Fingerprint,
+        token: &'a str,
+        lease: Duration,
+    ) -> LedgerFuture<'a, Claim> {
+        let claim = self.keys.claim(scope, key, fingerprint, token, lease);
+        Box::pin(std::future::ready(Ok(claim)))
+    }
+
+    fn complete_key<'a>(
+        &'a self,
+        scope: &'a str,
+        key: &'a str,
+        token: &'a str,
+        fingerprint: Fingerprint,
+        answer: Answer,
+        ttl: Duration,
+    ) -> LedgerFuture<'a, bool> {
+        let stored = self
+            .keys
+            .complete(scope, key, token, fingerprint, answer, ttl);
+        Box::pin(std::future::ready(Ok(stored)))
+    }
+
+    fn release_key<'a>(
+        &'a self,
+        scope: &'a str,
+        key: &'a str,
+        token: &'a str,
+    ) -> LedgerFuture<'a, ()> {
+        self.keys.release(scope, key, token);
+        Box::pin(std::future::ready(Ok(())))
     }
 }
 

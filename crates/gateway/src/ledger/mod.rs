@@ -5,15 +5,18 @@
 //! with [`crate::protocol::task::judge`] and records it only if accepted. Implementations differ in
 //! where the record lives (this process, or Redis for many replicas), never in the rule.
 
+pub mod idempotency;
 mod memory;
 mod redis;
 
 pub use self::redis::RedisLedger;
+pub use idempotency::{Answer, Claim, Fingerprint};
 pub use memory::MemoryLedger;
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 
@@ -83,6 +86,37 @@ pub trait TaskLedger: Send + Sync + 'static {
     fn artifact_agent<'a>(&'a self, artifact_id: &'a str) -> LedgerFuture<'a, Option<Arc<str>>>;
     /// Tasks held, by state (indexed like [`crate::protocol::task::Status::ALL`]).
     fn counts(&self) -> LedgerFuture<'_, [u64; 6]>;
+    /// Claim idempotency key `key` in `scope` for the request with this `fingerprint`, atomically:
+    /// a free key becomes the caller's (in flight under `token` for `lease`); otherwise what the
+    /// key holds. See [`idempotency`].
+    fn claim_key<'a>(
+        &'a self,
+        scope: &'a str,
+        key: &'a str,
+        fingerprint: Fingerprint,
+        token: &'a str,
+        lease: Duration,
+    ) -> LedgerFuture<'a, Claim>;
+    /// Store the answer of the request holding `key` under `token`, to be replayed for `ttl`.
+    /// Also stored when the lease has ended and nobody else claimed the key; false (nothing
+    /// stored) when another request holds it now.
+    fn complete_key<'a>(
+        &'a self,
+        scope: &'a str,
+        key: &'a str,
+        token: &'a str,
+        fingerprint: Fingerprint,
+        answer: Answer,
+        ttl: Duration,
+    ) -> LedgerFuture<'a, bool>;
+    /// Free `key` if it is still held under `token`: the request ended with no answer worth
+    /// replaying (no task was created, or the agent failed), so a retry may try again.
+    fn release_key<'a>(
+        &'a self,
+        scope: &'a str,
+        key: &'a str,
+        token: &'a str,
+    ) -> LedgerFuture<'a, ()>;
 }
 
 /// The ledger's rule: the protocol's [`judge`], plus one of the gateway's own: a task recorded

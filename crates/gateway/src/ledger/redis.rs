@@ -6,7 +6,9 @@
 //! configured prefix, whose `{hash tag}` keeps all keys in one Redis Cluster slot (a script may
 //! only touch keys of one slot). Terminal tasks expire after the retention; live tasks after a
 //! longer bound, refreshed by every accepted update, so an abandoned task cannot stay forever.
-//! Per-state sorted sets (score = expiry) give exact counts without scanning.
+//! Per-state sorted sets (score = expiry) give exact counts without scanning. Idempotency keys of
+//! creates are hashes under `{p}idem:`, claimed, completed and released by one script
+//! ([`idempotency.lua`](idempotency.lua)), so replicas racing on one key never both call the agent.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,7 +17,7 @@ use bytes::Bytes;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{AsyncCommands, Script, Value as RValue};
 
-use super::{Applied, LedgerError, LedgerFuture, Record, TaskLedger};
+use super::{Answer, Applied, Claim, Fingerprint, LedgerError, LedgerFuture, Record, TaskLedger};
 use crate::protocol::task::{Head, Refusal, Status, Verdict};
 use crate::webhook::queue::{message_id_prefix, webhook_prefix, Outbox};
 
@@ -28,6 +30,8 @@ pub struct RedisLedger {
     prefix: String,
     retention: Duration,
     apply: Script,
+    /// Claims, completes and releases idempotency keys ([`idempotency.lua`](idempotency.lua)).
+    keys: Script,
     outbox: Option<Arc<Outbox>>,
     webhook_prefix: String,
     /// The pub/sub channel accepted changes are published on (see `stream::changes`).
@@ -36,6 +40,27 @@ pub struct RedisLedger {
 
 fn unavailable(e: redis::RedisError) -> LedgerError {
     LedgerError::Unavailable(format!("redis: {e}"))
+}
+
+/// A duration in whole milliseconds, at least 1 (PEXPIRE refuses 0).
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(text: &[u8]) -> Option<Fingerprint> {
+    let mut out = [0u8; 32];
+    if text.len() != 64 {
+        return None;
+    }
+    for (o, pair) in out.iter_mut().zip(text.chunks(2)) {
+        let s = std::str::from_utf8(pair).ok()?;
+        *o = u8::from_str_radix(s, 16).ok()?;
+    }
+    Some(out)
 }
 
 fn now_ms() -> i64 {
@@ -64,6 +89,7 @@ impl RedisLedger {
             prefix: prefix.to_owned(),
             retention,
             apply: Script::new(include_str!("apply.lua")),
+            keys: Script::new(include_str!("idempotency.lua")),
             outbox: None,
             webhook_prefix: webhook_prefix(prefix),
             changes: crate::stream::changes::channel(prefix),
@@ -87,6 +113,64 @@ impl RedisLedger {
 
     fn artifact_key(&self, id: &str) -> String {
         format!("{}artifact:{id}", self.prefix)
+    }
+
+    fn idem_key(&self, scope: &str, key: &str) -> String {
+        format!("{}idem:{scope}:{key}", self.prefix)
+    }
+
+    async fn claim_inner(
+        &self,
+        scope: &str,
+        key: &str,
+        fingerprint: Fingerprint,
+        token: &str,
+        lease: Duration,
+    ) -> Result<Claim, LedgerError> {
+        let mut conn = self.conn.clone();
+        let reply: Vec<RValue> = self
+            .keys
+            .key(self.idem_key(scope, key))
+            .arg("claim")
+            .arg(hex(&fingerprint))
+            .arg(token)
+            .arg(millis(lease))
+            .invoke_async(&mut conn)
+            .await
+            .map_err(unavailable)?;
+        let bad = || LedgerError::Unavailable("redis: unexpected reply from the key script".into());
+        let bytes = |i: usize| -> Option<Vec<u8>> {
+            reply
+                .get(i)
+                .and_then(|v| redis::from_redis_value_ref::<Vec<u8>>(v).ok())
+        };
+        let state = bytes(0).ok_or_else(bad)?;
+        if state == b"claimed" {
+            return Ok(Claim::Claimed);
+        }
+        let fingerprint = bytes(1).and_then(|h| unhex(&h)).ok_or_else(bad)?;
+        match &state[..] {
+            b"inflight" => Ok(Claim::InFlight { fingerprint }),
+            b"done" => {
+                let status = bytes(2)
+                    .and_then(|s| String::from_utf8(s).ok())
+                    .and_then(|s| s.parse::<u16>().ok())
+                    .ok_or_else(bad)?;
+                let content_type = bytes(3)
+                    .and_then(|s| String::from_utf8(s).ok())
+                    .ok_or_else(bad)?;
+                let body = Bytes::from(bytes(4).ok_or_else(bad)?);
+                Ok(Claim::Done {
+                    fingerprint,
+                    answer: Answer {
+                        status,
+                        content_type,
+                        body,
+                    },
+                })
+            }
+            _ => Err(bad()),
+        }
     }
 
     async fn apply_inner(
@@ -256,6 +340,66 @@ impl TaskLedger for RedisLedger {
                 .await
                 .map_err(unavailable)?;
             Ok(agent.map(Into::into))
+        })
+    }
+
+    fn claim_key<'a>(
+        &'a self,
+        scope: &'a str,
+        key: &'a str,
+        fingerprint: Fingerprint,
+        token: &'a str,
+        lease: Duration,
+    ) -> LedgerFuture<'a, Claim> {
+        Box::pin(self.claim_inner(scope, key, fingerprint, token, lease))
+    }
+
+    fn complete_key<'a>(
+        &'a self,
+        scope: &'a str,
+        key: &'a str,
+        token: &'a str,
+        fingerprint: Fingerprint,
+        answer: Answer,
+        ttl: Duration,
+    ) -> LedgerFuture<'a, bool> {
+        Box::pin(async move {
+            let mut conn = self.conn.clone();
+            let stored: i64 = self
+                .keys
+                .key(self.idem_key(scope, key))
+                .arg("complete")
+                .arg(hex(&fingerprint))
+                .arg(token)
+                .arg(millis(ttl))
+                .arg(answer.status)
+                .arg(&answer.content_type)
+                .arg(answer.body.as_ref())
+                .invoke_async(&mut conn)
+                .await
+                .map_err(unavailable)?;
+            Ok(stored == 1)
+        })
+    }
+
+    fn release_key<'a>(
+        &'a self,
+        scope: &'a str,
+        key: &'a str,
+        token: &'a str,
+    ) -> LedgerFuture<'a, ()> {
+        Box::pin(async move {
+            let mut conn = self.conn.clone();
+            let _: i64 = self
+                .keys
+                .key(self.idem_key(scope, key))
+                .arg("release")
+                .arg("")
+                .arg(token)
+                .invoke_async(&mut conn)
+                .await
+                .map_err(unavailable)?;
+            Ok(())
         })
     }
 

@@ -1,23 +1,28 @@
 //! The task routes: create, get, cancel.
 //!
-//! create: content type → size → JSON → `input` against the card's input_schema → forward →
-//! conformance of the reply → ledger. get / cancel: the ledger first (terminal tasks are answered
+//! create: content type → `Idempotency-Key` → size → JSON → `input` against the card's
+//! input_schema → the key claimed → forward (`detach`, which outlives a timeout) → conformance of
+//! the reply → ledger → the key's answer stored. get / cancel: the ledger first (terminal tasks are answered
 //! or refused without the agent), then the agent, then the ledger's verdict on what it said.
 
 use bytes::Bytes;
 use hyper::header::{self, HeaderValue};
+use hyper::http::response::Parts;
 use hyper::{Method, StatusCode};
 use serde_json::Value;
 
 use crate::http::context::Ctx;
+use crate::http::detach;
 use crate::http::error::{ApiError, ApiResult, Code};
 use crate::http::exchange::{
-    ask, build_request, conformance, exchange, parse_agent_json, record, relay, relay_substituted,
+    ask, build_request, conformance, parse_agent_json, record, relay, relay_substituted,
     task_agent, unknown_agent, ClientSide,
 };
+use crate::http::idempotency::{self, Claimed};
 use crate::http::request::{is_json, read_body, Request};
 use crate::http::response;
-use crate::protocol::card::violations;
+use crate::ledger;
+use crate::protocol::card::{violations, Card};
 use crate::protocol::conform::{check_task, TaskExpect};
 use crate::protocol::task::{Refusal, Status, Verdict};
 use crate::protocol::time::now_ms;
@@ -43,6 +48,7 @@ pub async fn create(state: &State, ctx: &mut Ctx, prefix: Option<&str>, req: Req
             "POST /tasks takes Content-Type: application/json",
         ));
     }
+    let idempotency_key = idempotency::key_of(req.headers())?;
     let (parts, raw) = read_body(req, state.config.max_body_bytes).await?;
     let doc: Value = serde_json::from_slice(&raw).map_err(|e| {
         ApiError::new(
@@ -100,6 +106,7 @@ pub async fn create(state: &State, ctx: &mut Ctx, prefix: Option<&str>, req: Req
         )
         .with_details(found));
     }
+    let fingerprint = ledger::idempotency::fingerprint(&raw);
     // The agent gets exactly what the client sent, except that the agent-less form's routing
     // field is the gateway's business.
     let forward = if prefix.is_some() {
@@ -125,7 +132,30 @@ pub async fn create(state: &State, ctx: &mut Ctx, prefix: Option<&str>, req: Req
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
-    let (res, body) = exchange(state, &agent, up).await?;
+    // A key is claimed last, after every check of the request: a refused request holds none.
+    let held = match idempotency_key {
+        None => None,
+        Some(key) => {
+            let timeout = agent.cfg.timeout;
+            match idempotency::claim(state, &agent.cfg.name, key, fingerprint, timeout).await? {
+                Claimed::Held(held) => Some(held),
+                Claimed::Answered(res) => return Ok(res),
+            }
+        }
+    };
+    detach::create(state, ctx, agent, card, up, held).await
+}
+
+/// The answer to a create, from the agent's: its refusal relayed, its Task checked and recorded.
+/// Called by [`detach::create`], in time or late.
+pub(crate) async fn created(
+    state: &State,
+    agent: &Agent,
+    ctx: &Ctx,
+    card: &Card,
+    res: Parts,
+    body: Bytes,
+) -> ApiResult {
     if !res.status.is_success() {
         // The agent's own refusal (400, 409, 5xx...) is its answer to give.
         return Ok(relay(res, body));
@@ -133,7 +163,7 @@ pub async fn create(state: &State, ctx: &mut Ctx, prefix: Option<&str>, req: Req
     if res.status != StatusCode::ACCEPTED {
         conformance(
             state,
-            &agent,
+            agent,
             ctx,
             "create_status",
             vec![Violation::new(
@@ -143,15 +173,15 @@ pub async fn create(state: &State, ctx: &mut Ctx, prefix: Option<&str>, req: Req
             )],
         )?;
     }
-    let Some(task) = parse_agent_json(&agent, ctx, state, "task", &body)? else {
+    let Some(task) = parse_agent_json(agent, ctx, state, "task", &body)? else {
         return Ok(relay(res, body));
     };
     let expect = TaskExpect {
         status: Some(Status::Submitted),
-        ..TaskExpect::under(Some(&card), None, now_ms())
+        ..TaskExpect::under(Some(card), None, now_ms())
     };
-    conformance(state, &agent, ctx, "task", check_task(&task, expect))?;
-    match record(state, &agent, ctx, None, &task, &body).await {
+    conformance(state, agent, ctx, "task", check_task(&task, expect))?;
+    match record(state, agent, ctx, None, &task, &body).await {
         Ok((_, out)) => Ok(relay_substituted(res, &body, out)),
         // The agent has created the task: a 503 now would make the client retry and create it
         // twice. Pass the 202 on, marked, and let a later push record it (or a GET, for an

@@ -1,0 +1,214 @@
+//! The create exchange, run as a task of its own so that it can outlive its request.
+//!
+//! A create the agent answers after its `timeout_ms` (or whose body trickles past it) is a task
+//! the agent has made: dropping the exchange at the timeout would leave it unknown to the
+//! gateway, and the client's retry would make a second one. So the exchange runs in a spawned
+//! task: within the timeout, its answer is processed (conformance, ledger) and handed to the
+//! handler as before. Past it, the handler gets 504 AGENT_TIMEOUT saying the task may exist, and
+//! the task keeps reading the agent's answer for up to `late_answer_secs`; when it comes it goes
+//! through the same processing, so the task is recorded (webhooks fire) and the request's
+//! `Idempotency-Key`, if any, gets it as its answer, for the client's retry.
+//!
+//! The task, not the handler, settles the idempotency key, so a client that hangs up mid-create
+//! does not leave its key in flight. Creates awaited past their timeout are bounded by
+//! [`MAX_LATE_ANSWERS`] (across workers); past the bound the exchange is dropped at the timeout,
+//! as before, and logged. A stopping gateway waits for them up to [`LATE_DRAIN`].
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::{Request, Response};
+use tokio::sync::oneshot;
+
+use super::body::Body;
+use super::context::Ctx;
+use super::error::{ApiError, ApiResult, Code};
+use super::handlers::tasks::created;
+use super::idempotency::{settle, Held};
+use crate::protocol::card::Card;
+use crate::registry::Agent;
+use crate::upstream::{UpstreamError, MAX_AGENT_JSON};
+use crate::State;
+
+/// Creates awaited past their agent's timeout at once, per gateway.
+pub const MAX_LATE_ANSWERS: usize = 1024;
+
+/// How long a stopping gateway waits for the late answers still awaited.
+pub const LATE_DRAIN: Duration = Duration::from_secs(10);
+
+/// At shutdown, after the connections drained: wait (at most `within`) until no create is
+/// awaited past its timeout any more, so late answers on their way are recorded rather than
+/// lost with the runtime. Every worker waits on the one bound, and drives its own tasks
+/// meanwhile.
+pub async fn drain_late_answers(late: &tokio::sync::Semaphore, within: Duration) {
+    let deadline = Instant::now() + within;
+    while late.available_permits() < MAX_LATE_ANSWERS {
+        if Instant::now() >= deadline {
+            let awaited = MAX_LATE_ANSWERS.saturating_sub(late.available_permits());
+            tracing::warn!(
+                awaited,
+                "late answers to creates still awaited at shutdown; abandoned"
+            );
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// One create: what the spawned task owns.
+struct Create {
+    state: State,
+    ctx: Ctx,
+    agent: Arc<Agent>,
+    card: Arc<Card>,
+    held: Option<Held>,
+}
+
+/// Send the create `up` to `agent` and answer it (see the module doc); `held` is the request's
+/// idempotency key, claimed.
+pub async fn create(
+    state: &State,
+    ctx: &Ctx,
+    agent: Arc<Agent>,
+    card: Arc<Card>,
+    up: Request<Full<Bytes>>,
+    held: Option<Held>,
+) -> ApiResult {
+    let job = Create {
+        state: state.clone(),
+        ctx: Ctx {
+            request_id: ctx.request_id.clone(),
+            peer: ctx.peer,
+            agent: Some(agent.clone()),
+            kill: ctx.kill.clone(),
+        },
+        agent,
+        card,
+        held,
+    };
+    let (tx, rx) = oneshot::channel();
+    tokio::spawn(job.run(up, tx));
+    rx.await.map_err(|_| {
+        ApiError::new(
+            Code::AgentUnreachable,
+            "the exchange with the agent ended without an answer",
+        )
+    })
+}
+
+impl Create {
+    async fn run(self, up: Request<Full<Bytes>>, tx: oneshot::Sender<Response<Body>>) {
+        let upstream = self.state.upstream.clone();
+        let timeout = self.agent.cfg.timeout;
+        let started = Instant::now();
+        let work = upstream.fetch(up, MAX_AGENT_JSON);
+        tokio::pin!(work);
+        let first = tokio::time::timeout(timeout, &mut work).await;
+        self.state
+            .metrics
+            .upstream_seconds
+            .with_label_values(&[self.agent.cfg.name.as_str()])
+            .observe(started.elapsed().as_secs_f64());
+        if let Ok(exchanged) = first {
+            let res = self.settle(exchanged).await;
+            // The client may have gone: the answer is recorded and kept all the same.
+            let _ = tx.send(res);
+            return;
+        }
+        let late = self.state.config.late_answer;
+        let permit = if late.is_zero() {
+            None
+        } else {
+            self.state.late_answers.clone().try_acquire_owned().ok()
+        };
+        let _ = tx.send(self.timed_out(timeout, permit.is_some()).into_response());
+        let name = self.agent.cfg.name.as_str();
+        let count = |outcome: &str| {
+            self.state
+                .metrics
+                .late_answers
+                .with_label_values(&[name, outcome])
+                .inc();
+        };
+        if permit.is_none() {
+            count("dropped");
+            if !late.is_zero() {
+                tracing::warn!(agent = %name, request_id = ?self.ctx.request_id, limit = MAX_LATE_ANSWERS,
+                    "create timed out and too many late answers are awaited: this one is dropped");
+            }
+            self.settle(Err(UpstreamError::Timeout(timeout))).await;
+            return;
+        }
+        let exchanged = tokio::time::timeout(late, work)
+            .await
+            .unwrap_or(Err(UpstreamError::Timeout(timeout + late)));
+        let outcome = match &exchanged {
+            Ok((parts, _)) => format!("answered {}", parts.status),
+            Err(e) => e.to_string(),
+        };
+        count(if exchanged.is_ok() {
+            "recorded"
+        } else {
+            "none"
+        });
+        let res = self.settle(exchanged).await;
+        tracing::info!(agent = %name, request_id = ?self.ctx.request_id, outcome = %outcome, answer = res.status().as_u16(),
+            waited_ms = started.elapsed().as_millis() as u64, "late answer to a timed-out create");
+        drop(permit);
+    }
+
+    /// The answer to the client, from what the exchange gave; the idempotency key stored with it
+    /// or released.
+    async fn settle(
+        &self,
+        exchanged: Result<(hyper::http::response::Parts, Bytes), UpstreamError>,
+    ) -> Response<Body> {
+        let (res, keep) = match exchanged {
+            // Nothing came back: a retry should try again (the agent may still have made the
+            // task; without an answer the gateway cannot know).
+            Err(e) => (
+                ApiError::from(e.at(&self.agent.cfg.name)).into_response(),
+                false,
+            ),
+            Ok((parts, body)) => {
+                // The agent's own failures are not final: a retry may succeed.
+                let s = parts.status;
+                let keep = !(s.is_server_error() || s == 408 || s == 429);
+                let res = created(&self.state, &self.agent, &self.ctx, &self.card, parts, body)
+                    .await
+                    .unwrap_or_else(ApiError::into_response);
+                (res, keep)
+            }
+        };
+        if let Some(held) = &self.held {
+            settle(&self.state, held, &res, keep).await;
+        }
+        res
+    }
+
+    /// 504 AGENT_TIMEOUT, saying that the task may exist and what becomes of it.
+    fn timed_out(&self, timeout: Duration, awaited: bool) -> ApiError {
+        let late = self.state.config.late_answer.as_secs();
+        let base = UpstreamError::Timeout(timeout).at(&self.agent.cfg.name);
+        let then = match (awaited, self.held.is_some()) {
+            (true, true) => format!(
+                "; the gateway awaits its answer for up to {late} s more and records the task: a retry with the same Idempotency-Key returns it (409 IDEMPOTENCY_IN_PROGRESS until then)"
+            ),
+            (true, false) => format!(
+                "; the gateway awaits its answer for up to {late} s more and records the task (send an Idempotency-Key to be able to retry safely)"
+            ),
+            (false, _) => "; the gateway has stopped waiting for its answer".to_owned(),
+        };
+        ApiError::new(
+            Code::AgentTimeout,
+            format!("{base}. The agent may have created the task{then}"),
+        )
+        .with_details(serde_json::json!({
+            "task_may_exist": true,
+            "late_answer_secs": if awaited { late } else { 0 },
+            "idempotency_key": self.held.is_some(),
+        }))
+    }
+}

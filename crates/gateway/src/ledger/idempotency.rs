@@ -1,0 +1,356 @@
+//! Idempotency keys of creates (`Idempotency-Key`), kept beside the tasks so that every replica
+//! sharing the ledger sees the same keys.
+//!
+//! A key lives in a scope (the agent's route name) and goes through two states: in flight (a
+//! request holds it, under a random token, for a lease that ends on its own if the holder dies)
+//! and done (the answer to replay, kept for `idempotency_ttl_secs`). The holder either completes
+//! it with the answer or releases it when the answer is one a retry should not get again.
+//! Both states remember the request's [`Fingerprint`], so a key reused for another request is
+//! recognised.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use sha2::{Digest, Sha256};
+
+/// The SHA-256 of a request body: what makes two requests under one key the same request.
+pub type Fingerprint = [u8; 32];
+
+/// The fingerprint of a request body.
+pub fn fingerprint(body: &[u8]) -> Fingerprint {
+    Sha256::digest(body).into()
+}
+
+/// An answer kept for replay.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    /// The HTTP status.
+    pub status: u16,
+    /// The Content-Type sent with it (empty for none).
+    pub content_type: String,
+    /// The body.
+    pub body: Bytes,
+}
+
+/// What [`crate::ledger::TaskLedger::claim_key`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    /// The key was free: it is now the caller's, in flight under its token.
+    Claimed,
+    /// Another request holds the key and has not finished.
+    InFlight {
+        /// The fingerprint of the request that holds it.
+        fingerprint: Fingerprint,
+    },
+    /// A request with this key has finished: its answer.
+    Done {
+        /// The fingerprint of the request that was answered.
+        fingerprint: Fingerprint,
+        /// What it was answered.
+        answer: Answer,
+    },
+}
+
+enum State {
+    InFlight { token: String },
+    Done(Answer),
+}
+
+struct Slot {
+    seq: u64,
+    expires: Instant,
+    fingerprint: Fingerprint,
+    state: State,
+}
+
+impl Slot {
+    fn size(&self, key: &str) -> usize {
+        let answer = match &self.state {
+            State::InFlight { token } => token.len(),
+            State::Done(a) => a.body.len() + a.content_type.len(),
+        };
+        2 * key.len() + answer + 160
+    }
+}
+
+#[derive(Default)]
+struct Keys {
+    map: HashMap<Arc<str>, Slot>,
+    /// Keys in insertion order, for eviction and expiry; items of removed keys linger until
+    /// popped or compacted.
+    order: VecDeque<(u64, Arc<str>)>,
+    bytes: usize,
+    next_seq: u64,
+}
+
+/// The in-process key store of the memory ledger: bounded by a count and by bytes (the oldest
+/// key goes first), expired lazily.
+pub(super) struct MemoryKeys {
+    inner: Mutex<Keys>,
+    max_entries: usize,
+    max_bytes: usize,
+}
+
+fn map_key(scope: &str, key: &str) -> String {
+    // A scope is a route name, which has no newline.
+    format!("{scope}\n{key}")
+}
+
+impl MemoryKeys {
+    pub(super) fn new(max_entries: usize) -> Self {
+        MemoryKeys {
+            inner: Mutex::new(Keys::default()),
+            max_entries: max_entries.max(1),
+            max_bytes: usize::MAX,
+        }
+    }
+
+    pub(super) fn with_byte_budget(mut self, max_bytes: usize) -> Self {
+        self.max_bytes = max_bytes.max(1);
+        self
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Keys> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(super) fn claim(
+        &self,
+        scope: &str,
+        key: &str,
+        fingerprint: Fingerprint,
+        token: &str,
+        lease: Duration,
+    ) -> Claim {
+        let now = Instant::now();
+        let k = map_key(scope, key);
+        let mut s = self.lock();
+        s.expire(now);
+        if let Some(slot) = s.map.get(k.as_str()).filter(|e| e.expires > now) {
+            return match &slot.state {
+                State::InFlight { .. } => Claim::InFlight {
+                    fingerprint: slot.fingerprint,
+                },
+                State::Done(answer) => Claim::Done {
+                    fingerprint: slot.fingerprint,
+                    answer: answer.clone(),
+                },
+            };
+        }
+        let state = State::InFlight {
+            token: token.to_owned(),
+        };
+        self.insert(&mut s, k, now + lease, fingerprint, state);
+        Claim::Claimed
+    }
+
+    /// Store `answer` if the key is still the holder's (or nobody's: the lease ended without
+    /// another claim). False if another request holds the key now.
+    pub(super) fn complete(
+        &self,
+        scope: &str,
+        key: &str,
+        token: &str,
+        fingerprint: Fingerprint,
+        answer: Answer,
+        ttl: Duration,
+    ) -> bool {
+        let now = Instant::now();
+        let k = map_key(scope, key);
+        let mut s = self.lock();
+        s.expire(now);
+        match s.map.get(k.as_str()).filter(|e| e.expires > now) {
+            Some(Slot {
+                state: State::InFlight { token: held },
+                ..
+            }) if held == token => {}
+            Some(_) => return false,
+            None => {}
+        }
+        s.remove(&k);
+        self.insert(&mut s, k, now + ttl, fingerprint, State::Done(answer));
+        true
+    }
+
+    /// Forget the key if the holder still holds it.
+    pub(super) fn release(&self, scope: &str, key: &str, token: &str) {
+        let k = map_key(scope, key);
+        let mut s = self.lock();
+        if matches!(s.map.get(k.as_str()), Some(Slot { state: State::InFlight { token: held }, .. }) if held == token)
+        {
+            s.remove(&k);
+        }
+    }
+
+    fn insert(
+        &self,
+        s: &mut Keys,
+        k: String,
+        expires: Instant,
+        fingerprint: Fingerprint,
+        state: State,
+    ) {
+        s.remove(&k);
+        let seq = s.next_seq;
+        s.next_seq += 1;
+        let slot = Slot {
+            seq,
+            expires,
+            fingerprint,
+            state,
+        };
+        let size = slot.size(&k);
+        while s.map.len() >= self.max_entries || s.bytes + size > self.max_bytes {
+            if !s.evict_oldest() {
+                break;
+            }
+        }
+        let key: Arc<str> = k.into();
+        s.bytes += size;
+        s.order.push_back((seq, key.clone()));
+        s.map.insert(key, slot);
+        let limit = 2 * self.max_entries + 16;
+        if s.order.len() > limit {
+            let map = &s.map;
+            s.order
+                .retain(|(seq, k)| map.get(k).is_some_and(|e| e.seq == *seq));
+        }
+    }
+
+    #[cfg(test)]
+    fn held(&self) -> (usize, usize) {
+        let s = self.lock();
+        (s.map.len(), s.bytes)
+    }
+}
+
+impl Keys {
+    fn remove(&mut self, k: &str) {
+        if let Some(slot) = self.map.remove(k) {
+            self.bytes = self.bytes.saturating_sub(slot.size(k));
+        }
+    }
+
+    /// Drop expired keys from the front of the insertion order (a long-lived key there delays
+    /// the expiry of those behind it; lookups check the expiry anyway, and the bounds hold).
+    fn expire(&mut self, now: Instant) {
+        while let Some((seq, k)) = self.order.front() {
+            match self.map.get(k) {
+                Some(e) if e.seq == *seq && e.expires > now => break,
+                Some(e) if e.seq == *seq => {
+                    let k = k.clone();
+                    self.remove(&k);
+                }
+                _ => {}
+            }
+            self.order.pop_front();
+        }
+    }
+
+    fn evict_oldest(&mut self) -> bool {
+        while let Some((seq, k)) = self.order.pop_front() {
+            if self.map.get(&k).is_some_and(|e| e.seq == seq) {
+                self.remove(&k);
+                return true;
+            }
+        }
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(body: &'static str) -> Answer {
+        Answer {
+            status: 202,
+            content_type: "application/json".into(),
+            body: Bytes::from_static(body.as_bytes()),
+        }
+    }
+
+    const LONG: Duration = Duration::from_secs(60);
+
+    #[test]
+    fn claim_complete_replay() {
+        let k = MemoryKeys::new(100);
+        let fp = fingerprint(b"one");
+        assert_eq!(k.claim("a", "k", fp, "t1", LONG), Claim::Claimed);
+        assert_eq!(
+            k.claim("a", "k", fingerprint(b"two"), "t2", LONG),
+            Claim::InFlight { fingerprint: fp }
+        );
+        // Another scope is another key.
+        assert_eq!(k.claim("b", "k", fp, "t3", LONG), Claim::Claimed);
+        assert!(
+            !k.complete("a", "k", "t2", fp, answer("x"), LONG),
+            "not t2's"
+        );
+        assert!(k.complete("a", "k", "t1", fp, answer("{}"), LONG));
+        assert_eq!(
+            k.claim("a", "k", fp, "t4", LONG),
+            Claim::Done {
+                fingerprint: fp,
+                answer: answer("{}")
+            }
+        );
+        // Done is final: a release by anyone does not remove it.
+        k.release("a", "k", "t1");
+        assert!(matches!(
+            k.claim("a", "k", fp, "t5", LONG),
+            Claim::Done { .. }
+        ));
+    }
+
+    #[test]
+    fn release_frees_and_leases_end() {
+        let k = MemoryKeys::new(100);
+        let fp = fingerprint(b"one");
+        assert_eq!(k.claim("a", "k", fp, "t1", LONG), Claim::Claimed);
+        k.release("a", "k", "other");
+        assert!(matches!(
+            k.claim("a", "k", fp, "t2", LONG),
+            Claim::InFlight { .. }
+        ));
+        k.release("a", "k", "t1");
+        assert_eq!(
+            k.claim("a", "k", fp, "t2", Duration::from_millis(10)),
+            Claim::Claimed
+        );
+        std::thread::sleep(Duration::from_millis(30));
+        assert_eq!(k.claim("a", "k", fp, "t3", LONG), Claim::Claimed);
+        // The first holder, whose lease ended, cannot overwrite the new holder's claim.
+        assert!(!k.complete("a", "k", "t2", fp, answer("{}"), LONG));
+    }
+
+    #[test]
+    fn the_store_is_bounded_by_count_and_bytes() {
+        let k = MemoryKeys::new(10);
+        let fp = fingerprint(b"");
+        for i in 0..1000 {
+            let key = format!("k{i}");
+            assert_eq!(k.claim("a", &key, fp, "t", LONG), Claim::Claimed);
+            assert!(k.complete("a", &key, "t", fp, answer("{}"), LONG));
+        }
+        assert_eq!(k.held().0, 10);
+        assert!(matches!(
+            k.claim("a", "k999", fp, "t", LONG),
+            Claim::Done { .. }
+        ));
+        let k = MemoryKeys::new(1000).with_byte_budget(4096);
+        let big = Answer {
+            status: 202,
+            content_type: String::new(),
+            body: Bytes::from(vec![b'x'; 1000]),
+        };
+        for i in 0..100 {
+            let key = format!("k{i}");
+            k.claim("a", &key, fp, "t", LONG);
+            k.complete("a", &key, "t", fp, big.clone(), LONG);
+        }
+        assert!(k.held().1 <= 4096, "{:?}", k.held());
+    }
+}
