@@ -13,7 +13,8 @@ mod cli;
 /// `a2a-gateway demo`: the curl commands it prints work when pasted.
 mod demo;
 /// What clients and agents must not be able to do to the gateway: idle connections, lost query
-/// strings, future timestamps, proxying without a card, huge inputs echoed in errors.
+/// strings, future timestamps, proxying without a card, huge inputs echoed in errors, cards
+/// whose schemas compile large.
 mod hardening;
 /// Terminal immutability and the state machine, from every direction a task can be pushed.
 mod immutability;
