@@ -5,11 +5,18 @@
 //!
 //! Load runs (gateway vs nginx in front of the same agent) measure the sockets; this measures
 //! the work the gateway adds per request.
+//!
+//! The schema budget (`protocol::card::check_budget`) runs when a card is compiled, not per
+//! request: `validate_input` uses the compiled validator, and its per-request cost is that of
+//! the validator alone. The `card_compile` group shows what the budget adds to a card compile:
+//! the budget walk alone, the schema compile alone (with the regex limits, `jsonschema` builds
+//! each pattern's engine at compile time rather than on first use), and the whole
+//! `Card::compile` of the spec's example card.
 
 use std::time::Duration;
 
 use a2a_gateway::ledger::{MemoryLedger, TaskLedger};
-use a2a_gateway::protocol::card::Card;
+use a2a_gateway::protocol::card::{check_budget, compile_schema_within, Budget, Card};
 use a2a_gateway::protocol::conform::{check_task, TaskExpect};
 use a2a_gateway::protocol::task::{Status, TaskRef};
 use bytes::Bytes;
@@ -121,5 +128,27 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench);
+/// What the budget costs: at card compile time, on the spec's example card.
+fn card_compile(c: &mut Criterion) {
+    let spec = a2a_sample_agent::spec_example_card();
+    let mut g = c.benchmark_group("card_compile");
+    g.throughput(Throughput::Elements(1));
+    let schemas = [("input_schema", &spec["input_schema"])];
+    g.bench_function("budget_check", |b| {
+        b.iter(|| check_budget(&schemas, &Budget::DEFAULT).expect("within budget"))
+    });
+    g.bench_function("compile_input_schema", |b| {
+        b.iter(|| compile_schema_within(&spec["input_schema"], &Budget::DEFAULT).expect("compiles"))
+    });
+    g.bench_function("whole_card", |b| {
+        b.iter_batched(
+            || spec.clone(),
+            |doc| Card::compile(doc).expect("valid card"),
+            BatchSize::SmallInput,
+        )
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench, card_compile);
 criterion_main!(benches);

@@ -1,6 +1,7 @@
 //! What a production gateway must not let its clients or agents do to it: hold connections
 //! open without a word, lose query strings, freeze tasks with future timestamps, proxy to an
-//! agent without a card, or echo a huge input back many times in an error.
+//! agent without a card, echo a huge input back many times in an error, or take the memory
+//! with a small card whose schemas compile large.
 
 use std::time::Duration;
 
@@ -213,4 +214,130 @@ async fn a_stalled_file_body_is_cut_after_the_agent_timeout() {
         body.is_err(),
         "a 1000-byte body with 10 bytes sent cannot complete"
     );
+}
+
+/// The issue's regex-bomb card: 1,000 properties of `"pattern": "\\w{20000}"` (about 12 KB),
+/// which took 3 GB of RSS to compile unbounded. The real gateway process refuses it within
+/// 64 MiB of its idle RSS, says why on `/agents`, counts it, and its other agent keeps serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_regex_bomb_card_is_refused_without_taking_the_memory() {
+    use crate::support::process::GwProc;
+    use std::io::Write;
+    let good = agent().await;
+    // Until the gateway is measured idle, the bomb's agent serves a card refused at no cost.
+    let bomb = agent_with(sample::AgentOptions {
+        card: json!({"protocol_version": "1.0"}),
+        ..Default::default()
+    })
+    .await;
+    let mut f = tempfile::NamedTempFile::new().expect("temp file");
+    write!(
+        f,
+        "listen = \"127.0.0.1:0\"\n\
+         [[agents]]\nname = \"good\"\nurl = \"{}\"\n\
+         [[agents]]\nname = \"bomb\"\nurl = \"{}\"\nrefresh_secs = 1\n",
+        good.base_url(),
+        bomb.base_url()
+    )
+    .expect("config");
+    let gw = GwProc::spawn(f.path());
+    gw.ready().await;
+    let (idle, _) = gw.rss();
+
+    let props: serde_json::Map<String, serde_json::Value> = (0..1_000)
+        .map(|i| {
+            (
+                format!("p{i}"),
+                json!({"type": "string", "pattern": "\\w{20000}"}),
+            )
+        })
+        .collect();
+    let mut card = sample::card_for("Regex Bomb", None);
+    card["input_schema"] = json!({"type": "object", "properties": props});
+    assert!(serde_json::to_vec(&card).expect("json").len() < 64 << 10);
+    bomb.set_card(card);
+    let fetches = bomb.card_fetches();
+
+    let catalog = |name: &'static str| {
+        let http = &gw.http;
+        async move {
+            let r = http.get("/agents").await;
+            r.json()["agents"]
+                .as_array()
+                .and_then(|l| l.iter().find(|e| e["name"] == name).cloned())
+                .unwrap_or_default()
+        }
+    };
+    wait_for_within("the bomb card refused", Duration::from_secs(15), || async {
+        bomb.card_fetches() > fetches
+            && catalog("bomb").await["last_error"]
+                .as_str()
+                .is_some_and(|e| e.contains("budget"))
+    })
+    .await;
+    let e = catalog("bomb").await;
+    assert_eq!(e["card_state"], "unavailable", "{e}");
+    let why = e["last_error"].as_str().unwrap_or_default();
+    assert!(why.contains("patterns") && why.contains("limit"), "{why}");
+
+    // Within the pattern count, each `\w{20000}` reaches the regex engine, which stops at its
+    // size limit: the first one refuses the card.
+    let props: serde_json::Map<String, serde_json::Value> = (0..64)
+        .map(|i| {
+            (
+                format!("p{i}"),
+                json!({"type": "string", "pattern": "\\w{20000}"}),
+            )
+        })
+        .collect();
+    let mut card = sample::card_for("Regex Bomb", None);
+    card["input_schema"] = json!({"type": "object", "properties": props});
+    bomb.set_card(card);
+    wait_for_within(
+        "the bomb card refused by the regex size limit",
+        Duration::from_secs(15),
+        || async {
+            catalog("bomb").await["last_error"]
+                .as_str()
+                .is_some_and(|e| e.contains("limit per pattern"))
+        },
+    )
+    .await;
+
+    let (now, peak) = gw.rss();
+    eprintln!(
+        "regex-bomb cards: idle RSS {} KiB, after the refusals {} KiB, peak {} KiB",
+        idle >> 10,
+        now >> 10,
+        peak >> 10
+    );
+    assert!(
+        peak < idle + (64 << 20),
+        "peak RSS {peak} above idle {idle} + 64 MiB"
+    );
+    assert!(
+        gw.metric(
+            "a2a_gateway_card_refusals_total",
+            &[("agent", "bomb"), ("reason", "budget")]
+        )
+        .await
+            >= 1.0
+    );
+    assert!(
+        gw.metric(
+            "a2a_gateway_card_fetches_total",
+            &[("agent", "bomb"), ("result", "invalid")]
+        )
+        .await
+            >= 1.0
+    );
+
+    // The other agent on the same gateway is fresh and serving.
+    let g = catalog("good").await;
+    assert_eq!(g["card_state"], "fresh", "{g}");
+    let r = gw
+        .http
+        .post_json("/agents/good/tasks", &json!({"input": good_input()}))
+        .await;
+    assert_eq!(r.status, 202, "{r:?}");
 }

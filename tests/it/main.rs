@@ -13,7 +13,8 @@ mod cli;
 /// `a2a-gateway demo`: the curl commands it prints work when pasted.
 mod demo;
 /// What clients and agents must not be able to do to the gateway: idle connections, lost query
-/// strings, future timestamps, proxying without a card, huge inputs echoed in errors.
+/// strings, future timestamps, proxying without a card, huge inputs echoed in errors, cards
+/// whose schemas compile large.
 mod hardening;
 /// Safe retries of create: `Idempotency-Key` replays, reuse, in-flight and malformed keys,
 /// late answers recorded after a timeout, and one key shared by two replicas on Redis.

@@ -24,6 +24,9 @@ pub struct Metrics {
     pub protocol_violations: IntCounterVec,
     /// `card_fetches_total`: agent card fetches, by result.
     pub card_fetches: IntCounterVec,
+    /// `card_refusals_total`: fetched cards refused, by reason (`invalid`: not a valid A2A 1.0
+    /// card, or its schemas do not compile; `budget`: over the card size or schema budget).
+    pub card_refusals: IntCounterVec,
     /// `card_age_seconds`: seconds since the serving card was fetched or revalidated.
     pub card_age_seconds: IntGaugeVec,
     /// `task_transitions_total`: state changes the ledger accepted (`from=none` for a first
@@ -158,6 +161,11 @@ impl Metrics {
                 "card_fetches_total",
                 "Agent card fetches, by result.",
                 &["agent", "result"],
+            )?,
+            card_refusals: counter(
+                "card_refusals_total",
+                "Fetched agent cards refused, by reason (invalid, budget); the last good card keeps serving.",
+                &["agent", "reason"],
             )?,
             card_age_seconds: gauge(
                 "card_age_seconds",

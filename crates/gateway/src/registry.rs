@@ -4,6 +4,11 @@
 //! and refreshed on the card's `Cache-Control: max-age` or the agent's `refresh_secs`, with
 //! `If-None-Match`. A failed fetch or an invalid card never replaces a good one: the last good
 //! card keeps serving, marked stale, while the fetch is retried with backoff.
+//!
+//! A card is compiled off the runtime's worker threads (`spawn_blocking`), at most
+//! [`COMPILE_PERMITS`] at once for the whole registry, within the schema budget of
+//! [`protocol::card::Budget`](crate::protocol::card::Budget): one agent's expensive card can
+//! neither stall a runtime thread nor take every core from the others' refreshes.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
@@ -16,11 +21,11 @@ use http_body_util::Full;
 use hyper::header::{self, HeaderValue};
 use hyper::{Request, StatusCode};
 use serde_json::Value;
-use tokio::sync::watch;
+use tokio::sync::{watch, Semaphore};
 
 use crate::config::AgentConfig;
 use crate::metrics::Metrics;
-use crate::protocol::card::Card;
+use crate::protocol::card::{Card, Refusal};
 use crate::upstream::{Upstream, UpstreamError};
 
 /// Largest card accepted.
@@ -28,6 +33,10 @@ const MAX_CARD_BYTES: usize = 1 << 20;
 /// Retry backoff after a failed fetch starts here and doubles up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
+/// Cards compiled at once, across all agents. Two: a card within budget compiles in
+/// milliseconds, so two keep refreshes moving on a machine of any size, while the memory a
+/// compile may take (the budget's worst case) is counted at most twice.
+pub const COMPILE_PERMITS: usize = 2;
 
 /// How the last card attempt went, as `/agents` reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,6 +132,8 @@ pub struct Registry {
     agents: Vec<Arc<Agent>>,
     by_name: HashMap<String, Arc<Agent>>,
     by_id: RwLock<HashMap<String, Arc<Agent>>>,
+    /// Shared by every agent's refresh: see [`COMPILE_PERMITS`].
+    compiles: Arc<Semaphore>,
 }
 
 impl Registry {
@@ -141,6 +152,7 @@ impl Registry {
             agents,
             by_name,
             by_id: RwLock::new(HashMap::new()),
+            compiles: Arc::new(Semaphore::new(COMPILE_PERMITS)),
         }
     }
 
@@ -227,16 +239,16 @@ impl Registry {
     /// One fetch of one agent's card. Ok(delay until the next), or Err after recording why.
     pub async fn refresh(&self, agent: &Agent, up: &Upstream, m: &Metrics) -> Result<Duration, ()> {
         let name = agent.cfg.name.as_str();
-        let outcome = fetch(agent, up)
+        let outcome = fetch(agent, up, &self.compiles)
             .await
             .and_then(|f| self.not_shadowed(name, f));
         let result_label = match &outcome {
             Ok(Fetched::NotModified { .. }) => "not_modified",
             Ok(Fetched::New { .. }) => "ok",
             // An oversized card is the agent's mistake, not a network failure.
-            Err(CardError::Invalid(_)) | Err(CardError::Upstream(UpstreamError::TooLarge(_))) => {
-                "invalid"
-            }
+            Err(CardError::Invalid(_))
+            | Err(CardError::OverBudget(_))
+            | Err(CardError::Upstream(UpstreamError::TooLarge(_))) => "invalid",
             Err(CardError::Status(_)) => "http_error",
             Err(CardError::Upstream(UpstreamError::Timeout(_))) => "timeout",
             Err(CardError::Upstream(_)) => "unreachable",
@@ -244,6 +256,15 @@ impl Registry {
         m.card_fetches
             .with_label_values(&[name, result_label])
             .inc();
+        let refusal = match &outcome {
+            Err(CardError::Invalid(_)) => Some(Refusal::Invalid),
+            Err(CardError::OverBudget(_))
+            | Err(CardError::Upstream(UpstreamError::TooLarge(_))) => Some(Refusal::Budget),
+            _ => None,
+        };
+        if let Some(r) = refusal {
+            m.card_refusals.with_label_values(&[name, r.as_str()]).inc();
+        }
         match outcome {
             Ok(Fetched::NotModified { max_age }) => {
                 agent.update(|s| {
@@ -368,6 +389,8 @@ pub enum CardError {
     Status(StatusCode),
     /// The card is not JSON, or not a valid A2A 1.0 card.
     Invalid(String),
+    /// The card's schemas are over the gateway's compile budget.
+    OverBudget(String),
 }
 
 impl std::error::Error for CardError {}
@@ -394,11 +417,16 @@ impl std::fmt::Display for CardError {
             }
             CardError::Status(s) => write!(f, "card fetch answered {s}"),
             CardError::Invalid(e) => write!(f, "invalid card: {e}"),
+            CardError::OverBudget(e) => write!(f, "card refused: {e}"),
         }
     }
 }
 
-async fn fetch(agent: &Agent, up: &Upstream) -> Result<Fetched, CardError> {
+async fn fetch(
+    agent: &Agent,
+    up: &Upstream,
+    compiles: &Arc<Semaphore>,
+) -> Result<Fetched, CardError> {
     let url = format!("{}{}", agent.cfg.url, agent.cfg.card_path);
     let mut req = Request::get(url)
         .header(header::ACCEPT, "application/json")
@@ -422,17 +450,40 @@ async fn fetch(agent: &Agent, up: &Upstream) -> Result<Fetched, CardError> {
     }
     let doc: Value =
         serde_json::from_slice(&body).map_err(|e| CardError::Invalid(format!("not JSON: {e}")))?;
-    let card = Card::compile(doc).map_err(|e| {
-        let mut msg = e.message;
-        for d in e.details.iter().take(5) {
-            msg.push_str(&format!("; {} {}", d.instance_path, d.message));
-        }
-        CardError::Invalid(msg)
-    })?;
+    let card = compile(doc, compiles).await?;
     Ok(Fetched::New {
         card: Box::new(card),
         etag: parts.headers.get(header::ETAG).cloned(),
         max_age,
+    })
+}
+
+/// [`Card::compile`] on the blocking pool, once a permit of `compiles` is free. The permit goes
+/// with the compile, so it is held until the compile ends even if this future is dropped.
+async fn compile(doc: Value, compiles: &Arc<Semaphore>) -> Result<Card, CardError> {
+    let permit = compiles
+        .clone()
+        .acquire_owned()
+        .await
+        .map_err(|_| CardError::Invalid("card compiles are closed".into()))?;
+    let compiled = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        Card::compile(doc)
+    })
+    .await
+    .map_err(|e| CardError::Invalid(format!("card compile did not finish: {e}")))?;
+    compiled.map_err(|e| {
+        let mut msg = e.message;
+        // The budget's message already names where and which limit.
+        if e.kind == Refusal::Invalid {
+            for d in e.details.iter().take(5) {
+                msg.push_str(&format!("; {} {}", d.instance_path, d.message));
+            }
+        }
+        match e.kind {
+            Refusal::Invalid => CardError::Invalid(msg),
+            Refusal::Budget => CardError::OverBudget(msg),
+        }
     })
 }
 

@@ -42,6 +42,26 @@ impl GwProc {
         }
     }
 
+    /// The process id, to read its `/proc/PID/status`.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The process's resident set now (`VmRSS`) and at its peak so far (`VmHWM`), in bytes.
+    pub fn rss(&self) -> (u64, u64) {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
+            .expect("/proc/PID/status");
+        let kib = |key: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+                .unwrap_or_else(|| panic!("{key} in /proc/PID/status"))
+                * 1024
+        };
+        (kib("VmRSS:"), kib("VmHWM:"))
+    }
+
     /// kill -9: no shutdown, no drain.
     pub fn kill(&mut self) {
         let _ = self.child.kill();
