@@ -15,7 +15,6 @@ use chrono::{DateTime, Utc};
 use http_body_util::Full;
 use hyper::header::{self, HeaderValue};
 use hyper::{Request, StatusCode};
-use serde_json::Value;
 use tokio::sync::watch;
 
 use crate::config::AgentConfig;
@@ -397,8 +396,10 @@ async fn fetch(agent: &Agent, up: &Upstream) -> Result<Fetched, CardError> {
     if parts.status != StatusCode::OK {
         return Err(CardError::Status(parts.status));
     }
-    let doc: Value =
-        serde_json::from_slice(&body).map_err(|e| CardError::Invalid(format!("not JSON: {e}")))?;
+    let doc = crate::protocol::json::parse(&body).map_err(|e| match e {
+        crate::protocol::json::JsonError::Syntax(_) => CardError::Invalid(format!("not JSON: {e}")),
+        _ => CardError::Invalid(e.to_string()),
+    })?;
     let card = Card::compile(doc).map_err(|e| {
         let mut msg = e.message;
         for d in e.details.iter().take(5) {
