@@ -434,3 +434,30 @@ async fn an_admin_body_with_a_duplicate_key_is_refused() {
     assert_eq!(err["details"][0]["instance_path"], "/limit", "{err}");
     assert_eq!(redrive(r#"{"limit":1}"#).await.status, 200);
 }
+
+/// A number beyond f64 is valid JSON, but the gateway could only compare it with a schema as
+/// infinity: refused with a clear 400 rather than judged wrongly, and the agent sees nothing.
+#[tokio::test]
+async fn a_number_beyond_f64_is_refused_as_out_of_range() {
+    let (a, g) = strict_topic().await;
+    let r = post_raw(
+        &g,
+        "/agents/a/tasks",
+        r#"{"input":{"topic":"aaa","n":1e400}}"#,
+    )
+    .await;
+    let err = assert_api_error(&r, 400, "INVALID_JSON");
+    let message = err["message"].as_str().expect("message");
+    assert!(message.contains("number out of range"), "{message}");
+    assert_eq!(a.request_count(Route::CreateTask), 0);
+    // Within f64, big numbers pass and are forwarded as written.
+    let body = r#"{"input":{"topic":"aaa","n":1.5e308,"m":-12345678901234567890123456789}}"#;
+    let r = post_raw(&g, "/agents/a/tasks", body).await;
+    assert_eq!(r.status, 202, "{r:?}");
+    let seen = a.requests();
+    let create = seen
+        .iter()
+        .find(|r| r.route == Route::CreateTask)
+        .expect("create seen");
+    assert_eq!(create.body, body.as_bytes());
+}

@@ -198,12 +198,16 @@ impl From<LedgerError> for ApiError {
 }
 
 impl From<JsonError> for ApiError {
-    /// A body the gateway judges that is not one JSON document: 400 INVALID_JSON. A duplicate
-    /// key is named, with the member's pointer in `details`.
+    /// A body the gateway judges that is not one JSON document it can judge: 400 INVALID_JSON.
+    /// A duplicate key is named, with the member's pointer in `details`; a number beyond f64 is
+    /// "number out of range".
     fn from(e: JsonError) -> ApiError {
         match &e {
             JsonError::Syntax(_) => {
                 ApiError::new(Code::InvalidJson, format!("body is not valid JSON: {e}"))
+            }
+            JsonError::NumberOutOfRange { .. } => {
+                ApiError::new(Code::InvalidJson, format!("body has a {e}"))
             }
             JsonError::DuplicateKey { .. } => {
                 let message = format!("body has a {e}; names in a JSON object must be unique");

@@ -214,6 +214,9 @@ pub fn parse_agent_json(
 pub fn json_violation(e: &JsonError) -> Violation {
     match e {
         JsonError::Syntax(_) => Violation::new("", "type", format!("response is not JSON: {e}")),
+        JsonError::NumberOutOfRange { .. } => {
+            Violation::new("", "number", format!("response has a {e}"))
+        }
         JsonError::DuplicateKey { .. } => {
             Violation::new(e.pointer(), "duplicate_key", format!("response has a {e}"))
         }

@@ -28,13 +28,19 @@
 //!
 //! # Numbers
 //!
-//! With serde_json's `arbitrary_precision` (enabled for the workspace with jsonschema's own
-//! `arbitrary-precision`, so `maximum`, `multipleOf` and the rest compare big numbers exactly), a
-//! number that is not a 64-bit integer reaches a visitor as a one-member map under serde_json's
-//! private key `$serde_json::private::Number`. [`parse`] turns that back into a number, and only
-//! when the key did not come from the input: an object in the body that uses that key itself
-//! stays an object (serde_json's own `Value` would turn it into a number, which the agent would
-//! not see).
+//! Numbers are read as serde_json reads them: integers within 64 bits exactly, every other number
+//! as an f64. A number beyond f64 (`1e400`) is valid JSON, but the gateway cannot judge it: it
+//! would have to compare it with a schema's `maximum` or `multipleOf` as infinity. It is refused
+//! as [`JsonError::NumberOutOfRange`] (400 `INVALID_JSON`, "number out of range") rather than
+//! judged wrongly. Taking such numbers needs serde_json's `arbitrary_precision` together with
+//! jsonschema's `arbitrary-precision` (with only the first, jsonschema compares big numbers
+//! wrongly); jsonschema 0.61's feature could not be resolved here (see the README).
+//!
+//! Should `arbitrary_precision` be enabled, a number that is not a 64-bit integer reaches a
+//! visitor as a one-member map under serde_json's private key `$serde_json::private::Number`.
+//! [`parse`] already turns that back into a number, and only when the key did not come from the
+//! input: an object in the body that uses that key itself stays an object (serde_json's own
+//! `Value` would turn it into a number, which the agent would not see).
 
 use std::cell::RefCell;
 use std::fmt;
@@ -54,6 +60,14 @@ pub enum JsonError {
     /// limit (128), or invalid UTF-8. serde_json's message says what and where.
     #[error("{0}")]
     Syntax(serde_json::Error),
+    /// A number beyond f64 (about ±1.8e308), which the gateway cannot compare with a schema.
+    #[error("number out of range at line {line} column {column}: the gateway takes numbers within f64 (about ±1.8e308)")]
+    NumberOutOfRange {
+        /// Where the number ends: line, from 1.
+        line: usize,
+        /// Where the number ends: column, from 1.
+        column: usize,
+    },
     /// An object names the same key twice.
     #[error("duplicate key {key:?} in {} (line {line}, column {column})", object(.at))]
     DuplicateKey {
@@ -69,11 +83,11 @@ pub enum JsonError {
 }
 
 impl JsonError {
-    /// The JSON pointer of the offending member for a duplicate key (`/input/topic`); empty for
-    /// a syntax error.
+    /// The JSON pointer of the offending member for a duplicate key (`/input/topic`); empty
+    /// otherwise.
     pub fn pointer(&self) -> String {
         match self {
-            JsonError::Syntax(_) => String::new(),
+            JsonError::Syntax(_) | JsonError::NumberOutOfRange { .. } => String::new(),
             JsonError::DuplicateKey { key, at, .. } => format!("{at}/{}", escape(key)),
         }
     }
@@ -113,6 +127,11 @@ pub fn parse(bytes: &[u8]) -> Result<Value, JsonError> {
                 column: e.column(),
             }
         }
+        // serde_json has no public error kind for it; its message is stable (and tested below).
+        None if e.to_string().starts_with("number out of range") => JsonError::NumberOutOfRange {
+            line: e.line(),
+            column: e.column(),
+        },
         None => JsonError::Syntax(e),
     })
 }
@@ -386,6 +405,41 @@ mod tests {
         assert!(e.to_string().contains("recursion limit"), "{e}");
         let ok = format!("{}{}", "[".repeat(100), "]".repeat(100));
         assert!(parse(ok.as_bytes()).is_ok());
+    }
+
+    #[test]
+    fn numbers_beyond_f64_are_refused_as_out_of_range() {
+        for body in [
+            "1e400",
+            r#"{"input":{"n":-1e400}}"#,
+            "[1, 2e308]",
+            "1.8e308",
+        ] {
+            match parse(body.as_bytes()) {
+                Err(e @ JsonError::NumberOutOfRange { .. }) => {
+                    assert!(
+                        e.to_string().starts_with("number out of range at line 1"),
+                        "{e}"
+                    )
+                }
+                other => panic!("{body}: {other:?}"),
+            }
+        }
+        let e = parse(br#"{"n":1e400}"#).expect_err("out of range");
+        assert!(
+            matches!(
+                e,
+                JsonError::NumberOutOfRange {
+                    line: 1,
+                    column: 10
+                }
+            ),
+            "{e:?}"
+        );
+        // The largest finite f64, and an integer past 64 bits (read as an f64, like serde_json).
+        assert!(parse(b"1.7976931348623157e308").is_ok());
+        assert!(parse(b"-1e308").is_ok());
+        assert!(parse(format!("1{}", "0".repeat(300)).as_bytes()).is_ok());
     }
 
     #[test]

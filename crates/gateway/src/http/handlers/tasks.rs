@@ -232,15 +232,16 @@ pub async fn cancel(
         return Ok(relay(res, body));
     }
     // The spec leaves the body of a 202 open; when it is a Task, it is news about the task. A
-    // JSON body with a duplicate key has no one reading: a violation, and never recorded.
+    // JSON body the gateway cannot judge (a duplicate key, a number beyond f64) is a violation,
+    // and never recorded.
     let task = if res.status.is_success() && is_json(&res.headers) {
         match json::parse(&body) {
             Ok(v) => Some(v),
-            Err(e @ JsonError::DuplicateKey { .. }) => {
+            Err(JsonError::Syntax(_)) => None,
+            Err(e) => {
                 conformance(state, &agent, ctx, "task", vec![json_violation(&e)])?;
                 None
             }
-            Err(JsonError::Syntax(_)) => None,
         }
     } else {
         None
