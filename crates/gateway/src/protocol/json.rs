@@ -166,6 +166,7 @@ struct ValueSeed<'c> {
 impl<'de> DeserializeSeed<'de> for ValueSeed<'_> {
     type Value = Value;
 
+    #[inline]
     fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
         d.deserialize_any(self)
     }
@@ -178,43 +179,53 @@ impl<'de> Visitor<'de> for ValueSeed<'_> {
         f.write_str("any JSON value")
     }
 
+    #[inline]
     fn visit_bool<E: de::Error>(self, v: bool) -> Result<Value, E> {
         Ok(Value::Bool(v))
     }
 
+    #[inline]
     fn visit_i64<E: de::Error>(self, v: i64) -> Result<Value, E> {
         Ok(Value::Number(v.into()))
     }
 
+    #[inline]
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
         Ok(Value::Number(v.into()))
     }
 
+    #[inline]
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
         // serde_json's parser never yields a non-finite f64; its own Value maps one to null.
         Ok(Number::from_f64(v).map_or(Value::Null, Value::Number))
     }
 
+    #[inline]
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
         Ok(Value::String(v.to_owned()))
     }
 
+    #[inline]
     fn visit_string<E: de::Error>(self, v: String) -> Result<Value, E> {
         Ok(Value::String(v))
     }
 
+    #[inline]
     fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
         Ok(Value::Null)
     }
 
+    #[inline]
     fn visit_none<E: de::Error>(self) -> Result<Value, E> {
         Ok(Value::Null)
     }
 
+    #[inline]
     fn visit_some<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
         self.deserialize(d)
     }
 
+    #[inline]
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
         let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
         loop {
@@ -230,6 +241,7 @@ impl<'de> Visitor<'de> for ValueSeed<'_> {
         }
     }
 
+    #[inline]
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut key = match map.next_key_seed(FirstKey { cx: self.cx })? {
             None => return Ok(Value::Object(Map::new())),
@@ -286,6 +298,7 @@ struct FirstKey<'c> {
 impl<'de> DeserializeSeed<'de> for FirstKey<'_> {
     type Value = First;
 
+    #[inline]
     fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<First, D::Error> {
         d.deserialize_str(self)
     }
@@ -298,6 +311,7 @@ impl<'de> Visitor<'de> for FirstKey<'_> {
         f.write_str("an object key")
     }
 
+    #[inline]
     fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<First, E> {
         // serde_json hands its token over as a `&'static str`; a key of the input is borrowed
         // from the input (an escaped one arrives through `visit_str`).
@@ -308,10 +322,12 @@ impl<'de> Visitor<'de> for FirstKey<'_> {
         }
     }
 
+    #[inline]
     fn visit_str<E: de::Error>(self, v: &str) -> Result<First, E> {
         Ok(First::Key(v.to_owned()))
     }
 
+    #[inline]
     fn visit_string<E: de::Error>(self, v: String) -> Result<First, E> {
         Ok(First::Key(v))
     }
