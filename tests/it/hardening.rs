@@ -1,7 +1,8 @@
 //! What a production gateway must not let its clients or agents do to it: hold connections
 //! open without a word, lose query strings, freeze tasks with future timestamps, proxy to an
-//! agent without a card, echo a huge input back many times in an error, or take the memory
-//! with a small card whose schemas compile large.
+//! agent without a card, echo a huge input back many times in an error, take the memory with a
+//! small card whose schemas compile large, or pass on a document that reads one way to the
+//! gateway and another way to the agent (duplicate keys).
 
 use std::time::Duration;
 
@@ -340,4 +341,254 @@ async fn a_regex_bomb_card_is_refused_without_taking_the_memory() {
         .post_json("/agents/good/tasks", &json!({"input": good_input()}))
         .await;
     assert_eq!(r.status, 202, "{r:?}");
+}
+
+/// POST `body` exactly as given, as JSON.
+async fn post_raw(g: &TestGateway, path: &str, body: &str) -> Resp {
+    g.http
+        .send(
+            hyper::Method::POST,
+            path,
+            &[("content-type", "application/json")],
+            body.to_owned(),
+        )
+        .await
+}
+
+/// An agent whose card takes `{"topic": lowercase letters}` (and anything else besides), behind
+/// a ready gateway.
+async fn strict_topic() -> (a2a_sample_agent::SampleAgent, TestGateway) {
+    let a = agent().await;
+    let mut card = a2a_sample_agent::card_for("Strict topics", None);
+    card["input_schema"] = json!({
+        "type": "object",
+        "properties": {"topic": {"type": "string", "pattern": "^[a-z]+$"}},
+        "required": ["topic"]
+    });
+    a.set_card(card);
+    let g = TestGateway::start(&[("a", &a)], |_| {}).await;
+    g.ready().await;
+    (a, g)
+}
+
+/// The issue's case: validated on the last `topic`, forwarded with both, read by an agent that
+/// keeps the first. One document: the duplicate is refused and the agent never sees it.
+#[tokio::test]
+async fn a_duplicate_key_is_refused_before_the_agent() {
+    let (a, g) = strict_topic().await;
+    let r = post_raw(
+        &g,
+        "/agents/a/tasks",
+        r#"{"input":{"topic":"!!! not matching"}}"#,
+    )
+    .await;
+    assert_api_error(&r, 422, "INPUT_SCHEMA_VIOLATION");
+    for (path, body) in [
+        (
+            "/agents/a/tasks",
+            r#"{"input":{"topic":"!!! not matching","topic":"aaa"}}"#,
+        ),
+        (
+            "/tasks",
+            r#"{"agent":"a","input":{"topic":"!!! not matching","topic":"aaa"}}"#,
+        ),
+    ] {
+        let r = post_raw(&g, path, body).await;
+        let err = assert_api_error(&r, 400, "INVALID_JSON");
+        let message = err["message"].as_str().expect("message");
+        assert!(
+            message.contains(r#"duplicate key "topic" in the object at /input"#),
+            "{message}"
+        );
+        assert_eq!(err["details"][0]["instance_path"], "/input/topic", "{err}");
+        assert_eq!(err["details"][0]["schema_path"], "duplicate_key", "{err}");
+    }
+    assert_eq!(
+        a.request_count(Route::CreateTask),
+        0,
+        "the agent saw nothing"
+    );
+    // The last value alone passes: what was refused was the duplicate.
+    let r = post_raw(&g, "/agents/a/tasks", r#"{"input":{"topic":"aaa"}}"#).await;
+    assert_eq!(r.status, 202, "{r:?}");
+    assert_eq!(a.request_count(Route::CreateTask), 1);
+}
+
+#[tokio::test]
+async fn a_nested_duplicate_is_refused_and_the_same_key_at_other_depths_is_not() {
+    let (a, g) = strict_topic().await;
+    let r = post_raw(
+        &g,
+        "/agents/a/tasks",
+        r#"{"input":{"topic":"aaa","deep":{"list":[{"k":1},{"k":1,"k":2}]}}}"#,
+    )
+    .await;
+    let err = assert_api_error(&r, 400, "INVALID_JSON");
+    assert_eq!(
+        err["details"][0]["instance_path"], "/input/deep/list/1/k",
+        "{err}"
+    );
+    assert_eq!(a.request_count(Route::CreateTask), 0);
+    // `topic` at four depths, `k` in two sibling objects: one document, passed on byte for byte.
+    let body = r#"{"topic":"top","input":{"topic":"aaa","deep":{"topic":"bbb","deep":{"topic":"ccc"},"list":[{"k":1},{"k":2}]}}}"#;
+    let r = post_raw(&g, "/agents/a/tasks", body).await;
+    assert_eq!(r.status, 202, "{r:?}");
+    let seen = a.requests();
+    let create = seen
+        .iter()
+        .find(|r| r.route == Route::CreateTask)
+        .expect("create seen");
+    assert_eq!(create.body, body.as_bytes());
+}
+
+#[tokio::test]
+async fn a_push_with_a_duplicate_key_is_refused_and_not_recorded() {
+    let (a, g) = single("a", ingest).await;
+    let id = g.create_task("a").await;
+    let task = moved(&a, &id, "WORKING");
+    let clean = serde_json::to_string(&notification(&task)).expect("json");
+    let body = clean.replacen(
+        r#""status":"WORKING""#,
+        r#""status":"COMPLETED","status":"WORKING""#,
+        1,
+    );
+    assert_ne!(body, clean, "the duplicate is in the body");
+    let auth = format!("Bearer {TOKEN}");
+    let push = |body: String| {
+        let auth = auth.clone();
+        let http = g.http.clone();
+        async move {
+            http.send(
+                hyper::Method::POST,
+                "/agents/a/notifications",
+                &[
+                    ("content-type", "application/json"),
+                    ("authorization", &auth),
+                ],
+                body,
+            )
+            .await
+        }
+    };
+    let r = push(body).await;
+    let err = assert_api_error(&r, 400, "INVALID_JSON");
+    assert_eq!(err["details"][0]["instance_path"], "/data/status", "{err}");
+    assert_eq!(
+        g.metric(
+            "a2a_gateway_notifications_ingested_total",
+            &[("agent", "a")]
+        )
+        .await,
+        0.0
+    );
+    // Had the refused push been recorded, this one would be a duplicate (200).
+    let r = push(clean).await;
+    assert_eq!(r.status, 202, "{r:?}");
+    assert_eq!(r.json()["verdict"], "transition");
+}
+
+#[tokio::test]
+async fn an_agent_answer_with_a_duplicate_key_is_a_protocol_violation() {
+    use a2a_gateway::config::Conformance;
+    let raw = |a: &a2a_sample_agent::SampleAgent, id: &str| {
+        let t = serde_json::to_string(&a.task(id).expect("task")).expect("json");
+        let dup = t.replacen(
+            r#""status":"SUBMITTED""#,
+            r#""status":"SUBMITTED","status":"CANCELLED""#,
+            1,
+        );
+        assert_ne!(dup, t);
+        Reply::Raw {
+            status: 200,
+            content_type: "application/json".into(),
+            body: dup.into(),
+        }
+    };
+    // Enforce: refused, with the member named.
+    let (a, g) = single("a", |_| {}).await;
+    let id = g.create_task("a").await;
+    a.script_once(Route::GetTask, raw(&a, &id));
+    let r = g.http.get(&format!("/tasks/{id}")).await;
+    let err = assert_api_error(&r, 502, "AGENT_PROTOCOL_VIOLATION");
+    assert_eq!(err["details"][0]["instance_path"], "/status", "{err}");
+    assert_eq!(err["details"][0]["schema_path"], "duplicate_key", "{err}");
+    // Report: passed on as it is, counted, and not recorded (read last-wins it would have
+    // recorded CANCELLED, and the next read would come from the ledger).
+    let (a, g) = single("a", |cfg| cfg.agents[0].conformance = Conformance::Report).await;
+    let id = g.create_task("a").await;
+    let scripted = raw(&a, &id);
+    a.script_once(Route::GetTask, scripted.clone());
+    let r = g.http.get(&format!("/tasks/{id}")).await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let Reply::Raw { body, .. } = scripted else {
+        unreachable!()
+    };
+    assert_eq!(r.body, body);
+    let violations = [("agent", "a"), ("kind", "task"), ("mode", "report")];
+    assert_eq!(
+        g.metric("a2a_gateway_protocol_violations_total", &violations)
+            .await,
+        1.0
+    );
+    let r = g.http.get(&format!("/tasks/{id}")).await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.header("x-a2a-source"), None, "{r:?}");
+    assert_eq!(r.json()["status"], "SUBMITTED");
+}
+
+#[tokio::test]
+async fn an_admin_body_with_a_duplicate_key_is_refused() {
+    const ADMIN: &str = "admin-token-0123456789abcdef";
+    let (_a, g) = single("a", |cfg| {
+        cfg.admin_token = Some(a2a_gateway::config::Secret::new(ADMIN))
+    })
+    .await;
+    let auth = format!("Bearer {ADMIN}");
+    let redrive = |body: &'static str| {
+        let http = g.http.clone();
+        let auth = auth.clone();
+        async move {
+            http.send(
+                hyper::Method::POST,
+                "/admin/dead-letters/redrive",
+                &[
+                    ("content-type", "application/json"),
+                    ("authorization", &auth),
+                ],
+                body,
+            )
+            .await
+        }
+    };
+    let r = redrive(r#"{"limit":1,"limit":0}"#).await;
+    let err = assert_api_error(&r, 400, "INVALID_JSON");
+    assert_eq!(err["details"][0]["instance_path"], "/limit", "{err}");
+    assert_eq!(redrive(r#"{"limit":1}"#).await.status, 200);
+}
+
+/// A number beyond f64 is valid JSON, but the gateway could only compare it with a schema as
+/// infinity: refused with a clear 400 rather than judged wrongly, and the agent sees nothing.
+#[tokio::test]
+async fn a_number_beyond_f64_is_refused_as_out_of_range() {
+    let (a, g) = strict_topic().await;
+    let r = post_raw(
+        &g,
+        "/agents/a/tasks",
+        r#"{"input":{"topic":"aaa","n":1e400}}"#,
+    )
+    .await;
+    let err = assert_api_error(&r, 400, "INVALID_JSON");
+    let message = err["message"].as_str().expect("message");
+    assert!(message.contains("number out of range"), "{message}");
+    assert_eq!(a.request_count(Route::CreateTask), 0);
+    // Within f64, big numbers pass and are forwarded as written.
+    let body = r#"{"input":{"topic":"aaa","n":1.5e308,"m":-12345678901234567890123456789}}"#;
+    let r = post_raw(&g, "/agents/a/tasks", body).await;
+    assert_eq!(r.status, 202, "{r:?}");
+    let seen = a.requests();
+    let create = seen
+        .iter()
+        .find(|r| r.route == Route::CreateTask)
+        .expect("create seen");
+    assert_eq!(create.body, body.as_bytes());
 }

@@ -20,7 +20,6 @@ use chrono::{DateTime, Utc};
 use http_body_util::Full;
 use hyper::header::{self, HeaderValue};
 use hyper::{Request, StatusCode};
-use serde_json::Value;
 use tokio::sync::{watch, Semaphore};
 
 use crate::config::AgentConfig;
@@ -448,8 +447,10 @@ async fn fetch(
     if parts.status != StatusCode::OK {
         return Err(CardError::Status(parts.status));
     }
-    let doc: Value =
-        serde_json::from_slice(&body).map_err(|e| CardError::Invalid(format!("not JSON: {e}")))?;
+    let doc = crate::protocol::json::parse(&body).map_err(|e| match e {
+        crate::protocol::json::JsonError::Syntax(_) => CardError::Invalid(format!("not JSON: {e}")),
+        _ => CardError::Invalid(e.to_string()),
+    })?;
     let card = compile(doc, compiles).await?;
     Ok(Fetched::New {
         card: Box::new(card),
@@ -460,7 +461,7 @@ async fn fetch(
 
 /// [`Card::compile`] on the blocking pool, once a permit of `compiles` is free. The permit goes
 /// with the compile, so it is held until the compile ends even if this future is dropped.
-async fn compile(doc: Value, compiles: &Arc<Semaphore>) -> Result<Card, CardError> {
+async fn compile(doc: serde_json::Value, compiles: &Arc<Semaphore>) -> Result<Card, CardError> {
     let permit = compiles
         .clone()
         .acquire_owned()

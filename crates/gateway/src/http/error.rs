@@ -12,6 +12,8 @@ use serde_json::Value;
 
 use super::body::Body;
 use crate::ledger::LedgerError;
+use crate::protocol::json::JsonError;
+use crate::protocol::Violation;
 use crate::registry::NoCard;
 use crate::stream::StreamError;
 use crate::upstream::{AgentError, UpstreamError};
@@ -19,7 +21,7 @@ use crate::upstream::{AgentError, UpstreamError};
 /// The stable error codes; each one decides its HTTP status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Code {
-    /// 400: the body is not JSON.
+    /// 400: the body is not one JSON document: not JSON, or an object names a key twice.
     InvalidJson,
     /// 400: JSON (or a query), but not what the route takes: no `input` object, a bad parameter.
     InvalidRequest,
@@ -203,6 +205,27 @@ pub type ApiResult = Result<Response<Body>, ApiError>;
 impl From<LedgerError> for ApiError {
     fn from(e: LedgerError) -> ApiError {
         ApiError::new(Code::Unavailable, e.to_string())
+    }
+}
+
+impl From<JsonError> for ApiError {
+    /// A body the gateway judges that is not one JSON document it can judge: 400 INVALID_JSON.
+    /// A duplicate key is named, with the member's pointer in `details`; a number beyond f64 is
+    /// "number out of range".
+    fn from(e: JsonError) -> ApiError {
+        match &e {
+            JsonError::Syntax(_) => {
+                ApiError::new(Code::InvalidJson, format!("body is not valid JSON: {e}"))
+            }
+            JsonError::NumberOutOfRange { .. } => {
+                ApiError::new(Code::InvalidJson, format!("body has a {e}"))
+            }
+            JsonError::DuplicateKey { .. } => {
+                let message = format!("body has a {e}; names in a JSON object must be unique");
+                let at = Violation::new(e.pointer(), "duplicate_key", e.to_string());
+                ApiError::new(Code::InvalidJson, message).with_details(vec![at])
+            }
+        }
     }
 }
 

@@ -19,6 +19,7 @@ use super::context::Ctx;
 use super::error::{ApiError, ApiResult, Code};
 use crate::config::Conformance;
 use crate::ledger::{apply_counted, Applied, Record};
+use crate::protocol::json::{self, JsonError};
 use crate::protocol::task::{Refusal, TaskRef, Verdict};
 use crate::protocol::Violation;
 use crate::registry::Agent;
@@ -208,8 +209,10 @@ pub fn conformance(
     }
 }
 
-/// The agent's answer as JSON; a non-JSON answer is a conformance failure (`None` in report
-/// mode, where the answer is relayed as it is).
+/// The agent's answer as one JSON document (`protocol::json::parse`). An answer that is not JSON,
+/// or names a key twice, is a conformance failure: 502 in enforce mode; `None` in report mode,
+/// where the answer is relayed as it is and not recorded (the gateway records no document it
+/// cannot read one way).
 pub fn parse_agent_json(
     agent: &Agent,
     ctx: &Ctx,
@@ -217,20 +220,22 @@ pub fn parse_agent_json(
     kind: &'static str,
     body: &[u8],
 ) -> Result<Option<Value>, ApiError> {
-    match serde_json::from_slice(body) {
+    match json::parse(body) {
         Ok(v) => Ok(Some(v)),
-        Err(e) => conformance(
-            state,
-            agent,
-            ctx,
-            kind,
-            vec![Violation::new(
-                "",
-                "type",
-                format!("response is not JSON: {e}"),
-            )],
-        )
-        .map(|()| None),
+        Err(e) => conformance(state, agent, ctx, kind, vec![json_violation(&e)]).map(|()| None),
+    }
+}
+
+/// What is wrong with an agent's answer that is not one JSON document, as a violation.
+pub fn json_violation(e: &JsonError) -> Violation {
+    match e {
+        JsonError::Syntax(_) => Violation::new("", "type", format!("response is not JSON: {e}")),
+        JsonError::NumberOutOfRange { .. } => {
+            Violation::new("", "number", format!("response has a {e}"))
+        }
+        JsonError::DuplicateKey { .. } => {
+            Violation::new(e.pointer(), "duplicate_key", format!("response has a {e}"))
+        }
     }
 }
 

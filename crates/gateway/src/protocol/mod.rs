@@ -4,6 +4,7 @@
 
 pub mod card;
 pub mod conform;
+pub mod json;
 pub mod sse;
 pub mod task;
 pub mod time;

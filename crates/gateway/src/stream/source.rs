@@ -333,7 +333,7 @@ async fn learn_end(hub: &Hub, topic: &Topic, agent: &Agent, client: &Upstream) -
     if parts.status != StatusCode::OK {
         return false;
     }
-    let Ok(doc) = serde_json::from_slice::<serde_json::Value>(&body) else {
+    let Ok(doc) = crate::protocol::json::parse(&body) else {
         return false;
     };
     let found = check_task(

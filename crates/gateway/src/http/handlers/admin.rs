@@ -85,8 +85,7 @@ pub async fn redrive(state: &State, req: Request) -> ApiResult {
     let body: Value = if raw.iter().all(u8::is_ascii_whitespace) {
         json!({})
     } else {
-        serde_json::from_slice(&raw)
-            .map_err(|e| ApiError::new(Code::InvalidJson, format!("body is not valid JSON: {e}")))?
+        crate::protocol::json::parse(&raw)?
     };
     let bad = |m: &str| ApiError::new(Code::InvalidRequest, m);
     let Value::Object(body) = body else {

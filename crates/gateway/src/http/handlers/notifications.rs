@@ -62,12 +62,8 @@ pub async fn ingest(state: &State, ctx: &mut Ctx, name: &str, req: Request) -> A
         ));
     }
     let (_, raw) = read_body(req, state.config.max_body_bytes).await?;
-    let doc: Value = serde_json::from_slice(&raw).map_err(|e| {
-        ApiError::new(
-            Code::InvalidJson,
-            format!("notification is not valid JSON: {e}"),
-        )
-    })?;
+    // One document, as for a create: a duplicate key is refused, not read one way of several.
+    let doc = crate::protocol::json::parse(&raw)?;
     let card = agent.card().ok();
     let expect = TaskExpect::under(card.as_deref(), None, crate::protocol::time::now_ms());
     let found = check_notification(&doc, expect);

@@ -15,8 +15,8 @@ use crate::http::context::Ctx;
 use crate::http::detach;
 use crate::http::error::{ApiError, ApiResult, Code};
 use crate::http::exchange::{
-    ask, build_request, conformance, parse_agent_json, record, relay, relay_substituted,
-    task_agent, unknown_agent, ClientSide,
+    ask, build_request, conformance, json_violation, parse_agent_json, record, relay,
+    relay_substituted, task_agent, unknown_agent, ClientSide,
 };
 use crate::http::idempotency::{self, Claimed};
 use crate::http::request::{is_json, read_body, Request};
@@ -24,6 +24,7 @@ use crate::http::response;
 use crate::ledger;
 use crate::protocol::card::{violations, Card};
 use crate::protocol::conform::{check_task, TaskExpect};
+use crate::protocol::json::{self, JsonError};
 use crate::protocol::task::{Refusal, Status, Verdict};
 use crate::protocol::time::now_ms;
 use crate::protocol::Violation;
@@ -50,12 +51,8 @@ pub async fn create(state: &State, ctx: &mut Ctx, prefix: Option<&str>, req: Req
     }
     let idempotency_key = idempotency::key_of(req.headers())?;
     let (parts, raw) = read_body(req, state.config.max_body_bytes).await?;
-    let doc: Value = serde_json::from_slice(&raw).map_err(|e| {
-        ApiError::new(
-            Code::InvalidJson,
-            format!("request body is not valid JSON: {e}"),
-        )
-    })?;
+    // One document: what is validated below is what the agent reads (duplicate keys refused).
+    let doc = json::parse(&raw)?;
     let Value::Object(obj) = &doc else {
         return Err(ApiError::new(
             Code::InvalidRequest,
@@ -265,10 +262,21 @@ pub async fn cancel(
         }
         return Ok(relay(res, body));
     }
-    // The spec leaves the body of a 202 open; when it is a Task, it is news about the task.
-    let task = (res.status.is_success() && is_json(&res.headers))
-        .then(|| serde_json::from_slice::<Value>(&body).ok())
-        .flatten();
+    // The spec leaves the body of a 202 open; when it is a Task, it is news about the task. A
+    // JSON body the gateway cannot judge (a duplicate key, a number beyond f64) is a violation,
+    // and never recorded.
+    let task = if res.status.is_success() && is_json(&res.headers) {
+        match json::parse(&body) {
+            Ok(v) => Some(v),
+            Err(JsonError::Syntax(_)) => None,
+            Err(e) => {
+                conformance(state, &agent, ctx, "task", vec![json_violation(&e)])?;
+                None
+            }
+        }
+    } else {
+        None
+    };
     let Some(task) = task.filter(|t| t.get("task_id").is_some()) else {
         return Ok(relay(res, body));
     };
@@ -309,7 +317,7 @@ async fn learn_terminal(
     if res.status != StatusCode::OK {
         return None;
     }
-    let task: Value = serde_json::from_slice(&body).ok()?;
+    let task = json::parse(&body).ok()?;
     let card = agent.card().ok()?;
     let expect = TaskExpect::under(Some(&card), Some(task_id), now_ms());
     if !check_task(&task, expect).is_empty() {
