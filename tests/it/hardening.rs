@@ -592,3 +592,72 @@ async fn a_number_beyond_f64_is_refused_as_out_of_range() {
         .expect("create seen");
     assert_eq!(create.body, body.as_bytes());
 }
+
+// --- Attacks that were already refused, kept refused -------------------------------------------
+
+/// Request smuggling: a body framed two ways (Content-Length and chunked) must not let a second
+/// request hidden in it reach the agent.
+#[tokio::test]
+async fn a_body_framed_two_ways_smuggles_no_request() {
+    let (a, g) = single("a", |_| {}).await;
+    // The hidden request is a valid create: had it been read as a request, the agent would
+    // have seen it.
+    let inner = serde_json::to_string(&json!({ "input": good_input() })).expect("json");
+    let hidden = format!(
+        "POST /agents/a/tasks HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n{inner}",
+        inner.len()
+    );
+    let body = format!("0\r\n\r\n{hidden}");
+    let head = format!(
+        "POST /agents/a/tasks HTTP/1.1\nHost: gw\nContent-Type: application/json\n\
+         Content-Length: {}\nTransfer-Encoding: chunked",
+        body.len()
+    );
+    let r = raw_request(g.gw.addr(), &head, body.as_bytes()).await;
+    assert!(r.status >= 400, "an ambiguous body is refused: {r:?}");
+    // Give a smuggled request the time it would take to arrive.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        a.request_count(Route::CreateTask),
+        0,
+        "a smuggled request reached the agent"
+    );
+    // The gateway still serves.
+    assert_eq!(g.http.get("/healthz").await.status, 200);
+}
+
+/// A request head far over any sane size is refused (hyper's limit), and the gateway serves on.
+#[tokio::test]
+async fn an_oversized_header_is_refused() {
+    let (a, g) = single("a", |_| {}).await;
+    let head = format!(
+        "GET /agents/a/tasks/t-1 HTTP/1.1\nHost: gw\nX-Big: {}",
+        "x".repeat(512 * 1024)
+    );
+    let r = raw_request(g.gw.addr(), &head, b"").await;
+    assert!(
+        r.status == 431 || r.status == 400,
+        "an oversized head is refused: {}",
+        r.status
+    );
+    assert_eq!(a.request_count(Route::GetTask), 0);
+    assert_eq!(g.http.get("/healthz").await.status, 200);
+}
+
+/// JSON nested far deeper than any document needs is refused as INVALID_JSON, not a stack
+/// overflow, and never reaches the agent.
+#[tokio::test]
+async fn deeply_nested_json_is_refused() {
+    let (a, g) = single("a", |_| {}).await;
+    let depth = 10_000;
+    let body = format!(
+        r#"{{"input":{{"topic":"t","filename":"a.py","deep":{}1{}}}}}"#,
+        "[".repeat(depth),
+        "]".repeat(depth)
+    );
+    let r = post_raw(&g, "/agents/a/tasks", &body).await;
+    assert_api_error(&r, 400, "INVALID_JSON");
+    assert_eq!(a.request_count(Route::CreateTask), 0);
+    assert_eq!(g.http.get("/healthz").await.status, 200);
+}
