@@ -104,7 +104,7 @@ fn bench(c: &mut Criterion) {
                     status: Status::Submitted,
                     updated_ms: 1,
                 };
-                rt.block_on(ledger.apply("scripts", id, head, raw.clone()))
+                rt.block_on(ledger.apply("scripts", id, head, raw.clone(), None))
                     .expect("apply")
             },
             BatchSize::SmallInput,
@@ -122,7 +122,7 @@ fn bench(c: &mut Criterion) {
         };
         assert!(check_task(&task, expect).is_empty());
         let r = TaskRef::from_json(&task).expect("task ref");
-        rt.block_on(ledger.apply("scripts", &r.task_id, r.head, raw))
+        rt.block_on(ledger.apply("scripts", &r.task_id, r.head, raw, None))
             .expect("apply")
     };
     g.bench_function("check_and_record_answer", |b| {

@@ -95,7 +95,7 @@ async fn scenario(name: &str, tasks: usize, per_task: usize, concurrency: usize)
                         updated_ms: at,
                     };
                     let applied = ledger
-                        .apply("a", &id, head, task_doc(&id, status, at))
+                        .apply("a", &id, head, task_doc(&id, status, at), None)
                         .await
                         .expect("apply");
                     assert!(applied.verdict.is_accepted());

@@ -96,7 +96,7 @@ fn run(fut: impl std::future::Future<Output = Result<(), String>>) -> ExitCode {
 }
 
 fn load(path: &std::path::Path) -> Result<Config, String> {
-    Config::load_with(path, &a2a_gateway::webhook::ConfigRules).map_err(|problems| {
+    Config::load_with(path, &a2a_gateway::ConfigRules).map_err(|problems| {
         let mut msg = format!("{} has {} problem(s):", path.display(), problems.len());
         for p in problems {
             msg.push_str(&format!("\n  {p}"));

@@ -48,12 +48,12 @@ async fn the_lua_rule_agrees_with_the_rust_rule_on_every_case() {
                         updated_ms: 1_000 + dt,
                     };
                     let a = l
-                        .apply("a", &id, first, doc(&id, first))
+                        .apply("a", &id, first, doc(&id, first), None)
                         .await
                         .expect("apply");
                     assert_eq!(a.verdict, Verdict::New);
                     let got = l
-                        .apply(agent, &id, update, doc(&id, update))
+                        .apply(agent, &id, update, doc(&id, update), None)
                         .await
                         .expect("apply");
                     let want = decide(Some(("a", first)), agent, update);
@@ -78,20 +78,24 @@ async fn the_lua_rule_agrees_with_the_rust_rule_on_every_case() {
 async fn behaviour(l: &dyn TaskLedger) {
     let h = |status, updated_ms| Head { status, updated_ms };
     assert!(l.get("nope").await.expect("get").is_none());
-    l.apply(
-        "a",
-        "t1",
-        h(Status::Submitted, 1),
-        doc("t1", h(Status::Submitted, 1)),
-    )
-    .await
-    .expect("apply");
+    let created = l
+        .apply(
+            "a",
+            "t1",
+            h(Status::Submitted, 1),
+            doc("t1", h(Status::Submitted, 1)),
+            Some("alice"),
+        )
+        .await
+        .expect("apply");
+    assert_eq!(created.record.owner.as_deref(), Some("alice"));
     let v = l
         .apply(
             "a",
             "t1",
             h(Status::Working, 2),
             doc("t1", h(Status::Working, 2)),
+            None,
         )
         .await
         .expect("apply");
@@ -101,29 +105,78 @@ async fn behaviour(l: &dyn TaskLedger) {
             from: Status::Submitted
         }
     );
+    assert_eq!(
+        v.record.owner.as_deref(),
+        Some("alice"),
+        "news keeps the owner"
+    );
+    // An owner is never replaced, not even by another create's answer naming the task.
+    let again = l
+        .apply(
+            "a",
+            "t1",
+            h(Status::Working, 2),
+            doc("t1", h(Status::Working, 2)),
+            Some("mallory"),
+        )
+        .await
+        .expect("apply");
+    assert_eq!(again.verdict, Verdict::Duplicate);
+    assert_eq!(again.record.owner.as_deref(), Some("alice"));
+    let read = l.get("t1").await.expect("get").expect("recorded");
+    assert_eq!(read.owner.as_deref(), Some("alice"));
     l.apply(
         "a",
         "t2",
         h(Status::Failed, 1),
         doc("t2", h(Status::Failed, 1)),
+        None,
     )
     .await
     .expect("apply");
+    assert_eq!(l.get("t2").await.expect("get").expect("t2").owner, None);
+    // A push recorded t3 first; the create's answer, a duplicate of it, still makes it carol's.
+    // Another agent's answer about t3 claims nothing.
+    let push = h(Status::Submitted, 5);
+    l.apply("a", "t3", push, doc("t3", push), None)
+        .await
+        .expect("push");
+    let foreign = l
+        .apply("b", "t3", push, doc("t3", push), Some("eve"))
+        .await
+        .expect("foreign");
+    assert!(matches!(foreign.verdict, Verdict::Refused(_)));
+    assert_eq!(l.get("t3").await.expect("get").expect("t3").owner, None);
+    let answer = l
+        .apply("a", "t3", push, doc("t3", push), Some("carol"))
+        .await
+        .expect("answer");
+    assert_eq!(answer.verdict, Verdict::Duplicate);
+    assert_eq!(answer.record.owner.as_deref(), Some("carol"));
+    assert_eq!(
+        l.get("t3")
+            .await
+            .expect("get")
+            .expect("t3")
+            .owner
+            .as_deref(),
+        Some("carol")
+    );
     let mut want = [0u64; 6];
     want[Status::Working.index()] = 1;
     want[Status::Failed.index()] = 1;
+    want[Status::Submitted.index()] = 1;
     assert_eq!(l.counts().await.expect("counts"), want);
-    assert!(l.artifact_agent("art-1").await.expect("artifact").is_none());
-    l.note_artifacts("a", vec!["art-1".into(), "art-2".into()])
+    assert!(l.artifact("art-1").await.expect("artifact").is_none());
+    l.note_artifacts("a", "t1", vec!["art-1".into(), "art-2".into()])
         .await
         .expect("note");
-    assert_eq!(
-        l.artifact_agent("art-2")
-            .await
-            .expect("artifact")
-            .as_deref(),
-        Some("a")
-    );
+    let listed = l
+        .artifact("art-2")
+        .await
+        .expect("artifact")
+        .expect("listed");
+    assert_eq!((&*listed.agent, &*listed.task_id), ("a", "t1"));
 }
 
 #[tokio::test]
@@ -146,10 +199,10 @@ async fn terminal_tasks_expire_after_the_retention() {
         status: Status::Working,
         updated_ms: 5,
     };
-    l.apply("a", "done", done, doc("done", done))
+    l.apply("a", "done", done, doc("done", done), None)
         .await
         .expect("apply");
-    l.apply("a", "live", live, doc("live", live))
+    l.apply("a", "live", live, doc("live", live), None)
         .await
         .expect("apply");
     wait_for("the terminal task expires", || async {
@@ -209,7 +262,7 @@ async fn racing_replicas_never_regress_a_terminal_task() {
             joins.push(tokio::spawn(async move {
                 let mut first_terminal = Vec::new();
                 for id in &tasks {
-                    let a = l.apply("a", id, u, doc(id, u)).await.expect("apply");
+                    let a = l.apply("a", id, u, doc(id, u), None).await.expect("apply");
                     if a.verdict.is_accepted() && u.status.is_terminal() {
                         first_terminal.push(id.clone());
                     }
@@ -237,7 +290,7 @@ async fn racing_replicas_never_regress_a_terminal_task() {
         // A terminal state once recorded is what every replica reads from then on.
         for l in &replicas {
             for u in updates {
-                let after = l.apply("a", id, u, doc(id, u)).await.expect("apply");
+                let after = l.apply("a", id, u, doc(id, u), None).await.expect("apply");
                 if rec.head.status.is_terminal() {
                     assert!(
                         !after.verdict.is_accepted(),

@@ -8,6 +8,7 @@
 
 #![warn(missing_docs)]
 
+pub mod auth;
 pub mod config;
 pub mod http;
 pub mod ledger;
@@ -52,6 +53,31 @@ pub struct State {
     pub hub: Arc<stream::Hub>,
     /// Creates still awaited past their agent's timeout, across all workers (bounded).
     pub late_answers: Arc<tokio::sync::Semaphore>,
+    /// The clients and how they authenticate (off when none are configured).
+    pub auth: Arc<auth::Auth>,
+}
+
+/// Every config check, with the knowledge of the modules that own them: the webhook module's
+/// (address ranges, subscriber URLs, retry schedules, signing keys) and the auth module's (the
+/// JWKS file). What `serve` and `check-config` load the config with.
+pub struct ConfigRules;
+
+impl config::Rules for ConfigRules {
+    fn allow_entry(&self, entry: &str) -> Result<(), String> {
+        webhook::ConfigRules.allow_entry(entry)
+    }
+    fn retry_schedule(&self, secs: &[u64]) -> Result<(), String> {
+        webhook::ConfigRules.retry_schedule(secs)
+    }
+    fn subscriber_url(&self, allow: &[String], url: &str) -> Result<(), String> {
+        webhook::ConfigRules.subscriber_url(allow, url)
+    }
+    fn signing_secret(&self, secret: &str) -> Result<(), String> {
+        webhook::ConfigRules.signing_secret(secret)
+    }
+    fn jwks_file(&self, path: &std::path::Path) -> Result<(), String> {
+        auth::jwt::check_jwks(path)
+    }
 }
 
 /// A running gateway.
@@ -89,6 +115,7 @@ impl Gateway {
     /// Card refreshes run on the caller's runtime.
     pub async fn start(config: Config) -> Result<Gateway, StartError> {
         let config = Arc::new(config);
+        let auth = Arc::new(auth::Auth::from_config(&config).map_err(StartError::Setup)?);
         let metrics =
             Arc::new(Metrics::new().map_err(|e| StartError::Setup(format!("metrics: {e}")))?);
         let names: Vec<String> = config.agents.iter().map(|a| a.name.clone()).collect();
@@ -191,6 +218,7 @@ impl Gateway {
                 queue: queue.clone(),
                 hub: hub.clone(),
                 late_answers: late_answers.clone(),
+                auth: auth.clone(),
             };
             let (stop_rx, slots, late) = (stop_rx.clone(), slots.clone(), late_answers.clone());
             let worker = std::thread::Builder::new()

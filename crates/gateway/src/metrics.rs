@@ -10,11 +10,16 @@ use prometheus::{
 /// Every family the gateway exports, each under `a2a_gateway_`; shared by all workers.
 pub struct Metrics {
     registry: Registry,
-    /// `requests_total`: requests answered, by route, agent and status code.
+    /// `requests_total`: requests answered, by route, agent, client and status code.
     pub requests: IntCounterVec,
-    /// `request_duration_seconds`: time to answer a request (to response headers), by route and
-    /// agent.
+    /// `request_duration_seconds`: time to answer a request (to response headers), by route,
+    /// agent and client.
     pub request_seconds: HistogramVec,
+    /// `auth_failures_total`: requests refused at the edge, by reason (missing, invalid,
+    /// expired, forbidden, not_owner).
+    pub auth_failures: IntCounterVec,
+    /// `streams_refused_total`: streams refused because the client holds `max_streams`.
+    pub streams_refused: IntCounterVec,
     /// `upstream_duration_seconds`: time for an agent to answer the gateway (to response headers).
     pub upstream_seconds: HistogramVec,
     /// `validation_failures_total`: task inputs refused by the card's input_schema.
@@ -134,13 +139,23 @@ impl Metrics {
             registry: registry.clone(),
             requests: counter(
                 "requests_total",
-                "Requests answered, by route, agent and status code.",
-                &["route", "agent", "status"],
+                "Requests answered, by route, agent, client and status code.",
+                &["route", "agent", "client", "status"],
             )?,
             request_seconds: histogram(
                 "request_duration_seconds",
                 "Time to answer a request (to response headers).",
-                &["route", "agent"],
+                &["route", "agent", "client"],
+            )?,
+            auth_failures: counter(
+                "auth_failures_total",
+                "Requests refused at the edge, by reason: missing, invalid or expired credentials, a right or agent the client lacks (forbidden), a task it does not own (not_owner).",
+                &["reason"],
+            )?,
+            streams_refused: counter(
+                "streams_refused_total",
+                "Streams refused because the client already holds its max_streams.",
+                &["client"],
             )?,
             upstream_seconds: histogram(
                 "upstream_duration_seconds",

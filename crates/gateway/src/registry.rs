@@ -83,11 +83,19 @@ pub struct Agent {
     /// The agent as configured.
     pub cfg: AgentConfig,
     slot: RwLock<CardSlot>,
+    /// `upstream_auth_header`, built once, marked sensitive (so no debug output shows it).
+    auth: Option<(header::HeaderName, HeaderValue)>,
 }
 
 impl Agent {
     fn new(cfg: AgentConfig) -> Agent {
+        let auth = cfg.upstream_auth_header.as_ref().and_then(|(name, value)| {
+            let mut v = HeaderValue::from_str(value.expose()).ok()?;
+            v.set_sensitive(true);
+            Some((name.clone(), v))
+        });
         Agent {
+            auth,
             cfg,
             slot: RwLock::new(CardSlot {
                 card: None,
@@ -113,6 +121,14 @@ impl Agent {
                     .clone()
                     .unwrap_or_else(|| "agent card not fetched yet".into()),
             }),
+        }
+    }
+
+    /// Add the agent's own credential (`upstream_auth_header`) to a request for it: every call
+    /// to the agent (tasks, streams, cards) carries it, and nothing else of the gateway's.
+    pub fn authorize(&self, headers: &mut hyper::HeaderMap) {
+        if let Some((name, value)) = &self.auth {
+            headers.insert(name.clone(), value.clone());
         }
     }
 
@@ -432,6 +448,7 @@ async fn fetch(
         .header(header::ACCEPT_ENCODING, "identity")
         .body(Full::new(Bytes::new()))
         .map_err(|e| CardError::Invalid(format!("card URL: {e}")))?;
+    agent.authorize(req.headers_mut());
     let have_card = agent.slot().card.is_some();
     if let Some(etag) = agent.slot().etag.filter(|_| have_card) {
         req.headers_mut().insert(header::IF_NONE_MATCH, etag);

@@ -224,6 +224,9 @@ pub fn upstream_headers(
 ) -> HeaderMap {
     let mut h = client.clone();
     strip_hop_by_hop(&mut h);
+    // The client's credential is for the gateway: an agent gets only its own
+    // (`upstream_auth_header`, added by the caller).
+    h.remove(header::AUTHORIZATION);
     h.remove(header::HOST);
     h.remove(header::CONTENT_LENGTH);
     if gateway_reads_body {

@@ -166,6 +166,36 @@ impl Http {
         metric_value(&text, family, labels)
     }
 
+    /// GET `path` as the client of `token` (`Authorization: Bearer {token}`).
+    pub async fn get_as(&self, path: &str, token: &str) -> Resp {
+        let auth = format!("Bearer {token}");
+        self.send(Method::GET, path, &[("authorization", &auth)], Bytes::new())
+            .await
+    }
+
+    /// POST `body` as JSON to `path` as the client of `token`, with `extra` headers.
+    pub async fn post_json_as(
+        &self,
+        path: &str,
+        token: &str,
+        body: &Value,
+        extra: &[(&str, &str)],
+    ) -> Resp {
+        let auth = format!("Bearer {token}");
+        let mut headers = vec![
+            ("content-type", "application/json"),
+            ("authorization", &auth),
+        ];
+        headers.extend_from_slice(extra);
+        self.send(
+            Method::POST,
+            path,
+            &headers,
+            serde_json::to_vec(body).expect("json"),
+        )
+        .await
+    }
+
     pub async fn post_empty(&self, path: &str) -> Resp {
         self.send(Method::POST, path, &[], Bytes::new()).await
     }

@@ -87,6 +87,10 @@ pub struct AgentConfig {
     /// elsewhere than through the gateway). Off: such ids are 404 TASK_NOT_FOUND, and the agent
     /// is not contacted.
     pub passthrough_unknown_tasks: bool,
+    /// A header sent on every call to this agent (`"Authorization: Bearer ..."`): the agent's
+    /// own credential. The client's credentials never reach an agent; this is all it gets.
+    #[serde(deserialize_with = "de::header_line")]
+    pub upstream_auth_header: Option<(HeaderName, Secret)>,
 }
 
 impl Default for AgentConfig {
@@ -100,6 +104,7 @@ impl Default for AgentConfig {
             ingest_token: None,
             conformance: Conformance::Enforce,
             passthrough_unknown_tasks: false,
+            upstream_auth_header: None,
         }
     }
 }
@@ -280,6 +285,123 @@ impl Default for StreamsConfig {
     }
 }
 
+/// A right a client may hold (`[[clients]] can`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Right {
+    /// Create, get and cancel tasks, list artifacts and fetch their content.
+    Tasks,
+    /// Subscribe to task streams.
+    Streams,
+    /// Open `/events`.
+    Events,
+    /// See every client's tasks (reads, streams and `/events`), not only its own.
+    AllTasks,
+    /// Scrape `/metrics`, and read agent URLs and error texts.
+    Metrics,
+    /// Call `/admin/*`.
+    Admin,
+}
+
+impl Right {
+    /// The right as the config spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Right::Tasks => "tasks",
+            Right::Streams => "streams",
+            Right::Events => "events",
+            Right::AllTasks => "all_tasks",
+            Right::Metrics => "metrics",
+            Right::Admin => "admin",
+        }
+    }
+}
+
+/// One client of the gateway (`[[clients]]`): who it is, how it proves it, what it may use.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClientConfig {
+    /// 1-64 characters of A-Z a-z 0-9 . _ -; in logs and the `client` metrics label, and the
+    /// owner recorded on the tasks it creates.
+    pub name: String,
+    /// Hex SHA-256 of its bearer key (the key itself is never in the file). Absent: the client
+    /// authenticates only with a JWT whose `sub` is its name.
+    pub key_sha256: Option<String>,
+    /// Route names or card `agent_id`s it may use; `["*"]` for every agent.
+    pub agents: Vec<String>,
+    /// What it may do.
+    pub can: Vec<Right>,
+    /// Streams (task streams and `/events`) it may hold open at once, per replica.
+    pub max_streams: usize,
+}
+
+impl Default for ClientConfig {
+    fn default() -> ClientConfig {
+        ClientConfig {
+            name: String::new(),
+            key_sha256: None,
+            agents: vec!["*".into()],
+            can: vec![Right::Tasks, Right::Streams],
+            max_streams: 100,
+        }
+    }
+}
+
+/// `[auth]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuthConfig {
+    /// JWT bearer tokens, checked against keys from a file.
+    pub jwt: Option<JwtConfig>,
+}
+
+/// `[auth.jwt]`: tokens from an identity provider, verified against its published keys. The
+/// keys come from a file only: the gateway makes no outbound call for its own auth.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct JwtConfig {
+    /// A JWKS document (RS256, ES256 and EdDSA keys); relative to the config file's directory.
+    pub jwks_file: String,
+    /// The required `iss`.
+    pub issuer: String,
+    /// The required `aud` (one of the token's audiences).
+    pub audience: String,
+    /// Clock skew tolerated on `exp` and `nbf`.
+    #[serde(rename = "leeway_secs", deserialize_with = "de::secs")]
+    pub leeway: Duration,
+}
+
+impl Default for JwtConfig {
+    fn default() -> JwtConfig {
+        JwtConfig {
+            jwks_file: String::new(),
+            issuer: String::new(),
+            audience: String::new(),
+            leeway: Duration::from_secs(30),
+        }
+    }
+}
+
+/// `[cors]`: which browser origins may call the gateway.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CorsConfig {
+    /// Exact origins (`"https://console.example.com"`); no wildcard.
+    pub allow_origins: Vec<String>,
+    /// How long a browser may cache a preflight answer.
+    #[serde(rename = "max_age_secs", deserialize_with = "de::secs")]
+    pub max_age: Duration,
+}
+
+impl Default for CorsConfig {
+    fn default() -> CorsConfig {
+        CorsConfig {
+            allow_origins: Vec::new(),
+            max_age: Duration::from_secs(600),
+        }
+    }
+}
+
 /// The whole file. Fields are in document order: problems are listed in this order.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -320,8 +442,19 @@ pub struct Config {
     pub subscribers: Vec<SubscriberConfig>,
     /// Task event streams.
     pub streams: StreamsConfig,
-    /// Bearer token of the `/admin/` routes; without one they are disabled.
+    /// Bearer token of the `/admin/` routes; without one they are disabled. Only without
+    /// clients: with them, the `admin` right replaces it.
     pub admin_token: Option<Secret>,
+    /// Without clients or JWT: whether a `listen` address other than loopback may serve every
+    /// caller unauthenticated (it refuses to start otherwise).
+    pub allow_anonymous: bool,
+    /// The gateway's clients: with any (or with `[auth.jwt]`), every route but the probes needs
+    /// credentials.
+    pub clients: Vec<ClientConfig>,
+    /// Other ways to authenticate clients.
+    pub auth: AuthConfig,
+    /// Browser origins allowed to call the gateway.
+    pub cors: Option<CorsConfig>,
 }
 
 impl Default for Config {
@@ -343,6 +476,10 @@ impl Default for Config {
             subscribers: Vec::new(),
             streams: StreamsConfig::default(),
             admin_token: None,
+            allow_anonymous: false,
+            clients: Vec::new(),
+            auth: AuthConfig::default(),
+            cors: None,
         }
     }
 }
@@ -359,6 +496,8 @@ pub trait Rules {
     fn subscriber_url(&self, allow: &[String], url: &str) -> Result<(), String>;
     /// A subscriber signing key.
     fn signing_secret(&self, secret: &str) -> Result<(), String>;
+    /// The `[auth.jwt] jwks_file`: readable, and a key set the gateway can use.
+    fn jwks_file(&self, path: &Path) -> Result<(), String>;
 }
 
 /// Only the config's own rules: what [`Config::parse`] applies.
@@ -377,6 +516,9 @@ impl Rules for NoRules {
     fn signing_secret(&self, _: &str) -> Result<(), String> {
         Ok(())
     }
+    fn jwks_file(&self, _: &Path) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 impl Config {
@@ -386,6 +528,21 @@ impl Config {
             listen,
             agents,
             ..Config::default()
+        }
+    }
+
+    /// Whether callers must authenticate: clients or `[auth.jwt]` are configured.
+    pub fn auth_enabled(&self) -> bool {
+        !self.clients.is_empty() || self.auth.jwt.is_some()
+    }
+
+    /// Make every file path in the config relative to `dir` (the config file's directory), so
+    /// the gateway reads the same files whatever directory it was started from.
+    pub fn resolve_paths(&mut self, dir: &Path) {
+        if let Some(jwt) = self.auth.jwt.as_mut() {
+            if !jwt.jwks_file.is_empty() && Path::new(&jwt.jwks_file).is_relative() {
+                jwt.jwks_file = dir.join(&jwt.jwks_file).to_string_lossy().into_owned();
+            }
         }
     }
 
@@ -410,7 +567,9 @@ impl Config {
                 format!("cannot read {}: {e}", path.display()),
             )]
         })?;
-        Config::parse_with(&text, rules)
+        // Paths in the file are relative to it: resolved before the checks read them.
+        let dir = path.parent().unwrap_or(Path::new("."));
+        Config::parse_with_dir(&text, rules, dir)
     }
 
     /// [`Config::parse_with`] with the config's own rules only.
@@ -418,8 +577,14 @@ impl Config {
         Config::parse_with(text, &NoRules)
     }
 
-    /// Parse and check; on failure, every problem found, in document order.
+    /// Parse and check; on failure, every problem found, in document order. Relative paths
+    /// are taken as they are (relative to the working directory).
     pub fn parse_with(text: &str, rules: &dyn Rules) -> Result<Config, Vec<Problem>> {
+        Config::parse_with_dir(text, rules, Path::new(""))
+    }
+
+    /// [`Config::parse_with`], with relative paths resolved against `dir`.
+    fn parse_with_dir(text: &str, rules: &dyn Rules, dir: &Path) -> Result<Config, Vec<Problem>> {
         let mut doc: Table = text.parse().map_err(|e: toml::de::Error| {
             vec![Problem::new(
                 "",
@@ -434,7 +599,7 @@ impl Config {
             );
             early.push((keys::rank::<Config>("listen"), p));
         }
-        let cfg = match Config::deserialize(toml::Value::Table(doc)) {
+        let mut cfg = match Config::deserialize(toml::Value::Table(doc)) {
             Ok(cfg) => cfg,
             // The screen removed every value serde refuses; this is a bug if it happens.
             Err(e) => {
@@ -443,6 +608,9 @@ impl Config {
                 return Err(problems);
             }
         };
+        if !dir.as_os_str().is_empty() {
+            cfg.resolve_paths(dir);
+        }
         let late = cfg.validate_with(rules).err().unwrap_or_default();
         let problems = merge(early, late);
         if problems.is_empty() {
@@ -721,5 +889,138 @@ mod tests {
             "listen = \"127.0.0.1:1\"\n[[agents]]\nname=\"f47ac10b58cc4372a5670e02b2c3d479\"\nurl=\"http://x\"\n",
         )
         .expect("not the agent_id form");
+    }
+
+    const HASH: &str = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+    const HASH2: &str = "a57dc21a5a080e90e7df96108954414da40039b3f7f9235ca63435938c0c1159";
+
+    #[test]
+    fn clients_jwt_and_cors_parse_with_their_defaults() {
+        let cfg = Config::parse(&format!(
+            r#"
+            listen = "0.0.0.0:8080"
+            [[clients]]
+            name = "orchestrator-a"
+            key_sha256 = "{HASH}"
+            [[clients]]
+            name = "ops"
+            key_sha256 = "{}"
+            agents = ["scripts", "f47ac10b-58cc-4372-a567-0e02b2c3d479"]
+            can = ["metrics", "admin", "all_tasks"]
+            max_streams = 5
+            [auth.jwt]
+            jwks_file = "jwks.json"
+            issuer = "https://idp.example.com/"
+            audience = "a2a-gateway"
+            [cors]
+            allow_origins = ["https://console.example.com", "http://localhost:3000"]
+            [[agents]]
+            name = "scripts"
+            url = "http://x"
+            upstream_auth_header = "Authorization: Bearer agent-secret"
+        "#,
+            HASH2.to_uppercase()
+        ))
+        .expect("valid");
+        assert!(cfg.auth_enabled());
+        let a = &cfg.clients[0];
+        assert_eq!(a.agents, ["*"]);
+        assert_eq!(a.can, [Right::Tasks, Right::Streams]);
+        assert_eq!(a.max_streams, 100);
+        assert_eq!(cfg.clients[1].can.len(), 3);
+        let jwt = cfg.auth.jwt.as_ref().expect("jwt");
+        assert_eq!(jwt.leeway, Duration::from_secs(30));
+        let cors = cfg.cors.as_ref().expect("cors");
+        assert_eq!(cors.max_age, Duration::from_secs(600));
+        let (name, value) = cfg.agents[0].upstream_auth_header.as_ref().expect("header");
+        assert_eq!(name.as_str(), "authorization");
+        assert!(value.matches(b"Bearer agent-secret"));
+        assert!(!format!("{cfg:?}").contains("agent-secret"));
+    }
+
+    #[test]
+    fn identity_problems_are_reported_with_their_keys() {
+        let p = Config::parse(&format!(
+            r#"
+            listen = "127.0.0.1:1"
+            admin_token = "0123456789abcdef0123"
+            [[clients]]
+            name = "a b"
+            key_sha256 = "abc"
+            agents = ["nobody"]
+            [[clients]]
+            name = "anonymous"
+            key_sha256 = "{HASH}"
+            [[clients]]
+            name = "c"
+            [[clients]]
+            name = "d"
+            key_sha256 = "{HASH2}"
+            can = ["tasks", "root"]
+            [[clients]]
+            name = "d"
+            key_sha256 = "{HASH2}"
+            [cors]
+            allow_origins = ["https://console.example.com/", "*"]
+            [[agents]]
+            name = "scripts"
+            url = "http://x"
+        "#
+        ))
+        .expect_err("broken");
+        let keys: Vec<&str> = p.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "admin_token",
+                "clients[0].name",
+                "clients[0].key_sha256",
+                "clients[0].agents",
+                "clients[1].name",
+                "clients[2].key_sha256",
+                "clients[3].can",
+                "clients[4].name",
+                "clients[4].key_sha256",
+                "cors.allow_origins[0]",
+                "cors.allow_origins[1]",
+            ],
+            "{p:#?}"
+        );
+        assert!(p[0].message.contains("`admin` right"), "{}", p[0].message);
+    }
+
+    #[test]
+    fn a_public_listen_address_needs_clients_or_allow_anonymous() {
+        let agents = "[[agents]]\nname = \"a\"\nurl = \"http://x\"\n";
+        let p = Config::parse(&format!("listen = \"0.0.0.0:8080\"\n{agents}")).expect_err("open");
+        assert_eq!(p[0].key, "listen");
+        assert!(p[0].message.contains("allow_anonymous"), "{}", p[0].message);
+        Config::parse(&format!(
+            "listen = \"0.0.0.0:8080\"\nallow_anonymous = true\n{agents}"
+        ))
+        .expect("explicitly open");
+        Config::parse(&format!("listen = \"[::1]:8080\"\n{agents}")).expect("loopback");
+        Config::parse(&format!(
+            "listen = \"0.0.0.0:8080\"\n[[clients]]\nname = \"c\"\nkey_sha256 = \"{HASH}\"\n{agents}"
+        ))
+        .expect("with clients");
+    }
+
+    #[test]
+    fn jwt_needs_its_keys_issuer_and_audience() {
+        let p = Config::parse(
+            "listen = \"127.0.0.1:1\"\n[auth.jwt]\nleeway_secs = 900\n[[agents]]\nname = \"a\"\nurl = \"http://x\"\n",
+        )
+        .expect_err("incomplete");
+        let keys: Vec<&str> = p.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "auth.jwt.jwks_file",
+                "auth.jwt.issuer",
+                "auth.jwt.audience",
+                "auth.jwt.leeway_secs"
+            ]
+        );
     }
 }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use hyper::header::HeaderValue;
 use tokio::sync::Notify;
 
+use crate::auth::{Caller, StreamPermit};
 use crate::registry::Agent;
 
 /// The connection a request came on, as the pipeline needs it.
@@ -30,4 +31,9 @@ pub struct Ctx {
     pub agent: Option<Arc<Agent>>,
     /// See [`Conn::kill`].
     pub kill: Arc<Notify>,
+    /// Who the request is from (stage 3, admission).
+    pub caller: Caller,
+    /// A stream route's slot among its client's `max_streams` (stage 3), for the handler to
+    /// hand to the stream it opens: the slot is free again when the stream ends.
+    pub permit: Option<StreamPermit>,
 }

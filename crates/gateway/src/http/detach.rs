@@ -83,6 +83,9 @@ pub async fn create(
             peer: ctx.peer,
             agent: Some(agent.clone()),
             kill: ctx.kill.clone(),
+            // The creator: recorded as the task's owner, whenever the answer comes.
+            caller: ctx.caller.clone(),
+            permit: None,
         },
         agent,
         card,

@@ -54,8 +54,14 @@ pub enum Code {
     /// 503: the gateway cannot serve it now: its store failed, the webhook queue is full, or
     /// streams are shutting down or out of room.
     Unavailable,
-    /// 401: a push without the agent's `ingest_token`, or an admin call without `admin_token`.
+    /// 401: no credentials, or credentials that name no client (a wrong key, a bad or expired
+    /// JWT, a push without the agent's `ingest_token`, an admin call without `admin_token`);
+    /// answered with `WWW-Authenticate: Bearer`.
     Unauthorized,
+    /// 403: an authenticated client without the right, or the agent, a route needs.
+    Forbidden,
+    /// 429: the client already holds its `max_streams` open streams.
+    TooManyStreams,
     /// 408: a client too slow with its request. Nothing in the gateway answers with it yet.
     RequestTimeout,
     /// 409: a push that would move a task backwards, or is older than the record.
@@ -90,6 +96,8 @@ impl Code {
             Code::MethodNotAllowed => "METHOD_NOT_ALLOWED",
             Code::Unavailable => "UNAVAILABLE",
             Code::Unauthorized => "UNAUTHORIZED",
+            Code::Forbidden => "FORBIDDEN",
+            Code::TooManyStreams => "TOO_MANY_STREAMS",
             Code::RequestTimeout => "REQUEST_TIMEOUT",
             Code::TransitionRefused => "TRANSITION_REFUSED",
             Code::InvalidNotification => "INVALID_NOTIFICATION",
@@ -110,6 +118,8 @@ impl Code {
                 StatusCode::CONFLICT
             }
             Code::Unauthorized => StatusCode::UNAUTHORIZED,
+            Code::Forbidden => StatusCode::FORBIDDEN,
+            Code::TooManyStreams => StatusCode::TOO_MANY_REQUESTS,
             Code::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             Code::InvalidNotification | Code::IdempotencyKeyReused => {
                 StatusCode::UNPROCESSABLE_ENTITY
@@ -190,10 +200,9 @@ impl ApiError {
             res.headers_mut().insert(name, value);
         }
         if self.code == Code::Unauthorized {
-            res.headers_mut().insert(
-                hyper::header::WWW_AUTHENTICATE,
-                HeaderValue::from_static("Bearer"),
-            );
+            res.headers_mut()
+                .entry(hyper::header::WWW_AUTHENTICATE)
+                .or_insert(HeaderValue::from_static("Bearer"));
         }
         res
     }

@@ -14,6 +14,7 @@ use hyper::http::response::Parts;
 use hyper::{Method, Request, Response};
 use serde_json::Value;
 
+use super::admission;
 use super::body::Body;
 use super::context::Ctx;
 use super::error::{ApiError, ApiResult, Code};
@@ -31,43 +32,45 @@ pub fn unknown_agent(name: &str) -> ApiError {
     ApiError::new(Code::UnknownAgent, format!("no agent named {name:?}"))
 }
 
-/// The agent of a task route, checked against the ledger: under `/agents/{name}/` the task must
-/// not belong to another agent, and must be recorded unless the agent is configured with
+/// The agent of a task route, checked against the ledger and the caller: under
+/// `/agents/{name}/` the caller must be allowed the agent (403), the task must not belong to
+/// another agent, and must be recorded unless the agent is configured with
 /// `passthrough_unknown_tasks` (its tasks are also created elsewhere); without a prefix the
 /// ledger decides. An id the gateway has not seen never reaches an agent that does not pass
 /// them through: the client may mean a task of another agent, or one the gateway cannot guard.
+/// Another client's task is 404, as an unknown one is (`admission::task`).
 pub async fn task_agent(
     state: &State,
     ctx: &mut Ctx,
     prefix: Option<&str>,
     task_id: &str,
 ) -> Result<(Arc<Agent>, Option<Record>), ApiError> {
+    // Decided before the ledger is asked: the answer says nothing about the task.
+    let named = prefix
+        .map(|name| named_agent(state, ctx, name))
+        .transpose()?;
     let record = state.ledger.get(task_id).await?;
-    let agent = match prefix {
-        Some(name) => {
-            let agent = state
-                .registry
-                .resolve(name)
-                .ok_or_else(|| unknown_agent(name))?;
-            // The route names the agent: its refusals below are counted under it too.
-            ctx.agent = Some(agent.clone());
+    let agent = match named {
+        Some(agent) => {
             match &record {
                 Some(r) if *r.agent != agent.cfg.name => {
                     return Err(ApiError::new(
                         Code::TaskNotFound,
-                        format!("agent {name:?} has no task {task_id}"),
+                        format!("agent {:?} has no task {task_id}", agent.cfg.name),
                     ))
                 }
                 None if !agent.cfg.passthrough_unknown_tasks => {
                     return Err(ApiError::new(
                         Code::TaskNotFound,
                         format!(
-                            "task {task_id} is not known to the gateway; agent {name:?} is served only for tasks created through it"
+                            "task {task_id} is not known to the gateway; agent {:?} is served only for tasks created through it",
+                            agent.cfg.name
                         ),
                     ))
                 }
                 _ => {}
             }
+            admission::task(state, ctx, task_id, record.as_ref())?;
             agent
         }
         None => {
@@ -77,15 +80,33 @@ pub async fn task_agent(
                     format!("task {task_id} is not known to the gateway"),
                 )
             })?;
-            state
+            // Ownership first: another client's task is not found, whatever its agent.
+            admission::task(state, ctx, task_id, Some(r))?;
+            let agent = state
                 .registry
                 .by_name(&r.agent)
                 .cloned()
-                .ok_or_else(|| unknown_agent(&r.agent))?
+                .ok_or_else(|| unknown_agent(&r.agent))?;
+            ctx.agent = Some(agent.clone());
+            admission::agent(state, ctx, &agent)?;
+            agent
         }
     };
     ctx.agent = Some(agent.clone());
     Ok((agent, record))
+}
+
+/// The agent a route names (`/agents/{name}/...`, or a create's `agent`), which the caller must
+/// be allowed to use (403 otherwise). Set as the request's agent first, so that its refusals
+/// are counted under it.
+pub fn named_agent(state: &State, ctx: &mut Ctx, name: &str) -> Result<Arc<Agent>, ApiError> {
+    let agent = state
+        .registry
+        .resolve(name)
+        .ok_or_else(|| unknown_agent(name))?;
+    ctx.agent = Some(agent.clone());
+    admission::agent(state, ctx, &agent)?;
+    Ok(agent)
 }
 
 /// What of the client's request goes to the agent besides the body: its headers (filtered) and
@@ -123,10 +144,12 @@ pub fn build_request(
         query,
     } = client;
     agent.card()?;
-    // The prefix stands for the agent's base URL: the query string goes along unchanged.
-    let url = match query {
+    // The prefix stands for the agent's base URL: the query string goes along, less the
+    // gateway's own credential.
+    let query = query.map(admission::without_access_token);
+    let url = match query.as_deref() {
+        Some("") | None => format!("{}{path}", agent.cfg.url),
         Some(q) => format!("{}{path}?{q}", agent.cfg.url),
-        None => format!("{}{path}", agent.cfg.url),
     };
     let mut req = Request::builder()
         .method(method)
@@ -138,7 +161,9 @@ pub fn build_request(
                 format!("cannot build the agent request: {e}"),
             )
         })?;
-    *req.headers_mut() = upstream_headers(client, ctx.peer.ip(), &ctx.request_id, reads_body);
+    let headers = req.headers_mut();
+    *headers = upstream_headers(client, ctx.peer.ip(), &ctx.request_id, reads_body);
+    agent.authorize(headers);
     Ok(req)
 }
 
@@ -314,7 +339,13 @@ pub async fn record(
         )]));
     }
     let name = agent.cfg.name.as_str();
-    let applied = apply(state, agent, ctx, &task, raw).await?;
+    // The answer to a create (nothing asked about) names the task the caller now owns.
+    let owner = if asked.is_none() {
+        ctx.caller.owner().map(|o| &**o)
+    } else {
+        None
+    };
+    let applied = apply(state, agent, ctx, &task, raw, owner).await?;
     match applied.verdict {
         Verdict::Refused(Refusal::ForeignAgent) => {
             // The standing record is another agent's task: it is no answer to this request, and
@@ -339,13 +370,15 @@ pub async fn record(
 }
 
 /// The one way news about a task enters the ledger from the HTTP edge (agent answers and push
-/// notifications alike): apply it, and count and log what the state machine decided.
+/// notifications alike): apply it, and count and log what the state machine decided. `owner`:
+/// the client whose create this answers.
 pub async fn apply(
     state: &State,
     agent: &Agent,
     ctx: &Ctx,
     task: &TaskRef,
     raw: &Bytes,
+    owner: Option<&str>,
 ) -> Result<Applied, ApiError> {
     let request_id = ctx.request_id.to_str().ok();
     let applied = apply_counted(
@@ -354,6 +387,7 @@ pub async fn apply(
         &agent.cfg.name,
         task,
         raw.clone(),
+        owner,
         request_id,
     )
     .await?;

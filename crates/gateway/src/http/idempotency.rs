@@ -4,7 +4,7 @@
 //! flight, 422 for a key reused with another body.
 //!
 //! Keys are scoped per agent (the route name: the route name and the card's `agent_id` are one
-//! scope); the edge's identity issue scopes them per client as well.
+//! scope) and per client: two clients that pick the same key never see each other's answers.
 
 use std::time::Duration;
 
@@ -67,6 +67,15 @@ pub fn key_of(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
     Ok(Some(String::from_utf8_lossy(inner).into_owned()))
 }
 
+/// The scope of a key: the agent's route name, and the client's name when there is one.
+/// Route names hold no `/`, so the two parts cannot run into each other.
+pub fn scope(agent: &str, caller: &crate::auth::Caller) -> String {
+    match caller.owner() {
+        Some(client) => format!("{agent}/{client}"),
+        None => agent.to_owned(),
+    }
+}
+
 /// A key this request holds in the ledger, until it completes or releases it.
 #[derive(Debug, Clone)]
 pub struct Held {
@@ -88,12 +97,14 @@ pub enum Claimed {
     Answered(Response<Body>),
 }
 
-/// Claim `key` for the request with this body `fingerprint`, on `agent` (its route name), held
+/// Claim `key` in `scope` (see [`scope`]) for the request with this body `fingerprint`, on
+/// `agent` (its route name, the metrics label), held
 /// at most `timeout` + `late_answer_secs` + slack. A ledger that cannot be asked is 503: a
 /// create without its key's protection could be made twice.
 pub async fn claim(
     state: &State,
     agent: &str,
+    scope: String,
     key: String,
     fingerprint: Fingerprint,
     timeout: Duration,
@@ -102,7 +113,7 @@ pub async fn claim(
     let lease = timeout + state.config.late_answer + LEASE_SLACK;
     let claim = state
         .ledger
-        .claim_key(agent, &key, fingerprint, &token, lease)
+        .claim_key(&scope, &key, fingerprint, &token, lease)
         .await?;
     let outcome = match &claim {
         Claim::Claimed => "claimed",
@@ -121,7 +132,7 @@ pub async fn claim(
         .inc();
     match claim {
         Claim::Claimed => Ok(Claimed::Held(Held {
-            scope: agent.to_owned(),
+            scope,
             key,
             fingerprint,
             token,

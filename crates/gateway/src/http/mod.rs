@@ -4,6 +4,8 @@
 //!   for an HTTP/1.1 task-stream GET, to the `lean` path. Both are transports only.
 //! - `pipeline`: the one ordered request pipeline every request goes through, whatever its
 //!   connection path (read its module doc first).
+//! - `admission`: stage 3, who the caller is and what it may do (with `crate::auth`).
+//! - `cors`: browser access for the configured origins (preflights, and the answer's headers).
 //! - `context`: the connection and the request context the pipeline hands to handlers.
 //! - `route`: every route, parsed from the path.
 //! - `handlers/`: one file per route family.
@@ -13,8 +15,10 @@
 //! - `request`, `response`, `body`: reading requests, building answers, the answer body.
 //! - `error`: the error body, and the one place domain errors become answers.
 
+pub mod admission;
 pub mod body;
 pub mod context;
+mod cors;
 mod detach;
 pub mod error;
 mod exchange;

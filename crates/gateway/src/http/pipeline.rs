@@ -6,12 +6,16 @@
 //!    that every later answer, error or not, carries it.
 //! 2. **route**: the path and method pick a [`Route`], or 404 / 405 here. Before admission,
 //!    because what a caller may do depends on the route.
-//! 3. **admission** (authenticate, authorize, limit): the edge's checks sit here, after the
-//!    route and before any handler, so a refused caller costs no handler work. Today every
-//!    caller is admitted; the identity and limits issues fill this stage.
+//! 3. **admission** (`admission::admit`): authenticate the caller, check the route's right, take
+//!    a stream slot on the stream routes. After the route, because what a caller needs depends
+//!    on it; before any handler, so a refused caller costs no handler work. A CORS preflight
+//!    is answered here too (it carries no credentials: it asks what a later request may send).
+//!    The checks that need the task (the caller may use its agent, and may see it) are made
+//!    where a handler resolves the task, by `admission::agent` and `admission::task`.
 //! 4. **handler**: one function per route, in `handlers/`.
 //! 5. **answer**: an error becomes its JSON body (`error`), the request id is set on the answer,
-//!    and the request metrics are counted with the route, agent and status.
+//!    CORS headers for an allowed origin, and the request metrics are counted with the route,
+//!    agent, client and status.
 //!
 //! No middleware stack: a reader finds the order here, in one function.
 
@@ -20,12 +24,15 @@ use std::time::Instant;
 use hyper::header::{HeaderValue, ALLOW};
 use hyper::{Method, Response};
 
+use super::admission;
 use super::body::Body;
 use super::context::{Conn, Ctx};
+use super::cors;
 use super::error::{ApiError, ApiResult, Code};
 use super::handlers::{admin, artifacts, catalog, events, notifications, probes, streams, tasks};
 use super::request::{request_id, Request, X_REQUEST_ID};
 use super::route::Route;
+use crate::auth::Caller;
 use crate::State;
 
 /// The pipeline. Never fails: every error is an answer.
@@ -37,28 +44,42 @@ pub async fn handle(state: &State, conn: &Conn, req: Request) -> Response<Body> 
         peer: conn.peer,
         agent: None,
         kill: conn.kill.clone(),
+        // Until admission says otherwise: no agent, no task, no right.
+        caller: Caller::Public,
+        permit: None,
     };
+    let origin = cors::origin(state, req.headers());
     // 2. route (the path is copied: the route borrows it while the handler owns the request)
     let path = req.uri().path().to_owned();
     let route = Route::parse(&path);
     let (label, method) = route.meta();
-    let result = match check_method(&path, &route, &method, req.method()) {
-        Err(e) => Err(e),
-        // 3. admission: every caller is admitted (see the module doc).
-        // 4. handler
-        Ok(()) => dispatch(state, &mut ctx, route, req).await,
+    let result = if let Some(answer) = cors::preflight(state, &route, &req) {
+        answer
+    } else {
+        match check_method(&path, &route, &method, req.method()) {
+            Err(e) => Err(e),
+            // 3. admission, then 4. handler
+            Ok(()) => match admission::admit(state, &mut ctx, &route, &req) {
+                Err(e) => Err(e),
+                Ok(()) => dispatch(state, &mut ctx, route, req).await,
+            },
+        }
     };
     // 5. answer
     let mut res = result.unwrap_or_else(ApiError::into_response);
     res.headers_mut()
         .insert(X_REQUEST_ID.clone(), ctx.request_id);
+    if let Some(origin) = origin {
+        cors::allow(res.headers_mut(), origin);
+    }
     let agent = ctx.agent.as_ref().map_or("", |a| a.cfg.name.as_str());
+    let client = ctx.caller.label();
     let m = &state.metrics;
     m.requests
-        .with_label_values(&[label, agent, res.status().as_str()])
+        .with_label_values(&[label, agent, client, res.status().as_str()])
         .inc();
     m.request_seconds
-        .with_label_values(&[label, agent])
+        .with_label_values(&[label, agent, client])
         .observe(started.elapsed().as_secs_f64());
     res
 }
@@ -92,7 +113,7 @@ async fn dispatch(state: &State, ctx: &mut Ctx, route: Route<'_>, req: Request) 
         Route::Healthz => probes::healthz(),
         Route::Readyz => probes::readyz(state),
         Route::Metrics => probes::metrics(state).await,
-        Route::Catalog => catalog::agents(state),
+        Route::Catalog => catalog::agents(state, ctx),
         Route::Card(a) => catalog::card(state, ctx, a),
         Route::CreateTask(a) => tasks::create(state, ctx, a, req).await,
         Route::GetTask(a, t) => tasks::get(state, ctx, a, t, req).await,
@@ -101,11 +122,11 @@ async fn dispatch(state: &State, ctx: &mut Ctx, route: Route<'_>, req: Request) 
         Route::ArtifactContent(a, id) => artifacts::content(state, ctx, a, id, req).await,
         Route::Stream(a, t) => streams::subscribe(state, ctx, a, t, req).await,
         Route::Notifications(a) => notifications::ingest(state, ctx, a, req).await,
-        Route::Events => events::events(state, req).await,
+        Route::Events => events::events(state, ctx, req).await,
         Route::DeadLetters => admin::dead_letters(state, req).await,
         Route::Redrive => admin::redrive(state, req).await,
-        Route::Subscribers => admin::subscribers(state, req).await,
-        Route::EnableSubscriber(s) => admin::enable(state, s, req).await,
+        Route::Subscribers => admin::subscribers(state).await,
+        Route::EnableSubscriber(s) => admin::enable(state, s).await,
         Route::NotFound => Err(ApiError::new(Code::NotFound, "no such route")),
     }
 }

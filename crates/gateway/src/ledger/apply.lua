@@ -5,20 +5,26 @@
 -- KEYS[1] the task hash, KEYS[2] the per-state index prefix (zsets KEYS[2]..STATUS),
 -- KEYS[3] the webhook key prefix (lanes, stream, queued counter; see webhook/queue/redis.rs)
 -- ARGV    agent, status, updated_ms, task, now_ms, terminal_ttl_ms, live_ttl_ms, task_id,
---         msg_id prefix, timestamp, max_queued, max_dead, change channel, subscriber...
+--         msg_id prefix, timestamp, max_queued, max_dead, change channel, owner ('' for none),
+--         subscriber...
+-- The owner is the client whose create this answers: recorded if the task has none yet,
+-- whatever the verdict (a push may have recorded the task first), except on another agent's
+-- task. An owner is never replaced.
 -- A first sighting or a transition is queued for every subscriber named, in this same step:
 -- a change is never recorded without its deliveries, nor delivered without being recorded.
 -- A disabled subscriber's (410 Gone) go straight to the dead letters, to be redriven once it
 -- is back: its lanes cannot fill the queue that every other subscriber shares.
 -- Every first sighting or transition is also PUBLISHed on the change channel
--- ("agent \n task_id \n STATUS \n task"), for the live streams of every replica.
--- Returns {verdict, agent, status, updated_ms, task, previous status or ''}: the record after
+-- ("agent \n task_id \n STATUS \n owner \n task"), for the live streams of every replica.
+-- Returns {verdict, agent, status, updated_ms, task, previous status or '', owner or ''}: the record after
 --   the call (the new one when accepted, with task left empty since the caller has it; the
 --   standing one otherwise) and the state it left.
 
 local TERMINAL = { COMPLETED = true, FAILED = true, CANCELLED = true }
 local agent, status, updated = ARGV[1], ARGV[2], tonumber(ARGV[3])
-local rec = redis.call('HMGET', KEYS[1], 'agent', 'status', 'updated_ms', 'task')
+local rec = redis.call('HMGET', KEYS[1], 'agent', 'status', 'updated_ms', 'task', 'owner')
+local owner = rec[5] or ''
+local claims = ARGV[14] ~= '' and owner == ''
 
 local function reaches(from, to)
   if from == to then return true end
@@ -46,23 +52,28 @@ else
   end
 end
 
-if verdict ~= 'new' and verdict ~= 'transition' and verdict ~= 'refresh' then
-  return { verdict, rec[1], rec[2], rec[3], rec[4], rec[2] or '' }
+if claims and verdict ~= 'foreign_agent' then
+  owner = ARGV[14]
+  if rec[1] then redis.call('HSET', KEYS[1], 'owner', owner) end
 end
 
-local wh, nsubs = KEYS[3], #ARGV - 13
+if verdict ~= 'new' and verdict ~= 'transition' and verdict ~= 'refresh' then
+  return { verdict, rec[1], rec[2], rec[3], rec[4], rec[2] or '', owner }
+end
+
+local wh, nsubs = KEYS[3], #ARGV - 14
 local changed = verdict == 'new' or verdict == 'transition'
 local notify = nsubs > 0 and changed
 if notify then
   local queued = tonumber(redis.call('GET', wh .. 'queued') or '0')
   if queued + nsubs > tonumber(ARGV[11]) then
-    return { 'queue_full', rec[1] or agent, rec[2] or status, rec[3] or ARGV[3], '', rec[2] or '' }
+    return { 'queue_full', rec[1] or agent, rec[2] or status, rec[3] or ARGV[3], '', rec[2] or '', owner }
   end
 end
 
 local now = tonumber(ARGV[5])
 local ttl = tonumber(TERMINAL[status] and ARGV[6] or ARGV[7])
-redis.call('HSET', KEYS[1], 'agent', agent, 'status', status, 'updated_ms', ARGV[3], 'task', ARGV[4])
+redis.call('HSET', KEYS[1], 'agent', agent, 'status', status, 'updated_ms', ARGV[3], 'task', ARGV[4], 'owner', owner)
 redis.call('PEXPIRE', KEYS[1], ttl)
 if rec[2] and rec[2] ~= status then
   redis.call('ZREM', KEYS[2] .. rec[2], ARGV[8])
@@ -75,7 +86,7 @@ if notify then
   local entry = ARGV[5] .. '\n' .. ARGV[9] .. '_' .. n .. '\n'
     .. '{"event_type":"task.status.updated","timestamp":"' .. ARGV[10] .. '","data":' .. ARGV[4] .. '}'
   local queued = 0
-  for i = 14, #ARGV do
+  for i = 15, #ARGV do
     if redis.call('HEXISTS', wh .. 'disabled', ARGV[i]) == 1 then
       local meta = cjson.encode({ subscriber = ARGV[i], task_id = ARGV[8], attempts = 0,
         last_error = 'subscriber disabled', failed_at = ARGV[10] })
@@ -91,7 +102,7 @@ if notify then
   redis.call('INCRBY', wh .. 'queued', queued)
 end
 if changed and ARGV[13] ~= '' then
-  redis.call('PUBLISH', ARGV[13], agent .. '\n' .. ARGV[8] .. '\n' .. status .. '\n' .. ARGV[4])
+  redis.call('PUBLISH', ARGV[13], agent .. '\n' .. ARGV[8] .. '\n' .. status .. '\n' .. owner .. '\n' .. ARGV[4])
 end
 -- The caller holds the accepted document already: do not send it back.
-return { verdict, agent, status, ARGV[3], '', rec[2] or '' }
+return { verdict, agent, status, ARGV[3], '', rec[2] or '', owner }

@@ -12,10 +12,10 @@ use bytes::Bytes;
 
 use super::idempotency::MemoryKeys;
 use super::{
-    decide, notifies, Answer, Applied, Claim, Fingerprint, LedgerError, LedgerFuture, Record,
-    TaskLedger,
+    decide, notifies, Answer, Applied, ArtifactRef, Claim, Fingerprint, LedgerError, LedgerFuture,
+    Record, TaskLedger,
 };
-use crate::protocol::task::{Head, Verdict};
+use crate::protocol::task::{Head, Refusal, Verdict};
 use crate::stream::changes::{Change, ChangeFeed};
 use crate::webhook::queue::{self, MemoryQueue, Message, Outbox};
 
@@ -37,7 +37,7 @@ struct Shard {
     order: VecDeque<(u64, Arc<str>)>,
     /// Terminal tasks in the order they expire (the retention is one constant).
     expiry: VecDeque<(Instant, u64, Arc<str>)>,
-    artifacts: HashMap<Arc<str>, (Arc<str>, Instant)>,
+    artifacts: HashMap<Arc<str>, (ArtifactRef, Instant)>,
     artifact_order: VecDeque<Arc<str>>,
     counts: [u64; 6],
     /// Approximate bytes held by the tasks (documents, keys and per-entry overhead).
@@ -89,17 +89,19 @@ impl MemoryLedger {
         self
     }
 
-    fn announce(&self, agent: &str, task_id: &str, head: Head, task: &Bytes, verdict: Verdict) {
+    fn announce(&self, task_id: &str, record: &Record, verdict: Verdict) {
+        let head = record.head;
         if let Some(feed) = self
             .changes
             .as_ref()
             .filter(|f| notifies(verdict) && f.wanted(head.status))
         {
             feed.publish(Change {
-                agent: agent.into(),
+                agent: record.agent.clone(),
                 task_id: task_id.into(),
                 status: head.status,
-                task: task.clone(),
+                owner: record.owner.clone(),
+                task: record.task.clone(),
             });
         }
     }
@@ -132,6 +134,7 @@ impl MemoryLedger {
         task_id: &str,
         head: Head,
         task: Bytes,
+        owner: Option<&str>,
     ) -> Result<Applied, LedgerError> {
         let now = Instant::now();
         let mut s = self.shard(task_id);
@@ -142,14 +145,22 @@ impl MemoryLedger {
             .map(|e| (e.record.agent.as_ref(), e.record.head));
         let verdict = decide(recorded, agent, head);
         if !verdict.is_accepted() {
-            let record = match s.tasks.get(task_id) {
-                Some(e) => e.record.clone(),
+            let record = match s.tasks.get_mut(task_id) {
+                Some(e) => {
+                    // The creator's claim stands even when the news itself is not taken (a
+                    // push recorded the task first): see `TaskLedger::apply`.
+                    if verdict != Verdict::Refused(Refusal::ForeignAgent) {
+                        claim(&mut e.record, owner);
+                    }
+                    e.record.clone()
+                }
                 // Refused with nothing recorded cannot happen (decide(None, ..) is New); answer
                 // with the update itself rather than panic.
                 None => Record {
                     agent: agent.into(),
                     head,
                     task,
+                    owner: None,
                 },
             };
             return Ok(Applied { verdict, record });
@@ -180,6 +191,7 @@ impl MemoryLedger {
             let grown = task.len() as isize - e.record.task.len() as isize;
             e.record.head = head;
             e.record.task = task;
+            claim(&mut e.record, owner);
             e.expires = expires;
             e.changes = changes;
             let (seq, record) = (e.seq, e.record.clone());
@@ -189,7 +201,7 @@ impl MemoryLedger {
             if let Some(at) = expires {
                 s.expiry.push_back((at, seq, key));
             }
-            self.announce(agent, task_id, head, &record.task, verdict);
+            self.announce(task_id, &record, verdict);
             return Ok(Applied { verdict, record });
         }
         // A new task: make room first, by count and by bytes.
@@ -207,6 +219,7 @@ impl MemoryLedger {
             agent: agent.into(),
             head,
             task,
+            owner: owner.map(Into::into),
         };
         s.counts[head.status.index()] += 1;
         s.bytes += size;
@@ -224,7 +237,7 @@ impl MemoryLedger {
             },
         );
         s.compact(self.per_shard);
-        self.announce(agent, task_id, head, &record.task, verdict);
+        self.announce(task_id, &record, verdict);
         Ok(Applied { verdict, record })
     }
 
@@ -236,6 +249,13 @@ impl MemoryLedger {
             Some(at) if at <= now => None,
             _ => Some(e.record.clone()),
         }
+    }
+}
+
+/// Record `owner` as the task's creator if it has none yet.
+fn claim(record: &mut Record, owner: Option<&str>) {
+    if record.owner.is_none() {
+        record.owner = owner.map(Into::into);
     }
 }
 
@@ -306,9 +326,10 @@ impl TaskLedger for MemoryLedger {
         task_id: &'a str,
         head: Head,
         task: Bytes,
+        owner: Option<&'a str>,
     ) -> LedgerFuture<'a, Applied> {
         Box::pin(std::future::ready(
-            self.apply_now(agent, task_id, head, task),
+            self.apply_now(agent, task_id, head, task, owner),
         ))
     }
 
@@ -319,10 +340,14 @@ impl TaskLedger for MemoryLedger {
     fn note_artifacts<'a>(
         &'a self,
         agent: &'a str,
+        task_id: &'a str,
         artifact_ids: Vec<String>,
     ) -> LedgerFuture<'a, ()> {
         let expires = Instant::now() + self.retention;
-        let agent: Arc<str> = agent.into();
+        let listed = ArtifactRef {
+            agent: agent.into(),
+            task_id: task_id.into(),
+        };
         for id in artifact_ids {
             let mut s = self.shard(&id);
             if s.artifacts.contains_key(id.as_str()) {
@@ -338,12 +363,12 @@ impl TaskLedger for MemoryLedger {
             }
             let key: Arc<str> = id.into();
             s.artifact_order.push_back(key.clone());
-            s.artifacts.insert(key, (agent.clone(), expires));
+            s.artifacts.insert(key, (listed.clone(), expires));
         }
         Box::pin(std::future::ready(Ok(())))
     }
 
-    fn artifact_agent<'a>(&'a self, artifact_id: &'a str) -> LedgerFuture<'a, Option<Arc<str>>> {
+    fn artifact<'a>(&'a self, artifact_id: &'a str) -> LedgerFuture<'a, Option<ArtifactRef>> {
         let now = Instant::now();
         let s = self.shard(artifact_id);
         let found = s
@@ -431,6 +456,7 @@ mod tests {
             id,
             head,
             Bytes::from(format!("{id}:{}:{}", head.status.as_str(), head.updated_ms)),
+            None,
         )
         .expect("no outbox, no refusal")
     }
@@ -501,7 +527,7 @@ mod tests {
         let read_buffer = Bytes::from(vec![b'x'; 8192]);
         let answer = read_buffer.slice(100..400);
         let applied = l
-            .apply_now("a", "t", h(Status::Working, 1), answer.clone())
+            .apply_now("a", "t", h(Status::Working, 1), answer.clone(), None)
             .expect("applied");
         assert_eq!(applied.record.task, answer);
         assert_ne!(
@@ -516,7 +542,13 @@ mod tests {
         let l = ledger(1_000_000, Duration::from_secs(60)).with_byte_budget(SHARDS * 64 * 1024);
         let big = Bytes::from(vec![b'x'; 16 * 1024]);
         for i in 0..2000 {
-            let _ = l.apply_now("a", &format!("t{i}"), h(Status::Working, 1), big.clone());
+            let _ = l.apply_now(
+                "a",
+                &format!("t{i}"),
+                h(Status::Working, 1),
+                big.clone(),
+                None,
+            );
         }
         let held: usize = l.shards.iter().map(|s| s.lock().expect("lock").bytes).sum();
         assert!(held <= SHARDS * 64 * 1024, "held {held}");
@@ -524,8 +556,14 @@ mod tests {
         assert!(l.evictions.get() > 1000);
         // Updates that grow a document are accounted too.
         let small = ledger(100, Duration::from_secs(60));
-        let _ = small.apply_now("a", "t", h(Status::Working, 1), Bytes::from_static(b"ab"));
-        let _ = small.apply_now("a", "t", h(Status::Working, 2), big.clone());
+        let _ = small.apply_now(
+            "a",
+            "t",
+            h(Status::Working, 1),
+            Bytes::from_static(b"ab"),
+            None,
+        );
+        let _ = small.apply_now("a", "t", h(Status::Working, 2), big.clone(), None);
         let bytes: usize = small
             .shards
             .iter()
@@ -554,14 +592,17 @@ mod tests {
     fn artifacts_are_indexed_and_bounded() {
         let l = ledger(SHARDS, Duration::from_secs(60));
         let ids: Vec<String> = (0..100).map(|i| format!("art{i}")).collect();
-        futures_block(l.note_artifacts("a", ids));
+        futures_block(l.note_artifacts("a", "t1", ids));
         let found = (0..100)
-            .filter(|i| futures_block(l.artifact_agent(&format!("art{i}"))).is_some())
+            .filter(|i| futures_block(l.artifact(&format!("art{i}"))).is_some())
             .count();
         assert!((1..=SHARDS).contains(&found), "{found}");
         assert_eq!(
-            futures_block(l.artifact_agent("art99")).as_deref(),
-            Some("a")
+            futures_block(l.artifact("art99")),
+            Some(ArtifactRef {
+                agent: "a".into(),
+                task_id: "t1".into()
+            })
         );
     }
 

@@ -31,6 +31,18 @@ pub struct Record {
     pub head: Head,
     /// The last accepted Task document, exactly as the agent sent it.
     pub task: Bytes,
+    /// The client that created the task through the gateway; `None` for a task first seen
+    /// some other way (a push, a passthrough read) or created while no clients were configured.
+    pub owner: Option<Arc<str>>,
+}
+
+/// Where an artifact was listed: its agent and its task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArtifactRef {
+    /// The route name of the agent that listed it.
+    pub agent: Arc<str>,
+    /// The task it was listed under (empty when recorded by a version that did not keep it).
+    pub task_id: Arc<str>,
 }
 
 /// The result of [`TaskLedger::apply`].
@@ -67,23 +79,31 @@ pub type LedgerFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, LedgerError
 /// tested against the same behaviour.
 pub trait TaskLedger: Send + Sync + 'static {
     /// Judge `head` against the record of `task_id` and store `task` if accepted.
+    ///
+    /// `owner` is the client whose create this is the answer to (`None` for every other kind
+    /// of news). It is recorded if the task has no owner yet, whatever the verdict (except a
+    /// task of another agent): a push may record the task before the create's answer does,
+    /// and the task is still the creator's. An owner is never replaced.
     fn apply<'a>(
         &'a self,
         agent: &'a str,
         task_id: &'a str,
         head: Head,
         task: Bytes,
+        owner: Option<&'a str>,
     ) -> LedgerFuture<'a, Applied>;
     /// The record of a task, if the gateway has seen it (and it has not expired).
     fn get<'a>(&'a self, task_id: &'a str) -> LedgerFuture<'a, Option<Record>>;
-    /// Remember which agent serves these artifacts, so `/artifacts/{id}/content` can be routed.
+    /// Remember which agent serves these artifacts of `task_id`, so `/artifacts/{id}/content`
+    /// can be routed, and its task's owner asked. The first listing of an artifact keeps it.
     fn note_artifacts<'a>(
         &'a self,
         agent: &'a str,
+        task_id: &'a str,
         artifact_ids: Vec<String>,
     ) -> LedgerFuture<'a, ()>;
-    /// The agent that listed this artifact.
-    fn artifact_agent<'a>(&'a self, artifact_id: &'a str) -> LedgerFuture<'a, Option<Arc<str>>>;
+    /// The agent that listed this artifact, and the task it was listed under.
+    fn artifact<'a>(&'a self, artifact_id: &'a str) -> LedgerFuture<'a, Option<ArtifactRef>>;
     /// Tasks held, by state (indexed like [`crate::protocol::task::Status::ALL`]).
     fn counts(&self) -> LedgerFuture<'_, [u64; 6]>;
     /// Claim idempotency key `key` in `scope` for the request with this `fingerprint`, atomically:
@@ -140,9 +160,12 @@ pub async fn apply_counted(
     agent: &str,
     task: &crate::protocol::task::TaskRef,
     raw: Bytes,
+    owner: Option<&str>,
     request_id: Option<&str>,
 ) -> Result<Applied, LedgerError> {
-    let applied = ledger.apply(agent, &task.task_id, task.head, raw).await?;
+    let applied = ledger
+        .apply(agent, &task.task_id, task.head, raw, owner)
+        .await?;
     match applied.verdict {
         Verdict::Refused(reason) => {
             metrics

@@ -17,7 +17,9 @@ use bytes::Bytes;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{AsyncCommands, Script, Value as RValue};
 
-use super::{Answer, Applied, Claim, Fingerprint, LedgerError, LedgerFuture, Record, TaskLedger};
+use super::{
+    Answer, Applied, ArtifactRef, Claim, Fingerprint, LedgerError, LedgerFuture, Record, TaskLedger,
+};
 use crate::protocol::task::{Head, Refusal, Status, Verdict};
 use crate::webhook::queue::{message_id_prefix, webhook_prefix, Outbox};
 
@@ -179,6 +181,7 @@ impl RedisLedger {
         task_id: &str,
         head: Head,
         task: Bytes,
+        owner: Option<&str>,
     ) -> Result<Applied, LedgerError> {
         let mut conn = self.conn.clone();
         let mut inv = self.apply.key(self.task_key(task_id));
@@ -198,13 +201,19 @@ impl RedisLedger {
                     .arg(crate::protocol::time::now())
                     .arg(o.max_queued)
                     .arg(o.max_dead)
-                    .arg(&self.changes);
+                    .arg(&self.changes)
+                    .arg(owner.unwrap_or(""));
                 for s in o.subscribers(agent) {
                     inv.arg(s.as_ref());
                 }
             }
             _ => {
-                inv.arg("").arg("").arg(0).arg(0).arg(&self.changes);
+                inv.arg("")
+                    .arg("")
+                    .arg(0)
+                    .arg(0)
+                    .arg(&self.changes)
+                    .arg(owner.unwrap_or(""));
             }
         }
         let reply: Vec<RValue> = inv.invoke_async(&mut conn).await.map_err(unavailable)?;
@@ -246,6 +255,11 @@ impl RedisLedger {
             "queue_full" => return Err(LedgerError::QueueFull),
             _ => return Err(bad()),
         };
+        let rec_owner = reply
+            .get(6)
+            .and_then(text)
+            .filter(|o| !o.is_empty())
+            .map(Arc::<str>::from);
         // On acceptance the script leaves the document out: it is the one just sent.
         let rec_task = if verdict.is_accepted() {
             task
@@ -261,6 +275,7 @@ impl RedisLedger {
                     updated_ms: rec_updated,
                 },
                 task: rec_task,
+                owner: rec_owner,
             },
         })
     }
@@ -273,21 +288,24 @@ impl TaskLedger for RedisLedger {
         task_id: &'a str,
         head: Head,
         task: Bytes,
+        owner: Option<&'a str>,
     ) -> LedgerFuture<'a, Applied> {
-        Box::pin(self.apply_inner(agent, task_id, head, task))
+        Box::pin(self.apply_inner(agent, task_id, head, task, owner))
     }
 
     fn get<'a>(&'a self, task_id: &'a str) -> LedgerFuture<'a, Option<Record>> {
         Box::pin(async move {
             let mut conn = self.conn.clone();
-            let (agent, status, updated, task): (
+            type Fields = (
                 Option<String>,
                 Option<String>,
                 Option<i64>,
                 Option<Vec<u8>>,
-            ) = redis::cmd("HMGET")
+                Option<String>,
+            );
+            let (agent, status, updated, task, owner): Fields = redis::cmd("HMGET")
                 .arg(self.task_key(task_id))
-                .arg(&["agent", "status", "updated_ms", "task"])
+                .arg(&["agent", "status", "updated_ms", "task", "owner"])
                 .query_async(&mut conn)
                 .await
                 .map_err(unavailable)?;
@@ -302,6 +320,7 @@ impl TaskLedger for RedisLedger {
                         agent: agent.into(),
                         head: Head { status, updated_ms },
                         task: Bytes::from(task),
+                        owner: owner.filter(|o| !o.is_empty()).map(Into::into),
                     }),
                     _ => None,
                 },
@@ -312,9 +331,11 @@ impl TaskLedger for RedisLedger {
     fn note_artifacts<'a>(
         &'a self,
         agent: &'a str,
+        task_id: &'a str,
         artifact_ids: Vec<String>,
     ) -> LedgerFuture<'a, ()> {
         Box::pin(async move {
+            let listed = format!("{agent}\n{task_id}");
             let mut conn = self.conn.clone();
             let mut pipe = redis::pipe();
             let ttl = self.retention.as_millis() as u64;
@@ -322,7 +343,7 @@ impl TaskLedger for RedisLedger {
                 // NX: the first agent to list an artifact keeps it (as in the in-process ledger).
                 pipe.cmd("SET")
                     .arg(self.artifact_key(id))
-                    .arg(agent)
+                    .arg(&listed)
                     .arg("PX")
                     .arg(ttl)
                     .arg("NX")
@@ -332,14 +353,21 @@ impl TaskLedger for RedisLedger {
         })
     }
 
-    fn artifact_agent<'a>(&'a self, artifact_id: &'a str) -> LedgerFuture<'a, Option<Arc<str>>> {
+    fn artifact<'a>(&'a self, artifact_id: &'a str) -> LedgerFuture<'a, Option<ArtifactRef>> {
         Box::pin(async move {
             let mut conn = self.conn.clone();
-            let agent: Option<String> = conn
+            let listed: Option<String> = conn
                 .get(self.artifact_key(artifact_id))
                 .await
                 .map_err(unavailable)?;
-            Ok(agent.map(Into::into))
+            // "agent \n task_id"; an entry of an earlier version holds the agent alone.
+            Ok(listed.map(|l| {
+                let (agent, task) = l.split_once('\n').unwrap_or((&l, ""));
+                ArtifactRef {
+                    agent: agent.into(),
+                    task_id: task.into(),
+                }
+            }))
         })
     }
 

@@ -21,6 +21,8 @@ pub struct Change {
     pub task_id: Arc<str>,
     /// Its status after the change.
     pub status: Status,
+    /// The client that created it (`/events` shows a client its own tasks only).
+    pub owner: Option<Arc<str>>,
     /// The Task document as recorded.
     pub task: Bytes,
 }
@@ -102,17 +104,20 @@ pub fn channel(prefix: &str) -> String {
     format!("{prefix}changes")
 }
 
-/// A published change: `agent \n task_id \n STATUS \n task`.
+/// A published change: `agent \n task_id \n STATUS \n owner \n task` (owner empty for none;
+/// client names and JWT subjects hold no line break).
 pub fn decode(msg: &[u8]) -> Option<Change> {
-    let mut parts = msg.splitn(4, |&b| b == b'\n');
+    let mut parts = msg.splitn(5, |&b| b == b'\n');
     let agent = std::str::from_utf8(parts.next()?).ok()?;
     let task_id = std::str::from_utf8(parts.next()?).ok()?;
     let status = Status::parse(std::str::from_utf8(parts.next()?).ok()?)?;
+    let owner = std::str::from_utf8(parts.next()?).ok()?;
     let task = Bytes::copy_from_slice(parts.next()?);
     Some(Change {
         agent: agent.into(),
         task_id: task_id.into(),
         status,
+        owner: (!owner.is_empty()).then(|| owner.into()),
         task,
     })
 }

@@ -34,6 +34,10 @@ pub struct Filter {
     pub agents: Vec<String>,
     /// `task=` ids; empty: every task.
     pub tasks: Vec<String>,
+    /// Only the tasks this client created (a client without `all_tasks`); `None`: every task.
+    pub owner: Option<Arc<str>>,
+    /// Only these agents (the client's `agents`); `None`: every agent.
+    pub allowed: Option<Vec<String>>,
 }
 
 impl Filter {
@@ -41,6 +45,14 @@ impl Filter {
     pub fn matches(&self, c: &Change) -> bool {
         (self.agents.is_empty() || self.agents.iter().any(|a| **a == *c.agent))
             && (self.tasks.is_empty() || self.tasks.iter().any(|t| **t == *c.task_id))
+            && self
+                .owner
+                .as_ref()
+                .is_none_or(|o| c.owner.as_deref() == Some(&**o))
+            && self
+                .allowed
+                .as_ref()
+                .is_none_or(|l| l.iter().any(|a| **a == *c.agent))
     }
 }
 

@@ -48,7 +48,9 @@ fn request(
     if let Some(id) = last_id.and_then(|id| HeaderValue::from_str(id).ok()) {
         req = req.header("last-event-id", id);
     }
-    req.body(Full::new(Bytes::new())).ok()
+    let mut req = req.body(Full::new(Bytes::new())).ok()?;
+    agent.authorize(req.headers_mut());
+    Some(req)
 }
 
 fn is_event_stream(h: &hyper::HeaderMap) -> bool {
@@ -352,6 +354,7 @@ async fn learn_end(hub: &Hub, topic: &Topic, agent: &Agent, client: &Upstream) -
         &agent.cfg.name,
         &task,
         body,
+        None,
         None,
     )
     .await;

@@ -347,6 +347,7 @@ impl Topic {
             ping_gen,
             round: u64::MAX,
             done: false,
+            permit: None,
         }
     }
 }
@@ -383,6 +384,8 @@ pub struct Subscription {
     /// The round in which this subscriber's waker was registered.
     round: u64,
     done: bool,
+    /// The client's stream slot (`max_streams`): free again when the subscription ends.
+    permit: Option<crate::auth::StreamPermit>,
 }
 
 /// Why a subscription ended early.
@@ -398,6 +401,11 @@ impl std::fmt::Display for SlowConsumer {
 impl std::error::Error for SlowConsumer {}
 
 impl Subscription {
+    /// Hold the client's stream slot for as long as this subscription lives.
+    pub fn hold(&mut self, permit: Option<crate::auth::StreamPermit>) {
+        self.permit = permit;
+    }
+
     /// The topic this subscription reads.
     pub fn topic(&self) -> &Arc<Topic> {
         &self.topic

@@ -4,11 +4,12 @@
 use bytes::Bytes;
 use hyper::{Method, StatusCode};
 
+use crate::http::admission;
 use crate::http::context::Ctx;
 use crate::http::error::{ApiError, ApiResult, Code};
 use crate::http::exchange::{
-    ask, build_request, conformance, parse_agent_json, pass_through, relay, task_agent,
-    unknown_agent, ClientSide,
+    ask, build_request, conformance, named_agent, parse_agent_json, pass_through, relay,
+    task_agent, unknown_agent, ClientSide,
 };
 use crate::http::request::Request;
 use crate::http::route::valid_id;
@@ -52,12 +53,19 @@ pub async fn list(
         .map(str::to_owned)
         .collect();
     if !ids.is_empty() {
-        state.ledger.note_artifacts(&agent.cfg.name, ids).await?;
+        state
+            .ledger
+            .note_artifacts(&agent.cfg.name, task_id, ids)
+            .await?;
     }
     Ok(relay(res, body))
 }
 
 /// GET /artifacts/{id}/content: 302s and file bodies pass through with their Content-Type.
+///
+/// With clients configured, an artifact is the caller's to fetch when the task it was listed
+/// under is: so it must have been listed through the gateway, except for an `all_tasks`
+/// client under `/agents/{name}/` (which, like the agent itself, may fetch any).
 pub async fn content(
     state: &State,
     ctx: &mut Ctx,
@@ -65,23 +73,40 @@ pub async fn content(
     artifact_id: &str,
     req: Request,
 ) -> ApiResult {
-    let agent = match prefix {
-        Some(name) => state
-            .registry
-            .resolve(name)
-            .ok_or_else(|| unknown_agent(name))?,
-        None => {
-            let name = state.ledger.artifact_agent(artifact_id).await?.ok_or_else(|| {
-                ApiError::new(Code::ArtifactNotFound, format!("artifact {artifact_id} is not known to the gateway; list its task's artifacts first, or use /agents/{{name}}/artifacts/{artifact_id}/content"))
-            })?;
-            state
-                .registry
-                .by_name(&name)
-                .cloned()
-                .ok_or_else(|| unknown_agent(&name))?
+    let named = prefix
+        .map(|name| named_agent(state, ctx, name))
+        .transpose()?;
+    let unknown = || {
+        ApiError::new(Code::ArtifactNotFound, format!("artifact {artifact_id} is not known to the gateway; list its task's artifacts first, or use /agents/{{name}}/artifacts/{artifact_id}/content"))
+    };
+    // Asked only when it decides something: the agent-less route, or a caller who sees only
+    // its own tasks.
+    let listed = if named.is_none() || !ctx.caller.sees(None) {
+        state.ledger.artifact(artifact_id).await?
+    } else {
+        None
+    };
+    if !ctx.caller.sees(None) {
+        let listed = listed.as_ref().ok_or_else(unknown)?;
+        let record = state.ledger.get(&listed.task_id).await?;
+        let visible = record.as_ref().filter(|r| *r.agent == *listed.agent);
+        if visible.is_none() {
+            return Err(unknown());
         }
+        admission::task(state, ctx, &listed.task_id, visible).map_err(|_| unknown())?;
+    }
+    let agent = match (named, listed) {
+        (Some(agent), Some(l)) if *l.agent != agent.cfg.name => return Err(unknown()),
+        (Some(agent), _) => agent,
+        (None, Some(l)) => state
+            .registry
+            .by_name(&l.agent)
+            .cloned()
+            .ok_or_else(|| unknown_agent(&l.agent))?,
+        (None, None) => return Err(unknown()),
     };
     ctx.agent = Some(agent.clone());
+    admission::agent(state, ctx, &agent)?;
     let up = build_request(
         &agent,
         ctx,

@@ -4,8 +4,10 @@ use hyper::header::{HeaderValue, CACHE_CONTROL};
 use hyper::StatusCode;
 use serde::Serialize;
 
+use crate::config::Right;
 use crate::http::context::Ctx;
 use crate::http::error::{ApiError, ApiResult, Code};
+use crate::http::exchange::named_agent;
 use crate::http::response::{self, to_json};
 use crate::registry::CardState;
 use crate::State;
@@ -22,12 +24,20 @@ struct Entry<'a> {
     last_error: Option<&'a str>,
 }
 
-/// GET /agents: every agent, with its card's state.
-pub fn agents(state: &State) -> ApiResult {
+/// Whether the caller may read agents' error texts (which can name internal hosts): without
+/// clients anyone, with them `metrics` and `admin` clients.
+fn sees_errors(ctx: &Ctx) -> bool {
+    ctx.caller.can(Right::Metrics) || ctx.caller.can(Right::Admin)
+}
+
+/// GET /agents: the agents the caller may use, with their cards' state.
+pub fn agents(state: &State, ctx: &Ctx) -> ApiResult {
+    let errors = sees_errors(ctx);
     let slots: Vec<_> = state
         .registry
         .agents()
         .iter()
+        .filter(|a| ctx.caller.may_use(a))
         .map(|a| (a, a.slot()))
         .collect();
     let entries: Vec<Entry<'_>> = slots
@@ -39,7 +49,7 @@ pub fn agents(state: &State) -> ApiResult {
             capabilities: s.card.as_deref().map(|c| c.capabilities.as_slice()),
             card_state: s.state.as_str(),
             fetched_at: s.fetched_at.map(crate::protocol::time::format),
-            last_error: s.last_error.as_deref(),
+            last_error: s.last_error.as_deref().filter(|_| errors),
         })
         .collect();
     Ok(response::json(
@@ -51,19 +61,18 @@ pub fn agents(state: &State) -> ApiResult {
 /// The cached card as the gateway serves it (auth_header removed when the card was compiled).
 /// GET /agents/{name}/agent-card.json: the cached card as served (the push credential removed).
 pub fn card(state: &State, ctx: &mut Ctx, name: &str) -> ApiResult {
-    let agent = state
-        .registry
-        .resolve(name)
-        .ok_or_else(|| ApiError::new(Code::UnknownAgent, format!("no agent named {name:?}")))?;
-    ctx.agent = Some(agent.clone());
+    let agent = named_agent(state, ctx, name)?;
+    let errors = sees_errors(ctx);
     let slot = agent.slot();
     let card = slot.card.ok_or_else(|| {
+        let why = match slot.last_error.as_deref() {
+            Some(e) if errors => e,
+            Some(_) => "its card cannot be fetched or is not valid",
+            None => "not fetched yet",
+        };
         ApiError::new(
             Code::AgentUnavailable,
-            format!(
-                "agent {name:?} has no valid card: {}",
-                slot.last_error.as_deref().unwrap_or("not fetched yet")
-            ),
+            format!("agent {name:?} has no valid card: {why}"),
         )
     })?;
     let mut res = response::json(StatusCode::OK, card.served.clone());
@@ -72,7 +81,7 @@ pub fn card(state: &State, ctx: &mut Ctx, name: &str) -> ApiResult {
     if let Ok(v) = HeaderValue::from_str(slot.state.as_str()) {
         res.headers_mut().insert("x-a2a-card-state", v);
     }
-    if slot.state == CardState::Stale {
+    if slot.state == CardState::Stale && errors {
         if let Some(e) = slot
             .last_error
             .as_deref()

@@ -1,6 +1,10 @@
 //! GET /events?agent=NAME&task=ID...: one event stream for many tasks (see `crate::stream::events`).
 
+use crate::auth::{Agents, Caller};
+use crate::config::Right;
+use crate::http::admission;
 use crate::http::body::Body;
+use crate::http::context::Ctx;
 use crate::http::error::{ApiError, ApiResult, Code};
 use crate::http::request::Request;
 use crate::http::response::event_stream;
@@ -11,10 +15,30 @@ fn bad(message: String) -> ApiError {
     ApiError::new(Code::InvalidRequest, message)
 }
 
-fn filter(state: &State, query: Option<&str>) -> Result<Filter, ApiError> {
+fn filter(state: &State, ctx: &Ctx, query: Option<&str>) -> Result<Filter, ApiError> {
     let mut f = Filter::default();
+    if let Caller::Client(c) = &ctx.caller {
+        if !c.can(Right::AllTasks) {
+            f.owner = Some(c.name.clone());
+        }
+        if matches!(c.agents, Agents::Only(_)) {
+            f.allowed = Some(
+                state
+                    .registry
+                    .agents()
+                    .iter()
+                    .filter(|a| c.agents.allows(a))
+                    .map(|a| a.cfg.name.clone())
+                    .collect(),
+            );
+        }
+    }
     for kv in query.unwrap_or("").split('&').filter(|kv| !kv.is_empty()) {
         let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+        if k == "access_token" {
+            // The credential, read by admission; never echoed in a message.
+            continue;
+        }
         let plain = !v.is_empty()
             && v.len() <= 128
             && v.bytes()
@@ -29,12 +53,13 @@ fn filter(state: &State, query: Option<&str>) -> Result<Filter, ApiError> {
                 let agent = state.registry.resolve(v).ok_or_else(|| {
                     ApiError::new(Code::UnknownAgent, format!("no agent named {v:?}"))
                 })?;
+                admission::agent(state, ctx, &agent)?;
                 f.agents.push(agent.cfg.name.clone());
             }
             "task" => f.tasks.push(v.to_owned()),
             _ => {
                 return Err(bad(format!(
-                    "unknown parameter {k:?}; expected agent, task"
+                    "unknown parameter {k:?}; expected agent, task, access_token"
                 )))
             }
         }
@@ -47,14 +72,16 @@ fn filter(state: &State, query: Option<&str>) -> Result<Filter, ApiError> {
     Ok(f)
 }
 
-pub async fn events(state: &State, req: Request) -> ApiResult {
+/// GET /events. A client without `all_tasks` hears only of its own tasks, and every client
+/// only of its agents: a `task=` filter for a task it may not see opens no stream.
+pub async fn events(state: &State, ctx: &mut Ctx, req: Request) -> ApiResult {
     if *state.hub.stopping().borrow() {
         return Err(ApiError::new(
             Code::Unavailable,
             "the gateway is shutting down",
         ));
     }
-    let f = filter(state, req.uri().query())?;
+    let f = filter(state, ctx, req.uri().query())?;
     // Listen first: a change that happens while the task streams open is not missed.
     let changes = state.hub.feed.subscribe();
     let mut live = Vec::new();
@@ -63,7 +90,11 @@ pub async fn events(state: &State, req: Request) -> ApiResult {
             continue;
         };
         let wanted = f.agents.is_empty() || f.agents.iter().any(|a| **a == *rec.agent);
-        if !wanted || rec.head.status.is_terminal() {
+        let visible = ctx.caller.sees(rec.owner.as_deref())
+            && f.allowed
+                .as_ref()
+                .is_none_or(|l| l.iter().any(|a| **a == *rec.agent));
+        if !wanted || !visible || rec.head.status.is_terminal() {
             continue;
         }
         if let Some(agent) = state
@@ -91,7 +122,7 @@ pub async fn events(state: &State, req: Request) -> ApiResult {
         })
         .collect();
     let (tx, rx) = events::channel();
-    tokio::spawn(events::run(
+    let run = events::run(
         f,
         changes,
         subs,
@@ -99,6 +130,12 @@ pub async fn events(state: &State, req: Request) -> ApiResult {
         state.hub.config().ping_interval,
         state.metrics.clone(),
         state.hub.stopping(),
-    ));
+    );
+    // The client's stream slot is held for as long as the connection is served.
+    let permit = ctx.permit.take();
+    tokio::spawn(async move {
+        run.await;
+        drop(permit);
+    });
     Ok(event_stream(Body::Channel(rx)))
 }

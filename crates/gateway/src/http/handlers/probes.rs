@@ -15,7 +15,9 @@ pub fn healthz() -> ApiResult {
 }
 
 /// Ready once the listener is up and every agent has had a card attempt (successful or not: a
-/// dead agent must not keep the whole gateway out of a load balancer). Lists agents without a card.
+/// dead agent must not keep the whole gateway out of a load balancer). Lists agents without a
+/// card; with clients configured (anyone may ask, unauthenticated), only the classes of what is
+/// missing (`cards`, `redis`): agent names, URLs and error texts are on `GET /agents`.
 pub fn readyz(state: &State) -> ApiResult {
     let mut pending = Vec::new();
     let mut without_card = Vec::new();
@@ -32,20 +34,30 @@ pub fn readyz(state: &State) -> ApiResult {
     // that miss them: not ready until it is subscribed.
     let relaying = state.config.redis.is_none() || state.hub.feed.is_relayed();
     let ready = pending.is_empty() && relaying;
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    let mut missing = Vec::new();
+    if !pending.is_empty() {
+        missing.push("cards");
+    }
+    if !relaying {
+        missing.push("redis");
+    }
+    if state.auth.enabled() {
+        let body = to_json(&serde_json::json!({ "ready": ready, "missing": missing }))?;
+        return Ok(response::json(status, body));
+    }
     let body = to_json(&serde_json::json!({
+        "missing": missing,
         "ready": ready,
         "awaiting_first_card_attempt": pending,
         "agents_without_card": without_card,
         "change_feed": if relaying { "ok" } else { "not subscribed to Redis" },
     }))?;
-    Ok(response::json(
-        if ready {
-            StatusCode::OK
-        } else {
-            StatusCode::SERVICE_UNAVAILABLE
-        },
-        body,
-    ))
+    Ok(response::json(status, body))
 }
 
 /// GET /metrics: the Prometheus text format, with the gauges computed at scrape time.

@@ -32,7 +32,10 @@ pub async fn subscribe(
         .await?
     {
         None => Ok(no_more_events()),
-        Some(sub) => Ok(event_stream(Body::Events(Box::new(sub)))),
+        Some(mut sub) => {
+            sub.hold(ctx.permit.take());
+            Ok(event_stream(Body::Events(Box::new(sub))))
+        }
     }
 }
 

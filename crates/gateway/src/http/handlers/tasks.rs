@@ -15,8 +15,8 @@ use crate::http::context::Ctx;
 use crate::http::detach;
 use crate::http::error::{ApiError, ApiResult, Code};
 use crate::http::exchange::{
-    ask, build_request, conformance, json_violation, parse_agent_json, record, relay,
-    relay_substituted, task_agent, unknown_agent, ClientSide,
+    ask, build_request, conformance, json_violation, named_agent, parse_agent_json, record, relay,
+    relay_substituted, task_agent, ClientSide,
 };
 use crate::http::idempotency::{self, Claimed};
 use crate::http::request::{is_json, read_body, Request};
@@ -33,16 +33,9 @@ use crate::State;
 
 /// POST /tasks and POST /agents/{name}/tasks.
 pub async fn create(state: &State, ctx: &mut Ctx, prefix: Option<&str>, req: Request) -> ApiResult {
-    let mut agent = match prefix {
-        Some(name) => Some(
-            state
-                .registry
-                .resolve(name)
-                .ok_or_else(|| unknown_agent(name))?,
-        ),
-        None => None,
-    };
-    ctx.agent = agent.clone();
+    let mut agent = prefix
+        .map(|name| named_agent(state, ctx, name))
+        .transpose()?;
     if !is_json(req.headers()) {
         return Err(ApiError::new(
             Code::UnsupportedMediaType,
@@ -66,12 +59,7 @@ pub async fn create(state: &State, ctx: &mut Ctx, prefix: Option<&str>, req: Req
                 "POST /tasks needs `agent` (a route name or agent_id) and `input`",
             )
         })?;
-        let a = state
-            .registry
-            .resolve(name)
-            .ok_or_else(|| unknown_agent(name))?;
-        ctx.agent = Some(a.clone());
-        agent = Some(a);
+        agent = Some(named_agent(state, ctx, name)?);
     }
     let Some(agent) = agent else {
         return Err(ApiError::new(Code::UnknownAgent, "no agent"));
@@ -134,7 +122,10 @@ pub async fn create(state: &State, ctx: &mut Ctx, prefix: Option<&str>, req: Req
         None => None,
         Some(key) => {
             let timeout = agent.cfg.timeout;
-            match idempotency::claim(state, &agent.cfg.name, key, fingerprint, timeout).await? {
+            let scope = idempotency::scope(&agent.cfg.name, &ctx.caller);
+            match idempotency::claim(state, &agent.cfg.name, scope, key, fingerprint, timeout)
+                .await?
+            {
                 Claimed::Held(held) => Some(held),
                 Claimed::Answered(res) => return Ok(res),
             }

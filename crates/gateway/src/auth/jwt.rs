@@ -1,0 +1,206 @@
+//! JWT bearer tokens (`[auth.jwt]`): verified against the keys of a JWKS file, with a fixed
+//! allow-list of algorithms (RS256, ES256, EdDSA). A token's `alg` must be one of them *and*
+//! the algorithm of the key that checks it: never `none`, and never HMAC with a public key (the
+//! classic confusion, where a verifier that trusts the header checks an HS256 signature made
+//! with the public key as the secret).
+
+use std::path::Path;
+
+use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, JwkSet, KeyAlgorithm};
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use serde::Deserialize;
+
+use crate::config::JwtConfig;
+
+/// The algorithms accepted, whatever a token or a key says.
+const ALLOWED: [Algorithm; 3] = [Algorithm::RS256, Algorithm::ES256, Algorithm::EdDSA];
+
+/// The longest `sub` accepted: it names the client in logs and records the owner of its tasks.
+const MAX_SUB: usize = 256;
+
+/// What a verified token says about its client.
+#[derive(Debug, Deserialize)]
+pub struct Claims {
+    /// The client's name.
+    pub sub: String,
+    /// The agents it may use, when it has no `[[clients]]` entry.
+    #[serde(default)]
+    pub a2a_agents: Option<Vec<String>>,
+    /// Its rights, when it has no `[[clients]]` entry.
+    #[serde(default)]
+    pub a2a_can: Option<Vec<String>>,
+}
+
+/// Why a token was refused: the reason label of `a2a_gateway_auth_failures_total`, and a
+/// message for the 401 that names no key material.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JwtError {
+    /// Past `exp` (with the leeway).
+    Expired,
+    /// Anything else: malformed, wrong algorithm, bad signature, wrong `iss` or `aud`, not yet
+    /// valid, no usable `sub`.
+    Invalid(&'static str),
+}
+
+struct Key {
+    kid: Option<String>,
+    alg: Algorithm,
+    key: DecodingKey,
+}
+
+/// Verifies tokens against the keys read from `jwks_file`.
+pub struct Verifier {
+    keys: Vec<Key>,
+    /// One per allowed algorithm (a [`Validation`] names the algorithms it accepts).
+    validations: Vec<(Algorithm, Validation)>,
+}
+
+impl std::fmt::Debug for Verifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Verifier")
+            .field("keys", &self.keys.len())
+            .finish()
+    }
+}
+
+/// The algorithm a JWK is for: its `alg` if it says one, else what its key type implies. Keys
+/// for any other algorithm are not used.
+fn key_alg(jwk: &Jwk) -> Result<Algorithm, String> {
+    let implied = match &jwk.algorithm {
+        AlgorithmParameters::RSA(_) => Algorithm::RS256,
+        AlgorithmParameters::EllipticCurve(p) if p.curve == EllipticCurve::P256 => Algorithm::ES256,
+        AlgorithmParameters::OctetKeyPair(p) if p.curve == EllipticCurve::Ed25519 => {
+            Algorithm::EdDSA
+        }
+        AlgorithmParameters::OctetKey(_) => {
+            return Err(
+                "is a symmetric (oct) key; only RS256, ES256 and EdDSA keys are used".into(),
+            )
+        }
+        _ => return Err("has a curve other than P-256 or Ed25519".into()),
+    };
+    let said = match jwk.common.key_algorithm {
+        None => return Ok(implied),
+        Some(KeyAlgorithm::RS256) => Algorithm::RS256,
+        Some(KeyAlgorithm::ES256) => Algorithm::ES256,
+        Some(KeyAlgorithm::EdDSA) => Algorithm::EdDSA,
+        Some(other) => {
+            return Err(format!(
+                "is for {other:?}; only RS256, ES256 and EdDSA are accepted"
+            ))
+        }
+    };
+    if said != implied {
+        return Err(format!("says alg {said:?} but is a key for {implied:?}"));
+    }
+    Ok(said)
+}
+
+impl Verifier {
+    /// Read and check the key set: every key must be usable (a key set with an unusable key is
+    /// refused whole, so a rotation mistake is seen at load rather than as refused tokens).
+    pub fn load(cfg: &JwtConfig) -> Result<Verifier, String> {
+        let keys = read_keys(Path::new(&cfg.jwks_file))?;
+        let validations = ALLOWED
+            .iter()
+            .map(|&alg| {
+                let mut v = Validation::new(alg);
+                v.set_issuer(&[&cfg.issuer]);
+                v.set_audience(&[&cfg.audience]);
+                v.set_required_spec_claims(&["exp", "sub", "iss", "aud"]);
+                v.validate_nbf = true;
+                v.leeway = cfg.leeway.as_secs();
+                (alg, v)
+            })
+            .collect();
+        Ok(Verifier { keys, validations })
+    }
+
+    /// The claims of a valid token.
+    pub fn verify(&self, token: &str) -> Result<Claims, JwtError> {
+        let header =
+            jsonwebtoken::decode_header(token).map_err(|_| JwtError::Invalid("malformed token"))?;
+        let Some((_, validation)) = self.validations.iter().find(|(a, _)| *a == header.alg) else {
+            return Err(JwtError::Invalid("token algorithm is not accepted"));
+        };
+        let mut candidates = self.keys.iter().filter(|k| {
+            k.alg == header.alg
+                && match (&header.kid, &k.kid) {
+                    (Some(want), Some(have)) => want == have,
+                    // A token without a kid is tried on every key of its algorithm.
+                    (None, _) => true,
+                    (Some(_), None) => true,
+                }
+        });
+        let mut outcome = Err(JwtError::Invalid("no key for this token"));
+        for key in &mut candidates {
+            match jsonwebtoken::decode::<Claims>(token, &key.key, validation) {
+                Ok(data) => {
+                    outcome = Ok(data.claims);
+                    break;
+                }
+                Err(e) => {
+                    use jsonwebtoken::errors::ErrorKind as K;
+                    let err = match e.kind() {
+                        K::InvalidSignature => JwtError::Invalid("bad signature"),
+                        K::ExpiredSignature => JwtError::Expired,
+                        K::ImmatureSignature => JwtError::Invalid("token not yet valid (nbf)"),
+                        K::InvalidIssuer => JwtError::Invalid("wrong issuer"),
+                        K::InvalidAudience => JwtError::Invalid("wrong audience"),
+                        K::MissingRequiredClaim(_) => {
+                            JwtError::Invalid("a required claim is missing")
+                        }
+                        _ => JwtError::Invalid("malformed token"),
+                    };
+                    // Only a bad signature may mean another key of the set is the right one.
+                    let again = err == JwtError::Invalid("bad signature");
+                    outcome = Err(err);
+                    if !again {
+                        break;
+                    }
+                }
+            }
+        }
+        let claims = outcome?;
+        let sub_ok = !claims.sub.is_empty()
+            && claims.sub.len() <= MAX_SUB
+            && !claims.sub.chars().any(char::is_control);
+        if !sub_ok {
+            return Err(JwtError::Invalid(
+                "sub must be 1-256 characters without control characters",
+            ));
+        }
+        Ok(claims)
+    }
+}
+
+/// The usable keys of a JWKS file, or why it cannot be used.
+fn read_keys(path: &Path) -> Result<Vec<Key>, String> {
+    let text = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let set: JwkSet = serde_json::from_slice(&text)
+        .map_err(|e| format!("{} is not a JWKS document: {e}", path.display()))?;
+    if set.keys.is_empty() {
+        return Err(format!("{} has no keys", path.display()));
+    }
+    let mut keys = Vec::with_capacity(set.keys.len());
+    for (i, jwk) in set.keys.iter().enumerate() {
+        let name = jwk
+            .common
+            .key_id
+            .clone()
+            .unwrap_or_else(|| format!("keys[{i}]"));
+        let alg = key_alg(jwk).map_err(|e| format!("key {name:?} {e}"))?;
+        let key = DecodingKey::from_jwk(jwk).map_err(|e| format!("key {name:?}: {e}"))?;
+        keys.push(Key {
+            kid: jwk.common.key_id.clone(),
+            alg,
+            key,
+        });
+    }
+    Ok(keys)
+}
+
+/// The check of `check-config`: the file holds a usable key set.
+pub fn check_jwks(path: &Path) -> Result<(), String> {
+    read_keys(path).map(drop)
+}

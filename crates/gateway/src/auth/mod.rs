@@ -1,0 +1,428 @@
+//! Who is calling: the gateway's clients, how they prove it (a bearer key, or a JWT), and what
+//! each may do. No I/O here besides reading the JWKS file at load: the pipeline's admission
+//! stage (`http::admission`) asks this module who a credential names, and decides with the
+//! answer.
+//!
+//! Keys are never held, only their SHA-256 (from the config); a presented key is hashed and
+//! compared with every client's hash in constant time. A hash is what leaks nothing: comparing
+//! raw keys in constant time would still leak their lengths.
+
+pub mod jwt;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use crate::config::{ClientConfig, Config, Right};
+use crate::registry::Agent;
+
+/// A set of [`Right`]s, as bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Rights(u8);
+
+impl Rights {
+    fn bit(r: Right) -> u8 {
+        1 << (r as u8)
+    }
+
+    /// The rights listed.
+    pub fn of(list: &[Right]) -> Rights {
+        Rights(list.iter().fold(0, |acc, r| acc | Rights::bit(*r)))
+    }
+
+    /// Whether `r` is among them.
+    pub fn has(self, r: Right) -> bool {
+        self.0 & Rights::bit(r) != 0
+    }
+}
+
+/// The agents a client may use: every one, or these route names and card `agent_id`s.
+#[derive(Debug, Clone)]
+pub enum Agents {
+    /// `["*"]`.
+    All,
+    /// Route names or agent_ids.
+    Only(Vec<String>),
+}
+
+impl Agents {
+    fn of(list: &[String]) -> Agents {
+        if list.iter().any(|a| a == "*") {
+            Agents::All
+        } else {
+            Agents::Only(list.to_vec())
+        }
+    }
+
+    /// Whether `agent` is one of them, by route name or by its card's `agent_id`.
+    pub fn allows(&self, agent: &Agent) -> bool {
+        match self {
+            Agents::All => true,
+            Agents::Only(list) => {
+                list.contains(&agent.cfg.name)
+                    || agent
+                        .card()
+                        .is_ok_and(|c| list.iter().any(|a| *a == c.agent_id))
+            }
+        }
+    }
+}
+
+/// A client the gateway knows: configured, or named by a verified JWT.
+#[derive(Debug)]
+pub struct Client {
+    /// Its name: in logs, and the owner recorded on the tasks it creates.
+    pub name: Arc<str>,
+    /// Its `client` metrics label: its name if configured, `jwt` otherwise (a bounded label
+    /// set, whatever subjects an identity provider issues).
+    pub label: Arc<str>,
+    /// The agents it may use.
+    pub agents: Agents,
+    /// What it may do.
+    pub rights: Rights,
+    /// Streams it may hold open at once on this replica.
+    pub max_streams: usize,
+}
+
+impl Client {
+    fn from_config(c: &ClientConfig) -> Client {
+        let name: Arc<str> = c.name.as_str().into();
+        Client {
+            label: name.clone(),
+            name,
+            agents: Agents::of(&c.agents),
+            rights: Rights::of(&c.can),
+            max_streams: c.max_streams,
+        }
+    }
+
+    /// Whether it holds `r`.
+    pub fn can(&self, r: Right) -> bool {
+        self.rights.has(r)
+    }
+}
+
+/// Who a request is from, as admission found it.
+#[derive(Debug, Clone)]
+pub enum Caller {
+    /// No clients are configured: every caller may do everything (loopback, or
+    /// `allow_anonymous`).
+    Open,
+    /// Clients are configured and this request brought no credentials: it reached a route that
+    /// needs none (probes, a push with its ingest token). It may use no agent and own no task.
+    Public,
+    /// An authenticated client.
+    Client(Arc<Client>),
+}
+
+impl Caller {
+    /// The `client` metrics label: a configured name, `jwt`, or `anonymous`.
+    pub fn label(&self) -> &str {
+        match self {
+            Caller::Client(c) => &c.label,
+            Caller::Open | Caller::Public => "anonymous",
+        }
+    }
+
+    /// The owner to record on a task this caller creates: none without clients.
+    pub fn owner(&self) -> Option<&Arc<str>> {
+        match self {
+            Caller::Client(c) => Some(&c.name),
+            Caller::Open | Caller::Public => None,
+        }
+    }
+
+    /// Whether it may use `agent`.
+    pub fn may_use(&self, agent: &Agent) -> bool {
+        match self {
+            Caller::Open => true,
+            Caller::Public => false,
+            Caller::Client(c) => c.agents.allows(agent),
+        }
+    }
+
+    /// Whether it may see a task owned by `owner` (`None`: a task without an owner).
+    pub fn sees(&self, owner: Option<&str>) -> bool {
+        match self {
+            Caller::Open => true,
+            Caller::Public => false,
+            Caller::Client(c) => c.can(Right::AllTasks) || owner == Some(&*c.name),
+        }
+    }
+
+    /// Whether it holds `r` (everything when no clients are configured).
+    pub fn can(&self, r: Right) -> bool {
+        match self {
+            Caller::Open => true,
+            Caller::Public => false,
+            Caller::Client(c) => c.can(r),
+        }
+    }
+}
+
+/// Why a request was not authenticated: the `reason` label of
+/// `a2a_gateway_auth_failures_total` (with `forbidden` and `not_owner`, which admission counts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// No credentials.
+    Missing,
+    /// Credentials that name no client (a wrong key, a bad token).
+    Invalid(&'static str),
+    /// A JWT past its `exp`.
+    Expired,
+}
+
+impl Failure {
+    /// The metrics label.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Failure::Missing => "missing",
+            Failure::Invalid(_) => "invalid",
+            Failure::Expired => "expired",
+        }
+    }
+}
+
+/// The clients, their keys and the JWT verifier: what the config says about identity.
+pub struct Auth {
+    enabled: bool,
+    /// (SHA-256 of the key, its client), compared in constant time.
+    keys: Vec<([u8; 32], Arc<Client>)>,
+    by_name: HashMap<String, Arc<Client>>,
+    jwt: Option<jwt::Verifier>,
+    streams: Arc<StreamCounts>,
+}
+
+impl std::fmt::Debug for Auth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Auth")
+            .field("enabled", &self.enabled)
+            .field("clients", &self.by_name.len())
+            .finish()
+    }
+}
+
+fn decode_hex32(s: &str) -> Option<[u8; 32]> {
+    let b = s.as_bytes();
+    if b.len() != 64 {
+        return None;
+    }
+    let nib = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    let mut out = [0u8; 32];
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = nib(b[2 * i])? << 4 | nib(b[2 * i + 1])?;
+    }
+    Some(out)
+}
+
+impl Auth {
+    /// From a checked config; fails only if the JWKS file cannot be used.
+    pub fn from_config(cfg: &Config) -> Result<Auth, String> {
+        let mut keys = Vec::new();
+        let mut by_name = HashMap::new();
+        for c in &cfg.clients {
+            let client = Arc::new(Client::from_config(c));
+            if let Some(hash) = c.key_sha256.as_deref().and_then(decode_hex32) {
+                keys.push((hash, client.clone()));
+            }
+            by_name.insert(c.name.clone(), client);
+        }
+        let jwt = match &cfg.auth.jwt {
+            Some(j) => Some(jwt::Verifier::load(j).map_err(|e| format!("[auth.jwt] {e}"))?),
+            None => None,
+        };
+        Ok(Auth {
+            enabled: cfg.auth_enabled(),
+            keys,
+            by_name,
+            jwt,
+            streams: Arc::default(),
+        })
+    }
+
+    /// Whether callers must authenticate (clients or JWT are configured).
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// The client a bearer credential names.
+    pub fn authenticate(&self, bearer: &[u8]) -> Result<Arc<Client>, Failure> {
+        if bearer.is_empty() {
+            return Err(Failure::Missing);
+        }
+        if let Some(jwt) = self.jwt.as_ref().filter(|_| looks_like_jwt(bearer)) {
+            let token = std::str::from_utf8(bearer).map_err(|_| Failure::Invalid("token"))?;
+            return match jwt.verify(token) {
+                Ok(claims) => self.jwt_client(claims),
+                Err(jwt::JwtError::Expired) => Err(Failure::Expired),
+                Err(jwt::JwtError::Invalid(why)) => Err(Failure::Invalid(why)),
+            };
+        }
+        let digest: [u8; 32] = Sha256::digest(bearer).into();
+        // Every hash is compared, whatever matched before: the time taken does not depend on
+        // which client (if any) the key belongs to.
+        let mut found = None;
+        for (hash, client) in &self.keys {
+            if bool::from(hash.ct_eq(&digest)) {
+                found = Some(client);
+            }
+        }
+        found.cloned().ok_or(Failure::Invalid("unknown key"))
+    }
+
+    /// The client a verified token names: its `[[clients]]` entry, or one built from its claims.
+    fn jwt_client(&self, claims: jwt::Claims) -> Result<Arc<Client>, Failure> {
+        if let Some(c) = self.by_name.get(&claims.sub) {
+            return Ok(c.clone());
+        }
+        let defaults = ClientConfig::default();
+        let agents = claims.a2a_agents.unwrap_or(defaults.agents);
+        let can = match claims.a2a_can {
+            None => defaults.can,
+            Some(list) => list
+                .iter()
+                .map(|r| parse_right(r).ok_or(Failure::Invalid("unknown right in a2a_can")))
+                .collect::<Result<Vec<_>, _>>()?,
+        };
+        Ok(Arc::new(Client {
+            name: claims.sub.into(),
+            label: "jwt".into(),
+            agents: Agents::of(&agents),
+            rights: Rights::of(&can),
+            max_streams: defaults.max_streams,
+        }))
+    }
+
+    /// A stream slot for `client`, or `None` when it holds `max_streams` already.
+    pub fn open_stream(&self, client: &Client) -> Option<StreamPermit> {
+        self.streams.acquire(&client.name, client.max_streams)
+    }
+}
+
+fn parse_right(s: &str) -> Option<Right> {
+    [
+        Right::Tasks,
+        Right::Streams,
+        Right::Events,
+        Right::AllTasks,
+        Right::Metrics,
+        Right::Admin,
+    ]
+    .into_iter()
+    .find(|r| r.as_str() == s)
+}
+
+/// Three base64url segments, the first a JSON object (`eyJ`): a JWT, not a key.
+fn looks_like_jwt(b: &[u8]) -> bool {
+    b.starts_with(b"eyJ") && b.iter().filter(|&&c| c == b'.').count() == 2
+}
+
+/// Open streams per client on this replica. Entries leave when their count returns to zero, so
+/// the map holds at most one entry per open stream's client.
+#[derive(Debug, Default)]
+pub struct StreamCounts {
+    open: Mutex<HashMap<Arc<str>, usize>>,
+}
+
+impl StreamCounts {
+    fn acquire(self: &Arc<Self>, name: &Arc<str>, max: usize) -> Option<StreamPermit> {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        let n = open.entry(name.clone()).or_insert(0);
+        if *n >= max {
+            if *n == 0 {
+                open.remove(name);
+            }
+            return None;
+        }
+        *n += 1;
+        Some(StreamPermit {
+            counts: self.clone(),
+            name: name.clone(),
+        })
+    }
+
+    fn release(&self, name: &str) {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = open.get_mut(name) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(name);
+            }
+        }
+    }
+}
+
+/// One open stream of a client: counted until dropped (when the stream ends).
+#[derive(Debug)]
+pub struct StreamPermit {
+    counts: Arc<StreamCounts>,
+    name: Arc<str>,
+}
+
+impl Drop for StreamPermit {
+    fn drop(&mut self) {
+        self.counts.release(&self.name);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn auth(toml: &str) -> Auth {
+        let cfg = Config::parse(&format!(
+            "listen = \"127.0.0.1:0\"\n[[agents]]\nname = \"a\"\nurl = \"http://x\"\n{toml}"
+        ))
+        .expect("config");
+        Auth::from_config(&cfg).expect("auth")
+    }
+
+    fn sha(key: &str) -> String {
+        Sha256::digest(key.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
+    #[test]
+    fn a_key_names_its_client_and_nothing_else_does() {
+        let a = auth(&format!(
+            "[[clients]]\nname = \"one\"\nkey_sha256 = \"{}\"\n[[clients]]\nname = \"two\"\nkey_sha256 = \"{}\"\ncan = [\"metrics\"]\n",
+            sha("key-one-0123456789"),
+            sha("key-two-0123456789").to_uppercase()
+        ));
+        assert!(a.enabled());
+        let one = a.authenticate(b"key-one-0123456789").expect("one");
+        assert_eq!(&*one.name, "one");
+        assert!(one.can(Right::Tasks) && one.can(Right::Streams) && !one.can(Right::Metrics));
+        let two = a.authenticate(b"key-two-0123456789").expect("two");
+        assert!(two.can(Right::Metrics) && !two.can(Right::Tasks));
+        assert_eq!(
+            a.authenticate(b"key-one-012345678").err(),
+            Some(Failure::Invalid("unknown key"))
+        );
+        assert_eq!(a.authenticate(b"").err(), Some(Failure::Missing));
+    }
+
+    #[test]
+    fn stream_permits_are_counted_per_client_and_released_on_drop() {
+        let a = auth(&format!(
+            "[[clients]]\nname = \"one\"\nkey_sha256 = \"{}\"\nmax_streams = 2\n",
+            sha("k")
+        ));
+        let c = a.authenticate(b"k").expect("client");
+        let p1 = a.open_stream(&c).expect("1");
+        let _p2 = a.open_stream(&c).expect("2");
+        assert!(a.open_stream(&c).is_none(), "a third is over max_streams");
+        drop(p1);
+        let _p3 = a.open_stream(&c).expect("a slot came free");
+        assert!(a.open_stream(&c).is_none());
+    }
+
+    #[test]
+    fn without_clients_auth_is_off() {
+        assert!(!auth("").enabled());
+    }
+}

@@ -1,0 +1,318 @@
+//! Stage 3 of the pipeline, admission: who the caller is and whether the route is theirs to
+//! call. [`admit`] runs for every request, after the route is known and before any handler:
+//! it authenticates (a bearer key or JWT, from `Authorization`, or `?access_token=` on the
+//! stream routes, where a browser's EventSource cannot set headers), checks the route's right,
+//! and takes a stream slot for the stream routes.
+//!
+//! What needs the ledger cannot be decided before the handler has the task: [`agent`] (the
+//! caller may use this agent) and [`task`] (the caller may see this task) are the two checks a
+//! handler makes when it resolves them, both through `exchange::task_agent` for the task routes.
+//!
+//! | route | needs |
+//! |---|---|
+//! | `/healthz`, `/readyz` | nothing |
+//! | `GET /agents`, a card | any client (the catalog lists only its agents) |
+//! | create, get, cancel, artifacts, artifact content | `tasks`, the agent, ownership |
+//! | task streams | `streams`, the agent, ownership, a stream slot |
+//! | `/events` | `events`, a stream slot (own tasks only without `all_tasks`) |
+//! | `/metrics` | `metrics` |
+//! | `/admin/*` | `admin` (`admin_token` when no clients are configured) |
+//! | push notifications | the agent's `ingest_token` (its handler checks it) |
+
+use std::borrow::Cow;
+
+use hyper::header::{HeaderMap, HeaderValue, AUTHORIZATION, WWW_AUTHENTICATE};
+
+use super::context::Ctx;
+use super::error::{ApiError, Code};
+use super::request::Request;
+use super::route::Route;
+use crate::auth::{Caller, Failure};
+use crate::config::Right;
+use crate::ledger::Record;
+use crate::registry::Agent;
+use crate::State;
+
+/// What a route asks of its caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Needs {
+    /// Nothing (probes; pushes, whose handler checks the agent's ingest token).
+    Nothing,
+    /// Any authenticated client.
+    Client,
+    /// A client with this right.
+    Right(Right),
+    /// A client with this right, and a free stream slot; `?access_token=` is accepted.
+    Stream(Right),
+}
+
+fn needs(route: &Route<'_>) -> Needs {
+    match route {
+        Route::Healthz | Route::Readyz | Route::Notifications(_) | Route::NotFound => {
+            Needs::Nothing
+        }
+        Route::Catalog | Route::Card(_) => Needs::Client,
+        Route::Metrics => Needs::Right(Right::Metrics),
+        Route::CreateTask(_)
+        | Route::GetTask(..)
+        | Route::CancelTask(..)
+        | Route::ListArtifacts(..)
+        | Route::ArtifactContent(..) => Needs::Right(Right::Tasks),
+        Route::Stream(..) => Needs::Stream(Right::Streams),
+        Route::Events => Needs::Stream(Right::Events),
+        Route::DeadLetters | Route::Redrive | Route::Subscribers | Route::EnableSubscriber(_) => {
+            Needs::Right(Right::Admin)
+        }
+    }
+}
+
+/// Admit the request to `route`, or refuse it: sets `ctx.caller` (and `ctx.permit` on the
+/// stream routes).
+pub fn admit(
+    state: &State,
+    ctx: &mut Ctx,
+    route: &Route<'_>,
+    req: &Request,
+) -> Result<(), ApiError> {
+    let needs = needs(route);
+    if !state.auth.enabled() {
+        ctx.caller = Caller::Open;
+        if needs == Needs::Right(Right::Admin) {
+            return admin_token(state, req.headers());
+        }
+        return Ok(());
+    }
+    if needs == Needs::Nothing {
+        ctx.caller = Caller::Public;
+        return Ok(());
+    }
+    let from_query = matches!(needs, Needs::Stream(_));
+    let credential = credential(req, from_query).map_err(|f| refuse(state, f))?;
+    let client = state
+        .auth
+        .authenticate(&credential)
+        .map_err(|f| refuse(state, f))?;
+    // Known from here on, refused or not: its requests are counted under its name.
+    ctx.caller = Caller::Client(client.clone());
+    let right = match needs {
+        Needs::Right(r) | Needs::Stream(r) => Some(r),
+        Needs::Client | Needs::Nothing => None,
+    };
+    if let Some(r) = right.filter(|r| !client.can(*r)) {
+        state
+            .metrics
+            .auth_failures
+            .with_label_values(&["forbidden"])
+            .inc();
+        return Err(ApiError::new(
+            Code::Forbidden,
+            format!("client {:?} lacks the `{}` right", client.name, r.as_str()),
+        ));
+    }
+    if matches!(needs, Needs::Stream(_)) {
+        match state.auth.open_stream(&client) {
+            Some(permit) => ctx.permit = Some(permit),
+            None => {
+                state
+                    .metrics
+                    .streams_refused
+                    .with_label_values(&[&client.label])
+                    .inc();
+                return Err(ApiError::new(
+                    Code::TooManyStreams,
+                    format!(
+                        "client {:?} already holds its {} open streams (max_streams)",
+                        client.name, client.max_streams
+                    ),
+                )
+                .with_details(serde_json::json!({ "max_streams": client.max_streams })));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// 403 FORBIDDEN unless the caller may use `agent`.
+pub fn agent(state: &State, ctx: &Ctx, agent: &Agent) -> Result<(), ApiError> {
+    if ctx.caller.may_use(agent) {
+        return Ok(());
+    }
+    state
+        .metrics
+        .auth_failures
+        .with_label_values(&["forbidden"])
+        .inc();
+    Err(ApiError::new(
+        Code::Forbidden,
+        format!("this client may not use agent {:?}", agent.cfg.name),
+    ))
+}
+
+/// 404 TASK_NOT_FOUND unless the caller may see the task (`record` is `None` for a task the
+/// ledger does not hold, which only an `all_tasks` client may reach through a passthrough
+/// agent): another client's task is not found, as an unknown one is, so ids reveal nothing.
+pub fn task(
+    state: &State,
+    ctx: &Ctx,
+    task_id: &str,
+    record: Option<&Record>,
+) -> Result<(), ApiError> {
+    if ctx.caller.sees(record.and_then(|r| r.owner.as_deref())) {
+        return Ok(());
+    }
+    state
+        .metrics
+        .auth_failures
+        .with_label_values(&["not_owner"])
+        .inc();
+    Err(ApiError::new(
+        Code::TaskNotFound,
+        format!("task {task_id} is not known to the gateway"),
+    ))
+}
+
+/// 401 UNAUTHORIZED for a failed authentication, counted by reason.
+fn refuse(state: &State, f: Failure) -> ApiError {
+    state
+        .metrics
+        .auth_failures
+        .with_label_values(&[f.reason()])
+        .inc();
+    let (message, challenge) = match f {
+        Failure::Missing => (
+            "this route needs credentials: Authorization: Bearer <key or JWT>".to_owned(),
+            "Bearer realm=\"a2a-gateway\"",
+        ),
+        Failure::Expired => (
+            "the token has expired".to_owned(),
+            "Bearer realm=\"a2a-gateway\", error=\"invalid_token\", error_description=\"expired\"",
+        ),
+        Failure::Invalid(why) => (
+            format!("the credentials were refused: {why}"),
+            "Bearer realm=\"a2a-gateway\", error=\"invalid_token\"",
+        ),
+    };
+    ApiError::new(Code::Unauthorized, message)
+        .with_header(WWW_AUTHENTICATE, HeaderValue::from_static(challenge))
+}
+
+/// The bearer credential: `Authorization: Bearer ...`, else (on stream routes) `access_token`
+/// from the query. A non-Bearer `Authorization` is invalid rather than missing.
+fn credential(req: &Request, from_query: bool) -> Result<Cow<'_, [u8]>, Failure> {
+    if let Some(v) = req.headers().get(AUTHORIZATION) {
+        return bearer(v.as_bytes())
+            .map(Cow::Borrowed)
+            .ok_or(Failure::Invalid("Authorization must be Bearer"));
+    }
+    if from_query {
+        if let Some(t) = access_token(req.uri().query()) {
+            return Ok(t);
+        }
+    }
+    Err(Failure::Missing)
+}
+
+fn bearer(v: &[u8]) -> Option<&[u8]> {
+    let rest = v
+        .get(..7)
+        .filter(|p| p.eq_ignore_ascii_case(b"bearer "))
+        .map(|_| &v[7..])?;
+    let rest = rest.trim_ascii();
+    (!rest.is_empty()).then_some(rest)
+}
+
+/// The `access_token` query parameter, percent-decoded.
+pub fn access_token(query: Option<&str>) -> Option<Cow<'_, [u8]>> {
+    let v = query?
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("access_token="))?;
+    if !v.contains('%') && !v.contains('+') {
+        return Some(Cow::Borrowed(v.as_bytes()));
+    }
+    let b = v.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'%' => {
+                let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
+                out.push(u8::from_str_radix(hex, 16).ok()?);
+                i += 3;
+            }
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            c => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    Some(Cow::Owned(out))
+}
+
+/// The query without `access_token`: what may be passed on to an agent (or written anywhere).
+pub fn without_access_token(query: &str) -> Cow<'_, str> {
+    if !query.contains("access_token=") {
+        return Cow::Borrowed(query);
+    }
+    let kept: Vec<&str> = query
+        .split('&')
+        .filter(|kv| !kv.starts_with("access_token="))
+        .collect();
+    Cow::Owned(kept.join("&"))
+}
+
+/// The admin API without clients: `Authorization: Bearer <admin_token>`; off (404) without one.
+fn admin_token(state: &State, headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(token) = state.config.admin_token.as_ref() else {
+        return Err(ApiError::new(
+            Code::NotFound,
+            "the admin API is disabled; set admin_token in the config (or configure clients with the `admin` right) to enable it",
+        ));
+    };
+    let presented = headers
+        .get(AUTHORIZATION)
+        .and_then(|v| bearer(v.as_bytes()));
+    if presented.is_some_and(|p| token.matches(p)) {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            Code::Unauthorized,
+            "Authorization: Bearer <admin_token> is required",
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn access_tokens_are_found_decoded_and_removed() {
+        assert_eq!(
+            access_token(Some("last_event_id=3&access_token=a%2Bb+c")).as_deref(),
+            Some(&b"a+b c"[..])
+        );
+        assert_eq!(
+            access_token(Some("access_token=abc")).as_deref(),
+            Some(&b"abc"[..])
+        );
+        assert_eq!(access_token(Some("x_access_token=abc")), None);
+        assert_eq!(access_token(Some("access_token=%zz")), None);
+        assert_eq!(
+            without_access_token("a=1&access_token=s3cret&b=2"),
+            "a=1&b=2"
+        );
+        assert_eq!(without_access_token("a=1"), "a=1");
+    }
+
+    #[test]
+    fn bearer_needs_the_scheme_and_a_value() {
+        assert_eq!(bearer(b"Bearer abc"), Some(&b"abc"[..]));
+        assert_eq!(bearer(b"bearer  abc "), Some(&b"abc"[..]));
+        assert_eq!(bearer(b"Basic abc"), None);
+        assert_eq!(bearer(b"Bearer "), None);
+    }
+}
