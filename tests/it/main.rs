@@ -4,6 +4,10 @@
 
 mod support;
 
+/// Client identity, rights, ownership and CORS, on every route family and connection path.
+mod auth;
+/// A real browser (headless Chromium) on a page from an allowed origin, and one from another.
+mod browser;
 /// Agent cards: fetching at start, the catalog, the cached card, refresh with ETag and
 /// Cache-Control, stale serving, unavailable and slow agents, redaction of `auth_header`.
 mod cards;
@@ -21,6 +25,8 @@ mod hardening;
 mod idempotency;
 /// Terminal immutability and the state machine, from every direction a task can be pushed.
 mod immutability;
+/// JWT bearer tokens checked against a JWKS file: every algorithm allowed, every forgery refused.
+mod jwt;
 /// `POST /agents/{name}/notifications`: authenticated pushes judged by the ledger.
 mod notifications;
 /// The one request pipeline: the lean stream path and HTTP/2 handled alike.
@@ -31,6 +37,8 @@ mod redis_ledger;
 /// Every route over real HTTP: the proxied endpoints in both forms, every error code,
 /// conformance in both modes, proxy header hygiene, health, readiness and metrics.
 mod routes;
+/// A real Prometheus scraping /metrics with the shipped deploy/prometheus.yml credentials.
+mod scrape;
 /// The shortest path through the gateway: create a task, then read it back.
 mod smoke;
 /// Task event streams: shared upstreams, numbered events with replay, parsing, pings,

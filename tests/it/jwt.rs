@@ -1,0 +1,259 @@
+//! JWT bearer tokens (`[auth.jwt]`), signed with the test keys in tests/fixtures/jwt and checked
+//! against their JWKS: RS256, ES256 and EdDSA accepted; expired, wrong `aud` or `iss`, not yet
+//! valid, `alg: none`, and HS256 signed with the public key (algorithm confusion) refused. The
+//! client's agents and rights come from its `[[clients]]` entry when it has one, else from the
+//! token's `a2a_agents` / `a2a_can` claims.
+
+use std::path::PathBuf;
+
+use base64::Engine;
+use jsonwebtoken::{encode, Algorithm, EncodingKey, Header};
+use serde_json::{json, Value};
+
+use a2a_gateway::config::{ClientConfig, JwtConfig, Right};
+
+use crate::support::*;
+
+const ISSUER: &str = "https://idp.example.test/";
+const AUDIENCE: &str = "a2a-gateway";
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/jwt")
+        .join(name)
+}
+
+fn pem(name: &str) -> Vec<u8> {
+    std::fs::read(fixture(name)).expect("fixture key")
+}
+
+fn now() -> i64 {
+    chrono::Utc::now().timestamp()
+}
+
+/// Claims valid for the next ten minutes, with `extra` merged in.
+fn claims(sub: &str, extra: Value) -> Value {
+    let mut c = json!({
+        "sub": sub, "iss": ISSUER, "aud": AUDIENCE,
+        "iat": now(), "exp": now() + 600,
+    });
+    if let (Some(c), Value::Object(extra)) = (c.as_object_mut(), extra) {
+        c.extend(extra);
+    }
+    c
+}
+
+fn sign(alg: Algorithm, kid: &str, claims: &Value) -> String {
+    let key = match alg {
+        Algorithm::RS256 => EncodingKey::from_rsa_pem(&pem("rsa.pem")),
+        Algorithm::ES256 => EncodingKey::from_ec_pem(&pem("ec.pem")),
+        Algorithm::EdDSA => EncodingKey::from_ed_pem(&pem("ed25519.pem")),
+        other => panic!("no test key for {other:?}"),
+    }
+    .expect("test key");
+    let mut header = Header::new(alg);
+    header.kid = Some(kid.into());
+    encode(&header, claims, &key).expect("signed")
+}
+
+fn b64(v: &[u8]) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v)
+}
+
+async fn create(g: &TestGateway, agent: &str, token: &str) -> Resp {
+    let body = json!({ "input": good_input() });
+    g.http
+        .post_json_as(&format!("/agents/{agent}/tasks"), token, &body, &[])
+        .await
+}
+
+async fn gateway() -> (sample::SampleAgent, sample::SampleAgent, TestGateway) {
+    let (a, b) = (agent().await, agent().await);
+    let g = TestGateway::start(&[("a", &a), ("b", &b)], |cfg| {
+        cfg.auth.jwt = Some(JwtConfig {
+            jwks_file: fixture("jwks.json").to_string_lossy().into_owned(),
+            issuer: ISSUER.into(),
+            audience: AUDIENCE.into(),
+            ..JwtConfig::default()
+        });
+        // carol has an entry (no key: JWT only): agent a, tasks, metrics.
+        cfg.clients = vec![ClientConfig {
+            name: "carol".into(),
+            key_sha256: None,
+            agents: vec!["a".into()],
+            can: vec![Right::Tasks, Right::Metrics],
+            max_streams: 10,
+        }];
+    })
+    .await;
+    g.ready().await;
+    (a, b, g)
+}
+
+#[tokio::test]
+async fn tokens_of_every_allowed_algorithm_are_accepted_with_their_rights() {
+    let (_a, _b, g) = gateway().await;
+    // carol: her [[clients]] entry decides, whatever her token claims.
+    let carol = sign(
+        Algorithm::RS256,
+        "rsa-1",
+        &claims(
+            "carol",
+            json!({ "a2a_agents": ["*"], "a2a_can": ["admin"] }),
+        ),
+    );
+    assert_eq!(create(&g, "a", &carol).await.status, 202);
+    assert_api_error(&create(&g, "b", &carol).await, 403, "FORBIDDEN");
+    // dave: no entry; his claims decide.
+    let dave = sign(
+        Algorithm::ES256,
+        "ec-1",
+        &claims("dave", json!({ "a2a_agents": ["b"], "a2a_can": ["tasks"] })),
+    );
+    let made = create(&g, "b", &dave).await;
+    assert_eq!(made.status, 202, "{made:?}");
+    assert_api_error(&create(&g, "a", &dave).await, 403, "FORBIDDEN");
+    // erin: no entry, no claims: the defaults (every agent, tasks and streams).
+    let erin = sign(Algorithm::EdDSA, "ed-1", &claims("erin", json!({})));
+    let erins = create(&g, "a", &erin).await;
+    assert_eq!(erins.status, 202, "{erins:?}");
+    // Ownership follows `sub`: dave cannot read erin's task; erin can.
+    let path = format!("/tasks/{}", erins.json()["task_id"].as_str().expect("id"));
+    let read = |token: String| {
+        let (g, path) = (&g, path.clone());
+        async move { g.http.get_as(&path, &token).await }
+    };
+    assert_eq!(read(erin.clone()).await.status, 200);
+    assert_api_error(&read(dave.clone()).await, 404, "TASK_NOT_FOUND");
+    // A token without a kid is tried on the keys of its algorithm.
+    let no_kid = {
+        let mut header = Header::new(Algorithm::EdDSA);
+        header.kid = None;
+        let key = EncodingKey::from_ed_pem(&pem("ed25519.pem")).expect("key");
+        encode(&header, &claims("erin", json!({})), &key).expect("signed")
+    };
+    assert_eq!(read(no_kid).await.status, 200);
+    // Metrics: carol by name, subjects without an entry as `jwt`.
+    let text = g.http.get_as("/metrics", &carol).await;
+    assert_eq!(text.status, 200);
+    let text = String::from_utf8(text.body.to_vec()).expect("utf8");
+    let by = |client: &str, status: &str| {
+        metric_value(
+            &text,
+            "a2a_gateway_requests_total",
+            &[("client", client), ("status", status)],
+        )
+    };
+    assert_eq!(by("carol", "202"), 1.0);
+    assert_eq!(by("jwt", "202"), 2.0);
+    assert!(!text.contains("client=\"dave\"") && !text.contains("client=\"erin\""));
+}
+
+#[tokio::test]
+async fn forged_expired_and_misdirected_tokens_are_refused() {
+    let (a, _b, g) = gateway().await;
+    let good = claims("erin", json!({}));
+    let hs256_with_public_key = {
+        // The classic confusion: HMAC keyed with the RSA public key, which anyone has.
+        let mut header = Header::new(Algorithm::HS256);
+        header.kid = Some("rsa-1".into());
+        let key = EncodingKey::from_secret(&pem("rsa.pub.pem"));
+        encode(&header, &good, &key).expect("signed")
+    };
+    let alg_none = format!(
+        "{}.{}.",
+        b64(br#"{"alg":"none","typ":"JWT"}"#),
+        b64(&serde_json::to_vec(&good).expect("json"))
+    );
+    let tampered = {
+        let t = sign(Algorithm::RS256, "rsa-1", &good);
+        let parts: Vec<&str> = t.split('.').collect();
+        let other = b64(&serde_json::to_vec(&claims("carol", json!({}))).expect("json"));
+        format!("{}.{other}.{}", parts[0], parts[2])
+    };
+    let cases: Vec<(&str, String, &str)> = vec![
+        (
+            "expired",
+            sign(
+                Algorithm::RS256,
+                "rsa-1",
+                &claims("erin", json!({ "exp": now() - 3600, "iat": now() - 7200 })),
+            ),
+            "expired",
+        ),
+        (
+            "wrong audience",
+            sign(
+                Algorithm::RS256,
+                "rsa-1",
+                &claims("erin", json!({ "aud": "another-api" })),
+            ),
+            "invalid",
+        ),
+        (
+            "wrong issuer",
+            sign(
+                Algorithm::ES256,
+                "ec-1",
+                &claims("erin", json!({ "iss": "https://evil.test/" })),
+            ),
+            "invalid",
+        ),
+        (
+            "not yet valid",
+            sign(
+                Algorithm::EdDSA,
+                "ed-1",
+                &claims("erin", json!({ "nbf": now() + 3600 })),
+            ),
+            "invalid",
+        ),
+        ("alg none", alg_none, "invalid"),
+        (
+            "HS256 with the public key",
+            hs256_with_public_key,
+            "invalid",
+        ),
+        ("tampered payload", tampered, "invalid"),
+        (
+            "key of another algorithm",
+            {
+                // Signed with the EC key, but claiming the RSA key's kid.
+                let mut header = Header::new(Algorithm::ES256);
+                header.kid = Some("rsa-1".into());
+                let key = EncodingKey::from_ec_pem(&pem("ec.pem")).expect("key");
+                encode(&header, &good, &key).expect("signed")
+            },
+            "invalid",
+        ),
+        (
+            "no sub",
+            sign(
+                Algorithm::RS256,
+                "rsa-1",
+                &json!({ "iss": ISSUER, "aud": AUDIENCE, "exp": now() + 600 }),
+            ),
+            "invalid",
+        ),
+    ];
+    for (what, token, _) in &cases {
+        let r = create(&g, "a", token).await;
+        let e = assert_api_error(&r, 401, "UNAUTHORIZED");
+        let challenge = r.header("www-authenticate").unwrap_or_default();
+        assert!(challenge.contains("invalid_token"), "{what}: {challenge}");
+        // The message never echoes the token.
+        assert!(!e.to_string().contains(token.as_str()), "{what}");
+    }
+    assert_eq!(
+        a.request_count(sample::Route::CreateTask),
+        0,
+        "no refused token reached the agent"
+    );
+    let carol = sign(Algorithm::RS256, "rsa-1", &claims("carol", json!({})));
+    let text = g.http.get_as("/metrics", &carol).await;
+    let text = String::from_utf8(text.body.to_vec()).expect("utf8");
+    let reason = |r: &str| metric_value(&text, "a2a_gateway_auth_failures_total", &[("reason", r)]);
+    let want = |r: &str| cases.iter().filter(|c| c.2 == r).count() as f64;
+    assert_eq!(reason("expired"), want("expired"));
+    assert_eq!(reason("invalid"), want("invalid"));
+}

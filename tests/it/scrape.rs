@@ -1,0 +1,126 @@
+//! A real Prometheus (Debian's `prometheus`) scraping the gateway with the shipped
+//! deploy/prometheus.yml: its `authorization` credentials get the scrape in; a job without them
+//! is refused with 401, and Prometheus says so.
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use a2a_gateway::config::Right;
+
+use crate::auth::client;
+use crate::support::*;
+
+const KEY: &str = "prometheus-key-0123456789abcdef";
+
+struct Prometheus(Child);
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prometheus_scrapes_with_the_shipped_authorization_config() {
+    let (_a, g) = single("a", |cfg| {
+        cfg.clients = vec![client("prometheus", KEY, &["*"], &[Right::Metrics])];
+    })
+    .await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let key_file = dir.path().join("a2a-gateway.key");
+    std::fs::write(&key_file, KEY).expect("key file");
+    let shipped = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/prometheus.yml"),
+    )
+    .expect("deploy/prometheus.yml");
+    let target = format!("[\"{}\"]", g.gw.addr());
+    let config = shipped
+        .replace("scrape_interval: 15s", "scrape_interval: 1s")
+        .replace(
+            "/etc/prometheus/a2a-gateway.key",
+            &key_file.display().to_string(),
+        )
+        .replace("[\"gateway-1:8080\", \"gateway-2:8080\"]", &target);
+    assert!(
+        config.contains(&target),
+        "the shipped file's targets: {shipped}"
+    );
+    let config = format!(
+        "{config}  - job_name: no-credentials\n    static_configs:\n      - targets: {target}\n"
+    );
+    let config_file = dir.path().join("prometheus.yml");
+    std::fs::write(&config_file, config).expect("config");
+    let port = free_port();
+    let prom = Prometheus(
+        Command::new("prometheus")
+            .arg(format!("--config.file={}", config_file.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("prometheus runs (Debian's prometheus package; .ci/run installs it)"),
+    );
+    let api = Http::new(format!("http://127.0.0.1:{port}"));
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let mut health = loop {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "Prometheus scraped both jobs in time"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let Ok(r) = tokio::time::timeout(Duration::from_secs(2), api.get("/api/v1/targets")).await
+        else {
+            continue;
+        };
+        if r.status != 200 {
+            continue;
+        }
+        let targets: Vec<(String, String, String)> = r.json()["data"]["activeTargets"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|t| {
+                let s = |v: &Value| v.as_str().unwrap_or("").to_owned();
+                (s(&t["labels"]["job"]), s(&t["health"]), s(&t["lastError"]))
+            })
+            .collect();
+        if targets.len() == 2 && targets.iter().all(|(_, h, _)| h != "unknown") {
+            break targets;
+        }
+    };
+    health.sort();
+    assert_eq!(health[0].0, "a2a-gateway");
+    assert_eq!(health[0].1, "up", "{health:?}");
+    assert_eq!(health[1].0, "no-credentials");
+    assert_eq!(health[1].1, "down", "{health:?}");
+    assert!(health[1].2.contains("401"), "{health:?}");
+    // What it scraped is stored: the gateway's own count of the scrapes, by client.
+    let q = "/api/v1/query?query=a2a_gateway_requests_total%7Broute%3D%22metrics%22%2Cclient%3D%22prometheus%22%7D";
+    wait_for("a stored sample of the scrapes", || {
+        let api = api.clone();
+        async move {
+            let v: Value = api.get(q).await.json();
+            v["data"]["result"][0]["value"][1]
+                .as_str()
+                .and_then(|s| s.parse::<f64>().ok())
+                .is_some_and(|n| n >= 1.0)
+        }
+    })
+    .await;
+    drop(prom);
+}
