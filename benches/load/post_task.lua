@@ -10,4 +10,10 @@ wrk.path = os.getenv("WRK_PATH") or "/tasks"
 wrk.body = '{"input":{"topic":"read a local CSV file and calculate the average of the age column","filename":"data_processor.py"}}'
 wrk.headers["Content-Type"] = "application/json"
 
+-- AUTH runs (run.sh): the same credential on every request.
+local auth = os.getenv("WRK_AUTH")
+if auth and auth ~= "" then
+  wrk.headers["Authorization"] = auth
+end
+
 common.install()

@@ -6,6 +6,8 @@
 #
 # Knobs (environment): THREADS (2) CONNS (64) DURATION (15s) WARMUP (3s) PIN (0) GET_RUN (1)
 # ORDER ("agent nginx gateway") ROUNDS (1) SKIP_BUILD (0) QUIET_WAIT (120) QUIET_PCT (10)
+# AUTH (none; "key": one API key client, "jwt": an RS256 JWT checked against the test JWKS;
+# every target is sent the same Authorization header, which only the gateway reads)
 # A2A_GATEWAY_BIN (target/release/a2a-gateway) RESULTS_DIR (target/load-results/<date>).
 # Everything listens on 127.0.0.1 only; every process started here is killed on exit.
 set -euo pipefail
@@ -23,6 +25,7 @@ ORDER="${ORDER:-agent nginx gateway}"
 ROUNDS="${ROUNDS:-1}"
 SKIP_BUILD="${SKIP_BUILD:-0}"
 BIN="${A2A_GATEWAY_BIN:-$ROOT/target/release/a2a-gateway}"
+AUTH="${AUTH:-none}"
 AGENT_NAME=scripts
 
 # --- tools: checked, never installed silently -------------------------------------------------
@@ -144,6 +147,27 @@ listen = "127.0.0.1:0"
 name = "$AGENT_NAME"
 url = "$AGENT_URL"
 EOF
+# AUTH: the credential every request carries (WRK_AUTH, read by the wrk scripts and by curl).
+b64url() { openssl base64 -A | tr '+/' '-_' | tr -d '='; }
+case "$AUTH" in
+    none) WRK_AUTH="" ;;
+    key)
+        KEY="bench-key-$(openssl rand -hex 16)"
+        WRK_AUTH="Bearer $KEY"
+        printf '\n[[clients]]\nname = "bench"\nkey_sha256 = "%s"\n' \
+            "$(printf %s "$KEY" | sha256sum | cut -d' ' -f1)" >>"$TMP/gateway.toml" ;;
+    jwt)
+        JWT_DIR="$ROOT/tests/fixtures/jwt"
+        header="$(printf '{"alg":"RS256","typ":"JWT","kid":"rsa-1"}' | b64url)"
+        payload="$(printf '{"sub":"bench","iss":"https://idp.example.test/","aud":"a2a-gateway","exp":%d}' \
+            $(($(date +%s) + 86400)) | b64url)"
+        sig="$(printf '%s.%s' "$header" "$payload" | openssl dgst -sha256 -sign "$JWT_DIR/rsa.pem" -binary | b64url)"
+        WRK_AUTH="Bearer $header.$payload.$sig"
+        printf '\n[auth.jwt]\njwks_file = "%s"\nissuer = "https://idp.example.test/"\naudience = "a2a-gateway"\n' \
+            "$JWT_DIR/jwks.json" >>"$TMP/gateway.toml" ;;
+    *) echo "AUTH must be none, key or jwt" >&2; exit 1 ;;
+esac
+export WRK_AUTH
 cp "$TMP/gateway.toml" "$RESULTS/gateway.toml"
 "${ON_PROXY[@]}" "$BIN" --config "$TMP/gateway.toml" >"$TMP/gateway.out" 2>"$TMP/gateway.err" &
 PIDS+=($!)
@@ -152,7 +176,8 @@ GATEWAY_URL="$(wait_line "$TMP/gateway.out" 'http://127\.0\.0\.1:[0-9]+' "${PIDS
 
 # --- ready checks: one create through each, and the gateway must have the agent's card --------
 BODY='{"input":{"topic":"read a local CSV file and calculate the average of the age column","filename":"data_processor.py"}}'
-post() { curl -s -o "$TMP/ready.body" -w '%{http_code}' -X POST -H 'Content-Type: application/json' -d "$BODY" "$1" || true; }
+post() { curl -s -o "$TMP/ready.body" -w '%{http_code}' -X POST -H 'Content-Type: application/json' \
+    ${WRK_AUTH:+-H "Authorization: $WRK_AUTH"} -d "$BODY" "$1" || true; }
 ready() {
     local url="$1" code
     for _ in $(seq 100); do
@@ -177,7 +202,7 @@ ready "$GATEWAY_URL/agents/$AGENT_NAME/tasks"
     dirty=""
     if [[ -n "$(cd "$ROOT" && git status --porcelain -- src 2>/dev/null)" ]]; then dirty=" (src/ has uncommitted changes)"; fi
     echo "work tree: $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo '?')$dirty"
-    echo "params: THREADS=$THREADS CONNS=$CONNS DURATION=$DURATION WARMUP=$WARMUP PIN=$PIN ROUNDS=$ROUNDS ORDER=\"$ORDER\" nginx worker_processes=$NGINX_WORKERS"
+    echo "params: THREADS=$THREADS CONNS=$CONNS DURATION=$DURATION WARMUP=$WARMUP PIN=$PIN ROUNDS=$ROUNDS ORDER=\"$ORDER\" AUTH=$AUTH nginx worker_processes=$NGINX_WORKERS"
     echo "agent=$AGENT_URL nginx=$NGINX_URL gateway=$GATEWAY_URL"
 } | tee "$RESULTS/env.txt"
 
