@@ -611,9 +611,42 @@ async fn events_carry_only_the_callers_own_tasks_unless_all_tasks() {
         .is_none());
 }
 
+/// An agent that answers a create with a task another client created (replaying an answer,
+/// say) does not hand that task to the new caller.
+#[tokio::test]
+async fn a_create_answered_with_another_clients_task_is_refused() {
+    let (a, _b, g) = two_agents(clients).await;
+    let bobs = create(&g, "a", BOB).await;
+    let doc = a.task(&bobs).expect("the agent has bob's task");
+    a.script_once(Route::CreateTask, sample::Reply::Json(202, doc));
+    let r = call(
+        &g,
+        Method::POST,
+        "/agents/a/tasks",
+        Some(ALICE),
+        &json!({ "input": good_input() }),
+    )
+    .await;
+    let e = assert_api_error(&r, 502, "AGENT_PROTOCOL_VIOLATION");
+    assert!(
+        !e.to_string().contains("\"status\""),
+        "no task document: {e}"
+    );
+    // Still bob's, for bob only.
+    assert_api_error(
+        &get(&g, &format!("/tasks/{bobs}"), Some(ALICE)).await,
+        404,
+        "TASK_NOT_FOUND",
+    );
+    assert_eq!(
+        get(&g, &format!("/tasks/{bobs}"), Some(BOB)).await.status,
+        200
+    );
+}
+
 #[tokio::test]
 async fn idempotency_keys_are_scoped_per_client() {
-    let (_a, _b, g) = two_agents(clients).await;
+    let (a, _b, g) = two_agents(clients).await;
     let body = json!({ "input": good_input() });
     let create_with = |key: &'static str| {
         let (g, body) = (&g, body.clone());
@@ -642,6 +675,26 @@ async fn idempotency_keys_are_scoped_per_client() {
     let (alice2, replayed) = create_with(ALICE).await;
     assert!(replayed);
     assert_eq!(alice1, alice2);
+    // Agents that honour the header themselves see a key of each client's own, never the
+    // client's raw key (the same on every retry of one client).
+    let sent: Vec<String> = a
+        .requests()
+        .iter()
+        .filter(|r| r.route == Route::CreateTask)
+        .filter_map(|r| {
+            r.headers
+                .get("idempotency-key")?
+                .to_str()
+                .ok()
+                .map(str::to_owned)
+        })
+        .collect();
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    assert_ne!(sent[0], sent[1]);
+    assert!(
+        sent.iter().all(|k| k != "same-key-1" && k.len() == 64),
+        "{sent:?}"
+    );
 }
 
 #[tokio::test]
@@ -707,6 +760,7 @@ async fn cors_answers_preflights_and_marks_answers_for_allowed_origins_only() {
         assert_eq!(r.header("access-control-allow-origin"), Some(ORIGIN));
         let exposed = r.header("access-control-expose-headers").expect("exposed");
         assert!(exposed.contains("x-request-id"), "{exposed}");
+        assert_eq!(r.header("vary"), Some("origin"));
     }
     let r = g
         .http

@@ -68,13 +68,19 @@ async fn create(g: &TestGateway, agent: &str, token: &str) -> Resp {
 }
 
 async fn gateway() -> (sample::SampleAgent, sample::SampleAgent, TestGateway) {
+    gateway_with_leeway(JwtConfig::default().leeway).await
+}
+
+async fn gateway_with_leeway(
+    leeway: std::time::Duration,
+) -> (sample::SampleAgent, sample::SampleAgent, TestGateway) {
     let (a, b) = (agent().await, agent().await);
     let g = TestGateway::start(&[("a", &a), ("b", &b)], |cfg| {
         cfg.auth.jwt = Some(JwtConfig {
             jwks_file: fixture("jwks.json").to_string_lossy().into_owned(),
             issuer: ISSUER.into(),
             audience: AUDIENCE.into(),
-            ..JwtConfig::default()
+            leeway,
         });
         // carol has an entry (no key: JWT only): agent a, tasks, metrics.
         cfg.clients = vec![ClientConfig {
@@ -113,8 +119,18 @@ async fn tokens_of_every_allowed_algorithm_are_accepted_with_their_rights() {
     let made = create(&g, "b", &dave).await;
     assert_eq!(made.status, 202, "{made:?}");
     assert_api_error(&create(&g, "a", &dave).await, 403, "FORBIDDEN");
-    // erin: no entry, no claims: the defaults (every agent, tasks and streams).
-    let erin = sign(Algorithm::EdDSA, "ed-1", &claims("erin", json!({})));
+    // frank: no entry and no claims: a valid token that grants nothing.
+    let frank = sign(Algorithm::EdDSA, "ed-1", &claims("frank", json!({})));
+    assert_api_error(&create(&g, "a", &frank).await, 403, "FORBIDDEN");
+    let catalog = g.http.get_as("/agents", &frank).await;
+    assert_eq!(catalog.json()["agents"], json!([]), "frank sees no agent");
+    // erin: every agent, tasks.
+    let erin_claims = json!({ "a2a_agents": ["*"], "a2a_can": ["tasks"] });
+    let erin = sign(
+        Algorithm::EdDSA,
+        "ed-1",
+        &claims("erin", erin_claims.clone()),
+    );
     let erins = create(&g, "a", &erin).await;
     assert_eq!(erins.status, 202, "{erins:?}");
     // Ownership follows `sub`: dave cannot read erin's task; erin can.
@@ -130,7 +146,7 @@ async fn tokens_of_every_allowed_algorithm_are_accepted_with_their_rights() {
         let mut header = Header::new(Algorithm::EdDSA);
         header.kid = None;
         let key = EncodingKey::from_ed_pem(&pem("ed25519.pem")).expect("key");
-        encode(&header, &claims("erin", json!({})), &key).expect("signed")
+        encode(&header, &claims("erin", erin_claims), &key).expect("signed")
     };
     assert_eq!(read(no_kid).await.status, 200);
     // Metrics: carol by name, subjects without an entry as `jwt`.
@@ -146,6 +162,7 @@ async fn tokens_of_every_allowed_algorithm_are_accepted_with_their_rights() {
     };
     assert_eq!(by("carol", "202"), 1.0);
     assert_eq!(by("jwt", "202"), 2.0);
+    assert_eq!(by("jwt", "403"), 2.0, "dave on a, frank");
     assert!(!text.contains("client=\"dave\"") && !text.contains("client=\"erin\""));
 }
 
@@ -256,4 +273,28 @@ async fn forged_expired_and_misdirected_tokens_are_refused() {
     let want = |r: &str| cases.iter().filter(|c| c.2 == r).count() as f64;
     assert_eq!(reason("expired"), want("expired"));
     assert_eq!(reason("invalid"), want("invalid"));
+}
+
+/// A verified token is remembered, but never past its `exp`: the same token that worked is
+/// refused once it has expired.
+#[tokio::test]
+async fn a_remembered_token_still_expires() {
+    let (_a, _b, g) = gateway_with_leeway(std::time::Duration::ZERO).await;
+    let exp = now() + 2;
+    let token = sign(
+        Algorithm::RS256,
+        "rsa-1",
+        &claims("carol", json!({ "exp": exp })),
+    );
+    assert_eq!(create(&g, "a", &token).await.status, 202);
+    assert_eq!(create(&g, "a", &token).await.status, 202, "from the cache");
+    while now() <= exp {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let r = create(&g, "a", &token).await;
+    assert_api_error(&r, 401, "UNAUTHORIZED");
+    assert!(r
+        .header("www-authenticate")
+        .unwrap_or_default()
+        .contains("expired"));
 }

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, JwkSet, KeyAlgorithm};
+use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, KeyAlgorithm, PublicKeyUse};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
 
@@ -23,12 +23,21 @@ const MAX_SUB: usize = 256;
 pub struct Claims {
     /// The client's name.
     pub sub: String,
+    /// Expiry, Unix seconds (required and checked by the verifier).
+    pub exp: u64,
     /// The agents it may use, when it has no `[[clients]]` entry.
     #[serde(default)]
     pub a2a_agents: Option<Vec<String>>,
     /// Its rights, when it has no `[[clients]]` entry.
     #[serde(default)]
     pub a2a_can: Option<Vec<String>>,
+}
+
+/// Now, in Unix seconds (what `exp` is compared with).
+pub fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// Why a token was refused: the reason label of `a2a_gateway_auth_failures_total`, and a
@@ -97,8 +106,7 @@ fn key_alg(jwk: &Jwk) -> Result<Algorithm, String> {
 }
 
 impl Verifier {
-    /// Read and check the key set: every key must be usable (a key set with an unusable key is
-    /// refused whole, so a rotation mistake is seen at load rather than as refused tokens).
+    /// Read and check the key set (see [`read_keys`]).
     pub fn load(cfg: &JwtConfig) -> Result<Verifier, String> {
         let keys = read_keys(Path::new(&cfg.jwks_file))?;
         let validations = ALLOWED
@@ -174,28 +182,65 @@ impl Verifier {
     }
 }
 
-/// The usable keys of a JWKS file, or why it cannot be used.
+/// The usable keys of a JWKS file, or why it cannot be used. Keys for encryption (`use: enc`)
+/// or for an algorithm outside the allow-list are skipped with a warning (identity providers
+/// publish such keys beside their signing keys); a set with no usable key is refused.
 fn read_keys(path: &Path) -> Result<Vec<Key>, String> {
     let text = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let set: JwkSet = serde_json::from_slice(&text)
-        .map_err(|e| format!("{} is not a JWKS document: {e}", path.display()))?;
-    if set.keys.is_empty() {
-        return Err(format!("{} has no keys", path.display()));
+    // Each key on its own: one of a kind this library does not know (ES512, say) is skipped,
+    // not a reason to refuse the set.
+    #[derive(Deserialize)]
+    struct Set {
+        keys: Vec<serde_json::Value>,
     }
+    let set: Set = serde_json::from_slice(&text)
+        .map_err(|e| format!("{} is not a JWKS document: {e}", path.display()))?;
     let mut keys = Vec::with_capacity(set.keys.len());
-    for (i, jwk) in set.keys.iter().enumerate() {
-        let name = jwk
-            .common
-            .key_id
-            .clone()
-            .unwrap_or_else(|| format!("keys[{i}]"));
-        let alg = key_alg(jwk).map_err(|e| format!("key {name:?} {e}"))?;
-        let key = DecodingKey::from_jwk(jwk).map_err(|e| format!("key {name:?}: {e}"))?;
-        keys.push(Key {
-            kid: jwk.common.key_id.clone(),
-            alg,
-            key,
+    let mut skipped = Vec::new();
+    for (i, raw) in set.keys.into_iter().enumerate() {
+        let name = raw
+            .get("kid")
+            .and_then(|k| k.as_str())
+            .map_or_else(|| format!("keys[{i}]"), str::to_owned);
+        let jwk = match serde_json::from_value::<Jwk>(raw) {
+            Ok(jwk) => jwk,
+            Err(e) => {
+                skipped.push(format!("key {name:?} is not a key this gateway reads: {e}"));
+                continue;
+            }
+        };
+        let jwk = &jwk;
+        if matches!(jwk.common.public_key_use, Some(PublicKeyUse::Encryption)) {
+            skipped.push(format!("key {name:?} is for encryption (use: enc)"));
+            continue;
+        }
+        let usable = key_alg(jwk).and_then(|alg| {
+            DecodingKey::from_jwk(jwk)
+                .map(|key| (alg, key))
+                .map_err(|e| e.to_string())
         });
+        match usable {
+            Ok((alg, key)) => keys.push(Key {
+                kid: jwk.common.key_id.clone(),
+                alg,
+                key,
+            }),
+            Err(e) => skipped.push(format!("key {name:?} {e}")),
+        }
+    }
+    if keys.is_empty() {
+        let why = if skipped.is_empty() {
+            "no keys".to_owned()
+        } else {
+            skipped.join("; ")
+        };
+        return Err(format!(
+            "{} has no usable signing key: {why}",
+            path.display()
+        ));
+    }
+    for s in &skipped {
+        tracing::warn!(jwks = %path.display(), "skipping a JWKS key: {s}");
     }
     Ok(keys)
 }
@@ -203,4 +248,58 @@ fn read_keys(path: &Path) -> Result<Vec<Key>, String> {
 /// The check of `check-config`: the file holds a usable key set.
 pub fn check_jwks(path: &Path) -> Result<(), String> {
     read_keys(path).map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(json: &str) -> tempfile::NamedTempFile {
+        use std::io::Write;
+        let mut f = tempfile::NamedTempFile::new().expect("temp");
+        f.write_all(json.as_bytes()).expect("write");
+        f
+    }
+
+    const ED: &str = r#"{"kty":"OKP","crv":"Ed25519","kid":"ed","x":"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"}"#;
+
+    #[test]
+    fn keys_for_encryption_or_other_algorithms_are_skipped_not_fatal() {
+        let f = write(&format!(
+            r#"{{"keys":[
+            {{"kty":"RSA","kid":"enc","use":"enc","alg":"RSA-OAEP","n":"sXch","e":"AQAB"}},
+            {{"kty":"EC","kid":"p521","crv":"P-521","alg":"ES512","x":"AQ","y":"AQ"}},
+            {{"kty":"oct","kid":"hmac","k":"c2VjcmV0"}},
+            {ED}]}}"#
+        ));
+        let keys = read_keys(f.path()).expect("one usable key");
+        assert_eq!(keys.len(), 1);
+        assert_eq!(keys[0].kid.as_deref(), Some("ed"));
+        assert_eq!(keys[0].alg, Algorithm::EdDSA);
+    }
+
+    #[test]
+    fn a_set_without_a_usable_key_is_refused_with_the_reasons() {
+        let f = write(r#"{"keys":[{"kty":"oct","kid":"hmac","k":"c2VjcmV0"}]}"#);
+        let e = read_keys(f.path()).err().expect("refused");
+        assert!(
+            e.contains("no usable signing key") && e.contains("symmetric"),
+            "{e}"
+        );
+        let f = write(r#"{"keys":[]}"#);
+        assert!(read_keys(f.path()).is_err());
+        let f = write("not json");
+        assert!(read_keys(f.path()).err().expect("refused").contains("JWKS"));
+        assert!(read_keys(Path::new("/nonexistent/jwks.json")).is_err());
+    }
+
+    #[test]
+    fn a_key_whose_alg_contradicts_its_type_is_skipped() {
+        let f = write(&format!(
+            r#"{{"keys":[{{"kty":"OKP","crv":"Ed25519","kid":"liar","alg":"RS256","x":"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"}},{ED}]}}"#
+        ));
+        let keys = read_keys(f.path()).expect("usable");
+        assert_eq!(keys.len(), 1);
+        assert_eq!(keys[0].kid.as_deref(), Some("ed"));
+    }
 }

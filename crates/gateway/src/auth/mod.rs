@@ -4,8 +4,12 @@
 //! answer.
 //!
 //! Keys are never held, only their SHA-256 (from the config); a presented key is hashed and
-//! compared with every client's hash in constant time. A hash is what leaks nothing: comparing
-//! raw keys in constant time would still leak their lengths.
+//! looked up among the clients' hashes, which compare in constant time ([`Digest32`]). A hash is
+//! what leaks nothing: comparing raw keys in constant time would still leak their lengths, and
+//! where a lookup's timing depends on a stored hash, learning it needs a SHA-256 preimage.
+//!
+//! A verified JWT is remembered (by the SHA-256 of the token) until its `exp`, so a client that
+//! sends the same token on every request pays for one signature check, not one per request.
 
 pub mod jwt;
 
@@ -49,6 +53,7 @@ pub enum Agents {
 
 impl Agents {
     fn of(list: &[String]) -> Agents {
+        // An empty list allows nothing (`Only` of nothing).
         if list.iter().any(|a| a == "*") {
             Agents::All
         } else {
@@ -185,13 +190,42 @@ impl Failure {
     }
 }
 
+/// A SHA-256 digest whose equality is constant-time (and agrees with its `Hash`: equal digests
+/// are equal bytes).
+#[derive(Clone, Copy)]
+struct Digest32([u8; 32]);
+
+impl std::hash::Hash for Digest32 {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.hash(state);
+    }
+}
+
+impl PartialEq for Digest32 {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.ct_eq(&other.0).into()
+    }
+}
+
+impl Eq for Digest32 {}
+
+fn digest(b: &[u8]) -> Digest32 {
+    Digest32(Sha256::digest(b).into())
+}
+
+/// Verified tokens kept at most; when full, the cache starts over (an attacker with many valid
+/// tokens only costs itself signature checks).
+const MAX_CACHED_TOKENS: usize = 10_000;
+
 /// The clients, their keys and the JWT verifier: what the config says about identity.
 pub struct Auth {
     enabled: bool,
-    /// (SHA-256 of the key, its client), compared in constant time.
-    keys: Vec<([u8; 32], Arc<Client>)>,
+    /// SHA-256 of each key → its client.
+    keys: HashMap<Digest32, Arc<Client>>,
     by_name: HashMap<String, Arc<Client>>,
     jwt: Option<jwt::Verifier>,
+    /// SHA-256 of a verified token → its client and its `exp` (Unix seconds).
+    tokens: Mutex<HashMap<Digest32, (Arc<Client>, u64)>>,
     streams: Arc<StreamCounts>,
 }
 
@@ -220,12 +254,12 @@ fn decode_hex32(s: &str) -> Option<[u8; 32]> {
 impl Auth {
     /// From a checked config; fails only if the JWKS file cannot be used.
     pub fn from_config(cfg: &Config) -> Result<Auth, String> {
-        let mut keys = Vec::new();
+        let mut keys = HashMap::new();
         let mut by_name = HashMap::new();
         for c in &cfg.clients {
             let client = Arc::new(Client::from_config(c));
             if let Some(hash) = c.key_sha256.as_deref().and_then(decode_hex32) {
-                keys.push((hash, client.clone()));
+                keys.insert(Digest32(hash), client.clone());
             }
             by_name.insert(c.name.clone(), client);
         }
@@ -238,6 +272,7 @@ impl Auth {
             keys,
             by_name,
             jwt,
+            tokens: Mutex::default(),
             streams: Arc::default(),
         })
     }
@@ -253,34 +288,53 @@ impl Auth {
             return Err(Failure::Missing);
         }
         if let Some(jwt) = self.jwt.as_ref().filter(|_| looks_like_jwt(bearer)) {
-            let token = std::str::from_utf8(bearer).map_err(|_| Failure::Invalid("token"))?;
-            return match jwt.verify(token) {
-                Ok(claims) => self.jwt_client(claims),
-                Err(jwt::JwtError::Expired) => Err(Failure::Expired),
-                Err(jwt::JwtError::Invalid(why)) => Err(Failure::Invalid(why)),
-            };
+            return self.jwt_client(jwt, bearer);
         }
-        let digest: [u8; 32] = Sha256::digest(bearer).into();
-        // Every hash is compared, whatever matched before: the time taken does not depend on
-        // which client (if any) the key belongs to.
-        let mut found = None;
-        for (hash, client) in &self.keys {
-            if bool::from(hash.ct_eq(&digest)) {
-                found = Some(client);
+        self.keys
+            .get(&digest(bearer))
+            .cloned()
+            .ok_or(Failure::Invalid("unknown key"))
+    }
+
+    /// The client of a JWT: from the cache while the token has not expired, else verified.
+    fn jwt_client(&self, jwt: &jwt::Verifier, token: &[u8]) -> Result<Arc<Client>, Failure> {
+        let id = digest(token);
+        let now = jwt::now_secs();
+        {
+            let cache = self.tokens.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some((client, exp)) = cache.get(&id) {
+                if now < *exp {
+                    return Ok(client.clone());
+                }
             }
         }
-        found.cloned().ok_or(Failure::Invalid("unknown key"))
+        let token = std::str::from_utf8(token).map_err(|_| Failure::Invalid("token"))?;
+        let claims = match jwt.verify(token) {
+            Ok(claims) => claims,
+            Err(jwt::JwtError::Expired) => return Err(Failure::Expired),
+            Err(jwt::JwtError::Invalid(why)) => return Err(Failure::Invalid(why)),
+        };
+        let exp = claims.exp;
+        let client = self.claims_client(claims)?;
+        let mut cache = self.tokens.lock().unwrap_or_else(|p| p.into_inner());
+        if cache.len() >= MAX_CACHED_TOKENS {
+            cache.clear();
+        }
+        cache.insert(id, (client.clone(), exp));
+        Ok(client)
     }
 
     /// The client a verified token names: its `[[clients]]` entry, or one built from its claims.
-    fn jwt_client(&self, claims: jwt::Claims) -> Result<Arc<Client>, Failure> {
+    /// Without an entry and without claims, a token grants nothing (no agent, no right): the
+    /// identity provider must say what a subject may do.
+    fn claims_client(&self, claims: jwt::Claims) -> Result<Arc<Client>, Failure> {
         if let Some(c) = self.by_name.get(&claims.sub) {
             return Ok(c.clone());
         }
         let defaults = ClientConfig::default();
-        let agents = claims.a2a_agents.unwrap_or(defaults.agents);
+        let agents = claims.a2a_agents.unwrap_or_default();
         let can = match claims.a2a_can {
-            None => defaults.can,
+            None => Vec::new(),
             Some(list) => list
                 .iter()
                 .map(|r| parse_right(r).ok_or(Failure::Invalid("unknown right in a2a_can")))

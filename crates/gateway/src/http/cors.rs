@@ -69,12 +69,31 @@ pub fn preflight(state: &State, route: &Route<'_>, req: &Request) -> Option<ApiR
     Some(Ok(res))
 }
 
-/// The headers that let an allowed origin's page read this answer.
-pub fn allow(h: &mut HeaderMap, origin: HeaderValue) {
-    h.insert(ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+/// Remove an agent's own `Access-Control-*` headers from its answer before it is relayed: who
+/// may read the gateway's answers is the gateway's decision, not an agent's.
+pub fn strip_agents(h: &mut HeaderMap) {
+    let theirs: Vec<_> = h
+        .keys()
+        .filter(|k| k.as_str().starts_with("access-control-"))
+        .cloned()
+        .collect();
+    for k in theirs {
+        h.remove(k);
+    }
+}
+
+/// Stage 5 for every answer, with `[cors]`: `Vary: Origin` (the answer depends on it), and for
+/// an allowed origin the headers that let its page read this answer.
+pub fn answer(state: &State, h: &mut HeaderMap, origin: Option<HeaderValue>) {
+    if state.config.cors.is_none() {
+        return;
+    }
     h.append(VARY, HeaderValue::from_static("origin"));
-    h.insert(
-        ACCESS_CONTROL_EXPOSE_HEADERS,
-        HeaderValue::from_static(EXPOSE_HEADERS),
-    );
+    if let Some(origin) = origin {
+        h.insert(ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+        h.insert(
+            ACCESS_CONTROL_EXPOSE_HEADERS,
+            HeaderValue::from_static(EXPOSE_HEADERS),
+        );
+    }
 }

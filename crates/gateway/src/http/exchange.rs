@@ -17,6 +17,7 @@ use serde_json::Value;
 use super::admission;
 use super::body::Body;
 use super::context::Ctx;
+use super::cors;
 use super::error::{ApiError, ApiResult, Code};
 use crate::config::Conformance;
 use crate::ledger::{apply_counted, Applied, Record};
@@ -52,25 +53,23 @@ pub async fn task_agent(
     let record = state.ledger.get(task_id).await?;
     let agent = match named {
         Some(agent) => {
+            // One answer for a task of another agent, an unknown one and (admission::task)
+            // another client's: ids reveal nothing.
+            let unknown = || {
+                ApiError::new(
+                    Code::TaskNotFound,
+                    format!(
+                        "task {task_id} is not known to the gateway under agent {:?}",
+                        agent.cfg.name
+                    ),
+                )
+            };
             match &record {
-                Some(r) if *r.agent != agent.cfg.name => {
-                    return Err(ApiError::new(
-                        Code::TaskNotFound,
-                        format!("agent {:?} has no task {task_id}", agent.cfg.name),
-                    ))
-                }
-                None if !agent.cfg.passthrough_unknown_tasks => {
-                    return Err(ApiError::new(
-                        Code::TaskNotFound,
-                        format!(
-                            "task {task_id} is not known to the gateway; agent {:?} is served only for tasks created through it",
-                            agent.cfg.name
-                        ),
-                    ))
-                }
+                Some(r) if *r.agent != agent.cfg.name => return Err(unknown()),
+                None if !agent.cfg.passthrough_unknown_tasks => return Err(unknown()),
                 _ => {}
             }
-            admission::task(state, ctx, task_id, record.as_ref())?;
+            admission::task(state, ctx, task_id, record.as_ref()).map_err(|_| unknown())?;
             agent
         }
         None => {
@@ -267,6 +266,7 @@ pub fn json_violation(e: &JsonError) -> Violation {
 /// The answer to pass on: the agent's status and headers (hop-by-hop removed), with `body`.
 pub fn relay(mut parts: Parts, body: Bytes) -> Response<Body> {
     strip_hop_by_hop(&mut parts.headers);
+    cors::strip_agents(&mut parts.headers);
     parts.headers.remove(header::CONTENT_LENGTH);
     // The gateway speaks its own HTTP version to its client, whatever the agent spoke.
     parts.version = hyper::Version::HTTP_11;
@@ -346,6 +346,26 @@ pub async fn record(
         None
     };
     let applied = apply(state, agent, ctx, &task, raw, owner).await?;
+    if let (Some(me), Some(holder)) = (owner, applied.record.owner.as_deref()) {
+        if me != holder {
+            // A create answered with a task another client created (an agent replaying an
+            // answer, say): never handed to this client, whatever the verdict.
+            state
+                .metrics
+                .protocol_violations
+                .with_label_values(&[name, "task_owner", "enforce"])
+                .inc();
+            return Err(ApiError::new(
+                Code::AgentProtocolViolation,
+                format!("agent {name:?} answered a create with a task another client created"),
+            )
+            .with_details(vec![Violation::new(
+                "/task_id",
+                "task_owner",
+                format!("task {} belongs to another client", task.task_id),
+            )]));
+        }
+    }
     match applied.verdict {
         Verdict::Refused(Refusal::ForeignAgent) => {
             // The standing record is another agent's task: it is no answer to this request, and
@@ -411,6 +431,7 @@ pub async fn pass_through(
         .observe(started.elapsed().as_secs_f64());
     let (mut parts, body) = res.map_err(|e| e.at(&agent.cfg.name))?.into_parts();
     strip_hop_by_hop(&mut parts.headers);
+    cors::strip_agents(&mut parts.headers);
     parts.version = hyper::Version::HTTP_11;
     Ok(Response::from_parts(parts, Body::relayed(body, idle)))
 }

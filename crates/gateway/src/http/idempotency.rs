@@ -67,13 +67,26 @@ pub fn key_of(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
     Ok(Some(String::from_utf8_lossy(inner).into_owned()))
 }
 
-/// The scope of a key: the agent's route name, and the client's name when there is one.
-/// Route names hold no `/`, so the two parts cannot run into each other.
+/// The scope of a key: the agent's route name, and the client's name when there is one, with
+/// its length, so that no client name (a JWT subject may hold `:` or `/`) and key can run into
+/// another's: `scripts/5:alice`.
 pub fn scope(agent: &str, caller: &crate::auth::Caller) -> String {
     match caller.owner() {
-        Some(client) => format!("{agent}/{client}"),
+        Some(client) => format!("{agent}/{}:{client}", client.len()),
         None => agent.to_owned(),
     }
+}
+
+/// The `Idempotency-Key` an agent is sent for `client`'s `key`: hex SHA-256 of both, so equal
+/// keys of two clients differ at the agent, and a client's retries send the same one.
+pub fn agent_key(client: &str, key: &str) -> HeaderValue {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(client.as_bytes());
+    h.update(b"\n");
+    h.update(key.as_bytes());
+    let hex: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    HeaderValue::from_str(&hex).unwrap_or_else(|_| HeaderValue::from_static("invalid"))
 }
 
 /// A key this request holds in the ledger, until it completes or releases it.

@@ -69,9 +69,7 @@ pub async fn handle(state: &State, conn: &Conn, req: Request) -> Response<Body> 
     let mut res = result.unwrap_or_else(ApiError::into_response);
     res.headers_mut()
         .insert(X_REQUEST_ID.clone(), ctx.request_id);
-    if let Some(origin) = origin {
-        cors::allow(res.headers_mut(), origin);
-    }
+    cors::answer(state, res.headers_mut(), origin);
     let agent = ctx.agent.as_ref().map_or("", |a| a.cfg.name.as_str());
     let client = ctx.caller.label();
     let m = &state.metrics;

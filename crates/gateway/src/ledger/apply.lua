@@ -52,12 +52,12 @@ else
   end
 end
 
-if claims and verdict ~= 'foreign_agent' then
-  owner = ARGV[14]
-  if rec[1] then redis.call('HSET', KEYS[1], 'owner', owner) end
-end
-
 if verdict ~= 'new' and verdict ~= 'transition' and verdict ~= 'refresh' then
+  -- Not taken, but the creator's claim on a task without an owner still stands.
+  if claims and verdict ~= 'foreign_agent' then
+    owner = ARGV[14]
+    redis.call('HSET', KEYS[1], 'owner', owner)
+  end
   return { verdict, rec[1], rec[2], rec[3], rec[4], rec[2] or '', owner }
 end
 
@@ -71,6 +71,8 @@ if notify then
   end
 end
 
+-- Accepted and room in the queue: the claim is recorded with the change, in the HSET below.
+if claims then owner = ARGV[14] end
 local now = tonumber(ARGV[5])
 local ttl = tonumber(TERMINAL[status] and ARGV[6] or ARGV[7])
 redis.call('HSET', KEYS[1], 'agent', agent, 'status', status, 'updated_ms', ARGV[3], 'task', ARGV[4], 'owner', owner)

@@ -99,9 +99,12 @@ impl ChangeFeed {
     }
 }
 
-/// The Redis channel of a prefix's changes.
+/// The Redis channel of a prefix's changes. Versioned with its message format (see [`decode`]):
+/// replicas of different formats, side by side during a rolling upgrade, then do not hear each
+/// other's changes (their `/events` clients miss the other side's until the upgrade is done)
+/// rather than misread them. Version 2 added the owner.
 pub fn channel(prefix: &str) -> String {
-    format!("{prefix}changes")
+    format!("{prefix}changes:2")
 }
 
 /// A published change: `agent \n task_id \n STATUS \n owner \n task` (owner empty for none;

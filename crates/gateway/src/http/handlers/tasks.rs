@@ -117,6 +117,14 @@ pub async fn create(state: &State, ctx: &mut Ctx, prefix: Option<&str>, req: Req
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
+    if let (Some(client), Some(key)) = (ctx.caller.owner(), idempotency_key.as_deref()) {
+        // An agent that honours Idempotency-Key itself must not see two clients' equal keys
+        // as one: it gets a key of this client's own, the same on every retry.
+        up.headers_mut().insert(
+            idempotency::IDEMPOTENCY_KEY,
+            idempotency::agent_key(client, key),
+        );
+    }
     // A key is claimed last, after every check of the request: a refused request holds none.
     let held = match idempotency_key {
         None => None,
