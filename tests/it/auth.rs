@@ -568,6 +568,47 @@ async fn a_client_over_its_max_streams_gets_429_until_one_closes() {
     drop(held);
 }
 
+/// `/events` and task streams share one `max_streams` budget.
+#[tokio::test]
+async fn events_count_against_max_streams() {
+    const CAROL: &str = "carol-key-0123456789abcdef";
+    let (_a, _b, g) = two_agents(|cfg| {
+        clients(cfg);
+        let mut carol = client(
+            "carol",
+            CAROL,
+            &["*"],
+            &[Right::Tasks, Right::Streams, Right::Events],
+        );
+        carol.max_streams = 1;
+        cfg.clients.push(carol);
+    })
+    .await;
+    let id = create(&g, "a", CAROL).await;
+    let client = Client::builder(TokioExecutor::new()).build_http();
+    let req = hyper::Request::get(format!("{}/events?access_token={CAROL}", g.http.base))
+        .body(Full::new(Bytes::new()))
+        .expect("request");
+    let events = client.request(req).await.expect("events");
+    assert_eq!(events.status(), 200);
+    let r = get(&g, &format!("/events?access_token={CAROL}"), None).await;
+    assert_api_error(&r, 429, "TOO_MANY_STREAMS");
+    let r = lean(
+        &g,
+        &format!("/tasks/{id}/stream?access_token={CAROL}"),
+        None,
+        WAIT,
+    )
+    .await;
+    assert_eq!(r.status, 429, "{r:?}");
+    drop(events);
+    wait_for("the /events slot comes free", || async {
+        let (status, _) = h2(&g, &format!("/tasks/{id}/stream"), Some(CAROL)).await;
+        status == 200
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn events_carry_only_the_callers_own_tasks_unless_all_tasks() {
     let (_a, _b, g) = two_agents(clients).await;
