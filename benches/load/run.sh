@@ -159,7 +159,7 @@ case "$AUTH" in
     jwt)
         JWT_DIR="$ROOT/tests/fixtures/jwt"
         header="$(printf '{"alg":"RS256","typ":"JWT","kid":"rsa-1"}' | b64url)"
-        payload="$(printf '{"sub":"bench","iss":"https://idp.example.test/","aud":"a2a-gateway","exp":%d}' \
+        payload="$(printf '{"sub":"bench","iss":"https://idp.example.test/","aud":"a2a-gateway","a2a_agents":["*"],"a2a_can":["tasks"],"exp":%d}' \
             $(($(date +%s) + 86400)) | b64url)"
         sig="$(printf '%s.%s' "$header" "$payload" | openssl dgst -sha256 -sign "$JWT_DIR/rsa.pem" -binary | b64url)"
         WRK_AUTH="Bearer $header.$payload.$sig"
