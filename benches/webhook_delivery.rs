@@ -115,6 +115,7 @@ async fn scenario(name: &str, tasks: usize, per_task: usize, concurrency: usize)
     cfg.redis = Some(RedisConfig {
         url: redis.url(),
         prefix: prefix.into(),
+        ..Default::default()
     });
     cfg.subscribers = vec![sub];
     cfg.webhooks.allow = vec!["127.0.0.1/32".into()];

@@ -131,7 +131,7 @@ async fn serve(path: PathBuf) -> Result<(), String> {
     let cfg = load(&path)?;
     let gw = Gateway::start(cfg).await.map_err(|e| e.to_string())?;
     announce(&format!("listening on http://{}", gw.addr()));
-    gw.run_until_signal().await;
+    gw.run_with_signals(Some(path)).await;
     Ok(())
 }
 

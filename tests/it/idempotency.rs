@@ -276,6 +276,7 @@ fn replica(r: &RedisServer) -> impl FnOnce(&mut Config) + '_ {
         cfg.redis = Some(RedisConfig {
             url: r.url(),
             prefix: "idem:{gw}:".into(),
+            ..Default::default()
         });
     }
 }

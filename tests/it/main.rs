@@ -34,6 +34,8 @@ mod pipeline;
 /// The Redis ledger against a redis-server of the test's own: Lua and Rust rules agree, racing
 /// replicas, gateways sharing tasks, a Redis restarted empty.
 mod redis_ledger;
+/// Live reload (SIGHUP), the SIGTERM drain, and secrets read from files.
+mod reload;
 /// Every route over real HTTP: the proxied endpoints in both forms, every error code,
 /// conformance in both modes, proxy header hygiene, health, readiness and metrics.
 mod routes;

@@ -308,6 +308,7 @@ fn with_redis(r: &RedisServer) -> impl FnOnce(&mut a2a_gateway::config::Config) 
         cfg.redis = Some(a2a_gateway::config::RedisConfig {
             url: r.url(),
             prefix: "gw:{gw}:".into(),
+            ..Default::default()
         });
     }
 }

@@ -25,7 +25,7 @@ fn secret(n: u8) -> String {
 
 fn subscriber(name: &str, hook: &Hook, key: Option<&str>) -> SubscriberConfig {
     let mut s = SubscriberConfig::new(name, &hook.url());
-    s.secret = key.map(Secret::new);
+    s.secret = key.map(Secret::new).into_iter().collect();
     s
 }
 
@@ -49,6 +49,7 @@ async fn gateway(
             cfg.redis = Some(RedisConfig {
                 url: r.url(),
                 prefix: "t:{gw}:".into(),
+                ..Default::default()
             });
         }
         tweak(cfg);
@@ -398,7 +399,7 @@ async fn the_guard_refuses_names_that_resolve_to_private_addresses() {
     let a = agent().await;
     let mut sub =
         SubscriberConfig::new("s", &format!("http://localhost:{}/hook", hook.addr.port()));
-    sub.secret = None;
+    sub.secret = Vec::new();
     let g = gateway(&a, None, vec![sub], |cfg| cfg.webhooks.allow.clear()).await;
     g.create_task("a").await;
     wait_for("a refused attempt", || async {

@@ -20,7 +20,10 @@ pub mod upstream;
 pub mod webhook;
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use arc_swap::ArcSwap;
 
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -55,6 +58,9 @@ pub struct State {
     pub late_answers: Arc<tokio::sync::Semaphore>,
     /// The clients and how they authenticate (off when none are configured).
     pub auth: Arc<auth::Auth>,
+    /// Set when a drain begins: `/readyz` answers 503 while requests are still served, so a load
+    /// balancer stops sending before the listener closes.
+    pub draining: Arc<AtomicBool>,
 }
 
 /// Every config check, with the knowledge of the modules that own them: the webhook module's
@@ -87,6 +93,35 @@ pub struct Gateway {
     metrics: Arc<Metrics>,
     stop: watch::Sender<bool>,
     workers: Vec<std::thread::JoinHandle<()>>,
+    /// Each worker's state, swapped whole by a reload: a request works with the generation it
+    /// started with, the next one with the new.
+    states: Vec<Arc<ArcSwap<State>>>,
+    /// The registry the card refreshes work in (the same as the states').
+    registry: Arc<ArcSwap<Registry>>,
+    /// Which subscribers follow which agent, for the ledger (swapped by a reload).
+    outbox: Arc<Outbox>,
+    /// The webhook worker's sender, once a worker runs.
+    webhooks: Mutex<Option<Arc<ArcSwap<webhook::send::Sender>>>>,
+    /// What new card refreshes fetch with.
+    card_upstream: Upstream,
+    stop_rx: watch::Receiver<bool>,
+    draining: Arc<AtomicBool>,
+    /// The reloads, one at a time.
+    reloading: tokio::sync::Mutex<()>,
+}
+
+/// What a reload did.
+#[derive(Debug, Default)]
+pub struct Reloaded {
+    /// Keys that changed but need a restart (`listen`, `workers`, `[redis]`...): the running
+    /// gateway keeps their old values.
+    pub need_restart: Vec<&'static str>,
+    /// Agents added, changed and removed, by route name.
+    pub agents_added: Vec<String>,
+    /// Agents whose entry changed (they start over: new card, streams ended with a retry hint).
+    pub agents_changed: Vec<String>,
+    /// Agents no longer configured (their streams ended with a final event).
+    pub agents_removed: Vec<String>,
 }
 
 /// Why [`Gateway::start`] failed.
@@ -133,7 +168,7 @@ impl Gateway {
                     RedisLedger::connect(&r.url, &r.prefix, config.task_retention)
                         .await
                         .map_err(|e| setup(&e))?
-                        .with_outbox(outbox),
+                        .with_outbox(outbox.clone()),
                 ),
                 Arc::new(
                     RedisQueue::connect(&r.url, &r.prefix, config.webhooks.max_dead_letters)
@@ -152,7 +187,7 @@ impl Gateway {
                     metrics.ledger_evictions.clone(),
                 )
                 .with_byte_budget(config.max_ledger_bytes)
-                .with_outbox(outbox, queue.clone())
+                .with_outbox(outbox.clone(), queue.clone())
                 .with_changes(feed.clone());
                 (Arc::new(ledger), queue)
             }
@@ -188,26 +223,28 @@ impl Gateway {
             ));
         }
         let card_upstream = Upstream::new(config.connect_timeout).map_err(StartError::Setup)?;
-        registry.spawn_refreshers(card_upstream, metrics.clone(), stop_rx.clone());
+        let current = Arc::new(ArcSwap::new(registry.clone()));
+        Registry::spawn_refreshers(
+            &current,
+            registry.agents(),
+            card_upstream.clone(),
+            metrics.clone(),
+            stop_rx.clone(),
+        );
+        let draining = Arc::new(AtomicBool::new(false));
         let slots = Arc::new(tokio::sync::Semaphore::new(config.max_connections));
         let late_answers = Arc::new(tokio::sync::Semaphore::new(http::MAX_LATE_ANSWERS));
         let mut workers = Vec::with_capacity(listeners.len() + 1);
+        let mut webhooks = None;
         if !config.subscribers.is_empty() {
-            let sender = webhook::send::Sender::new(&config.subscribers, &config.webhooks)
-                .map_err(StartError::Setup)?;
-            let worker = webhook::worker::Worker::new(
-                queue.clone(),
-                sender,
-                &config.webhooks,
-                metrics.clone(),
-            )
-            .map_err(StartError::Setup)?;
-            workers.push(
-                worker
-                    .spawn(stop_rx.clone())
-                    .map_err(|e| StartError::Setup(format!("webhook thread: {e}")))?,
-            );
+            let (thread, sender) =
+                start_webhooks(&config, queue.clone(), metrics.clone(), stop_rx.clone())
+                    .map_err(StartError::Setup)?;
+            workers.push(thread);
+            webhooks = Some(sender);
         }
+        let grace = config.shutdown_grace;
+        let mut states = Vec::with_capacity(listeners.len());
         for (i, listener) in listeners.into_iter().enumerate() {
             let state = State {
                 config: config.clone(),
@@ -219,7 +256,10 @@ impl Gateway {
                 hub: hub.clone(),
                 late_answers: late_answers.clone(),
                 auth: auth.clone(),
+                draining: draining.clone(),
             };
+            let state = Arc::new(ArcSwap::from_pointee(state));
+            states.push(state.clone());
             let (stop_rx, slots, late) = (stop_rx.clone(), slots.clone(), late_answers.clone());
             let worker = std::thread::Builder::new()
                 .name(format!("a2a-gw-{i}"))
@@ -236,7 +276,7 @@ impl Gateway {
                     rt.block_on(async move {
                         match TcpListener::from_std(listener) {
                             Ok(l) => {
-                                http::serve(l, Arc::new(state), slots, stop_rx).await;
+                                http::serve(l, state, slots, stop_rx, grace).await;
                                 http::drain_late_answers(&late, http::LATE_DRAIN).await;
                             }
                             Err(e) => tracing::error!(error = %e, "worker listener failed"),
@@ -252,7 +292,200 @@ impl Gateway {
             metrics,
             stop,
             workers,
+            states,
+            registry: current,
+            outbox,
+            webhooks: Mutex::new(webhooks),
+            card_upstream,
+            stop_rx,
+            draining,
+            reloading: tokio::sync::Mutex::new(()),
         })
+    }
+
+    /// The config the gateway runs with now.
+    pub fn config(&self) -> Arc<Config> {
+        self.states
+            .first()
+            .map(|s| s.load().config.clone())
+            .unwrap_or_default()
+    }
+
+    /// Apply a new config (already read and checked: `Config::load_with`), atomically: the next
+    /// request of every worker sees all of it, none sees part. Agents added, changed and removed
+    /// (an unchanged agent keeps its card, streams and counters; a removed one's streams end with
+    /// a final event, a changed one's with a retry hint); clients, keys and JWKS; subscribers and
+    /// their keys; limits; CORS. `listen`, `workers` and `[redis]` keep their running values
+    /// (named in [`Reloaded::need_restart`]). Requests in flight and open streams go on.
+    /// An error (the JWKS file or a subscriber cannot be used) changes nothing.
+    pub async fn reload(&self, new: Config) -> Result<Reloaded, String> {
+        let _one = self.reloading.lock().await;
+        let result = self.reload_inner(new);
+        let label = if result.is_ok() { "applied" } else { "refused" };
+        self.metrics
+            .config_reloads
+            .with_label_values(&[label])
+            .inc();
+        result
+    }
+
+    fn reload_inner(&self, mut new: Config) -> Result<Reloaded, String> {
+        let old = self.config();
+        let mut out = Reloaded::default();
+        // What only a restart applies keeps its running value, so the rest stays consistent.
+        if new.listen != old.listen {
+            out.need_restart.push("listen");
+            new.listen = old.listen;
+        }
+        if new.workers != old.workers {
+            out.need_restart.push("workers");
+            new.workers = old.workers;
+        }
+        let redis = |c: &Config| c.redis.as_ref().map(|r| (r.url.clone(), r.prefix.clone()));
+        if redis(&new) != redis(&old) {
+            out.need_restart.push("redis");
+            new.redis = old.redis.clone();
+        }
+        for (key, same) in [
+            (
+                "max_connections",
+                new.max_connections == old.max_connections,
+            ),
+            ("max_tasks", new.max_tasks == old.max_tasks),
+            (
+                "max_ledger_bytes",
+                new.max_ledger_bytes == old.max_ledger_bytes,
+            ),
+            (
+                "task_retention_secs",
+                new.task_retention == old.task_retention,
+            ),
+            (
+                "streams",
+                format!("{:?}", new.streams) == format!("{:?}", old.streams),
+            ),
+            (
+                "webhooks (other than allow and timeout_ms)",
+                new.webhooks.retry_waits_secs() == old.webhooks.retry_waits_secs()
+                    && new.webhooks.concurrency == old.webhooks.concurrency
+                    && new.webhooks.visibility_timeout == old.webhooks.visibility_timeout
+                    && new.webhooks.max_queued == old.webhooks.max_queued
+                    && new.webhooks.max_dead_letters == old.webhooks.max_dead_letters,
+            ),
+        ] {
+            if !same {
+                out.need_restart.push(key);
+            }
+        }
+        // Everything that can fail, before anything changes.
+        let auth = Arc::new(self.states_auth()?.reloaded(&new)?);
+        let sender = if new.subscribers.is_empty() {
+            None
+        } else {
+            Some(webhook::send::Sender::new(&new.subscribers, &new.webhooks)?)
+        };
+        let new = Arc::new(new);
+        let (registry, fresh, retired) = self.registry.load().reload(&new.agents);
+        let registry = Arc::new(registry);
+        for a in &retired {
+            let name = a.cfg.name.clone();
+            if fresh.iter().any(|f| f.cfg.name == name) {
+                out.agents_changed.push(name);
+            } else {
+                out.agents_removed.push(name);
+            }
+        }
+        out.agents_added = fresh
+            .iter()
+            .map(|a| a.cfg.name.clone())
+            .filter(|n| !out.agents_changed.contains(n))
+            .collect();
+        // Swap: the refreshes first (a retired agent's loop ends at its next turn), then every
+        // worker's state, then the webhook routes.
+        self.registry.store(registry.clone());
+        Registry::spawn_refreshers(
+            &self.registry,
+            &fresh,
+            self.card_upstream.clone(),
+            self.metrics.clone(),
+            self.stop_rx.clone(),
+        );
+        for s in &self.states {
+            let cur = s.load();
+            s.store(Arc::new(State {
+                config: new.clone(),
+                registry: registry.clone(),
+                auth: auth.clone(),
+                ..State::clone(&cur)
+            }));
+        }
+        let names: Vec<String> = new.agents.iter().map(|a| a.name.clone()).collect();
+        self.outbox.replace(&names, &new.subscribers);
+        self.swap_webhooks(sender, &new)?;
+        for name in &out.agents_removed {
+            let data = serde_json::json!({ "reason": "agent removed from the gateway's config" });
+            self.hub
+                .close_agent(name, Some((stream::UPSTREAM_ERROR, &data.to_string())));
+        }
+        for name in &out.agents_changed {
+            self.hub.close_agent(name, None);
+        }
+        Ok(out)
+    }
+
+    fn states_auth(&self) -> Result<Arc<auth::Auth>, String> {
+        self.states
+            .first()
+            .map(|s| s.load().auth.clone())
+            .ok_or_else(|| "no worker".to_owned())
+    }
+
+    /// Put the new subscribers' sender in place, starting the webhook worker if this is the
+    /// first config with subscribers.
+    fn swap_webhooks(
+        &self,
+        sender: Option<webhook::send::Sender>,
+        cfg: &Config,
+    ) -> Result<(), String> {
+        let Some(sender) = sender else {
+            // No subscriber left: the worker (if any) finds none configured for what is queued
+            // and leaves it queued ("unconfigured") until one is.
+            if let Some(h) = self
+                .webhooks
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .as_ref()
+            {
+                if let Ok(empty) = webhook::send::Sender::new(&[], &cfg.webhooks) {
+                    h.store(Arc::new(empty));
+                }
+            }
+            return Ok(());
+        };
+        let mut slot = self.webhooks.lock().unwrap_or_else(|p| p.into_inner());
+        match slot.as_ref() {
+            Some(h) => h.store(Arc::new(sender)),
+            None => {
+                let queue = self
+                    .states
+                    .first()
+                    .map(|s| s.load().queue.clone())
+                    .ok_or("no worker")?;
+                let worker = webhook::worker::Worker::new(
+                    queue,
+                    sender,
+                    &cfg.webhooks,
+                    self.metrics.clone(),
+                )?;
+                let handle = worker.sender_handle();
+                // The thread is detached: it stops with the others when the gateway stops.
+                worker
+                    .spawn(self.stop_rx.clone())
+                    .map_err(|e| format!("webhook thread: {e}"))?;
+                *slot = Some(handle);
+            }
+        }
+        Ok(())
     }
 
     /// The address actually bound (port 0 resolved).
@@ -265,12 +498,25 @@ impl Gateway {
         &self.metrics
     }
 
-    /// Stop accepting, let in-flight requests finish and late answers to creates come (both
-    /// bounded), stop card refreshes.
+    /// Drain and stop: `/readyz` answers 503 for `drain_delay_ms` while requests are still
+    /// served (so a load balancer stops sending first); then the listeners close, every stream
+    /// ends with a `retry:` hint (EventSources reconnect elsewhere), in-flight requests get
+    /// `shutdown_grace_ms` to finish, and late answers to creates are awaited (bounded). Card
+    /// refreshes and the webhook worker stop; queued deliveries stay queued.
     pub async fn shutdown(self) {
+        self.draining.store(true, Ordering::Release);
+        let delay = self.config().drain_delay;
+        if !delay.is_zero() {
+            tracing::info!(
+                delay_ms = delay.as_millis() as u64,
+                "draining: /readyz answers 503"
+            );
+            tokio::time::sleep(delay).await;
+        }
         let _ = self.stop.send(true);
-        // Open event streams would hold the drain up until its deadline: end them now.
-        self.hub.close_all();
+        // Open event streams would hold the drain up until its deadline: end them now, each
+        // with a hint to reconnect.
+        self.hub.drain();
         let workers = self.workers;
         let _ = tokio::task::spawn_blocking(move || {
             for w in workers {
@@ -280,32 +526,139 @@ impl Gateway {
         .await;
     }
 
-    /// Serve until the process is asked to stop (Ctrl-C or SIGTERM).
+    /// Serve until the process is asked to stop (Ctrl-C or SIGTERM), then drain.
     pub async fn run_until_signal(self) {
-        shutdown_signal().await;
+        self.run_with_signals(None).await
+    }
+
+    /// Serve until Ctrl-C or SIGTERM (then drain); on SIGHUP, read `config_path` again and
+    /// reload it ([`Gateway::reload`]). A file with problems is refused, each problem logged
+    /// with its key, and the running config goes on.
+    pub async fn run_with_signals(self, config_path: Option<std::path::PathBuf>) {
+        let mut signals = Signals::new();
+        loop {
+            match signals.next().await {
+                Signal::Stop => break,
+                Signal::Reload => match &config_path {
+                    Some(path) => self.reload_file(path).await,
+                    None => tracing::warn!(
+                        "SIGHUP: no config file to reload (started without --config)"
+                    ),
+                },
+            }
+        }
         tracing::info!("shutting down");
         self.shutdown().await;
     }
-}
 
-async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
+    /// Read, check and apply the config at `path`, logging the outcome.
+    pub async fn reload_file(&self, path: &std::path::Path) {
+        let cfg = match Config::load_with(path, &ConfigRules) {
+            Ok(cfg) => cfg,
+            Err(problems) => {
+                self.metrics
+                    .config_reloads
+                    .with_label_values(&["refused"])
+                    .inc();
+                for p in &problems {
+                    tracing::error!(problem = %p, "reload refused: {} is not a valid config", path.display());
+                }
+                return;
+            }
+        };
+        match self.reload(cfg).await {
+            Ok(r) => {
+                tracing::info!(added = ?r.agents_added, changed = ?r.agents_changed,
+                    removed = ?r.agents_removed, "config reloaded from {}", path.display());
+                if !r.need_restart.is_empty() {
+                    tracing::warn!(keys = ?r.need_restart,
+                        "reload applied, but these changed keys need a restart; their running values stay");
                 }
             }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
+            Err(e) => tracing::error!(error = %e, "reload refused; the running config goes on"),
         }
     }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
+}
+
+enum Signal {
+    Stop,
+    Reload,
+}
+
+/// The signals the gateway acts on, registered once (a signal that arrives while a reload runs
+/// is not lost).
+struct Signals {
+    #[cfg(unix)]
+    term: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    hup: Option<tokio::signal::unix::Signal>,
+}
+
+impl Signals {
+    fn new() -> Signals {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            Signals {
+                term: signal(SignalKind::terminate()).ok(),
+                hup: signal(SignalKind::hangup()).ok(),
+            }
+        }
+        #[cfg(not(unix))]
+        Signals {}
     }
+
+    async fn next(&mut self) -> Signal {
+        #[cfg(unix)]
+        {
+            let term = async {
+                match self.term.as_mut() {
+                    Some(t) => {
+                        t.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            let hup = async {
+                match self.hup.as_mut() {
+                    Some(h) => {
+                        h.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => Signal::Stop,
+                _ = term => Signal::Stop,
+                _ = hup => Signal::Reload,
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+            Signal::Stop
+        }
+    }
+}
+
+/// Start the webhook worker on its own thread: the thread, and where a reload swaps its sender.
+fn start_webhooks(
+    config: &Config,
+    queue: Arc<dyn DeliveryQueue>,
+    metrics: Arc<Metrics>,
+    stop: watch::Receiver<bool>,
+) -> Result<
+    (
+        std::thread::JoinHandle<()>,
+        Arc<ArcSwap<webhook::send::Sender>>,
+    ),
+    String,
+> {
+    let sender = webhook::send::Sender::new(&config.subscribers, &config.webhooks)?;
+    let worker = webhook::worker::Worker::new(queue, sender, &config.webhooks, metrics)?;
+    let handle = worker.sender_handle();
+    let thread = worker
+        .spawn(stop)
+        .map_err(|e| format!("webhook thread: {e}"))?;
+    Ok((thread, handle))
 }

@@ -20,6 +20,8 @@ pub struct Metrics {
     pub auth_failures: IntCounterVec,
     /// `streams_refused_total`: streams refused because the client holds `max_streams`.
     pub streams_refused: IntCounterVec,
+    /// `config_reloads_total`: reloads (SIGHUP), by result (`applied`, `refused`).
+    pub config_reloads: IntCounterVec,
     /// `upstream_duration_seconds`: time for an agent to answer the gateway (to response headers).
     pub upstream_seconds: HistogramVec,
     /// `validation_failures_total`: task inputs refused by the card's input_schema.
@@ -156,6 +158,11 @@ impl Metrics {
                 "streams_refused_total",
                 "Streams refused because the client already holds its max_streams.",
                 &["client"],
+            )?,
+            config_reloads: counter(
+                "config_reloads_total",
+                "Config reloads (SIGHUP), by result: applied, or refused (the old config keeps running).",
+                &["result"],
             )?,
             upstream_seconds: histogram(
                 "upstream_duration_seconds",

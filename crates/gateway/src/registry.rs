@@ -15,6 +15,7 @@ use std::hash::{BuildHasher, RandomState};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
+use arc_swap::ArcSwap;
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use http_body_util::Full;
@@ -176,16 +177,74 @@ impl Registry {
         &self.agents
     }
 
-    /// By route name, then by the agent_id of a serving card.
+    /// By route name, then by the agent_id of a serving card. The id index is written by the
+    /// card refreshes; one that lands in the generation a reload has just replaced misses the
+    /// new index, so a miss looks at the agents' cards before saying no.
     pub fn resolve(&self, name_or_id: &str) -> Option<Arc<Agent>> {
         if let Some(a) = self.by_name.get(name_or_id) {
             return Some(a.clone());
         }
-        self.by_id
+        let indexed = self
+            .by_id
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .get(name_or_id)
+            .cloned();
+        indexed.or_else(|| {
+            self.agents
+                .iter()
+                .find(|a| a.card().is_ok_and(|c| c.agent_id == name_or_id))
+                .cloned()
+        })
+    }
+
+    /// The registry of a reloaded config: an agent whose entry is unchanged is kept (its card,
+    /// its streams, its counters); a new or changed one starts without a card. Also returns the
+    /// agents to start refreshing (new ones) and those retired (removed or changed), whose
+    /// refreshes stop and whose streams the caller ends.
+    pub fn reload(&self, cfgs: &[AgentConfig]) -> (Registry, Vec<Arc<Agent>>, Vec<Arc<Agent>>) {
+        let mut fresh = Vec::new();
+        let agents: Vec<Arc<Agent>> = cfgs
+            .iter()
+            .map(
+                |c| match self.by_name.get(&c.name).filter(|a| a.cfg == *c) {
+                    Some(kept) => kept.clone(),
+                    None => {
+                        let a = Arc::new(Agent::new(c.clone()));
+                        fresh.push(a.clone());
+                        a
+                    }
+                },
+            )
+            .collect();
+        let retired = self
+            .agents
+            .iter()
+            .filter(|old| !agents.iter().any(|a| Arc::ptr_eq(a, old)))
             .cloned()
+            .collect();
+        let by_name = agents
+            .iter()
+            .map(|a| (a.cfg.name.clone(), a.clone()))
+            .collect();
+        let by_id = agents
+            .iter()
+            .filter_map(|a| a.card().ok().map(|c| (c.agent_id.clone(), a.clone())))
+            .collect();
+        let next = Registry {
+            agents,
+            by_name,
+            by_id: RwLock::new(by_id),
+            compiles: self.compiles.clone(),
+        };
+        (next, fresh, retired)
+    }
+
+    /// Whether `agent` is one of this registry's (the same one, not only the same name).
+    pub fn holds(&self, agent: &Arc<Agent>) -> bool {
+        self.by_name
+            .get(&agent.cfg.name)
+            .is_some_and(|a| Arc::ptr_eq(a, agent))
     }
 
     /// By route name only.
@@ -214,16 +273,19 @@ impl Registry {
         }
     }
 
-    /// Start one refresh loop per agent. Each fetches at once, so a slow agent delays only itself.
+    /// Start one refresh loop for each of `agents`. Each fetches at once, so a slow agent delays
+    /// only itself. A loop works in the registry `current` holds at each turn, and ends when its
+    /// agent is no longer in it (removed or changed by a reload).
     pub fn spawn_refreshers(
-        self: &Arc<Self>,
+        current: &Arc<ArcSwap<Registry>>,
+        agents: &[Arc<Agent>],
         upstream: Upstream,
         metrics: Arc<Metrics>,
         shutdown: watch::Receiver<bool>,
     ) {
-        for agent in &self.agents {
-            let (reg, agent, up, m, mut stop) = (
-                self.clone(),
+        for agent in agents {
+            let (current, agent, up, m, mut stop) = (
+                current.clone(),
                 agent.clone(),
                 upstream.clone(),
                 metrics.clone(),
@@ -232,6 +294,10 @@ impl Registry {
             tokio::spawn(async move {
                 let mut failures = 0u32;
                 loop {
+                    let reg = current.load_full();
+                    if !reg.holds(&agent) {
+                        return;
+                    }
                     let wait = match reg.refresh(&agent, &up, &m).await {
                         Ok(next) => {
                             failures = 0;

@@ -277,6 +277,15 @@ impl Auth {
         })
     }
 
+    /// The identity of a reloaded config: new clients, keys and JWKS, with this generation's
+    /// open-stream counts carried over (streams opened before the reload still count against
+    /// their clients' `max_streams`). Remembered tokens are not: they are checked again.
+    pub fn reloaded(&self, cfg: &Config) -> Result<Auth, String> {
+        let mut next = Auth::from_config(cfg)?;
+        next.streams = self.streams.clone();
+        Ok(next)
+    }
+
     /// Whether callers must authenticate (clients or JWT are configured).
     pub fn enabled(&self) -> bool {
         self.enabled

@@ -32,3 +32,18 @@ pub fn header_line<'de, D: Deserializer<'de>>(
             D::Error::custom("must be one header line such as \"Authorization: Bearer <token>\"")
         })
 }
+
+/// One value or a list of them (`secret = "whsec_..."` or `secret = ["whsec_new", "whsec_old"]`).
+pub fn one_or_many<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Secret>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(Secret),
+        Many(Vec<Secret>),
+    }
+    Ok(match OneOrMany::deserialize(d) {
+        Ok(OneOrMany::One(s)) => vec![s],
+        Ok(OneOrMany::Many(v)) => v,
+        Err(_) => return Err(D::Error::custom("must be a signing key or a list of them")),
+    })
+}

@@ -61,8 +61,9 @@ impl fmt::Debug for Secret {
     }
 }
 
-/// `[[agents]]`.
-#[derive(Debug, Clone, Deserialize)]
+/// `[[agents]]`. Compared whole by a reload: an agent whose entry is unchanged keeps its card,
+/// its streams and its counters.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AgentConfig {
     /// Route name: the agent is served under `/agents/{name}/`.
@@ -80,6 +81,8 @@ pub struct AgentConfig {
     pub timeout: Duration,
     /// The bearer token the agent must send on its push notifications; none means no ingest.
     pub ingest_token: Option<Secret>,
+    /// A file holding `ingest_token` (read at start and at every reload).
+    pub ingest_token_file: Option<String>,
     /// Whether a non-conformant agent answer is refused (`enforce`) or only counted (`report`).
     pub conformance: Conformance,
     /// Whether get, cancel, artifacts and stream under `/agents/{name}/tasks/{id}` are forwarded
@@ -91,6 +94,8 @@ pub struct AgentConfig {
     /// own credential. The client's credentials never reach an agent; this is all it gets.
     #[serde(deserialize_with = "de::header_line")]
     pub upstream_auth_header: Option<(HeaderName, Secret)>,
+    /// A file holding the `upstream_auth_header` line.
+    pub upstream_auth_header_file: Option<String>,
 }
 
 impl Default for AgentConfig {
@@ -105,6 +110,8 @@ impl Default for AgentConfig {
             conformance: Conformance::Enforce,
             passthrough_unknown_tasks: false,
             upstream_auth_header: None,
+            ingest_token_file: None,
+            upstream_auth_header_file: None,
         }
     }
 }
@@ -126,6 +133,8 @@ impl AgentConfig {
 pub struct RedisConfig {
     /// May carry a password: never printed (see the Debug impl).
     pub url: String,
+    /// A file holding `url` (with its password), read at start; a change needs a restart.
+    pub url_file: Option<String>,
     /// Prepended to every key. Its `{hash tag}` keeps all keys in one Redis Cluster slot, which
     /// the atomic scripts need.
     pub prefix: String,
@@ -135,6 +144,7 @@ impl Default for RedisConfig {
     fn default() -> RedisConfig {
         RedisConfig {
             url: String::new(),
+            url_file: None,
             prefix: "a2a:{gw}:".into(),
         }
     }
@@ -161,8 +171,14 @@ pub struct SubscriberConfig {
     /// A header sent as given with every delivery (`"Authorization: Bearer ..."`), value secret.
     #[serde(deserialize_with = "de::header_line")]
     pub auth_header: Option<(HeaderName, Secret)>,
-    /// Standard Webhooks signing key (`whsec_...`); the webhook module decodes it.
-    pub secret: Option<Secret>,
+    /// A file holding the `auth_header` line.
+    pub auth_header_file: Option<String>,
+    /// Standard Webhooks signing keys (`whsec_...`): one, or a list while a key is rotated
+    /// (every delivery is then signed with each); the webhook module decodes them.
+    #[serde(deserialize_with = "de::one_or_many")]
+    pub secret: Vec<Secret>,
+    /// A file holding the signing keys, one per line.
+    pub secret_file: Option<String>,
     /// Route names of the agents followed; `None` follows every agent.
     pub agents: Option<Vec<String>>,
 }
@@ -432,6 +448,13 @@ pub struct Config {
     pub late_answer: Duration,
     /// Worker threads serving clients; 0 means one per available core.
     pub workers: usize,
+    /// On SIGTERM, how long `/readyz` answers 503 while requests are still served, before the
+    /// listener closes (time for a load balancer to stop sending).
+    #[serde(rename = "drain_delay_ms", deserialize_with = "de::millis")]
+    pub drain_delay: Duration,
+    /// On SIGTERM, how long requests in flight get to finish once the listener has closed.
+    #[serde(rename = "shutdown_grace_ms", deserialize_with = "de::millis")]
+    pub shutdown_grace: Duration,
     /// The agents behind the gateway, by route name.
     pub agents: Vec<AgentConfig>,
     /// The shared store: absent, the gateway runs on its in-process ledger and queue.
@@ -445,6 +468,8 @@ pub struct Config {
     /// Bearer token of the `/admin/` routes; without one they are disabled. Only without
     /// clients: with them, the `admin` right replaces it.
     pub admin_token: Option<Secret>,
+    /// A file holding `admin_token`.
+    pub admin_token_file: Option<String>,
     /// Without clients or JWT: whether a `listen` address other than loopback may serve every
     /// caller unauthenticated (it refuses to start otherwise).
     pub allow_anonymous: bool,
@@ -470,16 +495,43 @@ impl Default for Config {
             idempotency_ttl: Duration::from_secs(86_400),
             late_answer: Duration::from_secs(60),
             workers: 0,
+            drain_delay: Duration::ZERO,
+            shutdown_grace: Duration::from_millis(10_000),
             agents: Vec::new(),
             redis: None,
             webhooks: WebhookConfig::default(),
             subscribers: Vec::new(),
             streams: StreamsConfig::default(),
             admin_token: None,
+            admin_token_file: None,
             allow_anonymous: false,
             clients: Vec::new(),
             auth: AuthConfig::default(),
             cors: None,
+        }
+    }
+}
+
+/// The secret in the file at `path`, for `key` (a `*_file` key); `set`: its plain form is set too.
+fn read_secret(problems: &mut Vec<Problem>, key: &str, path: &str, set: bool) -> Option<String> {
+    let name = key.rsplit('.').next().unwrap_or(key);
+    let plain = name.trim_end_matches("_file");
+    if set {
+        problems.push(Problem::new(
+            key,
+            format!("set {plain} or {name}, not both"),
+        ));
+        return None;
+    }
+    match std::fs::read_to_string(path) {
+        Ok(text) if !text.trim().is_empty() => Some(text.trim().to_owned()),
+        Ok(_) => {
+            problems.push(Problem::new(key, format!("{path} is empty")));
+            None
+        }
+        Err(e) => {
+            problems.push(Problem::new(key, format!("cannot read {path}: {e}")));
+            None
         }
     }
 }
@@ -539,11 +591,103 @@ impl Config {
     /// Make every file path in the config relative to `dir` (the config file's directory), so
     /// the gateway reads the same files whatever directory it was started from.
     pub fn resolve_paths(&mut self, dir: &Path) {
+        let fix = |p: &mut String| {
+            if !p.is_empty() && Path::new(p.as_str()).is_relative() {
+                *p = dir.join(p.as_str()).to_string_lossy().into_owned();
+            }
+        };
         if let Some(jwt) = self.auth.jwt.as_mut() {
-            if !jwt.jwks_file.is_empty() && Path::new(&jwt.jwks_file).is_relative() {
-                jwt.jwks_file = dir.join(&jwt.jwks_file).to_string_lossy().into_owned();
+            fix(&mut jwt.jwks_file);
+        }
+        for p in self.secret_files_mut() {
+            fix(p);
+        }
+    }
+
+    /// Every `*_file` path that names a secret.
+    fn secret_files_mut(&mut self) -> impl Iterator<Item = &mut String> {
+        let top = self.admin_token_file.iter_mut();
+        let redis = self.redis.iter_mut().flat_map(|r| r.url_file.iter_mut());
+        let agents = self.agents.iter_mut().flat_map(|a| {
+            a.ingest_token_file
+                .iter_mut()
+                .chain(a.upstream_auth_header_file.iter_mut())
+        });
+        let subs = self.subscribers.iter_mut().flat_map(|s| {
+            s.secret_file
+                .iter_mut()
+                .chain(s.auth_header_file.iter_mut())
+        });
+        top.chain(redis).chain(agents).chain(subs)
+    }
+
+    /// Read every `*_file` secret into its key; each problem (both forms set, an unreadable or
+    /// empty file, a malformed value) at the `_file` key. Called at every load, so a reload
+    /// picks up a rotated file.
+    fn read_secret_files(&mut self) -> Vec<Problem> {
+        let mut problems = Vec::new();
+        let mut bad_lines = Vec::new();
+        let problems = &mut problems;
+        let mut read = |key: &str, path: &Option<String>, set: bool| -> Option<String> {
+            read_secret(problems, key, path.as_deref()?, set)
+        };
+        if let Some(t) = read(
+            "admin_token_file",
+            &self.admin_token_file,
+            self.admin_token.is_some(),
+        ) {
+            self.admin_token = Some(Secret::new(t));
+        }
+        if let Some(r) = self.redis.as_mut() {
+            if let Some(u) = read("redis.url_file", &r.url_file, !r.url.is_empty()) {
+                r.url = u;
             }
         }
+        for (i, a) in self.agents.iter_mut().enumerate() {
+            let at = format!("agents[{i}]");
+            let key = format!("{at}.ingest_token_file");
+            if let Some(t) = read(&key, &a.ingest_token_file, a.ingest_token.is_some()) {
+                a.ingest_token = Some(Secret::new(t));
+            }
+            let key = format!("{at}.upstream_auth_header_file");
+            if let Some(line) = read(
+                &key,
+                &a.upstream_auth_header_file,
+                a.upstream_auth_header.is_some(),
+            ) {
+                match parse_header_line(&line) {
+                    Some(h) => a.upstream_auth_header = Some(h),
+                    None => bad_lines.push(key),
+                }
+            }
+        }
+        for (i, s) in self.subscribers.iter_mut().enumerate() {
+            let at = format!("subscribers[{i}]");
+            let key = format!("{at}.secret_file");
+            if let Some(text) = read(&key, &s.secret_file, !s.secret.is_empty()) {
+                s.secret = text
+                    .lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty())
+                    .map(Secret::new)
+                    .collect();
+            }
+            let key = format!("{at}.auth_header_file");
+            if let Some(line) = read(&key, &s.auth_header_file, s.auth_header.is_some()) {
+                match parse_header_line(&line) {
+                    Some(h) => s.auth_header = Some(h),
+                    None => bad_lines.push(key),
+                }
+            }
+        }
+        let mut out = std::mem::take(problems);
+        out.extend(bad_lines.into_iter().map(|key| {
+            Problem::new(
+                key,
+                "must hold one header line such as \"Authorization: Bearer <token>\"",
+            )
+        }));
+        out
     }
 
     /// The number of worker threads to run.
@@ -611,7 +755,8 @@ impl Config {
         if !dir.as_os_str().is_empty() {
             cfg.resolve_paths(dir);
         }
-        let late = cfg.validate_with(rules).err().unwrap_or_default();
+        let mut late = cfg.read_secret_files();
+        late.extend(cfg.validate_with(rules).err().unwrap_or_default());
         let problems = merge(early, late);
         if problems.is_empty() {
             Ok(cfg)
@@ -813,7 +958,7 @@ mod tests {
     fn the_field_lists_come_from_the_serde_derives() {
         assert_eq!(
             keys::fields_of::<Config>(&["redis"]),
-            Some(&["url", "prefix"][..])
+            Some(&["url", "url_file", "prefix"][..])
         );
         assert!(keys::fields_of::<Config>(&["agents"]).is_some_and(|f| f.contains(&"timeout_ms")));
         assert_eq!(keys::fields_of::<Config>(&["listen"]), None);

@@ -105,6 +105,10 @@ impl Validator {
         if c.workers != 0 {
             self.range("workers", c.workers as u64, 1024);
         }
+        if c.drain_delay > Duration::from_secs(600) {
+            self.problem("drain_delay_ms", "must be between 0 and 600000");
+        }
+        self.millis("shutdown_grace_ms", c.shutdown_grace, 3_600_000);
 
         // Route names by their lower case: two names that differ only in case are one name to
         // a person reading routes, metrics and subscriber lists, and a typo away from each other.
@@ -401,10 +405,16 @@ impl Validator {
         rules: &dyn Rules,
     ) {
         self.name_and_url(at, &s.name, &s.url, |u| rules.subscriber_url(allow, u));
-        if let Some(secret) = &s.secret {
+        for secret in &s.secret {
             if let Err(e) = rules.signing_secret(secret.expose()) {
                 self.problem(format!("{at}.secret"), e);
             }
+        }
+        if s.secret.len() > 8 {
+            self.problem(
+                format!("{at}.secret"),
+                "at most 8 signing keys at once (a rotation needs two)",
+            );
         }
         for a in s.agents.iter().flatten() {
             if !agents.iter().any(|c| c.name == *a) {

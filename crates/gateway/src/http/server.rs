@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
@@ -22,9 +23,6 @@ use crate::State;
 
 /// How long a new connection may stay silent before it is closed.
 const FIRST_BYTES: Duration = Duration::from_secs(10);
-
-/// How long in-flight requests get to finish after shutdown is asked for.
-const DRAIN: Duration = Duration::from_secs(10);
 
 /// Bind the address once and hand each worker a clone of the listening socket: the workers'
 /// accept loops share one accept queue, and whichever worker is free takes the next connection.
@@ -46,11 +44,15 @@ pub fn bind(addr: SocketAddr, workers: usize) -> std::io::Result<Vec<std::net::T
 }
 
 /// Serve one listener until `shutdown`; `slots` bounds open connections across all workers.
+/// `state` is this worker's, swapped whole by a config reload: each request loads the current
+/// one (a lean stream connection, its one request), so a reload reaches keep-alive connections
+/// at their next request. After `shutdown`, connections get `grace` to finish.
 pub async fn serve(
     listener: TcpListener,
-    state: Arc<State>,
+    state: Arc<ArcSwap<State>>,
     slots: Arc<Semaphore>,
     mut shutdown: watch::Receiver<bool>,
+    grace: Duration,
 ) {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
@@ -98,7 +100,7 @@ pub async fn serve(
         let c = conn.clone();
         // hyper's transport: its request, with its body, goes through the one pipeline.
         let svc = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-            let (state, conn) = (st.clone(), c.clone());
+            let (state, conn) = (st.load_full(), c.clone());
             async move {
                 let req = req.map(RequestBody::Incoming);
                 Ok::<_, Infallible>(pipeline::handle(&state, &conn, req).await)
@@ -129,7 +131,7 @@ pub async fn serve(
             // Task-stream subscribers take the lean path (see lean.rs): a long-lived
             // connection that only receives should not keep a whole HTTP stack.
             if lean::wants(&first[..n]) {
-                lean::serve(stream, &lean_state, &conn).await;
+                lean::serve(stream, &lean_state.load_full(), &conn).await;
                 drop(permit);
                 return;
             }
@@ -144,6 +146,6 @@ pub async fn serve(
     drop(listener);
     tokio::select! {
         _ = graceful.shutdown() => {}
-        _ = tokio::time::sleep(DRAIN) => tracing::warn!("connections still open after the drain period; closing"),
+        _ = tokio::time::sleep(grace) => tracing::warn!("connections still open after shutdown_grace_ms; closing"),
     }
 }

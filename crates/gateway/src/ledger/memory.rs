@@ -174,7 +174,7 @@ impl MemoryLedger {
                     enqueued_ms: crate::protocol::time::now_ms(),
                     payload: queue::payload(&crate::protocol::time::now(), &task).into(),
                 };
-                if !q.offer(subs, task_id, message) {
+                if !q.offer(&subs, task_id, message) {
                     return Err(LedgerError::QueueFull);
                 }
             }

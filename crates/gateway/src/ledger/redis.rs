@@ -195,15 +195,16 @@ impl RedisLedger {
             .arg(self.retention.as_millis() as u64)
             .arg(LIVE_TTL.as_millis() as u64)
             .arg(task_id);
-        match &self.outbox {
-            Some(o) if !o.subscribers(agent).is_empty() => {
+        let subs = self.outbox.as_ref().map(|o| (o, o.subscribers(agent)));
+        match &subs {
+            Some((o, subs)) if !subs.is_empty() => {
                 inv.arg(message_id_prefix(task_id, head))
                     .arg(crate::protocol::time::now())
                     .arg(o.max_queued)
                     .arg(o.max_dead)
                     .arg(&self.changes)
                     .arg(owner.unwrap_or(""));
-                for s in o.subscribers(agent) {
+                for s in subs.iter() {
                     inv.arg(s.as_ref());
                 }
             }

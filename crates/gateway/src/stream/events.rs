@@ -134,7 +134,12 @@ pub async fn run(
                 }
             },
             _ = tx.closed() => return,
-            _ = stop.changed() => return,
+            _ = stop.changed() => {
+                // A drain: tell the EventSource to come back (to another replica) soon.
+                let hint = format!("retry: {}\n\n", super::RECONNECT_HINT_MS);
+                let _ = tokio::time::timeout(STALL, tx.send(Bytes::from(hint))).await;
+                return;
+            }
         }
         if !out.is_empty() {
             match tokio::time::timeout(STALL, tx.send(Bytes::from(out))).await {

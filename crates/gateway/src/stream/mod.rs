@@ -122,6 +122,9 @@ impl GivenUp {
     }
 }
 
+/// The `retry:` a stream ends with when it should be reconnected (drain, changed agent).
+pub const RECONNECT_HINT_MS: u64 = 1000;
+
 /// The live task streams of this replica, one [`Topic`] per (agent, task), and the change feed.
 pub struct Hub {
     topics: Mutex<HashMap<Key, Arc<Topic>>>,
@@ -341,6 +344,33 @@ impl Hub {
     }
 
     /// Close every topic (shutdown): subscribers get what is buffered, then their streams end.
+    /// End the streams of agent `name` (removed or changed by a reload): `final_event` (an event
+    /// name and its data) and the end, or, without one, a `retry:` hint so subscribers come
+    /// back to the new config.
+    pub fn close_agent(&self, name: &str, final_event: Option<(&str, &str)>) {
+        let theirs: Vec<Arc<Topic>> = {
+            let mut map = self.map();
+            let keys: Vec<Key> = map.keys().filter(|k| &*k.0 == name).cloned().collect();
+            keys.iter().filter_map(|k| map.remove(k)).collect()
+        };
+        for t in theirs {
+            match final_event {
+                Some((event, data)) => t.finish(event, data),
+                None => t.end_with_retry(RECONNECT_HINT_MS),
+            }
+        }
+    }
+
+    /// A drain: every stream ends with a `retry:` hint, so EventSources reconnect (to another
+    /// replica, behind the load balancer) rather than give up.
+    pub fn drain(&self) {
+        let all: Vec<Arc<Topic>> = self.map().drain().map(|(_, t)| t).collect();
+        for t in all {
+            t.end_with_retry(RECONNECT_HINT_MS);
+        }
+    }
+
+    /// Close every stream at once (the end of a shutdown).
     pub fn close_all(&self) {
         let all: Vec<Arc<Topic>> = self.map().drain().map(|(_, t)| t).collect();
         for t in all {

@@ -192,16 +192,35 @@ impl Topic {
         self.close();
     }
 
+    /// No more events, and a `retry:` hint of `ms` for the subscribers' next connection (a
+    /// drain, or an agent changed by a reload): an EventSource reconnects after `ms`, to another
+    /// replica or to the agent's new config, with its Last-Event-ID.
+    pub fn end_with_retry(&self, ms: u64) {
+        let mut inner = self.lock();
+        if inner.closed {
+            return;
+        }
+        let woken = self.store_locked(&mut inner, format!("retry: {ms}\n\n").into_bytes());
+        drop(inner);
+        self.wake(woken);
+        self.close();
+    }
+
     /// Record one event; the wakers to wake once the lock is released.
     fn publish_locked(&self, inner: &mut Inner, event: Option<&str>, data: &str) -> Vec<Waker> {
         if inner.closed {
             return Vec::new();
         }
         let mut out = Vec::with_capacity(data.len() + 48);
+        let id = format!("{}-{}", self.epoch, inner.next_seq);
+        sse::write_event(&mut out, Some(&id), event, data);
+        self.store_locked(inner, out)
+    }
+
+    /// Keep one complete frame in the ring and hand it to subscribers.
+    fn store_locked(&self, inner: &mut Inner, out: Vec<u8>) -> Vec<Waker> {
         let seq = inner.next_seq;
         inner.next_seq += 1;
-        let id = format!("{}-{seq}", self.epoch);
-        sse::write_event(&mut out, Some(&id), event, data);
         inner.total += out.len() as u64;
         let stored = Stored {
             seq,

@@ -61,8 +61,8 @@ pub struct Subscriber {
     pub cfg: SubscriberConfig,
     /// Its URL, checked by the guard when the sender was built.
     pub uri: Uri,
-    /// `cfg.secret`, decoded.
-    pub key: Option<sign::SigningKey>,
+    /// `cfg.secret`, decoded: every delivery is signed with each (several during a rotation).
+    pub keys: Vec<sign::SigningKey>,
 }
 
 /// What one attempt got.
@@ -100,18 +100,18 @@ impl Sender {
             let uri = guard
                 .check_url(&s.url)
                 .map_err(|e| format!("{}: {e}", s.name))?;
-            let key = s
+            let keys = s
                 .secret
-                .as_ref()
+                .iter()
                 .map(|k| sign::SigningKey::parse(k.expose()))
-                .transpose()
+                .collect::<Result<Vec<_>, _>>()
                 .map_err(|e| format!("{}: {e}", s.name))?;
             subscribers.insert(
                 Arc::from(s.name.as_str()),
                 Arc::new(Subscriber {
                     cfg: s.clone(),
                     uri,
-                    key,
+                    keys,
                 }),
             );
         }
@@ -156,7 +156,7 @@ impl Sender {
                 header::USER_AGENT,
                 concat!("a2a-gateway/", env!("CARGO_PKG_VERSION")),
             );
-        match sign::headers(sub.key.as_ref(), &msg.msg_id, ts, &msg.payload) {
+        match sign::headers(&sub.keys, &msg.msg_id, ts, &msg.payload) {
             Ok(hs) => {
                 for (k, v) in hs {
                     req = req.header(k, v);

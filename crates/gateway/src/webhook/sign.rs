@@ -218,7 +218,7 @@ pub const MAX_MSG_ID_LEN: usize = 256;
 /// id containing `.` would let one signature stand for a different (id, timestamp, body) split.
 /// The id is also what receivers deduplicate on, so it must be the same on every retry.
 pub fn headers(
-    secret: Option<&SigningKey>,
+    keys: &[SigningKey],
     msg_id: &str,
     timestamp_secs: i64,
     body: &[u8],
@@ -239,9 +239,15 @@ pub fn headers(
             HeaderValue::from(timestamp_secs),
         ),
     ];
-    if let Some(secret) = secret {
+    if !keys.is_empty() {
+        // One `v1,<sig>` per key, space-separated (Standard Webhooks: a receiver accepts the
+        // delivery if any signature verifies, so a key can be rotated without a gap).
+        let sigs: Vec<String> = keys
+            .iter()
+            .map(|k| sign(k, msg_id, timestamp_secs, body))
+            .collect();
         // Base64 and a decimal number: always a valid header value.
-        if let Ok(sig) = HeaderValue::from_str(&sign(secret, msg_id, timestamp_secs, body)) {
+        if let Ok(sig) = HeaderValue::from_str(&sigs.join(" ")) {
             out.push((HeaderName::from_static(HEADER_SIGNATURE), sig));
         }
     }
@@ -474,7 +480,7 @@ mod tests {
 
     #[test]
     fn headers_with_a_secret_are_id_timestamp_signature() {
-        let h = headers(Some(&secret()), MSG_ID, TS, BODY).unwrap();
+        let h = headers(&[secret()], MSG_ID, TS, BODY).unwrap();
         let pairs: Vec<(&str, &str)> = h
             .iter()
             .map(|(n, v)| (n.as_str(), v.to_str().unwrap()))
@@ -491,7 +497,7 @@ mod tests {
 
     #[test]
     fn headers_without_a_secret_carry_no_signature() {
-        let h = headers(None, MSG_ID, TS, BODY).unwrap();
+        let h = headers(&[], MSG_ID, TS, BODY).unwrap();
         let names: Vec<&str> = h.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names, vec!["webhook-id", "webhook-timestamp"]);
     }
@@ -499,7 +505,7 @@ mod tests {
     #[test]
     fn headers_round_trip_through_verify() {
         let s = secret();
-        let h = headers(Some(&s), "msg_2", 1_700_000_000, b"{}").unwrap();
+        let h = headers(std::slice::from_ref(&s), "msg_2", 1_700_000_000, b"{}").unwrap();
         let get = |name: &str| {
             h.iter()
                 .find(|(n, _)| n == name)
@@ -525,17 +531,17 @@ mod tests {
     fn headers_refuse_ids_that_are_not_plain_tokens() {
         let long = "a".repeat(MAX_MSG_ID_LEN + 1);
         for id in ["", "msg.1", "msg 1", "msg\n1", "msg\u{e9}", long.as_str()] {
-            assert_eq!(headers(None, id, TS, BODY), Err(InvalidMsgId), "{id:?}");
+            assert_eq!(headers(&[], id, TS, BODY), Err(InvalidMsgId), "{id:?}");
         }
-        assert!(headers(None, &"a".repeat(MAX_MSG_ID_LEN), TS, BODY).is_ok());
-        assert!(headers(None, "msg_AZaz09-_", TS, BODY).is_ok());
+        assert!(headers(&[], &"a".repeat(MAX_MSG_ID_LEN), TS, BODY).is_ok());
+        assert!(headers(&[], "msg_AZaz09-_", TS, BODY).is_ok());
     }
 
     #[test]
     fn negative_timestamps_sign_as_their_decimal_form() {
         // Not useful in practice, but the signed string must match what the header carries.
         let s = secret();
-        let h = headers(Some(&s), MSG_ID, -5, BODY).unwrap();
+        let h = headers(std::slice::from_ref(&s), MSG_ID, -5, BODY).unwrap();
         assert_eq!(h[1].1.to_str().unwrap(), "-5");
         assert_eq!(h[2].1.to_str().unwrap(), sign(&s, MSG_ID, -5, BODY));
     }

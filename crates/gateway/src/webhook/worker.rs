@@ -11,6 +11,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
+use arc_swap::ArcSwap;
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use super::queue::{DeliveryQueue, Finish, Finished, Job};
@@ -41,7 +42,9 @@ const MAX_PAUSE: Duration = Duration::from_secs(300);
 /// The delivery worker (see the module doc).
 pub struct Worker {
     queue: Arc<dyn DeliveryQueue>,
-    sender: Sender,
+    /// Swapped whole by a config reload (subscribers added, removed, keys rotated): a delivery
+    /// in flight finishes with the sender it started with.
+    sender: Arc<ArcSwap<Sender>>,
     schedule: Schedule,
     concurrency: usize,
     visibility: Duration,
@@ -65,7 +68,7 @@ impl Worker {
         let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "gw".into());
         Ok(Worker {
             queue,
-            sender,
+            sender: Arc::new(ArcSwap::from_pointee(sender)),
             schedule,
             concurrency: cfg.concurrency.max(1),
             visibility: cfg.visibility_timeout,
@@ -79,6 +82,11 @@ impl Worker {
             disabled: RwLock::new(HashSet::new()),
             paused: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// Where a reload puts the sender for the new subscribers.
+    pub fn sender_handle(&self) -> Arc<ArcSwap<Sender>> {
+        self.sender.clone()
     }
 
     /// Start the worker on its own thread; it stops when `stop` turns true, after letting the
@@ -263,7 +271,8 @@ impl Worker {
             return;
         };
         let sub_name = job.subscriber.as_ref();
-        let Some(sub) = self.sender.subscriber(sub_name).cloned() else {
+        let sender = self.sender.load_full();
+        let Some(sub) = sender.subscriber(sub_name).cloned() else {
             // Queued for a subscriber this process has no config for: a replica of another
             // config version (a rolling deploy) or a subscriber removed since. Not an attempt,
             // and not this replica's call to disable it: look again in a minute.
@@ -287,7 +296,7 @@ impl Worker {
             // job over now. Leave it to whoever holds it then.
             return;
         }
-        let attempt = self.sender.send(&sub, msg).await;
+        let attempt = sender.send(&sub, msg).await;
         self.metrics
             .webhook_attempts
             .with_label_values(&[sub_name, attempt.class])

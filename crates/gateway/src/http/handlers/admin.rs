@@ -109,7 +109,7 @@ pub async fn subscribers(state: &State) -> ApiResult {
                 // The origin only: a path or query can carry a token (Slack-style URLs).
                 "url": origin(&s.url),
                 "agents": s.agents,
-                "signed": s.secret.is_some(),
+                "signed": !s.secret.is_empty(),
                 "auth_header": s.auth_header.as_ref().map(|(n, _)| n.as_str()),
                 "disabled": disabled.iter().find(|(n, _)| *n == s.name).map(|(_, r)| r),
             })

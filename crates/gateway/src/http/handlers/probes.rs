@@ -33,7 +33,9 @@ pub fn readyz(state: &State) -> ApiResult {
     // With Redis, a replica that does not hear other replicas' changes would serve streams
     // that miss them: not ready until it is subscribed.
     let relaying = state.config.redis.is_none() || state.hub.feed.is_relayed();
-    let ready = pending.is_empty() && relaying;
+    // Draining (SIGTERM): still serving, but no longer ready, so a load balancer moves away.
+    let draining = state.draining.load(std::sync::atomic::Ordering::Acquire);
+    let ready = pending.is_empty() && relaying && !draining;
     let status = if ready {
         StatusCode::OK
     } else {
@@ -45,6 +47,9 @@ pub fn readyz(state: &State) -> ApiResult {
     }
     if !relaying {
         missing.push("redis");
+    }
+    if draining {
+        missing.push("draining");
     }
     if state.auth.enabled() {
         let body = to_json(&serde_json::json!({ "ready": ready, "missing": missing }))?;

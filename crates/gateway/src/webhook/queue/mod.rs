@@ -172,9 +172,10 @@ pub trait DeliveryQueue: Send + Sync + 'static {
 }
 
 /// Which subscribers follow which agent: what the ledger needs to queue a change's deliveries.
+/// The routes are swapped whole by a config reload ([`Outbox::replace`]).
 #[derive(Debug, Default)]
 pub struct Outbox {
-    routes: HashMap<String, Arc<[Arc<str>]>>,
+    routes: arc_swap::ArcSwap<HashMap<String, Arc<[Arc<str>]>>>,
     /// The most messages queued at once (`webhooks.max_queued`); past it a change is not recorded.
     pub max_queued: usize,
     /// Changes for a disabled subscriber go straight to the dead letters, which keep this many.
@@ -189,28 +190,40 @@ impl Outbox {
         max_queued: usize,
         max_dead: usize,
     ) -> Outbox {
-        let routes = agents
-            .iter()
-            .map(|a| {
-                let subs: Arc<[Arc<str>]> = subscribers
-                    .iter()
-                    .filter(|s| s.follows(a))
-                    .map(|s| Arc::from(s.name.as_str()))
-                    .collect();
-                (a.clone(), subs)
-            })
-            .collect();
         Outbox {
-            routes,
+            routes: arc_swap::ArcSwap::from_pointee(routes(agents, subscribers)),
             max_queued,
             max_dead,
         }
     }
 
     /// The subscribers of an agent's changes (empty for none).
-    pub fn subscribers(&self, agent: &str) -> &[Arc<str>] {
-        self.routes.get(agent).map_or(&[], |s| s)
+    pub fn subscribers(&self, agent: &str) -> Arc<[Arc<str>]> {
+        self.routes
+            .load()
+            .get(agent)
+            .cloned()
+            .unwrap_or_else(|| Arc::from(Vec::new()))
     }
+
+    /// New routes, from a reloaded config: changes recorded from now on go to these subscribers.
+    pub fn replace(&self, agents: &[String], subscribers: &[SubscriberConfig]) {
+        self.routes.store(Arc::new(routes(agents, subscribers)));
+    }
+}
+
+fn routes(agents: &[String], subscribers: &[SubscriberConfig]) -> HashMap<String, Arc<[Arc<str>]>> {
+    agents
+        .iter()
+        .map(|a| {
+            let subs: Arc<[Arc<str>]> = subscribers
+                .iter()
+                .filter(|s| s.follows(a))
+                .map(|s| Arc::from(s.name.as_str()))
+                .collect();
+            (a.clone(), subs)
+        })
+        .collect()
 }
 
 /// The `webhook-id` of a status change, less its `_{n}` suffix (the task's change number, which
@@ -308,7 +321,7 @@ mod tests {
         );
         let odd = message_id_prefix("a.b", head);
         assert!(odd.starts_with("msg_") && !odd.contains('.'));
-        assert!(crate::webhook::sign::headers(None, &odd, 1, b"").is_ok());
+        assert!(crate::webhook::sign::headers(&[], &odd, 1, b"").is_ok());
     }
 
     #[test]
