@@ -12,6 +12,7 @@ pub mod auth;
 pub mod config;
 pub mod http;
 pub mod ledger;
+pub mod limits;
 pub mod metrics;
 pub mod protocol;
 pub mod registry;
@@ -55,6 +56,9 @@ pub struct State {
     pub late_answers: Arc<tokio::sync::Semaphore>,
     /// The clients and how they authenticate (off when none are configured).
     pub auth: Arc<auth::Auth>,
+    /// The token buckets of rate-limited clients, shared by every worker. Apart from `auth`
+    /// so that they outlive a reload of the clients (keyed by client name).
+    pub buckets: Arc<limits::Buckets>,
 }
 
 /// Every config check, with the knowledge of the modules that own them: the webhook module's
@@ -191,6 +195,7 @@ impl Gateway {
         registry.spawn_refreshers(card_upstream, metrics.clone(), stop_rx.clone());
         let slots = Arc::new(tokio::sync::Semaphore::new(config.max_connections));
         let late_answers = Arc::new(tokio::sync::Semaphore::new(http::MAX_LATE_ANSWERS));
+        let buckets = Arc::new(limits::Buckets::new());
         let mut workers = Vec::with_capacity(listeners.len() + 1);
         if !config.subscribers.is_empty() {
             let sender = webhook::send::Sender::new(&config.subscribers, &config.webhooks)
@@ -219,6 +224,7 @@ impl Gateway {
                 hub: hub.clone(),
                 late_answers: late_answers.clone(),
                 auth: auth.clone(),
+                buckets: buckets.clone(),
             };
             let (stop_rx, slots, late) = (stop_rx.clone(), slots.clone(), late_answers.clone());
             let worker = std::thread::Builder::new()
