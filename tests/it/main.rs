@@ -27,6 +27,10 @@ mod idempotency;
 mod immutability;
 /// JWT bearer tokens checked against a JWKS file: every algorithm allowed, every forgery refused.
 mod jwt;
+/// Limits: a client's rate (429 RATE_LIMITED and the IETF RateLimit headers), an agent's
+/// `max_in_flight` (503 AGENT_BUSY), and ejection after consecutive failures with the half-open
+/// probe that brings an agent back; `GET /agents` and the metrics at each step.
+mod limits;
 /// `POST /agents/{name}/notifications`: authenticated pushes judged by the ledger.
 mod notifications;
 /// The one request pipeline: the lean stream path and HTTP/2 handled alike.

@@ -12,6 +12,7 @@ pub mod auth;
 pub mod config;
 pub mod http;
 pub mod ledger;
+pub mod limits;
 pub mod metrics;
 pub mod protocol;
 pub mod registry;
@@ -61,6 +62,9 @@ pub struct State {
     /// Set when a drain begins: `/readyz` answers 503 while requests are still served, so a load
     /// balancer stops sending before the listener closes.
     pub draining: Arc<AtomicBool>,
+    /// The token buckets of rate-limited clients, shared by every worker. Apart from `auth`
+    /// so that they outlive a reload of the clients (keyed by client name).
+    pub buckets: Arc<limits::Buckets>,
 }
 
 /// Every config check, with the knowledge of the modules that own them: the webhook module's
@@ -234,6 +238,7 @@ impl Gateway {
         let draining = Arc::new(AtomicBool::new(false));
         let slots = Arc::new(tokio::sync::Semaphore::new(config.max_connections));
         let late_answers = Arc::new(tokio::sync::Semaphore::new(http::MAX_LATE_ANSWERS));
+        let buckets = Arc::new(limits::Buckets::new());
         let mut workers = Vec::with_capacity(listeners.len() + 1);
         let mut webhooks = None;
         if !config.subscribers.is_empty() {
@@ -257,6 +262,7 @@ impl Gateway {
                 late_answers: late_answers.clone(),
                 auth: auth.clone(),
                 draining: draining.clone(),
+                buckets: buckets.clone(),
             };
             let state = Arc::new(ArcSwap::from_pointee(state));
             states.push(state.clone());

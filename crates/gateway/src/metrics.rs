@@ -22,6 +22,16 @@ pub struct Metrics {
     pub streams_refused: IntCounterVec,
     /// `config_reloads_total`: reloads (SIGHUP), by result (`applied`, `refused`).
     pub config_reloads: IntCounterVec,
+    /// `rate_limited_total`: requests refused with 429 RATE_LIMITED, by client.
+    pub rate_limited: IntCounterVec,
+    /// `agent_in_flight`: requests to each agent in flight on this replica.
+    pub agent_in_flight: IntGaugeVec,
+    /// `agent_busy_total`: requests refused with 503 AGENT_BUSY (the agent's `max_in_flight`).
+    pub agent_busy: IntCounterVec,
+    /// `agent_ejections_total`: ejections of each agent (a failed probe's included).
+    pub agent_ejections: IntCounterVec,
+    /// `agent_ejected`: 1 while the agent is ejected (or being probed), 0 otherwise.
+    pub agent_ejected: IntGaugeVec,
     /// `upstream_duration_seconds`: time for an agent to answer the gateway (to response headers).
     pub upstream_seconds: HistogramVec,
     /// `validation_failures_total`: task inputs refused by the card's input_schema.
@@ -163,6 +173,31 @@ impl Metrics {
                 "config_reloads_total",
                 "Config reloads (SIGHUP), by result: applied, or refused (the old config keeps running).",
                 &["result"],
+            )?,
+            rate_limited: counter(
+                "rate_limited_total",
+                "Requests refused because the client was past its rate_per_sec (429 RATE_LIMITED), on this replica.",
+                &["client"],
+            )?,
+            agent_in_flight: gauge(
+                "agent_in_flight",
+                "Requests to the agent in flight on this replica (counted against its max_in_flight).",
+                &["agent"],
+            )?,
+            agent_busy: counter(
+                "agent_busy_total",
+                "Requests refused because the agent had max_in_flight requests in flight (503 AGENT_BUSY).",
+                &["agent"],
+            )?,
+            agent_ejections: counter(
+                "agent_ejections_total",
+                "Times the agent was ejected after eject_after consecutive failures or a failed probe.",
+                &["agent"],
+            )?,
+            agent_ejected: gauge(
+                "agent_ejected",
+                "1 while the agent is ejected (not called until a probe succeeds), 0 otherwise.",
+                &["agent"],
             )?,
             upstream_seconds: histogram(
                 "upstream_duration_seconds",

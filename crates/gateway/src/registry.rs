@@ -24,6 +24,7 @@ use hyper::{Request, StatusCode};
 use tokio::sync::{watch, Semaphore};
 
 use crate::config::AgentConfig;
+use crate::limits::AgentLimits;
 use crate::metrics::Metrics;
 use crate::protocol::card::{Card, Refusal};
 use crate::upstream::{Upstream, UpstreamError};
@@ -86,6 +87,9 @@ pub struct Agent {
     slot: RwLock<CardSlot>,
     /// `upstream_auth_header`, built once, marked sensitive (so no debug output shows it).
     auth: Option<(header::HeaderName, HeaderValue)>,
+    /// Its requests in flight and its circuit on this replica (`limits::agent`): an `Arc`, so
+    /// that an agent kept across a config reload can keep them.
+    pub limits: Arc<AgentLimits>,
 }
 
 impl Agent {
@@ -97,6 +101,7 @@ impl Agent {
         });
         Agent {
             auth,
+            limits: Arc::default(),
             cfg,
             slot: RwLock::new(CardSlot {
                 card: None,
@@ -284,6 +289,8 @@ impl Registry {
         shutdown: watch::Receiver<bool>,
     ) {
         for agent in agents {
+            // Its limits' series exist from the start, not from its first request.
+            agent.limits.bind(&metrics, &agent.cfg.name);
             let (current, agent, up, m, mut stop) = (
                 current.clone(),
                 agent.clone(),

@@ -142,6 +142,17 @@ impl Http {
         .await
     }
 
+    /// POST a valid create-task body to `/agents/{agent}/tasks` as the client of `key`.
+    pub async fn post_task_as(&self, agent: &str, key: &str) -> Resp {
+        self.post_json_as(
+            &format!("/agents/{agent}/tasks"),
+            key,
+            &serde_json::json!({ "input": good_input() }),
+            &[],
+        )
+        .await
+    }
+
     /// Create a task on `agent` (route name or agent id), asserting 202; its id.
     pub async fn create_task(&self, agent: &str) -> String {
         let r = self.post_task(agent).await;

@@ -20,6 +20,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::config::{ClientConfig, Config, Right};
+use crate::limits::Rate;
 use crate::registry::Agent;
 
 /// A set of [`Right`]s, as bits.
@@ -89,6 +90,9 @@ pub struct Client {
     pub rights: Rights,
     /// Streams it may hold open at once on this replica.
     pub max_streams: usize,
+    /// Its token bucket's rate on each replica (`rate_per_sec`, `burst`); `None`: unlimited.
+    /// Read on every request: the bucket itself lives in `State::buckets`, by name.
+    pub rate: Option<Rate>,
 }
 
 impl Client {
@@ -100,6 +104,7 @@ impl Client {
             agents: Agents::of(&c.agents),
             rights: Rights::of(&c.can),
             max_streams: c.max_streams,
+            rate: c.rate_per_sec.map(|r| Rate::new(r, c.burst)),
         }
     }
 
@@ -355,6 +360,9 @@ impl Auth {
             agents: Agents::of(&agents),
             rights: Rights::of(&can),
             max_streams: defaults.max_streams,
+            // A subject without a [[clients]] entry has no rate: limits are configured per
+            // named client.
+            rate: None,
         }))
     }
 

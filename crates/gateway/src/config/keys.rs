@@ -334,6 +334,7 @@ fn plain_message(m: &str) -> String {
         e if e.starts_with("struct ") => "a table",
         "a sequence" => "a list",
         "a boolean" => "true or false",
+        "f64" => "a number",
         "socket address" => "an IP:port address such as \"127.0.0.1:8080\"",
         e => return format!("must be {e}"),
     };

@@ -96,6 +96,17 @@ pub struct AgentConfig {
     pub upstream_auth_header: Option<(HeaderName, Secret)>,
     /// A file holding the `upstream_auth_header` line.
     pub upstream_auth_header_file: Option<String>,
+    /// Requests to this agent in flight at once on this replica (create, get, cancel, the
+    /// artifact list, artifact content); past it 503 AGENT_BUSY at once, without a call. Bounds
+    /// what one slow agent can hold of the gateway (connections, memory, late-answer slots).
+    pub max_in_flight: usize,
+    /// Consecutive failures (no connection, no answer in time, a 5xx) that eject the agent: it
+    /// is answered 503 AGENT_UNAVAILABLE without a call until a probe after `eject_secs`
+    /// succeeds. 0 never ejects.
+    pub eject_after: u64,
+    /// How long an ejection lasts before one request probes the agent.
+    #[serde(rename = "eject_secs", deserialize_with = "de::secs")]
+    pub eject: Duration,
 }
 
 impl Default for AgentConfig {
@@ -112,6 +123,9 @@ impl Default for AgentConfig {
             upstream_auth_header: None,
             ingest_token_file: None,
             upstream_auth_header_file: None,
+            max_in_flight: 256,
+            eject_after: 5,
+            eject: Duration::from_secs(10),
         }
     }
 }
@@ -349,6 +363,12 @@ pub struct ClientConfig {
     pub can: Vec<Right>,
     /// Streams (task streams and `/events`) it may hold open at once, per replica.
     pub max_streams: usize,
+    /// Requests a second it may make on each replica (a token bucket); absent: unlimited. Past
+    /// it, 429 RATE_LIMITED.
+    pub rate_per_sec: Option<f64>,
+    /// The bucket's size: requests it may make at once after a quiet spell. Absent: one
+    /// second's worth (`rate_per_sec` rounded up, at least 1).
+    pub burst: Option<u64>,
 }
 
 impl Default for ClientConfig {
@@ -359,6 +379,8 @@ impl Default for ClientConfig {
             agents: vec!["*".into()],
             can: vec![Right::Tasks, Right::Streams],
             max_streams: 100,
+            rate_per_sec: None,
+            burst: None,
         }
     }
 }
@@ -1154,6 +1176,85 @@ mod tests {
             "listen = \"0.0.0.0:8080\"\n[[clients]]\nname = \"c\"\nkey_sha256 = \"{HASH}\"\n{agents}"
         ))
         .expect("with clients");
+    }
+
+    #[test]
+    fn limits_have_defaults_and_bounds() {
+        let cfg = Config::parse(&format!(
+            r#"
+            listen = "127.0.0.1:1"
+            [[clients]]
+            name = "a"
+            key_sha256 = "{HASH}"
+            rate_per_sec = 50
+            burst = 100
+            [[clients]]
+            name = "b"
+            key_sha256 = "{HASH2}"
+            rate_per_sec = 0.5
+            [[agents]]
+            name = "x"
+            url = "http://x"
+            [[agents]]
+            name = "y"
+            url = "http://y"
+            max_in_flight = 8
+            eject_after = 0
+            eject_secs = 1
+        "#
+        ))
+        .expect("valid");
+        let (a, b) = (&cfg.clients[0], &cfg.clients[1]);
+        assert_eq!((a.rate_per_sec, a.burst), (Some(50.0), Some(100)));
+        assert_eq!((b.rate_per_sec, b.burst), (Some(0.5), None));
+        let (x, y) = (&cfg.agents[0], &cfg.agents[1]);
+        assert_eq!(
+            (x.max_in_flight, x.eject_after, x.eject),
+            (256, 5, Duration::from_secs(10))
+        );
+        assert_eq!(
+            (y.max_in_flight, y.eject_after, y.eject),
+            (8, 0, Duration::from_secs(1))
+        );
+        let p = Config::parse(&format!(
+            r#"
+            listen = "127.0.0.1:1"
+            [[clients]]
+            name = "a"
+            key_sha256 = "{HASH}"
+            rate_per_sec = 0
+            burst = 0
+            [[clients]]
+            name = "b"
+            key_sha256 = "{HASH2}"
+            burst = 5
+            [[clients]]
+            name = "c"
+            key_sha256 = "{}"
+            rate_per_sec = "fast"
+            [[agents]]
+            name = "x"
+            url = "http://x"
+            max_in_flight = 0
+            eject_after = 10001
+            eject_secs = 0
+        "#,
+            "0".repeat(64)
+        ))
+        .expect_err("out of range");
+        let shown: Vec<String> = p.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            shown,
+            [
+                "agents[0].max_in_flight: must be between 1 and 1000000",
+                "agents[0].eject_after: must be between 0 (never eject) and 10000",
+                "agents[0].eject_secs: must be between 1 and 3600",
+                "clients[0].rate_per_sec: must be a number between 0.001 and 1000000",
+                "clients[0].burst: must be between 1 and 1000000",
+                "clients[1].burst: has no effect without rate_per_sec (the client is not rate-limited)",
+                "clients[2].rate_per_sec: must be a number",
+            ],
+        );
     }
 
     #[test]

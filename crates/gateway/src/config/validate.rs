@@ -66,6 +66,17 @@ impl fmt::Display for Problem {
     }
 }
 
+/// `rate_per_sec` bounds: a request every 1000 s at the slowest (its bucket's window, in the
+/// `RateLimit-Policy` header, stays a small integer), a million a second at most.
+const MIN_RATE: f64 = 0.001;
+const MAX_RATE: f64 = 1_000_000.0;
+/// `burst` at most: a bucket larger than this is no limit.
+const MAX_BURST: u64 = 1_000_000;
+/// `max_in_flight` at most.
+const MAX_IN_FLIGHT: u64 = 1_000_000;
+/// `eject_after` at most.
+const MAX_EJECT_AFTER: u64 = 10_000;
+
 #[derive(Default)]
 pub(super) struct Validator {
     pub(super) problems: Vec<Problem>,
@@ -250,6 +261,20 @@ impl Validator {
             }
         }
         self.range(&format!("{at}.max_streams"), cl.max_streams as u64, 1 << 20);
+        match cl.rate_per_sec {
+            Some(r) if !(MIN_RATE..=MAX_RATE).contains(&r) => self.problem(
+                format!("{at}.rate_per_sec"),
+                format!("must be a number between {MIN_RATE} and {MAX_RATE}"),
+            ),
+            None if cl.burst.is_some() => self.problem(
+                format!("{at}.burst"),
+                "has no effect without rate_per_sec (the client is not rate-limited)",
+            ),
+            _ => {}
+        }
+        if let Some(b) = cl.burst {
+            self.range(&format!("{at}.burst"), b, MAX_BURST);
+        }
     }
 
     fn jwt(&mut self, j: &JwtConfig, rules: &dyn Rules) {
@@ -315,6 +340,18 @@ impl Validator {
         }
         self.secs(&format!("{at}.refresh_secs"), a.refresh, 7 * 86_400);
         self.millis(&format!("{at}.timeout_ms"), a.timeout, 600_000);
+        self.range(
+            &format!("{at}.max_in_flight"),
+            a.max_in_flight as u64,
+            MAX_IN_FLIGHT,
+        );
+        if a.eject_after > MAX_EJECT_AFTER {
+            self.problem(
+                format!("{at}.eject_after"),
+                format!("must be between 0 (never eject) and {MAX_EJECT_AFTER}"),
+            );
+        }
+        self.secs(&format!("{at}.eject_secs"), a.eject, 3600);
         if let Some(tok) = &a.ingest_token {
             if tok.expose().len() < 16 {
                 self.problem(

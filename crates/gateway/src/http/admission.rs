@@ -1,8 +1,9 @@
 //! Stage 3 of the pipeline, admission: who the caller is and whether the route is theirs to
 //! call. [`admit`] runs for every request, after the route is known and before any handler:
 //! it authenticates (a bearer key or JWT, from `Authorization`, or `?access_token=` on the
-//! stream routes, where a browser's EventSource cannot set headers), checks the route's right,
-//! and takes a stream slot for the stream routes.
+//! stream routes, where a browser's EventSource cannot set headers), takes a token from the
+//! client's bucket if it has a `rate_per_sec` ([`rate`]), checks the route's right, and takes a
+//! stream slot for the stream routes.
 //!
 //! What needs the ledger cannot be decided before the handler has the task: [`agent`] (the
 //! caller may use this agent) and [`task`] (the caller may see this task) are the two checks a
@@ -21,15 +22,16 @@
 
 use std::borrow::Cow;
 
-use hyper::header::{HeaderMap, HeaderValue, AUTHORIZATION, WWW_AUTHENTICATE};
+use hyper::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION, WWW_AUTHENTICATE};
 
 use super::context::Ctx;
 use super::error::{ApiError, Code};
 use super::request::Request;
 use super::route::Route;
-use crate::auth::{Caller, Failure};
+use crate::auth::{Caller, Client, Failure};
 use crate::config::Right;
 use crate::ledger::Record;
+use crate::limits::Quota;
 use crate::registry::Agent;
 use crate::State;
 
@@ -66,8 +68,8 @@ fn needs(route: &Route<'_>) -> Needs {
     }
 }
 
-/// Admit the request to `route`, or refuse it: sets `ctx.caller` (and `ctx.permit` on the
-/// stream routes).
+/// Admit the request to `route`, or refuse it: sets `ctx.caller` (and `ctx.quota` for a
+/// rate-limited client, `ctx.permit` on the stream routes).
 pub fn admit(
     state: &State,
     ctx: &mut Ctx,
@@ -94,6 +96,7 @@ pub fn admit(
         .map_err(|f| refuse(state, f))?;
     // Known from here on, refused or not: its requests are counted under its name.
     ctx.caller = Caller::Client(client.clone());
+    rate(state, ctx, &client)?;
     let right = match needs {
         Needs::Right(r) | Needs::Stream(r) => Some(r),
         Needs::Client | Needs::Nothing => None,
@@ -131,6 +134,45 @@ pub fn admit(
     }
     Ok(())
 }
+
+/// A token from `client`'s bucket, if it has a rate; 429 RATE_LIMITED past it. Before the
+/// right is checked: every authenticated request costs a token, so a client cannot hammer
+/// the gateway with requests it will be refused anyway. An unlimited client costs nothing
+/// here (no lookup, no lock).
+fn rate(state: &State, ctx: &mut Ctx, client: &Client) -> Result<(), ApiError> {
+    let Some(rate) = client.rate else {
+        return Ok(());
+    };
+    match state.buckets.take(&client.name, rate, &state.metrics) {
+        Ok(quota) => {
+            ctx.quota = Some(quota);
+            Ok(())
+        }
+        Err(limited) => {
+            ctx.quota = Some(limited.quota);
+            Err(limited.into())
+        }
+    }
+}
+
+/// `RateLimit-Policy: "client";q=BURST;w=WINDOW` and `RateLimit: "client";r=LEFT;t=NEXT`
+/// (draft-ietf-httpapi-ratelimit-headers-11, structured-field lists): the bucket as a quota of
+/// `burst` requests over the seconds an empty bucket takes to fill, and the whole tokens left
+/// with the seconds until the next one. On every answer to a rate-limited client.
+pub fn quota_headers(h: &mut HeaderMap, q: &Quota) {
+    let policy = format!("\"{POLICY}\";q={};w={}", q.limit, q.window_secs);
+    let now = format!("\"{POLICY}\";r={};t={}", q.remaining, q.reset_secs);
+    for (name, value) in [(RATELIMIT_POLICY, policy), (RATELIMIT, now)] {
+        if let Ok(v) = HeaderValue::try_from(value) {
+            h.insert(name, v);
+        }
+    }
+}
+
+/// The one policy a client's bucket is, by its name in the `RateLimit` headers.
+const POLICY: &str = "client";
+const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 
 /// 403 FORBIDDEN unless the caller may use `agent`.
 pub fn agent(state: &State, ctx: &Ctx, agent: &Agent) -> Result<(), ApiError> {

@@ -10,6 +10,8 @@ use bytes::Bytes;
 use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
 use tokio::time::{Instant, Sleep};
 
+use crate::limits::Pass;
+
 /// The error a response body fails with: whatever broke under it (the agent's connection, an idle
 /// cut).
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -32,6 +34,9 @@ pub struct Relayed {
     inner: Incoming,
     idle: Duration,
     deadline: Pin<Box<Sleep>>,
+    /// The exchange's hold on its agent (`max_in_flight`): released when the body ends, fails
+    /// or is dropped, since the agent is busy with the exchange until then.
+    pass: Option<Pass>,
 }
 
 impl Body {
@@ -46,12 +51,13 @@ impl Body {
         Body::Full((!b.is_empty()).then_some(b))
     }
 
-    /// Relay `inner`, failing it after `idle` without a frame.
-    pub fn relayed(inner: Incoming, idle: Duration) -> Body {
+    /// Relay `inner`, failing it after `idle` without a frame, holding `pass` until it ends.
+    pub fn relayed(inner: Incoming, idle: Duration, pass: Option<Pass>) -> Body {
         Body::Stream(Box::new(Relayed {
             inner,
             idle,
             deadline: Box::pin(tokio::time::sleep(idle)),
+            pass,
         }))
     }
 }
@@ -86,14 +92,24 @@ impl HttpBody for Body {
                 .map(|o| o.map(|r| r.map_err(Into::into))),
             Body::Channel(rx) => rx.poll_recv(cx).map(|o| o.map(|b| Ok(Frame::data(b)))),
             Body::Stream(r) => match Pin::new(&mut r.inner).poll_frame(cx) {
-                Poll::Ready(Some(frame)) => {
+                Poll::Ready(Some(Ok(frame))) => {
                     let next = Instant::now() + r.idle;
                     r.deadline.as_mut().reset(next);
-                    Poll::Ready(Some(frame.map_err(Into::into)))
+                    Poll::Ready(Some(Ok(frame)))
                 }
-                Poll::Ready(None) => Poll::Ready(None),
+                Poll::Ready(Some(Err(e))) => {
+                    r.pass = None;
+                    Poll::Ready(Some(Err(e.into())))
+                }
+                Poll::Ready(None) => {
+                    r.pass = None;
+                    Poll::Ready(None)
+                }
                 Poll::Pending => match r.deadline.as_mut().poll(cx) {
-                    Poll::Ready(()) => Poll::Ready(Some(Err(IdleTimeout(r.idle).into()))),
+                    Poll::Ready(()) => {
+                        r.pass = None;
+                        Poll::Ready(Some(Err(IdleTimeout(r.idle).into())))
+                    }
                     Poll::Pending => Poll::Pending,
                 },
             },

@@ -9,6 +9,7 @@ use hyper::header::HeaderValue;
 use tokio::sync::Notify;
 
 use crate::auth::{Caller, StreamPermit};
+use crate::limits::Quota;
 use crate::registry::Agent;
 
 /// The connection a request came on, as the pipeline needs it.
@@ -36,4 +37,7 @@ pub struct Ctx {
     /// A stream route's slot among its client's `max_streams` (stage 3), for the handler to
     /// hand to the stream it opens: the slot is free again when the stream ends.
     pub permit: Option<StreamPermit>,
+    /// A rate-limited client's bucket after this request (stage 3), for the `RateLimit` and
+    /// `RateLimit-Policy` headers on the answer (stage 5).
+    pub quota: Option<Quota>,
 }

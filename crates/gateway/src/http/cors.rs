@@ -20,7 +20,7 @@ use crate::State;
 const ALLOW_HEADERS: &str =
     "authorization, content-type, last-event-id, idempotency-key, x-request-id";
 /// What script on the page may read of an answer besides the CORS-safelisted headers.
-const EXPOSE_HEADERS: &str = "x-request-id, retry-after, www-authenticate, idempotent-replayed, x-a2a-ledger, x-a2a-source, x-a2a-card-state";
+const EXPOSE_HEADERS: &str = "x-request-id, retry-after, www-authenticate, idempotent-replayed, x-a2a-ledger, x-a2a-source, x-a2a-card-state, ratelimit, ratelimit-policy";
 
 /// The request's `Origin`, if it is one of the allowed origins.
 pub fn origin(state: &State, headers: &HeaderMap) -> Option<HeaderValue> {

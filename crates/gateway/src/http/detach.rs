@@ -25,8 +25,10 @@ use tokio::sync::oneshot;
 use super::body::Body;
 use super::context::Ctx;
 use super::error::{ApiError, ApiResult, Code};
+use super::exchange::admit_agent;
 use super::handlers::tasks::created;
 use super::idempotency::{settle, Held};
+use crate::limits::Pass;
 use crate::protocol::card::Card;
 use crate::registry::Agent;
 use crate::upstream::{UpstreamError, MAX_AGENT_JSON};
@@ -67,7 +69,10 @@ struct Create {
 }
 
 /// Send the create `up` to `agent` and answer it (see the module doc); `held` is the request's
-/// idempotency key, claimed.
+/// idempotency key, claimed. The agent's limits are checked first (`exchange::admit_agent`):
+/// refused, the key is released (nothing was made, a retry may succeed); admitted, the task
+/// holds the pass until it ends, the late-answer wait included, since the agent is busy with
+/// the create until then.
 pub async fn create(
     state: &State,
     ctx: &Ctx,
@@ -76,6 +81,17 @@ pub async fn create(
     up: Request<Full<Bytes>>,
     held: Option<Held>,
 ) -> ApiResult {
+    let pass = match admit_agent(state, &agent) {
+        Ok(pass) => pass,
+        Err(refused) => {
+            let Some(held) = &held else {
+                return Err(refused);
+            };
+            let res = refused.into_response();
+            settle(state, held, &res, false).await;
+            return Ok(res);
+        }
+    };
     let job = Create {
         state: state.clone(),
         ctx: Ctx {
@@ -86,13 +102,14 @@ pub async fn create(
             // The creator: recorded as the task's owner, whenever the answer comes.
             caller: ctx.caller.clone(),
             permit: None,
+            quota: None,
         },
         agent,
         card,
         held,
     };
     let (tx, rx) = oneshot::channel();
-    tokio::spawn(job.run(up, tx));
+    tokio::spawn(job.run(up, tx, pass));
     rx.await.map_err(|_| {
         ApiError::new(
             Code::AgentUnreachable,
@@ -102,13 +119,24 @@ pub async fn create(
 }
 
 impl Create {
-    async fn run(self, up: Request<Full<Bytes>>, tx: oneshot::Sender<Response<Body>>) {
+    /// The exchange; `pass` is held until it returns and told the outcome within the timeout
+    /// (a late answer does not count: the client had its 504).
+    async fn run(
+        self,
+        up: Request<Full<Bytes>>,
+        tx: oneshot::Sender<Response<Body>>,
+        mut pass: Pass,
+    ) {
         let upstream = self.state.upstream.clone();
         let timeout = self.agent.cfg.timeout;
         let started = Instant::now();
         let work = upstream.fetch(up, MAX_AGENT_JSON);
         tokio::pin!(work);
         let first = tokio::time::timeout(timeout, &mut work).await;
+        match &first {
+            Ok(exchanged) => pass.report(exchanged.as_ref().map(|(parts, _)| parts.status)),
+            Err(_) => pass.report(Err(&UpstreamError::Timeout(timeout))),
+        }
         self.state
             .metrics
             .upstream_seconds

@@ -5,13 +5,14 @@
 //! errors and never import this module; the `From` impls at the end of this file are the one
 //! place where each of them becomes an answer, so each failure has one code and one message.
 
-use hyper::header::{HeaderName, HeaderValue, CONTENT_TYPE};
+use hyper::header::{HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use hyper::{Response, StatusCode};
 use serde::Serialize;
 use serde_json::Value;
 
 use super::body::Body;
 use crate::ledger::LedgerError;
+use crate::limits::{AgentRefused, RateLimited, Refusal};
 use crate::protocol::json::JsonError;
 use crate::protocol::Violation;
 use crate::registry::NoCard;
@@ -35,7 +36,8 @@ pub enum Code {
     ArtifactNotFound,
     /// 409: cancel of a terminal task, or a push that would change one.
     TaskTerminal,
-    /// 503: the agent has no valid card.
+    /// 503: the agent has no valid card, or is ejected after consecutive failures (answered
+    /// without a call, with `Retry-After`).
     AgentUnavailable,
     /// 502: the agent refused, reset or closed the connection without an answer.
     AgentUnreachable,
@@ -73,6 +75,12 @@ pub enum Code {
     /// 409: an `Idempotency-Key` whose first create is still in flight; answered with
     /// `Retry-After`.
     IdempotencyInProgress,
+    /// 429: the client is past its `rate_per_sec` on this replica; answered with `Retry-After`
+    /// (and, like every answer to a rate-limited client, `RateLimit` and `RateLimit-Policy`).
+    RateLimited,
+    /// 503: the agent has `max_in_flight` requests in flight on this replica; answered at once,
+    /// without a call, with `Retry-After`.
+    AgentBusy,
 }
 
 impl Code {
@@ -103,6 +111,8 @@ impl Code {
             Code::InvalidNotification => "INVALID_NOTIFICATION",
             Code::IdempotencyKeyReused => "IDEMPOTENCY_KEY_REUSED",
             Code::IdempotencyInProgress => "IDEMPOTENCY_IN_PROGRESS",
+            Code::RateLimited => "RATE_LIMITED",
+            Code::AgentBusy => "AGENT_BUSY",
         }
     }
 
@@ -119,12 +129,14 @@ impl Code {
             }
             Code::Unauthorized => StatusCode::UNAUTHORIZED,
             Code::Forbidden => StatusCode::FORBIDDEN,
-            Code::TooManyStreams => StatusCode::TOO_MANY_REQUESTS,
+            Code::TooManyStreams | Code::RateLimited => StatusCode::TOO_MANY_REQUESTS,
             Code::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             Code::InvalidNotification | Code::IdempotencyKeyReused => {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
-            Code::AgentUnavailable | Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Code::AgentUnavailable | Code::Unavailable | Code::AgentBusy => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             Code::AgentUnreachable | Code::AgentProtocolViolation => StatusCode::BAD_GATEWAY,
             Code::AgentTimeout => StatusCode::GATEWAY_TIMEOUT,
             Code::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
@@ -265,5 +277,41 @@ impl From<StreamError> for ApiError {
             StreamError::OpenTimeout { .. } => Code::AgentTimeout,
         };
         ApiError::new(code, e.to_string())
+    }
+}
+
+impl From<RateLimited> for ApiError {
+    /// 429 RATE_LIMITED with `Retry-After` (the seconds until a token). The `RateLimit` and
+    /// `RateLimit-Policy` headers are the pipeline's, on every answer to the client.
+    fn from(e: RateLimited) -> ApiError {
+        let retry = e.quota.reset_secs;
+        ApiError::new(Code::RateLimited, e.to_string())
+            .with_header(RETRY_AFTER, HeaderValue::from(retry))
+            .with_details(serde_json::json!({
+                "rate_per_sec": e.rate.per_sec(),
+                "burst": e.rate.burst(),
+                "retry_after_secs": retry,
+            }))
+    }
+}
+
+impl From<AgentRefused> for ApiError {
+    /// An agent not called: 503 AGENT_BUSY past its `max_in_flight`, 503 AGENT_UNAVAILABLE while
+    /// it is ejected; both with `Retry-After`.
+    fn from(e: AgentRefused) -> ApiError {
+        let retry = e.refusal.retry_after_secs();
+        let (code, details) = match &e.refusal {
+            Refusal::Busy { max_in_flight } => (
+                Code::AgentBusy,
+                serde_json::json!({ "max_in_flight": max_in_flight }),
+            ),
+            Refusal::Ejected { failures, .. } | Refusal::Probing { failures, .. } => (
+                Code::AgentUnavailable,
+                serde_json::json!({ "ejected": true, "consecutive_failures": failures }),
+            ),
+        };
+        ApiError::new(code, e.to_string())
+            .with_header(RETRY_AFTER, HeaderValue::from(retry))
+            .with_details(details)
     }
 }

@@ -1,6 +1,7 @@
 //! The agent exchange, which every handler that talks to an agent goes through: resolve the
-//! task's agent, build the request, exchange it (timed, bounded), check the answer's conformance,
-//! record what it says about the task through the ledger's rule, and relay it.
+//! task's agent, build the request, exchange it (within the agent's limits, timed, bounded),
+//! check the answer's conformance, record what it says about the task through the ledger's
+//! rule, and relay it.
 //!
 //! The handlers (`handlers/`) decide what to ask and what to answer; this module is how asking
 //! and recording are done, so every route does them the same way.
@@ -21,6 +22,7 @@ use super::cors;
 use super::error::{ApiError, ApiResult, Code};
 use crate::config::Conformance;
 use crate::ledger::{apply_counted, Applied, Record};
+use crate::limits::{AgentPolicy, Pass};
 use crate::protocol::json::{self, JsonError};
 use crate::protocol::task::{Refusal, TaskRef, Verdict};
 use crate::protocol::Violation;
@@ -180,17 +182,31 @@ pub async fn ask(
     exchange(state, agent, up).await
 }
 
-/// One buffered exchange with an agent, timed.
+/// The agent's own limits, checked right before it is called (`limits::agent`): a pass to
+/// hold for as long as the exchange lasts, to be told its outcome; or, at once and without a
+/// call, 503 AGENT_UNAVAILABLE while the agent is ejected, 503 AGENT_BUSY past its
+/// `max_in_flight`. Here rather than in admission: only requests that would reach the agent
+/// count, after every check of their own (a refused 422 holds no pass, nor is it a probe).
+pub fn admit_agent(state: &State, agent: &Agent) -> Result<Pass, ApiError> {
+    agent
+        .limits
+        .admit(AgentPolicy::of(&agent.cfg), &state.metrics, &agent.cfg.name)
+        .map_err(ApiError::from)
+}
+
+/// One buffered exchange with an agent, timed, within the agent's limits.
 pub async fn exchange(
     state: &State,
     agent: &Agent,
     req: Request<Full<Bytes>>,
 ) -> Result<(Parts, Bytes), ApiError> {
+    let mut pass = admit_agent(state, agent)?;
     let started = std::time::Instant::now();
     let out = state
         .upstream
         .exchange(req, agent.cfg.timeout, MAX_AGENT_JSON)
         .await;
+    pass.report(out.as_ref().map(|(parts, _)| parts.status));
     state
         .metrics
         .upstream_seconds
@@ -416,14 +432,17 @@ pub async fn apply(
 
 /// A streamed pass-through: the agent's status, headers and body, never buffered whole. The
 /// response head is under the agent's timeout; the body is cut after `idle` without a frame.
+/// The exchange counts against the agent's `max_in_flight` until the body ends or is dropped.
 pub async fn pass_through(
     state: &State,
     agent: &Agent,
     up: Request<Full<Bytes>>,
     idle: std::time::Duration,
 ) -> ApiResult {
+    let mut pass = admit_agent(state, agent)?;
     let started = std::time::Instant::now();
     let res = state.upstream.send(up, agent.cfg.timeout).await;
+    pass.report(res.as_ref().map(|r| r.status()));
     state
         .metrics
         .upstream_seconds
@@ -433,5 +452,8 @@ pub async fn pass_through(
     strip_hop_by_hop(&mut parts.headers);
     cors::strip_agents(&mut parts.headers);
     parts.version = hyper::Version::HTTP_11;
-    Ok(Response::from_parts(parts, Body::relayed(body, idle)))
+    Ok(Response::from_parts(
+        parts,
+        Body::relayed(body, idle, Some(pass)),
+    ))
 }

@@ -6,16 +6,18 @@
 //!    that every later answer, error or not, carries it.
 //! 2. **route**: the path and method pick a [`Route`], or 404 / 405 here. Before admission,
 //!    because what a caller may do depends on the route.
-//! 3. **admission** (`admission::admit`): authenticate the caller, check the route's right, take
-//!    a stream slot on the stream routes. After the route, because what a caller needs depends
+//! 3. **admission** (`admission::admit`): authenticate the caller, take a token from its bucket
+//!    if it has a rate, check the route's right, take a stream slot on the stream routes. After the route, because what a caller needs depends
 //!    on it; before any handler, so a refused caller costs no handler work. A CORS preflight
 //!    is answered here too (it carries no credentials: it asks what a later request may send).
 //!    The checks that need the task (the caller may use its agent, and may see it) are made
-//!    where a handler resolves the task, by `admission::agent` and `admission::task`.
+//!    where a handler resolves the task, by `admission::agent` and `admission::task`; the
+//!    agent's own limits (in flight, ejected) where the handler calls it
+//!    (`exchange::admit_agent`), so that only requests that reach that far count.
 //! 4. **handler**: one function per route, in `handlers/`.
 //! 5. **answer**: an error becomes its JSON body (`error`), the request id is set on the answer,
-//!    CORS headers for an allowed origin, and the request metrics are counted with the route,
-//!    agent, client and status.
+//!    CORS headers for an allowed origin, a rate-limited client's `RateLimit` headers, and the
+//!    request metrics are counted with the route, agent, client and status.
 //!
 //! No middleware stack: a reader finds the order here, in one function.
 
@@ -47,6 +49,7 @@ pub async fn handle(state: &State, conn: &Conn, req: Request) -> Response<Body> 
         // Until admission says otherwise: no agent, no task, no right.
         caller: Caller::Public,
         permit: None,
+        quota: None,
     };
     let origin = cors::origin(state, req.headers());
     // 2. route (the path is copied: the route borrows it while the handler owns the request)
@@ -70,6 +73,9 @@ pub async fn handle(state: &State, conn: &Conn, req: Request) -> Response<Body> 
     res.headers_mut()
         .insert(X_REQUEST_ID.clone(), ctx.request_id);
     cors::answer(state, res.headers_mut(), origin);
+    if let Some(q) = &ctx.quota {
+        admission::quota_headers(res.headers_mut(), q);
+    }
     let agent = ctx.agent.as_ref().map_or("", |a| a.cfg.name.as_str());
     let client = ctx.caller.label();
     let m = &state.metrics;

@@ -9,6 +9,7 @@ use crate::http::context::Ctx;
 use crate::http::error::{ApiError, ApiResult, Code};
 use crate::http::exchange::named_agent;
 use crate::http::response::{self, to_json};
+use crate::limits::Health;
 use crate::registry::CardState;
 use crate::State;
 
@@ -22,6 +23,13 @@ struct Entry<'a> {
     fetched_at: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     last_error: Option<&'a str>,
+    /// `ok`, `ejected` (not called until `ejected_until`, then probed) or `probing`.
+    health: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ejected_until: Option<String>,
+    /// Why it was ejected: an error text, so only for callers that may read those.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ejection_reason: Option<String>,
 }
 
 /// Whether the caller may read agents' error texts (which can name internal hosts): without
@@ -30,7 +38,8 @@ fn sees_errors(ctx: &Ctx) -> bool {
     ctx.caller.can(Right::Metrics) || ctx.caller.can(Right::Admin)
 }
 
-/// GET /agents: the agents the caller may use, with their cards' state.
+/// GET /agents: the agents the caller may use, with their cards' state and their health on this
+/// replica (ejected or not: `limits::agent`).
 pub fn agents(state: &State, ctx: &Ctx) -> ApiResult {
     let errors = sees_errors(ctx);
     let slots: Vec<_> = state
@@ -38,11 +47,11 @@ pub fn agents(state: &State, ctx: &Ctx) -> ApiResult {
         .agents()
         .iter()
         .filter(|a| ctx.caller.may_use(a))
-        .map(|a| (a, a.slot()))
+        .map(|a| (a, a.slot(), a.limits.health()))
         .collect();
     let entries: Vec<Entry<'_>> = slots
         .iter()
-        .map(|(a, s)| Entry {
+        .map(|(a, s, h)| Entry {
             name: &a.cfg.name,
             agent_id: s.card.as_deref().map(|c| c.agent_id.as_str()),
             display_name: s.card.as_deref().map(|c| c.display_name.as_str()),
@@ -50,6 +59,24 @@ pub fn agents(state: &State, ctx: &Ctx) -> ApiResult {
             card_state: s.state.as_str(),
             fetched_at: s.fetched_at.map(crate::protocol::time::format),
             last_error: s.last_error.as_deref().filter(|_| errors),
+            health: h.as_str(),
+            ejected_until: match h {
+                Health::Ejected { until, .. } => Some(crate::protocol::time::format(*until)),
+                _ => None,
+            },
+            ejection_reason: match h {
+                Health::Ejected {
+                    failures, reason, ..
+                }
+                | Health::Probing { failures, reason }
+                    if errors =>
+                {
+                    Some(format!(
+                        "{failures} consecutive failures, the last: {reason}"
+                    ))
+                }
+                _ => None,
+            },
         })
         .collect();
     Ok(response::json(
