@@ -42,6 +42,7 @@ pub fn client(name: &str, key: &str, agents: &[&str], can: &[Right]) -> ClientCo
         agents: agents.iter().map(|a| a.to_string()).collect(),
         can: can.to_vec(),
         max_streams: 100,
+        ..ClientConfig::default()
     }
 }
 

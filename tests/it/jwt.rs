@@ -89,6 +89,7 @@ async fn gateway_with_leeway(
             agents: vec!["a".into()],
             can: vec![Right::Tasks, Right::Metrics],
             max_streams: 10,
+            ..ClientConfig::default()
         }];
     })
     .await;

@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod protocol;
 pub mod registry;
 pub mod stream;
+pub mod tls;
 pub mod upstream;
 pub mod webhook;
 
@@ -77,6 +78,16 @@ impl config::Rules for ConfigRules {
     }
     fn jwks_file(&self, path: &std::path::Path) -> Result<(), String> {
         auth::jwt::check_jwks(path)
+    }
+    fn pem_file(&self, kind: config::PemKind, path: &std::path::Path) -> Result<(), String> {
+        tls::check_pem(kind, path)
+    }
+    fn key_pair(
+        &self,
+        cert_file: &std::path::Path,
+        key_file: &std::path::Path,
+    ) -> Result<(), String> {
+        tls::check_key_pair(cert_file, key_file)
     }
 }
 
