@@ -56,6 +56,9 @@ pub struct State {
     pub late_answers: Arc<tokio::sync::Semaphore>,
     /// The clients and how they authenticate (off when none are configured).
     pub auth: Arc<auth::Auth>,
+    /// The server certificate, when `[tls]` is configured: the accept loop handshakes with the
+    /// one current at each accept (swapped by [`Gateway::reload_tls`]).
+    pub tls: Option<Arc<tls::Tls>>,
 }
 
 /// Every config check, with the knowledge of the modules that own them: the webhook module's
@@ -98,6 +101,7 @@ pub struct Gateway {
     metrics: Arc<Metrics>,
     stop: watch::Sender<bool>,
     workers: Vec<std::thread::JoinHandle<()>>,
+    tls: Option<Arc<tls::Tls>>,
 }
 
 /// Why [`Gateway::start`] failed.
@@ -127,6 +131,12 @@ impl Gateway {
     pub async fn start(config: Config) -> Result<Gateway, StartError> {
         let config = Arc::new(config);
         let auth = Arc::new(auth::Auth::from_config(&config).map_err(StartError::Setup)?);
+        let tls = match &config.tls {
+            Some(t) => Some(Arc::new(
+                tls::Tls::load(t).map_err(|e| StartError::Setup(format!("[tls] {e}")))?,
+            )),
+            None => None,
+        };
         let metrics =
             Arc::new(Metrics::new().map_err(|e| StartError::Setup(format!("metrics: {e}")))?);
         let names: Vec<String> = config.agents.iter().map(|a| a.name.clone()).collect();
@@ -230,6 +240,7 @@ impl Gateway {
                 hub: hub.clone(),
                 late_answers: late_answers.clone(),
                 auth: auth.clone(),
+                tls: tls.clone(),
             };
             let (stop_rx, slots, late) = (stop_rx.clone(), slots.clone(), late_answers.clone());
             let worker = std::thread::Builder::new()
@@ -263,12 +274,32 @@ impl Gateway {
             metrics,
             stop,
             workers,
+            tls,
         })
     }
 
     /// The address actually bound (port 0 resolved).
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Whether the gateway serves HTTPS (`[tls]` was configured at start).
+    pub fn is_tls(&self) -> bool {
+        self.tls.is_some()
+    }
+
+    /// Swap the server certificate (and client CA) for what `cfg` names: every handshake from
+    /// now on uses the new files, connections already open keep theirs, none is dropped.
+    /// Files that cannot be used change nothing and the error says why (the old certificate
+    /// keeps serving). A gateway started without `[tls]` refuses: switching plaintext to TLS
+    /// needs a restart.
+    pub fn reload_tls(&self, cfg: &config::TlsConfig) -> Result<(), String> {
+        match &self.tls {
+            Some(tls) => tls.reload(cfg),
+            None => Err(
+                "[tls]: the gateway was started without TLS; serving TLS needs a restart".into(),
+            ),
+        }
     }
 
     /// The gateway's metrics (the ones `/metrics` serves).

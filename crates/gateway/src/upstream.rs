@@ -215,10 +215,12 @@ pub fn strip_hop_by_hop(h: &mut HeaderMap) {
 
 /// The headers sent to an agent: the client's end-to-end headers, minus what the gateway owns
 /// (Host, Content-Length, and Accept-Encoding where the gateway must read the body), plus the
-/// forwarding headers and the request id.
+/// forwarding headers (`X-Forwarded-Proto: https` when the client came over TLS) and the
+/// request id.
 pub fn upstream_headers(
     client: &HeaderMap,
     client_ip: std::net::IpAddr,
+    https: bool,
     request_id: &HeaderValue,
     gateway_reads_body: bool,
 ) -> HeaderMap {
@@ -246,7 +248,7 @@ pub fn upstream_headers(
     }
     h.insert(
         HeaderName::from_static("x-forwarded-proto"),
-        HeaderValue::from_static("http"),
+        HeaderValue::from_static(if https { "https" } else { "http" }),
     );
     // So an agent that builds absolute URLs (artifact downloads, redirects) can build them for
     // the host the client used rather than its own internal address.
@@ -288,9 +290,11 @@ mod tests {
         h.insert(header::HOST, HeaderValue::from_static("gw"));
         h.insert(header::ACCEPT_ENCODING, HeaderValue::from_static("gzip"));
         let rid = HeaderValue::from_static("rid-1");
-        let out = upstream_headers(&h, "127.0.0.1".parse().expect("ip"), &rid, true);
+        let out = upstream_headers(&h, "127.0.0.1".parse().expect("ip"), false, &rid, true);
         assert_eq!(out["x-forwarded-for"], "10.0.0.1, 127.0.0.1");
         assert_eq!(out["x-forwarded-proto"], "http");
+        let out = upstream_headers(&h, "127.0.0.1".parse().expect("ip"), true, &rid, true);
+        assert_eq!(out["x-forwarded-proto"], "https");
         assert_eq!(out["x-request-id"], "rid-1");
         assert_eq!(out[header::ACCEPT_ENCODING], "identity");
         assert!(!out.contains_key(header::HOST));

@@ -19,6 +19,11 @@ pub struct Conn {
     /// Ends the connection from outside its task (a slow event-stream consumer whose socket is
     /// full is never polled, so it cannot end itself).
     pub kill: Arc<Notify>,
+    /// Whether the connection is TLS (what `X-Forwarded-Proto` tells an agent).
+    pub https: bool,
+    /// The subject (RFC 4514, see `tls::subject`) of the client certificate verified on this
+    /// TLS connection, if one was presented: admission's credential when there is no bearer.
+    pub cert_subject: Option<Arc<str>>,
 }
 
 /// What a handler knows of the request besides the request itself.
@@ -36,4 +41,8 @@ pub struct Ctx {
     /// A stream route's slot among its client's `max_streams` (stage 3), for the handler to
     /// hand to the stream it opens: the slot is free again when the stream ends.
     pub permit: Option<StreamPermit>,
+    /// See [`Conn::https`].
+    pub https: bool,
+    /// See [`Conn::cert_subject`].
+    pub cert_subject: Option<Arc<str>>,
 }

@@ -86,6 +86,8 @@ pub async fn create(
             // The creator: recorded as the task's owner, whenever the answer comes.
             caller: ctx.caller.clone(),
             permit: None,
+            https: ctx.https,
+            cert_subject: None,
         },
         agent,
         card,
