@@ -208,7 +208,8 @@ impl Gateway {
                 stop_rx.clone(),
             ));
         }
-        let card_upstream = Upstream::new(config.connect_timeout).map_err(StartError::Setup)?;
+        let card_upstream =
+            Upstream::new(config.connect_timeout, &config.agents).map_err(StartError::Setup)?;
         registry.spawn_refreshers(card_upstream, metrics.clone(), stop_rx.clone());
         let slots = Arc::new(tokio::sync::Semaphore::new(config.max_connections));
         let late_answers = Arc::new(tokio::sync::Semaphore::new(http::MAX_LATE_ANSWERS));
@@ -234,7 +235,8 @@ impl Gateway {
                 config: config.clone(),
                 registry: registry.clone(),
                 ledger: ledger.clone(),
-                upstream: Upstream::new(config.connect_timeout).map_err(StartError::Setup)?,
+                upstream: Upstream::new(config.connect_timeout, &config.agents)
+                    .map_err(StartError::Setup)?,
                 metrics: metrics.clone(),
                 queue: queue.clone(),
                 hub: hub.clone(),
