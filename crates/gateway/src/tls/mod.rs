@@ -410,6 +410,22 @@ mod tests {
     }
 
     #[test]
+    fn pkcs1_rsa_and_sec1_ec_keys_load_too() {
+        let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/tls/testdata");
+        for (cert, key) in [
+            ("pkcs1-rsa.pem", "pkcs1-rsa.key"),
+            ("sec1-ec.pem", "sec1-ec.key"),
+        ] {
+            let (cert, key) = (data.join(cert), data.join(key));
+            check_pem(PemKind::PrivateKey, &key).expect("key");
+            check_key_pair(&cert, &key).expect("pair");
+        }
+        let e = check_key_pair(&data.join("sec1-ec.pem"), &data.join("pkcs1-rsa.key"))
+            .expect_err("another key");
+        assert!(e.contains("is not the private key"), "{e}");
+    }
+
+    #[test]
     fn an_agent_ca_is_added_to_the_webpki_roots() {
         let f = Files::new();
         let (cert, _) = self_signed("agent.internal");
