@@ -130,7 +130,8 @@ fn check_config(path: Option<PathBuf>) -> ExitCode {
 async fn serve(path: PathBuf) -> Result<(), String> {
     let cfg = load(&path)?;
     let gw = Gateway::start(cfg).await.map_err(|e| e.to_string())?;
-    announce(&format!("listening on http://{}", gw.addr()));
+    let scheme = if gw.is_tls() { "https" } else { "http" };
+    announce(&format!("listening on {scheme}://{}", gw.addr()));
     gw.run_with_signals(Some(path)).await;
     Ok(())
 }

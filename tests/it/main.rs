@@ -50,6 +50,11 @@ mod smoke;
 /// Task event streams: shared upstreams, numbered events with replay, parsing, pings,
 /// reconnects, the end of a task, slow consumers, and `/events`.
 mod streams;
+/// TLS in and out with a CA the test makes (rcgen): HTTP/1.1 and HTTP/2 by ALPN, a task
+/// stream over TLS, client certificates required and optional (refused at the handshake, or
+/// naming their client by `cert_subject`), certificates rotated under traffic, an https agent
+/// trusted through its `ca_file`, and `check-config` naming broken TLS files.
+mod tls;
 /// Webhook delivery across real gateway processes on one Redis: SIGKILL with deliveries in
 /// flight loses none, and racing gateways never move a terminal task.
 mod webhook_processes;

@@ -17,6 +17,7 @@ pub mod metrics;
 pub mod protocol;
 pub mod registry;
 pub mod stream;
+pub mod tls;
 pub mod upstream;
 pub mod webhook;
 
@@ -65,6 +66,9 @@ pub struct State {
     /// The token buckets of rate-limited clients, shared by every worker. Apart from `auth`
     /// so that they outlive a reload of the clients (keyed by client name).
     pub buckets: Arc<limits::Buckets>,
+    /// The server certificate, when `[tls]` is configured: the accept loop handshakes with the
+    /// one current at each accept (swapped by [`Gateway::reload_tls`]).
+    pub tls: Option<Arc<tls::Tls>>,
 }
 
 /// Every config check, with the knowledge of the modules that own them: the webhook module's
@@ -88,6 +92,16 @@ impl config::Rules for ConfigRules {
     fn jwks_file(&self, path: &std::path::Path) -> Result<(), String> {
         auth::jwt::check_jwks(path)
     }
+    fn pem_file(&self, kind: config::PemKind, path: &std::path::Path) -> Result<(), String> {
+        tls::check_pem(kind, path)
+    }
+    fn key_pair(
+        &self,
+        cert_file: &std::path::Path,
+        key_file: &std::path::Path,
+    ) -> Result<(), String> {
+        tls::check_key_pair(cert_file, key_file)
+    }
 }
 
 /// A running gateway.
@@ -107,11 +121,12 @@ pub struct Gateway {
     /// The webhook worker's sender, once a worker runs.
     webhooks: Mutex<Option<Arc<ArcSwap<webhook::send::Sender>>>>,
     /// What new card refreshes fetch with.
-    card_upstream: Upstream,
+    card_upstream: Mutex<Upstream>,
     stop_rx: watch::Receiver<bool>,
     draining: Arc<AtomicBool>,
     /// The reloads, one at a time.
     reloading: tokio::sync::Mutex<()>,
+    tls: Option<Arc<tls::Tls>>,
 }
 
 /// What a reload did.
@@ -155,6 +170,12 @@ impl Gateway {
     pub async fn start(config: Config) -> Result<Gateway, StartError> {
         let config = Arc::new(config);
         let auth = Arc::new(auth::Auth::from_config(&config).map_err(StartError::Setup)?);
+        let tls = match &config.tls {
+            Some(t) => Some(Arc::new(
+                tls::Tls::load(t).map_err(|e| StartError::Setup(format!("[tls] {e}")))?,
+            )),
+            None => None,
+        };
         let metrics =
             Arc::new(Metrics::new().map_err(|e| StartError::Setup(format!("metrics: {e}")))?);
         let names: Vec<String> = config.agents.iter().map(|a| a.name.clone()).collect();
@@ -226,7 +247,8 @@ impl Gateway {
                 stop_rx.clone(),
             ));
         }
-        let card_upstream = Upstream::new(config.connect_timeout).map_err(StartError::Setup)?;
+        let card_upstream =
+            Upstream::new(config.connect_timeout, &config.agents).map_err(StartError::Setup)?;
         let current = Arc::new(ArcSwap::new(registry.clone()));
         Registry::spawn_refreshers(
             &current,
@@ -255,7 +277,8 @@ impl Gateway {
                 config: config.clone(),
                 registry: registry.clone(),
                 ledger: ledger.clone(),
-                upstream: Upstream::new(config.connect_timeout).map_err(StartError::Setup)?,
+                upstream: Upstream::new(config.connect_timeout, &config.agents)
+                    .map_err(StartError::Setup)?,
                 metrics: metrics.clone(),
                 queue: queue.clone(),
                 hub: hub.clone(),
@@ -263,6 +286,7 @@ impl Gateway {
                 auth: auth.clone(),
                 draining: draining.clone(),
                 buckets: buckets.clone(),
+                tls: tls.clone(),
             };
             let state = Arc::new(ArcSwap::from_pointee(state));
             states.push(state.clone());
@@ -302,10 +326,11 @@ impl Gateway {
             registry: current,
             outbox,
             webhooks: Mutex::new(webhooks),
-            card_upstream,
+            card_upstream: Mutex::new(card_upstream),
             stop_rx,
             draining,
             reloading: tokio::sync::Mutex::new(()),
+            tls,
         })
     }
 
@@ -383,13 +408,39 @@ impl Gateway {
                 out.need_restart.push(key);
             }
         }
+        // Serving TLS or not needs a restart; the files are read again on every reload (that
+        // is how a rotated certificate is picked up).
+        if new.tls.is_some() != old.tls.is_some() {
+            out.need_restart.push("tls");
+            new.tls = old.tls.clone();
+        }
         // Everything that can fail, before anything changes.
         let auth = Arc::new(self.states_auth()?.reloaded(&new)?);
+        // An agent's ca_file is built into the clients towards agents: with any (or a change
+        // of them), every worker gets a new client (a cold pool; the CA files read again).
+        let cas = |c: &Config| -> Vec<(String, String)> {
+            c.agents
+                .iter()
+                .filter_map(|a| a.ca_file.clone().map(|f| (a.url.clone(), f)))
+                .collect()
+        };
+        let upstreams = if cas(&new).is_empty() && cas(&old).is_empty() {
+            None
+        } else {
+            let fresh = (0..=self.states.len())
+                .map(|_| Upstream::new(new.connect_timeout, &new.agents))
+                .collect::<Result<Vec<_>, _>>()?;
+            Some(fresh)
+        };
         let sender = if new.subscribers.is_empty() {
             None
         } else {
             Some(webhook::send::Sender::new(&new.subscribers, &new.webhooks)?)
         };
+        if let Some(tls) = &new.tls {
+            // The last step that can fail: it swaps the certificate when it succeeds.
+            self.reload_tls(tls)?;
+        }
         let new = Arc::new(new);
         let (registry, fresh, retired) = self.registry.load().reload(&new.agents);
         let registry = Arc::new(registry);
@@ -408,20 +459,33 @@ impl Gateway {
             .collect();
         // Swap: the refreshes first (a retired agent's loop ends at its next turn), then every
         // worker's state, then the webhook routes.
+        let mut upstreams = upstreams.map(Vec::into_iter);
+        let card_upstream = {
+            let mut card = self.card_upstream.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(up) = upstreams.as_mut().and_then(Iterator::next) {
+                *card = up;
+            }
+            card.clone()
+        };
         self.registry.store(registry.clone());
         Registry::spawn_refreshers(
             &self.registry,
             &fresh,
-            self.card_upstream.clone(),
+            card_upstream,
             self.metrics.clone(),
             self.stop_rx.clone(),
         );
         for s in &self.states {
             let cur = s.load();
+            let upstream = upstreams
+                .as_mut()
+                .and_then(Iterator::next)
+                .unwrap_or_else(|| cur.upstream.clone());
             s.store(Arc::new(State {
                 config: new.clone(),
                 registry: registry.clone(),
                 auth: auth.clone(),
+                upstream,
                 ..State::clone(&cur)
             }));
         }
@@ -497,6 +561,25 @@ impl Gateway {
     /// The address actually bound (port 0 resolved).
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Whether the gateway serves HTTPS (`[tls]` was configured at start).
+    pub fn is_tls(&self) -> bool {
+        self.tls.is_some()
+    }
+
+    /// Swap the server certificate (and client CA) for what `cfg` names: every handshake from
+    /// now on uses the new files, connections already open keep theirs, none is dropped.
+    /// Files that cannot be used change nothing and the error says why (the old certificate
+    /// keeps serving). A gateway started without `[tls]` refuses: switching plaintext to TLS
+    /// needs a restart.
+    pub fn reload_tls(&self, cfg: &config::TlsConfig) -> Result<(), String> {
+        match &self.tls {
+            Some(tls) => tls.reload(cfg),
+            None => Err(
+                "[tls]: the gateway was started without TLS; serving TLS needs a restart".into(),
+            ),
+        }
     }
 
     /// The gateway's metrics (the ones `/metrics` serves).

@@ -105,6 +105,9 @@ pub struct Metrics {
     pub stream_fanout_seconds: Histogram,
     /// `stream_buffered_bytes`: bytes this replica's task streams hold for replay.
     pub stream_buffered_bytes: IntGauge,
+    /// `tls_handshakes_total`: inbound TLS connections by how their start ended (ok, failed,
+    /// timeout, closed); refused client certificates are `failed`.
+    pub tls_handshakes: IntCounterVec,
 }
 
 /// From queueing to a subscriber's 2xx: milliseconds when all is well, hours through retries.
@@ -342,6 +345,11 @@ impl Metrics {
             stream_buffered_bytes: IntGauge::new(
                 n("stream_buffered_bytes"),
                 "Bytes the task streams of this replica hold for replay (bounded by streams.max_buffer_bytes).",
+            )?,
+            tls_handshakes: counter(
+                "tls_handshakes_total",
+                "Inbound TLS connections by how their start ended: ok, failed (no common parameters, a client certificate missing or not verified), timeout (no handshake and request in time), closed (no request).",
+                &["result"],
             )?,
             ledger_evictions: IntCounter::new(
                 n("ledger_evictions_total"),

@@ -1,9 +1,13 @@
 //! The one pooled client towards agents, and the header hygiene of a reverse proxy.
 //!
 //! Built once: keep-alive pool with a timer (without one, idle connections are never reaped),
-//! TCP_NODELAY, a connect timeout, HTTP/1.1 and HTTP/2 over rustls with the webpki roots. hyper
-//! has no request timeout; callers wrap each exchange in `tokio::time::timeout` with the agent's.
+//! TCP_NODELAY, a connect timeout, HTTP/1.1 and HTTP/2 over rustls with the webpki roots (an
+//! agent with its own `ca_file` gets a connector that also trusts that CA, for its origin
+//! only: [`AgentConnector`]). hyper has no request timeout; callers wrap each exchange in
+//! `tokio::time::timeout` with the agent's.
 
+use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -16,12 +20,46 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
+use crate::config::AgentConfig;
+
 /// The pooled client type towards agents.
-pub type HttpClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+pub type HttpClient = Client<AgentConnector, Full<Bytes>>;
+
+/// HTTP/1.1 + HTTP/2 over rustls on `http`: the webpki roots, or `tls` when given (an agent's
+/// own roots).
+fn https<R>(
+    http: HttpConnector<R>,
+    tls: Option<rustls::ClientConfig>,
+) -> Result<HttpsConnector<HttpConnector<R>>, String> {
+    let builder = match tls {
+        Some(config) => HttpsConnectorBuilder::new().with_tls_config(config),
+        // The ring provider is passed explicitly so no process-wide default has to be installed.
+        None => HttpsConnectorBuilder::new()
+            .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
+            .map_err(|e| format!("TLS setup: {e}"))?,
+    };
+    Ok(builder
+        .https_or_http()
+        .enable_http1()
+        .enable_http2()
+        .wrap_connector(http))
+}
+
+/// A pool on `connector`, with a timer so idle connections are reaped.
+fn pool<C>(connector: C, idle: Duration, max_idle_per_host: usize) -> Client<C, Full<Bytes>>
+where
+    C: hyper_util::client::legacy::connect::Connect + Clone,
+{
+    Client::builder(TokioExecutor::new())
+        .pool_timer(TokioTimer::new())
+        .timer(TokioTimer::new())
+        .pool_idle_timeout(idle)
+        .pool_max_idle_per_host(max_idle_per_host)
+        .build(connector)
+}
 
 /// A pooled HTTP/1.1 + HTTP/2 client over rustls (webpki roots) on `http`, with a timer so idle
-/// connections are reaped. Shared by the agent client and the webhook sender, which differ only
-/// in their connector (the sender's resolves through the URL guard) and pool sizes.
+/// connections are reaped. The webhook sender's (its connector resolves through the URL guard).
 pub fn pooled_client<R>(
     http: HttpConnector<R>,
     idle: Duration,
@@ -40,20 +78,93 @@ where
     <HttpConnector<R> as tower_service::Service<Uri>>::Error:
         Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    // The ring provider is passed explicitly so no process-wide default has to be installed.
-    let connector = HttpsConnectorBuilder::new()
-        .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
-        .map_err(|e| format!("TLS setup: {e}"))?
-        .https_or_http()
-        .enable_http1()
-        .enable_http2()
-        .wrap_connector(http);
-    Ok(Client::builder(TokioExecutor::new())
-        .pool_timer(TokioTimer::new())
-        .timer(TokioTimer::new())
-        .pool_idle_timeout(idle)
-        .pool_max_idle_per_host(max_idle_per_host)
-        .build(connector))
+    Ok(pool(https(http, None)?, idle, max_idle_per_host))
+}
+
+/// An https origin as connections are pooled: lower-case host (as the URI spells it, `[::1]`
+/// for IPv6) and port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Origin {
+    host: String,
+    port: u16,
+}
+
+impl Origin {
+    fn of_url(url: &str) -> Option<Origin> {
+        let uri: Uri = url.parse().ok()?;
+        (uri.scheme_str() == Some("https")).then(|| Origin {
+            host: uri.host().unwrap_or_default().to_ascii_lowercase(),
+            port: uri.port_u16().unwrap_or(443),
+        })
+    }
+
+    fn matches(&self, uri: &Uri) -> bool {
+        uri.scheme_str() == Some("https")
+            && uri.port_u16().unwrap_or(443) == self.port
+            && uri
+                .host()
+                .is_some_and(|h| h.eq_ignore_ascii_case(&self.host))
+    }
+}
+
+/// The connector towards agents. Every origin gets the shared connector (webpki roots) but the
+/// origins of agents with a `ca_file`, which get one whose roots add that agent's CA, so no
+/// other agent is ever verified against it (`check-config` refuses two agents on one origin
+/// with different `ca_file`s, as they would share pooled connections). Chosen when a
+/// connection is made, never per request: a request on a pooled connection does not come
+/// here, and without any `ca_file` it is one emptiness check per new connection.
+#[derive(Clone)]
+pub struct AgentConnector {
+    shared: HttpsConnector<HttpConnector>,
+    own: Arc<[(Origin, HttpsConnector<HttpConnector>)]>,
+}
+
+impl AgentConnector {
+    /// The connector for `agents` over `http`; fails if an agent's `ca_file` cannot be used.
+    pub fn new(http: HttpConnector, agents: &[AgentConfig]) -> Result<AgentConnector, String> {
+        let mut own: Vec<(Origin, HttpsConnector<HttpConnector>)> = Vec::new();
+        for a in agents {
+            let (Some(ca), Some(origin)) = (a.ca_file.as_deref(), Origin::of_url(&a.url)) else {
+                continue;
+            };
+            if own.iter().any(|(o, _)| *o == origin) {
+                continue; // the same CA: check-config refuses another on one origin
+            }
+            let config = crate::tls::agent_client_config(std::path::Path::new(ca))
+                .map_err(|e| format!("agent {:?} ca_file: {e}", a.name))?;
+            own.push((origin, https(http.clone(), Some(config))?));
+        }
+        Ok(AgentConnector {
+            shared: https(http, None)?,
+            own: own.into(),
+        })
+    }
+
+    fn pick(&self, dst: &Uri) -> Option<&HttpsConnector<HttpConnector>> {
+        self.own
+            .iter()
+            .find(|(o, _)| o.matches(dst))
+            .map(|(_, c)| c)
+    }
+}
+
+impl tower_service::Service<Uri> for AgentConnector {
+    type Response = <HttpsConnector<HttpConnector> as tower_service::Service<Uri>>::Response;
+    type Error = <HttpsConnector<HttpConnector> as tower_service::Service<Uri>>::Error;
+    type Future = <HttpsConnector<HttpConnector> as tower_service::Service<Uri>>::Future;
+
+    /// Ready when the TCP connector is: every connector here wraps a clone of one
+    /// `HttpConnector`, which is always ready.
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.shared.poll_ready(cx)
+    }
+
+    fn call(&mut self, dst: Uri) -> Self::Future {
+        match self.pick(&dst) {
+            Some(own) => own.clone().call(dst),
+            None => self.shared.call(dst),
+        }
+    }
 }
 
 /// Largest JSON answer read from an agent (Tasks and artifact lists; files are streamed).
@@ -102,14 +213,16 @@ pub struct Upstream {
 
 impl Upstream {
     /// A client with TCP_NODELAY, this connect timeout, TCP keep-alive and a pool of 256 idle
-    /// connections per host, reaped after 90 s idle.
-    pub fn new(connect_timeout: Duration) -> Result<Upstream, String> {
+    /// connections per host, reaped after 90 s idle; `agents`' `ca_file`s are trusted for their
+    /// origins (see [`AgentConnector`]). Fails if one of them cannot be used.
+    pub fn new(connect_timeout: Duration, agents: &[AgentConfig]) -> Result<Upstream, String> {
         let mut http = HttpConnector::new();
         http.set_nodelay(true);
         http.set_connect_timeout(Some(connect_timeout));
         http.enforce_http(false);
         http.set_keepalive(Some(Duration::from_secs(60)));
-        let client = pooled_client(http, Duration::from_secs(90), 256)?;
+        let connector = AgentConnector::new(http, agents)?;
+        let client = pool(connector, Duration::from_secs(90), 256);
         Ok(Upstream { client })
     }
 
@@ -215,10 +328,12 @@ pub fn strip_hop_by_hop(h: &mut HeaderMap) {
 
 /// The headers sent to an agent: the client's end-to-end headers, minus what the gateway owns
 /// (Host, Content-Length, and Accept-Encoding where the gateway must read the body), plus the
-/// forwarding headers and the request id.
+/// forwarding headers (`X-Forwarded-Proto: https` when the client came over TLS) and the
+/// request id.
 pub fn upstream_headers(
     client: &HeaderMap,
     client_ip: std::net::IpAddr,
+    https: bool,
     request_id: &HeaderValue,
     gateway_reads_body: bool,
 ) -> HeaderMap {
@@ -246,7 +361,7 @@ pub fn upstream_headers(
     }
     h.insert(
         HeaderName::from_static("x-forwarded-proto"),
-        HeaderValue::from_static("http"),
+        HeaderValue::from_static(if https { "https" } else { "http" }),
     );
     // So an agent that builds absolute URLs (artifact downloads, redirects) can build them for
     // the host the client used rather than its own internal address.
@@ -288,9 +403,11 @@ mod tests {
         h.insert(header::HOST, HeaderValue::from_static("gw"));
         h.insert(header::ACCEPT_ENCODING, HeaderValue::from_static("gzip"));
         let rid = HeaderValue::from_static("rid-1");
-        let out = upstream_headers(&h, "127.0.0.1".parse().expect("ip"), &rid, true);
+        let out = upstream_headers(&h, "127.0.0.1".parse().expect("ip"), false, &rid, true);
         assert_eq!(out["x-forwarded-for"], "10.0.0.1, 127.0.0.1");
         assert_eq!(out["x-forwarded-proto"], "http");
+        let out = upstream_headers(&h, "127.0.0.1".parse().expect("ip"), true, &rid, true);
+        assert_eq!(out["x-forwarded-proto"], "https");
         assert_eq!(out["x-request-id"], "rid-1");
         assert_eq!(out[header::ACCEPT_ENCODING], "identity");
         assert!(!out.contains_key(header::HOST));

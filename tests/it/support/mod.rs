@@ -10,6 +10,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::header::HeaderMap;
 use hyper::{Method, Request};
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use hyper_util::rt::TokioExecutor;
 use serde_json::Value;
@@ -20,11 +21,13 @@ pub mod hook;
 pub mod process;
 pub mod redis_server;
 pub mod sse;
+pub mod tls;
 
 /// An HTTP answer, read whole.
 #[derive(Debug)]
 pub struct Resp {
     pub status: u16,
+    pub version: hyper::Version,
     pub headers: HeaderMap,
     pub body: Bytes,
 }
@@ -51,18 +54,43 @@ impl Resp {
     }
 }
 
-/// A plain HTTP/1.1 client towards one base URL.
+/// An HTTP client towards one base URL: plain HTTP/1.1 ([`Http::new`]), or HTTPS with a TLS
+/// client config of the test's own ([`Http::tls`]).
 #[derive(Clone)]
 pub struct Http {
     pub base: String,
-    client: Client<HttpConnector, Full<Bytes>>,
+    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
 }
 
 impl Http {
     pub fn new(base: impl Into<String>) -> Http {
+        // No roots: a plain client never verifies a certificate.
+        let tls = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions")
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_no_client_auth();
+        Http::tls(base, tls)
+    }
+
+    /// HTTPS with `tls` as it is: its roots, its client certificate, and its ALPN protocols
+    /// (`h2` negotiated means HTTP/2). Pooled connections are reused.
+    pub fn tls(base: impl Into<String>, tls: rustls::ClientConfig) -> Http {
+        Http::tls_pooled(base, tls, usize::MAX)
+    }
+
+    /// [`Http::tls`], keeping at most `idle` idle connections (0: every request on a new
+    /// connection, and so a new handshake).
+    pub fn tls_pooled(base: impl Into<String>, tls: rustls::ClientConfig, idle: usize) -> Http {
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
         Http {
             base: base.into(),
-            client: Client::builder(TokioExecutor::new()).build_http(),
+            client: Client::builder(TokioExecutor::new())
+                .pool_max_idle_per_host(idle)
+                .build(HttpsConnector::from((http, tls))),
         }
     }
 
@@ -73,6 +101,19 @@ impl Http {
         headers: &[(&str, &str)],
         body: impl Into<Bytes>,
     ) -> Resp {
+        self.try_send(method, path, headers, body)
+            .await
+            .unwrap_or_else(|e| panic!("request sent: {e}"))
+    }
+
+    /// [`Http::send`], with a failure to get an answer (refused, reset, a TLS alert) as `Err`.
+    pub async fn try_send(
+        &self,
+        method: Method,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: impl Into<Bytes>,
+    ) -> Result<Resp, String> {
         let mut req = Request::builder()
             .method(method)
             .uri(format!("{}{}", self.base, path));
@@ -83,18 +124,20 @@ impl Http {
         let res = tokio::time::timeout(Duration::from_secs(20), self.client.request(req))
             .await
             .expect("gateway answered in time")
-            .expect("request sent");
+            .map_err(|e| format!("{e:?}"))?;
+        let version = res.version();
         let (parts, body) = res.into_parts();
         let body = tokio::time::timeout(Duration::from_secs(20), body.collect())
             .await
             .expect("body in time")
-            .expect("body")
+            .map_err(|e| format!("body: {e}"))?
             .to_bytes();
-        Resp {
+        Ok(Resp {
             status: parts.status.as_u16(),
+            version,
             headers: parts.headers,
             body,
-        }
+        })
     }
 
     pub async fn get(&self, path: &str) -> Resp {

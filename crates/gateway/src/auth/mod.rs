@@ -228,6 +228,8 @@ pub struct Auth {
     /// SHA-256 of each key → its client.
     keys: HashMap<Digest32, Arc<Client>>,
     by_name: HashMap<String, Arc<Client>>,
+    /// `cert_subject` → its client.
+    subjects: HashMap<String, Arc<Client>>,
     jwt: Option<jwt::Verifier>,
     /// SHA-256 of a verified token → its client and its `exp` (Unix seconds).
     tokens: Mutex<HashMap<Digest32, (Arc<Client>, u64)>>,
@@ -261,10 +263,14 @@ impl Auth {
     pub fn from_config(cfg: &Config) -> Result<Auth, String> {
         let mut keys = HashMap::new();
         let mut by_name = HashMap::new();
+        let mut subjects = HashMap::new();
         for c in &cfg.clients {
             let client = Arc::new(Client::from_config(c));
             if let Some(hash) = c.key_sha256.as_deref().and_then(decode_hex32) {
                 keys.insert(Digest32(hash), client.clone());
+            }
+            if let Some(subject) = &c.cert_subject {
+                subjects.insert(subject.clone(), client.clone());
             }
             by_name.insert(c.name.clone(), client);
         }
@@ -276,6 +282,7 @@ impl Auth {
             enabled: cfg.auth_enabled(),
             keys,
             by_name,
+            subjects,
             jwt,
             tokens: Mutex::default(),
             streams: Arc::default(),
@@ -308,6 +315,15 @@ impl Auth {
             .get(&digest(bearer))
             .cloned()
             .ok_or(Failure::Invalid("unknown key"))
+    }
+
+    /// The client whose `cert_subject` is `subject`, the RFC 4514 subject of a client
+    /// certificate the TLS handshake verified. Compared exactly: a subject is public (it is no
+    /// secret to compare in constant time), and the certificate's signature is what proves it.
+    pub fn authenticate_subject(&self, subject: &str) -> Result<Arc<Client>, Failure> {
+        self.subjects.get(subject).cloned().ok_or(Failure::Invalid(
+            "the client certificate's subject names no client",
+        ))
     }
 
     /// The client of a JWT: from the cache while the token has not expired, else verified.

@@ -71,6 +71,10 @@ pub struct AgentConfig {
     /// Base URL, without a trailing slash.
     #[serde(deserialize_with = "de::base_url")]
     pub url: String,
+    /// A PEM file of CA certificates trusted for this agent's https connections, beside the
+    /// system roots (webpki-roots); relative to the config file's directory. Only this agent's
+    /// origin trusts it.
+    pub ca_file: Option<String>,
     /// Where the agent serves its card, under its base URL.
     pub card_path: String,
     /// How often the card is fetched again (sooner when the agent's Cache-Control says so).
@@ -114,6 +118,7 @@ impl Default for AgentConfig {
         AgentConfig {
             name: String::new(),
             url: String::new(),
+            ca_file: None,
             card_path: "/agent-card.json".into(),
             refresh: Duration::from_secs(300),
             timeout: Duration::from_millis(10_000),
@@ -357,6 +362,10 @@ pub struct ClientConfig {
     /// Hex SHA-256 of its bearer key (the key itself is never in the file). Absent: the client
     /// authenticates only with a JWT whose `sub` is its name.
     pub key_sha256: Option<String>,
+    /// The subject of its client certificate, in RFC 4514 form as the gateway renders it
+    /// (`"CN=orchestrator-a,O=Example"`: last RDN first, no spaces around `,`): a certificate
+    /// verified against `[tls] client_ca_file` with exactly this subject is this client.
+    pub cert_subject: Option<String>,
     /// Route names or card `agent_id`s it may use; `["*"]` for every agent.
     pub agents: Vec<String>,
     /// What it may do.
@@ -376,6 +385,7 @@ impl Default for ClientConfig {
         ClientConfig {
             name: String::new(),
             key_sha256: None,
+            cert_subject: None,
             agents: vec!["*".into()],
             can: vec![Right::Tasks, Right::Streams],
             max_streams: 100,
@@ -440,12 +450,50 @@ impl Default for CorsConfig {
     }
 }
 
+/// Whether a client certificate is demanded (`[tls] client_auth`, with `client_ca_file`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClientAuth {
+    /// No certificate, no connection (the default: a CA configured for clients is meant to
+    /// keep out whoever has no certificate from it).
+    #[default]
+    Required,
+    /// A connection without a certificate is accepted; it reaches only the routes that need no
+    /// credentials unless it brings a bearer credential. A certificate that is sent must verify.
+    Optional,
+}
+
+/// `[tls]`: the gateway serves HTTPS (HTTP/1.1 and HTTP/2 by ALPN) instead of plaintext.
+/// Paths are relative to the config file's directory.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TlsConfig {
+    /// PEM certificate chain, the server's certificate first.
+    pub cert_file: String,
+    /// PEM private key of that certificate: PKCS#8, PKCS#1 (RSA) or SEC1 (EC).
+    pub key_file: String,
+    /// PEM CA certificates that client certificates are verified against; absent, no client
+    /// certificate is asked for.
+    pub client_ca_file: Option<String>,
+    /// `"required"` or `"optional"`; only with `client_ca_file` (see [`TlsConfig::client_auth`]).
+    pub client_auth: Option<ClientAuth>,
+}
+
+impl TlsConfig {
+    /// Whether a client certificate is demanded: [`ClientAuth::Required`] unless set otherwise.
+    pub fn client_auth(&self) -> ClientAuth {
+        self.client_auth.unwrap_or_default()
+    }
+}
+
 /// The whole file. Fields are in document order: problems are listed in this order.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// Required: [`Config::parse`] reports a file without it.
     pub listen: SocketAddr,
+    /// HTTPS on `listen`, with optional client certificates; absent, plaintext HTTP.
+    pub tls: Option<TlsConfig>,
     /// Largest request body accepted (POST /tasks), in bytes.
     pub max_body_bytes: usize,
     /// How long terminal tasks stay in the ledger.
@@ -508,6 +556,7 @@ impl Default for Config {
     fn default() -> Config {
         Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            tls: None,
             max_body_bytes: 1 << 20,
             task_retention: Duration::from_secs(24 * 3600),
             max_tasks: 1_000_000,
@@ -572,6 +621,23 @@ pub trait Rules {
     fn signing_secret(&self, secret: &str) -> Result<(), String>;
     /// The `[auth.jwt] jwks_file`: readable, and a key set the gateway can use.
     fn jwks_file(&self, path: &Path) -> Result<(), String>;
+    /// A PEM file of the `[tls]` table or an agent's `ca_file`: readable, and holding what
+    /// `kind` says, each item usable.
+    fn pem_file(&self, kind: PemKind, path: &Path) -> Result<(), String>;
+    /// `[tls] key_file` is the private key of the first certificate in `cert_file` (both
+    /// already passed [`Rules::pem_file`]).
+    fn key_pair(&self, cert_file: &Path, key_file: &Path) -> Result<(), String>;
+}
+
+/// What a PEM file named in the config holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PemKind {
+    /// A certificate chain (`[tls] cert_file`).
+    CertChain,
+    /// One private key (`[tls] key_file`).
+    PrivateKey,
+    /// CA certificates to trust (`[tls] client_ca_file`, `[[agents]] ca_file`).
+    TrustAnchors,
 }
 
 /// Only the config's own rules: what [`Config::parse`] applies.
@@ -591,6 +657,12 @@ impl Rules for NoRules {
         Ok(())
     }
     fn jwks_file(&self, _: &Path) -> Result<(), String> {
+        Ok(())
+    }
+    fn pem_file(&self, _: PemKind, _: &Path) -> Result<(), String> {
+        Ok(())
+    }
+    fn key_pair(&self, _: &Path, _: &Path) -> Result<(), String> {
         Ok(())
     }
 }
@@ -620,6 +692,18 @@ impl Config {
         };
         if let Some(jwt) = self.auth.jwt.as_mut() {
             fix(&mut jwt.jwks_file);
+        }
+        if let Some(tls) = self.tls.as_mut() {
+            fix(&mut tls.cert_file);
+            fix(&mut tls.key_file);
+            if let Some(ca) = tls.client_ca_file.as_mut() {
+                fix(ca);
+            }
+        }
+        for a in &mut self.agents {
+            if let Some(ca) = a.ca_file.as_mut() {
+                fix(ca);
+            }
         }
         for p in self.secret_files_mut() {
             fix(p);
@@ -1371,5 +1455,132 @@ mod tests {
         );
         assert!(p[0].message.contains("not both"), "{}", p[0].message);
         assert!(p[1].message.contains("cannot read"), "{}", p[1].message);
+    }
+
+    #[test]
+    fn tls_keys_parse_with_their_defaults_and_paths_resolve_against_the_file() {
+        let text = format!(
+            r#"
+            listen = "127.0.0.1:8443"
+            [tls]
+            cert_file = "server.pem"
+            key_file = "/etc/gw/server.key"
+            client_ca_file = "ca.pem"
+            [[clients]]
+            name = "orchestrator-a"
+            cert_subject = "CN=orchestrator-a,O=Example"
+            [[clients]]
+            name = "b"
+            key_sha256 = "{HASH}"
+            [[agents]]
+            name = "secure"
+            url = "https://agent.internal:8443"
+            ca_file = "agent-ca.pem"
+        "#
+        );
+        let cfg = Config::parse_with_dir(&text, &NoRules, Path::new("/srv/gw")).expect("valid");
+        let tls = cfg.tls.as_ref().expect("tls");
+        assert_eq!(tls.client_auth(), ClientAuth::Required);
+        assert_eq!(tls.cert_file, "/srv/gw/server.pem");
+        assert_eq!(tls.key_file, "/etc/gw/server.key");
+        assert_eq!(tls.client_ca_file.as_deref(), Some("/srv/gw/ca.pem"));
+        assert_eq!(
+            cfg.agents[0].ca_file.as_deref(),
+            Some("/srv/gw/agent-ca.pem")
+        );
+        assert_eq!(
+            cfg.clients[0].cert_subject.as_deref(),
+            Some("CN=orchestrator-a,O=Example")
+        );
+        let optional = Config::parse(
+            "listen = \"127.0.0.1:1\"\n[tls]\ncert_file = \"c\"\nkey_file = \"k\"\nclient_ca_file = \"ca\"\nclient_auth = \"optional\"\n[[agents]]\nname = \"a\"\nurl = \"http://x\"\n",
+        )
+        .expect("optional");
+        assert_eq!(
+            optional.tls.map(|t| t.client_auth()),
+            Some(ClientAuth::Optional)
+        );
+    }
+
+    #[test]
+    fn tls_problems_are_reported_with_their_keys() {
+        let p = Config::parse(
+            r#"
+            listen = "127.0.0.1:1"
+            [tls]
+            client_auth = "sometimes"
+            [[clients]]
+            name = "a"
+            cert_subject = "CN=a, O=b"
+            [[clients]]
+            name = "b"
+            cert_subject = "/CN=b"
+            [[agents]]
+            name = "plain"
+            url = "http://x"
+            ca_file = "ca.pem"
+            [[agents]]
+            name = "one"
+            url = "https://Agents.internal"
+            ca_file = "one.pem"
+            [[agents]]
+            name = "two"
+            url = "https://agents.internal:443/two"
+        "#,
+        )
+        .expect_err("broken");
+        let keys: Vec<&str> = p.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "tls.cert_file",
+                "tls.key_file",
+                "tls.client_auth",
+                "agents[0].ca_file",
+                "agents[2].ca_file",
+                "clients[0].cert_subject",
+                "clients[1].cert_subject",
+            ],
+            "{p:#?}"
+        );
+        assert!(
+            p[5].message.contains("space after a separator"),
+            "{}",
+            p[5].message
+        );
+        assert!(p[6].message.contains("OpenSSL"), "{}", p[6].message);
+
+        let p = Config::parse(
+            r#"
+            listen = "127.0.0.1:1"
+            [tls]
+            cert_file = "c.pem"
+            key_file = "k.pem"
+            client_auth = "optional"
+            [[clients]]
+            name = "a"
+            cert_subject = "CN=a"
+            [[clients]]
+            name = "b"
+            cert_subject = "CN=a"
+            [[agents]]
+            name = "x"
+            url = "http://x"
+        "#,
+        )
+        .expect_err("no client CA");
+        let keys: Vec<&str> = p.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "tls.client_auth",
+                "clients[0].cert_subject",
+                "clients[1].cert_subject",
+                "clients[1].cert_subject",
+            ],
+            "{p:#?}"
+        );
+        assert!(p[1].message.contains("client_ca_file"), "{}", p[1].message);
+        assert!(p[3].message.contains("same subject"), "{}", p[3].message);
     }
 }

@@ -103,6 +103,9 @@ impl Validator {
     }
 
     pub(super) fn config(&mut self, c: &Config, rules: &dyn Rules) {
+        if let Some(tls) = &c.tls {
+            self.tls(tls, rules);
+        }
         self.range("max_body_bytes", c.max_body_bytes as u64, 1 << 30);
         self.secs("task_retention_secs", c.task_retention, 365 * 86_400);
         self.range("max_tasks", c.max_tasks as u64, 1 << 32);
@@ -126,7 +129,7 @@ impl Validator {
         let mut names: HashMap<String, usize> = HashMap::new();
         for (i, a) in c.agents.iter().enumerate() {
             let at = format!("agents[{i}]");
-            self.agent(a, &at);
+            self.agent(a, &at, rules);
             if a.name.is_empty() {
                 continue;
             }
@@ -152,6 +155,7 @@ impl Validator {
         if c.agents.is_empty() {
             self.problem("agents", "at least one [[agents]] entry is required");
         }
+        self.shared_origins(&c.agents);
         if let Some(r) = &c.redis {
             self.redis(r);
         }
@@ -189,6 +193,7 @@ impl Validator {
         }
         let mut names = HashSet::new();
         let mut keys = HashMap::new();
+        let mut subjects = HashMap::new();
         for (i, cl) in c.clients.iter().enumerate() {
             let at = format!("clients[{i}]");
             self.client(cl, &at, c);
@@ -204,6 +209,16 @@ impl Validator {
                         format!("{at}.key_sha256"),
                         format!(
                             "is the same key as clients[{first}]: one key must name one client"
+                        ),
+                    );
+                }
+            }
+            if let Some(s) = cl.cert_subject.as_deref().filter(|s| !s.is_empty()) {
+                if let Some(first) = subjects.insert(s, i) {
+                    self.problem(
+                        format!("{at}.cert_subject"),
+                        format!(
+                            "is the same subject as clients[{first}]: one certificate subject must name one client"
                         ),
                     );
                 }
@@ -239,11 +254,22 @@ impl Validator {
                 format!("{at}.key_sha256"),
                 "must be 64 hex digits: the SHA-256 of the key (e.g. `printf %s \"$KEY\" | sha256sum`)",
             ),
-            None if c.auth.jwt.is_none() => self.problem(
+            None if c.auth.jwt.is_none() && cl.cert_subject.is_none() => self.problem(
                 format!("{at}.key_sha256"),
-                "is required unless [auth.jwt] is configured (the client could never authenticate)",
+                "is required unless [auth.jwt] is configured or the client has a cert_subject (the client could never authenticate)",
             ),
             _ => {}
+        }
+        if let Some(subject) = &cl.cert_subject {
+            let verified = c.tls.as_ref().is_some_and(|t| t.client_ca_file.is_some());
+            if let Err(e) = check_subject(subject) {
+                self.problem(format!("{at}.cert_subject"), e);
+            } else if !verified {
+                self.problem(
+                    format!("{at}.cert_subject"),
+                    "needs [tls] client_ca_file: without it no client certificate is asked for, so none could name this client",
+                );
+            }
         }
         if cl.agents.is_empty() {
             self.problem(
@@ -318,8 +344,87 @@ impl Validator {
         }
     }
 
-    fn agent(&mut self, a: &AgentConfig, at: &str) {
+    /// `[tls]`: each file readable and holding what it must, the key that of the certificate,
+    /// and `client_auth` only where it means something.
+    fn tls(&mut self, t: &TlsConfig, rules: &dyn Rules) {
+        let pem = |v: &mut Self, key: &str, path: &str, kind: PemKind| {
+            if path.is_empty() {
+                v.problem(key, "is required in [tls]");
+                false
+            } else if let Err(e) = rules.pem_file(kind, Path::new(path)) {
+                v.problem(key, e);
+                false
+            } else {
+                true
+            }
+        };
+        let cert = pem(self, "tls.cert_file", &t.cert_file, PemKind::CertChain);
+        let key = pem(self, "tls.key_file", &t.key_file, PemKind::PrivateKey);
+        if cert && key {
+            if let Err(e) = rules.key_pair(Path::new(&t.cert_file), Path::new(&t.key_file)) {
+                self.problem("tls.key_file", e);
+            }
+        }
+        match &t.client_ca_file {
+            Some(ca) if ca.is_empty() => self.problem(
+                "tls.client_ca_file",
+                "must name a PEM file of CA certificates (or leave the key out)",
+            ),
+            Some(ca) => {
+                pem(self, "tls.client_ca_file", ca, PemKind::TrustAnchors);
+            }
+            None if t.client_auth.is_some() => self.problem(
+                "tls.client_auth",
+                "needs tls.client_ca_file: without a CA to verify them, no client certificate is asked for",
+            ),
+            None => {}
+        }
+    }
+
+    /// Agents on one https origin share pooled connections, and a connection is verified once:
+    /// they must trust the same CA, or one agent's `ca_file` would vouch for the other.
+    fn shared_origins(&mut self, agents: &[AgentConfig]) {
+        let mut seen: HashMap<String, usize> = HashMap::new();
+        for (i, a) in agents.iter().enumerate() {
+            let Some(origin) = https_origin(&a.url) else {
+                continue;
+            };
+            match seen.entry(origin) {
+                Entry::Vacant(v) => {
+                    v.insert(i);
+                }
+                Entry::Occupied(o) if agents[*o.get()].ca_file != a.ca_file => {
+                    self.problem(
+                        format!("agents[{i}].ca_file"),
+                        format!(
+                            "differs from agents[{}].ca_file on the same origin {}: agents on one origin share connections, so they must trust the same CA",
+                            o.get(),
+                            o.key()
+                        ),
+                    );
+                }
+                Entry::Occupied(_) => {}
+            }
+        }
+    }
+
+    fn agent(&mut self, a: &AgentConfig, at: &str, rules: &dyn Rules) {
         self.name_and_url(at, &a.name, &a.url, check_agent_url);
+        if let Some(ca) = &a.ca_file {
+            if !a.url.starts_with("https://") {
+                self.problem(
+                    format!("{at}.ca_file"),
+                    "is only used for an https:// agent url",
+                );
+            } else if ca.is_empty() {
+                self.problem(
+                    format!("{at}.ca_file"),
+                    "must name a PEM file of CA certificates (or leave the key out)",
+                );
+            } else if let Err(e) = rules.pem_file(PemKind::TrustAnchors, Path::new(ca)) {
+                self.problem(format!("{at}.ca_file"), e);
+            }
+        }
         if uuid_shaped(&a.name) {
             // `/agents/{name}/` and `POST /tasks {"agent": ...}` take a route name or a card's
             // agent_id, route names first: a UUID as a route name could hide another agent's
@@ -490,6 +595,52 @@ fn uuid_shaped(n: &str) -> bool {
             8 | 13 | 18 | 23 => c == b'-',
             _ => c.is_ascii_hexdigit(),
         })
+}
+
+/// The scheme, host and port of an https URL, as connections are pooled by them (`None` for
+/// anything else).
+fn https_origin(u: &str) -> Option<String> {
+    let uri: hyper::Uri = u.parse().ok()?;
+    if uri.scheme_str() != Some("https") {
+        return None;
+    }
+    let host = uri.host()?.to_ascii_lowercase();
+    Some(format!("https://{host}:{}", uri.port_u16().unwrap_or(443)))
+}
+
+/// A `cert_subject` that could ever equal a subject the gateway renders (RFC 4514: `type=value`
+/// pairs joined by `,` or `+`, no space after a separator, no OpenSSL `/CN=...` form).
+fn check_subject(s: &str) -> Result<(), String> {
+    let hint = "must be a distinguished name in RFC 4514 form, last RDN first, such as \"CN=orchestrator-a,O=Example\"";
+    if s.trim().is_empty() || !s.contains('=') {
+        return Err(hint.into());
+    }
+    if s.starts_with('/') {
+        return Err(format!("{s:?} is in OpenSSL's /-separated form; it {hint}"));
+    }
+    if s != s.trim() {
+        return Err(format!("{s:?} has spaces around it; it {hint}"));
+    }
+    // A `,` or `+` not escaped by a backslash, followed by a space: RFC 4514 puts none there,
+    // so the rendered subject would never be equal.
+    let b = s.as_bytes();
+    let mut escaped = false;
+    for (i, &c) in b.iter().enumerate() {
+        if escaped {
+            escaped = false;
+            continue;
+        }
+        match c {
+            b'\\' => escaped = true,
+            b',' | b'+' if b.get(i + 1) == Some(&b' ') => {
+                return Err(format!(
+                    "{s:?} has a space after a separator, which RFC 4514 form never has (\"CN=a,O=b\", not \"CN=a, O=b\"); it {hint}"
+                ))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 fn is_sha256_hex(k: &str) -> bool {

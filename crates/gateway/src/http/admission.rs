@@ -1,7 +1,8 @@
 //! Stage 3 of the pipeline, admission: who the caller is and whether the route is theirs to
 //! call. [`admit`] runs for every request, after the route is known and before any handler:
 //! it authenticates (a bearer key or JWT, from `Authorization`, or `?access_token=` on the
-//! stream routes, where a browser's EventSource cannot set headers), takes a token from the
+//! stream routes, where a browser's EventSource cannot set headers; without one, the client
+//! certificate the TLS connection verified, by its `cert_subject`), takes a token from the
 //! client's bucket if it has a `rate_per_sec` ([`rate`]), checks the route's right, and takes a
 //! stream slot for the stream routes.
 //!
@@ -89,11 +90,15 @@ pub fn admit(
         return Ok(());
     }
     let from_query = matches!(needs, Needs::Stream(_));
-    let credential = credential(req, from_query).map_err(|f| refuse(state, f))?;
-    let client = state
-        .auth
-        .authenticate(&credential)
-        .map_err(|f| refuse(state, f))?;
+    // A bearer credential first, when there is one (a wrong one is refused even on a
+    // connection with a good certificate: what a request says explicitly is what is judged);
+    // else the connection's verified client certificate.
+    let client = match (credential(req, from_query), ctx.cert_subject.as_deref()) {
+        (Ok(bearer), _) => state.auth.authenticate(&bearer),
+        (Err(Failure::Missing), Some(subject)) => state.auth.authenticate_subject(subject),
+        (Err(f), _) => Err(f),
+    }
+    .map_err(|f| refuse(state, f))?;
     // Known from here on, refused or not: its requests are counted under its name.
     ctx.caller = Caller::Client(client.clone());
     rate(state, ctx, &client)?;

@@ -20,6 +20,11 @@ pub struct Conn {
     /// Ends the connection from outside its task (a slow event-stream consumer whose socket is
     /// full is never polled, so it cannot end itself).
     pub kill: Arc<Notify>,
+    /// Whether the connection is TLS (what `X-Forwarded-Proto` tells an agent).
+    pub https: bool,
+    /// The subject (RFC 4514, see `tls::subject`) of the client certificate verified on this
+    /// TLS connection, if one was presented: admission's credential when there is no bearer.
+    pub cert_subject: Option<Arc<str>>,
 }
 
 /// What a handler knows of the request besides the request itself.
@@ -40,4 +45,8 @@ pub struct Ctx {
     /// A rate-limited client's bucket after this request (stage 3), for the `RateLimit` and
     /// `RateLimit-Policy` headers on the answer (stage 5).
     pub quota: Option<Quota>,
+    /// See [`Conn::https`].
+    pub https: bool,
+    /// See [`Conn::cert_subject`].
+    pub cert_subject: Option<Arc<str>>,
 }

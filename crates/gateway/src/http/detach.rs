@@ -103,6 +103,8 @@ pub async fn create(
             caller: ctx.caller.clone(),
             permit: None,
             quota: None,
+            https: ctx.https,
+            cert_subject: None,
         },
         agent,
         card,

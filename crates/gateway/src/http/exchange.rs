@@ -163,7 +163,13 @@ pub fn build_request(
             )
         })?;
     let headers = req.headers_mut();
-    *headers = upstream_headers(client, ctx.peer.ip(), &ctx.request_id, reads_body);
+    *headers = upstream_headers(
+        client,
+        ctx.peer.ip(),
+        ctx.https,
+        &ctx.request_id,
+        reads_body,
+    );
     agent.authorize(headers);
     Ok(req)
 }

@@ -50,6 +50,8 @@ pub async fn handle(state: &State, conn: &Conn, req: Request) -> Response<Body> 
         caller: Caller::Public,
         permit: None,
         quota: None,
+        https: conn.https,
+        cert_subject: conn.cert_subject.clone(),
     };
     let origin = cors::origin(state, req.headers());
     // 2. route (the path is copied: the route borrows it while the handler owns the request)

@@ -1,5 +1,7 @@
-//! The listener: hyper-util's auto builder (HTTP/1.1 and h2c), a bound on open connections,
-//! timeouts hyper does not set by itself, and graceful shutdown.
+//! The listener: hyper-util's auto builder (HTTP/1.1 and h2c, or HTTP/1.1 and HTTP/2 by ALPN
+//! over TLS with `[tls]`), a bound on open connections, timeouts hyper does not set by itself,
+//! and graceful shutdown. The lean stream path is plaintext only: over TLS every request is
+//! hyper's.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -10,7 +12,7 @@ use arc_swap::ArcSwap;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
@@ -23,6 +25,10 @@ use crate::State;
 
 /// How long a new connection may stay silent before it is closed.
 const FIRST_BYTES: Duration = Duration::from_secs(10);
+
+/// How long a TLS connection has, once it has spoken, to finish its handshake and send the
+/// first bytes of its first request.
+const TLS_START: Duration = Duration::from_secs(10);
 
 /// Bind the address once and hand each worker a clone of the listening socket: the workers'
 /// accept loops share one accept queue, and whichever worker is free takes the next connection.
@@ -93,19 +99,10 @@ pub async fn serve(
         let conn = Conn {
             peer,
             kill: Arc::new(tokio::sync::Notify::new()),
+            https: false,
+            cert_subject: None,
         };
-        let kill = conn.kill.clone();
         let st = state.clone();
-        let lean_state = state.clone();
-        let c = conn.clone();
-        // hyper's transport: its request, with its body, goes through the one pipeline.
-        let svc = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-            let (state, conn) = (st.load_full(), c.clone());
-            async move {
-                let req = req.map(RequestBody::Incoming);
-                Ok::<_, Infallible>(pipeline::handle(&state, &conn, req).await)
-            }
-        });
         let builder = builder.clone();
         let watcher = graceful.watcher();
         let mut stop = shutdown.clone();
@@ -128,18 +125,49 @@ pub async fn serve(
                 drop(permit);
                 return;
             };
-            // Task-stream subscribers take the lean path (see lean.rs): a long-lived
-            // connection that only receives should not keep a whole HTTP stack.
-            if lean::wants(&first[..n]) {
-                lean::serve(stream, &lean_state.load_full(), &conn).await;
+            // TLS: the handshake is this task's, not the accept loop's, and bounded in time;
+            // the certificate is the one current now (a reload changes later handshakes only).
+            let current = st.load_full();
+            if let Some(tls) = current.tls.clone() {
+                let accepted = tokio::select! {
+                    r = tls.accept(stream, TLS_START) => Some(r),
+                    _ = stop.wait_for(|stopping| *stopping) => None,
+                };
+                let result = match &accepted {
+                    Some(Ok(_)) => "ok",
+                    Some(Err(e)) => e.label(),
+                    None => "closed",
+                };
+                current
+                    .metrics
+                    .tls_handshakes
+                    .with_label_values(&[result])
+                    .inc();
+                drop(current);
+                match accepted {
+                    Some(Ok((io, cert_subject))) => {
+                        let conn = Conn {
+                            https: true,
+                            cert_subject,
+                            ..conn
+                        };
+                        serve_hyper(&builder, TokioIo::new(io), st, conn, watcher).await;
+                    }
+                    Some(Err(e)) => tracing::debug!(%peer, error = %e, "TLS connection refused"),
+                    None => {}
+                }
                 drop(permit);
                 return;
             }
-            let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
-            tokio::select! {
-                _ = watcher.watch(conn.into_owned()) => {}
-                _ = kill.notified() => {}
+            // Task-stream subscribers take the lean path (see lean.rs): a long-lived
+            // connection that only receives should not keep a whole HTTP stack.
+            if lean::wants(&first[..n]) {
+                lean::serve(stream, &current, &conn).await;
+                drop(permit);
+                return;
             }
+            drop(current);
+            serve_hyper(&builder, TokioIo::new(stream), st, conn, watcher).await;
             drop(permit);
         });
     }
@@ -147,5 +175,31 @@ pub async fn serve(
     tokio::select! {
         _ = graceful.shutdown() => {}
         _ = tokio::time::sleep(grace) => tracing::warn!("connections still open after shutdown_grace_ms; closing"),
+    }
+}
+
+/// One connection served by hyper, plaintext or TLS: its requests, with their bodies, go
+/// through the one pipeline, until it closes, the drain ends it, or it is killed.
+async fn serve_hyper<I>(
+    builder: &auto::Builder<TokioExecutor>,
+    io: I,
+    state: Arc<ArcSwap<State>>,
+    conn: Conn,
+    watcher: Watcher,
+) where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let kill = conn.kill.clone();
+    let svc = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+        let (state, conn) = (state.load_full(), conn.clone());
+        async move {
+            let req = req.map(RequestBody::Incoming);
+            Ok::<_, Infallible>(pipeline::handle(&state, &conn, req).await)
+        }
+    });
+    let conn = builder.serve_connection_with_upgrades(io, svc);
+    tokio::select! {
+        _ = watcher.watch(conn.into_owned()) => {}
+        _ = kill.notified() => {}
     }
 }
