@@ -393,3 +393,51 @@ async fn secrets_come_from_files_and_a_subscriber_key_rotates() {
         .to_owned();
     assert_eq!(sigs.split(' ').count(), 2, "{sigs}");
 }
+
+/// A reload that changes an agent's settings but not the agent (its limits here) keeps its
+/// card, its open streams and its requests in flight: no 503 while a card is fetched again,
+/// no stream cut, and the new max_in_flight counts what was already in flight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_settings_change_keeps_the_agents_card_streams_and_in_flight_count() {
+    let (a, g) = single("a", |_| {}).await;
+    let id = g.create_task("a").await;
+    let mut stream = subscribe(&g.http.base, &format!("/tasks/{id}/stream")).await;
+    wait_for("upstream", || {
+        let n = a.stream_connections(&id);
+        async move { n == 1 }
+    })
+    .await;
+    // One create held at the agent across the reload.
+    a.script_once(
+        Route::CreateTask,
+        Reply::Delay(Duration::from_millis(1500), Box::new(Reply::Default)),
+    );
+    let http = g.http.clone();
+    let held = tokio::spawn(async move { http.post_task("a").await });
+    wait_for("the held create at the agent", || {
+        let n = a.request_count(Route::CreateTask);
+        async move { n == 2 }
+    })
+    .await;
+    let mut next = (*g.gw.config()).clone();
+    next.agents[0].max_in_flight = 1;
+    let r = g.gw.reload(next).await.expect("applied");
+    assert!(
+        r.agents_changed.is_empty() && r.agents_removed.is_empty(),
+        "{r:?}"
+    );
+    // At once: the card is there (no 503 while it is fetched again), and ready stays ready.
+    assert_eq!(g.http.get("/readyz").await.status, 200);
+    let busy = g.http.post_task("a").await;
+    assert_api_error(&busy, 503, "AGENT_BUSY");
+    assert_eq!(
+        held.await.expect("held").status,
+        202,
+        "the held create finished"
+    );
+    assert_eq!(g.http.post_task("a").await.status, 202);
+    a.push_event(&id, "log", r#"{"message":"same stream"}"#);
+    let e = stream.next_event(WAIT).await.expect("the stream goes on");
+    assert!(e.data.contains("same stream"));
+    assert_eq!(a.streams_opened(&id), 1);
+}

@@ -121,12 +121,20 @@ pub struct Gateway {
     /// The webhook worker's sender, once a worker runs.
     webhooks: Mutex<Option<Arc<ArcSwap<webhook::send::Sender>>>>,
     /// What new card refreshes fetch with.
-    card_upstream: Mutex<Upstream>,
+    card_upstream: Arc<ArcSwap<Upstream>>,
     stop_rx: watch::Receiver<bool>,
     draining: Arc<AtomicBool>,
     /// The reloads, one at a time.
     reloading: tokio::sync::Mutex<()>,
     tls: Option<Arc<tls::Tls>>,
+}
+
+/// What a reload does with the webhook worker.
+enum Webhooks {
+    /// Give the running worker (if any) this sender.
+    Swap(webhook::send::Sender),
+    /// Start this worker: the first subscribers.
+    Start(webhook::worker::Worker),
 }
 
 /// What a reload did.
@@ -247,13 +255,14 @@ impl Gateway {
                 stop_rx.clone(),
             ));
         }
-        let card_upstream =
-            Upstream::new(config.connect_timeout, &config.agents).map_err(StartError::Setup)?;
+        let card_upstream = Arc::new(ArcSwap::from_pointee(
+            Upstream::new(config.connect_timeout, &config.agents).map_err(StartError::Setup)?,
+        ));
         let current = Arc::new(ArcSwap::new(registry.clone()));
         Registry::spawn_refreshers(
             &current,
             registry.agents(),
-            card_upstream.clone(),
+            &card_upstream,
             metrics.clone(),
             stop_rx.clone(),
         );
@@ -326,7 +335,7 @@ impl Gateway {
             registry: current,
             outbox,
             webhooks: Mutex::new(webhooks),
-            card_upstream: Mutex::new(card_upstream),
+            card_upstream,
             stop_rx,
             draining,
             reloading: tokio::sync::Mutex::new(()),
@@ -377,6 +386,23 @@ impl Gateway {
             out.need_restart.push("redis");
             new.redis = old.redis.clone();
         }
+        // Serving TLS or not needs a restart; the files are read again on every reload (that
+        // is how a rotated certificate is picked up).
+        if new.tls.is_some() != old.tls.is_some() {
+            out.need_restart.push("tls");
+            new.tls = old.tls.clone();
+        }
+        if new.shutdown_grace != old.shutdown_grace {
+            // The workers' accept loops took it at start.
+            out.need_restart.push("shutdown_grace_ms");
+            new.shutdown_grace = old.shutdown_grace;
+        }
+        if new.webhooks.timeout != old.webhooks.timeout {
+            // The delivery worker checks its visibility budget with the timeout it started
+            // with: a longer one applied only to the sender could outlive it.
+            out.need_restart.push("webhooks.timeout_ms");
+            new.webhooks.timeout = old.webhooks.timeout;
+        }
         for (key, same) in [
             (
                 "max_connections",
@@ -396,7 +422,7 @@ impl Gateway {
                 format!("{:?}", new.streams) == format!("{:?}", old.streams),
             ),
             (
-                "webhooks (other than allow and timeout_ms)",
+                "webhooks (other than allow)",
                 new.webhooks.retry_waits_secs() == old.webhooks.retry_waits_secs()
                     && new.webhooks.concurrency == old.webhooks.concurrency
                     && new.webhooks.visibility_timeout == old.webhooks.visibility_timeout
@@ -408,45 +434,41 @@ impl Gateway {
                 out.need_restart.push(key);
             }
         }
-        // Serving TLS or not needs a restart; the files are read again on every reload (that
-        // is how a rotated certificate is picked up).
-        if new.tls.is_some() != old.tls.is_some() {
-            out.need_restart.push("tls");
-            new.tls = old.tls.clone();
-        }
-        // Everything that can fail, before anything changes.
+
+        // 1. Everything that can fail, before anything changes.
         let auth = Arc::new(self.states_auth()?.reloaded(&new)?);
-        // An agent's ca_file is built into the clients towards agents: with any (or a change
-        // of them), every worker gets a new client (a cold pool; the CA files read again).
+        let webhooks = self.prepare_webhooks(&new)?;
+        // An agent's ca_file and the connect timeout are built into the clients towards
+        // agents: with any ca_file (its file may have been rotated in place) or a new timeout,
+        // every worker and the card refreshes get new clients (cold pools).
         let cas = |c: &Config| -> Vec<(String, String)> {
             c.agents
                 .iter()
                 .filter_map(|a| a.ca_file.clone().map(|f| (a.url.clone(), f)))
                 .collect()
         };
-        let upstreams = if cas(&new).is_empty() && cas(&old).is_empty() {
-            None
-        } else {
+        let rebuild = !(cas(&new).is_empty() && cas(&old).is_empty())
+            || new.connect_timeout != old.connect_timeout;
+        let mut upstreams = if rebuild {
             let fresh = (0..=self.states.len())
                 .map(|_| Upstream::new(new.connect_timeout, &new.agents))
                 .collect::<Result<Vec<_>, _>>()?;
-            Some(fresh)
-        };
-        let sender = if new.subscribers.is_empty() {
-            None
+            Some(fresh.into_iter())
         } else {
-            Some(webhook::send::Sender::new(&new.subscribers, &new.webhooks)?)
+            None
         };
         if let Some(tls) = &new.tls {
             // The last step that can fail: it swaps the certificate when it succeeds.
             self.reload_tls(tls)?;
         }
+
+        // 2. The swap: nothing below fails.
         let new = Arc::new(new);
-        let (registry, fresh, retired) = self.registry.load().reload(&new.agents);
+        let (registry, fresh, ended) = self.registry.load().reload(&new.agents);
         let registry = Arc::new(registry);
-        for a in &retired {
+        for a in &ended {
             let name = a.cfg.name.clone();
-            if fresh.iter().any(|f| f.cfg.name == name) {
+            if new.agents.iter().any(|c| c.name == name) {
                 out.agents_changed.push(name);
             } else {
                 out.agents_removed.push(name);
@@ -455,26 +477,32 @@ impl Gateway {
         out.agents_added = fresh
             .iter()
             .map(|a| a.cfg.name.clone())
-            .filter(|n| !out.agents_changed.contains(n))
+            .filter(|n| !old.agents.iter().any(|c| c.name == *n))
             .collect();
-        // Swap: the refreshes first (a retired agent's loop ends at its next turn), then every
-        // worker's state, then the webhook routes.
-        let mut upstreams = upstreams.map(Vec::into_iter);
-        let card_upstream = {
-            let mut card = self.card_upstream.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(up) = upstreams.as_mut().and_then(Iterator::next) {
-                *card = up;
-            }
-            card.clone()
-        };
+        // The streams of agents that are gone (or are now another agent) end first: a request
+        // still on the old state cannot open a new one (the agents are retired), and none on
+        // the new state has opened one yet.
+        for name in &out.agents_removed {
+            let data = serde_json::json!({ "reason": "agent removed from the gateway's config" });
+            self.hub
+                .close_agent(name, Some((stream::UPSTREAM_ERROR, &data.to_string())));
+        }
+        for name in &out.agents_changed {
+            self.hub.close_agent(name, None);
+        }
+        if let Some(up) = upstreams.as_mut().and_then(Iterator::next) {
+            self.card_upstream.store(Arc::new(up));
+        }
         self.registry.store(registry.clone());
         Registry::spawn_refreshers(
             &self.registry,
             &fresh,
-            card_upstream,
+            &self.card_upstream,
             self.metrics.clone(),
             self.stop_rx.clone(),
         );
+        // The sender before the routes: a delivery for a new subscriber finds it configured.
+        let start = self.swap_webhooks(webhooks);
         for s in &self.states {
             let cur = s.load();
             let upstream = upstreams
@@ -491,14 +519,16 @@ impl Gateway {
         }
         let names: Vec<String> = new.agents.iter().map(|a| a.name.clone()).collect();
         self.outbox.replace(&names, &new.subscribers);
-        self.swap_webhooks(sender, &new)?;
-        for name in &out.agents_removed {
-            let data = serde_json::json!({ "reason": "agent removed from the gateway's config" });
-            self.hub
-                .close_agent(name, Some((stream::UPSTREAM_ERROR, &data.to_string())));
-        }
-        for name in &out.agents_changed {
-            self.hub.close_agent(name, None);
+        if let Some(worker) = start {
+            // The first subscribers: the worker's thread starts now. Should the OS refuse a
+            // thread, the deliveries stay queued for the next start (the reload stands).
+            let handle = worker.sender_handle();
+            match worker.spawn(self.stop_rx.clone()) {
+                Ok(_) => *self.webhooks.lock().unwrap_or_else(|p| p.into_inner()) = Some(handle),
+                Err(e) => {
+                    tracing::error!(error = %e, "webhook worker thread did not start; deliveries stay queued")
+                }
+            }
         }
         Ok(out)
     }
@@ -510,52 +540,45 @@ impl Gateway {
             .ok_or_else(|| "no worker".to_owned())
     }
 
-    /// Put the new subscribers' sender in place, starting the webhook worker if this is the
-    /// first config with subscribers.
-    fn swap_webhooks(
-        &self,
-        sender: Option<webhook::send::Sender>,
-        cfg: &Config,
-    ) -> Result<(), String> {
-        let Some(sender) = sender else {
-            // No subscriber left: the worker (if any) finds none configured for what is queued
-            // and leaves it queued ("unconfigured") until one is.
-            if let Some(h) = self
-                .webhooks
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .as_ref()
-            {
-                if let Ok(empty) = webhook::send::Sender::new(&[], &cfg.webhooks) {
-                    h.store(Arc::new(empty));
-                }
-            }
-            return Ok(());
-        };
-        let mut slot = self.webhooks.lock().unwrap_or_else(|p| p.into_inner());
-        match slot.as_ref() {
-            Some(h) => h.store(Arc::new(sender)),
-            None => {
-                let queue = self
-                    .states
-                    .first()
-                    .map(|s| s.load().queue.clone())
-                    .ok_or("no worker")?;
-                let worker = webhook::worker::Worker::new(
-                    queue,
-                    sender,
-                    &cfg.webhooks,
-                    self.metrics.clone(),
-                )?;
-                let handle = worker.sender_handle();
-                // The thread is detached: it stops with the others when the gateway stops.
-                worker
-                    .spawn(self.stop_rx.clone())
-                    .map_err(|e| format!("webhook thread: {e}"))?;
-                *slot = Some(handle);
-            }
+    /// What the new config's subscribers need, built before anything is swapped: a sender for
+    /// the running worker, or a worker to start (the first subscribers).
+    fn prepare_webhooks(&self, cfg: &Config) -> Result<Webhooks, String> {
+        let sender = webhook::send::Sender::new(&cfg.subscribers, &cfg.webhooks)?;
+        let running = self
+            .webhooks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some();
+        if running || cfg.subscribers.is_empty() {
+            return Ok(Webhooks::Swap(sender));
         }
-        Ok(())
+        let queue = self
+            .states
+            .first()
+            .map(|s| s.load().queue.clone())
+            .ok_or("no worker")?;
+        let worker =
+            webhook::worker::Worker::new(queue, sender, &cfg.webhooks, self.metrics.clone())?;
+        Ok(Webhooks::Start(worker))
+    }
+
+    /// Put the new sender in place (a running worker, if any, takes it for its next delivery);
+    /// the worker to start, if this is the first config with subscribers.
+    fn swap_webhooks(&self, plan: Webhooks) -> Option<webhook::worker::Worker> {
+        match plan {
+            Webhooks::Swap(sender) => {
+                if let Some(h) = self
+                    .webhooks
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .as_ref()
+                {
+                    h.store(Arc::new(sender));
+                }
+                None
+            }
+            Webhooks::Start(worker) => Some(worker),
+        }
     }
 
     /// The address actually bound (port 0 resolved).

@@ -84,7 +84,14 @@ pub struct CardSlot {
 pub struct Agent {
     /// The agent as configured.
     pub cfg: AgentConfig,
-    slot: RwLock<CardSlot>,
+    /// Shared with the agent's successor when a reload changes only settings that do not make
+    /// it another agent (see [`Registry::reload`]): the card carries over.
+    slot: Arc<RwLock<CardSlot>>,
+    /// Set when a reload replaced this agent: its card refreshes end, and no new stream opens
+    /// with it (`stream::Hub::subscribe`).
+    retired: std::sync::atomic::AtomicBool,
+    /// Wakes its refresh loop to end it, rather than at its next turn.
+    retire: tokio::sync::Notify,
     /// `upstream_auth_header`, built once, marked sensitive (so no debug output shows it).
     auth: Option<(header::HeaderName, HeaderValue)>,
     /// Its requests in flight and its circuit on this replica (`limits::agent`): an `Arc`, so
@@ -103,7 +110,9 @@ impl Agent {
             auth,
             limits: Arc::default(),
             cfg,
-            slot: RwLock::new(CardSlot {
+            retired: std::sync::atomic::AtomicBool::new(false),
+            retire: tokio::sync::Notify::new(),
+            slot: Arc::new(RwLock::new(CardSlot {
                 card: None,
                 state: CardState::Unavailable,
                 fetched_at: None,
@@ -111,8 +120,39 @@ impl Agent {
                 last_error: None,
                 etag: None,
                 attempted: false,
-            }),
+            })),
         }
+    }
+
+    /// The agent under a changed entry that is still the same agent (same URL, card path,
+    /// credential and CA): its card and its limits' state carry over.
+    fn successor(&self, cfg: AgentConfig) -> Agent {
+        let mut next = Agent::new(cfg);
+        next.slot = self.slot.clone();
+        next.limits = self.limits.clone();
+        next
+    }
+
+    /// Whether `cfg` is another agent than this one's entry, not the same agent with other
+    /// settings: where it is, how its card is found, and what it is sent with.
+    fn same_agent(&self, cfg: &AgentConfig) -> bool {
+        let a = &self.cfg;
+        a.url == cfg.url
+            && a.card_path == cfg.card_path
+            && a.upstream_auth_header == cfg.upstream_auth_header
+            && a.ca_file == cfg.ca_file
+    }
+
+    /// Mark it replaced by a reload (see [`Agent::is_retired`]).
+    pub fn retire(&self) {
+        self.retired
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.retire.notify_waiters();
+    }
+
+    /// Whether a reload replaced it.
+    pub fn is_retired(&self) -> bool {
+        self.retired.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// The serving card, or why there is none.
@@ -203,31 +243,44 @@ impl Registry {
         })
     }
 
-    /// The registry of a reloaded config: an agent whose entry is unchanged is kept (its card,
-    /// its streams, its counters); a new or changed one starts without a card. Also returns the
-    /// agents to start refreshing (new ones) and those retired (removed or changed), whose
-    /// refreshes stop and whose streams the caller ends.
+    /// The registry of a reloaded config. An agent whose entry is unchanged is kept as it is (its
+    /// card, its streams, its counters). One whose entry changed but is still the same agent
+    /// ([`Agent::same_agent`]: limits, timeouts, tokens for pushes...) gets a successor sharing
+    /// its card and its limits' state, and its streams go on. A new agent, or one that is now
+    /// another agent, starts without a card. Returns the registry, the agents to start
+    /// refreshing (new ones and successors), and the agents whose streams must end (removed, or
+    /// now another agent). Every replaced agent is retired.
     pub fn reload(&self, cfgs: &[AgentConfig]) -> (Registry, Vec<Arc<Agent>>, Vec<Arc<Agent>>) {
         let mut fresh = Vec::new();
         let agents: Vec<Arc<Agent>> = cfgs
             .iter()
-            .map(
-                |c| match self.by_name.get(&c.name).filter(|a| a.cfg == *c) {
-                    Some(kept) => kept.clone(),
-                    None => {
-                        let a = Arc::new(Agent::new(c.clone()));
-                        fresh.push(a.clone());
-                        a
-                    }
-                },
-            )
+            .map(|c| match self.by_name.get(&c.name) {
+                Some(kept) if kept.cfg == *c => kept.clone(),
+                Some(old) if old.same_agent(c) => {
+                    let a = Arc::new(old.successor(c.clone()));
+                    fresh.push(a.clone());
+                    a
+                }
+                _ => {
+                    let a = Arc::new(Agent::new(c.clone()));
+                    fresh.push(a.clone());
+                    a
+                }
+            })
             .collect();
-        let retired = self
-            .agents
-            .iter()
-            .filter(|old| !agents.iter().any(|a| Arc::ptr_eq(a, old)))
-            .cloned()
-            .collect();
+        let mut ended = Vec::new();
+        for old in &self.agents {
+            if agents.iter().any(|a| Arc::ptr_eq(a, old)) {
+                continue;
+            }
+            old.retire();
+            let successor = agents
+                .iter()
+                .any(|a| a.cfg.name == old.cfg.name && Arc::ptr_eq(&a.slot, &old.slot));
+            if !successor {
+                ended.push(old.clone());
+            }
+        }
         let by_name = agents
             .iter()
             .map(|a| (a.cfg.name.clone(), a.clone()))
@@ -242,7 +295,7 @@ impl Registry {
             by_id: RwLock::new(by_id),
             compiles: self.compiles.clone(),
         };
-        (next, fresh, retired)
+        (next, fresh, ended)
     }
 
     /// Whether `agent` is one of this registry's (the same one, not only the same name).
@@ -279,12 +332,13 @@ impl Registry {
     }
 
     /// Start one refresh loop for each of `agents`. Each fetches at once, so a slow agent delays
-    /// only itself. A loop works in the registry `current` holds at each turn, and ends when its
-    /// agent is no longer in it (removed or changed by a reload).
+    /// only itself. A loop works in the registry `current` holds at each turn, with the card
+    /// client `upstream` holds then (a reload may rebuild it for new CA files), and ends as soon
+    /// as its agent is retired by a reload.
     pub fn spawn_refreshers(
         current: &Arc<ArcSwap<Registry>>,
         agents: &[Arc<Agent>],
-        upstream: Upstream,
+        upstream: &Arc<ArcSwap<Upstream>>,
         metrics: Arc<Metrics>,
         shutdown: watch::Receiver<bool>,
     ) {
@@ -302,10 +356,11 @@ impl Registry {
                 let mut failures = 0u32;
                 loop {
                     let reg = current.load_full();
-                    if !reg.holds(&agent) {
+                    if agent.is_retired() || !reg.holds(&agent) {
                         return;
                     }
-                    let wait = match reg.refresh(&agent, &up, &m).await {
+                    let client = up.load_full();
+                    let wait = match reg.refresh(&agent, &client, &m).await {
                         Ok(next) => {
                             failures = 0;
                             next
@@ -315,8 +370,10 @@ impl Registry {
                             backoff(failures, agent.cfg.refresh)
                         }
                     };
+                    drop((reg, client));
                     tokio::select! {
                         _ = tokio::time::sleep(wait) => {}
+                        _ = agent.retire.notified() => return,
                         _ = stop.changed() => return,
                     }
                 }

@@ -271,7 +271,9 @@ impl From<StreamError> for ApiError {
     fn from(e: StreamError) -> ApiError {
         let code = match e {
             StreamError::Agent(a) => return a.into(),
-            StreamError::ShuttingDown | StreamError::TooManyTopics(_) => Code::Unavailable,
+            StreamError::ShuttingDown
+            | StreamError::TooManyTopics(_)
+            | StreamError::Reloaded(_) => Code::Unavailable,
             StreamError::NoSuchTask { .. } => Code::TaskNotFound,
             StreamError::NotAnEventStream { .. } => Code::AgentProtocolViolation,
             StreamError::OpenTimeout { .. } => Code::AgentTimeout,

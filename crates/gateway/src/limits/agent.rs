@@ -26,7 +26,7 @@
 //! metric handles are resolved once per agent). The circuit's lock is taken on failures,
 //! on the first success after one, and while the agent is ejected; never across an await.
 
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -185,6 +185,10 @@ pub struct AgentLimits {
     /// Whether failures have been counted since the last success, so that a success skips the
     /// lock when there is nothing to reset.
     failing: AtomicBool,
+    /// Bumped each time the circuit closes again after an ejection: outcomes of requests let
+    /// in before it (a late timeout of a request admitted before the ejection) are not news
+    /// about the agent as it is now, and must not eject it again.
+    generation: AtomicU64,
     circuit: Mutex<Circuit>,
     handles: OnceLock<Handles>,
 }
@@ -195,6 +199,7 @@ impl Default for AgentLimits {
             in_flight: AtomicUsize::new(0),
             mode: AtomicU8::new(OK),
             failing: AtomicBool::new(false),
+            generation: AtomicU64::new(0),
             circuit: Mutex::new(Circuit {
                 failures: 0,
                 reason: String::new(),
@@ -274,6 +279,7 @@ impl AgentLimits {
             policy,
             probe,
             reported: false,
+            generation: self.generation.load(Ordering::Acquire),
         })
     }
 
@@ -313,7 +319,7 @@ impl AgentLimits {
         }
     }
 
-    fn succeeded(&self, probe: bool) {
+    fn succeeded(&self, probe: bool, generation: u64) {
         if !probe && !self.failing.load(Ordering::Relaxed) {
             return;
         }
@@ -326,8 +332,10 @@ impl AgentLimits {
                 }
                 c.failures = 0;
                 self.failing.store(false, Ordering::Relaxed);
+                self.generation.fetch_add(1, Ordering::AcqRel);
                 self.mode.store(OK, Ordering::Release);
             }
+            OK if generation != self.generation.load(Ordering::Acquire) => {}
             OK => {
                 c.failures = 0;
                 self.failing.store(false, Ordering::Relaxed);
@@ -337,13 +345,15 @@ impl AgentLimits {
         }
     }
 
-    fn failed(&self, probe: bool, policy: AgentPolicy, reason: String) {
+    fn failed(&self, probe: bool, generation: u64, policy: AgentPolicy, reason: String) {
         let mut c = self.lock();
         match self.mode.load(Ordering::Acquire) {
             PROBING if probe => {
                 c.failures = c.failures.saturating_add(1);
                 self.eject(&mut c, policy.eject, reason);
             }
+            // Let in before the agent's last return to service: old news.
+            OK if generation != self.generation.load(Ordering::Acquire) => {}
             OK => {
                 c.failures = c.failures.saturating_add(1);
                 self.failing.store(true, Ordering::Relaxed);
@@ -398,6 +408,8 @@ pub struct Pass {
     policy: AgentPolicy,
     probe: bool,
     reported: bool,
+    /// The circuit's generation when this request was let in.
+    generation: u64,
 }
 
 impl std::fmt::Debug for Pass {
@@ -417,8 +429,10 @@ impl Pass {
             return;
         }
         match failure(outcome) {
-            None => self.limits.succeeded(self.probe),
-            Some(reason) => self.limits.failed(self.probe, self.policy, reason),
+            None => self.limits.succeeded(self.probe, self.generation),
+            Some(reason) => self
+                .limits
+                .failed(self.probe, self.generation, self.policy, reason),
         }
     }
 }
@@ -461,6 +475,34 @@ mod tests {
     fn fail(l: &Arc<AgentLimits>, p: AgentPolicy, m: &Metrics) {
         let mut pass = l.admit(p, m, "a").expect("admitted");
         pass.report(Ok(StatusCode::INTERNAL_SERVER_ERROR));
+    }
+
+    #[test]
+    fn outcomes_of_requests_let_in_before_the_return_to_service_do_not_eject_again() {
+        let m = Metrics::new().expect("metrics");
+        let l = Arc::new(AgentLimits::default());
+        let p = policy(10, 2, 1);
+        // Let in while the agent was fine; they time out only after it is back.
+        let mut old_a = l.admit(p, &m, "a").expect("a");
+        let mut old_b = l.admit(p, &m, "a").expect("b");
+        fail(&l, p, &m);
+        fail(&l, p, &m);
+        assert!(matches!(l.health(), Health::Ejected { .. }));
+        std::thread::sleep(Duration::from_millis(5));
+        let mut probe = l.admit(p, &m, "a").expect("the probe");
+        probe.report(Ok(StatusCode::OK));
+        drop(probe);
+        assert!(matches!(l.health(), Health::Ok));
+        old_a.report(Ok(StatusCode::BAD_GATEWAY));
+        old_b.report(Ok(StatusCode::BAD_GATEWAY));
+        assert!(
+            matches!(l.health(), Health::Ok),
+            "two stale failures (eject_after = 2) leave the agent in service"
+        );
+        // Fresh failures still count.
+        fail(&l, p, &m);
+        fail(&l, p, &m);
+        assert!(matches!(l.health(), Health::Ejected { .. }));
     }
 
     #[test]

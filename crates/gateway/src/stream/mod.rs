@@ -35,6 +35,10 @@ pub enum StreamError {
     /// The gateway is stopping and opens no new stream.
     #[error("the gateway is shutting down")]
     ShuttingDown,
+    /// The agent was replaced by a config reload while the request was on its way: a retry
+    /// finds the new config.
+    #[error("agent {0:?} was just reloaded; retry")]
+    Reloaded(String),
     /// The replica holds as many task streams as `streams.max_topics` allows.
     #[error("{0} task streams are open on this replica (streams.max_topics)")]
     TooManyTopics(usize),
@@ -233,6 +237,11 @@ impl Hub {
                         t.finish(UPSTREAM_ERROR, &data);
                         (t, false)
                     } else {
+                        if agent.is_retired() {
+                            // The request resolved the agent before a reload replaced it: the
+                            // next try finds the new config.
+                            return Err(StreamError::Reloaded(agent.cfg.name.clone()));
+                        }
                         if map.len() >= self.cfg.max_topics {
                             return Err(StreamError::TooManyTopics(map.len()));
                         }
