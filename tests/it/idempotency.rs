@@ -401,3 +401,68 @@ async fn a_stopping_replica_waits_for_the_late_answer_it_awaits() {
     assert_eq!(a.task_ids(), [task_id(&retry).as_str()]);
     assert_eq!(a.request_count(Route::CreateTask), 1);
 }
+
+/// A client that hangs up while the agent is still making its task: the exchange goes on
+/// without it, so the task is recorded and the key gets its answer, and the client's retry
+/// with the same key gets the task rather than a second one.
+#[tokio::test]
+async fn a_client_that_hangs_up_mid_create_still_gets_its_task_on_retry() {
+    use tokio::io::AsyncWriteExt;
+    let (a, g) = crate::support::single("a", |_| {}).await;
+    a.script_once(
+        sample::Route::CreateTask,
+        sample::Reply::Delay(
+            std::time::Duration::from_millis(600),
+            Box::new(sample::Reply::Default),
+        ),
+    );
+    let body = serde_json::to_vec(&serde_json::json!({ "input": crate::support::good_input() }))
+        .expect("json");
+    let head = format!(
+        "POST /agents/a/tasks HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n\
+         Idempotency-Key: hang-up-1\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    let mut tcp = tokio::net::TcpStream::connect(g.gw.addr())
+        .await
+        .expect("connect");
+    tcp.write_all(head.as_bytes()).await.expect("head");
+    tcp.write_all(&body).await.expect("body");
+    crate::support::wait_for("the create at the agent", || {
+        let n = a.request_count(sample::Route::CreateTask);
+        async move { n == 1 }
+    })
+    .await;
+    drop(tcp);
+    // The agent answers after the client left; the gateway records the task all the same.
+    crate::support::wait_for("the agent made the task", || {
+        let n = a.task_ids().len();
+        async move { n == 1 }
+    })
+    .await;
+    let id = a.task_ids()[0].clone();
+    crate::support::wait_for("the task recorded", || async {
+        g.http.get(&format!("/agents/a/tasks/{id}")).await.status == 200
+    })
+    .await;
+    let retry = g
+        .http
+        .send(
+            hyper::Method::POST,
+            "/agents/a/tasks",
+            &[
+                ("content-type", "application/json"),
+                ("idempotency-key", "hang-up-1"),
+            ],
+            body,
+        )
+        .await;
+    assert_eq!(retry.status, 202, "{retry:?}");
+    assert_eq!(retry.header("idempotent-replayed"), Some("true"));
+    assert_eq!(retry.json()["task_id"], id.as_str());
+    assert_eq!(
+        a.request_count(sample::Route::CreateTask),
+        1,
+        "no second create"
+    );
+}

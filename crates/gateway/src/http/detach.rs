@@ -1,10 +1,11 @@
-//! The create exchange, run as a task of its own so that it can outlive its request.
+//! The create exchange, which can outlive its request.
 //!
 //! A create the agent answers after its `timeout_ms` (or whose body trickles past it) is a task
 //! the agent has made: dropping the exchange at the timeout would leave it unknown to the
-//! gateway, and the client's retry would make a second one. So the exchange runs in a spawned
-//! task: within the timeout, its answer is processed (conformance, ledger) and handed to the
-//! handler as before. Past it, the handler gets 504 AGENT_TIMEOUT saying the task may exist, and
+//! gateway, and the client's retry would make a second one. So the exchange is a future of its
+//! own, driven by the request while it waits and spawned as a task only when it must outlive
+//! the request: within the timeout, its answer is processed (conformance, ledger) and handed to
+//! the handler as before. Past it, the handler gets 504 AGENT_TIMEOUT saying the task may exist, and
 //! the task keeps reading the agent's answer for up to `late_answer_secs`; when it comes it goes
 //! through the same processing, so the task is recorded (webhooks fire) and the request's
 //! `Idempotency-Key`, if any, gets it as its answer, for the client's retry.
@@ -110,14 +111,47 @@ pub async fn create(
         card,
         held,
     };
-    let (tx, rx) = oneshot::channel();
-    tokio::spawn(job.run(up, tx, pass));
-    rx.await.map_err(|_| {
+    let (tx, mut rx) = oneshot::channel();
+    // Driven here, on the request's own task, while the request waits for it (the usual case:
+    // no task spawned per create). It becomes a task of its own only if it must outlive the
+    // request: the client left before the answer ([`Detached`]'s drop), or the answer was the
+    // 504 of a timed-out create whose late answer is still awaited.
+    let mut run = Detached(Some(Box::pin(job.run(up, tx, pass))));
+    let answer = std::future::poll_fn(|cx| {
+        if let Some(work) = run.0.as_mut() {
+            if std::future::Future::poll(work.as_mut(), cx).is_ready() {
+                run.0 = None;
+            }
+        }
+        std::future::Future::poll(std::pin::Pin::new(&mut rx), cx)
+    })
+    .await;
+    drop(run);
+    answer.map_err(|_| {
         ApiError::new(
             Code::AgentUnreachable,
             "the exchange with the agent ended without an answer",
         )
     })
+}
+
+/// A create's exchange that the request drives while it waits, and that is handed to the
+/// runtime as a task of its own if the request ends first (dropped by a client that left, or
+/// answered 504 while the late answer is awaited): the task is recorded and the key settled
+/// whatever happens to the request.
+struct Detached(Option<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>>);
+
+impl Drop for Detached {
+    fn drop(&mut self) {
+        let Some(work) = self.0.take() else { return };
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                rt.spawn(work);
+            }
+            // Only outside any runtime (never while serving): nothing to run it on.
+            Err(_) => tracing::warn!("a create's exchange was dropped outside a runtime"),
+        }
+    }
 }
 
 impl Create {
