@@ -7,8 +7,16 @@
 //! (the webhook URL guard, signing keys, the retry schedule) come in through [`Rules`].
 
 mod de;
+mod identity;
 pub mod keys;
+mod rules;
+mod secrets;
+mod tls;
 mod validate;
+
+pub use identity::{AuthConfig, ClientConfig, CorsConfig, JwtConfig, Right};
+pub use rules::{NoRules, Rules};
+pub use tls::{ClientAuth, PemKind, TlsConfig};
 
 pub use validate::Problem;
 use validate::{merge, parse_header_line, redact_url, Validator};
@@ -320,172 +328,6 @@ impl Default for StreamsConfig {
     }
 }
 
-/// A right a client may hold (`[[clients]] can`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Right {
-    /// Create, get and cancel tasks, list artifacts and fetch their content.
-    Tasks,
-    /// Subscribe to task streams.
-    Streams,
-    /// Open `/events`.
-    Events,
-    /// See every client's tasks (reads, streams and `/events`), not only its own.
-    AllTasks,
-    /// Scrape `/metrics`, and read agent URLs and error texts.
-    Metrics,
-    /// Call `/admin/*`.
-    Admin,
-}
-
-impl Right {
-    /// The right as the config spells it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Right::Tasks => "tasks",
-            Right::Streams => "streams",
-            Right::Events => "events",
-            Right::AllTasks => "all_tasks",
-            Right::Metrics => "metrics",
-            Right::Admin => "admin",
-        }
-    }
-}
-
-/// One client of the gateway (`[[clients]]`): who it is, how it proves it, what it may use.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct ClientConfig {
-    /// 1-64 characters of A-Z a-z 0-9 . _ -; in logs and the `client` metrics label, and the
-    /// owner recorded on the tasks it creates.
-    pub name: String,
-    /// Hex SHA-256 of its bearer key (the key itself is never in the file). Absent: the client
-    /// authenticates only with a JWT whose `sub` is its name.
-    pub key_sha256: Option<String>,
-    /// The subject of its client certificate, in RFC 4514 form as the gateway renders it
-    /// (`"CN=orchestrator-a,O=Example"`: last RDN first, no spaces around `,`): a certificate
-    /// verified against `[tls] client_ca_file` with exactly this subject is this client.
-    pub cert_subject: Option<String>,
-    /// Route names or card `agent_id`s it may use; `["*"]` for every agent.
-    pub agents: Vec<String>,
-    /// What it may do.
-    pub can: Vec<Right>,
-    /// Streams (task streams and `/events`) it may hold open at once, per replica.
-    pub max_streams: usize,
-    /// Requests a second it may make on each replica (a token bucket); absent: unlimited. Past
-    /// it, 429 RATE_LIMITED.
-    pub rate_per_sec: Option<f64>,
-    /// The bucket's size: requests it may make at once after a quiet spell. Absent: one
-    /// second's worth (`rate_per_sec` rounded up, at least 1).
-    pub burst: Option<u64>,
-}
-
-impl Default for ClientConfig {
-    fn default() -> ClientConfig {
-        ClientConfig {
-            name: String::new(),
-            key_sha256: None,
-            cert_subject: None,
-            agents: vec!["*".into()],
-            can: vec![Right::Tasks, Right::Streams],
-            max_streams: 100,
-            rate_per_sec: None,
-            burst: None,
-        }
-    }
-}
-
-/// `[auth]`.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct AuthConfig {
-    /// JWT bearer tokens, checked against keys from a file.
-    pub jwt: Option<JwtConfig>,
-}
-
-/// `[auth.jwt]`: tokens from an identity provider, verified against its published keys. The
-/// keys come from a file only: the gateway makes no outbound call for its own auth.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct JwtConfig {
-    /// A JWKS document (RS256, ES256 and EdDSA keys); relative to the config file's directory.
-    pub jwks_file: String,
-    /// The required `iss`.
-    pub issuer: String,
-    /// The required `aud` (one of the token's audiences).
-    pub audience: String,
-    /// Clock skew tolerated on `exp` and `nbf`.
-    #[serde(rename = "leeway_secs", deserialize_with = "de::secs")]
-    pub leeway: Duration,
-}
-
-impl Default for JwtConfig {
-    fn default() -> JwtConfig {
-        JwtConfig {
-            jwks_file: String::new(),
-            issuer: String::new(),
-            audience: String::new(),
-            leeway: Duration::from_secs(30),
-        }
-    }
-}
-
-/// `[cors]`: which browser origins may call the gateway.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct CorsConfig {
-    /// Exact origins (`"https://console.example.com"`); no wildcard.
-    pub allow_origins: Vec<String>,
-    /// How long a browser may cache a preflight answer.
-    #[serde(rename = "max_age_secs", deserialize_with = "de::secs")]
-    pub max_age: Duration,
-}
-
-impl Default for CorsConfig {
-    fn default() -> CorsConfig {
-        CorsConfig {
-            allow_origins: Vec::new(),
-            max_age: Duration::from_secs(600),
-        }
-    }
-}
-
-/// Whether a client certificate is demanded (`[tls] client_auth`, with `client_ca_file`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ClientAuth {
-    /// No certificate, no connection (the default: a CA configured for clients is meant to
-    /// keep out whoever has no certificate from it).
-    #[default]
-    Required,
-    /// A connection without a certificate is accepted; it reaches only the routes that need no
-    /// credentials unless it brings a bearer credential. A certificate that is sent must verify.
-    Optional,
-}
-
-/// `[tls]`: the gateway serves HTTPS (HTTP/1.1 and HTTP/2 by ALPN) instead of plaintext.
-/// Paths are relative to the config file's directory.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct TlsConfig {
-    /// PEM certificate chain, the server's certificate first.
-    pub cert_file: String,
-    /// PEM private key of that certificate: PKCS#8, PKCS#1 (RSA) or SEC1 (EC).
-    pub key_file: String,
-    /// PEM CA certificates that client certificates are verified against; absent, no client
-    /// certificate is asked for.
-    pub client_ca_file: Option<String>,
-    /// `"required"` or `"optional"`; only with `client_ca_file` (see [`TlsConfig::client_auth`]).
-    pub client_auth: Option<ClientAuth>,
-}
-
-impl TlsConfig {
-    /// Whether a client certificate is demanded: [`ClientAuth::Required`] unless set otherwise.
-    pub fn client_auth(&self) -> ClientAuth {
-        self.client_auth.unwrap_or_default()
-    }
-}
-
 /// The whole file. Fields are in document order: problems are listed in this order.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -583,90 +425,6 @@ impl Default for Config {
     }
 }
 
-/// The secret in the file at `path`, for `key` (a `*_file` key); `set`: its plain form is set too.
-fn read_secret(problems: &mut Vec<Problem>, key: &str, path: &str, set: bool) -> Option<String> {
-    let name = key.rsplit('.').next().unwrap_or(key);
-    let plain = name.trim_end_matches("_file");
-    if set {
-        problems.push(Problem::new(
-            key,
-            format!("set {plain} or {name}, not both"),
-        ));
-        return None;
-    }
-    match std::fs::read_to_string(path) {
-        Ok(text) if !text.trim().is_empty() => Some(text.trim().to_owned()),
-        Ok(_) => {
-            problems.push(Problem::new(key, format!("{path} is empty")));
-            None
-        }
-        Err(e) => {
-            problems.push(Problem::new(key, format!("cannot read {path}: {e}")));
-            None
-        }
-    }
-}
-
-/// The checks that need a domain module's knowledge, supplied by that module (the webhook
-/// module's `ConfigRules`), so that this module imports none. Each returns the message of the
-/// problem, if any.
-pub trait Rules {
-    /// One `webhooks.allow` entry (an address range).
-    fn allow_entry(&self, entry: &str) -> Result<(), String>;
-    /// The retry waits (`webhooks.retry_schedule_secs` after `max_attempts`).
-    fn retry_schedule(&self, secs: &[u64]) -> Result<(), String>;
-    /// A subscriber URL, given the allow list.
-    fn subscriber_url(&self, allow: &[String], url: &str) -> Result<(), String>;
-    /// A subscriber signing key.
-    fn signing_secret(&self, secret: &str) -> Result<(), String>;
-    /// The `[auth.jwt] jwks_file`: readable, and a key set the gateway can use.
-    fn jwks_file(&self, path: &Path) -> Result<(), String>;
-    /// A PEM file of the `[tls]` table or an agent's `ca_file`: readable, and holding what
-    /// `kind` says, each item usable.
-    fn pem_file(&self, kind: PemKind, path: &Path) -> Result<(), String>;
-    /// `[tls] key_file` is the private key of the first certificate in `cert_file` (both
-    /// already passed [`Rules::pem_file`]).
-    fn key_pair(&self, cert_file: &Path, key_file: &Path) -> Result<(), String>;
-}
-
-/// What a PEM file named in the config holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PemKind {
-    /// A certificate chain (`[tls] cert_file`).
-    CertChain,
-    /// One private key (`[tls] key_file`).
-    PrivateKey,
-    /// CA certificates to trust (`[tls] client_ca_file`, `[[agents]] ca_file`).
-    TrustAnchors,
-}
-
-/// Only the config's own rules: what [`Config::parse`] applies.
-pub struct NoRules;
-
-impl Rules for NoRules {
-    fn allow_entry(&self, _: &str) -> Result<(), String> {
-        Ok(())
-    }
-    fn retry_schedule(&self, _: &[u64]) -> Result<(), String> {
-        Ok(())
-    }
-    fn subscriber_url(&self, _: &[String], _: &str) -> Result<(), String> {
-        Ok(())
-    }
-    fn signing_secret(&self, _: &str) -> Result<(), String> {
-        Ok(())
-    }
-    fn jwks_file(&self, _: &Path) -> Result<(), String> {
-        Ok(())
-    }
-    fn pem_file(&self, _: PemKind, _: &Path) -> Result<(), String> {
-        Ok(())
-    }
-    fn key_pair(&self, _: &Path, _: &Path) -> Result<(), String> {
-        Ok(())
-    }
-}
-
 impl Config {
     /// A config with defaults and the given agents (used by `demo` and tests).
     pub fn with_agents(listen: SocketAddr, agents: Vec<AgentConfig>) -> Config {
@@ -708,97 +466,6 @@ impl Config {
         for p in self.secret_files_mut() {
             fix(p);
         }
-    }
-
-    /// Every `*_file` path that names a secret.
-    fn secret_files_mut(&mut self) -> impl Iterator<Item = &mut String> {
-        let top = self.admin_token_file.iter_mut();
-        let redis = self.redis.iter_mut().flat_map(|r| r.url_file.iter_mut());
-        let agents = self.agents.iter_mut().flat_map(|a| {
-            a.ingest_token_file
-                .iter_mut()
-                .chain(a.upstream_auth_header_file.iter_mut())
-        });
-        let subs = self.subscribers.iter_mut().flat_map(|s| {
-            s.secret_file
-                .iter_mut()
-                .chain(s.auth_header_file.iter_mut())
-        });
-        top.chain(redis).chain(agents).chain(subs)
-    }
-
-    /// Read every `*_file` secret into its key; each problem (both forms set, an unreadable or
-    /// empty file, a malformed value) at the `_file` key. Called at every load, so a reload
-    /// picks up a rotated file.
-    fn read_secret_files(&mut self) -> Vec<Problem> {
-        let mut problems = Vec::new();
-        let problems = &mut problems;
-        let read = |problems: &mut Vec<Problem>, key: &str, path: &Option<String>, set: bool| {
-            read_secret(problems, key, path.as_deref()?, set)
-        };
-        let bad_line = |key: String| {
-            Problem::new(
-                key,
-                "must hold one header line such as \"Authorization: Bearer <token>\"",
-            )
-        };
-        if let Some(t) = read(
-            problems,
-            "admin_token_file",
-            &self.admin_token_file,
-            self.admin_token.is_some(),
-        ) {
-            self.admin_token = Some(Secret::new(t));
-        }
-        if let Some(r) = self.redis.as_mut() {
-            if let Some(u) = read(problems, "redis.url_file", &r.url_file, !r.url.is_empty()) {
-                r.url = u;
-            }
-        }
-        for (i, a) in self.agents.iter_mut().enumerate() {
-            let at = format!("agents[{i}]");
-            let key = format!("{at}.ingest_token_file");
-            if let Some(t) = read(
-                problems,
-                &key,
-                &a.ingest_token_file,
-                a.ingest_token.is_some(),
-            ) {
-                a.ingest_token = Some(Secret::new(t));
-            }
-            let key = format!("{at}.upstream_auth_header_file");
-            if let Some(line) = read(
-                problems,
-                &key,
-                &a.upstream_auth_header_file,
-                a.upstream_auth_header.is_some(),
-            ) {
-                match parse_header_line(&line) {
-                    Some(h) => a.upstream_auth_header = Some(h),
-                    None => problems.push(bad_line(key)),
-                }
-            }
-        }
-        for (i, s) in self.subscribers.iter_mut().enumerate() {
-            let at = format!("subscribers[{i}]");
-            let key = format!("{at}.secret_file");
-            if let Some(text) = read(problems, &key, &s.secret_file, !s.secret.is_empty()) {
-                s.secret = text
-                    .lines()
-                    .map(str::trim)
-                    .filter(|l| !l.is_empty())
-                    .map(Secret::new)
-                    .collect();
-            }
-            let key = format!("{at}.auth_header_file");
-            if let Some(line) = read(problems, &key, &s.auth_header_file, s.auth_header.is_some()) {
-                match parse_header_line(&line) {
-                    Some(h) => s.auth_header = Some(h),
-                    None => problems.push(bad_line(key)),
-                }
-            }
-        }
-        std::mem::take(problems)
     }
 
     /// The number of worker threads to run.

@@ -5,6 +5,8 @@ use std::collections::{HashMap, HashSet};
 
 use hyper::header::{HeaderName, HeaderValue};
 
+mod identity;
+
 use super::*;
 
 /// The screen's problems (sorted by rank) merged into the validator's (already in document
@@ -172,152 +174,7 @@ impl Validator {
             }
         }
         self.streams(&c.streams);
-        if let Some(tok) = &c.admin_token {
-            if c.auth_enabled() {
-                self.problem(
-                    "admin_token",
-                    "is not used when [[clients]] or [auth.jwt] are configured; give a client the `admin` right instead (can = [\"admin\"])",
-                );
-            } else if tok.expose().len() < 16 {
-                self.problem("admin_token", "must be at least 16 characters");
-            }
-        }
-        if !c.auth_enabled() && !c.allow_anonymous && !c.listen.ip().is_loopback() {
-            self.problem(
-                "listen",
-                format!(
-                    "{} is not a loopback address and no [[clients]] or [auth.jwt] are configured: anyone who reaches it could use every agent; configure clients, or set allow_anonymous = true",
-                    c.listen
-                ),
-            );
-        }
-        let mut names = HashSet::new();
-        let mut keys = HashMap::new();
-        let mut subjects = HashMap::new();
-        for (i, cl) in c.clients.iter().enumerate() {
-            let at = format!("clients[{i}]");
-            self.client(cl, &at, c);
-            if !cl.name.is_empty() && !names.insert(cl.name.as_str()) {
-                self.problem(
-                    format!("{at}.name"),
-                    format!("{:?} is used by another client", cl.name),
-                );
-            }
-            if let Some(k) = cl.key_sha256.as_deref().filter(|k| is_sha256_hex(k)) {
-                if let Some(first) = keys.insert(k.to_ascii_lowercase(), i) {
-                    self.problem(
-                        format!("{at}.key_sha256"),
-                        format!(
-                            "is the same key as clients[{first}]: one key must name one client"
-                        ),
-                    );
-                }
-            }
-            if let Some(s) = cl.cert_subject.as_deref().filter(|s| !s.is_empty()) {
-                if let Some(first) = subjects.insert(s, i) {
-                    self.problem(
-                        format!("{at}.cert_subject"),
-                        format!(
-                            "is the same subject as clients[{first}]: one certificate subject must name one client"
-                        ),
-                    );
-                }
-            }
-        }
-        if let Some(jwt) = &c.auth.jwt {
-            self.jwt(jwt, rules);
-        }
-        if let Some(cors) = &c.cors {
-            for (i, o) in cors.allow_origins.iter().enumerate() {
-                if let Err(e) = check_origin(o) {
-                    self.problem(format!("cors.allow_origins[{i}]"), e);
-                }
-            }
-            self.secs("cors.max_age_secs", cors.max_age, 86_400);
-        }
-    }
-
-    fn client(&mut self, cl: &ClientConfig, at: &str, c: &Config) {
-        if cl.name.is_empty() {
-            self.problem(format!("{at}.name"), "is required");
-        } else if !valid_name(&cl.name) || cl.name == "anonymous" || cl.name == "jwt" {
-            self.problem(
-                format!("{at}.name"),
-                format!(
-                    "{:?} must be 1-64 characters of A-Z a-z 0-9 . _ -, and not \"anonymous\" or \"jwt\" (metrics labels of their own)",
-                    cl.name
-                ),
-            );
-        }
-        match cl.key_sha256.as_deref() {
-            Some(k) if !is_sha256_hex(k) => self.problem(
-                format!("{at}.key_sha256"),
-                "must be 64 hex digits: the SHA-256 of the key (e.g. `printf %s \"$KEY\" | sha256sum`)",
-            ),
-            None if c.auth.jwt.is_none() && cl.cert_subject.is_none() => self.problem(
-                format!("{at}.key_sha256"),
-                "is required unless [auth.jwt] is configured or the client has a cert_subject (the client could never authenticate)",
-            ),
-            _ => {}
-        }
-        if let Some(subject) = &cl.cert_subject {
-            let verified = c.tls.as_ref().is_some_and(|t| t.client_ca_file.is_some());
-            if let Err(e) = check_subject(subject) {
-                self.problem(format!("{at}.cert_subject"), e);
-            } else if !verified {
-                self.problem(
-                    format!("{at}.cert_subject"),
-                    "needs [tls] client_ca_file: without it no client certificate is asked for, so none could name this client",
-                );
-            }
-        }
-        if cl.agents.is_empty() {
-            self.problem(
-                format!("{at}.agents"),
-                "must list at least one agent, or \"*\" for all",
-            );
-        }
-        for a in &cl.agents {
-            let known = a == "*" || uuid_shaped(a) || c.agents.iter().any(|x| x.name == *a);
-            if !known {
-                self.problem(
-                    format!("{at}.agents"),
-                    format!("{a:?} is not the name of an [[agents]] entry, an agent_id, or \"*\""),
-                );
-            }
-        }
-        self.range(&format!("{at}.max_streams"), cl.max_streams as u64, 1 << 20);
-        match cl.rate_per_sec {
-            Some(r) if !(MIN_RATE..=MAX_RATE).contains(&r) => self.problem(
-                format!("{at}.rate_per_sec"),
-                format!("must be a number between {MIN_RATE} and {MAX_RATE}"),
-            ),
-            None if cl.burst.is_some() => self.problem(
-                format!("{at}.burst"),
-                "has no effect without rate_per_sec (the client is not rate-limited)",
-            ),
-            _ => {}
-        }
-        if let Some(b) = cl.burst {
-            self.range(&format!("{at}.burst"), b, MAX_BURST);
-        }
-    }
-
-    fn jwt(&mut self, j: &JwtConfig, rules: &dyn Rules) {
-        if j.jwks_file.is_empty() {
-            self.problem("auth.jwt.jwks_file", "is required in [auth.jwt]");
-        } else if let Err(e) = rules.jwks_file(Path::new(&j.jwks_file)) {
-            self.problem("auth.jwt.jwks_file", e);
-        }
-        if j.issuer.is_empty() {
-            self.problem("auth.jwt.issuer", "is required in [auth.jwt]");
-        }
-        if j.audience.is_empty() {
-            self.problem("auth.jwt.audience", "is required in [auth.jwt]");
-        }
-        if j.leeway > Duration::from_secs(300) {
-            self.problem("auth.jwt.leeway_secs", "must be between 0 and 300");
-        }
+        self.identity(c, rules);
     }
 
     /// The required `name` (a route-safe name) and `url` (checked by `check`) of an
@@ -606,76 +463,6 @@ fn https_origin(u: &str) -> Option<String> {
     }
     let host = uri.host()?.to_ascii_lowercase();
     Some(format!("https://{host}:{}", uri.port_u16().unwrap_or(443)))
-}
-
-/// A `cert_subject` that could ever equal a subject the gateway renders (RFC 4514: `type=value`
-/// pairs joined by `,` or `+`, no space after a separator, no OpenSSL `/CN=...` form).
-fn check_subject(s: &str) -> Result<(), String> {
-    let hint = "must be a distinguished name in RFC 4514 form, last RDN first, such as \"CN=orchestrator-a,O=Example\"";
-    if s.trim().is_empty() || !s.contains('=') {
-        return Err(hint.into());
-    }
-    if s.starts_with('/') {
-        return Err(format!("{s:?} is in OpenSSL's /-separated form; it {hint}"));
-    }
-    if s != s.trim() {
-        return Err(format!("{s:?} has spaces around it; it {hint}"));
-    }
-    // A `,` or `+` not escaped by a backslash, followed by a space: RFC 4514 puts none there,
-    // so the rendered subject would never be equal.
-    let b = s.as_bytes();
-    let mut escaped = false;
-    for (i, &c) in b.iter().enumerate() {
-        if escaped {
-            escaped = false;
-            continue;
-        }
-        match c {
-            b'\\' => escaped = true,
-            b',' | b'+' if b.get(i + 1) == Some(&b' ') => {
-                return Err(format!(
-                    "{s:?} has a space after a separator, which RFC 4514 form never has (\"CN=a,O=b\", not \"CN=a, O=b\"); it {hint}"
-                ))
-            }
-            _ => {}
-        }
-    }
-    Ok(())
-}
-
-fn is_sha256_hex(k: &str) -> bool {
-    k.len() == 64 && k.bytes().all(|b| b.is_ascii_hexdigit())
-}
-
-/// An exact browser origin: `scheme://host[:port]`, http or https, nothing after it.
-fn check_origin(o: &str) -> Result<(), String> {
-    let (scheme, rest) = o.split_once("://").ok_or_else(|| {
-        format!("{o:?} must be an origin such as \"https://console.example.com\"")
-    })?;
-    if scheme != "http" && scheme != "https" {
-        return Err(format!("{o:?} must be an http:// or https:// origin"));
-    }
-    let host =
-        rest.rsplit_once(':').map_or(
-            rest,
-            |(h, port)| {
-                if port.parse::<u16>().is_ok() {
-                    h
-                } else {
-                    rest
-                }
-            },
-        );
-    let host_ok = !host.is_empty()
-        && host
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-.[]:".contains(&b));
-    if !host_ok {
-        return Err(format!(
-            "{o:?} must be an exact origin in lower case: scheme://host[:port], with no path, wildcard or trailing slash"
-        ));
-    }
-    Ok(())
 }
 
 fn valid_name(n: &str) -> bool {

@@ -1,0 +1,133 @@
+//! The identity keys of the config: `[[clients]]`, `[auth.jwt]` and `[cors]`.
+
+use super::*;
+
+/// A right a client may hold (`[[clients]] can`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Right {
+    /// Create, get and cancel tasks, list artifacts and fetch their content.
+    Tasks,
+    /// Subscribe to task streams.
+    Streams,
+    /// Open `/events`.
+    Events,
+    /// See every client's tasks (reads, streams and `/events`), not only its own.
+    AllTasks,
+    /// Scrape `/metrics`, and read agent URLs and error texts.
+    Metrics,
+    /// Call `/admin/*`.
+    Admin,
+}
+
+impl Right {
+    /// The right as the config spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Right::Tasks => "tasks",
+            Right::Streams => "streams",
+            Right::Events => "events",
+            Right::AllTasks => "all_tasks",
+            Right::Metrics => "metrics",
+            Right::Admin => "admin",
+        }
+    }
+}
+
+/// One client of the gateway (`[[clients]]`): who it is, how it proves it, what it may use.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClientConfig {
+    /// 1-64 characters of A-Z a-z 0-9 . _ -; in logs and the `client` metrics label, and the
+    /// owner recorded on the tasks it creates.
+    pub name: String,
+    /// Hex SHA-256 of its bearer key (the key itself is never in the file). Absent: the client
+    /// authenticates only with a JWT whose `sub` is its name.
+    pub key_sha256: Option<String>,
+    /// The subject of its client certificate, in RFC 4514 form as the gateway renders it
+    /// (`"CN=orchestrator-a,O=Example"`: last RDN first, no spaces around `,`): a certificate
+    /// verified against `[tls] client_ca_file` with exactly this subject is this client.
+    pub cert_subject: Option<String>,
+    /// Route names or card `agent_id`s it may use; `["*"]` for every agent.
+    pub agents: Vec<String>,
+    /// What it may do.
+    pub can: Vec<Right>,
+    /// Streams (task streams and `/events`) it may hold open at once, per replica.
+    pub max_streams: usize,
+    /// Requests a second it may make on each replica (a token bucket); absent: unlimited. Past
+    /// it, 429 RATE_LIMITED.
+    pub rate_per_sec: Option<f64>,
+    /// The bucket's size: requests it may make at once after a quiet spell. Absent: one
+    /// second's worth (`rate_per_sec` rounded up, at least 1).
+    pub burst: Option<u64>,
+}
+
+impl Default for ClientConfig {
+    fn default() -> ClientConfig {
+        ClientConfig {
+            name: String::new(),
+            key_sha256: None,
+            cert_subject: None,
+            agents: vec!["*".into()],
+            can: vec![Right::Tasks, Right::Streams],
+            max_streams: 100,
+            rate_per_sec: None,
+            burst: None,
+        }
+    }
+}
+
+/// `[auth]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuthConfig {
+    /// JWT bearer tokens, checked against keys from a file.
+    pub jwt: Option<JwtConfig>,
+}
+
+/// `[auth.jwt]`: tokens from an identity provider, verified against its published keys. The
+/// keys come from a file only: the gateway makes no outbound call for its own auth.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct JwtConfig {
+    /// A JWKS document (RS256, ES256 and EdDSA keys); relative to the config file's directory.
+    pub jwks_file: String,
+    /// The required `iss`.
+    pub issuer: String,
+    /// The required `aud` (one of the token's audiences).
+    pub audience: String,
+    /// Clock skew tolerated on `exp` and `nbf`.
+    #[serde(rename = "leeway_secs", deserialize_with = "de::secs")]
+    pub leeway: Duration,
+}
+
+impl Default for JwtConfig {
+    fn default() -> JwtConfig {
+        JwtConfig {
+            jwks_file: String::new(),
+            issuer: String::new(),
+            audience: String::new(),
+            leeway: Duration::from_secs(30),
+        }
+    }
+}
+
+/// `[cors]`: which browser origins may call the gateway.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CorsConfig {
+    /// Exact origins (`"https://console.example.com"`); no wildcard.
+    pub allow_origins: Vec<String>,
+    /// How long a browser may cache a preflight answer.
+    #[serde(rename = "max_age_secs", deserialize_with = "de::secs")]
+    pub max_age: Duration,
+}
+
+impl Default for CorsConfig {
+    fn default() -> CorsConfig {
+        CorsConfig {
+            allow_origins: Vec::new(),
+            max_age: Duration::from_secs(600),
+        }
+    }
+}

@@ -1,0 +1,187 @@
+//! One fetch of an agent's card: the request (with its ETag), the answer's size and freshness
+//! (`Cache-Control`), the card compiled on the blocking pool within [`COMPILE_PERMITS`], and
+//! why a card could not be had ([`CardError`], [`NoCard`]).
+
+use super::*;
+
+/// An agent's pushes only reach the ledger (and the webhooks) through this gateway's ingest
+/// route; a card naming any other endpoint means status changes the gateway will not see.
+pub(super) fn warn_if_not_ingest(name: &str, card: &Card) {
+    let Some(url) = card.notification_endpoint.as_deref() else {
+        return;
+    };
+    let path = url
+        .parse::<hyper::Uri>()
+        .map(|u| u.path().to_owned())
+        .unwrap_or_default();
+    let ours = [
+        format!("/agents/{name}/notifications"),
+        format!("/agents/{}/notifications", card.agent_id),
+    ];
+    if !ours.iter().any(|p| path.ends_with(p.as_str())) {
+        tracing::warn!(
+            agent = name,
+            endpoint_url = url,
+            expected_path = %ours[0],
+            "the agent's card sends push notifications somewhere other than this gateway"
+        );
+    }
+}
+
+pub(super) enum Fetched {
+    New {
+        card: Box<Card>,
+        etag: Option<HeaderValue>,
+        max_age: Option<Duration>,
+    },
+    NotModified {
+        max_age: Option<Duration>,
+    },
+}
+
+/// Why an agent's card could not be had: typed where the fetch fails, shown on `/agents`.
+#[derive(Debug, Clone)]
+pub enum CardError {
+    /// The fetch itself failed.
+    Upstream(UpstreamError),
+    /// The agent answered the fetch with another status than 200 (or 304).
+    Status(StatusCode),
+    /// The card is not JSON, or not a valid A2A 1.0 card.
+    Invalid(String),
+    /// The card's schemas are over the gateway's compile budget.
+    OverBudget(String),
+}
+
+impl std::error::Error for CardError {}
+
+/// An agent without a serving card: it cannot be proxied (AGENT_UNAVAILABLE).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("agent {agent:?} has no valid card: {reason}")]
+pub struct NoCard {
+    /// The agent's route name.
+    pub agent: String,
+    /// The last fetch's error, or that none has finished yet.
+    pub reason: String,
+}
+
+impl std::fmt::Display for CardError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CardError::Upstream(UpstreamError::Timeout(_)) => f.write_str("card fetch timed out"),
+            CardError::Upstream(UpstreamError::TooLarge(n)) => {
+                write!(f, "card larger than {n} bytes")
+            }
+            CardError::Upstream(UpstreamError::Unreachable(e)) => {
+                write!(f, "card fetch failed: {e}")
+            }
+            CardError::Status(s) => write!(f, "card fetch answered {s}"),
+            CardError::Invalid(e) => write!(f, "invalid card: {e}"),
+            CardError::OverBudget(e) => write!(f, "card refused: {e}"),
+        }
+    }
+}
+
+pub(super) async fn fetch(
+    agent: &Agent,
+    up: &Upstream,
+    compiles: &Arc<Semaphore>,
+) -> Result<Fetched, CardError> {
+    let url = format!("{}{}", agent.cfg.url, agent.cfg.card_path);
+    let mut req = Request::get(url)
+        .header(header::ACCEPT, "application/json")
+        .header(header::ACCEPT_ENCODING, "identity")
+        .body(Full::new(Bytes::new()))
+        .map_err(|e| CardError::Invalid(format!("card URL: {e}")))?;
+    agent.authorize(req.headers_mut());
+    let have_card = agent.slot().card.is_some();
+    if let Some(etag) = agent.slot().etag.filter(|_| have_card) {
+        req.headers_mut().insert(header::IF_NONE_MATCH, etag);
+    }
+    let (parts, body) = up
+        .exchange(req, agent.cfg.timeout, MAX_CARD_BYTES)
+        .await
+        .map_err(CardError::Upstream)?;
+    let max_age = max_age(&parts.headers);
+    if parts.status == StatusCode::NOT_MODIFIED && have_card {
+        return Ok(Fetched::NotModified { max_age });
+    }
+    if parts.status != StatusCode::OK {
+        return Err(CardError::Status(parts.status));
+    }
+    let doc = crate::protocol::json::parse(&body).map_err(|e| match e {
+        crate::protocol::json::JsonError::Syntax(_) => CardError::Invalid(format!("not JSON: {e}")),
+        _ => CardError::Invalid(e.to_string()),
+    })?;
+    let card = compile(doc, compiles).await?;
+    Ok(Fetched::New {
+        card: Box::new(card),
+        etag: parts.headers.get(header::ETAG).cloned(),
+        max_age,
+    })
+}
+
+/// [`Card::compile`] on the blocking pool, once a permit of `compiles` is free. The permit goes
+/// with the compile, so it is held until the compile ends even if this future is dropped.
+pub(super) async fn compile(
+    doc: serde_json::Value,
+    compiles: &Arc<Semaphore>,
+) -> Result<Card, CardError> {
+    let permit = compiles
+        .clone()
+        .acquire_owned()
+        .await
+        .map_err(|_| CardError::Invalid("card compiles are closed".into()))?;
+    let compiled = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        Card::compile(doc)
+    })
+    .await
+    .map_err(|e| CardError::Invalid(format!("card compile did not finish: {e}")))?;
+    compiled.map_err(|e| {
+        let mut msg = e.message;
+        // The budget's message already names where and which limit.
+        if e.kind == Refusal::Invalid {
+            for d in e.details.iter().take(5) {
+                msg.push_str(&format!("; {} {}", d.instance_path, d.message));
+            }
+        }
+        match e.kind {
+            Refusal::Invalid => CardError::Invalid(msg),
+            Refusal::Budget => CardError::OverBudget(msg),
+        }
+    })
+}
+
+/// `max-age` of a Cache-Control header, clamped to [1 s, 24 h]; `no-cache`/`no-store` give none.
+pub(super) fn max_age(h: &hyper::HeaderMap) -> Option<Duration> {
+    let mut age = None;
+    for v in h
+        .get_all(header::CACHE_CONTROL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+    {
+        for d in v.split(',').map(str::trim) {
+            if d.eq_ignore_ascii_case("no-cache") || d.eq_ignore_ascii_case("no-store") {
+                return None;
+            }
+            if let Some(n) = d
+                .strip_prefix("max-age=")
+                .and_then(|n| n.trim_matches('"').parse::<u64>().ok())
+            {
+                age = Some(Duration::from_secs(n.clamp(1, 86_400)));
+            }
+        }
+    }
+    age
+}
+
+/// 1 s, 2 s, 4 s … capped at min(refresh, 60 s), with ±20% jitter so a fleet of gateways
+/// restarted together does not fetch in lockstep.
+pub(super) fn backoff(failures: u32, refresh: Duration) -> Duration {
+    let cap = refresh.min(MAX_BACKOFF).max(FIRST_BACKOFF);
+    let base = FIRST_BACKOFF
+        .saturating_mul(1u32 << failures.saturating_sub(1).min(16))
+        .min(cap);
+    let r = RandomState::new().hash_one(failures) % 401; // 0..=400
+    base.mul_f64(0.8 + r as f64 / 1000.0)
+}
