@@ -612,7 +612,7 @@ async fn events_count_against_max_streams() {
 
 #[tokio::test]
 async fn events_carry_only_the_callers_own_tasks_unless_all_tasks() {
-    let (_a, _b, g) = two_agents(clients).await;
+    let (a, _b, g) = two_agents(clients).await;
     let open = |path: String| {
         let base = g.http.base.clone();
         async move {
@@ -645,12 +645,36 @@ async fn events_carry_only_the_callers_own_tasks_unless_all_tasks() {
         "bob never hears of alice's task: {}",
         bobs.raw
     );
-    // A task filter for someone else's task opens nothing and says nothing.
+    // A task filter for someone else's task opens no stream of it and says nothing of it,
+    // even when the task changes and its agent streams (ops, with all_tasks, hears both).
     let mut peeking = open(format!("/events?task={alices}&access_token={BOB}")).await;
-    assert!(peeking
-        .next_event(Duration::from_millis(300))
-        .await
-        .is_none());
+    let mut ops_peek = open(format!("/events?task={alices}&access_token={OPS}")).await;
+    wait_for("ops' stream of alice's task", || {
+        let n = a.stream_connections(&alices);
+        async move { n >= 1 }
+    })
+    .await;
+    a.push_event(&alices, "log", r#"{"message":"alice's log"}"#);
+    let working = a.set_status(&alices, "WORKING", Value::Null).expect("task");
+    assert_eq!(g.http.push_task("a", TOKEN, &working).await.status, 202);
+    let mut heard = Vec::new();
+    while heard.len() < 2 {
+        let e = ops_peek
+            .next_event(WAIT)
+            .await
+            .expect("ops hears alice's task");
+        heard.push(e.event);
+    }
+    heard.sort();
+    assert_eq!(heard, ["log", "task.status.updated"]);
+    assert!(
+        peeking
+            .next_event(Duration::from_millis(300))
+            .await
+            .is_none(),
+        "bob hears nothing of alice's task: {}",
+        peeking.raw
+    );
 }
 
 /// An agent that answers a create with a task another client created (replaying an answer,
