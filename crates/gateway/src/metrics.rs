@@ -2,10 +2,14 @@
 //! gateways can live in one test process). Labels never carry task or request ids: cardinality is
 //! bounded by routes × configured agents × status codes.
 
+use std::sync::OnceLock;
+
 use prometheus::{
     Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
     IntGaugeVec, Opts, Registry, TextEncoder,
 };
+
+use crate::protocol::task::Status;
 
 /// Every family the gateway exports, each under `a2a_gateway_`; shared by all workers.
 pub struct Metrics {
@@ -108,6 +112,9 @@ pub struct Metrics {
     /// `tls_handshakes_total`: inbound TLS connections by how their start ended (ok, failed,
     /// timeout, closed); refused client certificates are `failed`.
     pub tls_handshakes: IntCounterVec,
+    /// `transitions`' series by (from, to), each resolved on first use (see
+    /// [`Metrics::transition`]).
+    transition_series: [[OnceLock<IntCounter>; Status::ALL.len()]; Status::ALL.len() + 1],
 }
 
 /// From queueing to a subscriber's 2xx: milliseconds when all is well, hours through retries.
@@ -126,6 +133,17 @@ fn n(name: &str) -> String {
 }
 
 impl Metrics {
+    /// `task_transitions_total{from,to}` (`from` `None`: a first sighting), resolved once per
+    /// pair: every create and every status change counts one, and a label lookup is a hash,
+    /// a lock and two reference counts that every worker would contend for.
+    pub fn transition(&self, from: Option<Status>, to: Status) -> &IntCounter {
+        let row = from.map_or(0, |f| f.index() + 1);
+        self.transition_series[row][to.index()].get_or_init(|| {
+            let from = from.map_or("none", Status::as_str);
+            self.transitions.with_label_values(&[from, to.as_str()])
+        })
+    }
+
     /// Create and register every family (and `build_info`) in a registry of this gateway's own.
     pub fn new() -> Result<Metrics, prometheus::Error> {
         let registry = Registry::new();
@@ -351,6 +369,7 @@ impl Metrics {
                 "Inbound TLS connections by how their start ended: ok, failed (no common parameters, a client certificate missing or not verified), timeout (no handshake and request in time), closed (no request).",
                 &["result"],
             )?,
+            transition_series: Default::default(),
             ledger_evictions: IntCounter::new(
                 n("ledger_evictions_total"),
                 "Tasks evicted from a full in-process ledger before their retention ended.",

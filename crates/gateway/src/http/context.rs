@@ -17,6 +17,9 @@ use crate::registry::Agent;
 pub struct Conn {
     /// The client's address.
     pub peer: SocketAddr,
+    /// The client's IP as `X-Forwarded-For` carries it: formatted once per connection, not per
+    /// request.
+    pub peer_ip: HeaderValue,
     /// Ends the connection from outside its task (a slow event-stream consumer whose socket is
     /// full is never polled, so it cannot end itself).
     pub kill: Arc<Notify>,
@@ -27,12 +30,26 @@ pub struct Conn {
     pub cert_subject: Option<Arc<str>>,
 }
 
+impl Conn {
+    /// A plaintext connection from `peer`.
+    pub fn new(peer: SocketAddr) -> Conn {
+        Conn {
+            peer,
+            peer_ip: HeaderValue::try_from(peer.ip().to_string())
+                .unwrap_or_else(|_| HeaderValue::from_static("unknown")),
+            kill: Arc::new(Notify::new()),
+            https: false,
+            cert_subject: None,
+        }
+    }
+}
+
 /// What a handler knows of the request besides the request itself.
 pub struct Ctx {
     /// The request id (stage 1), sent on to the agent and set on the answer.
     pub request_id: HeaderValue,
-    /// The client's address.
-    pub peer: SocketAddr,
+    /// See [`Conn::peer_ip`].
+    pub peer_ip: HeaderValue,
     /// The agent the request is about, once a handler has resolved it (the metrics' label).
     pub agent: Option<Arc<Agent>>,
     /// See [`Conn::kill`].

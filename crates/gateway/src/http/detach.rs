@@ -62,7 +62,9 @@ pub async fn drain_late_answers(late: &tokio::sync::Semaphore, within: Duration)
 
 /// One create: what the spawned task owns.
 struct Create {
-    state: State,
+    /// The worker's state: one reference count of the worker's own, rather than a clone of
+    /// every shared part (each a reference count that both workers' cores would contend for).
+    state: Arc<State>,
     ctx: Ctx,
     agent: Arc<Agent>,
     card: Arc<Card>,
@@ -75,7 +77,7 @@ struct Create {
 /// holds the pass until it ends, the late-answer wait included, since the agent is busy with
 /// the create until then.
 pub async fn create(
-    state: &State,
+    state: &Arc<State>,
     ctx: &Ctx,
     agent: Arc<Agent>,
     card: Arc<Card>,
@@ -97,7 +99,7 @@ pub async fn create(
         state: state.clone(),
         ctx: Ctx {
             request_id: ctx.request_id.clone(),
-            peer: ctx.peer,
+            peer_ip: ctx.peer_ip.clone(),
             agent: Some(agent.clone()),
             kill: ctx.kill.clone(),
             // The creator: recorded as the task's owner, whenever the answer comes.
@@ -163,21 +165,15 @@ impl Create {
         tx: oneshot::Sender<Response<Body>>,
         mut pass: Pass,
     ) {
-        let upstream = self.state.upstream.clone();
         let timeout = self.agent.cfg.timeout;
         let started = Instant::now();
-        let work = upstream.fetch(up, MAX_AGENT_JSON);
+        let work = self.state.upstream.fetch(up, MAX_AGENT_JSON);
         tokio::pin!(work);
         let first = tokio::time::timeout(timeout, &mut work).await;
         match &first {
             Ok(exchanged) => pass.report(exchanged.as_ref().map(|(parts, _)| parts.status)),
             Err(_) => pass.report(Err(&UpstreamError::Timeout(timeout))),
         }
-        self.state
-            .metrics
-            .upstream_seconds
-            .with_label_values(&[self.agent.cfg.name.as_str()])
-            .observe(started.elapsed().as_secs_f64());
         if let Ok(exchanged) = first {
             let res = self.settle(exchanged).await;
             // The client may have gone: the answer is recorded and kept all the same.

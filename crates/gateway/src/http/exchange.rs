@@ -163,13 +163,7 @@ pub fn build_request(
             )
         })?;
     let headers = req.headers_mut();
-    *headers = upstream_headers(
-        client,
-        ctx.peer.ip(),
-        ctx.https,
-        &ctx.request_id,
-        reads_body,
-    );
+    *headers = upstream_headers(client, &ctx.peer_ip, ctx.https, &ctx.request_id, reads_body);
     agent.authorize(headers);
     Ok(req)
 }
@@ -207,17 +201,11 @@ pub async fn exchange(
     req: Request<Full<Bytes>>,
 ) -> Result<(Parts, Bytes), ApiError> {
     let mut pass = admit_agent(state, agent)?;
-    let started = std::time::Instant::now();
     let out = state
         .upstream
         .exchange(req, agent.cfg.timeout, MAX_AGENT_JSON)
         .await;
     pass.report(out.as_ref().map(|(parts, _)| parts.status));
-    state
-        .metrics
-        .upstream_seconds
-        .with_label_values(&[agent.cfg.name.as_str()])
-        .observe(started.elapsed().as_secs_f64());
     out.map_err(|e| e.at(&agent.cfg.name).into())
 }
 
@@ -446,14 +434,8 @@ pub async fn pass_through(
     idle: std::time::Duration,
 ) -> ApiResult {
     let mut pass = admit_agent(state, agent)?;
-    let started = std::time::Instant::now();
     let res = state.upstream.send(up, agent.cfg.timeout).await;
     pass.report(res.as_ref().map(|r| r.status()));
-    state
-        .metrics
-        .upstream_seconds
-        .with_label_values(&[agent.cfg.name.as_str()])
-        .observe(started.elapsed().as_secs_f64());
     let (mut parts, body) = res.map_err(|e| e.at(&agent.cfg.name))?.into_parts();
     strip_hop_by_hop(&mut parts.headers);
     cors::strip_agents(&mut parts.headers);

@@ -14,6 +14,7 @@
 
 use std::future::poll_fn;
 use std::io::IoSlice;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -129,7 +130,7 @@ fn parse_head(buf: &[u8]) -> Result<Request, ApiError> {
 }
 
 /// Serve one stream request on `stream`, then close it.
-pub(super) async fn serve(mut stream: TcpStream, state: &State, conn: &Conn) {
+pub(super) async fn serve(mut stream: TcpStream, state: &Arc<State>, conn: &Conn) {
     let buf = match read_head(&mut stream).await {
         HeadRead::Done(buf) => buf,
         HeadRead::Gone => return,

@@ -21,6 +21,7 @@
 //!
 //! No middleware stack: a reader finds the order here, in one function.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use hyper::header::{HeaderValue, ALLOW};
@@ -38,12 +39,12 @@ use crate::auth::Caller;
 use crate::State;
 
 /// The pipeline. Never fails: every error is an answer.
-pub async fn handle(state: &State, conn: &Conn, req: Request) -> Response<Body> {
+pub async fn handle(state: &Arc<State>, conn: &Conn, req: Request) -> Response<Body> {
     let started = Instant::now();
     // 1. request id
     let mut ctx = Ctx {
         request_id: request_id(req.headers()),
-        peer: conn.peer,
+        peer_ip: conn.peer_ip.clone(),
         agent: None,
         kill: conn.kill.clone(),
         // Until admission says otherwise: no agent, no task, no right.
@@ -114,7 +115,7 @@ fn check_method(
     .with_header(ALLOW, HeaderValue::from_static(allow)))
 }
 
-async fn dispatch(state: &State, ctx: &mut Ctx, route: Route<'_>, req: Request) -> ApiResult {
+async fn dispatch(state: &Arc<State>, ctx: &mut Ctx, route: Route<'_>, req: Request) -> ApiResult {
     match route {
         Route::Healthz => probes::healthz(),
         Route::Readyz => probes::readyz(state),

@@ -96,12 +96,7 @@ pub async fn serve(
             _ = shutdown.changed() => break,
         };
         let _ = stream.set_nodelay(true);
-        let conn = Conn {
-            peer,
-            kill: Arc::new(tokio::sync::Notify::new()),
-            https: false,
-            cert_subject: None,
-        };
+        let conn = Conn::new(peer);
         let st = state.clone();
         let builder = builder.clone();
         let watcher = graceful.watcher();

@@ -176,26 +176,11 @@ pub async fn apply_counted(
                 owner = %applied.record.agent, recorded = applied.record.head.status.as_str(), offered = task.head.status.as_str(),
                 "refused a task update that would break the state machine");
         }
-        v => {
-            if let Some(from) = from_label(v) {
-                metrics
-                    .transitions
-                    .with_label_values(&[from, task.head.status.as_str()])
-                    .inc();
-            }
-        }
+        Verdict::New => metrics.transition(None, task.head.status).inc(),
+        Verdict::Transition { from } => metrics.transition(Some(from), task.head.status).inc(),
+        _ => {}
     }
     Ok(applied)
-}
-
-/// The `from` label of the transitions metric; `None` when nothing changed state (a refresh
-/// keeps its state, a duplicate or a refusal changes nothing).
-pub fn from_label(verdict: Verdict) -> Option<&'static str> {
-    match verdict {
-        Verdict::New => Some("none"),
-        Verdict::Transition { from } => Some(from.as_str()),
-        _ => None,
-    }
 }
 
 #[cfg(test)]

@@ -68,6 +68,9 @@ impl AgentPolicy {
 struct Handles {
     agent: Arc<str>,
     in_flight: IntGauge,
+    /// `upstream_duration_seconds` of this agent, resolved once rather than looked up by label
+    /// on every exchange.
+    upstream_seconds: prometheus::Histogram,
     busy: IntCounter,
     ejections: IntCounter,
     ejected: IntGauge,
@@ -231,6 +234,7 @@ impl AgentLimits {
         self.handles.get_or_init(|| Handles {
             agent: agent.into(),
             in_flight: m.agent_in_flight.with_label_values(&[agent]),
+            upstream_seconds: m.upstream_seconds.with_label_values(&[agent]),
             busy: m.agent_busy.with_label_values(&[agent]),
             ejections: m.agent_ejections.with_label_values(&[agent]),
             ejected: m.agent_ejected.with_label_values(&[agent]),
@@ -275,6 +279,7 @@ impl AgentLimits {
         }
         h.in_flight.inc();
         Ok(Pass {
+            started: Instant::now(),
             limits: self.clone(),
             policy,
             probe,
@@ -402,8 +407,10 @@ impl AgentLimits {
 }
 
 /// One exchange's hold on its agent: counted in flight until dropped; told the exchange's
-/// outcome once ([`Pass::report`]).
+/// outcome once ([`Pass::report`]), which also times the exchange.
 pub struct Pass {
+    /// When the agent was admitted, which is when the exchange starts.
+    started: Instant,
     limits: Arc<AgentLimits>,
     policy: AgentPolicy,
     probe: bool,
@@ -422,11 +429,16 @@ impl std::fmt::Debug for Pass {
 }
 
 impl Pass {
-    /// How the exchange went: the agent's answer status, or why there was none. Only the first
+    /// How the exchange went: the agent's answer status, or why there was none; observed in
+    /// `upstream_duration_seconds` as the time since the pass was issued. Only the first
     /// report counts (a create's late answer does not report again).
     pub fn report(&mut self, outcome: Result<StatusCode, &UpstreamError>) {
         if std::mem::replace(&mut self.reported, true) {
             return;
+        }
+        if let Some(h) = self.limits.handles.get() {
+            h.upstream_seconds
+                .observe(self.started.elapsed().as_secs_f64());
         }
         match failure(outcome) {
             None => self.limits.succeeded(self.probe, self.generation),

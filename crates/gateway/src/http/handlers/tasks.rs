@@ -5,6 +5,8 @@
 //! the reply → ledger → the key's answer stored. get / cancel: the ledger first (terminal tasks are answered
 //! or refused without the agent), then the agent, then the ledger's verdict on what it said.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use hyper::header::{self, HeaderValue};
 use hyper::http::response::Parts;
@@ -32,7 +34,12 @@ use crate::registry::Agent;
 use crate::State;
 
 /// POST /tasks and POST /agents/{name}/tasks.
-pub async fn create(state: &State, ctx: &mut Ctx, prefix: Option<&str>, req: Request) -> ApiResult {
+pub async fn create(
+    state: &Arc<State>,
+    ctx: &mut Ctx,
+    prefix: Option<&str>,
+    req: Request,
+) -> ApiResult {
     let mut agent = prefix
         .map(|name| named_agent(state, ctx, name))
         .transpose()?;
@@ -91,7 +98,10 @@ pub async fn create(state: &State, ctx: &mut Ctx, prefix: Option<&str>, req: Req
         )
         .with_details(found));
     }
-    let fingerprint = ledger::idempotency::fingerprint(&raw);
+    // Only a keyed create is compared with an earlier one.
+    let fingerprint = idempotency_key
+        .is_some()
+        .then(|| ledger::idempotency::fingerprint(&raw));
     // The agent gets exactly what the client sent, except that the agent-less form's routing
     // field is the gateway's business.
     let forward = if prefix.is_some() {
@@ -126,9 +136,9 @@ pub async fn create(state: &State, ctx: &mut Ctx, prefix: Option<&str>, req: Req
         );
     }
     // A key is claimed last, after every check of the request: a refused request holds none.
-    let held = match idempotency_key {
+    let held = match idempotency_key.zip(fingerprint) {
         None => None,
-        Some(key) => {
+        Some((key, fingerprint)) => {
             let timeout = agent.cfg.timeout;
             let scope = idempotency::scope(&agent.cfg.name, &ctx.caller);
             match idempotency::claim(state, &agent.cfg.name, scope, key, fingerprint, timeout)

@@ -22,6 +22,8 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use crate::config::AgentConfig;
 
+mod http1;
+
 /// The pooled client type towards agents.
 pub type HttpClient = Client<AgentConnector, Full<Bytes>>;
 
@@ -205,10 +207,12 @@ pub struct AgentError {
     pub error: UpstreamError,
 }
 
-/// The client towards agents: one per worker, cheap to clone (clones share the pool).
+/// The client towards agents: one per worker, cheap to clone (clones share the pools).
 #[derive(Clone)]
 pub struct Upstream {
     client: HttpClient,
+    /// Buffered exchanges with `http://` agents (the create path): see [`http1`].
+    http1: Arc<http1::Http1Pool>,
 }
 
 impl Upstream {
@@ -221,9 +225,14 @@ impl Upstream {
         http.set_connect_timeout(Some(connect_timeout));
         http.enforce_http(false);
         http.set_keepalive(Some(Duration::from_secs(60)));
+        let http1 = Arc::new(http1::Http1Pool::new(
+            http.clone(),
+            256,
+            Duration::from_secs(90),
+        ));
         let connector = AgentConnector::new(http, agents)?;
         let client = pool(connector, Duration::from_secs(90), 256);
-        Ok(Upstream { client })
+        Ok(Upstream { client, http1 })
     }
 
     /// Send and wait for the response head, within `timeout`.
@@ -258,6 +267,9 @@ impl Upstream {
         req: Request<Full<Bytes>>,
         limit: usize,
     ) -> Result<(hyper::http::response::Parts, Bytes), UpstreamError> {
+        if req.uri().scheme() == Some(&hyper::http::uri::Scheme::HTTP) {
+            return self.http1.fetch(req, limit).await;
+        }
         let res = self
             .client
             .request(req)
@@ -288,8 +300,7 @@ where
 }
 
 /// An error of the client with all its causes, joined with `: `.
-pub fn describe(e: &hyper_util::client::legacy::Error) -> String {
-    use std::error::Error;
+pub fn describe(e: &(dyn std::error::Error + 'static)) -> String {
     let mut msg = e.to_string();
     let mut src = e.source();
     while let Some(s) = src {
@@ -314,63 +325,86 @@ const HOP_BY_HOP: [HeaderName; 8] = [
 
 /// Remove hop-by-hop headers, including every header the `Connection` header names.
 pub fn strip_hop_by_hop(h: &mut HeaderMap) {
-    let named: Vec<HeaderName> = h
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
-        .collect();
+    let named = connection_named(h);
     for n in named.iter().chain(HOP_BY_HOP.iter()) {
         h.remove(n);
     }
 }
 
 /// The headers sent to an agent: the client's end-to-end headers, minus what the gateway owns
-/// (Host, Content-Length, and Accept-Encoding where the gateway must read the body), plus the
-/// forwarding headers (`X-Forwarded-Proto: https` when the client came over TLS) and the
-/// request id.
+/// (Host, Content-Length, Authorization, and Accept-Encoding where the gateway must read the
+/// body), plus the forwarding headers (`X-Forwarded-Proto: https` when the client came over
+/// TLS) and the request id.
+///
+/// Built by copying what passes rather than cloning the client's map and removing the rest:
+/// one pass, no removals (each a hashed lookup), on every request that reaches an agent.
 pub fn upstream_headers(
     client: &HeaderMap,
-    client_ip: std::net::IpAddr,
+    client_ip: &HeaderValue,
     https: bool,
     request_id: &HeaderValue,
     gateway_reads_body: bool,
 ) -> HeaderMap {
-    let mut h = client.clone();
-    strip_hop_by_hop(&mut h);
-    // The client's credential is for the gateway: an agent gets only its own
-    // (`upstream_auth_header`, added by the caller).
-    h.remove(header::AUTHORIZATION);
-    h.remove(header::HOST);
-    h.remove(header::CONTENT_LENGTH);
+    let xff = HeaderName::from_static("x-forwarded-for");
+    let xfh = HeaderName::from_static("x-forwarded-host");
+    let xfp = HeaderName::from_static("x-forwarded-proto");
+    let rid = HeaderName::from_static("x-request-id");
+    // Headers the client's `Connection` names are hop-by-hop too (rarely any).
+    let named = connection_named(client);
+    let mut h = HeaderMap::with_capacity(client.len() + 5);
+    for (name, value) in client {
+        let owned = HOP_BY_HOP.contains(name)
+            || named.contains(name)
+            // The client's credential is for the gateway: an agent gets only its own
+            // (`upstream_auth_header`, added by the caller).
+            || *name == header::AUTHORIZATION
+            || *name == header::HOST
+            || *name == header::CONTENT_LENGTH
+            || (gateway_reads_body && *name == header::ACCEPT_ENCODING)
+            || *name == xff
+            || *name == xfp
+            || *name == rid;
+        if !owned {
+            h.append(name.clone(), value.clone());
+        }
+    }
     if gateway_reads_body {
         h.insert(
             header::ACCEPT_ENCODING,
             HeaderValue::from_static("identity"),
         );
     }
-    let xff = HeaderName::from_static("x-forwarded-for");
-    let ip = client_ip.to_string();
-    let forwarded = match h.get(&xff).and_then(|v| v.to_str().ok()) {
-        Some(prior) => format!("{prior}, {ip}"),
-        None => ip,
+    let forwarded = match client.get(&xff).and_then(|v| v.to_str().ok()) {
+        Some(prior) => {
+            let ip = client_ip.to_str().unwrap_or("unknown");
+            HeaderValue::from_str(&format!("{prior}, {ip}")).ok()
+        }
+        None => Some(client_ip.clone()),
     };
-    if let Ok(v) = HeaderValue::from_str(&forwarded) {
+    if let Some(v) = forwarded {
         h.insert(xff, v);
     }
     h.insert(
-        HeaderName::from_static("x-forwarded-proto"),
+        xfp,
         HeaderValue::from_static(if https { "https" } else { "http" }),
     );
     // So an agent that builds absolute URLs (artifact downloads, redirects) can build them for
     // the host the client used rather than its own internal address.
     if let Some(host) = client.get(header::HOST) {
-        h.entry(HeaderName::from_static("x-forwarded-host"))
-            .or_insert_with(|| host.clone());
+        h.entry(xfh).or_insert_with(|| host.clone());
     }
-    h.insert(HeaderName::from_static("x-request-id"), request_id.clone());
+    h.insert(rid, request_id.clone());
     h
+}
+
+/// The header names a `Connection` header lists (hop-by-hop by RFC 9110 §7.6.1).
+fn connection_named(h: &HeaderMap) -> Vec<HeaderName> {
+    h.get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
+        .collect()
 }
 
 #[cfg(test)]
@@ -403,13 +437,55 @@ mod tests {
         h.insert(header::HOST, HeaderValue::from_static("gw"));
         h.insert(header::ACCEPT_ENCODING, HeaderValue::from_static("gzip"));
         let rid = HeaderValue::from_static("rid-1");
-        let out = upstream_headers(&h, "127.0.0.1".parse().expect("ip"), false, &rid, true);
+        let out = upstream_headers(
+            &h,
+            &HeaderValue::from_static("127.0.0.1"),
+            false,
+            &rid,
+            true,
+        );
         assert_eq!(out["x-forwarded-for"], "10.0.0.1, 127.0.0.1");
         assert_eq!(out["x-forwarded-proto"], "http");
-        let out = upstream_headers(&h, "127.0.0.1".parse().expect("ip"), true, &rid, true);
+        let out = upstream_headers(&h, &HeaderValue::from_static("127.0.0.1"), true, &rid, true);
         assert_eq!(out["x-forwarded-proto"], "https");
         assert_eq!(out["x-request-id"], "rid-1");
         assert_eq!(out[header::ACCEPT_ENCODING], "identity");
         assert!(!out.contains_key(header::HOST));
+        assert_eq!(out["x-forwarded-host"], "gw");
+    }
+
+    #[test]
+    fn what_the_gateway_owns_never_reaches_the_agent() {
+        let mut h = HeaderMap::new();
+        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer k"));
+        h.insert(header::CONNECTION, HeaderValue::from_static("x-hop"));
+        h.insert("x-hop", HeaderValue::from_static("1"));
+        h.insert(header::TE, HeaderValue::from_static("trailers"));
+        h.insert(header::CONTENT_LENGTH, HeaderValue::from_static("3"));
+        h.insert("x-request-id", HeaderValue::from_static("client-chosen"));
+        h.insert("x-forwarded-proto", HeaderValue::from_static("https"));
+        h.insert("x-forwarded-host", HeaderValue::from_static("edge"));
+        h.insert(header::ACCEPT_ENCODING, HeaderValue::from_static("gzip"));
+        h.append("x-multi", HeaderValue::from_static("a"));
+        h.append("x-multi", HeaderValue::from_static("b"));
+        let rid = HeaderValue::from_static("rid-2");
+        let out = upstream_headers(&h, &HeaderValue::from_static("::1"), false, &rid, false);
+        for gone in [
+            "authorization",
+            "connection",
+            "x-hop",
+            "te",
+            "content-length",
+        ] {
+            assert!(!out.contains_key(gone), "{gone} reached the agent");
+        }
+        assert_eq!(out["x-request-id"], "rid-2");
+        assert_eq!(out["x-forwarded-proto"], "http");
+        assert_eq!(out["x-forwarded-host"], "edge");
+        assert_eq!(out["x-forwarded-for"], "::1");
+        // Not read by the gateway: the client's encoding preference stands.
+        assert_eq!(out[header::ACCEPT_ENCODING], "gzip");
+        let multi: Vec<_> = out.get_all("x-multi").iter().collect();
+        assert_eq!(multi, ["a", "b"]);
     }
 }
