@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use a2a_gateway::config::{AgentConfig, Config};
 use a2a_gateway::Gateway;
-use a2a_sample_agent::{card_for, AgentOptions, Progress, SampleAgent};
+use a2a_sample_agent::{card_for, AgentOptions, NewArtifact, Progress, SampleAgent};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::Request;
@@ -174,7 +174,7 @@ async fn sample_task(base: &str) -> Result<(String, String), String> {
     Ok((id, artifact))
 }
 
-pub async fn sample_agent(listen: String, progress: bool) -> Result<(), String> {
+pub async fn sample_agent(listen: String, progress: bool, file_bytes: usize) -> Result<(), String> {
     let opts = AgentOptions {
         listen: parse_addr(&listen)?,
         progress: progress.then(Progress::default),
@@ -184,6 +184,18 @@ pub async fn sample_agent(listen: String, progress: bool) -> Result<(), String> 
     };
     let agent = SampleAgent::start(opts).await.map_err(|e| e.to_string())?;
     announce(&format!("sample agent listening on {}", agent.base_url()));
+    if file_bytes > 0 {
+        let task = agent.create_task(json!({"topic": "download", "filename": "data.bin"}));
+        let artifact = agent.add_artifact(
+            &task,
+            NewArtifact::File {
+                filename: "data.bin".into(),
+                mime_type: "application/octet-stream".into(),
+                body: Bytes::from(vec![b'x'; file_bytes]),
+            },
+        );
+        announce(&format!("file artifact: /artifacts/{artifact}/content"));
+    }
     let _ = tokio::signal::ctrl_c().await;
     agent.shutdown().await;
     Ok(())

@@ -46,6 +46,10 @@ enum Command {
         /// Advance tasks to WORKING and COMPLETED by themselves, as the demo agents do.
         #[arg(long)]
         progress: bool,
+        /// Start with one task holding a file artifact of this many bytes, and print its
+        /// content path (for download load runs).
+        #[arg(long, default_value_t = 0)]
+        file_bytes: usize,
     },
 }
 
@@ -62,9 +66,11 @@ fn main() -> ExitCode {
     match cli.command {
         Some(Command::CheckConfig) => check_config(cli.config),
         Some(Command::Demo { listen }) => run(demo::demo(listen)),
-        Some(Command::SampleAgent { listen, progress }) => {
-            run(demo::sample_agent(listen, progress))
-        }
+        Some(Command::SampleAgent {
+            listen,
+            progress,
+            file_bytes,
+        }) => run(demo::sample_agent(listen, progress, file_bytes)),
         None => match cli.config {
             Some(path) => run(serve(path)),
             None => {

@@ -332,6 +332,13 @@ impl SampleAgent {
         lock(&self.shared.store).get(task_id)
     }
 
+    /// Creates a task as `POST /tasks` with this `input` would (no auto-advance, no request
+    /// recorded) and returns its id: how load runs set up a task to read.
+    pub fn create_task(&self, input: Value) -> String {
+        let agent_id = self.shared.card().agent_id.clone();
+        lock(&self.shared.store).create(&agent_id, input).0
+    }
+
     /// Ids of the tasks held, oldest first.
     pub fn task_ids(&self) -> Vec<String> {
         lock(&self.shared.store).task_ids()
