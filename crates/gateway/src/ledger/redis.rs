@@ -28,7 +28,13 @@ const LIVE_TTL: Duration = Duration::from_secs(30 * 86_400);
 
 /// The Redis ledger (see the module doc).
 pub struct RedisLedger {
+    /// The connection made at start (and used from multi-threaded runtimes).
     conn: ConnectionManager,
+    /// Tells this ledger's per-thread connections from another's (tests run several
+    /// gateways in one process).
+    id: u64,
+    client: redis::Client,
+    config: ConnectionManagerConfig,
     prefix: String,
     retention: Duration,
     apply: Script,
@@ -39,6 +45,14 @@ pub struct RedisLedger {
     /// The pub/sub channel accepted changes are published on (see `stream::changes`).
     changes: String,
 }
+
+thread_local! {
+    /// Each worker thread's own connection, by ledger (see [`RedisLedger::conn`]).
+    static LOCAL: std::cell::RefCell<std::collections::HashMap<u64, ConnectionManager>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
+static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 fn unavailable(e: redis::RedisError) -> LedgerError {
     LedgerError::Unavailable(format!("redis: {e}"))
@@ -83,11 +97,14 @@ impl RedisLedger {
             .set_response_timeout(Some(Duration::from_secs(2)))
             .set_number_of_retries(2)
             .set_max_delay(Duration::from_millis(500));
-        let conn = ConnectionManager::new_with_config(client, config)
+        let conn = ConnectionManager::new_with_config(client.clone(), config.clone())
             .await
             .map_err(unavailable)?;
         Ok(RedisLedger {
             conn,
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            client,
+            config,
             prefix: prefix.to_owned(),
             retention,
             apply: Script::new(include_str!("apply.lua")),
@@ -103,6 +120,32 @@ impl RedisLedger {
     pub fn with_outbox(mut self, outbox: Arc<Outbox>) -> Self {
         self.outbox = Some(outbox);
         self
+    }
+
+    /// The connection to use on this thread. A worker (one single-threaded runtime per core)
+    /// gets one of its own, made on first use, so that its commands are written and its
+    /// answers read on its own thread: the connection made at start has its I/O task on the
+    /// runtime it was made on, and every command sent to it from a worker crossed threads
+    /// twice (a wake-up each way), which cost more CPU per create than the ledger's own work
+    /// (benches/load/README.md, issue 12). Other runtimes share the connection made at start.
+    async fn conn(&self) -> Result<ConnectionManager, LedgerError> {
+        if let Some(c) = LOCAL.with(|m| m.borrow().get(&self.id).cloned()) {
+            return Ok(c);
+        }
+        let own = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread);
+        if !own {
+            return Ok(self.conn.clone());
+        }
+        match ConnectionManager::new_with_config(self.client.clone(), self.config.clone()).await {
+            Ok(c) => {
+                LOCAL.with(|m| m.borrow_mut().insert(self.id, c.clone()));
+                Ok(c)
+            }
+            // Redis away: the shared connection answers as it did before (it reconnects by
+            // itself); this thread tries again on its next call.
+            Err(_) => Ok(self.conn.clone()),
+        }
     }
 
     fn task_key(&self, id: &str) -> String {
@@ -129,7 +172,7 @@ impl RedisLedger {
         token: &str,
         lease: Duration,
     ) -> Result<Claim, LedgerError> {
-        let mut conn = self.conn.clone();
+        let mut conn = self.conn().await?;
         let reply: Vec<RValue> = self
             .keys
             .key(self.idem_key(scope, key))
@@ -183,7 +226,7 @@ impl RedisLedger {
         task: Bytes,
         owner: Option<&str>,
     ) -> Result<Applied, LedgerError> {
-        let mut conn = self.conn.clone();
+        let mut conn = self.conn().await?;
         let mut inv = self.apply.key(self.task_key(task_id));
         inv.key(self.state_prefix())
             .key(&self.webhook_prefix)
@@ -296,7 +339,7 @@ impl TaskLedger for RedisLedger {
 
     fn get<'a>(&'a self, task_id: &'a str) -> LedgerFuture<'a, Option<Record>> {
         Box::pin(async move {
-            let mut conn = self.conn.clone();
+            let mut conn = self.conn().await?;
             type Fields = (
                 Option<String>,
                 Option<String>,
@@ -337,7 +380,7 @@ impl TaskLedger for RedisLedger {
     ) -> LedgerFuture<'a, ()> {
         Box::pin(async move {
             let listed = format!("{agent}\n{task_id}");
-            let mut conn = self.conn.clone();
+            let mut conn = self.conn().await?;
             let mut pipe = redis::pipe();
             let ttl = self.retention.as_millis() as u64;
             for id in &artifact_ids {
@@ -356,7 +399,7 @@ impl TaskLedger for RedisLedger {
 
     fn artifact<'a>(&'a self, artifact_id: &'a str) -> LedgerFuture<'a, Option<ArtifactRef>> {
         Box::pin(async move {
-            let mut conn = self.conn.clone();
+            let mut conn = self.conn().await?;
             let listed: Option<String> = conn
                 .get(self.artifact_key(artifact_id))
                 .await
@@ -393,7 +436,7 @@ impl TaskLedger for RedisLedger {
         ttl: Duration,
     ) -> LedgerFuture<'a, bool> {
         Box::pin(async move {
-            let mut conn = self.conn.clone();
+            let mut conn = self.conn().await?;
             let stored: i64 = self
                 .keys
                 .key(self.idem_key(scope, key))
@@ -418,7 +461,7 @@ impl TaskLedger for RedisLedger {
         token: &'a str,
     ) -> LedgerFuture<'a, ()> {
         Box::pin(async move {
-            let mut conn = self.conn.clone();
+            let mut conn = self.conn().await?;
             let _: i64 = self
                 .keys
                 .key(self.idem_key(scope, key))
@@ -434,7 +477,7 @@ impl TaskLedger for RedisLedger {
 
     fn counts(&self) -> LedgerFuture<'_, [u64; 6]> {
         Box::pin(async move {
-            let mut conn = self.conn.clone();
+            let mut conn = self.conn().await?;
             let mut pipe = redis::pipe();
             let now = now_ms();
             for st in Status::ALL {
