@@ -8,7 +8,14 @@
 # ORDER ("agent nginx gateway") ROUNDS (1) SKIP_BUILD (0) QUIET_WAIT (120) QUIET_PCT (10)
 # AUTH (none; "key": one API key client, "jwt": an RS256 JWT checked against the test JWKS;
 # every target is sent the same Authorization header, which only the gateway reads)
-# A2A_GATEWAY_BIN (target/release/a2a-gateway) RESULTS_DIR (target/load-results/<date>).
+# LEDGER (memory; "redis": the gateway records in a redis-server started here on a free port)
+# FILE_RUN (0; 1: GET a FILE_BYTES (10 MiB) file artifact's content through each, FILE_CONNS (8)
+# connections; MB/s and the gateway's peak RSS) RATE_RUN (0; 1: after the POST runs, the
+# open-loop client (benches/open_loop.rs) POSTs to nginx and the gateway at RATE_SHARE (0.5) of
+# nginx's best req/s, for the tail at a fixed rate)
+# POST_RUN (1; 0 skips the create runs) A2A_GATEWAY_BIN (target/release/a2a-gateway)
+# AGENT_BIN (A2A_GATEWAY_BIN: whose `sample-agent` is the agent; set it to compare two gateway
+# builds in front of the same agent) RESULTS_DIR (target/load-results/<date>).
 # Everything listens on 127.0.0.1 only; every process started here is killed on exit.
 set -euo pipefail
 
@@ -25,7 +32,15 @@ ORDER="${ORDER:-agent nginx gateway}"
 ROUNDS="${ROUNDS:-1}"
 SKIP_BUILD="${SKIP_BUILD:-0}"
 BIN="${A2A_GATEWAY_BIN:-$ROOT/target/release/a2a-gateway}"
+AGENT_BIN="${AGENT_BIN:-$BIN}"
 AUTH="${AUTH:-none}"
+LEDGER="${LEDGER:-memory}"
+FILE_RUN="${FILE_RUN:-0}"
+FILE_BYTES="${FILE_BYTES:-10485760}"
+FILE_CONNS="${FILE_CONNS:-8}"
+RATE_RUN="${RATE_RUN:-0}"
+RATE_SHARE="${RATE_SHARE:-0.5}"
+POST_RUN="${POST_RUN:-1}"
 AGENT_NAME=scripts
 
 # --- tools: checked, never installed silently -------------------------------------------------
@@ -43,11 +58,19 @@ if [[ "$PIN" == 1 ]]; then
     if (($(nproc) < 2)); then echo "PIN=1 needs at least 2 CPUs" >&2; exit 1; fi
 fi
 
+if [[ "$LEDGER" == redis ]] && ! command -v redis-server >/dev/null 2>&1; then
+    echo "LEDGER=redis needs redis-server (apt-get install -y redis-server)" >&2; exit 1
+fi
 if [[ "$SKIP_BUILD" != 1 ]]; then
     echo "building the release binary (cargo build --release; SKIP_BUILD=1 skips) ..."
     (cd "$ROOT" && cargo build --release --quiet)
+    if [[ "$RATE_RUN" == 1 ]]; then (cd "$ROOT" && cargo bench --bench open_loop --no-run --quiet); fi
 fi
 [[ -x "$BIN" ]] || { echo "no binary at $BIN: run cargo build --release" >&2; exit 1; }
+if [[ "$RATE_RUN" == 1 ]]; then
+    OPEN_LOOP="$(ls -t "$ROOT"/target/release/deps/open_loop-* 2>/dev/null | grep -v '\.d$' | head -n1 || true)"
+    [[ -x "$OPEN_LOOP" ]] || { echo "RATE_RUN=1 needs the open-loop client: cargo bench --bench open_loop --no-run" >&2; exit 1; }
+fi
 
 # --- scratch space, results, cleanup ------------------------------------------------------------
 STAMP="$(date +%Y%m%d-%H%M%S)"
@@ -116,10 +139,15 @@ wait_line() {
 }
 
 # --- the agent ------------------------------------------------------------------------------------
-"${ON_REST[@]}" "$BIN" sample-agent --listen 127.0.0.1:0 >"$TMP/agent.out" 2>"$TMP/agent.err" &
+AGENT_ARGS=()
+if [[ "$FILE_RUN" == 1 ]]; then AGENT_ARGS=(--file-bytes "$FILE_BYTES"); fi
+"${ON_REST[@]}" "$AGENT_BIN" sample-agent --listen 127.0.0.1:0 "${AGENT_ARGS[@]}" >"$TMP/agent.out" 2>"$TMP/agent.err" &
 PIDS+=($!)
 AGENT_PID=$!
 AGENT_URL="$(wait_line "$TMP/agent.out" 'http://127\.0\.0\.1:[0-9]+' "${PIDS[-1]}")"
+if [[ "$FILE_RUN" == 1 ]]; then
+    FILE_PATH="$(wait_line "$TMP/agent.out" '/artifacts/[0-9a-f-]+/content' "$AGENT_PID")"
+fi
 AGENT_ADDR="${AGENT_URL#http://}"
 
 # --- nginx ----------------------------------------------------------------------------------------
@@ -167,11 +195,26 @@ case "$AUTH" in
             "$JWT_DIR/jwks.json" >>"$TMP/gateway.toml" ;;
     *) echo "AUTH must be none, key or jwt" >&2; exit 1 ;;
 esac
+case "$LEDGER" in
+    memory) ;;
+    redis)
+        # A redis-server of this run's own (no persistence: the ledger's cost, not the disk's).
+        REDIS_PORT="$(free_port)"
+        "${ON_REST[@]}" redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no \
+            --dir "$TMP" >"$TMP/redis.out" 2>&1 &
+        PIDS+=($!)
+        REDIS_PID=$!
+        wait_line "$TMP/redis.out" 'Ready to accept connections' "$REDIS_PID" >/dev/null
+        printf '\n[redis]\nurl = "redis://127.0.0.1:%s"\n' "$REDIS_PORT" >>"$TMP/gateway.toml" ;;
+    *) echo "LEDGER must be memory or redis" >&2; exit 1 ;;
+esac
 export WRK_AUTH
 cp "$TMP/gateway.toml" "$RESULTS/gateway.toml"
 "${ON_PROXY[@]}" "$BIN" --config "$TMP/gateway.toml" >"$TMP/gateway.out" 2>"$TMP/gateway.err" &
 PIDS+=($!)
 GATEWAY_PID=$!
+# The gateway's CPU includes its redis-server's (LEDGER=redis): the ledger's work is the gateway's.
+GATEWAY_CPU="$GATEWAY_PID${REDIS_PID:+ $REDIS_PID}"
 GATEWAY_URL="$(wait_line "$TMP/gateway.out" 'http://127\.0\.0\.1:[0-9]+' "${PIDS[-1]}")"
 
 # --- ready checks: one create through each, and the gateway must have the agent's card --------
@@ -199,10 +242,11 @@ ready "$GATEWAY_URL/agents/$AGENT_NAME/tasks"
     echo "wrk: $(wrk -v 2>&1 | head -n1)"
     echo "nginx: $(nginx -v 2>&1)"
     echo "binary: $BIN ($("$BIN" --version 2>/dev/null || true), built $(date -r "$BIN" -Is))"
+    echo "agent: $AGENT_BIN sample-agent"
     dirty=""
     if [[ -n "$(cd "$ROOT" && git status --porcelain -- src 2>/dev/null)" ]]; then dirty=" (src/ has uncommitted changes)"; fi
     echo "work tree: $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo '?')$dirty"
-    echo "params: THREADS=$THREADS CONNS=$CONNS DURATION=$DURATION WARMUP=$WARMUP PIN=$PIN ROUNDS=$ROUNDS ORDER=\"$ORDER\" AUTH=$AUTH nginx worker_processes=$NGINX_WORKERS"
+    echo "params: THREADS=$THREADS CONNS=$CONNS DURATION=$DURATION WARMUP=$WARMUP PIN=$PIN ROUNDS=$ROUNDS ORDER=\"$ORDER\" AUTH=$AUTH LEDGER=$LEDGER FILE_RUN=$FILE_RUN RATE_RUN=$RATE_RUN nginx worker_processes=$NGINX_WORKERS"
     echo "agent=$AGENT_URL nginx=$NGINX_URL gateway=$GATEWAY_URL"
 } | tee "$RESULTS/env.txt"
 
@@ -262,18 +306,20 @@ BAD=0
 bench() {
     local label="$1" script="$2" base="$3" path="$4" proxy_pid="$5" out summary codes
     local a0 a1 p0=0 p1=0 w0 w1 m0 m1 mt0 mt1
-    local -a cmd=(wrk -t"$THREADS" -c"$CONNS" --latency -s "$HERE/$script")
+    local -a cmd=(wrk -t"$THREADS" -c"${BENCH_CONNS:-$CONNS}" --latency -s "$HERE/$script")
     echo "== $label: warm-up $WARMUP, then $DURATION: POST/GET $base$path" >&2
     WRK_LUA_DIR="$HERE" WRK_PATH="$path" "${ON_REST[@]}" "${cmd[@]}" -d"$WARMUP" "$base" \
         >"$RESULTS/$label.warmup.txt" 2>&1
     out="$RESULTS/$label.txt"
     wait_quiet
-    a0="$(cpu_ticks "$AGENT_PID")"; [[ -n "$proxy_pid" ]] && p0="$(cpu_ticks "$proxy_pid")"
+    # shellcheck disable=SC2086  # proxy_pid may list two processes (the gateway and its redis)
+    a0="$(cpu_ticks "$AGENT_PID")"; [[ -n "$proxy_pid" ]] && p0="$(cpu_ticks $proxy_pid)"
     children_ticks w0; read -r m0 mt0 <<<"$(machine_ticks)"
     WRK_LUA_DIR="$HERE" WRK_PATH="$path" "${ON_REST[@]}" "${cmd[@]}" -d"$DURATION" "$base" \
         >"$out" 2>&1
     read -r m1 mt1 <<<"$(machine_ticks)"; children_ticks w1
-    a1="$(cpu_ticks "$AGENT_PID")"; [[ -n "$proxy_pid" ]] && p1="$(cpu_ticks "$proxy_pid")"
+    # shellcheck disable=SC2086
+    a1="$(cpu_ticks "$AGENT_PID")"; [[ -n "$proxy_pid" ]] && p1="$(cpu_ticks $proxy_pid)"
     summary="$(grep '^SUMMARY ' "$out" || true)"
     if [[ -z "$summary" ]]; then
         echo "wrk gave no summary for $label; see $out" >&2
@@ -309,12 +355,31 @@ fmt_ms() { awk -v us="$1" 'BEGIN{ if (us == "-") print "-"; else printf "%.2f ms
 # With ROUNDS > 1 the targets take turns (agent nginx gateway agent nginx gateway ...), each run
 # labelled -rN, so a burst of outside load hits one round rather than one target.
 suffix() { if ((ROUNDS > 1)); then echo "-r$1"; fi; }
+if [[ "$FILE_RUN" == 1 ]]; then
+    # First: the create runs fill the agent's task map (it keeps its newest 100 000), which
+    # would evict the file's task. The same file artifact through each; the gateway streams it (no clients configured, so
+    # the agent-prefixed route needs no listing first). Its peak RSS says whether memory stays
+    # flat while 10 MiB bodies pass.
+    for round in $(seq "$ROUNDS"); do
+        for target in $ORDER; do
+            case "$target" in
+                agent)   BENCH_CONNS=$FILE_CONNS bench "file-agent$(suffix "$round")"   get_task.lua "$AGENT_URL"   "$FILE_PATH" "" ;;
+                nginx)   BENCH_CONNS=$FILE_CONNS bench "file-nginx$(suffix "$round")"   get_task.lua "$NGINX_URL"   "$FILE_PATH" "$NGINX_PID" ;;
+                gateway) BENCH_CONNS=$FILE_CONNS bench "file-gateway$(suffix "$round")" get_task.lua "$GATEWAY_URL" "/agents/$AGENT_NAME$FILE_PATH" "$GATEWAY_PID" ;;
+            esac
+        done
+    done
+    echo "gateway memory after the file runs: $(grep -E '^Vm(HWM|RSS)' "/proc/$GATEWAY_PID/status" | tr -s ' \t' ' ' | tr '\n' ' ')" \
+        | tee -a "$RESULTS/env.txt"
+fi
+
 for round in $(seq "$ROUNDS"); do
+    [[ "$POST_RUN" == 1 ]] || break
     for target in $ORDER; do
         case "$target" in
             agent)   bench "post-agent$(suffix "$round")"   post_task.lua "$AGENT_URL"   "/tasks" "" ;;
             nginx)   bench "post-nginx$(suffix "$round")"   post_task.lua "$NGINX_URL"   "/tasks" "$NGINX_PID" ;;
-            gateway) bench "post-gateway$(suffix "$round")" post_task.lua "$GATEWAY_URL" "/agents/$AGENT_NAME/tasks" "$GATEWAY_PID" ;;
+            gateway) bench "post-gateway$(suffix "$round")" post_task.lua "$GATEWAY_URL" "/agents/$AGENT_NAME/tasks" "$GATEWAY_CPU" ;;
             *) echo "unknown target in ORDER: $target" >&2; exit 2 ;;
         esac
     done
@@ -339,6 +404,39 @@ if [[ "$GET_RUN" == 1 ]]; then
     done
 fi
 
+RATE_ROWS=()
+if [[ "$RATE_RUN" == 1 ]]; then
+    # Half (RATE_SHARE) of nginx's best saturated rate in this run, offered to both at a fixed
+    # rate: the tail that callers see when neither is saturated.
+    best_nginx=0
+    for r in "${ROWS[@]}"; do
+        [[ "${r%%|*}" == post-nginx* ]] || continue
+        v="$(cut -d'|' -f2 <<<"$r")"
+        best_nginx="$(awk -v a="$v" -v b="$best_nginx" 'BEGIN{print (a > b ? a : b)}')"
+    done
+    RATE="$(awk -v n="$best_nginx" -v s="$RATE_SHARE" 'BEGIN{printf "%d", n * s}')"
+    if ((RATE < 100)); then echo "RATE_RUN=1 needs a post-nginx run (ORDER with nginx)" >&2; exit 1; fi
+    secs="${DURATION%s}"
+    for round in $(seq "$ROUNDS"); do
+        for target in $ORDER; do
+            case "$target" in
+                nginx)   url="$NGINX_URL/tasks" ;;
+                gateway) url="$GATEWAY_URL/agents/$AGENT_NAME/tasks" ;;
+                *) continue ;;
+            esac
+            label="rate-$target$(suffix "$round")"
+            echo "== $label: $RATE req/s for ${secs}s, open loop, $CONNS connections" >&2
+            wait_quiet
+            "${ON_REST[@]}" "$OPEN_LOOP" "$url" "$RATE" "$secs" "$CONNS" "$BODY" "$WRK_AUTH" \
+                >"$RESULTS/$label.txt" 2>&1 || { echo "open loop failed: $(cat "$RESULTS/$label.txt")" >&2; BAD=1; }
+            line="$(grep '^OPENLOOP ' "$RESULTS/$label.txt" || true)"
+            of() { sed -E "s/.* $1=([^ ]+).*/\1/" <<<"$line"; }
+            if [[ -z "$line" || "$(of non2xx)" != 0 || "$(of errors)" != 0 ]]; then BAD=1; fi
+            RATE_ROWS+=("$label|$RATE|$(of sent)|$(of p50_us)|$(of p90_us)|$(of p99_us)|$(of p999_us)|$(of late_ms)|$(of non2xx)/$(of errors)")
+        done
+    done
+fi
+
 # --- the table ------------------------------------------------------------------------------------
 {
     echo
@@ -351,6 +449,23 @@ fi
             "$(fmt_ms "$p99")" "$non2xx" "$sock" "$proxy_us" "$agent_us" "$other" "$codes"
     done
     echo "proxy-cpu, agent-cpu: CPU microseconds per request (user+system) of the proxy's processes and of the agent."
+    if [[ "$FILE_RUN" == 1 ]]; then
+        for row in "${ROWS[@]}"; do
+            IFS='|' read -r label rps _ <<<"$row"
+            [[ "$label" == file-* ]] || continue
+            awk -v l="$label" -v r="$rps" -v b="$FILE_BYTES" 'BEGIN{printf "%s: %.0f MB/s (%s bytes x %s/s)\n", l, r * b / 1e6, b, r}'
+        done
+    fi
+    if ((${#RATE_ROWS[@]})); then
+        echo
+        echo "open loop (benches/open_loop.rs): fixed rate, latency from each request's due time"
+        printf '%-16s %8s %8s %10s %10s %10s %10s %8s  %s\n' target rate sent p50 p90 p99 p99.9 late non2xx/err
+        for row in "${RATE_ROWS[@]}"; do
+            IFS='|' read -r label rate sent p50 p90 p99 p999 late errs <<<"$row"
+            printf '%-16s %8s %8s %10s %10s %10s %10s %6sms  %s\n' "$label" "$rate" "$sent" "$(fmt_ms "$p50")" \
+                "$(fmt_ms "$p90")" "$(fmt_ms "$p99")" "$(fmt_ms "$p999")" "$late" "$errs"
+        done
+    fi
     echo "other: share of the machine's CPU taken during the run by anything else (builds, tests); above a few % the run is noisy."
     # Best round of each target (outside load only ever slows a run down).
     best_of() {
@@ -364,7 +479,7 @@ fi
         done
         echo "$best"
     }
-    for kind in post get; do
+    for kind in post get file; do
         g="$(best_of "$kind-gateway")"; n="$(best_of "$kind-nginx")"
         if [[ "$g" != - && "$n" != - ]]; then
             awk -v g="$g" -v n="$n" -v k="$kind" -v r="$ROUNDS" 'BEGIN{
