@@ -46,9 +46,24 @@ pub struct RedisLedger {
     changes: String,
 }
 
+/// A worker thread's own connection to one ledger's Redis (see [`RedisLedger::conn`]).
+#[derive(Clone)]
+enum Own {
+    Ready(ConnectionManager),
+    /// Being made, by a task on this thread; calls use the shared connection meanwhile.
+    Connecting,
+    /// The last attempt failed then (Redis away); the shared connection serves until
+    /// [`RETRY_OWN`] later.
+    Failed(std::time::Instant),
+}
+
+/// How long a worker waits after a failed attempt at its own connection before the next.
+const RETRY_OWN: Duration = Duration::from_secs(1);
+
 thread_local! {
-    /// Each worker thread's own connection, by ledger (see [`RedisLedger::conn`]).
-    static LOCAL: std::cell::RefCell<std::collections::HashMap<u64, ConnectionManager>> =
+    /// Each worker thread's own connection, by ledger (tests run several gateways in one
+    /// process).
+    static LOCAL: std::cell::RefCell<std::collections::HashMap<u64, Own>> =
         std::cell::RefCell::new(std::collections::HashMap::new());
 }
 
@@ -123,29 +138,40 @@ impl RedisLedger {
     }
 
     /// The connection to use on this thread. A worker (one single-threaded runtime per core)
-    /// gets one of its own, made on first use, so that its commands are written and its
-    /// answers read on its own thread: the connection made at start has its I/O task on the
-    /// runtime it was made on, and every command sent to it from a worker crossed threads
-    /// twice (a wake-up each way), which cost more CPU per create than the ledger's own work
-    /// (benches/load/README.md, issue 12). Other runtimes share the connection made at start.
+    /// gets one of its own, made in the background after its first call, so that its
+    /// commands are written and its answers read on its own thread: the connection made at
+    /// start has its I/O task on the runtime it was made on, and every command sent to it
+    /// from a worker crossed threads twice, a wake-up each way (in a profile of Redis creates
+    /// the main runtime's share fell from 10.6 % to 3.9 % of the samples with this; issue 12,
+    /// benches/load/README.md). Other runtimes share the connection made at start, and so
+    /// does a worker while its own is being made or Redis is away.
     async fn conn(&self) -> Result<ConnectionManager, LedgerError> {
-        if let Some(c) = LOCAL.with(|m| m.borrow().get(&self.id).cloned()) {
-            return Ok(c);
+        match LOCAL.with(|m| m.borrow().get(&self.id).cloned()) {
+            Some(Own::Ready(c)) => return Ok(c),
+            Some(Own::Connecting) => return Ok(self.conn.clone()),
+            Some(Own::Failed(at)) if at.elapsed() < RETRY_OWN => return Ok(self.conn.clone()),
+            _ => {}
         }
         let own = tokio::runtime::Handle::try_current()
             .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread);
-        if !own {
-            return Ok(self.conn.clone());
+        if own {
+            // Made by a task of its own on this thread (a single-threaded runtime runs its
+            // tasks on the thread that drives it), so no request waits for it, and one attempt
+            // at a time: this call, and the calls until it is made, use the shared one.
+            LOCAL.with(|m| m.borrow_mut().insert(self.id, Own::Connecting));
+            let (id, client, config) = (self.id, self.client.clone(), self.config.clone());
+            tokio::spawn(async move {
+                let own = match ConnectionManager::new_with_config(client, config).await {
+                    Ok(c) => Own::Ready(c),
+                    Err(e) => {
+                        tracing::debug!(error = %e, "a worker's own Redis connection failed; the shared one serves");
+                        Own::Failed(std::time::Instant::now())
+                    }
+                };
+                LOCAL.with(|m| m.borrow_mut().insert(id, own));
+            });
         }
-        match ConnectionManager::new_with_config(self.client.clone(), self.config.clone()).await {
-            Ok(c) => {
-                LOCAL.with(|m| m.borrow_mut().insert(self.id, c.clone()));
-                Ok(c)
-            }
-            // Redis away: the shared connection answers as it did before (it reconnects by
-            // itself); this thread tries again on its next call.
-            Err(_) => Ok(self.conn.clone()),
-        }
+        Ok(self.conn.clone())
     }
 
     fn task_key(&self, id: &str) -> String {

@@ -6,7 +6,8 @@
 //! A create is one small request and one small answer on a kept-alive connection, so that
 //! bookkeeping was a measurable share of the gateway's CPU per create (benches/load/README.md).
 //! Here the request that used a connection gives it back itself, once it has read the whole
-//! answer, to its worker's own list: no task per request, and a lock no other thread takes.
+//! answer, to its worker's own list: no task per request, and a lock that only the worker's
+//! own thread takes (the card refreshes' client, on the main runtime, has a pool of its own).
 //!
 //! Only buffered exchanges with `http://` agents come here ([`super::Upstream::fetch`]): TLS
 //! agents (ALPN, per-agent roots) and streamed bodies keep the pooled client.
@@ -180,8 +181,10 @@ fn origin_form(req: &mut Request<Full<Bytes>>) -> Result<Authority, UpstreamErro
         .cloned()
         .unwrap_or_else(|| PathAndQuery::from_static("/"));
     *req.uri_mut() = Uri::from(path);
-    if let Ok(host) = header::HeaderValue::from_str(authority.as_str()) {
-        req.headers_mut().insert(header::HOST, host);
+    if !req.headers().contains_key(header::HOST) {
+        if let Ok(host) = header::HeaderValue::from_str(authority.as_str()) {
+            req.headers_mut().insert(header::HOST, host);
+        }
     }
     Ok(authority)
 }

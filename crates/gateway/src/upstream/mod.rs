@@ -374,7 +374,9 @@ pub fn upstream_headers(
             HeaderValue::from_static("identity"),
         );
     }
-    let forwarded = match client.get(&xff).and_then(|v| v.to_str().ok()) {
+    // A chain the client's `Connection` header names is hop-by-hop: not carried on.
+    let prior = client.get(&xff).filter(|_| !named.contains(&xff));
+    let forwarded = match prior.and_then(|v| v.to_str().ok()) {
         Some(prior) => {
             let ip = client_ip.to_str().unwrap_or("unknown");
             HeaderValue::from_str(&format!("{prior}, {ip}")).ok()
