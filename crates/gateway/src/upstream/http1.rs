@@ -13,7 +13,8 @@
 //! agents (ALPN, per-agent roots) and streamed bodies keep the pooled client.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -32,14 +33,26 @@ pub struct Http1Pool {
     idle: Mutex<Lists>,
     max_idle_per_origin: usize,
     idle_timeout: Duration,
+    /// Whether the reaper task runs ([`Http1Pool::reap_in_background`]).
+    reaping: AtomicBool,
 }
 
 /// The connections given back, by origin, and when they were last swept of closed and
-/// expired ones (the sweep runs on a give-back at most once per idle timeout, so an origin no
-/// longer asked does not keep its connections open).
+/// expired ones (on a give-back at most once per idle timeout, and by the reaper, so that
+/// connections idle past the timeout are closed whether or not requests still come).
 struct Lists {
     by_origin: HashMap<Authority, Vec<Idle>>,
     swept: Instant,
+}
+
+impl Lists {
+    fn sweep(&mut self, now: Instant, timeout: Duration) {
+        self.swept = now;
+        self.by_origin.retain(|_, list| {
+            list.retain(|c| !c.tx.is_closed() && now.duration_since(c.since) <= timeout);
+            !list.is_empty()
+        });
+    }
 }
 
 /// A connection given back after its exchange. It may not be ready for the next request yet
@@ -66,7 +79,32 @@ impl Http1Pool {
             }),
             max_idle_per_origin,
             idle_timeout,
+            reaping: AtomicBool::new(false),
         }
+    }
+
+    /// Start, once, on the current runtime, the task that closes connections idle past the
+    /// timeout when no give-back does (traffic stopped): every half timeout, until the pool is
+    /// dropped. Called from a request, since a pool is made before its worker's runtime runs.
+    pub fn reap_in_background(pool: &Arc<Http1Pool>) {
+        if pool.reaping.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let weak: Weak<Http1Pool> = Arc::downgrade(pool);
+        let every = (pool.idle_timeout / 2).max(Duration::from_millis(10));
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let Some(pool) = weak.upgrade() else { return };
+                pool.sweep(Instant::now());
+            }
+        });
+    }
+
+    /// Drop closed connections and those idle past the timeout.
+    fn sweep(&self, now: Instant) {
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        idle.sweep(now, self.idle_timeout);
     }
 
     /// Send `req` (absolute `http://` URI) and read its whole answer, at most `limit` bytes.
@@ -127,12 +165,7 @@ impl Http1Pool {
         let now = Instant::now();
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
         if now.duration_since(idle.swept) > self.idle_timeout {
-            idle.swept = now;
-            let timeout = self.idle_timeout;
-            idle.by_origin.retain(|_, list| {
-                list.retain(|c| !c.tx.is_closed() && now.duration_since(c.since) <= timeout);
-                !list.is_empty()
-            });
+            idle.sweep(now, self.idle_timeout);
         }
         let list = idle.by_origin.entry(authority).or_default();
         if list.len() < self.max_idle_per_origin {
@@ -312,6 +345,31 @@ mod tests {
         assert!(matches!(err, UpstreamError::TooLarge(4)), "{err:?}");
         pool.fetch(get(&url), 1024).await.expect("fetch");
         assert_eq!(accepted.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn idle_connections_are_closed_after_the_timeout_without_more_requests() {
+        let (url, _) = agent("{}", false).await;
+        let pool = Arc::new(Http1Pool::new(
+            HttpConnector::new(),
+            4,
+            Duration::from_millis(100),
+        ));
+        Http1Pool::reap_in_background(&pool);
+        pool.fetch(get(&url), 1024).await.expect("fetch");
+        let kept = |p: &Http1Pool| -> usize {
+            p.idle
+                .lock()
+                .expect("lock")
+                .by_origin
+                .values()
+                .map(Vec::len)
+                .sum()
+        };
+        assert_eq!(kept(&pool), 1);
+        // No request comes after: only the reaper can close it (within 1.5 timeouts).
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(kept(&pool), 0, "the idle connection outlived its timeout");
     }
 
     #[tokio::test]

@@ -268,6 +268,7 @@ impl Upstream {
         limit: usize,
     ) -> Result<(hyper::http::response::Parts, Bytes), UpstreamError> {
         if req.uri().scheme() == Some(&hyper::http::uri::Scheme::HTTP) {
+            http1::Http1Pool::reap_in_background(&self.http1);
             return self.http1.fetch(req, limit).await;
         }
         let res = self
