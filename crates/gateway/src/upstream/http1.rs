@@ -87,7 +87,8 @@ impl Http1Pool {
     /// timeout when no give-back does (traffic stopped): every half timeout, until the pool is
     /// dropped. Called from a request, since a pool is made before its worker's runtime runs.
     pub fn reap_in_background(pool: &Arc<Http1Pool>) {
-        if pool.reaping.swap(true, Ordering::Relaxed) {
+        // Called on every exchange: a plain load first, so the common case writes nothing.
+        if pool.reaping.load(Ordering::Relaxed) || pool.reaping.swap(true, Ordering::Relaxed) {
             return;
         }
         let weak: Weak<Http1Pool> = Arc::downgrade(pool);
