@@ -58,7 +58,7 @@ fn task_doc(id: &str, status: Status, at_ms: i64) -> Bytes {
 async fn scenario(name: &str, tasks: usize, per_task: usize, concurrency: usize) {
     let redis = redis_server::RedisServer::start();
     let hook = hook::Hook::start().await;
-    let prefix = "bench:{gw}:";
+    let prefix = "bench:";
     let sub = SubscriberConfig::new("s", &hook.url());
     let total = tasks * per_task;
     let outbox = Arc::new(Outbox::new(

@@ -275,7 +275,7 @@ fn replica(r: &RedisServer) -> impl FnOnce(&mut Config) + '_ {
         cfg.agents[0].timeout = Duration::from_millis(300);
         cfg.redis = Some(RedisConfig {
             url: r.url(),
-            prefix: "idem:{gw}:".into(),
+            prefix: "idem:".into(),
             ..Default::default()
         });
     }
@@ -371,7 +371,7 @@ async fn keys_behave(l: &dyn TaskLedger) {
 #[tokio::test]
 async fn both_backends_keep_keys_alike() {
     let r = RedisServer::start();
-    let redis = RedisLedger::connect(&r.url(), "k:{gw}:", Duration::from_secs(60))
+    let redis = RedisLedger::connect(&r.url(), "k:", Duration::from_secs(60))
         .await
         .expect("redis ledger connects");
     keys_behave(&redis).await;

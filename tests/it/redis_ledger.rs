@@ -13,7 +13,7 @@ use bytes::Bytes;
 use serde_json::json;
 
 async fn redis_ledger(r: &RedisServer, retention: Duration) -> RedisLedger {
-    RedisLedger::connect(&r.url(), "t:{gw}:", retention)
+    RedisLedger::connect(&r.url(), "t:", retention)
         .await
         .expect("redis ledger connects")
 }
@@ -307,7 +307,7 @@ fn with_redis(r: &RedisServer) -> impl FnOnce(&mut a2a_gateway::config::Config) 
     move |cfg| {
         cfg.redis = Some(a2a_gateway::config::RedisConfig {
             url: r.url(),
-            prefix: "gw:{gw}:".into(),
+            prefix: "gw:".into(),
             ..Default::default()
         });
     }
@@ -343,17 +343,16 @@ async fn replicas_share_the_ledger() {
     assert_eq!(a.request_count(sample::Route::CancelTask), cancels);
 }
 
-/// Redis killed: a create the agent accepted is passed on marked unrecorded (a 503 would make
-/// the client create it twice), routes that need the ledger answer 503 UNAVAILABLE (not a hang,
-/// not a panic); Redis back, empty: the gateway serves again without a restart.
+/// Redis killed: the create that finds it gone after its agent accepted is passed on marked
+/// `pending` (a 503 would make the client create it twice), and the creates after it are
+/// refused with 503 UNAVAILABLE and Retry-After before their agent is called; routes that need
+/// the ledger answer 503 (not a hang, not a panic). Redis back, empty: the gateway serves again
+/// without a restart, and the pending task is recorded in the background.
 #[tokio::test]
 async fn a_redis_restarted_empty_is_survived_without_a_restart() {
     let mut r = RedisServer::start();
-    // Unrecorded tasks are unknown to the ledger: reading one through its agent needs the
-    // agent to pass unknown task ids through.
-    let (_a, g) = single("scripts", |cfg| {
+    let (a, g) = single("scripts", |cfg| {
         with_redis(&r)(cfg);
-        cfg.agents[0].passthrough_unknown_tasks = true;
     })
     .await;
     let body = json!({"input": good_input()});
@@ -363,19 +362,39 @@ async fn a_redis_restarted_empty_is_survived_without_a_restart() {
     r.kill();
     let down = g.http.post_json("/agents/scripts/tasks", &body).await;
     assert_eq!(down.status, 202, "{down:?}");
-    assert_eq!(down.header("x-a2a-ledger"), Some("unrecorded"));
+    assert_eq!(down.header("x-a2a-ledger"), Some("pending"));
     let id = down.json()["task_id"].as_str().expect("id").to_owned();
+    let held = a.task_ids().len();
+    for _ in 0..5 {
+        let refused = g.http.post_json("/agents/scripts/tasks", &body).await;
+        assert_eq!(refused.status, 503, "{refused:?}");
+        assert_eq!(refused.error_code(), "UNAVAILABLE");
+        assert_eq!(refused.header("retry-after"), Some("1"));
+    }
+    assert_eq!(
+        a.task_ids().len(),
+        held,
+        "a refused create reached the agent"
+    );
     let read = g.http.get(&format!("/tasks/{id}")).await;
     assert_eq!(read.status, 503, "{read:?}");
     assert_eq!(read.error_code(), "UNAVAILABLE");
+    let ready = g.http.get("/readyz").await;
+    assert_eq!(ready.status, 503, "{ready:?}");
     r.restart_empty();
     wait_for("the gateway uses the restarted redis", || async {
         let r = g.http.post_json("/agents/scripts/tasks", &body).await;
         r.status == 202 && r.header("x-a2a-ledger").is_none()
     })
     .await;
-    // The task created while Redis was down is recorded by the first read through its agent.
-    let late = g.http.get(&format!("/agents/scripts/tasks/{id}")).await;
-    assert_eq!(late.status, 200, "{late:?}");
-    assert_eq!(g.http.get(&format!("/tasks/{id}")).await.status, 200);
+    // The task created while Redis was down is recorded in the background, with its owner.
+    wait_for("the pending task is recorded", || async {
+        g.http.get(&format!("/tasks/{id}")).await.status == 200
+    })
+    .await;
+    let m = String::from_utf8_lossy(&g.http.get("/metrics").await.body).into_owned();
+    assert!(
+        m.contains("a2a_gateway_pending_records_total{agent=\"scripts\",outcome=\"recorded\"} 1"),
+        "{m}"
+    );
 }

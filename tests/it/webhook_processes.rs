@@ -32,7 +32,7 @@ url = "{agent}"
 ingest_token = "{TOKEN}"
 [redis]
 url = "{redis}"
-prefix = "p:{{gw}}:"
+prefix = "p:"
 [webhooks]
 allow = ["127.0.0.1/32"]
 retry_schedule_secs = [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]

@@ -17,6 +17,7 @@ pub mod limits;
 pub mod metrics;
 pub mod protocol;
 pub mod registry;
+pub mod store;
 pub mod stream;
 pub mod tls;
 pub mod upstream;
@@ -174,22 +175,35 @@ impl Gateway {
             config.webhooks.max_queued,
             config.webhooks.max_dead_letters,
         ));
-        let setup = |e: &dyn std::fmt::Display| StartError::Setup(e.to_string());
         let feed = Arc::new(stream::changes::ChangeFeed::new());
-        let (ledger, queue): (Arc<dyn TaskLedger>, Arc<dyn DeliveryQueue>) = match &config.redis {
-            Some(r) => (
-                Arc::new(
-                    RedisLedger::connect(&r.url, &r.prefix, config.task_retention)
-                        .await
-                        .map_err(|e| setup(&e))?
-                        .with_outbox(outbox.clone()),
-                ),
-                Arc::new(
-                    RedisQueue::connect(&r.url, &r.prefix, config.webhooks.max_dead_letters)
-                        .await
-                        .map_err(|e| setup(&e))?,
-                ),
-            ),
+        let (stop, stop_rx) = watch::channel(false);
+        let store = match &config.redis {
+            Some(r) => {
+                let store = store::Store::new(r).map_err(StartError::Setup)?;
+                // One attempt now, then in the background: a replica that starts before its
+                // Redis serves (not ready) and connects when Redis comes.
+                store
+                    .start(stop_rx.clone())
+                    .await
+                    .map_err(StartError::Setup)?;
+                Some(store)
+            }
+            None => None,
+        };
+        let (ledger, queue): (Arc<dyn TaskLedger>, Arc<dyn DeliveryQueue>) = match &store {
+            Some(store) => {
+                let queue = RedisQueue::new(store.clone(), config.webhooks.max_dead_letters);
+                if store.is_up() {
+                    queue.check_eviction_policy().await;
+                }
+                (
+                    Arc::new(
+                        RedisLedger::new(store.clone(), config.task_retention)
+                            .with_outbox(outbox.clone()),
+                    ),
+                    Arc::new(queue),
+                )
+            }
             None => {
                 let queue = Arc::new(MemoryQueue::new(
                     config.webhooks.max_queued,
@@ -219,7 +233,6 @@ impl Gateway {
                 addr: config.listen,
                 source,
             })?;
-        let (stop, stop_rx) = watch::channel(false);
         let hub = Arc::new(stream::Hub::new(
             config.streams.clone(),
             metrics.clone(),
@@ -228,10 +241,9 @@ impl Gateway {
             stop_rx.clone(),
         ));
         feed.on_terminal(hub.terminal_hook());
-        if let Some(r) = &config.redis {
+        if let Some(store) = &store {
             tokio::spawn(stream::changes::relay_redis(
-                r.url.clone(),
-                r.prefix.clone(),
+                store.clone(),
                 feed.clone(),
                 stop_rx.clone(),
             ));

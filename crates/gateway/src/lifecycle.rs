@@ -63,8 +63,7 @@ impl Gateway {
             out.need_restart.push("workers");
             new.workers = old.workers;
         }
-        let redis = |c: &Config| c.redis.as_ref().map(|r| (r.url.clone(), r.prefix.clone()));
-        if redis(&new) != redis(&old) {
+        if new.redis != old.redis {
             out.need_restart.push("redis");
             new.redis = old.redis.clone();
         }

@@ -63,6 +63,11 @@ pub struct Metrics {
     /// `late_answers_total`: creates that timed out, by what became of the agent's answer
     /// (recorded: it came late and went through; none: it never came; dropped: not awaited).
     pub late_answers: IntCounterVec,
+    /// `pending_records_total`: creates the agent accepted while the ledger could not record
+    /// them (answered 202 with `x-a2a-ledger: pending`), by what became of them (recorded:
+    /// recorded in the background once the ledger answered; lost: not within
+    /// `late_answer_secs`; dropped: too many awaited).
+    pub pending_records: IntCounterVec,
     /// `ledger_evictions_total`: tasks a full in-process ledger evicted before their retention
     /// ended.
     pub ledger_evictions: IntCounter,
@@ -271,6 +276,11 @@ impl Metrics {
                 "Creates that timed out, by what became of the agent's answer (recorded, none, dropped).",
                 &["agent", "outcome"],
             )?,
+            pending_records: counter(
+                "pending_records_total",
+                "Creates accepted by their agent while the ledger was unavailable (202 with x-a2a-ledger: pending), by outcome (recorded, lost, dropped).",
+                &["agent", "outcome"],
+            )?,
             notifications_ingested: counter(
                 "notifications_ingested_total",
                 "Push notifications accepted from agents (a state change or refresh recorded).",
@@ -283,7 +293,7 @@ impl Metrics {
             )?,
             webhook_deliveries: counter(
                 "webhook_deliveries_total",
-                "Webhook delivery outcomes by subscriber: delivered, retry, dead, disabled (a 410), parked (subscriber disabled), unconfigured (subscriber unknown to this replica; retried later), duplicate (delivered again after a takeover).",
+                "Webhook delivery outcomes by subscriber: delivered, retry, dead, disabled (a 410), parked (subscriber disabled), unconfigured (subscriber unknown to this replica; retried later), newer_format (queued by a newer version; left for it), duplicate (delivered again after a takeover).",
                 &["subscriber", "outcome"],
             )?,
             webhook_attempts: counter(

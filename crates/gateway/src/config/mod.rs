@@ -18,8 +18,9 @@ pub use identity::{AuthConfig, ClientConfig, CorsConfig, JwtConfig, Right};
 pub use rules::{NoRules, Rules};
 pub use tls::{ClientAuth, PemKind, TlsConfig};
 
+pub(crate) use validate::redact_url;
 pub use validate::Problem;
-use validate::{merge, parse_header_line, redact_url, Validator};
+use validate::{merge, parse_header_line, Validator};
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -155,16 +156,36 @@ impl AgentConfig {
 }
 
 /// `[redis]`.
-#[derive(Clone, Deserialize)]
+#[derive(Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RedisConfig {
+    /// One node: `redis://[user:password@]host:port[/db]`, `rediss://` for TLS, or `unix://`.
     /// May carry a password: never printed (see the Debug impl).
     pub url: String,
     /// A file holding `url` (with its password), read at start; a change needs a restart.
     pub url_file: Option<String>,
-    /// Prepended to every key. Its `{hash tag}` keeps all keys in one Redis Cluster slot, which
-    /// the atomic scripts need.
+    /// Redis Cluster: the client learns the slot map from these seed nodes, follows MOVED and
+    /// ASK, and refreshes the map when the cluster changes.
+    pub cluster: bool,
+    /// The seed nodes of a cluster (`url`, if set, is one more).
+    pub urls: Vec<String>,
+    /// A PEM file of CA certificates that `rediss://` servers are checked against, besides the
+    /// system roots (a managed Redis with a private CA).
+    pub ca_file: Option<String>,
+    /// Prepended to every key. No braces: each partition adds its own `{hash tag}`.
     pub prefix: String,
+    /// Tasks, their webhook lanes and the delivery streams are split over this many
+    /// partitions (hash of task_id mod P), each one hash tag, so each atomic step touches one
+    /// cluster slot and the partitions spread over the masters. Fixed for the life of the data.
+    pub partitions: u16,
+    /// Above 0: every ledger write waits (`WAIT`) for this many replicas to have it before the
+    /// gateway answers; with AOF `appendfsync always` an acknowledged change then survives a
+    /// failover.
+    pub wait_replicas: u32,
+    /// How long a write waits for `wait_replicas`; past it the write counts as failed.
+    #[serde(deserialize_with = "de::millis")]
+    #[serde(rename = "wait_timeout_ms")]
+    pub wait_timeout: Duration,
 }
 
 impl Default for RedisConfig {
@@ -172,16 +193,40 @@ impl Default for RedisConfig {
         RedisConfig {
             url: String::new(),
             url_file: None,
-            prefix: "a2a:{gw}:".into(),
+            cluster: false,
+            urls: Vec::new(),
+            ca_file: None,
+            prefix: "a2a:".into(),
+            partitions: 16,
+            wait_replicas: 0,
+            wait_timeout: Duration::from_millis(1000),
         }
+    }
+}
+
+impl RedisConfig {
+    /// Every node named: `url` first, then `urls`.
+    pub fn nodes(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::with_capacity(self.urls.len() + 1);
+        if !self.url.is_empty() {
+            out.push(self.url.clone());
+        }
+        out.extend(self.urls.iter().cloned());
+        out
     }
 }
 
 impl fmt::Debug for RedisConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let urls: Vec<String> = self.urls.iter().map(|u| redact_url(u)).collect();
         f.debug_struct("RedisConfig")
             .field("url", &redact_url(&self.url))
+            .field("cluster", &self.cluster)
+            .field("urls", &urls)
+            .field("ca_file", &self.ca_file)
             .field("prefix", &self.prefix)
+            .field("partitions", &self.partitions)
+            .field("wait_replicas", &self.wait_replicas)
             .finish()
     }
 }
@@ -638,24 +683,72 @@ mod tests {
     }
 
     #[test]
-    fn redis_needs_a_supported_url_and_a_hash_tagged_prefix() {
+    fn redis_urls_prefixes_and_cluster_keys_are_checked() {
         let base = "listen = \"127.0.0.1:1\"\n[[agents]]\nname=\"a\"\nurl=\"http://x\"\n[redis]\n";
-        let p = Config::parse(&format!("{base}url = \"rediss://h:6380\"\n")).expect_err("tls");
-        assert_eq!(p[0].key, "redis.url");
-        let p = Config::parse(&format!("{base}url = \"redis://h\"\nprefix = \"a2a:\"\n"))
-            .expect_err("no tag");
-        assert_eq!(p[0].key, "redis.prefix");
-        let p = Config::parse(&format!(
-            "{base}url = \"redis://h\"\nprefix = \"a2a:{{}}:\"\n"
-        ))
-        .expect_err("empty tag");
-        assert_eq!(p[0].key, "redis.prefix");
+        let keys_of = |toml: &str| -> Vec<String> {
+            Config::parse(&format!("{base}{toml}"))
+                .expect_err(toml)
+                .into_iter()
+                .map(|p| p.key)
+                .collect()
+        };
+        // Braces in the prefix: each partition puts its own hash tag after it.
+        assert_eq!(
+            keys_of("url = \"redis://h\"\nprefix = \"a2a:{gw}:\"\n"),
+            ["redis.prefix"]
+        );
+        assert_eq!(
+            keys_of("url = \"redis://h\"\nprefix = \"\"\n"),
+            ["redis.prefix"]
+        );
+        assert_eq!(keys_of("url = \"http://h\"\n"), ["redis.url"]);
+        assert_eq!(
+            keys_of("url = \"redis://h\"\npartitions = 0\n"),
+            ["redis.partitions"]
+        );
+        assert_eq!(
+            keys_of("url = \"redis://h\"\npartitions = 5000\n"),
+            ["redis.partitions"]
+        );
+        // Seed nodes without `cluster = true`, a unix socket for a cluster, mixed TLS.
+        assert_eq!(
+            keys_of("urls = [\"redis://a\", \"redis://b\"]\n"),
+            ["redis.urls"]
+        );
+        assert_eq!(
+            keys_of("cluster = true\nurls = [\"unix:///tmp/r.sock\"]\n"),
+            ["redis.urls"]
+        );
+        assert_eq!(
+            keys_of("cluster = true\nurls = [\"rediss://a\", \"redis://b\"]\n"),
+            ["redis.urls"]
+        );
+        assert_eq!(
+            keys_of("url = \"redis://h\"\nca_file = \"/ca.pem\"\n"),
+            ["redis.ca_file"]
+        );
+        assert_eq!(keys_of("cluster = true\n"), ["redis.url"]);
+        // Every problem in one pass.
+        assert_eq!(
+            keys_of("url = \"redis://h\"\nprefix = \"{x}\"\npartitions = 0\n"),
+            ["redis.prefix", "redis.partitions"]
+        );
         let ok = Config::parse(&format!(
-            "{base}url = \"redis://:pw@h\"\nprefix = \"x:{{t}}:\"\n"
+            "{base}url = \"rediss://gw:pw@h:6380\"\nca_file = \"/ca.pem\"\nwait_replicas = 1\n"
         ))
-        .expect("ok");
+        .expect("tls with a user");
         let r = ok.redis.expect("redis");
-        assert_eq!(r.prefix, "x:{t}:");
+        assert_eq!(
+            (r.prefix.as_str(), r.partitions, r.wait_replicas),
+            ("a2a:", 16, 1)
+        );
+        assert!(!format!("{r:?}").contains("pw"), "{r:?}");
+        let ok = Config::parse(&format!(
+            "{base}cluster = true\nurls = [\"redis://:pw@a:7000\", \"redis://:pw@b:7001\"]\n"
+        ))
+        .expect("cluster");
+        let r = ok.redis.expect("redis");
+        assert_eq!(r.nodes().len(), 2);
         assert!(!format!("{r:?}").contains("pw"), "{r:?}");
     }
 
@@ -736,7 +829,19 @@ mod tests {
     fn the_field_lists_come_from_the_serde_derives() {
         assert_eq!(
             keys::fields_of::<Config>(&["redis"]),
-            Some(&["url", "url_file", "prefix"][..])
+            Some(
+                &[
+                    "url",
+                    "url_file",
+                    "cluster",
+                    "urls",
+                    "ca_file",
+                    "prefix",
+                    "partitions",
+                    "wait_replicas",
+                    "wait_timeout_ms"
+                ][..]
+            )
         );
         assert!(keys::fields_of::<Config>(&["agents"]).is_some_and(|f| f.contains(&"timeout_ms")));
         assert_eq!(keys::fields_of::<Config>(&["listen"]), None);

@@ -67,3 +67,22 @@ pub struct Ctx {
     /// See [`Conn::cert_subject`].
     pub cert_subject: Option<Arc<str>>,
 }
+
+impl Ctx {
+    /// What of the request outlives it, for work that goes on after the answer (a create's
+    /// late answer, a task recorded once the ledger is back): the ids, the agent and the
+    /// caller (the task's owner); no stream slot, quota or certificate.
+    pub fn detached(&self) -> Ctx {
+        Ctx {
+            request_id: self.request_id.clone(),
+            peer_ip: self.peer_ip.clone(),
+            agent: self.agent.clone(),
+            kill: self.kill.clone(),
+            caller: self.caller.clone(),
+            permit: None,
+            quota: None,
+            https: self.https,
+            cert_subject: None,
+        }
+    }
+}

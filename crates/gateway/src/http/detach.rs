@@ -97,17 +97,10 @@ pub async fn create(
     };
     let job = Create {
         state: state.clone(),
+        // The creator (`caller`) is recorded as the task's owner, whenever the answer comes.
         ctx: Ctx {
-            request_id: ctx.request_id.clone(),
-            peer_ip: ctx.peer_ip.clone(),
             agent: Some(agent.clone()),
-            kill: ctx.kill.clone(),
-            // The creator: recorded as the task's owner, whenever the answer comes.
-            caller: ctx.caller.clone(),
-            permit: None,
-            quota: None,
-            https: ctx.https,
-            cert_subject: None,
+            ..ctx.detached()
         },
         agent,
         card,

@@ -5,8 +5,10 @@
 -- KEYS[1] the task hash, KEYS[2] the per-state index prefix (zsets KEYS[2]..STATUS),
 -- KEYS[3] the webhook key prefix (lanes, stream, queued counter; see webhook/queue/redis.rs)
 -- ARGV    agent, status, updated_ms, task, now_ms, terminal_ttl_ms, live_ttl_ms, task_id,
---         msg_id prefix, timestamp, max_queued, max_dead, change channel, owner ('' for none),
---         subscriber...
+--         msg_id prefix, timestamp, max_queued, max_dead (both this partition's share), change
+--         channel, owner ('' for none), publish command (SPUBLISH on a cluster, PUBLISH on one
+--         node), lane entry format version, subscriber...
+-- Every key is in the task's partition (one hash tag): a script may touch one slot only.
 -- The owner is the client whose create this answers: recorded if the task has none yet,
 -- whatever the verdict (a push may have recorded the task first), except on another agent's
 -- task. An owner is never replaced.
@@ -14,7 +16,7 @@
 -- a change is never recorded without its deliveries, nor delivered without being recorded.
 -- A disabled subscriber's (410 Gone) go straight to the dead letters, to be redriven once it
 -- is back: its lanes cannot fill the queue that every other subscriber shares.
--- Every first sighting or transition is also PUBLISHed on the change channel
+-- Every first sighting or transition is also published on the partition's change channel
 -- ("agent \n task_id \n STATUS \n owner \n task"), for the live streams of every replica.
 -- Returns {verdict, agent, status, updated_ms, task, previous status or '', owner or ''}: the record after
 --   the call (the new one when accepted, with task left empty since the caller has it; the
@@ -25,6 +27,7 @@ local agent, status, updated = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local rec = redis.call('HMGET', KEYS[1], 'agent', 'status', 'updated_ms', 'task', 'owner')
 local owner = rec[5] or ''
 local claims = ARGV[14] ~= '' and owner == ''
+local FIRST_SUB = 17
 
 local function reaches(from, to)
   if from == to then return true end
@@ -61,7 +64,7 @@ if verdict ~= 'new' and verdict ~= 'transition' and verdict ~= 'refresh' then
   return { verdict, rec[1], rec[2], rec[3], rec[4], rec[2] or '', owner }
 end
 
-local wh, nsubs = KEYS[3], #ARGV - 14
+local wh, nsubs = KEYS[3], #ARGV - FIRST_SUB + 1
 local changed = verdict == 'new' or verdict == 'transition'
 local notify = nsubs > 0 and changed
 if notify then
@@ -84,11 +87,12 @@ redis.call('ZADD', KEYS[2] .. status, now + ttl, ARGV[8])
 if notify then
   -- The task's change number makes the message id unique per change.
   local n = redis.call('HINCRBY', KEYS[1], 'changes', 1)
-  -- Lane entries are "enqueued_ms \n msg_id \n payload"; a lane that was empty gets its token.
-  local entry = ARGV[5] .. '\n' .. ARGV[9] .. '_' .. n .. '\n'
+  -- Lane entries are "enqueued_ms version \n msg_id \n payload" (webhook::queue::encode_entry);
+  -- a lane that was empty gets its token.
+  local entry = ARGV[5] .. ' ' .. ARGV[16] .. '\n' .. ARGV[9] .. '_' .. n .. '\n'
     .. '{"event_type":"task.status.updated","timestamp":"' .. ARGV[10] .. '","data":' .. ARGV[4] .. '}'
   local queued = 0
-  for i = 15, #ARGV do
+  for i = FIRST_SUB, #ARGV do
     if redis.call('HEXISTS', wh .. 'disabled', ARGV[i]) == 1 then
       local meta = cjson.encode({ subscriber = ARGV[i], task_id = ARGV[8], attempts = 0,
         last_error = 'subscriber disabled', failed_at = ARGV[10] })
@@ -104,7 +108,7 @@ if notify then
   redis.call('INCRBY', wh .. 'queued', queued)
 end
 if changed and ARGV[13] ~= '' then
-  redis.call('PUBLISH', ARGV[13], agent .. '\n' .. ARGV[8] .. '\n' .. status .. '\n' .. owner .. '\n' .. ARGV[4])
+  redis.call(ARGV[15], ARGV[13], agent .. '\n' .. ARGV[8] .. '\n' .. status .. '\n' .. owner .. '\n' .. ARGV[4])
 end
 -- The caller holds the accepted document already: do not send it back.
 return { verdict, agent, status, ARGV[3], '', rec[2] or '', owner }

@@ -173,6 +173,7 @@ impl MemoryLedger {
                     msg_id: format!("{}_{changes}", queue::message_id_prefix(task_id, head)),
                     enqueued_ms: crate::protocol::time::now_ms(),
                     payload: queue::payload(&crate::protocol::time::now(), &task).into(),
+                    version: queue::FORMAT,
                 };
                 if !q.offer(&subs, task_id, message) {
                     return Err(LedgerError::QueueFull);

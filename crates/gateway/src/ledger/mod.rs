@@ -78,6 +78,13 @@ pub type LedgerFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, LedgerError
 /// Where tasks are recorded. Narrow on purpose: every backend implements exactly these, and is
 /// tested against the same behaviour.
 pub trait TaskLedger: Send + Sync + 'static {
+    /// Whether the ledger is expected to answer now: `false` while its store is known to be
+    /// down, so a create can be refused before its agent is called (the in-process ledger is
+    /// always there).
+    fn available(&self) -> bool {
+        true
+    }
+
     /// Judge `head` against the record of `task_id` and store `task` if accepted.
     ///
     /// `owner` is the client whose create this is the answer to (`None` for every other kind

@@ -2,72 +2,47 @@
 //!
 //! A task is a hash (`agent`, `status`, `updated_ms`, `task`); an update is one Lua script
 //! ([`apply.lua`](apply.lua)) that judges and stores it atomically, so replicas racing on one
-//! task can never move a terminal task or move a task backwards. Every key starts with the
-//! configured prefix, whose `{hash tag}` keeps all keys in one Redis Cluster slot (a script may
-//! only touch keys of one slot). Terminal tasks expire after the retention; live tasks after a
-//! longer bound, refreshed by every accepted update, so an abandoned task cannot stay forever.
-//! Per-state sorted sets (score = expiry) give exact counts without scanning. Idempotency keys of
-//! creates are hashes under `{p}idem:`, claimed, completed and released by one script
+//! task can never move a terminal task or move a task backwards. A task's keys live in its
+//! partition (`store::keyspace`): the task hash, the partition's per-state indexes, its webhook
+//! lanes and stream, all under one hash tag, since a script may only touch keys of one cluster
+//! slot. Terminal tasks expire after the retention; live tasks after a longer bound, refreshed
+//! by every accepted update, so an abandoned task cannot stay forever. Per-state sorted sets
+//! (score = expiry), one per partition, give exact counts without scanning. Idempotency keys of
+//! creates are hashes under `{prefix}idem:`, claimed, completed and released by one script
 //! ([`idempotency.lua`](idempotency.lua)), so replicas racing on one key never both call the agent.
+//!
+//! Every write is idempotent (the scripts judge against what is stored), so a write that failed
+//! on a broken connection is sent once more on a fresh one ([`Store::idempotent`]); with
+//! `[redis] wait_replicas` it also waits for that many replicas before it counts as done.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{AsyncCommands, Script, Value as RValue};
+use redis::{Script, Value as RValue};
 
 use super::{
     Answer, Applied, ArtifactRef, Claim, Fingerprint, LedgerError, LedgerFuture, Record, TaskLedger,
 };
 use crate::protocol::task::{Head, Refusal, Status, Verdict};
-use crate::webhook::queue::{message_id_prefix, webhook_prefix, Outbox};
+use crate::store::{Conn, Store, StoreResult};
+use crate::webhook::queue::{message_id_prefix, Outbox};
 
 /// How long a task that never reaches a terminal state is kept after its last update.
 const LIVE_TTL: Duration = Duration::from_secs(30 * 86_400);
 
 /// The Redis ledger (see the module doc).
 pub struct RedisLedger {
-    /// The connection made at start (and used from multi-threaded runtimes).
-    conn: ConnectionManager,
-    /// Tells this ledger's per-thread connections from another's (tests run several
-    /// gateways in one process).
-    id: u64,
-    client: redis::Client,
-    config: ConnectionManagerConfig,
-    prefix: String,
+    store: Arc<Store>,
     retention: Duration,
     apply: Script,
     /// Claims, completes and releases idempotency keys ([`idempotency.lua`](idempotency.lua)).
     keys: Script,
     outbox: Option<Arc<Outbox>>,
-    webhook_prefix: String,
-    /// The pub/sub channel accepted changes are published on (see `stream::changes`).
-    changes: String,
+    /// The command the apply script publishes changes with: `SPUBLISH` (sharded pub/sub, to
+    /// the partition's shard only) on a cluster, `PUBLISH` on one node.
+    publish: &'static str,
 }
-
-/// A worker thread's own connection to one ledger's Redis (see [`RedisLedger::conn`]).
-#[derive(Clone)]
-enum Own {
-    Ready(ConnectionManager),
-    /// Being made, by a task on this thread; calls use the shared connection meanwhile.
-    Connecting,
-    /// The last attempt failed then (Redis away); the shared connection serves until
-    /// [`RETRY_OWN`] later.
-    Failed(std::time::Instant),
-}
-
-/// How long a worker waits after a failed attempt at its own connection before the next.
-const RETRY_OWN: Duration = Duration::from_secs(1);
-
-thread_local! {
-    /// Each worker thread's own connection, by ledger (tests run several gateways in one
-    /// process).
-    static LOCAL: std::cell::RefCell<std::collections::HashMap<u64, Own>> =
-        std::cell::RefCell::new(std::collections::HashMap::new());
-}
-
-static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 fn unavailable(e: redis::RedisError) -> LedgerError {
     LedgerError::Unavailable(format!("redis: {e}"))
@@ -99,35 +74,40 @@ fn now_ms() -> i64 {
 }
 
 impl RedisLedger {
-    /// Connect (once, failing fast if Redis is not there at start); the connection then
-    /// reconnects by itself, and calls made while Redis is away fail with `Unavailable`.
+    /// The ledger on `store` (connected or not yet: calls fail with `Unavailable` until it is).
+    pub fn new(store: Arc<Store>, retention: Duration) -> RedisLedger {
+        RedisLedger {
+            publish: if store.is_cluster() {
+                "SPUBLISH"
+            } else {
+                "PUBLISH"
+            },
+            store,
+            retention,
+            apply: Script::new(include_str!("apply.lua")),
+            keys: Script::new(include_str!("idempotency.lua")),
+            outbox: None,
+        }
+    }
+
+    /// Connect to one node at `url` with `prefix` and wait until connected (for tests and
+    /// tools; the gateway starts its store itself).
     pub async fn connect(
         url: &str,
         prefix: &str,
         retention: Duration,
     ) -> Result<RedisLedger, LedgerError> {
-        let client = redis::Client::open(url).map_err(unavailable)?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(Duration::from_secs(2)))
-            .set_response_timeout(Some(Duration::from_secs(2)))
-            .set_number_of_retries(2)
-            .set_max_delay(Duration::from_millis(500));
-        let conn = ConnectionManager::new_with_config(client.clone(), config.clone())
-            .await
-            .map_err(unavailable)?;
-        Ok(RedisLedger {
-            conn,
-            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-            client,
-            config,
+        let config = crate::config::RedisConfig {
+            url: url.to_owned(),
             prefix: prefix.to_owned(),
-            retention,
-            apply: Script::new(include_str!("apply.lua")),
-            keys: Script::new(include_str!("idempotency.lua")),
-            outbox: None,
-            webhook_prefix: webhook_prefix(prefix),
-            changes: crate::stream::changes::channel(prefix),
-        })
+            ..crate::config::RedisConfig::default()
+        };
+        let store = Store::new(&config).map_err(LedgerError::Unavailable)?;
+        store
+            .connect_now()
+            .await
+            .map_err(LedgerError::Unavailable)?;
+        Ok(RedisLedger::new(store, retention))
     }
 
     /// Queue each accepted status change for the subscribers of its agent, in the script that
@@ -137,57 +117,52 @@ impl RedisLedger {
         self
     }
 
-    /// The connection to use on this thread. A worker (one single-threaded runtime per core)
-    /// gets one of its own, made in the background after its first call, so that its
-    /// commands are written and its answers read on its own thread: the connection made at
-    /// start has its I/O task on the runtime it was made on, and every command sent to it
-    /// from a worker crossed threads twice, a wake-up each way (in a profile of Redis creates
-    /// the main runtime's share fell from 10.6 % to 3.9 % of the samples with this; issue 12,
-    /// benches/load/README.md). Other runtimes share the connection made at start, and so
-    /// does a worker while its own is being made or Redis is away.
-    async fn conn(&self) -> Result<ConnectionManager, LedgerError> {
-        match LOCAL.with(|m| m.borrow().get(&self.id).cloned()) {
-            Some(Own::Ready(c)) => return Ok(c),
-            Some(Own::Connecting) => return Ok(self.conn.clone()),
-            Some(Own::Failed(at)) if at.elapsed() < RETRY_OWN => return Ok(self.conn.clone()),
-            _ => {}
-        }
-        let own = tokio::runtime::Handle::try_current()
-            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread);
-        if own {
-            // Made by a task of its own on this thread (a single-threaded runtime runs its
-            // tasks on the thread that drives it), so no request waits for it, and one attempt
-            // at a time: this call, and the calls until it is made, use the shared one.
-            LOCAL.with(|m| m.borrow_mut().insert(self.id, Own::Connecting));
-            let (id, client, config) = (self.id, self.client.clone(), self.config.clone());
-            tokio::spawn(async move {
-                let own = match ConnectionManager::new_with_config(client, config).await {
-                    Ok(c) => Own::Ready(c),
-                    Err(e) => {
-                        tracing::debug!(error = %e, "a worker's own Redis connection failed; the shared one serves");
-                        Own::Failed(std::time::Instant::now())
-                    }
-                };
-                LOCAL.with(|m| m.borrow_mut().insert(id, own));
-            });
-        }
-        Ok(self.conn.clone())
+    /// The store this ledger is on.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
     }
 
     fn task_key(&self, id: &str) -> String {
-        format!("{}task:{id}", self.prefix)
-    }
-
-    fn state_prefix(&self) -> String {
-        format!("{}state:", self.prefix)
+        let keys = &self.store.keys;
+        format!("{}task:{id}", keys.part(keys.of(id)))
     }
 
     fn artifact_key(&self, id: &str) -> String {
-        format!("{}artifact:{id}", self.prefix)
+        format!("{}artifact:{id}", self.store.keys.global())
     }
 
     fn idem_key(&self, scope: &str, key: &str) -> String {
-        format!("{}idem:{scope}:{key}", self.prefix)
+        format!("{}idem:{scope}:{key}", self.store.keys.global())
+    }
+
+    /// A write: sent once more on a fresh connection if the first failed on a broken one
+    /// (every script here is idempotent), then held until `wait_replicas` replicas have it.
+    async fn write<T, F, Fut>(&self, call: F) -> Result<T, LedgerError>
+    where
+        F: Fn(Conn) -> Fut,
+        Fut: std::future::Future<Output = StoreResult<(T, Conn)>>,
+    {
+        let store = &self.store;
+        store
+            .idempotent(|c| {
+                let call = &call;
+                async move {
+                    let (v, mut c) = call(c).await?;
+                    store.replicated(&mut c).await?;
+                    Ok(v)
+                }
+            })
+            .await
+            .map_err(unavailable)
+    }
+
+    /// A read, sent once more on a fresh connection if the first failed on a broken one.
+    async fn read<T, F, Fut>(&self, call: F) -> Result<T, LedgerError>
+    where
+        F: Fn(Conn) -> Fut,
+        Fut: std::future::Future<Output = StoreResult<T>>,
+    {
+        self.store.idempotent(call).await.map_err(unavailable)
     }
 
     async fn claim_inner(
@@ -198,17 +173,15 @@ impl RedisLedger {
         token: &str,
         lease: Duration,
     ) -> Result<Claim, LedgerError> {
-        let mut conn = self.conn().await?;
-        let reply: Vec<RValue> = self
-            .keys
-            .key(self.idem_key(scope, key))
-            .arg("claim")
+        let mut inv = self.keys.key(self.idem_key(scope, key));
+        inv.arg("claim")
             .arg(hex(&fingerprint))
             .arg(token)
-            .arg(millis(lease))
-            .invoke_async(&mut conn)
-            .await
-            .map_err(unavailable)?;
+            .arg(millis(lease));
+        let inv = &inv;
+        let reply: Vec<RValue> = self
+            .write(|mut c| async move { Ok((inv.invoke_async(&mut c).await?, c)) })
+            .await?;
         let bad = || LedgerError::Unavailable("redis: unexpected reply from the key script".into());
         let bytes = |i: usize| -> Option<Vec<u8>> {
             reply
@@ -252,10 +225,11 @@ impl RedisLedger {
         task: Bytes,
         owner: Option<&str>,
     ) -> Result<Applied, LedgerError> {
-        let mut conn = self.conn().await?;
-        let mut inv = self.apply.key(self.task_key(task_id));
-        inv.key(self.state_prefix())
-            .key(&self.webhook_prefix)
+        let keys = &self.store.keys;
+        let part = keys.part(keys.of(task_id));
+        let mut inv = self.apply.key(format!("{part}task:{task_id}"));
+        inv.key(format!("{part}state:"))
+            .key(crate::webhook::queue::webhook_prefix(part))
             .arg(agent)
             .arg(head.status.as_str())
             .arg(head.updated_ms)
@@ -269,10 +243,13 @@ impl RedisLedger {
             Some((o, subs)) if !subs.is_empty() => {
                 inv.arg(message_id_prefix(task_id, head))
                     .arg(crate::protocol::time::now())
-                    .arg(o.max_queued)
-                    .arg(o.max_dead)
-                    .arg(&self.changes)
-                    .arg(owner.unwrap_or(""));
+                    // Per partition: the partitions share the bound evenly.
+                    .arg(o.max_queued.div_ceil(keys.len()))
+                    .arg(o.max_dead.div_ceil(keys.len()))
+                    .arg(crate::stream::changes::channel(part))
+                    .arg(owner.unwrap_or(""))
+                    .arg(self.publish)
+                    .arg(crate::webhook::queue::FORMAT);
                 for s in subs.iter() {
                     inv.arg(s.as_ref());
                 }
@@ -282,11 +259,16 @@ impl RedisLedger {
                     .arg("")
                     .arg(0)
                     .arg(0)
-                    .arg(&self.changes)
-                    .arg(owner.unwrap_or(""));
+                    .arg(crate::stream::changes::channel(part))
+                    .arg(owner.unwrap_or(""))
+                    .arg(self.publish)
+                    .arg(crate::webhook::queue::FORMAT);
             }
         }
-        let reply: Vec<RValue> = inv.invoke_async(&mut conn).await.map_err(unavailable)?;
+        let inv = &inv;
+        let reply: Vec<RValue> = self
+            .write(|mut c| async move { Ok((inv.invoke_async(&mut c).await?, c)) })
+            .await?;
         let bad =
             || LedgerError::Unavailable("redis: unexpected reply from the apply script".into());
         let text = |v: &RValue| -> Option<String> { redis::from_redis_value_ref::<String>(v).ok() };
@@ -365,7 +347,6 @@ impl TaskLedger for RedisLedger {
 
     fn get<'a>(&'a self, task_id: &'a str) -> LedgerFuture<'a, Option<Record>> {
         Box::pin(async move {
-            let mut conn = self.conn().await?;
             type Fields = (
                 Option<String>,
                 Option<String>,
@@ -373,12 +354,18 @@ impl TaskLedger for RedisLedger {
                 Option<Vec<u8>>,
                 Option<String>,
             );
-            let (agent, status, updated, task, owner): Fields = redis::cmd("HMGET")
-                .arg(self.task_key(task_id))
-                .arg(&["agent", "status", "updated_ms", "task", "owner"])
-                .query_async(&mut conn)
-                .await
-                .map_err(unavailable)?;
+            let mut cmd = redis::cmd("HMGET");
+            cmd.arg(self.task_key(task_id)).arg(&[
+                "agent",
+                "status",
+                "updated_ms",
+                "task",
+                "owner",
+            ]);
+            let cmd = &cmd;
+            let (agent, status, updated, task, owner): Fields = self
+                .read(|mut c| async move { cmd.query_async(&mut c).await })
+                .await?;
             Ok(
                 match (
                     agent,
@@ -406,30 +393,36 @@ impl TaskLedger for RedisLedger {
     ) -> LedgerFuture<'a, ()> {
         Box::pin(async move {
             let listed = format!("{agent}\n{task_id}");
-            let mut conn = self.conn().await?;
-            let mut pipe = redis::pipe();
             let ttl = self.retention.as_millis() as u64;
+            // One command per artifact: artifact keys are in no partition (they are looked up
+            // by artifact id alone), so on a cluster they are in different slots.
             for id in &artifact_ids {
                 // NX: the first agent to list an artifact keeps it (as in the in-process ledger).
-                pipe.cmd("SET")
-                    .arg(self.artifact_key(id))
+                let mut cmd = redis::cmd("SET");
+                cmd.arg(self.artifact_key(id))
                     .arg(&listed)
                     .arg("PX")
                     .arg(ttl)
-                    .arg("NX")
-                    .ignore();
+                    .arg("NX");
+                let cmd = &cmd;
+                self.write(|mut c| async move {
+                    let _: Option<String> = cmd.query_async(&mut c).await?;
+                    Ok(((), c))
+                })
+                .await?;
             }
-            pipe.query_async::<()>(&mut conn).await.map_err(unavailable)
+            Ok(())
         })
     }
 
     fn artifact<'a>(&'a self, artifact_id: &'a str) -> LedgerFuture<'a, Option<ArtifactRef>> {
         Box::pin(async move {
-            let mut conn = self.conn().await?;
-            let listed: Option<String> = conn
-                .get(self.artifact_key(artifact_id))
-                .await
-                .map_err(unavailable)?;
+            let mut cmd = redis::cmd("GET");
+            cmd.arg(self.artifact_key(artifact_id));
+            let cmd = &cmd;
+            let listed: Option<String> = self
+                .read(|mut c| async move { cmd.query_async(&mut c).await })
+                .await?;
             // "agent \n task_id"; an entry of an earlier version holds the agent alone.
             Ok(listed.map(|l| {
                 let (agent, task) = l.split_once('\n').unwrap_or((&l, ""));
@@ -462,20 +455,18 @@ impl TaskLedger for RedisLedger {
         ttl: Duration,
     ) -> LedgerFuture<'a, bool> {
         Box::pin(async move {
-            let mut conn = self.conn().await?;
-            let stored: i64 = self
-                .keys
-                .key(self.idem_key(scope, key))
-                .arg("complete")
+            let mut inv = self.keys.key(self.idem_key(scope, key));
+            inv.arg("complete")
                 .arg(hex(&fingerprint))
                 .arg(token)
                 .arg(millis(ttl))
                 .arg(answer.status)
                 .arg(&answer.content_type)
-                .arg(answer.body.as_ref())
-                .invoke_async(&mut conn)
-                .await
-                .map_err(unavailable)?;
+                .arg(answer.body.as_ref());
+            let inv = &inv;
+            let stored: i64 = self
+                .write(|mut c| async move { Ok((inv.invoke_async(&mut c).await?, c)) })
+                .await?;
             Ok(stored == 1)
         })
     }
@@ -487,41 +478,49 @@ impl TaskLedger for RedisLedger {
         token: &'a str,
     ) -> LedgerFuture<'a, ()> {
         Box::pin(async move {
-            let mut conn = self.conn().await?;
+            let mut inv = self.keys.key(self.idem_key(scope, key));
+            inv.arg("release").arg("").arg(token);
+            let inv = &inv;
             let _: i64 = self
-                .keys
-                .key(self.idem_key(scope, key))
-                .arg("release")
-                .arg("")
-                .arg(token)
-                .invoke_async(&mut conn)
-                .await
-                .map_err(unavailable)?;
+                .write(|mut c| async move { Ok((inv.invoke_async(&mut c).await?, c)) })
+                .await?;
             Ok(())
         })
     }
 
     fn counts(&self) -> LedgerFuture<'_, [u64; 6]> {
         Box::pin(async move {
-            let mut conn = self.conn().await?;
-            let mut pipe = redis::pipe();
             let now = now_ms();
-            for st in Status::ALL {
-                let key = format!("{}{}", self.state_prefix(), st.as_str());
-                // Index entries of expired tasks are dropped here, so the counts stay exact.
-                pipe.cmd("ZREMRANGEBYSCORE")
-                    .arg(&key)
-                    .arg("-inf")
-                    .arg(now)
-                    .ignore();
-                pipe.cmd("ZCARD").arg(&key);
-            }
-            let counts: Vec<u64> = pipe.query_async(&mut conn).await.map_err(unavailable)?;
+            // One pipeline per partition (a pipeline reaches one slot), all at once.
+            let per = self.store.keys.parts().map(|part| {
+                let mut pipe = redis::pipe();
+                for st in Status::ALL {
+                    let key = format!("{part}state:{}", st.as_str());
+                    // Index entries of expired tasks are dropped here, so the counts stay exact.
+                    pipe.cmd("ZREMRANGEBYSCORE")
+                        .arg(&key)
+                        .arg("-inf")
+                        .arg(now)
+                        .ignore();
+                    pipe.cmd("ZCARD").arg(&key);
+                }
+                async move {
+                    let pipe = &pipe;
+                    self.read(|mut c| async move { pipe.query_async::<Vec<u64>>(&mut c).await })
+                        .await
+                }
+            });
             let mut out = [0u64; 6];
-            for (o, c) in out.iter_mut().zip(counts) {
-                *o = c;
+            for counts in futures_util::future::try_join_all(per).await? {
+                for (o, c) in out.iter_mut().zip(counts) {
+                    *o += c;
+                }
             }
             Ok(out)
         })
+    }
+
+    fn available(&self) -> bool {
+        self.store.is_up()
     }
 }

@@ -1,8 +1,11 @@
 //! The change feed: every status change the ledger accepts, as it happens, for whoever listens
 //! in this process (per-task streams close on a terminal change; `/events` clients see them
 //! all). The in-process ledger publishes here directly. The Redis ledger's apply script
-//! PUBLISHes each change in the same step that records it, and every replica relays that
-//! channel here, so a change ingested on one replica reaches listeners on all of them.
+//! publishes each change on its partition's channel in the same step that records it, and
+//! every replica relays every partition's channel here, so a change ingested on one replica
+//! reaches listeners on all of them. On a cluster the channels are sharded (SPUBLISH /
+//! SSUBSCRIBE): a change travels to the replicas subscribed on its partition's master only,
+//! not over the cluster bus to every node, as plain pub/sub would.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,6 +14,7 @@ use bytes::Bytes;
 use tokio::sync::{broadcast, watch};
 
 use crate::protocol::task::Status;
+use crate::store::Store;
 
 /// One accepted status change.
 #[derive(Debug, Clone)]
@@ -99,12 +103,14 @@ impl ChangeFeed {
     }
 }
 
-/// The Redis channel of a prefix's changes. Versioned with its message format (see [`decode`]):
-/// replicas of different formats, side by side during a rolling upgrade, then do not hear each
-/// other's changes (their `/events` clients miss the other side's until the upgrade is done)
-/// rather than misread them. Version 2 added the owner.
-pub fn channel(prefix: &str) -> String {
-    format!("{prefix}changes:2")
+/// The Redis channel of a partition's changes (`part` is the partition's key prefix, so the
+/// channel has its hash tag: a script may publish on a shard channel of its own slot only).
+/// Versioned with its message format (see [`decode`]): replicas of different formats, side by
+/// side during a rolling upgrade, then do not hear each other's changes (their `/events`
+/// clients miss the other side's until the upgrade is done) rather than misread them. Version
+/// 2 added the owner; version 3 split the channel by partition.
+pub fn channel(part: &str) -> String {
+    format!("{part}changes:3")
 }
 
 /// A published change: `agent \n task_id \n STATUS \n owner \n task` (owner empty for none;
@@ -125,35 +131,26 @@ pub fn decode(msg: &[u8]) -> Option<Change> {
     })
 }
 
-/// Relay the Redis channel into `feed` until `stop`, reconnecting (with backoff) whenever the
-/// connection drops, e.g. when Redis restarts. Changes published while disconnected are missed:
-/// pub/sub is not a queue (webhooks, which must not miss any, use the durable queue).
+/// Relay every partition's channel into `feed` until `stop`, reconnecting (with backoff)
+/// whenever the connection drops, e.g. when Redis restarts. Changes published while
+/// disconnected are missed: pub/sub is not a queue (webhooks, which must not miss any, use the
+/// durable queue).
 pub async fn relay_redis(
-    url: String,
-    prefix: String,
+    store: Arc<Store>,
     feed: Arc<ChangeFeed>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let chan = channel(&prefix);
+    let chans: Vec<String> = store.keys.parts().map(channel).collect();
     let mut backoff = Duration::from_millis(100);
     loop {
         if *stop.borrow() {
             return;
         }
         let session = async {
-            let client = redis::Client::open(url.as_str())?;
-            let mut pubsub = client.get_async_pubsub().await?;
-            pubsub.subscribe(&chan).await?;
-            feed.set_relayed(true);
-            tracing::debug!(channel = %chan, "relaying ledger changes from Redis");
-            let mut messages = pubsub.on_message();
-            use futures_util::StreamExt;
-            while let Some(msg) = messages.next().await {
-                if let Some(c) = decode(msg.get_payload_bytes()) {
-                    feed.publish(c);
-                }
+            match store.single_client() {
+                Some(client) => relay_single(client, &chans, &feed).await,
+                None => relay_cluster(&store, &chans, &feed).await,
             }
-            Ok::<(), redis::RedisError>(())
         };
         let outcome = tokio::select! {
             r = session => Some(r),
@@ -167,8 +164,8 @@ pub async fn relay_redis(
         match outcome {
             None => return,
             Some(r) => match r {
-                Ok(()) => tracing::warn!("Redis change channel closed; reconnecting"),
-                Err(e) => tracing::warn!(error = %e, "Redis change channel failed; reconnecting"),
+                Ok(()) => tracing::warn!("Redis change channels closed; reconnecting"),
+                Err(e) => tracing::warn!(error = %e, "Redis change channels failed; reconnecting"),
             },
         }
         tokio::select! {
@@ -176,5 +173,103 @@ pub async fn relay_redis(
             _ = stop.changed() => return,
         }
         backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
+}
+
+/// One node: plain pub/sub on one connection, every partition's channel.
+async fn relay_single(
+    client: redis::Client,
+    chans: &[String],
+    feed: &ChangeFeed,
+) -> redis::RedisResult<()> {
+    let mut pubsub = client.get_async_pubsub().await?;
+    pubsub.subscribe(chans).await?;
+    feed.set_relayed(true);
+    tracing::debug!(channels = chans.len(), "relaying ledger changes from Redis");
+    let mut messages = pubsub.on_message();
+    use futures_util::StreamExt;
+    while let Some(msg) = messages.next().await {
+        if let Some(c) = decode(msg.get_payload_bytes()) {
+            feed.publish(c);
+        }
+    }
+    Ok(())
+}
+
+/// A cluster: sharded pub/sub, one SSUBSCRIBE per partition (each channel is in its
+/// partition's slot, on that slot's master). Messages are handed to the feed as they arrive,
+/// in the client's push callback. When a slot moves, its master ends the subscription
+/// (`sunsubscribe`); the channel is subscribed again, on the slot's new master.
+async fn relay_cluster(
+    store: &Store,
+    chans: &[String],
+    feed: &Arc<ChangeFeed>,
+) -> redis::RedisResult<()> {
+    use redis::PushKind;
+    let lost = Arc::new((
+        std::sync::Mutex::new(Vec::<String>::new()),
+        tokio::sync::Notify::new(),
+    ));
+    let (to_feed, to_lost) = (feed.clone(), lost.clone());
+    let wanted: std::collections::HashSet<String> = chans.iter().cloned().collect();
+    let on_push = move |push: redis::PushInfo| -> Result<(), std::convert::Infallible> {
+        let text = |v: &redis::Value| redis::from_redis_value_ref::<Vec<u8>>(v).ok();
+        match push.kind {
+            PushKind::SMessage => {
+                if let Some(c) = push.data.get(1).and_then(text).as_deref().and_then(decode) {
+                    to_feed.publish(c);
+                }
+            }
+            PushKind::SUnsubscribe => {
+                let chan = push
+                    .data
+                    .first()
+                    .and_then(text)
+                    .and_then(|c| String::from_utf8(c).ok());
+                if let Some(chan) = chan.filter(|c| wanted.contains(c)) {
+                    to_lost
+                        .0
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push(chan);
+                    to_lost.1.notify_one();
+                }
+            }
+            PushKind::Disconnection => {
+                to_feed.set_relayed(false);
+                to_lost.1.notify_one();
+            }
+            _ => {}
+        }
+        Ok(())
+    };
+    let client = store.push_cluster_client(on_push)?;
+    let mut conn = client.get_async_connection().await?;
+    for c in chans {
+        conn.ssubscribe(c).await?;
+    }
+    feed.set_relayed(true);
+    tracing::debug!(
+        channels = chans.len(),
+        "relaying ledger changes from Redis Cluster"
+    );
+    loop {
+        lost.1.notified().await;
+        // Give the cluster a moment to settle on the slot's new owner.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let again: Vec<String> =
+            std::mem::take(&mut *lost.0.lock().unwrap_or_else(|p| p.into_inner()));
+        if !feed.is_relayed() {
+            // The client lost a connection: it subscribes again by itself once reconnected,
+            // but changes published meanwhile were missed; start over to say so.
+            return Err(redis::RedisError::from((
+                redis::ErrorKind::Io,
+                "a cluster connection of the change relay dropped",
+            )));
+        }
+        for c in again {
+            tracing::info!(channel = %c, "change channel moved with its slot; subscribing again");
+            conn.ssubscribe(&c).await?;
+        }
     }
 }

@@ -325,36 +325,80 @@ impl Validator {
     }
 
     fn redis(&mut self, r: &RedisConfig) {
-        let u = r.url.as_str();
-        if u.starts_with("rediss://") {
+        let nodes = r.nodes();
+        if nodes.is_empty() {
             self.problem(
                 "redis.url",
-                "rediss:// (TLS) is not built into this gateway; use redis:// on a private network, a unix:// socket, or a TLS sidecar",
+                "is required in [redis] (or `urls` with `cluster = true`)",
             );
-        } else if u.is_empty() {
-            self.problem("redis.url", "is required in [redis]");
-        } else if !(u.starts_with("redis://") || u.starts_with("unix://")) {
+        }
+        if !r.urls.is_empty() && !r.cluster {
             self.problem(
-                "redis.url",
-                format!("{:?} must start with redis:// or unix://", redact_url(u)),
+                "redis.urls",
+                "lists the seed nodes of a cluster: set `cluster = true`, or use `url` for one node",
             );
-        } else {
-            let prefix = r.prefix.as_str();
-            if prefix.is_empty() || prefix.len() > 64 {
-                self.problem("redis.prefix", "must be 1-64 characters");
+        }
+        let key = |u: &str| {
+            if !r.url.is_empty() && u == r.url {
+                "redis.url"
+            } else {
+                "redis.urls"
             }
-            // The atomic scripts touch several keys; in Redis Cluster they must all hash to one
-            // slot, which only a {hash tag} guarantees.
-            let tagged = prefix
-                .find('{')
-                .and_then(|open| prefix[open..].find('}').map(|close| close > 1))
-                .unwrap_or(false);
-            if !tagged {
+        };
+        for u in &nodes {
+            let ok = u.starts_with("redis://")
+                || u.starts_with("rediss://")
+                || (u.starts_with("unix://") && !r.cluster);
+            if !ok {
+                let want = if r.cluster {
+                    "redis:// or rediss:// (a cluster is reached over TCP)"
+                } else {
+                    "redis://, rediss:// or unix://"
+                };
                 self.problem(
-                    "redis.prefix",
-                    format!("{prefix:?} needs a {{hash tag}} such as \"a2a:{{gw}}:\" so every key lands in one cluster slot"),
+                    key(u),
+                    format!("{:?} must start with {want}", redact_url(u)),
+                );
+            } else if let Err(e) = redis::IntoConnectionInfo::into_connection_info(u.as_str()) {
+                // The error text never holds the password (redis-rs redacts it); the URL is
+                // redacted here.
+                self.problem(
+                    key(u),
+                    format!("{:?} is not a Redis URL: {e}", redact_url(u)),
                 );
             }
+        }
+        let tls = nodes.iter().filter(|u| u.starts_with("rediss://")).count();
+        if tls != 0 && tls != nodes.len() {
+            self.problem("redis.urls", "mixes rediss:// and redis:// nodes");
+        }
+        if r.ca_file.is_some() && tls == 0 {
+            self.problem("redis.ca_file", "is for rediss:// (TLS) nodes");
+        }
+        let prefix = r.prefix.as_str();
+        if prefix.is_empty() || prefix.len() > 64 {
+            self.problem("redis.prefix", "must be 1-64 characters");
+        }
+        // Redis hashes a key on its first {...}: each partition puts its own hash tag right
+        // after the prefix, so the prefix itself must not carry one (`a2a:{gw}:` was the old
+        // default; see `[redis] partitions` and the migration note in README.md).
+        if prefix.contains(['{', '}']) {
+            self.problem(
+                "redis.prefix",
+                format!("{prefix:?} must not contain braces: each partition adds its own {{hash tag}} after the prefix (use e.g. \"a2a:\")"),
+            );
+        }
+        if r.partitions == 0 || r.partitions > crate::store::MAX_PARTITIONS {
+            self.problem(
+                "redis.partitions",
+                format!("must be 1-{}", crate::store::MAX_PARTITIONS),
+            );
+        }
+        if r.wait_replicas > 0 && r.wait_timeout.is_zero() {
+            self.problem(
+                "redis.wait_timeout_ms",
+                "must be above 0 with wait_replicas (0 would wait forever)",
+            );
         }
     }
 
@@ -503,7 +547,7 @@ pub(super) fn parse_header_line(line: &str) -> Option<(HeaderName, Secret)> {
 }
 
 /// A URL with any password replaced, for messages.
-pub(super) fn redact_url(u: &str) -> String {
+pub(crate) fn redact_url(u: &str) -> String {
     match (u.find("://"), u.rfind('@')) {
         (Some(s), Some(at)) if at > s => format!("{}***{}", &u[..s + 3], &u[at..]),
         _ => u.to_owned(),

@@ -33,9 +33,12 @@ pub fn readyz(state: &State) -> ApiResult {
     // With Redis, a replica that does not hear other replicas' changes would serve streams
     // that miss them: not ready until it is subscribed.
     let relaying = state.config.redis.is_none() || state.hub.feed.is_relayed();
+    // With Redis: connected and answering (a replica that started before its Redis serves,
+    // not ready, until it has connected; one whose Redis went away, until it is back).
+    let ledger = state.ledger.available();
     // Draining (SIGTERM): still serving, but no longer ready, so a load balancer moves away.
     let draining = state.draining.load(std::sync::atomic::Ordering::Acquire);
-    let ready = pending.is_empty() && relaying && !draining;
+    let ready = pending.is_empty() && relaying && ledger && !draining;
     let status = if ready {
         StatusCode::OK
     } else {
@@ -45,7 +48,7 @@ pub fn readyz(state: &State) -> ApiResult {
     if !pending.is_empty() {
         missing.push("cards");
     }
-    if !relaying {
+    if !relaying || !ledger {
         missing.push("redis");
     }
     if draining {
@@ -61,6 +64,7 @@ pub fn readyz(state: &State) -> ApiResult {
         "awaiting_first_card_attempt": pending,
         "agents_without_card": without_card,
         "change_feed": if relaying { "ok" } else { "not subscribed to Redis" },
+        "ledger": if ledger { "ok" } else { "Redis unreachable" },
     }))?;
     Ok(response::json(status, body))
 }

@@ -98,6 +98,17 @@ pub async fn create(
         )
         .with_details(found));
     }
+    if !state.ledger.available() {
+        // Known down (a call just failed on a broken connection, or the store has not
+        // connected yet): refused before the agent is called, so the agent never holds a task
+        // the gateway does not know. The state of a create already past this point is settled
+        // by `created` (x-a2a-ledger: pending).
+        return Err(ApiError::new(
+            Code::Unavailable,
+            "the task ledger (Redis) is unreachable: the create was not sent to the agent; retry shortly",
+        )
+        .with_header(header::RETRY_AFTER, HeaderValue::from_static("1")));
+    }
     // Only a keyed create is compared with an earlier one.
     let fingerprint = idempotency_key
         .is_some()
@@ -155,8 +166,8 @@ pub async fn create(
 /// The answer to a create, from the agent's: its refusal relayed, its Task checked and recorded.
 /// Called by [`detach::create`], in time or late.
 pub(crate) async fn created(
-    state: &State,
-    agent: &Agent,
+    state: &Arc<State>,
+    agent: &Arc<Agent>,
     ctx: &Ctx,
     card: &Card,
     res: Parts,
@@ -190,18 +201,83 @@ pub(crate) async fn created(
     match record(state, agent, ctx, None, &task, &body).await {
         Ok((_, out)) => Ok(relay_substituted(res, &body, out)),
         // The agent has created the task: a 503 now would make the client retry and create it
-        // twice. Pass the 202 on, marked, and let a later push record it (or a GET, for an
-        // agent with `passthrough_unknown_tasks`: otherwise the unrecorded id is unknown).
+        // twice. Pass the 202 on, marked, and record the task in the background as soon as
+        // the ledger answers (its webhooks follow from that record).
         Err(e) if e.code == Code::Unavailable => {
-            tracing::error!(agent = %agent.cfg.name, request_id = ?ctx.request_id, error = %e.message,
-                "task created but not recorded: the ledger is unavailable");
+            let pending = record_later(state, agent, ctx, task, body.clone());
+            tracing::warn!(agent = %agent.cfg.name, request_id = ?ctx.request_id, error = %e.message, pending,
+                "task created but not recorded yet: the ledger is unavailable");
             let mut out = relay(res, body);
-            out.headers_mut()
-                .insert("x-a2a-ledger", HeaderValue::from_static("unrecorded"));
+            out.headers_mut().insert(
+                "x-a2a-ledger",
+                HeaderValue::from_static(if pending { "pending" } else { "unrecorded" }),
+            );
             Ok(out)
         }
         Err(e) => Err(e),
     }
+}
+
+/// Record a created task whose ledger write failed, in a task of its own, retrying with
+/// backoff until the ledger answers, for up to `late_answer_secs` (the late-answer path's
+/// bound, and its permits: at most `MAX_LATE_ANSWERS` at once). `false` if it cannot be awaited
+/// (late answers off, or too many awaited): the task is then recorded only if a later push or
+/// read brings it.
+fn record_later(
+    state: &Arc<State>,
+    agent: &Arc<Agent>,
+    ctx: &Ctx,
+    task: Value,
+    body: Bytes,
+) -> bool {
+    let name = agent.cfg.name.as_str();
+    let count = |outcome: &str| {
+        state
+            .metrics
+            .pending_records
+            .with_label_values(&[name, outcome])
+            .inc();
+    };
+    let within = state.config.late_answer;
+    let permit = if within.is_zero() {
+        None
+    } else {
+        state.late_answers.clone().try_acquire_owned().ok()
+    };
+    let Some(permit) = permit else {
+        count("dropped");
+        return false;
+    };
+    let (state, agent, ctx) = (state.clone(), agent.clone(), ctx.detached());
+    tokio::spawn(async move {
+        let deadline = std::time::Instant::now() + within;
+        let mut wait = std::time::Duration::from_millis(100);
+        let name = agent.cfg.name.as_str();
+        let outcome = loop {
+            tokio::time::sleep(wait).await;
+            match record(&state, &agent, &ctx, None, &task, &body).await {
+                Ok(_) => break "recorded",
+                Err(e) if e.code == Code::Unavailable && std::time::Instant::now() < deadline => {
+                    wait = (wait * 2).min(std::time::Duration::from_secs(2));
+                }
+                Err(e) => {
+                    tracing::error!(agent = %name, request_id = ?ctx.request_id, error = %e.message,
+                        "a created task could not be recorded within late_answer_secs: the gateway does not know it until a push or read brings it");
+                    break "lost";
+                }
+            }
+        };
+        if outcome == "recorded" {
+            tracing::info!(agent = %name, request_id = ?ctx.request_id, "a created task was recorded once the ledger answered");
+        }
+        state
+            .metrics
+            .pending_records
+            .with_label_values(&[name, outcome])
+            .inc();
+        drop(permit);
+    });
+    true
 }
 
 /// GET /tasks/{id}: terminal tasks are answered from the ledger (final, and readable while the

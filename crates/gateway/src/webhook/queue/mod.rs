@@ -13,6 +13,12 @@ mod memory;
 mod redis;
 
 pub use self::redis::{webhook_prefix, RedisQueue};
+
+/// The format version of queued messages (lane entries) this version writes and reads. A
+/// reader that finds a newer one leaves it for a replica that knows it (see
+/// `worker::deliver`), so replicas of two versions can share a queue during a rolling upgrade
+/// without mangling a delivery. 0: no version (written before versions); 1: this one.
+pub const FORMAT: u32 = 1;
 pub use memory::MemoryQueue;
 
 use std::collections::HashMap;
@@ -48,6 +54,8 @@ pub struct Message {
     pub enqueued_ms: i64,
     /// The spec's push-notification body, sent byte for byte.
     pub payload: Bytes,
+    /// The entry's format version ([`FORMAT`] when written by this version).
+    pub version: u32,
 }
 
 /// A lane's token as a worker holds it.
@@ -254,12 +262,12 @@ pub fn payload(timestamp: &str, task: &[u8]) -> Vec<u8> {
     out
 }
 
-/// A lane entry as stored: `enqueued_ms \n msg_id \n payload` (the Redis apply script writes
-/// the same form).
+/// A lane entry as stored: `enqueued_ms version \n msg_id \n payload` (the Redis apply
+/// script writes the same form). A version 0 entry has no version; a reader of version 0 reads
+/// a version 1 entry whole (it sees an unparsable time, which it takes as 0).
 pub fn encode_entry(enqueued_ms: i64, msg_id: &str, payload: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(payload.len() + msg_id.len() + 24);
-    out.extend_from_slice(enqueued_ms.to_string().as_bytes());
-    out.push(b'\n');
+    let mut out = Vec::with_capacity(payload.len() + msg_id.len() + 28);
+    out.extend_from_slice(format!("{enqueued_ms} {FORMAT}\n").as_bytes());
     out.extend_from_slice(msg_id.as_bytes());
     out.push(b'\n');
     out.extend_from_slice(payload);
@@ -270,16 +278,18 @@ pub fn encode_entry(enqueued_ms: i64, msg_id: &str, payload: &[u8]) -> Vec<u8> {
 /// what the worker cannot read the scripts can drop).
 pub fn decode_entry(entry: &[u8]) -> Option<Message> {
     let mut parts = entry.splitn(3, |&b| b == b'\n');
-    let enqueued_ms = std::str::from_utf8(parts.next()?)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
+    let first = std::str::from_utf8(parts.next()?).unwrap_or("");
+    let (time, version) = first.split_once(' ').unwrap_or((first, "0"));
+    let enqueued_ms = time.parse().unwrap_or(0);
+    // An unreadable version is a newer writer's business, not an old one's.
+    let version = version.parse().unwrap_or(u32::MAX);
     let msg_id = String::from_utf8_lossy(parts.next()?).into_owned();
     let payload = Bytes::copy_from_slice(parts.next()?);
     Some(Message {
         msg_id,
         enqueued_ms,
         payload,
+        version,
     })
 }
 
@@ -303,8 +313,17 @@ mod tests {
         let e = encode_entry(42, "msg_a", &p);
         let m = decode_entry(&e).expect("decodes");
         assert_eq!((m.enqueued_ms, m.msg_id.as_str()), (42, "msg_a"));
-        assert_eq!(m.payload.as_ref(), p.as_slice());
+        assert_eq!((m.payload.as_ref(), m.version), (p.as_slice(), FORMAT));
         assert!(decode_entry(b"x\nmsg").is_none());
+        // Written before versions: version 0, read whole.
+        let old = decode_entry(b"42\nmsg_b\n{}").expect("decodes");
+        assert_eq!(
+            (old.enqueued_ms, old.version, old.msg_id.as_str()),
+            (42, 0, "msg_b")
+        );
+        // Written by a newer version: its version says so, whatever follows.
+        let newer = decode_entry(b"42 7\nmsg_c\n{}").expect("decodes");
+        assert_eq!(newer.version, 7);
     }
 
     #[test]

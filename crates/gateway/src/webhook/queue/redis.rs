@@ -1,18 +1,26 @@
-//! The delivery queue in Redis: lanes are lists, tokens are entries of one stream read through
+//! The delivery queue in Redis: lanes are lists, tokens are entries of a stream read through
 //! the consumer group `workers`, retries wait in a sorted set, dead letters in a list. Every
 //! step that moves a token is one Lua script, so a crash between two commands cannot lose or
-//! duplicate a lane. Keys are `{prefix}wh:...`, in the ledger's hash-tag slot (the ledger's apply
-//! script appends to lanes).
+//! duplicate a lane.
+//!
+//! Each partition of the keyspace (`store::keyspace`) has its own stream, retry set, dead
+//! letters, disabled set and queued counter, under `{part}wh:`: a task's lanes are in its
+//! partition, with the token stream that carries them, so the ledger's apply script and every
+//! script here touch one slot. Every replica's workers read every partition's stream, in turn
+//! from a starting point that moves on with every read, so none starves; an idle queue is
+//! polled, every few milliseconds at first and at most every [`IDLE_POLL`] (a blocking read
+//! reaches one slot, and would hold a connection that every other command shares).
 //!
 //! A worker that dies holding tokens leaves them pending in the group; [`RedisQueue::reclaim`]
 //! (XAUTOCLAIM) hands them to a live worker once they have been idle longer than the visibility
 //! timeout. If Redis restarts empty the group is gone (NOGROUP): it is created again on the spot,
 //! reading from the start of the stream so tokens added meanwhile are not skipped.
 
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::streams::{StreamAutoClaimReply, StreamId, StreamInfoConsumersReply, StreamReadReply};
 use redis::{RedisError, Script};
 
@@ -20,24 +28,27 @@ use super::{
     decode_entry, payload_value, DeadLetter, DeliveryQueue, Finish, Finished, Job, QueueError,
     QueueFuture, QueueStats,
 };
+use crate::store::{Conn, Store};
 
 const GROUP: &str = "workers";
 
+/// The longest an idle queue waits between two reads of every partition.
+const IDLE_POLL: Duration = Duration::from_millis(100);
+
 /// The Redis delivery queue (see the module doc).
 pub struct RedisQueue {
-    conn: ConnectionManager,
-    /// For XREADGROUP BLOCK only: a blocking read on the shared connection would stall every
-    /// other command queued behind it.
-    blocking: ConnectionManager,
-    wh: String,
+    store: Arc<Store>,
+    /// Each partition's share of `webhooks.max_dead_letters`.
     max_dead: usize,
     finish: Script,
     promote: Script,
     redrive: Script,
     enable: Script,
-    /// Where the next XAUTOCLAIM scan starts: it walks the pending list in pages, so entries
-    /// far along it are reached even when live workers hold the oldest ones.
-    cursor: std::sync::Mutex<String>,
+    /// Where each partition's next XAUTOCLAIM scan starts: it walks the pending list in pages,
+    /// so entries far along it are reached even when live workers hold the oldest ones.
+    cursors: std::sync::Mutex<Vec<String>>,
+    /// The partition the next read starts at.
+    next: AtomicUsize,
 }
 
 /// A consumer (a gateway process that has since gone) with nothing pending is forgotten after
@@ -48,52 +59,67 @@ fn unavailable(e: RedisError) -> QueueError {
     QueueError::Unavailable(format!("redis: {e}"))
 }
 
-/// The key prefix of the webhook keys, under the ledger's prefix.
-pub fn webhook_prefix(prefix: &str) -> String {
-    format!("{prefix}wh:")
-}
-
-async fn manager(url: &str, response_timeout: Duration) -> Result<ConnectionManager, QueueError> {
-    let client = redis::Client::open(url).map_err(unavailable)?;
-    let config = ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(Duration::from_secs(2)))
-        .set_response_timeout(Some(response_timeout))
-        .set_number_of_retries(2)
-        .set_max_delay(Duration::from_millis(500));
-    ConnectionManager::new_with_config(client, config)
-        .await
-        .map_err(unavailable)
+/// The key prefix of a partition's webhook keys, under the partition's prefix.
+pub fn webhook_prefix(part: &str) -> String {
+    format!("{part}wh:")
 }
 
 impl RedisQueue {
-    /// Connect, create the consumer group if missing, and warn if Redis may evict keys.
-    pub async fn connect(url: &str, prefix: &str, max_dead: usize) -> Result<Self, QueueError> {
-        let q = RedisQueue {
-            conn: manager(url, Duration::from_secs(2)).await?,
-            // Longest block is a few seconds (see take); the margin covers a slow reply.
-            blocking: manager(url, Duration::from_secs(10)).await?,
-            wh: webhook_prefix(prefix),
-            max_dead,
+    /// The queue on `store` (connected or not yet); each partition's consumer group is made
+    /// when first missed.
+    pub fn new(store: Arc<Store>, max_dead: usize) -> RedisQueue {
+        let parts = store.keys.len();
+        RedisQueue {
+            max_dead: max_dead.div_ceil(parts).max(1),
+            store,
             finish: Script::new(include_str!("finish.lua")),
             promote: Script::new(include_str!("promote.lua")),
             redrive: Script::new(include_str!("redrive.lua")),
             enable: Script::new(include_str!("enable.lua")),
-            cursor: std::sync::Mutex::new("0-0".into()),
+            cursors: std::sync::Mutex::new(vec!["0-0".into(); parts]),
+            next: AtomicUsize::new(0),
+        }
+    }
+
+    /// Connect to one node at `url` with `prefix` and wait until connected (for tests and
+    /// tools; the gateway starts its store itself).
+    pub async fn connect(url: &str, prefix: &str, max_dead: usize) -> Result<Self, QueueError> {
+        let config = crate::config::RedisConfig {
+            url: url.to_owned(),
+            prefix: prefix.to_owned(),
+            ..crate::config::RedisConfig::default()
         };
-        q.ensure_group().await?;
-        q.check_eviction_policy().await;
-        Ok(q)
+        let store = Store::new(&config).map_err(QueueError::Unavailable)?;
+        store.connect_now().await.map_err(QueueError::Unavailable)?;
+        Ok(RedisQueue::new(store, max_dead))
     }
 
-    fn key(&self, k: &str) -> String {
-        format!("{}{k}", self.wh)
+    fn conn(&self) -> Result<Conn, QueueError> {
+        self.store.conn().map_err(unavailable)
     }
 
-    async fn ensure_group(&self) -> Result<(), QueueError> {
-        let mut conn = self.conn.clone();
+    /// Partition `p`'s webhook key `k`.
+    fn key(&self, p: usize, k: &str) -> String {
+        format!("{}wh:{k}", self.store.keys.part(p))
+    }
+
+    /// Partition `p`'s webhook prefix (what the scripts take as KEYS[1]).
+    fn wh(&self, p: usize) -> String {
+        webhook_prefix(self.store.keys.part(p))
+    }
+
+    /// The partitions, starting at the next in turn.
+    fn in_turn(&self) -> impl Iterator<Item = usize> {
+        let n = self.store.keys.len();
+        let start = self.next.fetch_add(1, Ordering::Relaxed) % n;
+        (0..n).map(move |i| (start + i) % n)
+    }
+
+    async fn ensure_group(&self, p: usize) -> Result<(), QueueError> {
+        let mut conn = self.conn()?;
         let made: Result<(), RedisError> = redis::cmd("XGROUP")
             .arg("CREATE")
-            .arg(self.key("stream"))
+            .arg(self.key(p, "stream"))
             .arg(GROUP)
             // From the start: after Redis restarted empty, tokens XADDed before the group was
             // recreated must still be read.
@@ -107,8 +133,13 @@ impl RedisQueue {
         }
     }
 
-    /// Jobs from stream entries: the lanes' first messages in one round trip.
-    async fn jobs(&self, consumer: &str, entries: Vec<StreamId>) -> Result<Vec<Job>, QueueError> {
+    /// Jobs from partition `p`'s stream entries: the lanes' first messages in one round trip.
+    async fn jobs(
+        &self,
+        p: usize,
+        consumer: &str,
+        entries: Vec<StreamId>,
+    ) -> Result<Vec<Job>, QueueError> {
         let mut tokens = Vec::with_capacity(entries.len());
         let mut pipe = redis::pipe();
         for e in entries {
@@ -119,19 +150,19 @@ impl RedisQueue {
             };
             let (Some(sub), Some(task)) = (field("s"), field("t")) else {
                 // Not one of ours: retire it so it does not come back forever.
-                self.retire(&e.id).await?;
+                self.retire(p, &e.id).await?;
                 continue;
             };
             let attempts = field("a").and_then(|a| a.parse().ok()).unwrap_or(0);
             pipe.cmd("LINDEX")
-                .arg(self.key(&format!("lane:{sub}:{task}")))
+                .arg(self.key(p, &format!("lane:{sub}:{task}")))
                 .arg(0);
             tokens.push((e.id, sub, task, attempts));
         }
         if tokens.is_empty() {
             return Ok(Vec::new());
         }
-        let mut conn = self.conn.clone();
+        let mut conn = self.conn()?;
         let heads: Vec<Option<Vec<u8>>> = pipe.query_async(&mut conn).await.map_err(unavailable)?;
         let consumer: Arc<str> = Arc::from(consumer);
         Ok(tokens
@@ -154,9 +185,9 @@ impl RedisQueue {
 
     /// Queued deliveries live in keys without a TTL: a Redis that evicts keys under memory
     /// pressure can drop a lane or the stream and lose deliveries. Say so at start (managed
-    /// Redis may refuse CONFIG; then nothing is said).
-    async fn check_eviction_policy(&self) {
-        let mut conn = self.conn.clone();
+    /// Redis may refuse CONFIG, and a cluster answers per node; then nothing is said).
+    pub async fn check_eviction_policy(&self) {
+        let Ok(mut conn) = self.conn() else { return };
         let policy: Result<(String, String), RedisError> = redis::cmd("CONFIG")
             .arg("GET")
             .arg("maxmemory-policy")
@@ -169,10 +200,10 @@ impl RedisQueue {
         }
     }
 
-    /// Drop consumers long idle with nothing pending (best effort).
-    async fn forget_idle_consumers(&self, me: &str) {
-        let mut conn = self.conn.clone();
-        let stream = self.key("stream");
+    /// Drop partition `p`'s consumers long idle with nothing pending (best effort).
+    async fn forget_idle_consumers(&self, p: usize, me: &str) {
+        let Ok(mut conn) = self.conn() else { return };
+        let stream = self.key(p, "stream");
         let Ok(info) = redis::cmd("XINFO")
             .arg("CONSUMERS")
             .arg(&stream)
@@ -195,9 +226,9 @@ impl RedisQueue {
         }
     }
 
-    async fn retire(&self, id: &str) -> Result<(), QueueError> {
-        let mut conn = self.conn.clone();
-        let stream = self.key("stream");
+    async fn retire(&self, p: usize, id: &str) -> Result<(), QueueError> {
+        let mut conn = self.conn()?;
+        let stream = self.key(p, "stream");
         redis::pipe()
             .cmd("XACK")
             .arg(&stream)
@@ -211,6 +242,43 @@ impl RedisQueue {
             .query_async::<()>(&mut conn)
             .await
             .map_err(unavailable)
+    }
+
+    /// Up to `max` new tokens of partition `p` for `consumer`, without waiting.
+    async fn read(&self, p: usize, consumer: &str, max: usize) -> Result<Vec<Job>, QueueError> {
+        let mut conn = self.conn()?;
+        let read: Result<Option<StreamReadReply>, RedisError> = redis::cmd("XREADGROUP")
+            .arg("GROUP")
+            .arg(GROUP)
+            .arg(consumer)
+            .arg("COUNT")
+            .arg(max)
+            .arg("STREAMS")
+            .arg(self.key(p, "stream"))
+            .arg(">")
+            .query_async(&mut conn)
+            .await;
+        match read {
+            Ok(Some(reply)) => {
+                let entries = reply.keys.into_iter().flat_map(|k| k.ids).collect();
+                self.jobs(p, consumer, entries).await
+            }
+            Ok(None) => Ok(Vec::new()),
+            Err(e) if e.code() == Some("NOGROUP") => {
+                self.ensure_group(p).await?;
+                Ok(Vec::new())
+            }
+            Err(e) => Err(unavailable(e)),
+        }
+    }
+
+    /// The parts of a per-partition operation, run at once; their results in partition order.
+    async fn each<T, F, Fut>(&self, f: F) -> Result<Vec<T>, QueueError>
+    where
+        F: Fn(usize) -> Fut,
+        Fut: std::future::Future<Output = Result<T, QueueError>>,
+    {
+        futures_util::future::try_join_all((0..self.store.keys.len()).map(f)).await
     }
 }
 
@@ -239,34 +307,22 @@ impl DeliveryQueue for RedisQueue {
         wait: Duration,
     ) -> QueueFuture<'a, Vec<Job>> {
         Box::pin(async move {
-            let mut conn = self.blocking.clone();
-            let read: Result<Option<StreamReadReply>, RedisError> = redis::cmd("XREADGROUP")
-                .arg("GROUP")
-                .arg(GROUP)
-                .arg(consumer)
-                .arg("COUNT")
-                .arg(max)
-                .arg("BLOCK")
-                .arg(wait.as_millis().clamp(1, 5_000) as u64)
-                .arg("STREAMS")
-                .arg(self.key("stream"))
-                .arg(">")
-                .query_async(&mut conn)
-                .await;
-            match read {
-                Ok(Some(reply)) => {
-                    let entries = reply.keys.into_iter().flat_map(|k| k.ids).collect();
-                    self.jobs(consumer, entries).await
+            let deadline = Instant::now() + wait;
+            let mut idle = Duration::from_millis(2);
+            loop {
+                let mut out = Vec::new();
+                for p in self.in_turn() {
+                    if out.len() >= max {
+                        break;
+                    }
+                    out.extend(self.read(p, consumer, max - out.len()).await?);
                 }
-                Ok(None) => Ok(Vec::new()),
-                Err(e) if e.code() == Some("NOGROUP") => {
-                    tracing::warn!(
-                        "webhook consumer group missing (Redis restarted empty?); recreating it"
-                    );
-                    self.ensure_group().await?;
-                    Ok(Vec::new())
+                let now = Instant::now();
+                if !out.is_empty() || now >= deadline {
+                    return Ok(out);
                 }
-                Err(e) => Err(unavailable(e)),
+                tokio::time::sleep(idle.min(deadline - now)).await;
+                idle = (idle * 2).min(IDLE_POLL);
             }
         })
     }
@@ -278,40 +334,42 @@ impl DeliveryQueue for RedisQueue {
         max: usize,
     ) -> QueueFuture<'a, Vec<Job>> {
         Box::pin(async move {
-            let mut conn = self.conn.clone();
-            self.forget_idle_consumers(consumer).await;
-            let start = self
-                .cursor
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone();
-            let reply: Result<StreamAutoClaimReply, RedisError> = redis::cmd("XAUTOCLAIM")
-                .arg(self.key("stream"))
-                .arg(GROUP)
-                .arg(consumer)
-                .arg(min_idle.as_millis() as u64)
-                .arg(start)
-                .arg("COUNT")
-                .arg(max)
-                .query_async(&mut conn)
-                .await;
-            match reply {
-                Ok(r) => {
-                    *self.cursor.lock().unwrap_or_else(|p| p.into_inner()) = r.next_stream_id;
-                    self.jobs(consumer, r.claimed).await
+            let mut out = Vec::new();
+            for p in self.in_turn() {
+                if out.len() >= max {
+                    break;
                 }
-                Err(e) if e.code() == Some("NOGROUP") => {
-                    self.ensure_group().await?;
-                    Ok(Vec::new())
+                self.forget_idle_consumers(p, consumer).await;
+                let start = self.cursors.lock().unwrap_or_else(|e| e.into_inner())[p].clone();
+                let mut conn = self.conn()?;
+                let reply: Result<StreamAutoClaimReply, RedisError> = redis::cmd("XAUTOCLAIM")
+                    .arg(self.key(p, "stream"))
+                    .arg(GROUP)
+                    .arg(consumer)
+                    .arg(min_idle.as_millis() as u64)
+                    .arg(start)
+                    .arg("COUNT")
+                    .arg(max - out.len())
+                    .query_async(&mut conn)
+                    .await;
+                match reply {
+                    Ok(r) => {
+                        self.cursors.lock().unwrap_or_else(|e| e.into_inner())[p] =
+                            r.next_stream_id;
+                        out.extend(self.jobs(p, consumer, r.claimed).await?);
+                    }
+                    Err(e) if e.code() == Some("NOGROUP") => self.ensure_group(p).await?,
+                    Err(e) => return Err(unavailable(e)),
                 }
-                Err(e) => Err(unavailable(e)),
             }
+            Ok(out)
         })
     }
 
     fn finish<'a>(&'a self, job: &'a Job, how: Finish) -> QueueFuture<'a, Finished> {
         Box::pin(async move {
-            let mut inv = self.finish.key(&self.wh);
+            let p = self.store.keys.of(&job.task_id);
+            let mut inv = self.finish.key(self.wh(p));
             let msg_id = job.message.as_ref().map_or("", |m| m.msg_id.as_str());
             let mode = match &how {
                 Finish::Delivered => "delivered",
@@ -325,6 +383,7 @@ impl DeliveryQueue for RedisQueue {
                 .arg(job.task_id.as_ref())
                 .arg(msg_id)
                 .arg(job.consumer.as_ref());
+            let mut disabled = None;
             match how {
                 Finish::Delivered => {}
                 Finish::Retry { due_ms, attempts } => {
@@ -338,14 +397,29 @@ impl DeliveryQueue for RedisQueue {
                         "last_error": error,
                         "failed_at": crate::protocol::time::now(),
                     });
-                    inv.arg(meta.to_string()).arg(self.max_dead.max(1));
+                    inv.arg(meta.to_string()).arg(self.max_dead);
                 }
                 Finish::Park { reason } => {
-                    inv.arg(reason.unwrap_or_default());
+                    inv.arg(reason.as_deref().unwrap_or_default());
+                    disabled = reason;
                 }
             }
-            let mut conn = self.conn.clone();
+            let mut conn = self.conn()?;
             let out: String = inv.invoke_async(&mut conn).await.map_err(unavailable)?;
+            if let Some(reason) = disabled {
+                // The script disabled the subscriber in this partition, atomically with the
+                // parking. The other partitions' apply scripts learn it here, outside that step:
+                // until they do, a change for it is queued to its lane rather than straight to
+                // the dead letters, and parked when a worker gets to it. Nothing is lost.
+                for q in (0..self.store.keys.len()).filter(|&q| q != p) {
+                    let _: Result<i64, RedisError> = redis::cmd("HSET")
+                        .arg(self.key(q, "disabled"))
+                        .arg(job.subscriber.as_ref())
+                        .arg(&reason)
+                        .query_async(&mut conn)
+                        .await;
+                }
+            }
             Ok(if out == "done" {
                 Finished::Done
             } else {
@@ -356,35 +430,51 @@ impl DeliveryQueue for RedisQueue {
 
     fn promote_due(&self, now_ms: i64, max: usize) -> QueueFuture<'_, usize> {
         Box::pin(async move {
-            let mut conn = self.conn.clone();
-            self.promote
-                .key(&self.wh)
-                .arg(now_ms)
-                .arg(max)
-                .invoke_async(&mut conn)
-                .await
-                .map_err(unavailable)
+            let mut moved = 0usize;
+            for p in self.in_turn() {
+                if moved >= max {
+                    break;
+                }
+                let mut conn = self.conn()?;
+                let n: usize = self
+                    .promote
+                    .key(self.wh(p))
+                    .arg(now_ms)
+                    .arg(max - moved)
+                    .invoke_async(&mut conn)
+                    .await
+                    .map_err(unavailable)?;
+                moved += n;
+            }
+            Ok(moved)
         })
     }
 
     fn stats(&self) -> QueueFuture<'_, QueueStats> {
         Box::pin(async move {
-            let mut conn = self.conn.clone();
-            let (queued, retrying, dead): (Option<i64>, u64, u64) = redis::pipe()
-                .cmd("GET")
-                .arg(self.key("queued"))
-                .cmd("ZCARD")
-                .arg(self.key("retry"))
-                .cmd("LLEN")
-                .arg(self.key("dead"))
-                .query_async(&mut conn)
-                .await
-                .map_err(unavailable)?;
-            Ok(QueueStats {
-                queued: queued.unwrap_or(0).max(0) as u64,
-                retrying,
-                dead,
-            })
+            let parts = self
+                .each(|p| async move {
+                    let mut conn = self.conn()?;
+                    let got: (Option<i64>, u64, u64) = redis::pipe()
+                        .cmd("GET")
+                        .arg(self.key(p, "queued"))
+                        .cmd("ZCARD")
+                        .arg(self.key(p, "retry"))
+                        .cmd("LLEN")
+                        .arg(self.key(p, "dead"))
+                        .query_async(&mut conn)
+                        .await
+                        .map_err(unavailable)?;
+                    Ok(got)
+                })
+                .await?;
+            let mut out = QueueStats::default();
+            for (queued, retrying, dead) in parts {
+                out.queued += queued.unwrap_or(0).max(0) as u64;
+                out.retrying += retrying;
+                out.dead += dead;
+            }
+            Ok(out)
         })
     }
 
@@ -393,62 +483,41 @@ impl DeliveryQueue for RedisQueue {
             if limit == 0 {
                 return Ok(Vec::new());
             }
-            let mut conn = self.conn.clone();
-            let items: Vec<Vec<u8>> = redis::cmd("LRANGE")
-                .arg(self.key("dead"))
-                .arg(0)
-                .arg(limit - 1)
-                .query_async(&mut conn)
-                .await
-                .map_err(unavailable)?;
-            Ok(items.iter().filter_map(|i| dead_letter(i)).collect())
+            // The newest `limit` of each partition, merged newest first.
+            let parts = self
+                .each(|p| async move {
+                    let mut conn = self.conn()?;
+                    let items: Vec<Vec<u8>> = redis::cmd("LRANGE")
+                        .arg(self.key(p, "dead"))
+                        .arg(0)
+                        .arg(limit - 1)
+                        .query_async(&mut conn)
+                        .await
+                        .map_err(unavailable)?;
+                    Ok(items)
+                })
+                .await?;
+            let mut all: Vec<DeadLetter> = parts
+                .iter()
+                .flatten()
+                .filter_map(|i| dead_letter(i))
+                .collect();
+            // RFC 3339 times of one format sort as text; stable, so one partition's letters
+            // keep their order.
+            all.sort_by(|a, b| b.failed_at.cmp(&a.failed_at));
+            all.truncate(limit);
+            Ok(all)
         })
     }
 
     fn redrive<'a>(&'a self, subscriber: Option<&'a str>, limit: usize) -> QueueFuture<'a, usize> {
         Box::pin(async move {
-            let mut conn = self.conn.clone();
-            // Oldest first (the tail), so a lane's letters keep their order; a page at a time,
-            // so a long list is never read whole into memory.
-            const PAGE: i64 = 500;
-            let (mut moved, mut end) = (0usize, -1i64);
-            while moved < limit {
-                let items: Vec<Vec<u8>> = redis::cmd("LRANGE")
-                    .arg(self.key("dead"))
-                    .arg(end - PAGE + 1)
-                    .arg(end)
-                    .query_async(&mut conn)
-                    .await
-                    .map_err(unavailable)?;
-                if items.is_empty() {
+            let mut moved = 0usize;
+            for p in 0..self.store.keys.len() {
+                if moved >= limit {
                     break;
                 }
-                let mut kept = 0i64;
-                for item in items.iter().rev() {
-                    let d = dead_letter(item);
-                    let wanted = moved < limit
-                        && d.as_ref()
-                            .is_some_and(|d| subscriber.is_none_or(|s| s == d.subscriber));
-                    let Some(d) = d.filter(|_| wanted) else {
-                        kept += 1;
-                        continue;
-                    };
-                    let n: i64 = self
-                        .redrive
-                        .key(&self.wh)
-                        .arg(item.as_slice())
-                        .arg(&d.subscriber)
-                        .arg(&d.task_id)
-                        .invoke_async(&mut conn)
-                        .await
-                        .map_err(unavailable)?;
-                    moved += n.max(0) as usize;
-                }
-                if (items.len() as i64) < PAGE {
-                    break;
-                }
-                // The moved letters left the list; the kept ones of this page are still there.
-                end -= kept;
+                moved += self.redrive_part(p, subscriber, limit - moved).await?;
             }
             Ok(moved)
         })
@@ -456,28 +525,94 @@ impl DeliveryQueue for RedisQueue {
 
     fn disabled(&self) -> QueueFuture<'_, Vec<(String, String)>> {
         Box::pin(async move {
-            let mut conn = self.conn.clone();
-            let mut all: Vec<(String, String)> = redis::cmd("HGETALL")
-                .arg(self.key("disabled"))
-                .query_async(&mut conn)
-                .await
-                .map_err(unavailable)?;
-            all.sort();
-            Ok(all)
+            let parts = self
+                .each(|p| async move {
+                    let mut conn = self.conn()?;
+                    let all: Vec<(String, String)> = redis::cmd("HGETALL")
+                        .arg(self.key(p, "disabled"))
+                        .query_async(&mut conn)
+                        .await
+                        .map_err(unavailable)?;
+                    Ok(all)
+                })
+                .await?;
+            let merged: BTreeMap<String, String> = parts.into_iter().flatten().collect();
+            Ok(merged.into_iter().collect())
         })
     }
 
     fn enable<'a>(&'a self, subscriber: &'a str) -> QueueFuture<'a, usize> {
         Box::pin(async move {
-            let mut conn = self.conn.clone();
-            let n: i64 = self
-                .enable
-                .key(&self.wh)
-                .arg(subscriber)
-                .invoke_async(&mut conn)
+            let counts = self
+                .each(|p| async move {
+                    let mut conn = self.conn()?;
+                    let n: i64 = self
+                        .enable
+                        .key(self.wh(p))
+                        .arg(subscriber)
+                        .invoke_async(&mut conn)
+                        .await
+                        .map_err(unavailable)?;
+                    Ok(n.max(0) as usize)
+                })
+                .await?;
+            Ok(counts.into_iter().sum())
+        })
+    }
+}
+
+impl RedisQueue {
+    /// [`DeliveryQueue::redrive`] in partition `p`.
+    async fn redrive_part(
+        &self,
+        p: usize,
+        subscriber: Option<&str>,
+        limit: usize,
+    ) -> Result<usize, QueueError> {
+        let mut conn = self.conn()?;
+        let (dead, wh) = (self.key(p, "dead"), self.wh(p));
+        // Oldest first (the tail), so a lane's letters keep their order; a page at a time,
+        // so a long list is never read whole into memory.
+        const PAGE: i64 = 500;
+        let (mut moved, mut end) = (0usize, -1i64);
+        while moved < limit {
+            let items: Vec<Vec<u8>> = redis::cmd("LRANGE")
+                .arg(&dead)
+                .arg(end - PAGE + 1)
+                .arg(end)
+                .query_async(&mut conn)
                 .await
                 .map_err(unavailable)?;
-            Ok(n.max(0) as usize)
-        })
+            if items.is_empty() {
+                break;
+            }
+            let mut kept = 0i64;
+            for item in items.iter().rev() {
+                let d = dead_letter(item);
+                let wanted = moved < limit
+                    && d.as_ref()
+                        .is_some_and(|d| subscriber.is_none_or(|s| s == d.subscriber));
+                let Some(d) = d.filter(|_| wanted) else {
+                    kept += 1;
+                    continue;
+                };
+                let n: i64 = self
+                    .redrive
+                    .key(&wh)
+                    .arg(item.as_slice())
+                    .arg(&d.subscriber)
+                    .arg(&d.task_id)
+                    .invoke_async(&mut conn)
+                    .await
+                    .map_err(unavailable)?;
+                moved += n.max(0) as usize;
+            }
+            if (items.len() as i64) < PAGE {
+                break;
+            }
+            // The moved letters left the list; the kept ones of this page are still there.
+            end -= kept;
+        }
+        Ok(moved)
     }
 }

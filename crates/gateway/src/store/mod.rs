@@ -1,0 +1,525 @@
+//! The shared store: the connection to Redis, one node or a cluster, that the ledger, the
+//! delivery queue and the change feed use when replicas share state.
+//!
+//! A gateway whose Redis is not up yet still starts: a task of its own connects, with backoff,
+//! and until it has, every call fails with "not connected" and `/readyz` says `redis`. Once
+//! connected, a call that fails on a broken connection marks the store *down* (creates are then
+//! refused before their agent is called, see `http::handlers::tasks`) and a ping every
+//! [`PING_DOWN`] marks it up again as soon as Redis answers.
+//!
+//! Where each key lives is [`keyspace`]'s business.
+
+pub mod keyspace;
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwapOption;
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::{ClusterClient, ClusterClientBuilder};
+use redis::cluster_async::ClusterConnection;
+use redis::{Cmd, Pipeline, RedisError, RedisFuture, TlsCertificates, Value};
+use tokio::sync::watch;
+
+pub use keyspace::Keyspace;
+
+use crate::config::RedisConfig;
+
+/// The most partitions a keyspace may have (`[redis] partitions`): every replica's workers poll
+/// every partition's stream.
+pub const MAX_PARTITIONS: u16 = 1024;
+
+/// How often a store marked down pings Redis.
+const PING_DOWN: Duration = Duration::from_millis(250);
+
+/// Connect and answer timeouts of every connection.
+const TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long a worker waits after a failed attempt at its own connection before the next.
+const RETRY_OWN: Duration = Duration::from_secs(1);
+
+/// A connection to the store: one node (reconnecting by itself) or a cluster (following MOVED
+/// and ASK, refreshing its slot map). Cheap to clone: both are handles to one multiplexed
+/// connection.
+#[derive(Clone)]
+pub enum Conn {
+    /// One Redis node.
+    Single(ConnectionManager),
+    /// A Redis Cluster.
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Conn::Single(c) => c.req_packed_command(cmd),
+            Conn::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Conn::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            Conn::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Conn::Single(c) => c.get_db(),
+            Conn::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+/// How to make a connection. One per store, cloned only to make a worker's own connection:
+/// its size does not matter.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone)]
+enum Link {
+    Single(redis::Client),
+    Cluster(ClusterClient),
+}
+
+impl Link {
+    async fn connect(&self) -> StoreResult<Conn> {
+        match self {
+            Link::Single(client) => {
+                let config = ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(TIMEOUT))
+                    .set_response_timeout(Some(TIMEOUT))
+                    .set_number_of_retries(2)
+                    .set_max_delay(Duration::from_millis(500));
+                ConnectionManager::new_with_config(client.clone(), config)
+                    .await
+                    .map(Conn::Single)
+            }
+            Link::Cluster(client) => client.get_async_connection().await.map(Conn::Cluster),
+        }
+    }
+}
+
+/// A worker thread's own connection to one store (see [`Store::conn`]).
+#[derive(Clone)]
+enum Own {
+    Ready(Conn),
+    /// Being made, by a task on this thread; calls use the shared connection meanwhile.
+    Connecting,
+    /// The last attempt failed then; the shared connection serves until [`RETRY_OWN`] later.
+    Failed(Instant),
+}
+
+thread_local! {
+    /// Each worker thread's own connection, by store (tests run several gateways in one
+    /// process).
+    static LOCAL: std::cell::RefCell<std::collections::HashMap<u64, Own>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+
+/// Why a store call failed before reaching Redis, or what Redis said.
+pub type StoreResult<T> = Result<T, RedisError>;
+
+/// The shared store (see the module doc).
+pub struct Store {
+    id: u64,
+    link: Link,
+    /// What a replica says about its Redis in logs and `/readyz`: the nodes, passwords
+    /// redacted.
+    pub name: String,
+    config: RedisConfig,
+    certs: Option<TlsCertificates>,
+    shared: ArcSwapOption<Conn>,
+    up: AtomicBool,
+    /// Set when the store was found unusable for good (data of the previous layout): every
+    /// call fails with it.
+    refused: OnceLock<String>,
+    /// The partitions of the keys.
+    pub keys: Keyspace,
+}
+
+fn err(kind: redis::ErrorKind, what: String) -> RedisError {
+    RedisError::from((kind, "redis", what))
+}
+
+/// Whether a failed call may not have reached Redis, or its answer was lost: a broken or
+/// refused connection, a timeout, a cluster in the middle of a change. An idempotent call is
+/// safe to send again on a fresh connection.
+pub fn is_broken(e: &RedisError) -> bool {
+    e.is_io_error()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || e.is_timeout()
+        || e.is_cluster_error()
+        || matches!(
+            e.kind(),
+            redis::ErrorKind::Server(
+                redis::ServerErrorKind::TryAgain
+                    | redis::ServerErrorKind::ClusterDown
+                    | redis::ServerErrorKind::MasterDown
+                    | redis::ServerErrorKind::ReadOnly
+                    | redis::ServerErrorKind::BusyLoading
+            )
+        )
+}
+
+/// PEM of `ca_file` followed by the system roots: `rediss://` servers are checked against
+/// both (redis-rs takes one bundle that replaces its default roots).
+fn root_bundle(ca_file: &str) -> Result<Vec<u8>, String> {
+    use base64::Engine;
+    let mut pem = std::fs::read(ca_file).map_err(|e| format!("redis.ca_file {ca_file:?}: {e}"))?;
+    if !pem.ends_with(b"\n") {
+        pem.push(b'\n');
+    }
+    let found = rustls_native_certs::load_native_certs();
+    for cert in found.certs {
+        pem.extend_from_slice(b"-----BEGIN CERTIFICATE-----\n");
+        let b64 = base64::engine::general_purpose::STANDARD.encode(cert.as_ref());
+        for line in b64.as_bytes().chunks(64) {
+            pem.extend_from_slice(line);
+            pem.push(b'\n');
+        }
+        pem.extend_from_slice(b"-----END CERTIFICATE-----\n");
+    }
+    Ok(pem)
+}
+
+impl Store {
+    /// The store a `[redis]` table describes; nothing is connected yet (see [`Store::start`]).
+    pub fn new(config: &RedisConfig) -> Result<Arc<Store>, String> {
+        let nodes = config.nodes();
+        let name = nodes
+            .iter()
+            .map(|u| crate::config::redact_url(u))
+            .collect::<Vec<_>>()
+            .join(",");
+        let certs = match &config.ca_file {
+            Some(f) => Some(TlsCertificates {
+                client_tls: None,
+                root_cert: Some(root_bundle(f)?),
+            }),
+            None => None,
+        };
+        let bad = |e: RedisError| format!("[redis] {name}: {e}");
+        let link = if config.cluster {
+            let mut b = ClusterClientBuilder::new(nodes.clone())
+                .connection_timeout(TIMEOUT)
+                .response_timeout(TIMEOUT)
+                .retries(3);
+            if let Some(c) = &certs {
+                b = b.certs(c.clone());
+            }
+            Link::Cluster(b.build().map_err(bad)?)
+        } else {
+            let url = nodes
+                .first()
+                .ok_or_else(|| "[redis] has no url".to_owned())?;
+            Link::Single(match &certs {
+                Some(c) => redis::Client::build_with_tls(url.as_str(), c.clone()).map_err(bad)?,
+                None => redis::Client::open(url.as_str()).map_err(bad)?,
+            })
+        };
+        Ok(Arc::new(Store {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            link,
+            name,
+            keys: Keyspace::new(&config.prefix, config.partitions),
+            config: config.clone(),
+            certs,
+            shared: ArcSwapOption::empty(),
+            up: AtomicBool::new(false),
+            refused: OnceLock::new(),
+        }))
+    }
+
+    /// Whether this store is a Redis Cluster.
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.link, Link::Cluster(_))
+    }
+
+    /// Connected, not marked down, not refused: calls are expected to succeed.
+    pub fn is_up(&self) -> bool {
+        self.up.load(Ordering::Acquire) && self.refused.get().is_none()
+    }
+
+    /// Why the store is refused for good, if it is.
+    pub fn refused(&self) -> Option<&str> {
+        self.refused.get().map(String::as_str)
+    }
+
+    fn set_up(&self, up: bool) {
+        // Read first: the flag is shared by every worker, and a store on every call would
+        // bounce its cache line between cores.
+        if self.up.load(Ordering::Relaxed) != up {
+            self.up.store(up, Ordering::Release);
+            if up {
+                tracing::info!(redis = %self.name, "Redis answers again");
+            } else {
+                tracing::warn!(redis = %self.name, "Redis is unreachable: creates are refused (503) until it answers");
+            }
+        }
+    }
+
+    /// Connect once: the shared connection, the server's version checked, the data's layout
+    /// checked. `Err(true)`: refused for good (the reason is in [`Store::refused`]).
+    async fn connect_once(&self) -> Result<(), bool> {
+        let conn = match tokio::time::timeout(TIMEOUT * 2, self.link.connect()).await {
+            Ok(Ok(c)) => c,
+            Ok(Err(e)) => {
+                tracing::warn!(redis = %self.name, error = %e, "cannot connect to Redis yet; retrying");
+                return Err(false);
+            }
+            Err(_) => {
+                tracing::warn!(redis = %self.name, "cannot connect to Redis yet (timed out); retrying");
+                return Err(false);
+            }
+        };
+        match self.check(conn.clone()).await {
+            Ok(()) => {}
+            Err(Refusal::Later(e)) => {
+                tracing::warn!(redis = %self.name, error = %e, "Redis is not ready yet; retrying");
+                return Err(false);
+            }
+            Err(Refusal::Never(why)) => {
+                tracing::error!(redis = %self.name, "{why}");
+                let _ = self.refused.set(why);
+                return Err(true);
+            }
+        }
+        self.shared.store(Some(Arc::new(conn)));
+        self.set_up(true);
+        tracing::info!(redis = %self.name, cluster = self.is_cluster(), partitions = self.keys.len(), "connected to Redis");
+        Ok(())
+    }
+
+    /// What must hold before the store is used: a Redis new enough for the scripts, and no
+    /// data left in the previous layout (see [`migration`]).
+    async fn check(&self, mut conn: Conn) -> Result<(), Refusal> {
+        if let Link::Single(_) = self.link {
+            let info: String = redis::cmd("INFO")
+                .arg("server")
+                .query_async(&mut conn)
+                .await
+                .map_err(|e| Refusal::Later(e.to_string()))?;
+            let major = info
+                .lines()
+                .find_map(|l| l.strip_prefix("redis_version:"))
+                .and_then(|v| v.split('.').next())
+                .and_then(|m| m.trim().parse::<u32>().ok());
+            if major.is_some_and(|m| m < 7) {
+                return Err(Refusal::Never(format!(
+                    "Redis {} is too old: the gateway needs Redis 7 or later (sharded pub/sub, the scripts' commands)",
+                    info.lines()
+                        .find_map(|l| l.strip_prefix("redis_version:"))
+                        .unwrap_or("?")
+                        .trim()
+                )));
+            }
+        }
+        migration::check(self, conn).await
+    }
+
+    /// Connect: one attempt now (bounded by the connect timeout), so a gateway whose Redis is
+    /// up starts with it, or fails at once if its data is refused; then, if that attempt
+    /// failed, keep trying in the background with backoff until `stop`. Also runs the pinger
+    /// that marks a store that was marked down up again.
+    pub async fn start(self: &Arc<Self>, stop: watch::Receiver<bool>) -> Result<(), String> {
+        let first = self.connect_once().await;
+        if first == Err(true) {
+            return Err(self.refused().unwrap_or("refused").to_owned());
+        }
+        let me = self.clone();
+        tokio::spawn(me.keep(first.is_ok(), stop));
+        Ok(())
+    }
+
+    /// Connect now, once, for tools and tests that need the store before they go on (no
+    /// background reconnection is started: the connection reconnects by itself).
+    pub async fn connect_now(self: &Arc<Self>) -> Result<(), String> {
+        self.connect_once().await.map_err(|_| {
+            self.refused()
+                .map(str::to_owned)
+                .unwrap_or_else(|| format!("cannot connect to Redis at {}", self.name))
+        })
+    }
+
+    async fn keep(self: Arc<Self>, mut connected: bool, mut stop: watch::Receiver<bool>) {
+        let mut backoff = Duration::from_millis(100);
+        loop {
+            let wait = if !connected {
+                match self.connect_once().await {
+                    Ok(()) => {
+                        connected = true;
+                        PING_DOWN
+                    }
+                    Err(true) => return,
+                    Err(false) => {
+                        backoff = (backoff * 2).min(Duration::from_secs(5));
+                        backoff
+                    }
+                }
+            } else {
+                if !self.up.load(Ordering::Acquire) {
+                    if let Some(c) = self.shared.load_full() {
+                        let mut c = (*c).clone();
+                        let ping = redis::cmd("PING");
+                        let ping = ping.query_async::<String>(&mut c);
+                        if let Ok(Ok(_)) = tokio::time::timeout(TIMEOUT, ping).await {
+                            self.set_up(true);
+                        }
+                    }
+                }
+                PING_DOWN
+            };
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = stop.changed() => return,
+            }
+        }
+    }
+
+    /// The connection to use on this thread. A worker (one single-threaded runtime per core)
+    /// gets one of its own, made in the background after its first call, so that its
+    /// commands are written and its answers read on its own thread: the shared connection has
+    /// its I/O task on the runtime it was made on, and every command sent to it from a worker
+    /// crossed threads twice, a wake-up each way (in a profile of Redis creates the main
+    /// runtime's share fell from 10.6 % to 3.9 % of the samples with this; issue 12,
+    /// benches/load/README.md). Other runtimes share the connection made at start, and so
+    /// does a worker while its own is being made or Redis is away.
+    pub fn conn(&self) -> StoreResult<Conn> {
+        if let Some(why) = self.refused.get() {
+            return Err(err(redis::ErrorKind::Client, why.clone()));
+        }
+        let Some(shared) = self.shared.load_full() else {
+            return Err(err(
+                redis::ErrorKind::Io,
+                format!("not connected to {} yet", self.name),
+            ));
+        };
+        match LOCAL.with(|m| m.borrow().get(&self.id).cloned()) {
+            Some(Own::Ready(c)) => return Ok(c),
+            Some(Own::Connecting) => return Ok((*shared).clone()),
+            Some(Own::Failed(at)) if at.elapsed() < RETRY_OWN => return Ok((*shared).clone()),
+            _ => {}
+        }
+        let own = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread);
+        if own {
+            // Made by a task of its own on this thread (a single-threaded runtime runs its
+            // tasks on the thread that drives it), so no request waits for it, and one attempt
+            // at a time: this call, and the calls until it is made, use the shared one.
+            LOCAL.with(|m| m.borrow_mut().insert(self.id, Own::Connecting));
+            let (id, link) = (self.id, self.link.clone());
+            tokio::spawn(async move {
+                let made = link.connect().await;
+                let own = match made {
+                    Ok(c) => Own::Ready(c),
+                    Err(e) => {
+                        tracing::debug!(error = %e, "a worker's own Redis connection failed; the shared one serves");
+                        Own::Failed(Instant::now())
+                    }
+                };
+                LOCAL.with(|m| m.borrow_mut().insert(id, own));
+            });
+        }
+        Ok((*shared).clone())
+    }
+
+    /// Run an idempotent call; if it fails on a broken connection, run it once more on a fresh
+    /// one (a script that judges and stores, run twice, stores once: the second run sees the
+    /// first's record). A call that still fails that way marks the store down.
+    pub async fn idempotent<T, F, Fut>(&self, call: F) -> StoreResult<T>
+    where
+        F: Fn(Conn) -> Fut,
+        Fut: Future<Output = StoreResult<T>>,
+    {
+        let first = call(self.conn()?).await;
+        let e = match first {
+            Ok(v) => {
+                self.set_up(true);
+                return Ok(v);
+            }
+            Err(e) if is_broken(&e) => e,
+            Err(e) => return Err(e),
+        };
+        tracing::debug!(error = %e, "a Redis call failed on a broken connection; trying once more");
+        // A worker's own connection may be the broken one: the shared one reconnects as
+        // well, and this thread makes a fresh own one later.
+        LOCAL.with(|m| m.borrow_mut().insert(self.id, Own::Failed(Instant::now())));
+        match call(self.conn()?).await {
+            Ok(v) => {
+                self.set_up(true);
+                Ok(v)
+            }
+            Err(e) => {
+                if is_broken(&e) {
+                    self.set_up(false);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// After a write on `conn`: wait for `[redis] wait_replicas` replicas to have it (nothing
+    /// when 0). Fewer within `wait_timeout_ms` fails the write: it may not survive a failover.
+    pub async fn replicated(&self, conn: &mut Conn) -> StoreResult<()> {
+        let want = self.config.wait_replicas;
+        if want == 0 {
+            return Ok(());
+        }
+        let got: i64 = redis::cmd("WAIT")
+            .arg(want)
+            .arg(self.config.wait_timeout.as_millis() as u64)
+            .query_async(conn)
+            .await?;
+        if got < i64::from(want) {
+            return Err(err(
+                redis::ErrorKind::Io,
+                format!("only {got} of the {want} replicas (wait_replicas) acknowledged the write"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A client for a pub/sub connection to a single node.
+    pub fn single_client(&self) -> Option<redis::Client> {
+        match &self.link {
+            Link::Single(c) => Some(c.clone()),
+            Link::Cluster(_) => None,
+        }
+    }
+
+    /// A cluster client that speaks RESP3 and hands pushes (sharded pub/sub messages) to
+    /// `on_push`.
+    pub fn push_cluster_client(
+        &self,
+        on_push: impl redis::aio::AsyncPushSender,
+    ) -> StoreResult<ClusterClient> {
+        let mut b = ClusterClientBuilder::new(self.config.nodes())
+            .connection_timeout(TIMEOUT)
+            .use_protocol(redis::ProtocolVersion::RESP3)
+            .push_sender(on_push);
+        if let Some(c) = &self.certs {
+            b = b.certs(c.clone());
+        }
+        b.build()
+    }
+}
+
+/// Why a check refused a store.
+enum Refusal {
+    /// Not now: try again.
+    Later(String),
+    /// Never, with what to do.
+    Never(String),
+}
+
+mod migration;
