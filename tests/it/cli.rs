@@ -332,6 +332,26 @@ async fn check_config_accepts_a_redis_table() {
     );
     let f = run(&["check-config", "--config", path_of(&file)]).await;
     assert!(f.status.success(), "{f:?}");
+    // A cluster over TLS with an ACL user; and the old single-tag prefix, refused.
+    let file = temp_config(
+        "listen = \"127.0.0.1:0\"\n[[agents]]\nname = \"a\"\nurl = \"http://127.0.0.1:9\"\n\
+         [redis]\ncluster = true\nurls = [\"rediss://gw:pw-x@10.0.0.1:6379\", \"rediss://gw:pw-x@10.0.0.2:6379\"]\n\
+         partitions = 32\nwait_replicas = 1\n",
+    );
+    let f = run(&["check-config", "--config", path_of(&file)]).await;
+    assert!(f.status.success(), "{f:?}");
+    assert!(
+        !f.stdout.contains("pw-x") && !f.stderr.contains("pw-x"),
+        "{f:?}"
+    );
+    let file = temp_config(
+        "listen = \"127.0.0.1:0\"\n[[agents]]\nname = \"a\"\nurl = \"http://127.0.0.1:9\"\n\
+         [redis]\nurl = \"redis://127.0.0.1:6379\"\nprefix = \"a2a:{gw}:\"\n",
+    );
+    let f = run(&["check-config", "--config", path_of(&file)]).await;
+    assert!(!f.status.success(), "{f:?}");
+    assert!(f.stderr.contains("redis.prefix"), "{f:?}");
+    assert!(f.stderr.contains("braces"), "{f:?}");
 }
 
 // --- usage ---

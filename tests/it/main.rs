@@ -35,6 +35,12 @@ mod limits;
 mod notifications;
 /// The one request pipeline: the lean stream path and HTTP/2 handled alike.
 mod pipeline;
+/// Every Redis guarantee on a real three-master Redis Cluster started by the test: rules, races,
+/// webhook order, kill -9, `/events` across replicas, keys on every master, a resharding under
+/// traffic.
+mod redis_cluster;
+/// Redis killed and restarted under a create load; `rediss://` with an ACL user.
+mod redis_failover;
 /// The Redis ledger against a redis-server of the test's own: Lua and Rust rules agree, racing
 /// replicas, gateways sharing tasks, a Redis restarted empty.
 mod redis_ledger;

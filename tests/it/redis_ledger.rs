@@ -31,7 +31,11 @@ fn doc(id: &str, h: Head) -> Bytes {
 #[tokio::test]
 async fn the_lua_rule_agrees_with_the_rust_rule_on_every_case() {
     let r = RedisServer::start();
-    let l = redis_ledger(&r, Duration::from_secs(60)).await;
+    agreement(&redis_ledger(&r, Duration::from_secs(60)).await).await;
+}
+
+/// The agreement above, on any Redis ledger.
+pub(crate) async fn agreement(l: &RedisLedger) {
     let mut n = 0;
     for rec in Status::ALL {
         for upd in Status::ALL {
@@ -75,7 +79,7 @@ async fn the_lua_rule_agrees_with_the_rust_rule_on_every_case() {
 }
 
 /// The same behaviour from both backends, through the trait.
-async fn behaviour(l: &dyn TaskLedger) {
+pub(crate) async fn behaviour(l: &dyn TaskLedger) {
     let h = |status, updated_ms| Head { status, updated_ms };
     assert!(l.get("nope").await.expect("get").is_none());
     let created = l
@@ -220,10 +224,15 @@ async fn terminal_tasks_expire_after_the_retention() {
 #[tokio::test]
 async fn racing_replicas_never_regress_a_terminal_task() {
     let r = RedisServer::start();
-    let replicas = [
+    race([
         Arc::new(redis_ledger(&r, Duration::from_secs(60)).await),
         Arc::new(redis_ledger(&r, Duration::from_secs(60)).await),
-    ];
+    ])
+    .await;
+}
+
+/// Two replicas race conflicting updates (see above).
+pub(crate) async fn race(replicas: [Arc<RedisLedger>; 2]) {
     let tasks: Vec<String> = (0..50).map(|i| format!("race-{i}")).collect();
     let updates = [
         Head {
@@ -397,4 +406,61 @@ async fn a_redis_restarted_empty_is_survived_without_a_restart() {
         m.contains("a2a_gateway_pending_records_total{agent=\"scripts\",outcome=\"recorded\"} 1"),
         "{m}"
     );
+}
+
+/// A gateway started on data it cannot use refuses to start, saying what to do: webhook
+/// deliveries queued under the previous single-tag layout (which it would never send), or a
+/// keyspace written with another partition count (whose tasks it would never find).
+#[tokio::test]
+async fn data_of_another_layout_is_refused_at_start() {
+    use a2a_gateway::config::{AgentConfig, Config};
+    let r = RedisServer::start();
+    let a = agent().await;
+    let start = |prefix: &str, partitions: u16| {
+        let mut cfg = Config::with_agents(
+            "127.0.0.1:0".parse().expect("addr"),
+            vec![AgentConfig::new("a", &a.base_url())],
+        );
+        let mut redis = r.config(prefix);
+        redis.partitions = partitions;
+        cfg.redis = Some(redis);
+        a2a_gateway::Gateway::start(cfg)
+    };
+    let cli = |args: &[&str]| {
+        let out = std::process::Command::new("redis-cli")
+            .args(["-p", &r.port.to_string()])
+            .args(args)
+            .output()
+            .expect("redis-cli");
+        assert!(out.status.success(), "{out:?}");
+    };
+    // A delivery queued by the previous version, under its default prefix.
+    cli(&[
+        "XADD",
+        "a2a:{gw}:wh:stream",
+        "*",
+        "s",
+        "sub",
+        "t",
+        "task",
+        "a",
+        "0",
+    ]);
+    cli(&["SET", "a2a:{gw}:wh:queued", "1"]);
+    let refused = start("a2a:", 16).await.err().expect("refused");
+    let text = refused.to_string();
+    assert!(
+        text.contains("previous layout") && text.contains("a2a:{gw}:"),
+        "{text}"
+    );
+    assert!(text.contains("1 queued"), "{text}");
+    // Delivered (here: deleted), the same config starts, and writes its layout.
+    cli(&["DEL", "a2a:{gw}:wh:stream", "a2a:{gw}:wh:queued"]);
+    let g = start("a2a:", 16).await.expect("starts");
+    drop(g);
+    let refused = start("a2a:", 8).await.err().expect("refused");
+    let text = refused.to_string();
+    assert!(text.contains("partitions"), "{text}");
+    // Another prefix is another keyspace.
+    assert!(start("other:", 8).await.is_ok());
 }

@@ -14,8 +14,8 @@ use crate::support::*;
 use a2a_sample_agent::SampleAgent;
 use serde_json::Value;
 
-fn config(
-    r: &RedisServer,
+pub(crate) fn config(
+    redis: &str,
     a: &SampleAgent,
     hook: &Hook,
     concurrency: usize,
@@ -31,8 +31,7 @@ name = "a"
 url = "{agent}"
 ingest_token = "{TOKEN}"
 [redis]
-url = "{redis}"
-prefix = "p:"
+{redis}prefix = "p:"
 [webhooks]
 allow = ["127.0.0.1/32"]
 retry_schedule_secs = [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]
@@ -44,7 +43,6 @@ name = "s"
 url = "{hook}"
 "#,
         agent = a.base_url(),
-        redis = r.url(),
         hook = hook.url(),
     )
     .expect("write config");
@@ -67,11 +65,17 @@ where
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_with_thousands_queued_loses_no_delivery() {
     let r = RedisServer::start();
+    kill_9_loses_no_delivery(&r.toml()).await;
+}
+
+/// A gateway killed (-9) with thousands of deliveries queued; another started on the same
+/// Redis (`redis`: the body of its `[redis]` table) delivers every one, in order per task.
+pub(crate) async fn kill_9_loses_no_delivery(redis: &str) {
     let hook = Hook::start().await;
     // A slow subscriber: deliveries pile up, and some are in flight at the kill.
     hook.set_delay(Duration::from_millis(100));
     let a = agent().await;
-    let cfg = config(&r, &a, &hook, 32);
+    let cfg = config(redis, &a, &hook, 32);
     let mut first = GwProc::spawn(cfg.path());
     first.ready().await;
 
@@ -168,7 +172,7 @@ async fn racing_replicas_never_move_a_terminal_task() {
     let r = RedisServer::start();
     let hook = Hook::start().await;
     let a = agent().await;
-    let cfg = config(&r, &a, &hook, 32);
+    let cfg = config(&r.toml(), &a, &hook, 32);
     let (p1, p2) = (GwProc::spawn(cfg.path()), GwProc::spawn(cfg.path()));
     p1.ready().await;
     p2.ready().await;

@@ -33,7 +33,7 @@ fn subscriber(name: &str, hook: &Hook, key: Option<&str>) -> SubscriberConfig {
 /// second), on Redis when given.
 async fn gateway(
     a: &SampleAgent,
-    redis: Option<&RedisServer>,
+    redis: Option<RedisConfig>,
     subs: Vec<SubscriberConfig>,
     tweak: impl FnOnce(&mut Config),
 ) -> TestGateway {
@@ -45,13 +45,7 @@ async fn gateway(
         cfg.webhooks.timeout = Duration::from_secs(2);
         cfg.webhooks.visibility_timeout = Duration::from_secs(8);
         cfg.admin_token = Some(Secret::new(ADMIN));
-        if let Some(r) = redis {
-            cfg.redis = Some(RedisConfig {
-                url: r.url(),
-                prefix: "t:".into(),
-                ..Default::default()
-            });
-        }
+        cfg.redis = redis;
         tweak(cfg);
     })
     .await;
@@ -102,7 +96,7 @@ async fn a_tasks_life_reaches_two_signed_subscribers() {
     ));
     let s2 = subscriber("two", &two, Some(&k2));
     let a = agent().await;
-    let g = gateway(&a, Some(&r), vec![s1, s2], |_| {}).await;
+    let g = gateway(&a, Some(r.config("t:")), vec![s1, s2], |_| {}).await;
     // The agent pushes its changes to the gateway, as its card says.
     let endpoint = format!("{}/agents/a/notifications", g.http.base);
     let mut card = a.card();
@@ -181,7 +175,7 @@ async fn a_tasks_life_reaches_two_signed_subscribers() {
     assert_eq!(g.metric("a2a_gateway_webhook_queue_depth", &[]).await, 0.0);
 }
 
-async fn down_then_up(redis: Option<&RedisServer>) {
+pub(crate) async fn down_then_up(redis: Option<RedisConfig>) {
     let mut hook = Hook::start().await;
     let a = agent().await;
     let g = gateway(&a, redis, vec![subscriber("s", &hook, None)], |_| {}).await;
@@ -228,10 +222,10 @@ async fn a_subscriber_down_then_up_gets_everything_in_order_in_process() {
 #[tokio::test]
 async fn a_subscriber_down_then_up_gets_everything_in_order_on_redis() {
     let r = RedisServer::start();
-    down_then_up(Some(&r)).await;
+    down_then_up(Some(r.config("t:"))).await;
 }
 
-async fn gone_disables(redis: Option<&RedisServer>) {
+pub(crate) async fn gone_disables(redis: Option<RedisConfig>) {
     let hook = Hook::start().await;
     let a = agent().await;
     let g = gateway(&a, redis, vec![subscriber("s", &hook, None)], |_| {}).await;
@@ -291,10 +285,10 @@ async fn gone_disables_the_subscriber_until_enabled_in_process() {
 #[tokio::test]
 async fn gone_disables_the_subscriber_until_enabled_on_redis() {
     let r = RedisServer::start();
-    gone_disables(Some(&r)).await;
+    gone_disables(Some(r.config("t:"))).await;
 }
 
-async fn dead_letters(redis: Option<&RedisServer>) {
+pub(crate) async fn dead_letters(redis: Option<RedisConfig>) {
     let hook = Hook::start().await;
     // 3xx is a failure: redirects are never followed.
     hook.set_status(302);
@@ -360,7 +354,7 @@ async fn exhausted_deliveries_become_dead_letters_and_redrive_in_process() {
 #[tokio::test]
 async fn exhausted_deliveries_become_dead_letters_and_redrive_on_redis() {
     let r = RedisServer::start();
-    dead_letters(Some(&r)).await;
+    dead_letters(Some(r.config("t:"))).await;
 }
 
 #[tokio::test]
@@ -418,7 +412,13 @@ async fn redis_restarted_empty_is_survived() {
     let mut r = RedisServer::start();
     let hook = Hook::start().await;
     let a = agent().await;
-    let g = gateway(&a, Some(&r), vec![subscriber("s", &hook, None)], |_| {}).await;
+    let g = gateway(
+        &a,
+        Some(r.config("t:")),
+        vec![subscriber("s", &hook, None)],
+        |_| {},
+    )
+    .await;
     g.create_task("a").await;
     wait_count(&hook, 1).await;
     r.restart_empty();
@@ -472,4 +472,67 @@ async fn changes_seen_in_answers_are_delivered_once_each() {
         0,
         "no pushes: the gateway saw these itself"
     );
+}
+
+/// A queued message of a newer format version (a replica of a later release wrote it during a
+/// rolling upgrade) is neither sent nor dropped: it stays in its lane, for a replica that reads
+/// it, and a message of this version behind another lane goes out meanwhile.
+#[tokio::test]
+async fn a_message_of_a_newer_format_is_left_for_a_newer_replica() {
+    let r = RedisServer::start();
+    let hook = Hook::start().await;
+    let a = agent().await;
+    let g = gateway(
+        &a,
+        Some(r.config("t:")),
+        vec![subscriber("s", &hook, None)],
+        |_| {},
+    )
+    .await;
+    let keys = a2a_gateway::store::Keyspace::new("t:", 16);
+    let task = "from-the-future";
+    let wh = format!("{}wh:", keys.part(keys.of(task)));
+    let cli = |args: &[&str]| {
+        let out = std::process::Command::new("redis-cli")
+            .args(["-p", &r.port.to_string()])
+            .args(args)
+            .output()
+            .expect("redis-cli");
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    let lane = format!("{wh}lane:s:{task}");
+    let entry = format!(
+        "1 {}\nmsg_future\n{{\"later\":true}}",
+        a2a_gateway::webhook::queue::FORMAT + 1
+    );
+    cli(&["RPUSH", &lane, &entry]);
+    cli(&["INCR", &format!("{wh}queued")]);
+    cli(&[
+        "XADD",
+        &format!("{wh}stream"),
+        "*",
+        "s",
+        "s",
+        "t",
+        task,
+        "a",
+        "0",
+    ]);
+    wait_for("the newer message is looked at and left", || async {
+        g.metric(
+            "a2a_gateway_webhook_deliveries_total",
+            &[("outcome", "newer_format")],
+        )
+        .await
+            >= 1.0
+    })
+    .await;
+    // Meanwhile this version's own deliveries go out.
+    let id = g.create_task("a").await;
+    wait_count(&hook, 1).await;
+    assert_eq!(hook.received()[0].change().0, id);
+    assert!(hook.received().iter().all(|d| d.msg_id() != "msg_future"));
+    assert_eq!(cli(&["LLEN", &lane]), "1", "the message is still queued");
+    assert_eq!(cli(&["LINDEX", &lane, "0"]), entry, "and unchanged");
 }

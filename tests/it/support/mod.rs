@@ -19,7 +19,9 @@ pub use a2a_sample_agent as sample;
 
 pub mod hook;
 pub mod process;
+pub mod redis_cluster;
 pub mod redis_server;
+pub mod redis_tls;
 pub mod sse;
 pub mod tls;
 

@@ -10,6 +10,8 @@ pub struct RedisServer {
     child: Option<Child>,
     pub port: u16,
     dir: tempfile::TempDir,
+    /// AOF with `appendfsync always`: what it acknowledged survives a kill -9 and restart.
+    durable: bool,
 }
 
 fn free_port() -> u16 {
@@ -21,6 +23,15 @@ fn free_port() -> u16 {
 
 impl RedisServer {
     pub fn start() -> RedisServer {
+        Self::start_with(false)
+    }
+
+    /// A server with AOF and `appendfsync always`, for [`RedisServer::restart`].
+    pub fn start_durable() -> RedisServer {
+        Self::start_with(true)
+    }
+
+    fn start_with(durable: bool) -> RedisServer {
         // The port is free when read back; another process could take it before redis binds,
         // so retry with a fresh one.
         for _ in 0..5 {
@@ -29,6 +40,7 @@ impl RedisServer {
                 child: None,
                 port: free_port(),
                 dir,
+                durable,
             };
             if s.spawn() {
                 return s;
@@ -47,7 +59,9 @@ impl RedisServer {
                 "--save",
                 "",
                 "--appendonly",
-                "no",
+                if self.durable { "yes" } else { "no" },
+                "--appendfsync",
+                "always",
             ])
             .arg("--dir")
             .arg(self.dir.path())
@@ -86,12 +100,33 @@ impl RedisServer {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
+    /// A `[redis]` table for this server, keys under `prefix`.
+    pub fn config(&self, prefix: &str) -> a2a_gateway::config::RedisConfig {
+        a2a_gateway::config::RedisConfig {
+            url: self.url(),
+            prefix: prefix.into(),
+            ..Default::default()
+        }
+    }
+
+    /// The body of a `[redis]` table in a config file for this server.
+    pub fn toml(&self) -> String {
+        format!("url = \"{}\"\n", self.url())
+    }
+
     /// kill -9: no shutdown, no save.
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
         }
+    }
+
+    /// Kill -9, then start again on the same port and directory: a durable server comes back
+    /// with everything it acknowledged.
+    pub fn restart(&mut self) {
+        self.kill();
+        assert!(self.spawn(), "redis-server restarted on port {}", self.port);
     }
 
     /// Kill, then start again on the same port with nothing in it.

@@ -1,0 +1,192 @@
+//! Redis going away under load, and managed Redis: a Redis killed (-9) and restarted during a
+//! bounded create load loses no acknowledged create and no webhook, and the creates it refused
+//! never reached their agent; `rediss://` with an ACL user against a redis-server on TLS.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use a2a_gateway::config::{RedisConfig, SubscriberConfig};
+
+use crate::support::hook::Hook;
+use crate::support::redis_server::RedisServer;
+use crate::support::redis_tls::RedisTls;
+use crate::support::*;
+
+/// The must-show of the failover: 400 creates, 8 at a time, with Redis (AOF, `appendfsync
+/// always`) killed after the first 100 and back a second later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_killed_under_create_load_loses_nothing_acknowledged() {
+    let mut r = RedisServer::start_durable();
+    let hook = Hook::start().await;
+    let a = agent().await;
+    let g = Arc::new(
+        TestGateway::start(&[("a", &a)], |cfg| {
+            cfg.redis = Some(r.config("f:"));
+            cfg.subscribers = vec![SubscriberConfig::new("s", &hook.url())];
+            cfg.webhooks.allow = vec!["127.0.0.1/32".into()];
+            cfg.webhooks.retry_schedule_secs = vec![1; 10];
+            // A delivery whose finish met the dead Redis stays pending: taken over after this.
+            cfg.webhooks.visibility_timeout = Duration::from_secs(8);
+            cfg.webhooks.timeout = Duration::from_secs(2);
+        })
+        .await,
+    );
+    g.ready().await;
+    let done = Arc::new(AtomicUsize::new(0));
+    let accepted = Arc::new(Mutex::new(Vec::<(String, Option<String>)>::new()));
+    let refused = Arc::new(AtomicUsize::new(0));
+    let load = {
+        let (g, done, accepted, refused) =
+            (g.clone(), done.clone(), accepted.clone(), refused.clone());
+        tokio::spawn(async move {
+            use futures_util::stream::StreamExt;
+            futures_util::stream::iter(0..400)
+                .map(|_| {
+                    let (g, done, accepted, refused) =
+                        (g.clone(), done.clone(), accepted.clone(), refused.clone());
+                    async move {
+                        let res = g.http.post_task("a").await;
+                        match res.status {
+                            202 => {
+                                let id = res.json()["task_id"].as_str().expect("id").to_owned();
+                                let mark = res.header("x-a2a-ledger").map(str::to_owned);
+                                accepted.lock().expect("lock").push((id, mark));
+                            }
+                            503 => {
+                                assert_eq!(res.error_code(), "UNAVAILABLE", "{res:?}");
+                                assert_eq!(res.header("retry-after"), Some("1"), "{res:?}");
+                                refused.fetch_add(1, Ordering::Relaxed);
+                            }
+                            s => panic!("create answered {s}: {res:?}"),
+                        }
+                        done.fetch_add(1, Ordering::Relaxed);
+                        // A bounded load: about 100 creates a second.
+                        tokio::time::sleep(Duration::from_millis(60)).await;
+                    }
+                })
+                .buffer_unordered(8)
+                .collect::<Vec<()>>()
+                .await;
+        })
+    };
+    wait_for("the first 100 creates", || async {
+        done.load(Ordering::Relaxed) >= 100
+    })
+    .await;
+    r.kill();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    r.restart();
+    load.await.expect("the load ran");
+    let accepted = accepted.lock().expect("lock").clone();
+    let refused = refused.load(Ordering::Relaxed);
+    let pending = accepted.iter().filter(|(_, m)| m.is_some()).count();
+    eprintln!(
+        "failover under load: {} accepted ({pending} pending at first), {refused} refused",
+        accepted.len()
+    );
+    assert!(
+        refused > 0,
+        "the kill refused no create: it was not exercised"
+    );
+    for (_, mark) in &accepted {
+        assert!(
+            mark.is_none() || mark.as_deref() == Some("pending"),
+            "{mark:?}"
+        );
+    }
+    // Every create answered 2xx is recorded (the pending ones in the background)...
+    for (id, _) in &accepted {
+        wait_for("a 2xx create is recorded", || async {
+            g.http.get(&format!("/tasks/{id}")).await.status == 200
+        })
+        .await;
+    }
+    // ... and every 503 never reached the agent: the agent holds exactly the accepted tasks.
+    let held: HashSet<String> = a.task_ids().into_iter().collect();
+    let answered: HashSet<String> = accepted.iter().map(|(id, _)| id.clone()).collect();
+    assert_eq!(held, answered);
+    // Their webhooks are delivered.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let got: HashSet<String> = hook.received().iter().map(|d| d.change().0).collect();
+        let missing: Vec<&String> = answered.difference(&got).collect();
+        if missing.is_empty() {
+            break;
+        }
+        if std::time::Instant::now() > deadline {
+            let m = String::from_utf8_lossy(&g.http.get("/metrics").await.body).into_owned();
+            let lines: Vec<&str> = m
+                .lines()
+                .filter(|l| l.contains("webhook") && !l.starts_with('#'))
+                .collect();
+            panic!(
+                "{} of {} accepted creates' webhooks never came, e.g. {:?}; {lines:#?}",
+                missing.len(),
+                answered.len(),
+                &missing[..missing.len().min(3)]
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn tls_config(r: &RedisTls, ca: bool) -> RedisConfig {
+    RedisConfig {
+        url: r.url(),
+        ca_file: ca.then(|| r.ca_file().to_string_lossy().into_owned()),
+        prefix: "s:".into(),
+        ..Default::default()
+    }
+}
+
+/// `rediss://` with an ACL user and `ca_file`: tasks are recorded and read back over TLS. The
+/// same server without the CA is not trusted, and a wrong password is refused: neither gateway
+/// is ready, and each names Redis.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rediss_with_an_acl_user_and_a_private_ca() {
+    let r = RedisTls::start();
+    let a = agent().await;
+    let g = TestGateway::start(&[("a", &a)], |cfg| cfg.redis = Some(tls_config(&r, true))).await;
+    g.ready().await;
+    let created = g.http.post_task("a").await;
+    assert_eq!(created.status, 202, "{created:?}");
+    assert_eq!(
+        created.header("x-a2a-ledger"),
+        None,
+        "recorded: {created:?}"
+    );
+    let id = created.json()["task_id"].as_str().expect("id").to_owned();
+    a.set_status(&id, "COMPLETED", fields_for("COMPLETED"))
+        .expect("task");
+    let done = g.http.get(&format!("/tasks/{id}")).await;
+    assert_eq!(done.json()["status"], "COMPLETED", "{done:?}");
+    // Now answered from the ledger, over TLS.
+    assert_eq!(
+        g.http
+            .get(&format!("/tasks/{id}"))
+            .await
+            .header("x-a2a-source"),
+        Some("ledger")
+    );
+
+    for (what, cfg) in [
+        ("no CA", tls_config(&r, false)),
+        ("a wrong password", {
+            let mut c = tls_config(&r, true);
+            c.url = c.url.replace(r.password(), "wrong-password");
+            c
+        }),
+    ] {
+        let other = TestGateway::start(&[("a", &a)], |c| c.redis = Some(cfg)).await;
+        wait_for("the card is in", || async {
+            other.http.get("/readyz").await.json()["missing"] == serde_json::json!(["redis"])
+        })
+        .await;
+        let refused = other.http.post_task("a").await;
+        assert_eq!(refused.status, 503, "{what}: {refused:?}");
+        let text = format!("{refused:?}");
+        assert!(!text.contains(r.password()), "{what}: {text}");
+    }
+}
