@@ -190,3 +190,66 @@ async fn rediss_with_an_acl_user_and_a_private_ca() {
         assert!(!text.contains(r.password()), "{what}: {text}");
     }
 }
+
+/// `wait_replicas = 1`: a create is answered only once a replica holds its record. With the
+/// replica gone, the create that finds it gone is passed on `pending`, the next ones are refused
+/// before their agent, and `/readyz` names Redis; the replica back, the pending task is recorded
+/// (and replicated) and creates go through again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_replicas_holds_answers_until_a_replica_has_the_write() {
+    let master = RedisServer::start_durable();
+    let mut replica = RedisServer::start_replica_of(&master);
+    let a = agent().await;
+    let g = TestGateway::start(&[("a", &a)], |cfg| {
+        let mut r = master.config("w:");
+        r.wait_replicas = 1;
+        r.wait_timeout = Duration::from_millis(300);
+        cfg.redis = Some(r);
+    })
+    .await;
+    wait_for("ready with a replica", || async {
+        g.http.get("/readyz").await.status == 200
+    })
+    .await;
+    let first = g.http.post_task("a").await;
+    assert_eq!(first.status, 202, "{first:?}");
+    assert_eq!(first.header("x-a2a-ledger"), None, "{first:?}");
+    // The replica has it: read it there.
+    let id = first.json()["task_id"].as_str().expect("id").to_owned();
+    let on_replica = std::process::Command::new("redis-cli")
+        .args(["-p", &replica.port.to_string(), "--scan", "--pattern"])
+        .arg(format!("w:*task:{id}"))
+        .output()
+        .expect("redis-cli");
+    assert!(
+        String::from_utf8_lossy(&on_replica.stdout).contains(&id),
+        "{on_replica:?}"
+    );
+    replica.kill();
+    let down = g.http.post_task("a").await;
+    assert_eq!(down.status, 202, "{down:?}");
+    assert_eq!(down.header("x-a2a-ledger"), Some("pending"), "{down:?}");
+    let pending = down.json()["task_id"].as_str().expect("id").to_owned();
+    let held = a.task_ids().len();
+    let refused = g.http.post_task("a").await;
+    assert_eq!(refused.status, 503, "{refused:?}");
+    assert_eq!(refused.error_code(), "UNAVAILABLE");
+    assert_eq!(
+        a.task_ids().len(),
+        held,
+        "a refused create reached the agent"
+    );
+    assert_eq!(g.http.get("/readyz").await.status, 503);
+    replica.restart();
+    wait_for("ready again with the replica back", || async {
+        g.http.get("/readyz").await.status == 200
+    })
+    .await;
+    wait_for("the pending create is recorded", || async {
+        g.http.get(&format!("/tasks/{pending}")).await.status == 200
+    })
+    .await;
+    let again = g.http.post_task("a").await;
+    assert_eq!(again.status, 202, "{again:?}");
+    assert_eq!(again.header("x-a2a-ledger"), None, "{again:?}");
+}

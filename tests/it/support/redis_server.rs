@@ -12,6 +12,8 @@ pub struct RedisServer {
     dir: tempfile::TempDir,
     /// AOF with `appendfsync always`: what it acknowledged survives a kill -9 and restart.
     durable: bool,
+    /// More arguments (`--replicaof`).
+    extra: Vec<String>,
 }
 
 fn free_port() -> u16 {
@@ -31,7 +33,21 @@ impl RedisServer {
         Self::start_with(true)
     }
 
+    /// A durable replica of `master`.
+    pub fn start_replica_of(master: &RedisServer) -> RedisServer {
+        let of = vec![
+            "--replicaof".into(),
+            "127.0.0.1".into(),
+            master.port.to_string(),
+        ];
+        Self::start_with_args(true, of)
+    }
+
     fn start_with(durable: bool) -> RedisServer {
+        Self::start_with_args(durable, Vec::new())
+    }
+
+    fn start_with_args(durable: bool, extra: Vec<String>) -> RedisServer {
         // The port is free when read back; another process could take it before redis binds,
         // so retry with a fresh one.
         for _ in 0..5 {
@@ -41,6 +57,7 @@ impl RedisServer {
                 port: free_port(),
                 dir,
                 durable,
+                extra: extra.clone(),
             };
             if s.spawn() {
                 return s;
@@ -63,6 +80,7 @@ impl RedisServer {
                 "--appendfsync",
                 "always",
             ])
+            .args(&self.extra)
             .arg("--dir")
             .arg(self.dir.path())
             .stdout(Stdio::null())

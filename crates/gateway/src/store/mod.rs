@@ -294,8 +294,15 @@ impl Store {
                 return Err(true);
             }
         }
+        // With `wait_replicas`, up only once that many replicas acknowledge (the pinger
+        // checks again every PING_DOWN until they do).
+        let mut c = conn.clone();
+        let replicated = self.replicated(&mut c).await;
         self.shared.store(Some(Arc::new(conn)));
-        self.set_up(true);
+        if let Err(e) = &replicated {
+            tracing::warn!(redis = %self.name, error = %e, "connected, but too few replicas for wait_replicas yet");
+        }
+        self.set_up(replicated.is_ok());
         tracing::info!(redis = %self.name, cluster = self.is_cluster(), partitions = self.keys.len(), "connected to Redis");
         Ok(())
     }
@@ -370,9 +377,14 @@ impl Store {
                 if !self.up.load(Ordering::Acquire) {
                     if let Some(c) = self.shared.load_full() {
                         let mut c = (*c).clone();
-                        let ping = redis::cmd("PING");
-                        let ping = ping.query_async::<String>(&mut c);
-                        if let Ok(Ok(_)) = tokio::time::timeout(TIMEOUT, ping).await {
+                        // Up again when Redis answers, and, with `wait_replicas`, when that
+                        // many replicas are there to acknowledge writes (a write that cannot
+                        // be replicated is not acknowledged: creates wait before their agent).
+                        let check = async {
+                            redis::cmd("PING").query_async::<String>(&mut c).await?;
+                            self.replicated(&mut c).await
+                        };
+                        if let Ok(Ok(())) = tokio::time::timeout(TIMEOUT * 2, check).await {
                             self.set_up(true);
                         }
                     }
