@@ -2,8 +2,10 @@
 //!
 //!     cargo bench --bench webhook_delivery
 //!     DELIVERIES=50000 CONCURRENCY=256 cargo bench --bench webhook_delivery
+//!     CLUSTER=1 cargo bench --bench webhook_delivery    # on a three-master Redis Cluster
 //!
-//! Starts a redis-server of its own (on PATH) and a subscriber server in this process. Each
+//! Starts a redis-server of its own (on PATH; with CLUSTER=1 three, joined with
+//! `redis-cli --cluster create`) and a subscriber server in this process. Each
 //! scenario queues its status changes through the Redis ledger's apply script (the same script
 //! the gateway's ingest runs, deliveries included), then starts a gateway whose worker drains
 //! them, and times the drain from start to the subscriber's last 2xx. Everything (Redis, the
@@ -16,6 +18,9 @@
 #[allow(dead_code)]
 #[path = "../tests/it/support/hook.rs"]
 mod hook;
+#[allow(dead_code)]
+#[path = "../tests/it/support/redis_cluster.rs"]
+mod redis_cluster;
 #[allow(dead_code)]
 #[path = "../tests/it/support/redis_server.rs"]
 mod redis_server;
@@ -55,8 +60,36 @@ fn task_doc(id: &str, status: Status, at_ms: i64) -> Bytes {
     )
 }
 
-async fn scenario(name: &str, tasks: usize, per_task: usize, concurrency: usize) {
-    let redis = redis_server::RedisServer::start();
+/// The Redis of one scenario: one node, or a three-master cluster; kept alive while it runs.
+enum Redis {
+    Single(redis_server::RedisServer),
+    Cluster(redis_cluster::RedisCluster),
+}
+
+impl Redis {
+    fn start(cluster: bool) -> Redis {
+        if cluster {
+            Redis::Cluster(redis_cluster::RedisCluster::start())
+        } else {
+            Redis::Single(redis_server::RedisServer::start())
+        }
+    }
+
+    fn config(&self, prefix: &str) -> RedisConfig {
+        match self {
+            Redis::Single(r) => r.config(prefix),
+            Redis::Cluster(c) => RedisConfig {
+                cluster: true,
+                urls: c.urls(),
+                prefix: prefix.into(),
+                ..Default::default()
+            },
+        }
+    }
+}
+
+async fn scenario(name: &str, tasks: usize, per_task: usize, concurrency: usize, cluster: bool) {
+    let redis = Redis::start(cluster);
     let hook = hook::Hook::start().await;
     let prefix = "bench:";
     let sub = SubscriberConfig::new("s", &hook.url());
@@ -67,12 +100,9 @@ async fn scenario(name: &str, tasks: usize, per_task: usize, concurrency: usize)
         total + 1,
         1000,
     ));
-    let ledger = Arc::new(
-        RedisLedger::connect(&redis.url(), prefix, Duration::from_secs(3600))
-            .await
-            .expect("redis")
-            .with_outbox(outbox),
-    );
+    let store = a2a_gateway::store::Store::new(&redis.config(prefix)).expect("store");
+    store.connect_now().await.expect("redis");
+    let ledger = Arc::new(RedisLedger::new(store, Duration::from_secs(3600)).with_outbox(outbox));
     // Queue: per task, SUBMITTED then alternating WORKING / INPUT_REQUIRED, each a transition.
     let base = a2a_gateway::protocol::time::now_ms() - 3_600_000;
     let ids: Vec<String> = (0..tasks)
@@ -112,11 +142,7 @@ async fn scenario(name: &str, tasks: usize, per_task: usize, concurrency: usize)
         vec![AgentConfig::new("a", "http://127.0.0.1:9")],
     );
     cfg.workers = 1;
-    cfg.redis = Some(RedisConfig {
-        url: redis.url(),
-        prefix: prefix.into(),
-        ..Default::default()
-    });
+    cfg.redis = Some(redis.config(prefix));
     cfg.subscribers = vec![sub];
     cfg.webhooks.allow = vec!["127.0.0.1/32".into()];
     cfg.webhooks.concurrency = concurrency;
@@ -131,8 +157,9 @@ async fn scenario(name: &str, tasks: usize, per_task: usize, concurrency: usize)
     let delivered = hook.count();
     gw.shutdown().await;
     println!(
-        "webhook_delivery/{name}: {total} changes ({tasks} tasks x {per_task}), concurrency {concurrency}: \
+        "webhook_delivery/{name}{}: {total} changes ({tasks} tasks x {per_task}), concurrency {concurrency}: \
          queued at {:.0}/s (apply script), delivered {delivered} in {secs:.2} s = {:.0} deliveries/s",
+        if cluster { " (cluster of 3)" } else { "" },
         total as f64 / queue_secs,
         delivered as f64 / secs
     );
@@ -148,13 +175,14 @@ fn main() {
         env_or("DELIVERIES", 20_000)
     };
     let concurrency = env_or("CONCURRENCY", 256);
+    let cluster = env_or("CLUSTER", 0) == 1;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
         .build()
         .expect("runtime");
     rt.block_on(async {
-        scenario("wide", n, 1, concurrency).await;
-        scenario("deep", (n / 100).max(1), 100, concurrency).await;
+        scenario("wide", n, 1, concurrency, cluster).await;
+        scenario("deep", (n / 100).max(1), 100, concurrency, cluster).await;
     });
 }

@@ -8,7 +8,8 @@
 # ORDER ("agent nginx gateway") ROUNDS (1) SKIP_BUILD (0) QUIET_WAIT (120) QUIET_PCT (10)
 # AUTH (none; "key": one API key client, "jwt": an RS256 JWT checked against the test JWKS;
 # every target is sent the same Authorization header, which only the gateway reads)
-# LEDGER (memory; "redis": the gateway records in a redis-server started here on a free port)
+# LEDGER (memory; "redis": the gateway records in a redis-server started here on a free port;
+# "cluster": in a three-master Redis Cluster started here, joined with redis-cli --cluster create)
 # FILE_RUN (0; 1: GET a FILE_BYTES (10 MiB) file artifact's content through each, FILE_CONNS (8)
 # connections; MB/s and the gateway's peak RSS) RATE_RUN (0; 1: after the POST runs, the
 # open-loop client (benches/open_loop.rs) POSTs to nginx and the gateway at RATE_SHARE (0.5) of
@@ -58,8 +59,8 @@ if [[ "$PIN" == 1 ]]; then
     if (($(nproc) < 2)); then echo "PIN=1 needs at least 2 CPUs" >&2; exit 1; fi
 fi
 
-if [[ "$LEDGER" == redis ]] && ! command -v redis-server >/dev/null 2>&1; then
-    echo "LEDGER=redis needs redis-server (apt-get install -y redis-server)" >&2; exit 1
+if [[ "$LEDGER" == redis || "$LEDGER" == cluster ]] && ! command -v redis-server >/dev/null 2>&1; then
+    echo "LEDGER=$LEDGER needs redis-server and redis-cli (apt-get install -y redis-server)" >&2; exit 1
 fi
 if [[ "$SKIP_BUILD" != 1 ]]; then
     echo "building the release binary (cargo build --release; SKIP_BUILD=1 skips) ..."
@@ -206,14 +207,34 @@ case "$LEDGER" in
         REDIS_PID=$!
         wait_line "$TMP/redis.out" 'Ready to accept connections' "$REDIS_PID" >/dev/null
         printf '\n[redis]\nurl = "redis://127.0.0.1:%s"\n' "$REDIS_PORT" >>"$TMP/gateway.toml" ;;
-    *) echo "LEDGER must be memory or redis" >&2; exit 1 ;;
+    cluster)
+        # Three masters of this run's own (ports whose bus port, +10000, is free too).
+        REDIS_PID="" URLS=() NODES=()
+        for _ in 1 2 3; do
+            while :; do port="$(free_port)"; ((port < 55000)) && ! (exec 3<>"/dev/tcp/127.0.0.1/$((port + 10000))") 2>/dev/null && break; done
+            mkdir -p "$TMP/node-$port"
+            "${ON_REST[@]}" redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
+                --cluster-enabled yes --cluster-config-file nodes.conf --dir "$TMP/node-$port" \
+                >"$TMP/redis-$port.out" 2>&1 &
+            PIDS+=($!)
+            REDIS_PID="${REDIS_PID:+$REDIS_PID }$!"
+            wait_line "$TMP/redis-$port.out" 'Ready to accept connections' "$!" >/dev/null
+            URLS+=("\"redis://127.0.0.1:$port\"") NODES+=("127.0.0.1:$port")
+        done
+        redis-cli --cluster create "${NODES[@]}" --cluster-replicas 0 --cluster-yes >"$TMP/cluster.out" 2>&1
+        for n in "${NODES[@]}"; do
+            until redis-cli -p "${n#*:}" cluster info | grep -q 'cluster_state:ok'; do sleep 0.1; done
+        done
+        printf '\n[redis]\ncluster = true\nurls = [%s]\n' "$(IFS=,; echo "${URLS[*]}")" >>"$TMP/gateway.toml" ;;
+    *) echo "LEDGER must be memory, redis or cluster" >&2; exit 1 ;;
 esac
 export WRK_AUTH
 cp "$TMP/gateway.toml" "$RESULTS/gateway.toml"
 "${ON_PROXY[@]}" "$BIN" --config "$TMP/gateway.toml" >"$TMP/gateway.out" 2>"$TMP/gateway.err" &
 PIDS+=($!)
 GATEWAY_PID=$!
-# The gateway's CPU includes its redis-server's (LEDGER=redis): the ledger's work is the gateway's.
+# The gateway's CPU includes its redis-servers' (LEDGER=redis, cluster): the ledger's work is the
+# gateway's.
 GATEWAY_CPU="$GATEWAY_PID${REDIS_PID:+ $REDIS_PID}"
 GATEWAY_URL="$(wait_line "$TMP/gateway.out" 'http://127\.0\.0\.1:[0-9]+' "${PIDS[-1]}")"
 
