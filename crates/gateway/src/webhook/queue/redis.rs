@@ -315,7 +315,16 @@ impl DeliveryQueue for RedisQueue {
                     if out.len() >= max {
                         break;
                     }
-                    out.extend(self.read(p, consumer, max - out.len()).await?);
+                    match self.read(p, consumer, max - out.len()).await {
+                        Ok(jobs) => out.extend(jobs),
+                        // Jobs already read are held for this consumer: hand them over (a
+                        // partition that failed is read again on the next take).
+                        Err(e) if out.is_empty() => return Err(e),
+                        Err(e) => {
+                            tracing::debug!(error = %e, partition = p, "reading a partition's tokens failed");
+                            break;
+                        }
+                    }
                 }
                 let now = Instant::now();
                 if !out.is_empty() || now >= deadline {
