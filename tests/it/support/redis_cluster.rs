@@ -70,6 +70,8 @@ impl Node {
 pub struct RedisCluster {
     nodes: Vec<Node>,
     dir: tempfile::TempDir,
+    /// AOF with `appendfsync always` on every node.
+    durable: bool,
 }
 
 /// A port free now whose cluster bus port (port + 10000) is free too, and not one of `taken`
@@ -148,14 +150,21 @@ fn cli_at(port: u16, args: &[&str]) -> Result<String, String> {
     cli(&all)
 }
 
-/// Start one cluster node on `port`, its `nodes.conf`, data and log in `dir`.
-fn spawn(port: u16, dir: &Path) -> Child {
+/// Start one cluster node on `port`, its `nodes.conf`, data and log in `dir`; `durable`: AOF
+/// with `appendfsync always`.
+fn spawn(port: u16, dir: &Path, durable: bool) -> Child {
     Command::new("redis-server")
         .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
         .args(["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"])
         .arg("--cluster-config-file")
         .arg(dir.join("nodes.conf"))
-        .args(["--save", "", "--appendonly", "no"])
+        .args([
+            "--save",
+            "",
+            "--appendonly",
+            if durable { "yes" } else { "no" },
+        ])
+        .args(["--appendfsync", "always"])
         .arg("--dir")
         .arg(dir)
         .arg("--logfile")
@@ -170,9 +179,15 @@ impl RedisCluster {
     /// Three masters sharing the 16384 slots, every node agreeing the cluster is ok. Retries
     /// with fresh ports when one was taken between choosing it and redis binding it.
     pub fn start() -> RedisCluster {
+        Self::start_with(0, false)
+    }
+
+    /// Three masters, each with `replicas` replicas (a master killed is failed over to one),
+    /// every node durable (AOF, `appendfsync always`) if asked.
+    pub fn start_with(replicas: usize, durable: bool) -> RedisCluster {
         let mut errors = Vec::new();
         for _ in 0..3 {
-            match Self::try_start() {
+            match Self::try_start(replicas, durable) {
                 Ok(c) => return c,
                 Err(e) => errors.push(e),
             }
@@ -183,17 +198,18 @@ impl RedisCluster {
         );
     }
 
-    fn try_start() -> Result<RedisCluster, String> {
+    fn try_start(replicas: usize, durable: bool) -> Result<RedisCluster, String> {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut c = RedisCluster {
             nodes: Vec::new(),
             dir,
+            durable,
         };
-        for _ in 0..3 {
+        for _ in 0..3 * (1 + replicas) {
             let port = free_pair(&c.ports());
             let node_dir = c.dir.path().join(port.to_string());
             std::fs::create_dir_all(&node_dir).expect("node dir");
-            let child = spawn(port, &node_dir);
+            let child = spawn(port, &node_dir, durable);
             c.nodes.push(Node {
                 port,
                 dir: node_dir,
@@ -207,7 +223,8 @@ impl RedisCluster {
         let addrs: Vec<String> = c.ports().iter().map(|p| format!("127.0.0.1:{p}")).collect();
         let mut args = vec!["--cluster", "create"];
         args.extend(addrs.iter().map(String::as_str));
-        args.extend(["--cluster-replicas", "0", "--cluster-yes"]);
+        let replicas = replicas.to_string();
+        args.extend(["--cluster-replicas", &replicas, "--cluster-yes"]);
         cli_within(&args, Duration::from_secs(60))?;
         c.wait_ok(SETTLE)?;
         Ok(c)
@@ -398,7 +415,9 @@ impl RedisCluster {
     pub fn restart_node(&mut self, port: u16) {
         let node = self.node(port);
         node.kill();
-        node.child = Some(spawn(port, &node.dir));
+        let durable = self.durable;
+        let node = self.node(port);
+        node.child = Some(spawn(port, &node.dir, durable));
         let i = self
             .nodes
             .iter()
