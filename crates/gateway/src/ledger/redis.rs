@@ -226,10 +226,10 @@ impl RedisLedger {
         owner: Option<&str>,
     ) -> Result<Applied, LedgerError> {
         let keys = &self.store.keys;
-        let part = keys.part(keys.of(task_id));
-        let mut inv = self.apply.key(format!("{part}task:{task_id}"));
-        inv.key(format!("{part}state:"))
-            .key(crate::webhook::queue::webhook_prefix(part))
+        let part = keys.prefixes(keys.of(task_id));
+        let mut inv = self.apply.key(format!("{}task:{task_id}", part.prefix));
+        inv.key(&*part.state)
+            .key(&*part.wh)
             .arg(agent)
             .arg(head.status.as_str())
             .arg(head.updated_ms)
@@ -246,7 +246,7 @@ impl RedisLedger {
                     // Per partition: the partitions share the bound evenly.
                     .arg(o.max_queued.div_ceil(keys.len()))
                     .arg(o.max_dead.div_ceil(keys.len()))
-                    .arg(crate::stream::changes::channel(part))
+                    .arg(&*part.changes)
                     .arg(owner.unwrap_or(""))
                     .arg(self.publish)
                     .arg(crate::webhook::queue::FORMAT);
@@ -259,7 +259,7 @@ impl RedisLedger {
                     .arg("")
                     .arg(0)
                     .arg(0)
-                    .arg(crate::stream::changes::channel(part))
+                    .arg(&*part.changes)
                     .arg(owner.unwrap_or(""))
                     .arg(self.publish)
                     .arg(crate::webhook::queue::FORMAT);

@@ -18,8 +18,20 @@ const SLOTS: u32 = 16_384;
 #[derive(Debug, Clone)]
 pub struct Keyspace {
     prefix: String,
-    /// Each partition's key prefix: `{prefix}{tag}:`.
-    parts: Box<[Box<str>]>,
+    parts: Box<[Part]>,
+}
+
+/// One partition's key prefixes, made once: the apply script takes them on every create.
+#[derive(Debug, Clone)]
+pub struct Part {
+    /// `{prefix}{tag}:`, what every key of the partition starts with.
+    pub prefix: Box<str>,
+    /// `{part}state:`, the per-state indexes.
+    pub state: Box<str>,
+    /// `{part}wh:`, the webhook keys.
+    pub wh: Box<str>,
+    /// The partition's change channel.
+    pub changes: Box<str>,
 }
 
 /// The Redis Cluster slot of a key (CRC16/XMODEM of its hash tag, or of the whole key).
@@ -58,7 +70,13 @@ impl Keyspace {
                     .map(|k| format!("{i}.{k}"))
                     .find(|t| (lo..hi).contains(&u32::from(slot(t.as_bytes()))))
                     .unwrap_or_else(|| i.to_string());
-                format!("{prefix}{{{tag}}}:").into_boxed_str()
+                let part = format!("{prefix}{{{tag}}}:");
+                Part {
+                    state: format!("{part}state:").into(),
+                    wh: format!("{part}wh:").into(),
+                    changes: crate::stream::changes::channel(&part).into(),
+                    prefix: part.into(),
+                }
             })
             .collect();
         Keyspace {
@@ -84,12 +102,17 @@ impl Keyspace {
 
     /// The key prefix of partition `p`: `{prefix}{tag}:`.
     pub fn part(&self, p: usize) -> &str {
+        &self.parts[p % self.parts.len()].prefix
+    }
+
+    /// Partition `p`'s prefixes.
+    pub fn prefixes(&self, p: usize) -> &Part {
         &self.parts[p % self.parts.len()]
     }
 
     /// Every partition's key prefix, in order.
     pub fn parts(&self) -> impl Iterator<Item = &str> + '_ {
-        self.parts.iter().map(|p| &**p)
+        self.parts.iter().map(|p| &*p.prefix)
     }
 
     /// The prefix of keys that belong to no partition (idempotency keys, artifacts: one key

@@ -415,18 +415,29 @@ impl Store {
         if let Some(why) = self.refused.get() {
             return Err(err(redis::ErrorKind::Client, why.clone()));
         }
-        let Some(shared) = self.shared.load_full() else {
-            return Err(err(
-                redis::ErrorKind::Io,
-                format!("not connected to {} yet", self.name),
-            ));
+        // This thread's own connection first: the common case touches nothing shared (the
+        // shared connection's `Arc` is a reference count every worker would contend for).
+        let own = LOCAL.with(|m| match m.borrow().get(&self.id) {
+            Some(Own::Ready(c)) => Some(Ok(c.clone())),
+            Some(Own::Connecting) => Some(Err(())),
+            Some(Own::Failed(at)) if at.elapsed() < RETRY_OWN => Some(Err(())),
+            _ => None,
+        });
+        let shared = || -> StoreResult<Conn> {
+            match &*self.shared.load() {
+                Some(c) => Ok((**c).clone()),
+                None => Err(err(
+                    redis::ErrorKind::Io,
+                    format!("not connected to {} yet", self.name),
+                )),
+            }
         };
-        match LOCAL.with(|m| m.borrow().get(&self.id).cloned()) {
-            Some(Own::Ready(c)) => return Ok(c),
-            Some(Own::Connecting) => return Ok((*shared).clone()),
-            Some(Own::Failed(at)) if at.elapsed() < RETRY_OWN => return Ok((*shared).clone()),
-            _ => {}
+        match own {
+            Some(Ok(c)) => return Ok(c),
+            Some(Err(())) => return shared(),
+            None => {}
         }
+        let fallback = shared()?;
         let own = tokio::runtime::Handle::try_current()
             .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread);
         if own {
@@ -447,7 +458,7 @@ impl Store {
                 LOCAL.with(|m| m.borrow_mut().insert(id, own));
             });
         }
-        Ok((*shared).clone())
+        Ok(fallback)
     }
 
     /// Run an idempotent call; if it fails on a broken connection, run it once more on a fresh
