@@ -750,6 +750,19 @@ mod tests {
         let r = ok.redis.expect("redis");
         assert_eq!(r.nodes().len(), 2);
         assert!(!format!("{r:?}").contains("pw"), "{r:?}");
+        // A unix socket's password rides in the query string.
+        let ok = Config::parse(&format!("{base}url = \"unix:///run/r.sock?pass=pw9\"\n"))
+            .expect("unix socket");
+        assert!(!format!("{:?}", ok.redis).contains("pw9"));
+        // A bound each partition can hold, and a WAIT shorter than an answer's timeout.
+        assert_eq!(
+            keys_of("url = \"redis://h\"\n[webhooks]\nmax_queued = 100\n"),
+            ["webhooks.max_queued"]
+        );
+        assert_eq!(
+            keys_of("url = \"redis://h\"\nwait_replicas = 1\nwait_timeout_ms = 5000\n"),
+            ["redis.wait_timeout_ms"]
+        );
     }
 
     #[test]

@@ -160,6 +160,18 @@ impl Validator {
         self.shared_origins(&c.agents);
         if let Some(r) = &c.redis {
             self.redis(r);
+            // Each partition enforces its share of the bound (max_queued / P): a share below a
+            // few messages would refuse changes with the queue all but empty.
+            let least = usize::from(r.partitions.max(1)) * 64;
+            if c.webhooks.max_queued < least {
+                self.problem(
+                    "webhooks.max_queued",
+                    format!(
+                        "must be at least {least} with [redis] partitions = {}: each partition holds max_queued / partitions",
+                        r.partitions
+                    ),
+                );
+            }
         }
         self.webhooks(&c.webhooks, rules);
         let mut names = HashSet::new();
@@ -394,10 +406,12 @@ impl Validator {
                 format!("must be 1-{}", crate::store::MAX_PARTITIONS),
             );
         }
-        if r.wait_replicas > 0 && r.wait_timeout.is_zero() {
+        // WAIT holds the connection's other commands behind it, and every answer is awaited
+        // 2 s at most: a longer wait would turn a slow replica into a broken connection.
+        if r.wait_timeout.is_zero() || r.wait_timeout > std::time::Duration::from_millis(1500) {
             self.problem(
                 "redis.wait_timeout_ms",
-                "must be above 0 with wait_replicas (0 would wait forever)",
+                "must be 1-1500 (0 would wait forever; each Redis answer is awaited 2 s at most)",
             );
         }
     }
@@ -548,8 +562,13 @@ pub(super) fn parse_header_line(line: &str) -> Option<(HeaderName, Secret)> {
 
 /// A URL with any password replaced, for messages.
 pub(crate) fn redact_url(u: &str) -> String {
+    // The query too: redis-rs reads a unix socket's password from `?pass=`.
+    let (u, query) = match u.split_once('?') {
+        Some((u, _)) => (u, "?***"),
+        None => (u, ""),
+    };
     match (u.find("://"), u.rfind('@')) {
-        (Some(s), Some(at)) if at > s => format!("{}***{}", &u[..s + 3], &u[at..]),
-        _ => u.to_owned(),
+        (Some(s), Some(at)) if at > s => format!("{}***{}{query}", &u[..s + 3], &u[at..]),
+        _ => format!("{u}{query}"),
     }
 }
