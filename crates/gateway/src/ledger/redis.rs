@@ -136,8 +136,9 @@ impl RedisLedger {
     }
 
     /// A write: sent once more on a fresh connection if the first failed on a broken one
-    /// (every script here is idempotent), then held until `wait_replicas` replicas have it.
-    async fn write<T, F, Fut>(&self, call: F) -> Result<T, LedgerError>
+    /// (every script here is idempotent), then held until `wait_replicas` replicas have it
+    /// (`fence`: a key in the written key's slot, see `Store::replicated`).
+    async fn write<T, F, Fut>(&self, fence: Option<&str>, call: F) -> Result<T, LedgerError>
     where
         F: Fn(Conn) -> Fut,
         Fut: std::future::Future<Output = StoreResult<(T, Conn)>>,
@@ -148,12 +149,22 @@ impl RedisLedger {
                 let call = &call;
                 async move {
                     let (v, mut c) = call(c).await?;
-                    store.replicated(&mut c).await?;
+                    store.replicated(&mut c, fence).await?;
                     Ok(v)
                 }
             })
             .await
             .map_err(unavailable)
+    }
+
+    /// The replication fence of a write to `key` (only with `wait_replicas`: no allocation
+    /// otherwise).
+    fn fence(&self, key: &str) -> Option<String> {
+        if self.store.waits() {
+            crate::store::keyspace::fence(key)
+        } else {
+            None
+        }
     }
 
     /// A read, sent once more on a fresh connection if the first failed on a broken one.
@@ -173,14 +184,18 @@ impl RedisLedger {
         token: &str,
         lease: Duration,
     ) -> Result<Claim, LedgerError> {
-        let mut inv = self.keys.key(self.idem_key(scope, key));
+        let idem = self.idem_key(scope, key);
+        let fence = self.fence(&idem);
+        let mut inv = self.keys.key(idem);
         inv.arg("claim")
             .arg(hex(&fingerprint))
             .arg(token)
             .arg(millis(lease));
         let inv = &inv;
         let reply: Vec<RValue> = self
-            .write(|mut c| async move { Ok((inv.invoke_async(&mut c).await?, c)) })
+            .write(fence.as_deref(), |mut c| async move {
+                Ok((inv.invoke_async(&mut c).await?, c))
+            })
             .await?;
         let bad = || LedgerError::Unavailable("redis: unexpected reply from the key script".into());
         let bytes = |i: usize| -> Option<Vec<u8>> {
@@ -227,7 +242,9 @@ impl RedisLedger {
     ) -> Result<Applied, LedgerError> {
         let keys = &self.store.keys;
         let part = keys.prefixes(keys.of(task_id));
-        let mut inv = self.apply.key(format!("{}task:{task_id}", part.prefix));
+        let task_key = format!("{}task:{task_id}", part.prefix);
+        let fence = self.fence(&task_key);
+        let mut inv = self.apply.key(task_key);
         inv.key(&*part.state)
             .key(&*part.wh)
             .arg(agent)
@@ -267,7 +284,9 @@ impl RedisLedger {
         }
         let inv = &inv;
         let reply: Vec<RValue> = self
-            .write(|mut c| async move { Ok((inv.invoke_async(&mut c).await?, c)) })
+            .write(fence.as_deref(), |mut c| async move {
+                Ok((inv.invoke_async(&mut c).await?, c))
+            })
             .await?;
         let bad =
             || LedgerError::Unavailable("redis: unexpected reply from the apply script".into());
@@ -398,14 +417,12 @@ impl TaskLedger for RedisLedger {
             // by artifact id alone), so on a cluster they are in different slots.
             for id in &artifact_ids {
                 // NX: the first agent to list an artifact keeps it (as in the in-process ledger).
+                let key = self.artifact_key(id);
+                let fence = self.fence(&key);
                 let mut cmd = redis::cmd("SET");
-                cmd.arg(self.artifact_key(id))
-                    .arg(&listed)
-                    .arg("PX")
-                    .arg(ttl)
-                    .arg("NX");
+                cmd.arg(key).arg(&listed).arg("PX").arg(ttl).arg("NX");
                 let cmd = &cmd;
-                self.write(|mut c| async move {
+                self.write(fence.as_deref(), |mut c| async move {
                     let _: Option<String> = cmd.query_async(&mut c).await?;
                     Ok(((), c))
                 })
@@ -455,7 +472,9 @@ impl TaskLedger for RedisLedger {
         ttl: Duration,
     ) -> LedgerFuture<'a, bool> {
         Box::pin(async move {
-            let mut inv = self.keys.key(self.idem_key(scope, key));
+            let idem = self.idem_key(scope, key);
+            let fence = self.fence(&idem);
+            let mut inv = self.keys.key(idem);
             inv.arg("complete")
                 .arg(hex(&fingerprint))
                 .arg(token)
@@ -465,7 +484,9 @@ impl TaskLedger for RedisLedger {
                 .arg(answer.body.as_ref());
             let inv = &inv;
             let stored: i64 = self
-                .write(|mut c| async move { Ok((inv.invoke_async(&mut c).await?, c)) })
+                .write(fence.as_deref(), |mut c| async move {
+                    Ok((inv.invoke_async(&mut c).await?, c))
+                })
                 .await?;
             Ok(stored == 1)
         })
@@ -478,11 +499,15 @@ impl TaskLedger for RedisLedger {
         token: &'a str,
     ) -> LedgerFuture<'a, ()> {
         Box::pin(async move {
-            let mut inv = self.keys.key(self.idem_key(scope, key));
+            let idem = self.idem_key(scope, key);
+            let fence = self.fence(&idem);
+            let mut inv = self.keys.key(idem);
             inv.arg("release").arg("").arg(token);
             let inv = &inv;
             let _: i64 = self
-                .write(|mut c| async move { Ok((inv.invoke_async(&mut c).await?, c)) })
+                .write(fence.as_deref(), |mut c| async move {
+                    Ok((inv.invoke_async(&mut c).await?, c))
+                })
                 .await?;
             Ok(())
         })

@@ -46,6 +46,15 @@ pub fn slot(key: &[u8]) -> u16 {
     (crc16::State::<crc16::XMODEM>::calculate(tagged.unwrap_or(key)) as u32 % SLOTS) as u16
 }
 
+/// A key in the same slot as `key`, for a replication fence (`Store::replicated`): `key:fence`
+/// when `key` has a hash tag, `{key}:fence` otherwise; `None` if neither lands in its slot.
+pub fn fence(key: &str) -> Option<String> {
+    let want = slot(key.as_bytes());
+    [format!("{key}:fence"), format!("{{{key}}}:fence")]
+        .into_iter()
+        .find(|f| slot(f.as_bytes()) == want)
+}
+
 /// FNV-1a: a task id's partition. Stable across versions and replicas by construction (it is
 /// part of the data layout), and cheap.
 fn fnv1a(bytes: &[u8]) -> u64 {
@@ -134,6 +143,25 @@ mod tests {
         assert_eq!(slot(b"{user1000}.following"), slot(b"user1000"));
         assert_eq!(slot(b"foo{}{bar}"), slot(b"foo{}{bar}"));
         assert_ne!(slot(b"foo{}{bar}"), slot(b"bar"));
+    }
+
+    #[test]
+    fn fences_share_their_keys_slot() {
+        for key in [
+            "a2a:{3.1}:task:x",
+            "a2a:idem:a:k",
+            "a2a:artifact:z",
+            "odd}key",
+        ] {
+            if let Some(f) = fence(key) {
+                assert_eq!(slot(f.as_bytes()), slot(key.as_bytes()), "{key} -> {f}");
+            }
+        }
+        assert!(fence("a2a:idem:a:k").is_some());
+        assert_eq!(
+            fence("a2a:{3.1}:task:x").as_deref(),
+            Some("a2a:{3.1}:task:x:fence")
+        );
     }
 
     #[test]

@@ -240,6 +240,11 @@ impl Store {
         }))
     }
 
+    /// Whether writes wait for replicas (`wait_replicas` above 0).
+    pub fn waits(&self) -> bool {
+        self.config.wait_replicas > 0
+    }
+
     /// Whether this store is a Redis Cluster.
     pub fn is_cluster(&self) -> bool {
         matches!(self.link, Link::Cluster(_))
@@ -297,7 +302,7 @@ impl Store {
         // With `wait_replicas`, up only once that many replicas acknowledge (the pinger
         // checks again every PING_DOWN until they do).
         let mut c = conn.clone();
-        let replicated = self.replicated(&mut c).await;
+        let replicated = self.replicated(&mut c, None).await;
         self.shared.store(Some(Arc::new(conn)));
         if let Err(e) = &replicated {
             tracing::warn!(redis = %self.name, error = %e, "connected, but too few replicas for wait_replicas yet");
@@ -387,7 +392,7 @@ impl Store {
                         // be replicated is not acknowledged: creates wait before their agent).
                         let check = async {
                             redis::cmd("PING").query_async::<String>(&mut c).await?;
-                            self.replicated(&mut c).await
+                            self.replicated(&mut c, None).await
                         };
                         if let Ok(Ok(())) = tokio::time::timeout(TIMEOUT * 2, check).await {
                             self.set_up(true);
@@ -498,16 +503,44 @@ impl Store {
 
     /// After a write on `conn`: wait for `[redis] wait_replicas` replicas to have it (nothing
     /// when 0). Fewer within `wait_timeout_ms` fails the write: it may not survive a failover.
-    pub async fn replicated(&self, conn: &mut Conn) -> StoreResult<()> {
+    ///
+    /// `fence`, a key in the written key's slot: written just before the WAIT, on the same
+    /// connection. WAIT counts the writes of the connection it is sent on; a write resent on a
+    /// fresh connection after its reply was lost finds itself recorded and writes nothing,
+    /// and the fence makes this connection's offset pass the first attempt's, whichever
+    /// connection that was. On a cluster the pair goes to the fence's master only, so a write
+    /// waits for its own shard's replicas. Without a fence (the pinger), WAIT goes where
+    /// redis-rs sends it: on a cluster, every master.
+    pub async fn replicated(&self, conn: &mut Conn, fence: Option<&str>) -> StoreResult<()> {
         let want = self.config.wait_replicas;
         if want == 0 {
             return Ok(());
         }
-        let got: i64 = redis::cmd("WAIT")
-            .arg(want)
-            .arg(self.config.wait_timeout.as_millis() as u64)
-            .query_async(conn)
-            .await?;
+        let ms = self.config.wait_timeout.as_millis() as u64;
+        let got: i64 = match fence {
+            Some(f) => {
+                let (got,): (i64,) = redis::pipe()
+                    .cmd("SET")
+                    .arg(f)
+                    .arg(1)
+                    .arg("PX")
+                    .arg(10_000)
+                    .ignore()
+                    .cmd("WAIT")
+                    .arg(want)
+                    .arg(ms)
+                    .query_async(conn)
+                    .await?;
+                got
+            }
+            None => {
+                redis::cmd("WAIT")
+                    .arg(want)
+                    .arg(ms)
+                    .query_async(conn)
+                    .await?
+            }
+        };
         if got < i64::from(want) {
             return Err(err(
                 redis::ErrorKind::Io,
