@@ -3,7 +3,7 @@
 -- test applies every (recorded, update) combination through both and compares the verdicts.
 --
 -- KEYS[1] the task hash, KEYS[2] the per-state index prefix (zsets KEYS[2]..STATUS),
--- KEYS[3] the webhook key prefix (lanes, stream, queued counter; see webhook/queue/redis.rs)
+-- KEYS[3] the webhook key prefix (lanes, stream, queued counter; see webhook/queue/redis/)
 -- ARGV    agent, status, updated_ms, task, now_ms, terminal_ttl_ms, live_ttl_ms, task_id,
 --         msg_id prefix, timestamp, max_queued, max_dead (both this partition's share), change
 --         channel, owner ('' for none), publish command (SPUBLISH on a cluster, PUBLISH on one
