@@ -205,21 +205,10 @@ async fn a_resharding_under_traffic_loses_nothing() {
     wait_for_within(
         "every change delivered",
         Duration::from_secs(60),
-        || async {
-            let got: HashSet<(String, String)> =
-                hook.received().iter().map(|d| d.change()).collect();
-            got.len() >= want
-        },
+        || async { hook.changes().len() >= want },
     )
     .await;
-    let mut lanes: HashMap<String, Vec<String>> = HashMap::new();
-    for d in hook.received() {
-        let (t, s) = d.change();
-        let lane = lanes.entry(t).or_default();
-        if !lane.contains(&s) {
-            lane.push(s);
-        }
-    }
+    let lanes = hook.lanes();
     for id in &accepted {
         assert_eq!(
             lanes.get(id).map(Vec::as_slice),

@@ -272,15 +272,8 @@ async fn wait_replicas_holds_answers_until_a_replica_has_the_write() {
     assert_eq!(first.header("x-a2a-ledger"), None, "{first:?}");
     // The replica has it: read it there.
     let id = first.json()["task_id"].as_str().expect("id").to_owned();
-    let on_replica = std::process::Command::new("redis-cli")
-        .args(["-p", &replica.port.to_string(), "--scan", "--pattern"])
-        .arg(format!("w:*task:{id}"))
-        .output()
-        .expect("redis-cli");
-    assert!(
-        String::from_utf8_lossy(&on_replica.stdout).contains(&id),
-        "{on_replica:?}"
-    );
+    let on_replica = replica.cli(&["--scan", "--pattern", &format!("w:*task:{id}")]);
+    assert!(on_replica.contains(&id), "{on_replica:?}");
     replica.kill();
     let down = g.http.post_task("a").await;
     assert_eq!(down.status, 202, "{down:?}");

@@ -426,14 +426,7 @@ async fn data_of_another_layout_is_refused_at_start() {
         cfg.redis = Some(redis);
         a2a_gateway::Gateway::start(cfg)
     };
-    let cli = |args: &[&str]| {
-        let out = std::process::Command::new("redis-cli")
-            .args(["-p", &r.port.to_string()])
-            .args(args)
-            .output()
-            .expect("redis-cli");
-        assert!(out.status.success(), "{out:?}");
-    };
+    let cli = |args: &[&str]| r.cli(args);
     // A delivery queued by the previous version, under its default prefix.
     cli(&[
         "XADD",

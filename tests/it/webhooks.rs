@@ -492,15 +492,7 @@ async fn a_message_of_a_newer_format_is_left_for_a_newer_replica() {
     let keys = a2a_gateway::store::Keyspace::new("t:", 16);
     let task = "from-the-future";
     let wh = format!("{}wh:", keys.part(keys.of(task)));
-    let cli = |args: &[&str]| {
-        let out = std::process::Command::new("redis-cli")
-            .args(["-p", &r.port.to_string()])
-            .args(args)
-            .output()
-            .expect("redis-cli");
-        assert!(out.status.success(), "{out:?}");
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
-    };
+    let cli = |args: &[&str]| r.cli(args);
     let lane = format!("{wh}lane:s:{task}");
     let entry = format!(
         "1 {}\nmsg_future\n{{\"later\":true}}",

@@ -182,6 +182,25 @@ impl Hook {
         self.shared.received.lock().expect("lock").clone()
     }
 
+    /// Every (task, status) delivered so far.
+    pub fn changes(&self) -> std::collections::HashSet<(String, String)> {
+        self.received().iter().map(|d| d.change()).collect()
+    }
+
+    /// Each task's statuses in the order they arrived, a repeat (what at-least-once delivery
+    /// allows after a takeover) counted once.
+    pub fn lanes(&self) -> std::collections::HashMap<String, Vec<String>> {
+        let mut out = std::collections::HashMap::<String, Vec<String>>::new();
+        for d in self.received() {
+            let (t, s) = d.change();
+            let lane = out.entry(t).or_default();
+            if !lane.contains(&s) {
+                lane.push(s);
+            }
+        }
+        out
+    }
+
     pub fn count(&self) -> usize {
         self.shared.received.lock().expect("lock").len()
     }

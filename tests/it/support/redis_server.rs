@@ -132,6 +132,17 @@ impl RedisServer {
         format!("url = \"{}\"\n", self.url())
     }
 
+    /// `redis-cli -p PORT ARGS...`, asserted to succeed; its output, trimmed.
+    pub fn cli(&self, args: &[&str]) -> String {
+        let out = Command::new("redis-cli")
+            .args(["-p", &self.port.to_string()])
+            .args(args)
+            .output()
+            .expect("redis-cli");
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
     /// kill -9: no shutdown, no save.
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
