@@ -227,11 +227,12 @@ async fn relay_cluster(
                     .and_then(text)
                     .and_then(|c| String::from_utf8(c).ok());
                 if let Some(chan) = chan.filter(|c| wanted.contains(c)) {
-                    to_lost
-                        .0
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .push(chan);
+                    // At most one entry per channel: the list stays within the partitions.
+                    let mut lost = to_lost.0.lock().unwrap_or_else(|p| p.into_inner());
+                    if !lost.contains(&chan) {
+                        lost.push(chan);
+                    }
+                    drop(lost);
                     to_lost.1.notify_one();
                 }
             }
