@@ -56,6 +56,9 @@ mod smoke;
 /// Task event streams: shared upstreams, numbered events with replay, parsing, pings,
 /// reconnects, the end of a task, slow consumers, and `/events`.
 mod streams;
+/// OpenTelemetry: a trace from orchestrator to agent to webhook, received by an OTLP/HTTP
+/// collector on loopback, on the in-process store and on Redis; sampling; the config keys.
+mod telemetry;
 /// TLS in and out with a CA the test makes (rcgen): HTTP/1.1 and HTTP/2 by ALPN, a task
 /// stream over TLS, client certificates required and optional (refused at the handshake, or
 /// naming their client by `cert_subject`), certificates rotated under traffic, an https agent

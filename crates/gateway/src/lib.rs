@@ -19,6 +19,7 @@ pub mod protocol;
 pub mod registry;
 pub mod store;
 pub mod stream;
+pub mod telemetry;
 pub mod tls;
 pub mod upstream;
 pub mod webhook;
@@ -73,6 +74,8 @@ pub struct State {
     /// The server certificate, when `[tls]` is configured: the accept loop handshakes with the
     /// one current at each accept (swapped by [`Gateway::reload_tls`]).
     pub tls: Option<Arc<tls::Tls>>,
+    /// The tracer, when `[telemetry] otlp_endpoint` is set.
+    pub telemetry: Option<Arc<telemetry::Telemetry>>,
 }
 
 /// Every config check, with the knowledge of the modules that own them: the webhook module's
@@ -131,6 +134,8 @@ pub struct Gateway {
     /// The reloads, one at a time.
     reloading: tokio::sync::Mutex<()>,
     tls: Option<Arc<tls::Tls>>,
+    /// The tracer (flushed at shutdown), when telemetry is on.
+    telemetry: Option<Arc<telemetry::Telemetry>>,
 }
 
 /// Why [`Gateway::start`] failed.
@@ -168,6 +173,8 @@ impl Gateway {
         };
         let metrics =
             Arc::new(Metrics::new().map_err(|e| StartError::Setup(format!("metrics: {e}")))?);
+        let telemetry =
+            telemetry::Telemetry::start(&config.telemetry).map_err(StartError::Setup)?;
         let names: Vec<String> = config.agents.iter().map(|a| a.name.clone()).collect();
         let outbox = Arc::new(Outbox::new(
             &names,
@@ -266,9 +273,14 @@ impl Gateway {
         let mut workers = Vec::with_capacity(listeners.len() + 1);
         let mut webhooks = None;
         if !config.subscribers.is_empty() {
-            let (thread, sender) =
-                start_webhooks(&config, queue.clone(), metrics.clone(), stop_rx.clone())
-                    .map_err(StartError::Setup)?;
+            let (thread, sender) = start_webhooks(
+                &config,
+                queue.clone(),
+                metrics.clone(),
+                telemetry.clone(),
+                stop_rx.clone(),
+            )
+            .map_err(StartError::Setup)?;
             workers.push(thread);
             webhooks = Some(sender);
         }
@@ -289,6 +301,7 @@ impl Gateway {
                 draining: draining.clone(),
                 buckets: buckets.clone(),
                 tls: tls.clone(),
+                telemetry: telemetry.clone(),
             };
             let state = Arc::new(ArcSwap::from_pointee(state));
             states.push(state.clone());
@@ -333,6 +346,7 @@ impl Gateway {
             draining,
             reloading: tokio::sync::Mutex::new(()),
             tls,
+            telemetry,
         })
     }
 
@@ -365,6 +379,7 @@ fn start_webhooks(
     config: &Config,
     queue: Arc<dyn DeliveryQueue>,
     metrics: Arc<Metrics>,
+    telemetry: Option<Arc<telemetry::Telemetry>>,
     stop: watch::Receiver<bool>,
 ) -> Result<
     (
@@ -374,7 +389,8 @@ fn start_webhooks(
     String,
 > {
     let sender = webhook::send::Sender::new(&config.subscribers, &config.webhooks)?;
-    let worker = webhook::worker::Worker::new(queue, sender, &config.webhooks, metrics)?;
+    let worker = webhook::worker::Worker::new(queue, sender, &config.webhooks, metrics)?
+        .with_telemetry(telemetry);
     let handle = worker.sender_handle();
     let thread = worker
         .spawn(stop)

@@ -239,7 +239,8 @@ impl Gateway {
             .map(|s| s.load().queue.clone())
             .ok_or("no worker")?;
         let worker =
-            webhook::worker::Worker::new(queue, sender, &cfg.webhooks, self.metrics.clone())?;
+            webhook::worker::Worker::new(queue, sender, &cfg.webhooks, self.metrics.clone())?
+                .with_telemetry(self.telemetry.clone());
         Ok(Webhooks::Start(worker))
     }
 
@@ -295,10 +296,14 @@ impl Gateway {
         // Open event streams would hold the drain up until its deadline: end them now, each
         // with a hint to reconnect.
         self.hub.drain();
-        let workers = self.workers;
+        let (workers, telemetry) = (self.workers, self.telemetry);
         let _ = tokio::task::spawn_blocking(move || {
             for w in workers {
                 let _ = w.join();
+            }
+            // Last: the spans of the requests that just finished go out too.
+            if let Some(t) = telemetry {
+                t.shutdown();
             }
         })
         .await;

@@ -12,6 +12,7 @@ pub mod keys;
 mod rules;
 mod secrets;
 mod store;
+mod telemetry;
 mod tls;
 mod validate;
 
@@ -20,6 +21,7 @@ pub use rules::{NoRules, Rules};
 pub use tls::{ClientAuth, PemKind, TlsConfig};
 
 pub use store::RedisConfig;
+pub use telemetry::{LogFormat, TelemetryConfig};
 pub(crate) use validate::redact_url;
 pub use validate::Problem;
 use validate::{merge, parse_header_line, Validator};
@@ -363,6 +365,13 @@ pub struct Config {
     pub auth: AuthConfig,
     /// Browser origins allowed to call the gateway.
     pub cors: Option<CorsConfig>,
+    /// OpenTelemetry traces (off without `otlp_endpoint`).
+    pub telemetry: TelemetryConfig,
+    /// `text` or `json` log lines (read at start: a change needs a restart).
+    pub log_format: LogFormat,
+    /// One log line per request (`a2a_gateway::access`): client, agent, route, status,
+    /// duration, request id and trace id.
+    pub access_log: bool,
 }
 
 impl Default for Config {
@@ -392,6 +401,9 @@ impl Default for Config {
             clients: Vec::new(),
             auth: AuthConfig::default(),
             cors: None,
+            telemetry: TelemetryConfig::default(),
+            log_format: LogFormat::Text,
+            access_log: false,
         }
     }
 }

@@ -11,6 +11,7 @@ use tokio::sync::Notify;
 use crate::auth::{Caller, StreamPermit};
 use crate::limits::Quota;
 use crate::registry::Agent;
+use crate::telemetry::Trace;
 
 /// The connection a request came on, as the pipeline needs it.
 #[derive(Clone)]
@@ -66,6 +67,8 @@ pub struct Ctx {
     pub https: bool,
     /// See [`Conn::cert_subject`].
     pub cert_subject: Option<Arc<str>>,
+    /// The request's span, when telemetry is on: the parent of the handler's spans.
+    pub trace: Option<Trace>,
 }
 
 impl Ctx {
@@ -83,6 +86,7 @@ impl Ctx {
             quota: None,
             https: self.https,
             cert_subject: None,
+            trace: self.trace.clone(),
         }
     }
 }

@@ -26,7 +26,7 @@ use tokio::sync::oneshot;
 use super::body::Body;
 use super::context::Ctx;
 use super::error::{ApiError, ApiResult, Code};
-use super::exchange::admit_agent;
+use super::exchange::{admit_agent, exchange_answered, exchange_span};
 use super::handlers::tasks::created;
 use super::idempotency::{settle, Held};
 use crate::limits::Pass;
@@ -154,18 +154,28 @@ impl Create {
     /// (a late answer does not count: the client had its 504).
     async fn run(
         self,
-        up: Request<Full<Bytes>>,
+        mut up: Request<Full<Bytes>>,
         tx: oneshot::Sender<Response<Body>>,
         mut pass: Pass,
     ) {
         let timeout = self.agent.cfg.timeout;
         let started = Instant::now();
+        // Ends when the exchange does, a late answer's included.
+        let span = exchange_span(&self.ctx, &self.agent, &mut up);
         let work = self.state.upstream.fetch(up, MAX_AGENT_JSON);
         tokio::pin!(work);
         let first = tokio::time::timeout(timeout, &mut work).await;
         match &first {
-            Ok(exchanged) => pass.report(exchanged.as_ref().map(|(parts, _)| parts.status)),
-            Err(_) => pass.report(Err(&UpstreamError::Timeout(timeout))),
+            Ok(exchanged) => {
+                exchange_answered(span.as_ref(), exchanged, |(parts, _)| parts.status.as_u16());
+                pass.report(exchanged.as_ref().map(|(parts, _)| parts.status))
+            }
+            Err(_) => {
+                if let Some(span) = &span {
+                    span.fail(format!("no answer within {} ms", timeout.as_millis()));
+                }
+                pass.report(Err(&UpstreamError::Timeout(timeout)))
+            }
         }
         if let Ok(exchanged) = first {
             let res = self.settle(exchanged).await;
@@ -200,6 +210,9 @@ impl Create {
         let exchanged = tokio::time::timeout(late, work)
             .await
             .unwrap_or(Err(UpstreamError::Timeout(timeout + late)));
+        exchange_answered(span.as_ref(), &exchanged, |(parts, _)| {
+            parts.status.as_u16()
+        });
         let outcome = match &exchanged {
             Ok((parts, _)) => format!("answered {}", parts.status),
             Err(e) => e.to_string(),

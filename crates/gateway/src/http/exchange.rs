@@ -21,14 +21,17 @@ use super::context::Ctx;
 use super::cors;
 use super::error::{ApiError, ApiResult, Code};
 use crate::config::Conformance;
-use crate::ledger::{apply_counted, Applied, Record};
+use crate::ledger::{apply_counted, Applied, Origin, Record};
 use crate::limits::{AgentPolicy, Pass};
 use crate::protocol::json::{self, JsonError};
 use crate::protocol::task::{Refusal, TaskRef, Verdict};
 use crate::protocol::Violation;
 use crate::registry::Agent;
+use crate::telemetry::{self, semconv, Span};
 use crate::upstream::{strip_hop_by_hop, upstream_headers, MAX_AGENT_JSON};
 use crate::State;
+use opentelemetry::trace::SpanKind;
+use opentelemetry::KeyValue;
 
 /// 404 UNKNOWN_AGENT.
 pub fn unknown_agent(name: &str) -> ApiError {
@@ -179,7 +182,7 @@ pub async fn ask(
     client: ClientSide<'_>,
 ) -> Result<(Parts, Bytes), ApiError> {
     let up = build_request(agent, ctx, method, path, client, Bytes::new(), true)?;
-    exchange(state, agent, up).await
+    exchange(state, agent, ctx, up).await
 }
 
 /// The agent's own limits, checked right before it is called (`limits::agent`): a pass to
@@ -198,13 +201,16 @@ pub fn admit_agent(state: &State, agent: &Agent) -> Result<Pass, ApiError> {
 pub async fn exchange(
     state: &State,
     agent: &Agent,
-    req: Request<Full<Bytes>>,
+    ctx: &Ctx,
+    mut req: Request<Full<Bytes>>,
 ) -> Result<(Parts, Bytes), ApiError> {
     let mut pass = admit_agent(state, agent)?;
+    let span = exchange_span(ctx, agent, &mut req);
     let out = state
         .upstream
         .exchange(req, agent.cfg.timeout, MAX_AGENT_JSON)
         .await;
+    exchange_answered(span.as_ref(), &out, |(parts, _)| parts.status.as_u16());
     pass.report(out.as_ref().map(|(parts, _)| parts.status));
     out.map_err(|e| e.at(&agent.cfg.name).into())
 }
@@ -411,6 +417,20 @@ pub async fn apply(
     owner: Option<&str>,
 ) -> Result<Applied, ApiError> {
     let request_id = ctx.request_id.to_str().ok();
+    let span = ctx.trace.as_ref().map(|t| {
+        // A create learns its task id here: the request's span gets it too.
+        t.set(KeyValue::new(telemetry::TASK_ID, task.task_id.clone()));
+        t.child(
+            "ledger apply",
+            SpanKind::Internal,
+            vec![
+                KeyValue::new(telemetry::TASK_ID, task.task_id.clone()),
+                KeyValue::new(telemetry::AGENT, agent.cfg.name.clone()),
+            ],
+        )
+    });
+    // The deliveries of this change are the apply's children.
+    let stored = span.as_ref().map(|s| s.stored());
     let applied = apply_counted(
         state.ledger.as_ref(),
         &state.metrics,
@@ -418,10 +438,58 @@ pub async fn apply(
         task,
         raw.clone(),
         owner,
-        request_id,
+        Origin {
+            request_id,
+            trace: stored.as_deref(),
+        },
     )
-    .await?;
-    Ok(applied)
+    .await;
+    if let Some(span) = &span {
+        match &applied {
+            Ok(a) => span.set(KeyValue::new(telemetry::VERDICT, a.verdict.label())),
+            Err(e) => span.fail(e.to_string()),
+        }
+    }
+    Ok(applied?)
+}
+
+/// The client span of one exchange with `agent`, when the request is traced; its context goes
+/// to the agent as `traceparent` (and `tracestate`) in place of any the client sent, so the
+/// agent's work is this exchange's child.
+pub fn exchange_span(ctx: &Ctx, agent: &Agent, req: &mut Request<Full<Bytes>>) -> Option<Span> {
+    let trace = ctx.trace.as_ref()?;
+    let uri = req.uri();
+    let mut attributes = vec![
+        KeyValue::new(
+            semconv::HTTP_REQUEST_METHOD,
+            req.method().as_str().to_owned(),
+        ),
+        KeyValue::new(semconv::URL_PATH, uri.path().to_owned()),
+        KeyValue::new(telemetry::AGENT, agent.cfg.name.clone()),
+    ];
+    if let Some(host) = uri.host() {
+        attributes.push(KeyValue::new(semconv::SERVER_ADDRESS, host.to_owned()));
+    }
+    if let Some(port) = uri.port_u16() {
+        attributes.push(KeyValue::new(semconv::SERVER_PORT, i64::from(port)));
+    }
+    let span = trace.child("agent exchange", SpanKind::Client, attributes);
+    span.inject(req.headers_mut());
+    Some(span)
+}
+
+/// What an exchange got, on its span.
+pub fn exchange_answered<T>(
+    span: Option<&Span>,
+    out: &Result<T, crate::upstream::UpstreamError>,
+    status: impl Fn(&T) -> u16,
+) {
+    if let Some(span) = span {
+        match out {
+            Ok(r) => telemetry::answered(span, status(r), false),
+            Err(e) => span.fail(e.to_string()),
+        }
+    }
 }
 
 /// A streamed pass-through: the agent's status, headers and body, never buffered whole. The
@@ -430,11 +498,16 @@ pub async fn apply(
 pub async fn pass_through(
     state: &State,
     agent: &Agent,
-    up: Request<Full<Bytes>>,
+    ctx: &Ctx,
+    mut up: Request<Full<Bytes>>,
     idle: std::time::Duration,
 ) -> ApiResult {
     let mut pass = admit_agent(state, agent)?;
+    let span = exchange_span(ctx, agent, &mut up);
     let res = state.upstream.send(up, agent.cfg.timeout).await;
+    // The span covers the exchange up to the answer's head; the body streams after it.
+    exchange_answered(span.as_ref(), &res, |r| r.status().as_u16());
+    drop(span);
     pass.report(res.as_ref().map(|r| r.status()));
     let (mut parts, body) = res.map_err(|e| e.at(&agent.cfg.name))?.into_parts();
     strip_hop_by_hop(&mut parts.headers);

@@ -36,7 +36,9 @@ use super::handlers::{admin, artifacts, catalog, events, notifications, probes, 
 use super::request::{request_id, Request, X_REQUEST_ID};
 use super::route::Route;
 use crate::auth::Caller;
+use crate::telemetry::{self, semconv, Span, Telemetry};
 use crate::State;
+use opentelemetry::KeyValue;
 
 /// The pipeline. Never fails: every error is an answer.
 pub async fn handle(state: &Arc<State>, conn: &Conn, req: Request) -> Response<Body> {
@@ -53,12 +55,21 @@ pub async fn handle(state: &Arc<State>, conn: &Conn, req: Request) -> Response<B
         quota: None,
         https: conn.https,
         cert_subject: conn.cert_subject.clone(),
+        trace: None,
     };
     let origin = cors::origin(state, req.headers());
     // 2. route (the path is copied: the route borrows it while the handler owns the request)
     let path = req.uri().path().to_owned();
     let route = Route::parse(&path);
     let (label, method) = route.meta();
+    let verb = req.method().clone();
+    // The request's span, once the route names it (telemetry on): continues the caller's
+    // trace; the handlers' spans are its children.
+    let root = state
+        .telemetry
+        .as_ref()
+        .map(|t| request_span(t, &req, &route, label, &ctx));
+    ctx.trace = root.as_ref().map(Span::trace);
     let result = if let Some(answer) = cors::preflight(state, &route, &req) {
         answer
     } else {
@@ -85,10 +96,68 @@ pub async fn handle(state: &Arc<State>, conn: &Conn, req: Request) -> Response<B
     m.requests
         .with_label_values(&[label, agent, client, res.status().as_str()])
         .inc();
+    let elapsed = started.elapsed();
     m.request_seconds
         .with_label_values(&[label, agent, client])
-        .observe(started.elapsed().as_secs_f64());
+        .observe(elapsed.as_secs_f64());
+    let status = res.status().as_u16();
+    if let Some(root) = &root {
+        telemetry::answered(root, status, true);
+        if !agent.is_empty() {
+            root.set(KeyValue::new(telemetry::AGENT, agent.to_owned()));
+        }
+        root.set(KeyValue::new(telemetry::CLIENT, client.to_owned()));
+    }
+    if state.config.access_log {
+        // Never the path's query (a stream's `access_token`) nor any header: the route, not
+        // the path, names what was asked.
+        let request_id = res
+            .headers()
+            .get(X_REQUEST_ID.clone())
+            .and_then(|v| v.to_str().ok());
+        let trace_id = root.as_ref().map(|r| r.trace_id());
+        tracing::info!(target: "a2a_gateway::access", client, agent, method = %verb, route = label, status,
+            duration_ms = elapsed.as_secs_f64() * 1000.0, request_id, trace_id, "request");
+    }
     res
+}
+
+/// The server span of a request (OpenTelemetry's HTTP conventions, plus the gateway's ids).
+fn request_span(
+    t: &Arc<Telemetry>,
+    req: &Request,
+    route: &Route<'_>,
+    label: &'static str,
+    ctx: &Ctx,
+) -> Span {
+    let mut attributes = vec![
+        KeyValue::new(
+            semconv::HTTP_REQUEST_METHOD,
+            req.method().as_str().to_owned(),
+        ),
+        KeyValue::new(semconv::HTTP_ROUTE, label),
+        KeyValue::new(semconv::URL_PATH, req.uri().path().to_owned()),
+        KeyValue::new(
+            semconv::URL_SCHEME,
+            if ctx.https { "https" } else { "http" },
+        ),
+        KeyValue::new(
+            semconv::CLIENT_ADDRESS,
+            ctx.peer_ip.to_str().unwrap_or("").to_owned(),
+        ),
+        KeyValue::new(
+            telemetry::REQUEST_ID,
+            ctx.request_id.to_str().unwrap_or("").to_owned(),
+        ),
+    ];
+    if let Some(task) = route.task_id() {
+        attributes.push(KeyValue::new(telemetry::TASK_ID, task.to_owned()));
+    }
+    t.server_span(
+        req.headers(),
+        format!("{} {label}", req.method()),
+        attributes,
+    )
 }
 
 /// 404 for no route, 405 (with `Allow`) for the wrong method. A local GET route answers HEAD.

@@ -105,6 +105,17 @@ impl<'a> Route<'a> {
         }
     }
 
+    /// The task id a route names, if any.
+    pub fn task_id(&self) -> Option<&'a str> {
+        match self {
+            Route::GetTask(_, t)
+            | Route::CancelTask(_, t)
+            | Route::ListArtifacts(_, t)
+            | Route::Stream(_, t) => Some(t),
+            _ => None,
+        }
+    }
+
     /// Answered by the gateway itself (so HEAD is answered like GET, without a body).
     pub fn is_local(&self) -> bool {
         matches!(

@@ -7,7 +7,8 @@
 -- ARGV    agent, status, updated_ms, task, now_ms, terminal_ttl_ms, live_ttl_ms, task_id,
 --         msg_id prefix, timestamp, max_queued, max_dead (both this partition's share), change
 --         channel, owner ('' for none), publish command (SPUBLISH on a cluster, PUBLISH on one
---         node), lane entry format version, subscriber...
+--         node), lane entry format version (with the trace context after it, if any: see
+--         webhook::queue::entry_version), subscriber...
 -- Every key is in the task's partition (one hash tag): a script may touch one slot only.
 -- The owner is the client whose create this answers: recorded if the task has none yet,
 -- whatever the verdict (a push may have recorded the task first), except on another agent's
@@ -87,7 +88,7 @@ redis.call('ZADD', KEYS[2] .. status, now + ttl, ARGV[8])
 if notify then
   -- The task's change number makes the message id unique per change.
   local n = redis.call('HINCRBY', KEYS[1], 'changes', 1)
-  -- Lane entries are "enqueued_ms version \n msg_id \n payload" (webhook::queue::encode_entry);
+  -- Lane entries are "enqueued_ms version[ trace] \n msg_id \n payload" (webhook::queue::encode_entry);
   -- a lane that was empty gets its token.
   local entry = ARGV[5] .. ' ' .. ARGV[16] .. '\n' .. ARGV[9] .. '_' .. n .. '\n'
     .. '{"event_type":"task.status.updated","timestamp":"' .. ARGV[10] .. '","data":' .. ARGV[4] .. '}'

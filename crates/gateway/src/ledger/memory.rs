@@ -135,6 +135,7 @@ impl MemoryLedger {
         head: Head,
         task: Bytes,
         owner: Option<&str>,
+        trace: Option<&str>,
     ) -> Result<Applied, LedgerError> {
         let now = Instant::now();
         let mut s = self.shard(task_id);
@@ -173,7 +174,8 @@ impl MemoryLedger {
                     msg_id: format!("{}_{changes}", queue::message_id_prefix(task_id, head)),
                     enqueued_ms: crate::protocol::time::now_ms(),
                     payload: queue::payload(&crate::protocol::time::now(), &task).into(),
-                    version: queue::FORMAT,
+                    version: if trace.is_some() { 2 } else { 1 },
+                    trace: trace.map(Box::from),
                 };
                 if !q.offer(&subs, task_id, message) {
                     return Err(LedgerError::QueueFull);
@@ -321,16 +323,17 @@ impl Shard {
 }
 
 impl TaskLedger for MemoryLedger {
-    fn apply<'a>(
+    fn apply_traced<'a>(
         &'a self,
         agent: &'a str,
         task_id: &'a str,
         head: Head,
         task: Bytes,
         owner: Option<&'a str>,
+        trace: Option<&'a str>,
     ) -> LedgerFuture<'a, Applied> {
         Box::pin(std::future::ready(
-            self.apply_now(agent, task_id, head, task, owner),
+            self.apply_now(agent, task_id, head, task, owner, trace),
         ))
     }
 
@@ -458,6 +461,7 @@ mod tests {
             head,
             Bytes::from(format!("{id}:{}:{}", head.status.as_str(), head.updated_ms)),
             None,
+            None,
         )
         .expect("no outbox, no refusal")
     }
@@ -528,7 +532,7 @@ mod tests {
         let read_buffer = Bytes::from(vec![b'x'; 8192]);
         let answer = read_buffer.slice(100..400);
         let applied = l
-            .apply_now("a", "t", h(Status::Working, 1), answer.clone(), None)
+            .apply_now("a", "t", h(Status::Working, 1), answer.clone(), None, None)
             .expect("applied");
         assert_eq!(applied.record.task, answer);
         assert_ne!(
@@ -549,6 +553,7 @@ mod tests {
                 h(Status::Working, 1),
                 big.clone(),
                 None,
+                None,
             );
         }
         let held: usize = l.shards.iter().map(|s| s.lock().expect("lock").bytes).sum();
@@ -563,8 +568,9 @@ mod tests {
             h(Status::Working, 1),
             Bytes::from_static(b"ab"),
             None,
+            None,
         );
-        let _ = small.apply_now("a", "t", h(Status::Working, 2), big.clone(), None);
+        let _ = small.apply_now("a", "t", h(Status::Working, 2), big.clone(), None, None);
         let bytes: usize = small
             .shards
             .iter()

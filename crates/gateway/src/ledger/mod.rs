@@ -98,6 +98,20 @@ pub trait TaskLedger: Send + Sync + 'static {
         head: Head,
         task: Bytes,
         owner: Option<&'a str>,
+    ) -> LedgerFuture<'a, Applied> {
+        self.apply_traced(agent, task_id, head, task, owner, None)
+    }
+    /// [`TaskLedger::apply`], with the W3C trace context (`traceparent[ tracestate]`) of the
+    /// news, stored with the change's queued deliveries: their spans join the trace, and the
+    /// subscribers get it as their `traceparent`.
+    fn apply_traced<'a>(
+        &'a self,
+        agent: &'a str,
+        task_id: &'a str,
+        head: Head,
+        task: Bytes,
+        owner: Option<&'a str>,
+        trace: Option<&'a str>,
     ) -> LedgerFuture<'a, Applied>;
     /// The record of a task, if the gateway has seen it (and it has not expired).
     fn get<'a>(&'a self, task_id: &'a str) -> LedgerFuture<'a, Option<Record>>;
@@ -157,10 +171,19 @@ pub fn decide(recorded: Option<(&str, Head)>, agent: &str, update: Head) -> Verd
     }
 }
 
+/// The request that brought news about a task (nothing for news an upstream stream brought).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Origin<'a> {
+    /// For the log line of a refusal.
+    pub request_id: Option<&'a str>,
+    /// Queued with the change's deliveries (see [`TaskLedger::apply_traced`]).
+    pub trace: Option<&'a str>,
+}
+
 /// Apply news about a task (an agent's answer, a push, what a stream learned) and count and log
 /// what the state machine decided: every caller of the ledger goes through here, so the
 /// transition and refusal metrics agree with the ledger whatever brought the news.
-/// `request_id` is for the log line, when there is a request.
+/// `from` names the request the news came with, if any.
 pub async fn apply_counted(
     ledger: &dyn TaskLedger,
     metrics: &crate::metrics::Metrics,
@@ -168,10 +191,11 @@ pub async fn apply_counted(
     task: &crate::protocol::task::TaskRef,
     raw: Bytes,
     owner: Option<&str>,
-    request_id: Option<&str>,
+    from: Origin<'_>,
 ) -> Result<Applied, LedgerError> {
+    let Origin { request_id, trace } = from;
     let applied = ledger
-        .apply(agent, &task.task_id, task.head, raw, owner)
+        .apply_traced(agent, &task.task_id, task.head, raw, owner, trace)
         .await?;
     match applied.verdict {
         Verdict::Refused(reason) => {

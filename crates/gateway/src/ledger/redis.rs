@@ -26,7 +26,7 @@ use super::{
 };
 use crate::protocol::task::{Head, Refusal, Status, Verdict};
 use crate::store::{Conn, Store, StoreResult};
-use crate::webhook::queue::{message_id_prefix, Outbox};
+use crate::webhook::queue::{entry_version, message_id_prefix, Outbox};
 
 /// How long a task that never reaches a terminal state is kept after its last update.
 const LIVE_TTL: Duration = Duration::from_secs(30 * 86_400);
@@ -239,6 +239,7 @@ impl RedisLedger {
         head: Head,
         task: Bytes,
         owner: Option<&str>,
+        trace: Option<&str>,
     ) -> Result<Applied, LedgerError> {
         let keys = &self.store.keys;
         let part = keys.prefixes(keys.of(task_id));
@@ -266,7 +267,7 @@ impl RedisLedger {
                     .arg(&*part.changes)
                     .arg(owner.unwrap_or(""))
                     .arg(self.publish)
-                    .arg(crate::webhook::queue::FORMAT);
+                    .arg(&*entry_version(trace));
                 for s in subs.iter() {
                     inv.arg(s.as_ref());
                 }
@@ -279,7 +280,7 @@ impl RedisLedger {
                     .arg(&*part.changes)
                     .arg(owner.unwrap_or(""))
                     .arg(self.publish)
-                    .arg(crate::webhook::queue::FORMAT);
+                    .arg("1");
             }
         }
         let inv = &inv;
@@ -353,15 +354,16 @@ impl RedisLedger {
 }
 
 impl TaskLedger for RedisLedger {
-    fn apply<'a>(
+    fn apply_traced<'a>(
         &'a self,
         agent: &'a str,
         task_id: &'a str,
         head: Head,
         task: Bytes,
         owner: Option<&'a str>,
+        trace: Option<&'a str>,
     ) -> LedgerFuture<'a, Applied> {
-        Box::pin(self.apply_inner(agent, task_id, head, task, owner))
+        Box::pin(self.apply_inner(agent, task_id, head, task, owner, trace))
     }
 
     fn get<'a>(&'a self, task_id: &'a str) -> LedgerFuture<'a, Option<Record>> {

@@ -139,6 +139,18 @@ impl Verdict {
             Verdict::New | Verdict::Transition { .. } | Verdict::Refresh
         )
     }
+
+    /// A short name of the verdict (`new`, `transition`, `refresh`, `duplicate`, or the
+    /// refusal's reason), for spans and logs.
+    pub fn label(self) -> &'static str {
+        match self {
+            Verdict::New => "new",
+            Verdict::Transition { .. } => "transition",
+            Verdict::Refresh => "refresh",
+            Verdict::Duplicate => "duplicate",
+            Verdict::Refused(r) => r.as_str(),
+        }
+    }
 }
 
 /// The rule. Pure: the ledger implementations (memory, Redis) apply exactly this.

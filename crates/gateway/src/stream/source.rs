@@ -12,7 +12,7 @@ use hyper::{Method, Request, StatusCode};
 use super::topic::{Phase, Topic};
 use super::{Hub, StreamError};
 use crate::config::Conformance;
-use crate::ledger::apply_counted;
+use crate::ledger::{apply_counted, Origin};
 use crate::protocol::conform::{check_task, TaskExpect};
 use crate::protocol::sse::Parser;
 use crate::protocol::task::{Refusal, TaskRef, Verdict};
@@ -355,7 +355,7 @@ async fn learn_end(hub: &Hub, topic: &Topic, agent: &Agent, client: &Upstream) -
         &task,
         body,
         None,
-        None,
+        Origin::default(),
     )
     .await;
     let Ok(applied) = applied else {

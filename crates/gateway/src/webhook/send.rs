@@ -28,6 +28,7 @@ use super::queue::Message;
 use super::retry::parse_retry_after;
 use super::sign;
 use crate::config::{SubscriberConfig, WebhookConfig};
+use crate::telemetry::Trace;
 
 /// hyper-util's resolver hook, answered by the URL guard.
 #[derive(Clone)]
@@ -143,7 +144,8 @@ impl Sender {
 
     /// Make one attempt, bounded by the configured timeout from connect to the end of the
     /// (drained) response.
-    pub async fn send(&self, sub: &Subscriber, msg: &Message) -> Attempt {
+    /// `trace`: the attempt's span, whose context the subscriber gets as `traceparent`.
+    pub async fn send(&self, sub: &Subscriber, msg: &Message, trace: Option<&Trace>) -> Attempt {
         let now = SystemTime::now();
         let ts = now
             .duration_since(SystemTime::UNIX_EPOCH)
@@ -173,10 +175,13 @@ impl Sender {
                 Err(_) => return failed("auth_header is not a valid header value".into()),
             }
         }
-        let req = match req.body(Full::new(msg.payload.clone())) {
+        let mut req = match req.body(Full::new(msg.payload.clone())) {
             Ok(r) => r,
             Err(e) => return failed(format!("cannot build request: {e}")),
         };
+        if let Some(t) = trace {
+            t.inject(req.headers_mut());
+        }
         let exchange = async {
             let res = self.client.request(req).await?;
             let status = res.status().as_u16();

@@ -19,6 +19,9 @@ use super::retry::{classify, Outcome, Schedule, MAX_DELAY};
 use super::send::Sender;
 use crate::config::WebhookConfig;
 use crate::metrics::Metrics;
+use crate::telemetry::{self, semconv, Telemetry};
+use opentelemetry::trace::SpanKind;
+use opentelemetry::KeyValue;
 
 /// How long a delivery for a subscriber this replica does not know waits before another look.
 const UNCONFIGURED_WAIT: Duration = Duration::from_secs(60);
@@ -53,6 +56,8 @@ pub struct Worker {
     visibility: Duration,
     timeout: Duration,
     metrics: Arc<Metrics>,
+    /// One span per attempt, parented by the trace context queued with the message.
+    telemetry: Option<Arc<Telemetry>>,
     consumer: String,
     disabled: RwLock<HashSet<String>>,
     /// Subscribers that asked to be left alone (429, 503…), until when.
@@ -77,6 +82,7 @@ impl Worker {
             visibility: cfg.visibility_timeout,
             timeout: cfg.timeout,
             metrics,
+            telemetry: None,
             consumer: format!(
                 "{host}-{}-{}",
                 std::process::id(),
@@ -85,6 +91,12 @@ impl Worker {
             disabled: RwLock::new(HashSet::new()),
             paused: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// Trace every attempt (when telemetry is on).
+    pub fn with_telemetry(mut self, telemetry: Option<Arc<Telemetry>>) -> Worker {
+        self.telemetry = telemetry;
+        self
     }
 
     /// Where a reload puts the sender for the new subscribers.
@@ -306,7 +318,27 @@ impl Worker {
             // job over now. Leave it to whoever holds it then.
             return;
         }
-        let attempt = sender.send(&sub, msg).await;
+        let span = self.telemetry.as_ref().map(|t| {
+            t.span_from_stored(
+                msg.trace.as_deref(),
+                "webhook delivery",
+                SpanKind::Client,
+                vec![
+                    KeyValue::new(semconv::HTTP_REQUEST_METHOD, "POST"),
+                    KeyValue::new(telemetry::SUBSCRIBER, sub_name.to_owned()),
+                    KeyValue::new(telemetry::TASK_ID, job.task_id.to_string()),
+                    KeyValue::new(telemetry::ATTEMPT, i64::from(job.attempts) + 1),
+                    KeyValue::new(telemetry::MESSAGE_ID, msg.msg_id.clone()),
+                ],
+            )
+        });
+        let attempt = sender.send(&sub, msg, span.as_deref()).await;
+        if let Some(span) = span {
+            match attempt.status {
+                Some(status) => telemetry::answered(&span, status, false),
+                None => span.fail(attempt.summary.clone()),
+            }
+        }
         self.metrics
             .webhook_attempts
             .with_label_values(&[sub_name, attempt.class])

@@ -187,6 +187,29 @@ impl Validator {
         }
         self.streams(&c.streams);
         self.identity(c, rules);
+        self.telemetry(&c.telemetry);
+    }
+
+    fn telemetry(&mut self, t: &TelemetryConfig) {
+        if let Some(url) = &t.otlp_endpoint {
+            let ok = url
+                .parse::<hyper::Uri>()
+                .ok()
+                .filter(|u| matches!(u.scheme_str(), Some("http" | "https")))
+                .is_some_and(|u| u.host().is_some() && u.query().is_none());
+            if !ok {
+                self.problem(
+                    "telemetry.otlp_endpoint",
+                    "must be an http:// or https:// URL (the collector's OTLP/HTTP base, e.g. http://127.0.0.1:4318)",
+                );
+            }
+        }
+        if t.service_name.trim().is_empty() || t.service_name.len() > 128 {
+            self.problem("telemetry.service_name", "must be 1-128 characters");
+        }
+        if !(0.0..=1.0).contains(&t.sample_ratio) {
+            self.problem("telemetry.sample_ratio", "must be between 0.0 and 1.0");
+        }
     }
 
     /// The required `name` (a route-safe name) and `url` (checked by `check`) of an

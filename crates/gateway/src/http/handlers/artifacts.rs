@@ -117,5 +117,5 @@ pub async fn content(
         false,
     )?;
     // A file body: the agent's own timeout is the longest it may go quiet mid-body.
-    pass_through(state, &agent, up, agent.cfg.timeout).await
+    pass_through(state, &agent, ctx, up, agent.cfg.timeout).await
 }

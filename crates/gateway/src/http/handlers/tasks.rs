@@ -31,7 +31,10 @@ use crate::protocol::task::{Refusal, Status, Verdict};
 use crate::protocol::time::now_ms;
 use crate::protocol::Violation;
 use crate::registry::Agent;
+use crate::telemetry;
 use crate::State;
+use opentelemetry::trace::SpanKind;
+use opentelemetry::KeyValue;
 
 /// POST /tasks and POST /agents/{name}/tasks.
 pub async fn create(
@@ -81,7 +84,20 @@ pub async fn create(
         }
     };
     let card = agent.card()?;
-    if !card.input.is_valid(input) {
+    let span = ctx.trace.as_ref().map(|t| {
+        t.child(
+            "validate input",
+            SpanKind::Internal,
+            vec![KeyValue::new(telemetry::AGENT, agent.cfg.name.clone())],
+        )
+    });
+    let valid = card.input.is_valid(input);
+    if let Some(span) = span {
+        if !valid {
+            span.fail("input does not match the agent's input_schema");
+        }
+    }
+    if !valid {
         state
             .metrics
             .validation_failures

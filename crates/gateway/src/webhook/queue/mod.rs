@@ -14,11 +14,13 @@ mod redis;
 
 pub use self::redis::{webhook_prefix, RedisQueue};
 
-/// The format version of queued messages (lane entries) this version writes and reads. A
-/// reader that finds a newer one leaves it for a replica that knows it (see
+/// The newest format version of queued messages (lane entries) this version writes and reads.
+/// A reader that finds a newer one leaves it for a replica that knows it (see
 /// `worker::deliver`), so replicas of two versions can share a queue during a rolling upgrade
-/// without mangling a delivery. 0: no version (written before versions); 1: this one.
-pub const FORMAT: u32 = 1;
+/// without mangling a delivery. 0: no version (written before versions); 1: a version; 2: the
+/// trace context follows the version. An entry without a trace context is still written as 1,
+/// so a replica of the previous release delivers it during the upgrade.
+pub const FORMAT: u32 = 2;
 pub use memory::MemoryQueue;
 
 use std::collections::HashMap;
@@ -54,8 +56,11 @@ pub struct Message {
     pub enqueued_ms: i64,
     /// The spec's push-notification body, sent byte for byte.
     pub payload: Bytes,
-    /// The entry's format version ([`FORMAT`] when written by this version).
+    /// The entry's format version (1 or 2 when written by this version).
     pub version: u32,
+    /// The W3C trace context of the change (`traceparent[ tracestate]`), when it was traced:
+    /// the delivery span's parent, and what the subscriber's `traceparent` continues.
+    pub trace: Option<Box<str>>,
 }
 
 /// A lane's token as a worker holds it.
@@ -262,12 +267,27 @@ pub fn payload(timestamp: &str, task: &[u8]) -> Vec<u8> {
     out
 }
 
-/// A lane entry as stored: `enqueued_ms version \n msg_id \n payload` (the Redis apply
+/// The version field of a lane entry's first line: `1`, or `2 traceparent[ tracestate]`
+/// (the Redis apply script writes what it is given after the time).
+pub fn entry_version(trace: Option<&str>) -> std::borrow::Cow<'static, str> {
+    match trace {
+        Some(t) if !t.is_empty() && !t.contains('\n') => format!("2 {t}").into(),
+        _ => "1".into(),
+    }
+}
+
+/// A lane entry as stored: `enqueued_ms version[ trace] \n msg_id \n payload` (the Redis apply
 /// script writes the same form). A version 0 entry has no version; a reader of version 0 reads
-/// a version 1 entry whole (it sees an unparsable time, which it takes as 0).
-pub fn encode_entry(enqueued_ms: i64, msg_id: &str, payload: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(payload.len() + msg_id.len() + 28);
-    out.extend_from_slice(format!("{enqueued_ms} {FORMAT}\n").as_bytes());
+/// a later entry whole (it sees an unparsable time, which it takes as 0).
+pub fn encode_entry(
+    enqueued_ms: i64,
+    trace: Option<&str>,
+    msg_id: &str,
+    payload: &[u8],
+) -> Vec<u8> {
+    let version = entry_version(trace);
+    let mut out = Vec::with_capacity(payload.len() + msg_id.len() + version.len() + 24);
+    out.extend_from_slice(format!("{enqueued_ms} {version}\n").as_bytes());
     out.extend_from_slice(msg_id.as_bytes());
     out.push(b'\n');
     out.extend_from_slice(payload);
@@ -279,10 +299,12 @@ pub fn encode_entry(enqueued_ms: i64, msg_id: &str, payload: &[u8]) -> Vec<u8> {
 pub fn decode_entry(entry: &[u8]) -> Option<Message> {
     let mut parts = entry.splitn(3, |&b| b == b'\n');
     let first = std::str::from_utf8(parts.next()?).unwrap_or("");
-    let (time, version) = first.split_once(' ').unwrap_or((first, "0"));
+    let (time, rest) = first.split_once(' ').unwrap_or((first, "0"));
     let enqueued_ms = time.parse().unwrap_or(0);
+    let (version, trace) = rest.split_once(' ').unwrap_or((rest, ""));
     // An unreadable version is a newer writer's business, not an old one's.
     let version = version.parse().unwrap_or(u32::MAX);
+    let trace = (version == 2 && !trace.is_empty()).then(|| Box::from(trace));
     let msg_id = String::from_utf8_lossy(parts.next()?).into_owned();
     let payload = Bytes::copy_from_slice(parts.next()?);
     Some(Message {
@@ -290,6 +312,7 @@ pub fn decode_entry(entry: &[u8]) -> Option<Message> {
         enqueued_ms,
         payload,
         version,
+        trace,
     })
 }
 
@@ -310,10 +333,26 @@ mod tests {
         assert_eq!(v["event_type"], "task.status.updated");
         assert_eq!(v["timestamp"], "2026-01-01T00:00:00.000Z");
         assert_eq!(v["data"]["task_id"], "t");
-        let e = encode_entry(42, "msg_a", &p);
+        let e = encode_entry(42, None, "msg_a", &p);
         let m = decode_entry(&e).expect("decodes");
         assert_eq!((m.enqueued_ms, m.msg_id.as_str()), (42, "msg_a"));
-        assert_eq!((m.payload.as_ref(), m.version), (p.as_slice(), FORMAT));
+        // Untraced: still version 1, which the previous release reads.
+        assert_eq!((m.payload.as_ref(), m.version), (p.as_slice(), 1));
+        assert_eq!(m.trace, None);
+        // Traced: version 2, the context after it, a tracestate with spaces kept whole.
+        let ctx = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01 a=1, b=2";
+        let e = encode_entry(43, Some(ctx), "msg_t", &p);
+        let m = decode_entry(&e).expect("decodes");
+        assert_eq!(
+            (m.enqueued_ms, m.version, m.trace.as_deref()),
+            (43, 2, Some(ctx))
+        );
+        assert_eq!(
+            (m.msg_id.as_str(), m.payload.as_ref()),
+            ("msg_t", p.as_slice())
+        );
+        // A context that would break the line is not stored.
+        assert_eq!(entry_version(Some("x\ny")), "1");
         assert!(decode_entry(b"x\nmsg").is_none());
         // Written before versions: version 0, read whole.
         let old = decode_entry(b"42\nmsg_b\n{}").expect("decodes");
