@@ -31,6 +31,9 @@ mod jwt;
 /// `max_in_flight` (503 AGENT_BUSY), and ejection after consecutive failures with the half-open
 /// probe that brings an agent back; `GET /agents` and the metrics at each step.
 mod limits;
+/// What deploy/ ships for monitoring against a live scrape: every metric family the Grafana
+/// dashboard and the alert rules name is exported, with the labels they use.
+mod monitoring;
 /// `POST /agents/{name}/notifications`: authenticated pushes judged by the ledger.
 mod notifications;
 /// The one request pipeline: the lean stream path and HTTP/2 handled alike.

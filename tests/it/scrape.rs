@@ -1,6 +1,6 @@
 //! A real Prometheus (Debian's `prometheus`) scraping the gateway with the shipped
 //! deploy/prometheus.yml: its `authorization` credentials get the scrape in; a job without them
-//! is refused with 401, and Prometheus says so.
+//! is refused with 401, and Prometheus says so; the alert rules it names load and evaluate.
 
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -44,16 +44,27 @@ async fn prometheus_scrapes_with_the_shipped_authorization_config() {
     )
     .expect("deploy/prometheus.yml");
     let target = format!("[\"{}\"]", g.gw.addr());
+    let rules =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/prometheus/alerts.yml");
+    let rules = rules.display().to_string();
     let config = shipped
-        .replace("scrape_interval: 15s", "scrape_interval: 1s")
+        .replace(
+            "scrape_interval: 15s",
+            "scrape_interval: 1s\n  evaluation_interval: 1s",
+        )
         .replace(
             "/etc/prometheus/a2a-gateway.key",
             &key_file.display().to_string(),
         )
+        .replace("/etc/prometheus/a2a-gateway-alerts.yml", &rules)
         .replace("[\"gateway-1:8080\", \"gateway-2:8080\"]", &target);
     assert!(
         config.contains(&target),
         "the shipped file's targets: {shipped}"
+    );
+    assert!(
+        config.contains(&rules),
+        "the shipped file's rule_files: {shipped}"
     );
     let config = format!(
         "{config}  - job_name: no-credentials\n    static_configs:\n      - targets: {target}\n"
@@ -122,5 +133,32 @@ async fn prometheus_scrapes_with_the_shipped_authorization_config() {
         }
     })
     .await;
+    // The shipped alert rules are loaded and evaluate on the live data without an error.
+    let want = std::fs::read_to_string(&rules)
+        .expect("deploy/prometheus/alerts.yml")
+        .matches("- alert:")
+        .count();
+    assert!(want > 0);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let got: Value = api.get("/api/v1/rules").await.json();
+        let rules: Vec<&Value> = got["data"]["groups"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|g| g["rules"].as_array().into_iter().flatten())
+            .collect();
+        let evaluated = rules
+            .iter()
+            .all(|r| r["type"] == "alerting" && r["health"] == "ok");
+        if rules.len() == want && evaluated {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{want} alert rules loaded and evaluated without error: {got}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     drop(prom);
 }
