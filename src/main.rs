@@ -1,14 +1,18 @@
-//! The `a2a-gateway` command: serve, check a config, or run the demo.
+//! The `a2a-gateway` command: serve, check a config, run the demo or a sample agent, probe a
+//! URL, print completions or the man page.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
-use a2a_gateway::config::Config;
+use a2a_gateway::config::{Config, LogFormat};
 use a2a_gateway::Gateway;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 mod demo;
+mod logs;
+mod probe;
 
 /// mimalloc: the gateway allocates small, short-lived buffers per request on every worker
 /// thread; glibc malloc cost about 8% more CPU per created task in the load run.
@@ -19,11 +23,25 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[command(
     name = "a2a-gateway",
     version,
-    about = "A reverse-proxy gateway for fleets of A2A 1.0 agents"
+    about = "A reverse-proxy gateway for fleets of A2A 1.0 agents",
+    long_about = "A reverse-proxy gateway for fleets of A2A 1.0 agents: one endpoint for \
+orchestrators, AgentCards fetched and checked, task inputs validated against each card's \
+input_schema, a ledger that keeps COMPLETED, FAILED and CANCELLED final, webhooks fanned out \
+durably, shared event streams, Prometheus metrics and OpenTelemetry traces.\n\n\
+Serve with `a2a-gateway --config FILE`: the in-process store when the file has no [redis] \
+table, one of many replicas sharing Redis when it has one. SIGHUP reloads the file; SIGTERM \
+drains and stops.",
+    after_help = "Examples:\n  \
+a2a-gateway demo                                  try it: two sample agents, curl commands printed\n  \
+a2a-gateway check-config --config gateway.toml    list every problem of a config, with its key\n  \
+a2a-gateway --config gateway.toml                 serve\n  \
+a2a-gateway probe http://127.0.0.1:8080/readyz    a health check (exit 0 when ready)\n\n\
+Every config key is described in config/gateway.toml; RUST_LOG sets the log filter.",
+    args_conflicts_with_subcommands = true
 )]
 struct Cli {
-    /// The gateway config (TOML). See config/gateway.toml for every key.
-    #[arg(long, global = true)]
+    /// Serve with this config (TOML). See config/gateway.toml for every key.
+    #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     #[command(subcommand)]
     command: Option<Command>,
@@ -32,7 +50,11 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Check a config: exit 0, or print every problem with its key and exit 1.
-    CheckConfig,
+    CheckConfig {
+        /// The config to check (TOML).
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+    },
     /// Start the gateway on the in-process store with two sample agents, and print curl commands.
     Demo {
         /// Where the gateway listens.
@@ -41,6 +63,7 @@ enum Command {
     },
     /// Run one sample A2A agent on its own (for load runs and manual testing).
     SampleAgent {
+        /// Where the agent listens.
         #[arg(long, default_value = "127.0.0.1:9000")]
         listen: String,
         /// Advance tasks to WORKING and COMPLETED by themselves, as the demo agents do.
@@ -51,30 +74,83 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         file_bytes: usize,
     },
+    /// Health check: exit 0 if URL answers 2xx, 1 otherwise (for a container HEALTHCHECK).
+    Probe {
+        /// What to ask, e.g. http://127.0.0.1:8080/readyz (https:// is checked like an agent).
+        url: String,
+        /// Give up after this long, connecting included.
+        #[arg(long, default_value_t = 2000, value_name = "MS")]
+        timeout_ms: u64,
+        /// A PEM file of CA certificates that an https:// URL is checked against, besides the
+        /// system roots.
+        #[arg(long, value_name = "FILE")]
+        ca_file: Option<String>,
+    },
+    /// Print a completion script for SHELL (bash, zsh, fish, elvish, powershell) on stdout.
+    Completions {
+        /// The shell to complete for.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) on stdout: `a2a-gateway man > a2a-gateway.1`.
+    Man,
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "a2a_gateway=info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
     let cli = Cli::parse();
     match cli.command {
-        Some(Command::CheckConfig) => check_config(cli.config),
-        Some(Command::Demo { listen }) => run(demo::demo(listen)),
+        Some(Command::CheckConfig { config }) => {
+            logs::init(LogFormat::Text);
+            check_config(config)
+        }
+        Some(Command::Demo { listen }) => {
+            logs::init(LogFormat::Text);
+            run(demo::demo(listen))
+        }
         Some(Command::SampleAgent {
             listen,
             progress,
             file_bytes,
-        }) => run(demo::sample_agent(listen, progress, file_bytes)),
+        }) => {
+            logs::init(LogFormat::Text);
+            run(demo::sample_agent(listen, progress, file_bytes))
+        }
+        Some(Command::Probe {
+            url,
+            timeout_ms,
+            ca_file,
+        }) => probe::probe(&url, Duration::from_millis(timeout_ms), ca_file),
+        Some(Command::Completions { shell }) => {
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "a2a-gateway",
+                &mut std::io::stdout(),
+            );
+            ExitCode::SUCCESS
+        }
+        Some(Command::Man) => {
+            match clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         None => match cli.config {
-            Some(path) => run(serve(path)),
+            Some(path) => match load(&path) {
+                // The log format is the config's: read before anything logs.
+                Ok(cfg) => {
+                    logs::init(cfg.log_format);
+                    run(serve(path, cfg))
+                }
+                Err(msg) => {
+                    eprintln!("error: {msg}");
+                    ExitCode::FAILURE
+                }
+            },
             None => {
-                eprintln!("error: --config FILE is required to serve (or try `a2a-gateway demo`)");
+                eprintln!("error: --config FILE is required to serve (or try `a2a-gateway demo`, or --help)");
                 ExitCode::from(2)
             }
         },
@@ -111,11 +187,7 @@ fn load(path: &std::path::Path) -> Result<Config, String> {
     })
 }
 
-fn check_config(path: Option<PathBuf>) -> ExitCode {
-    let Some(path) = path else {
-        eprintln!("error: check-config needs --config FILE");
-        return ExitCode::from(2);
-    };
+fn check_config(path: PathBuf) -> ExitCode {
     match load(&path) {
         Ok(cfg) => {
             println!(
@@ -133,8 +205,7 @@ fn check_config(path: Option<PathBuf>) -> ExitCode {
     }
 }
 
-async fn serve(path: PathBuf) -> Result<(), String> {
-    let cfg = load(&path)?;
+async fn serve(path: PathBuf, cfg: Config) -> Result<(), String> {
     let gw = Gateway::start(cfg).await.map_err(|e| e.to_string())?;
     let scheme = if gw.is_tls() { "https" } else { "http" };
     announce(&format!("listening on {scheme}://{}", gw.addr()));

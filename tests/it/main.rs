@@ -36,6 +36,9 @@ mod limits;
 mod monitoring;
 /// `POST /agents/{name}/notifications`: authenticated pushes judged by the ledger.
 mod notifications;
+/// What operators run: `--version`, completions, the man page, `probe`, subcommand options,
+/// JSON logs with the access log and trace ids.
+mod operators;
 /// The one request pipeline: the lean stream path and HTTP/2 handled alike.
 mod pipeline;
 /// Every Redis guarantee on a real three-master Redis Cluster started by the test: rules, races,

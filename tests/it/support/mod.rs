@@ -17,6 +17,7 @@ use serde_json::Value;
 
 pub use a2a_sample_agent as sample;
 
+pub mod child;
 pub mod collector;
 pub mod hook;
 pub mod process;
