@@ -67,6 +67,15 @@ impl Gateway {
             out.need_restart.push("redis");
             new.redis = old.redis.clone();
         }
+        // The tracer and the logger are made once, at start.
+        if new.telemetry != old.telemetry {
+            out.need_restart.push("telemetry");
+            new.telemetry = old.telemetry.clone();
+        }
+        if new.log_format != old.log_format {
+            out.need_restart.push("log_format");
+            new.log_format = old.log_format;
+        }
         // Serving TLS or not needs a restart; the files are read again on every reload (that
         // is how a rotated certificate is picked up).
         if new.tls.is_some() != old.tls.is_some() {
