@@ -94,8 +94,9 @@ async fn prometheus_scrapes_with_the_shipped_authorization_config() {
             "Prometheus scraped both jobs in time"
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
-        let Ok(r) = tokio::time::timeout(Duration::from_secs(2), api.get("/api/v1/targets")).await
-        else {
+        // Refused until Prometheus listens (slow to start on a busy machine): ask again.
+        let asked = api.try_send(hyper::Method::GET, "/api/v1/targets", &[], bytes::Bytes::new());
+        let Ok(Ok(r)) = tokio::time::timeout(Duration::from_secs(2), asked).await else {
             continue;
         };
         if r.status != 200 {

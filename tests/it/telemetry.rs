@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use a2a_gateway::config::{Config, RedisConfig, SubscriberConfig, TelemetryConfig};
+use a2a_gateway::config::{Config, LogFormat, RedisConfig, SubscriberConfig, TelemetryConfig};
 use hyper::Method;
 use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
 use serde_json::json;
@@ -283,4 +283,19 @@ async fn telemetry_keys_are_checked() {
     ] {
         assert!(keys.contains(&key), "{key} not reported: {problems:?}");
     }
+}
+
+#[tokio::test]
+async fn telemetry_and_the_log_format_need_a_restart_the_access_log_does_not() {
+    let (_a, g) = single("a", |_| {}).await;
+    let mut next = (*g.gw.config()).clone();
+    next.telemetry.otlp_endpoint = Some("http://127.0.0.1:4318".into());
+    next.log_format = LogFormat::Json;
+    next.access_log = true;
+    let r = g.gw.reload(next).await.expect("reload applied");
+    assert_eq!(r.need_restart, ["telemetry", "log_format"], "{r:?}");
+    let now = g.gw.config();
+    assert_eq!(now.telemetry.otlp_endpoint, None);
+    assert_eq!(now.log_format, LogFormat::Text);
+    assert!(now.access_log);
 }
