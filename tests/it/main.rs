@@ -33,6 +33,9 @@ mod jwt;
 mod limits;
 /// `POST /agents/{name}/notifications`: authenticated pushes judged by the ledger.
 mod notifications;
+/// `GET /openapi.json`: public, the document built in, and the router and the document agree
+/// both ways on a live gateway.
+mod openapi;
 /// The one request pipeline: the lean stream path and HTTP/2 handled alike.
 mod pipeline;
 /// Every Redis guarantee on a real three-master Redis Cluster started by the test: rules, races,
