@@ -184,3 +184,48 @@ async fn the_router_and_the_served_document_agree() {
     let (status, _, body) = exchange(&g, Method::GET, "/openapi.yaml").await;
     assert_eq!(status, 404, "{}", String::from_utf8_lossy(&body));
 }
+
+/// The document promises `x-request-id` on every answer, the lean stream path's own refusals
+/// included (a stream request that declares a body, a malformed head, a head over 16 KiB): the
+/// client's id when the head could be read, a new one otherwise. Those answers are made before
+/// the pipeline and used to go out without it.
+#[tokio::test]
+async fn the_lean_paths_own_refusals_carry_a_request_id() {
+    let (_a, g) = gateway().await;
+    let addr = g.gw.addr();
+    let with_body = raw_request(
+        addr,
+        "GET /tasks/t-1/stream HTTP/1.1\nHost: gw\nx-request-id: mine-1\nContent-Length: 3",
+        b"abc",
+    )
+    .await;
+    assert_eq!(with_body.status, 400, "{with_body:?}");
+    assert_eq!(with_body.json()["error"]["code"], "INVALID_REQUEST");
+    assert_eq!(with_body.header("x-request-id"), Some("mine-1"));
+    let malformed = raw_request(
+        addr,
+        "GET /tasks/t-1/stream HTTP/1.1\nHost: gw\nBad Header: 1",
+        b"",
+    )
+    .await;
+    assert_eq!(malformed.status, 400, "{malformed:?}");
+    assert!(
+        malformed
+            .header("x-request-id")
+            .is_some_and(|v| !v.is_empty()),
+        "{malformed:?}"
+    );
+    let big = format!(
+        "GET /tasks/t-1/stream HTTP/1.1\nHost: gw\nx-request-id: mine-2\nX-Big: {}",
+        "a".repeat(20_000)
+    );
+    let too_large = raw_request(addr, &big, b"").await;
+    assert_eq!(too_large.status, 431, "{too_large:?}");
+    assert_eq!(too_large.json()["error"]["code"], "INVALID_REQUEST");
+    assert!(
+        too_large
+            .header("x-request-id")
+            .is_some_and(|v| !v.is_empty()),
+        "{too_large:?}"
+    );
+}
