@@ -13,8 +13,8 @@
 # Environment (all optional):
 #   A2A_GATEWAY_BIN           the binary (default: target/debug/a2a-gateway)
 #   SCHEMATHESIS_SEED         the seed (default 14)
-#   SCHEMATHESIS_MAX_EXAMPLES examples per operation and phase (default 20)
-#   SCHEMATHESIS_WALL_SECS    the cap on the schemathesis run (default 300)
+#   SCHEMATHESIS_MAX_EXAMPLES examples per operation and phase (default 50: about 90 s here)
+#   SCHEMATHESIS_WALL_SECS    the cap on the schemathesis run (default 240)
 #   SCHEMATHESIS_REPORT_DIR   where the reports (JUnit, HAR) and the logs go (default
 #                             target/schemathesis)
 #   SCHEMATHESIS_EXTRA        more `st run` options, split on spaces (e.g. --output-sanitize false)
@@ -23,12 +23,13 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 bin=${A2A_GATEWAY_BIN:-$root/target/debug/a2a-gateway}
 seed=${SCHEMATHESIS_SEED:-14}
-max_examples=${SCHEMATHESIS_MAX_EXAMPLES:-20}
-wall=${SCHEMATHESIS_WALL_SECS:-300}
+max_examples=${SCHEMATHESIS_MAX_EXAMPLES:-50}
+wall=${SCHEMATHESIS_WALL_SECS:-240}
 report=${SCHEMATHESIS_REPORT_DIR:-$root/target/schemathesis}
 
 [[ -x $bin ]] || { echo "run.sh: no gateway binary at $bin (cargo build --bin a2a-gateway)" >&2; exit 2; }
 command -v st >/dev/null || { echo "run.sh: schemathesis is not installed (pip install schemathesis)" >&2; exit 2; }
+python3 -c 'import openapi_spec_validator' 2>/dev/null || { echo "run.sh: openapi-spec-validator is not installed (pip install openapi-spec-validator)" >&2; exit 2; }
 command -v curl >/dev/null || { echo "run.sh: curl is needed" >&2; exit 2; }
 
 work=$(mktemp -d)
@@ -189,8 +190,10 @@ timeout --kill-after=10 "$wall" st --config-file "$work/schemathesis.toml" run "
     --suppress-health-check all \
     --no-color \
     ${SCHEMATHESIS_EXTRA:-} \
-    --report junit,har --report-junit-path "$report/junit.xml" --report-har-path "$report/requests.har" \
-    || status=$?
+    --report junit,har --report-junit-path "$report/junit.xml" --report-har-path "$report/requests.har" &
+# In the background and waited for, so that a TERM to this script runs the cleanup at once.
+pids+=($!)
+wait "${pids[-1]}" || status=$?
 echo "schemathesis: exit $status after $(($(date +%s) - started))s"
 if [[ $status == 124 || $status == 137 ]]; then
     echo "run.sh: schemathesis did not finish within ${wall}s" >&2
