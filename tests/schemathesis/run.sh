@@ -4,8 +4,8 @@
 #
 # Starts two sample agents (`a2a-gateway sample-agent --progress`) and the built gateway in
 # front of them, with three clients (alice and bob: tasks, streams, events; ops: metrics,
-# admin), an agent ingest token and a webhook subscriber that always fails (so dead letters
-# exist). Validates the served document (openapi-spec-validator, and byte-equal to the one in
+# admin, rate-limited), an agent ingest token and a webhook subscriber that always fails (so
+# dead letters exist). Validates the served document (openapi-spec-validator, and byte-equal to the one in
 # the repo), then runs schemathesis with a fixed seed, a bounded number of examples per
 # operation, a request timeout, bounded event streams and a wall-time cap. Exits non-zero on
 # any failure, and stops every process it started.
@@ -98,6 +98,9 @@ can = ["tasks", "streams", "events"]
 name = "ops"
 key_sha256 = "$(sha "$ops")"
 can = ["metrics", "admin"]
+# Rate-limited, so that 429 RATE_LIMITED and its headers are among the answers checked.
+rate_per_sec = 4
+burst = 8
 
 [[agents]]
 name = "scripts"
