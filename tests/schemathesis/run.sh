@@ -28,8 +28,9 @@ wall=${SCHEMATHESIS_WALL_SECS:-240}
 report=${SCHEMATHESIS_REPORT_DIR:-$root/target/schemathesis}
 
 [[ -x $bin ]] || { echo "run.sh: no gateway binary at $bin (cargo build --bin a2a-gateway)" >&2; exit 2; }
-command -v st >/dev/null || { echo "run.sh: schemathesis is not installed (pip install schemathesis)" >&2; exit 2; }
-python3 -c 'import openapi_spec_validator' 2>/dev/null || { echo "run.sh: openapi-spec-validator is not installed (pip install openapi-spec-validator)" >&2; exit 2; }
+need="pip install -r tests/schemathesis/requirements.txt"
+command -v st >/dev/null || { echo "run.sh: schemathesis is not installed ($need)" >&2; exit 2; }
+python3 -c 'import openapi_spec_validator' 2>/dev/null || { echo "run.sh: openapi-spec-validator is not installed ($need)" >&2; exit 2; }
 command -v curl >/dev/null || { echo "run.sh: curl is needed" >&2; exit 2; }
 
 work=$(mktemp -d)
