@@ -5,27 +5,29 @@
 # Starts two sample agents (`a2a-gateway sample-agent --progress`) and the built gateway in
 # front of them, with three clients (alice and bob: tasks, streams, events; ops: metrics,
 # admin, rate-limited), an agent ingest token and a webhook subscriber that always fails (so
-# dead letters exist). Validates the served document (openapi-spec-validator, and byte-equal to the one in
-# the repo), then runs schemathesis with a fixed seed, a bounded number of examples per
-# operation, a request timeout, bounded event streams and a wall-time cap. Exits non-zero on
-# any failure, and stops every process it started.
+# dead letters exist). Validates the served document (openapi-spec-validator, and byte-equal
+# to the one in the repo), then runs schemathesis with a fixed seed, a bounded number of
+# examples per operation, a request timeout, bounded event streams and a wall-time cap. Exits
+# non-zero on any failure, and stops every process it started. Needs the packages of
+# tests/schemathesis/requirements.txt, curl, and a built binary (cargo build --bin a2a-gateway).
 #
 # Environment (all optional):
-#   A2A_GATEWAY_BIN           the binary (default: target/debug/a2a-gateway)
+#   A2A_GATEWAY_BIN           the binary (default: $CARGO_TARGET_DIR or target, /debug/a2a-gateway)
 #   SCHEMATHESIS_SEED         the seed (default 14)
 #   SCHEMATHESIS_MAX_EXAMPLES examples per operation and phase (default 50: about 90 s here)
 #   SCHEMATHESIS_WALL_SECS    the cap on the schemathesis run (default 240)
 #   SCHEMATHESIS_REPORT_DIR   where the reports (JUnit, HAR) and the logs go (default
-#                             target/schemathesis)
+#                             schemathesis/ in that target directory)
 #   SCHEMATHESIS_EXTRA        more `st run` options, split on spaces (e.g. --output-sanitize false)
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-bin=${A2A_GATEWAY_BIN:-$root/target/debug/a2a-gateway}
+target=${CARGO_TARGET_DIR:-$root/target}
+bin=${A2A_GATEWAY_BIN:-$target/debug/a2a-gateway}
 seed=${SCHEMATHESIS_SEED:-14}
 max_examples=${SCHEMATHESIS_MAX_EXAMPLES:-50}
 wall=${SCHEMATHESIS_WALL_SECS:-240}
-report=${SCHEMATHESIS_REPORT_DIR:-$root/target/schemathesis}
+report=${SCHEMATHESIS_REPORT_DIR:-$target/schemathesis}
 
 [[ -x $bin ]] || { echo "run.sh: no gateway binary at $bin (cargo build --bin a2a-gateway)" >&2; exit 2; }
 need="pip install -r tests/schemathesis/requirements.txt"
