@@ -36,6 +36,9 @@ mod limits;
 mod monitoring;
 /// `POST /agents/{name}/notifications`: authenticated pushes judged by the ledger.
 mod notifications;
+/// `GET /openapi.json`: public, the document built in, and the router and the document agree
+/// both ways on a live gateway.
+mod openapi;
 /// What operators run: `--version`, completions, the man page, `probe`, subcommand options,
 /// JSON logs with the access log and trace ids.
 mod operators;

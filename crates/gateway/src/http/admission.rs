@@ -12,7 +12,7 @@
 //!
 //! | route | needs |
 //! |---|---|
-//! | `/healthz`, `/readyz` | nothing |
+//! | `/healthz`, `/readyz`, `/openapi.json` | nothing |
 //! | `GET /agents`, a card | any client (the catalog lists only its agents) |
 //! | create, get, cancel, artifacts, artifact content | `tasks`, the agent, ownership |
 //! | task streams | `streams`, the agent, ownership, a stream slot |
@@ -51,9 +51,11 @@ enum Needs {
 
 fn needs(route: &Route<'_>) -> Needs {
     match route {
-        Route::Healthz | Route::Readyz | Route::Notifications(_) | Route::NotFound => {
-            Needs::Nothing
-        }
+        Route::Healthz
+        | Route::Readyz
+        | Route::OpenApi
+        | Route::Notifications(_)
+        | Route::NotFound => Needs::Nothing,
         Route::Catalog | Route::Card(_) => Needs::Client,
         Route::Metrics => Needs::Right(Right::Metrics),
         Route::CreateTask(_)

@@ -84,6 +84,36 @@ pub enum Code {
 }
 
 impl Code {
+    /// Every code, in the order of the enum (the OpenAPI document's `ErrorCode` lists each).
+    pub const ALL: [Code; 26] = [
+        Code::InvalidJson,
+        Code::InvalidRequest,
+        Code::InputSchemaViolation,
+        Code::UnknownAgent,
+        Code::TaskNotFound,
+        Code::ArtifactNotFound,
+        Code::TaskTerminal,
+        Code::AgentUnavailable,
+        Code::AgentUnreachable,
+        Code::AgentTimeout,
+        Code::AgentProtocolViolation,
+        Code::PayloadTooLarge,
+        Code::UnsupportedMediaType,
+        Code::NotFound,
+        Code::MethodNotAllowed,
+        Code::Unavailable,
+        Code::Unauthorized,
+        Code::Forbidden,
+        Code::TooManyStreams,
+        Code::RequestTimeout,
+        Code::TransitionRefused,
+        Code::InvalidNotification,
+        Code::IdempotencyKeyReused,
+        Code::IdempotencyInProgress,
+        Code::RateLimited,
+        Code::AgentBusy,
+    ];
+
     /// The code as the error body spells it (`INVALID_JSON`...).
     pub fn as_str(self) -> &'static str {
         match self {
@@ -146,6 +176,10 @@ impl Code {
     }
 }
 
+/// The body of an error whose own body cannot be serialized (never expected; documented as the
+/// code `INTERNAL`).
+pub const FALLBACK_BODY: &[u8] = br#"{"error":{"code":"INTERNAL","message":"error body"}}"#;
+
 /// An error answer of the gateway's own.
 #[derive(Debug)]
 pub struct ApiError {
@@ -203,7 +237,7 @@ impl ApiError {
                 details: self.details.as_ref(),
             },
         })
-        .unwrap_or_else(|_| br#"{"error":{"code":"INTERNAL","message":"error body"}}"#.to_vec());
+        .unwrap_or_else(|_| FALLBACK_BODY.to_vec());
         let mut res = Response::new(Body::full(body));
         *res.status_mut() = self.code.status();
         res.headers_mut()

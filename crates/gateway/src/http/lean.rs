@@ -28,7 +28,7 @@ use super::body::Body;
 use super::context::Conn;
 use super::error::{ApiError, Code};
 use super::pipeline;
-use super::request::{Request, RequestBody};
+use super::request::{request_id, Request, RequestBody, X_REQUEST_ID};
 use super::route::stream_route;
 use crate::State;
 
@@ -96,8 +96,8 @@ async fn read_head(stream: &mut TcpStream) -> HeadRead {
         .unwrap_or(HeadRead::Gone)
 }
 
-/// The request a head describes, as hyper would build it (a GET with no body); a head that is
-/// malformed or declares a body is refused here, as hyper refuses a malformed head itself.
+/// The request a head describes, as hyper would build it (a GET with no body); a malformed head
+/// is refused here, as hyper refuses a malformed head itself.
 fn parse_head(buf: &[u8]) -> Result<Request, ApiError> {
     let bad = |m: &str| ApiError::new(Code::InvalidRequest, m.to_owned());
     let mut slots = [httparse::EMPTY_HEADER; 100];
@@ -118,15 +118,25 @@ fn parse_head(buf: &[u8]) -> Result<Request, ApiError> {
         let value = HeaderValue::from_bytes(h.value).map_err(|_| bad("bad header value"))?;
         headers.append(name, value);
     }
-    // A stream request has no body; one that declares a body is refused rather than read.
-    let has_body = headers.contains_key(hyper::header::TRANSFER_ENCODING)
+    Ok(req)
+}
+
+/// Whether a head declares a body: a stream request has none, and one that declares a body is
+/// refused rather than read.
+fn declares_body(headers: &HeaderMap) -> bool {
+    headers.contains_key(hyper::header::TRANSFER_ENCODING)
         || headers
             .get(hyper::header::CONTENT_LENGTH)
-            .is_some_and(|v| v.as_bytes() != b"0");
-    if has_body {
-        return Err(bad("a stream request takes no body"));
-    }
-    Ok(req)
+            .is_some_and(|v| v.as_bytes() != b"0")
+}
+
+/// A refusal of this path's own, made before the pipeline, with a request id like every answer:
+/// the client's `x-request-id` when the head could be read, else a new one.
+fn refusal(headers: &HeaderMap, e: ApiError) -> Response<Body> {
+    let mut res = e.into_response();
+    res.headers_mut()
+        .insert(X_REQUEST_ID.clone(), request_id(headers));
+    res
 }
 
 /// Serve one stream request on `stream`, then close it.
@@ -135,11 +145,11 @@ pub(super) async fn serve(mut stream: TcpStream, state: &Arc<State>, conn: &Conn
         HeadRead::Done(buf) => buf,
         HeadRead::Gone => return,
         HeadRead::TooLarge => {
-            let mut res = ApiError::new(
+            let too_large = ApiError::new(
                 Code::InvalidRequest,
                 format!("request head over {MAX_HEAD} bytes"),
-            )
-            .into_response();
+            );
+            let mut res = refusal(&HeaderMap::new(), too_large);
             *res.status_mut() = StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE;
             let _ = respond(&mut stream, res, &conn.kill, Duration::from_secs(10)).await;
             return;
@@ -148,8 +158,14 @@ pub(super) async fn serve(mut stream: TcpStream, state: &Arc<State>, conn: &Conn
     let res = match parse_head(&buf) {
         // Boxed: the pipeline's future holds any handler's state (a create's exchange, say),
         // and inline it would size this future, which lives as long as the subscription.
-        Ok(req) => Box::pin(pipeline::handle(state, conn, req)).await,
-        Err(e) => e.into_response(),
+        Ok(req) if !declares_body(req.headers()) => {
+            Box::pin(pipeline::handle(state, conn, req)).await
+        }
+        Ok(req) => refusal(
+            req.headers(),
+            ApiError::new(Code::InvalidRequest, "a stream request takes no body"),
+        ),
+        Err(e) => refusal(&HeaderMap::new(), e),
     };
     drop(buf);
     // A client that stops reading is let go after this long stuck on one write (the sweep

@@ -14,6 +14,8 @@
 //! - `idempotency`: `Idempotency-Key` on creates: read, claimed, replayed.
 //! - `request`, `response`, `body`: reading requests, building answers, the answer body.
 //! - `error`: the error body, and the one place domain errors become answers.
+//! - `openapi`: the OpenAPI 3.1 document of every route (`openapi.json`, served at
+//!   `GET /openapi.json`), and the tests that keep it and the router in agreement.
 
 pub mod admission;
 pub mod body;
@@ -25,6 +27,7 @@ mod exchange;
 mod handlers;
 mod idempotency;
 mod lean;
+pub mod openapi;
 pub mod pipeline;
 pub mod request;
 mod response;

@@ -198,6 +198,7 @@ async fn dispatch(state: &Arc<State>, ctx: &mut Ctx, route: Route<'_>, req: Requ
         Route::Healthz => probes::healthz(),
         Route::Readyz => probes::readyz(state),
         Route::Metrics => probes::metrics(state).await,
+        Route::OpenApi => probes::openapi(),
         Route::Catalog => catalog::agents(state, ctx),
         Route::Card(a) => catalog::card(state, ctx, a),
         Route::CreateTask(a) => tasks::create(state, ctx, a, req).await,

@@ -12,6 +12,8 @@ pub enum Route<'a> {
     Readyz,
     /// `GET /metrics`: the Prometheus scrape.
     Metrics,
+    /// `GET /openapi.json`: the OpenAPI document of every route here.
+    OpenApi,
     /// `GET /agents`: the catalog of agents.
     Catalog,
     /// `GET /agents/{name}/agent-card.json`: the card of one agent, as the gateway serves it.
@@ -56,6 +58,7 @@ impl<'a> Route<'a> {
             [Some("healthz"), None, ..] => Route::Healthz,
             [Some("readyz"), None, ..] => Route::Readyz,
             [Some("metrics"), None, ..] => Route::Metrics,
+            [Some("openapi.json"), None, ..] => Route::OpenApi,
             [Some("agents"), None, ..] => Route::Catalog,
             [Some("events"), None, ..] => Route::Events,
             [Some("admin"), Some("dead-letters"), None, ..] => Route::DeadLetters,
@@ -120,7 +123,12 @@ impl<'a> Route<'a> {
     pub fn is_local(&self) -> bool {
         matches!(
             self,
-            Route::Healthz | Route::Readyz | Route::Metrics | Route::Catalog | Route::Card(_)
+            Route::Healthz
+                | Route::Readyz
+                | Route::Metrics
+                | Route::OpenApi
+                | Route::Catalog
+                | Route::Card(_)
         )
     }
 
@@ -130,6 +138,7 @@ impl<'a> Route<'a> {
             Route::Healthz => ("healthz", Method::GET),
             Route::Readyz => ("readyz", Method::GET),
             Route::Metrics => ("metrics", Method::GET),
+            Route::OpenApi => ("openapi", Method::GET),
             Route::Catalog => ("catalog", Method::GET),
             Route::Card(_) => ("card", Method::GET),
             Route::CreateTask(_) => ("create_task", Method::POST),
@@ -147,6 +156,90 @@ impl<'a> Route<'a> {
             Route::NotFound => ("not_found", Method::GET),
         }
     }
+
+    /// The path template of the route as `GET /openapi.json` documents it, `None` for
+    /// [`Route::NotFound`]. No wildcard arm: a new route does not compile until it has one, and
+    /// the tests then fail until the document describes it (and it is in [`TEMPLATES`]).
+    pub fn template(&self) -> Option<&'static str> {
+        let agent = |a: &Option<&str>, agentless: &'static str, named: &'static str| {
+            Some(if a.is_some() { named } else { agentless })
+        };
+        match self {
+            Route::Healthz => Some("/healthz"),
+            Route::Readyz => Some("/readyz"),
+            Route::Metrics => Some("/metrics"),
+            Route::OpenApi => Some("/openapi.json"),
+            Route::Catalog => Some("/agents"),
+            Route::Card(_) => Some("/agents/{name}/agent-card.json"),
+            Route::CreateTask(a) => agent(a, "/tasks", "/agents/{name}/tasks"),
+            Route::GetTask(a, _) => agent(a, "/tasks/{task_id}", "/agents/{name}/tasks/{task_id}"),
+            Route::CancelTask(a, _) => agent(
+                a,
+                "/tasks/{task_id}/cancel",
+                "/agents/{name}/tasks/{task_id}/cancel",
+            ),
+            Route::ListArtifacts(a, _) => agent(
+                a,
+                "/tasks/{task_id}/artifacts",
+                "/agents/{name}/tasks/{task_id}/artifacts",
+            ),
+            Route::Stream(a, _) => agent(
+                a,
+                "/tasks/{task_id}/stream",
+                "/agents/{name}/tasks/{task_id}/stream",
+            ),
+            Route::ArtifactContent(a, _) => agent(
+                a,
+                "/artifacts/{artifact_id}/content",
+                "/agents/{name}/artifacts/{artifact_id}/content",
+            ),
+            Route::Notifications(_) => Some("/agents/{name}/notifications"),
+            Route::Events => Some("/events"),
+            Route::DeadLetters => Some("/admin/dead-letters"),
+            Route::Redrive => Some("/admin/dead-letters/redrive"),
+            Route::Subscribers => Some("/admin/subscribers"),
+            Route::EnableSubscriber(_) => Some("/admin/subscribers/{subscriber}/enable"),
+            Route::NotFound => None,
+        }
+    }
+}
+
+/// Every path template of the router (each route's [`Route::template`]), in the order of the
+/// document.
+pub const TEMPLATES: [&str; 24] = [
+    "/healthz",
+    "/readyz",
+    "/openapi.json",
+    "/metrics",
+    "/agents",
+    "/agents/{name}/agent-card.json",
+    "/tasks",
+    "/tasks/{task_id}",
+    "/tasks/{task_id}/cancel",
+    "/tasks/{task_id}/artifacts",
+    "/tasks/{task_id}/stream",
+    "/artifacts/{artifact_id}/content",
+    "/agents/{name}/tasks",
+    "/agents/{name}/tasks/{task_id}",
+    "/agents/{name}/tasks/{task_id}/cancel",
+    "/agents/{name}/tasks/{task_id}/artifacts",
+    "/agents/{name}/tasks/{task_id}/stream",
+    "/agents/{name}/artifacts/{artifact_id}/content",
+    "/agents/{name}/notifications",
+    "/events",
+    "/admin/dead-letters",
+    "/admin/dead-letters/redrive",
+    "/admin/subscribers",
+    "/admin/subscribers/{subscriber}/enable",
+];
+
+/// A path of `template` with each `{parameter}` replaced by a value the router takes.
+pub fn instantiate(template: &str) -> String {
+    template
+        .replace("{name}", "scripts")
+        .replace("{task_id}", "123e4567-e89b-12d3-a456-426614174000")
+        .replace("{artifact_id}", "a1b2c3d4_artifact")
+        .replace("{subscriber}", "orchestrator")
 }
 
 /// The (agent prefix, task id) of a task-stream path, for the lean event-stream path.

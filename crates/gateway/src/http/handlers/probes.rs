@@ -1,4 +1,4 @@
-//! The operational routes: liveness, readiness and the Prometheus scrape.
+//! The operational routes: liveness, readiness, the Prometheus scrape and the OpenAPI document.
 
 use hyper::header::{HeaderValue, CONTENT_TYPE};
 use hyper::{Response, StatusCode};
@@ -12,6 +12,15 @@ use crate::State;
 /// GET /healthz: the process is up.
 pub fn healthz() -> ApiResult {
     Ok(response::json(StatusCode::OK, &br#"{"status":"ok"}"#[..]))
+}
+
+/// GET /openapi.json: the OpenAPI document compiled into the binary. Public, like /healthz: it
+/// describes the routes, and holds nothing of the config (no agents, no clients, no secrets).
+pub fn openapi() -> ApiResult {
+    Ok(response::json(
+        StatusCode::OK,
+        crate::http::openapi::DOCUMENT,
+    ))
 }
 
 /// Ready once the listener is up and every agent has had a card attempt (successful or not: a

@@ -1,0 +1,208 @@
+#!/usr/bin/env bash
+# Schemathesis against a live gateway: checks that what the gateway answers is what
+# GET /openapi.json documents, and that its credentials and ownership hold.
+#
+# Starts two sample agents (`a2a-gateway sample-agent --progress`) and the built gateway in
+# front of them, with three clients (alice and bob: tasks, streams, events; ops: metrics,
+# admin, rate-limited), an agent ingest token and a webhook subscriber that always fails (so
+# dead letters exist). Validates the served document (openapi-spec-validator, and byte-equal
+# to the one in the repo), then runs schemathesis with a fixed seed, a bounded number of
+# examples per operation, a request timeout, bounded event streams and a wall-time cap. Exits
+# non-zero on any failure, and stops every process it started. Needs the packages of
+# tests/schemathesis/requirements.txt, curl, and a built binary (cargo build --bin a2a-gateway).
+#
+# Environment (all optional):
+#   A2A_GATEWAY_BIN           the binary (default: $CARGO_TARGET_DIR or target, /debug/a2a-gateway)
+#   SCHEMATHESIS_SEED         the seed (default 14)
+#   SCHEMATHESIS_MAX_EXAMPLES examples per operation and phase (default 50: about 90 s here)
+#   SCHEMATHESIS_WALL_SECS    the cap on the schemathesis run (default 240)
+#   SCHEMATHESIS_REPORT_DIR   where the reports (JUnit, HAR) and the logs go (default
+#                             schemathesis/ in that target directory)
+#   SCHEMATHESIS_EXTRA        more `st run` options, split on spaces (e.g. --output-sanitize false)
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+target=${CARGO_TARGET_DIR:-$root/target}
+bin=${A2A_GATEWAY_BIN:-$target/debug/a2a-gateway}
+seed=${SCHEMATHESIS_SEED:-14}
+max_examples=${SCHEMATHESIS_MAX_EXAMPLES:-50}
+wall=${SCHEMATHESIS_WALL_SECS:-240}
+report=${SCHEMATHESIS_REPORT_DIR:-$target/schemathesis}
+
+[[ -x $bin ]] || { echo "run.sh: no gateway binary at $bin (cargo build --bin a2a-gateway)" >&2; exit 2; }
+need="pip install -r tests/schemathesis/requirements.txt"
+command -v st >/dev/null || { echo "run.sh: schemathesis is not installed ($need)" >&2; exit 2; }
+python3 -c 'import openapi_spec_validator' 2>/dev/null || { echo "run.sh: openapi-spec-validator is not installed ($need)" >&2; exit 2; }
+command -v curl >/dev/null || { echo "run.sh: curl is needed" >&2; exit 2; }
+
+work=$(mktemp -d)
+mkdir -p "$report"
+pids=()
+cleanup() {
+    local status=$?
+    for pid in "${pids[@]}"; do
+        kill "$pid" 2>/dev/null || true
+    done
+    for pid in "${pids[@]}"; do
+        wait "$pid" 2>/dev/null || true
+    done
+    cp "$work"/*.log "$report"/ 2>/dev/null || true
+    rm -rf "$work"
+    exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# Start "$@" in the background with its output in $work/$name.log, and set $url to the first
+# URL it announces on stdout ("... listening on http://..."). Not in a subshell: $pids must
+# keep the process for the cleanup.
+start() {
+    local name=$1
+    shift
+    "$@" >"$work/$name.log" 2>"$work/$name.err.log" &
+    pids+=($!)
+    url=""
+    for _ in $(seq 1 200); do
+        url=$(grep -o 'listening on http://[0-9.:]*' "$work/$name.log" 2>/dev/null | head -n1 | cut -d' ' -f3 || true)
+        [[ -n $url ]] && break
+        kill -0 "${pids[-1]}" 2>/dev/null || break
+        sleep 0.05
+    done
+    [[ -n $url ]] || { echo "run.sh: $name did not start:" >&2; cat "$work/$name.err.log" >&2; exit 1; }
+}
+
+sha() { printf %s "$1" | sha256sum | cut -d' ' -f1; }
+
+alice=alice-key-0123456789abcdef
+bob=bob-key-0123456789abcdef
+ops=ops-key-0123456789abcdef
+ingest=ingest-token-0123456789abcdef
+
+start scripts "$bin" sample-agent --listen 127.0.0.1:0 --progress
+scripts=$url
+start summaries "$bin" sample-agent --listen 127.0.0.1:0 --progress
+summaries=$url
+
+cat >"$work/gateway.toml" <<EOF
+listen = "127.0.0.1:0"
+workers = 1
+
+[[clients]]
+name = "alice"
+key_sha256 = "$(sha "$alice")"
+can = ["tasks", "streams", "events"]
+
+[[clients]]
+name = "bob"
+key_sha256 = "$(sha "$bob")"
+can = ["tasks", "streams", "events"]
+
+[[clients]]
+name = "ops"
+key_sha256 = "$(sha "$ops")"
+can = ["metrics", "admin"]
+# Rate-limited, so that 429 RATE_LIMITED and its headers are among the answers checked.
+rate_per_sec = 4
+burst = 8
+
+[[agents]]
+name = "scripts"
+url = "$scripts"
+ingest_token = "$ingest"
+
+[[agents]]
+name = "summaries"
+url = "$summaries"
+ingest_token = "$ingest"
+
+# A subscriber nothing listens for: its deliveries fail and are dead-lettered within seconds.
+[[subscribers]]
+name = "orchestrator"
+url = "http://127.0.0.1:9/hooks"
+
+[webhooks]
+allow = ["127.0.0.1/32"]
+retry_schedule_secs = [1]
+max_attempts = 2
+timeout_ms = 1000
+visibility_timeout_secs = 6
+
+[streams]
+ping_interval_ms = 200
+EOF
+"$bin" check-config --config "$work/gateway.toml" >/dev/null
+start gateway "$bin" --config "$work/gateway.toml"
+base=$url
+
+for _ in $(seq 1 200); do
+    [[ $(curl -s -o /dev/null -w '%{http_code}' "$base/readyz") == 200 ]] && break
+    sleep 0.05
+done
+[[ $(curl -s -o /dev/null -w '%{http_code}' "$base/readyz") == 200 ]] || { echo "run.sh: the gateway never got ready" >&2; exit 1; }
+
+# The served document is the one in the repo, and valid OpenAPI 3.1 (schemathesis would also
+# refuse an invalid one, less legibly). Schemathesis reads this copy rather than the URL: given
+# the URL, it leaves GET /openapi.json itself out of the operations it tests.
+curl -sf "$base/openapi.json" -o "$work/openapi.json"
+cmp "$work/openapi.json" "$root/crates/gateway/src/http/openapi.json"
+python3 -c '
+import sys
+from openapi_spec_validator import validate
+from openapi_spec_validator.readers import read_from_filename
+doc, _ = read_from_filename(sys.argv[1])
+validate(doc)
+print("openapi.json: valid OpenAPI", doc["openapi"], "with", len(doc["paths"]), "paths")
+' "$work/openapi.json"
+
+# The identities, in the order schemathesis tries them on an operation that refuses one: alice
+# first; bob is alice's peer (neither may read the other's tasks); ops for metrics and admin;
+# the agent's ingest token for pushes.
+cat >"$work/auth.json" <<EOF
+{
+  "auth": [
+    {"name": "alice", "fixedHeaders": [{"name": "Authorization", "value": "Bearer $alice"}]},
+    {"name": "bob", "fixedHeaders": [{"name": "Authorization", "value": "Bearer $bob"}]},
+    {"name": "ops", "fixedHeaders": [{"name": "Authorization", "value": "Bearer $ops"}]},
+    {"name": "agent", "fixedHeaders": [{"name": "Authorization", "value": "Bearer $ingest"}]}
+  ]
+}
+EOF
+cat >"$work/schemathesis.toml" <<EOF
+# Event streams are read until they end, 5 events, or the request timeout.
+max-stream-events = 5
+
+# Nothing carried over from an earlier run (which identity each operation settled on): every
+# run starts from the same state.
+[cache]
+enabled = false
+
+[auth.wfc]
+path = "$work/auth.json"
+peers = ["alice", "bob"]
+EOF
+
+echo "schemathesis $(st --version | awk '{print $NF}') against $base: seed $seed, $max_examples examples, cap ${wall}s"
+started=$(date +%s)
+status=0
+# peer_refused (hooks.py): the owner's reads of what the built-in check cannot compare (an
+# artifact's content, a task's stream), replayed with the peer's key.
+export SCHEMATHESIS_HOOKS=$root/tests/schemathesis/hooks.py A2A_OWNER_KEY=$alice A2A_PEER_KEY=$bob
+timeout --kill-after=10 "$wall" st --config-file "$work/schemathesis.toml" run "$work/openapi.json" --url "$base" \
+    --checks not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance,response_headers_conformance,ignored_auth,object_level_authorization,peer_refused,negative_data_rejection,unsupported_method,allow_header_conformance,ensure_resource_availability,missing_required_header \
+    --seed "$seed" \
+    --max-examples "$max_examples" \
+    --request-timeout 5 \
+    --workers 1 \
+    --generation-database none \
+    --suppress-health-check all \
+    --no-color \
+    ${SCHEMATHESIS_EXTRA:-} \
+    --report junit,har --report-junit-path "$report/junit.xml" --report-har-path "$report/requests.har" &
+# In the background and waited for, so that a TERM to this script runs the cleanup at once.
+pids+=($!)
+wait "${pids[-1]}" || status=$?
+echo "schemathesis: exit $status after $(($(date +%s) - started))s"
+if [[ $status == 124 || $status == 137 ]]; then
+    echo "run.sh: schemathesis did not finish within ${wall}s" >&2
+fi
+exit "$status"
