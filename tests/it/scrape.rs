@@ -95,7 +95,12 @@ async fn prometheus_scrapes_with_the_shipped_authorization_config() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
         // Refused until Prometheus listens (slow to start on a busy machine): ask again.
-        let asked = api.try_send(hyper::Method::GET, "/api/v1/targets", &[], bytes::Bytes::new());
+        let asked = api.try_send(
+            hyper::Method::GET,
+            "/api/v1/targets",
+            &[],
+            bytes::Bytes::new(),
+        );
         let Ok(Ok(r)) = tokio::time::timeout(Duration::from_secs(2), asked).await else {
             continue;
         };

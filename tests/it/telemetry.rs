@@ -68,7 +68,7 @@ async fn orchestrator_to_agent_to_webhook(redis: Option<RedisConfig>) {
 
     // The gateway's request span continues the orchestrator's span.
     let root = collector
-        .wait_span(ORCHESTRATOR_TRACE, "POST create_task")
+        .wait_span(ORCHESTRATOR_TRACE, "POST /agents/{name}/tasks")
         .await;
     let delivery = collector
         .wait_span(ORCHESTRATOR_TRACE, "webhook delivery")
@@ -82,6 +82,11 @@ async fn orchestrator_to_agent_to_webhook(redis: Option<RedisConfig>) {
         Some("202")
     );
     assert_eq!(root.attr("url.path").as_deref(), Some("/agents/a/tasks"));
+    assert_eq!(
+        root.attr("http.route").as_deref(),
+        Some("/agents/{name}/tasks")
+    );
+    assert_eq!(root.attr("a2a.route").as_deref(), Some("create_task"));
     assert_eq!(root.attr("a2a.agent").as_deref(), Some("a"));
     assert_eq!(root.attr("a2a.client").as_deref(), Some("anonymous"));
     assert_eq!(root.attr("a2a.task.id").as_deref(), Some(task_id.as_str()));
@@ -184,7 +189,9 @@ async fn an_agents_push_continues_the_agents_trace_to_the_webhook() {
         res.status,
         String::from_utf8_lossy(&res.body)
     );
-    let root = collector.wait_span(agent_trace, "POST notifications").await;
+    let root = collector
+        .wait_span(agent_trace, "POST /agents/{name}/notifications")
+        .await;
     let delivery = collector.wait_span(agent_trace, "webhook delivery").await;
     assert_eq!(root.parent_id, "b7ad6b7169203331");
     let spans = collector.spans();

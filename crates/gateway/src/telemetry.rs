@@ -33,6 +33,8 @@ use crate::config::TelemetryConfig;
 pub const AGENT: &str = "a2a.agent";
 /// The client, as admission named it (`anonymous` without clients).
 pub const CLIENT: &str = "a2a.client";
+/// The route's name, as the metrics label it (`create_task`).
+pub const ROUTE: &str = "a2a.route";
 /// The task a request or delivery is about.
 pub const TASK_ID: &str = "a2a.task.id";
 /// The gateway's request id (`x-request-id`).

@@ -144,7 +144,7 @@ fn request_span(
             semconv::HTTP_REQUEST_METHOD,
             req.method().as_str().to_owned(),
         ),
-        KeyValue::new(semconv::HTTP_ROUTE, label),
+        KeyValue::new(telemetry::ROUTE, label),
         KeyValue::new(semconv::URL_PATH, req.uri().path().to_owned()),
         KeyValue::new(
             semconv::URL_SCHEME,
@@ -162,11 +162,16 @@ fn request_span(
     if let Some(task) = route.task_id() {
         attributes.push(KeyValue::new(telemetry::TASK_ID, task.to_owned()));
     }
-    t.server_span(
-        req.headers(),
-        format!("{} {label}", req.method()),
-        attributes,
-    )
+    // OpenTelemetry's HTTP span name: `{method} {http.route}`, or the method alone for a path
+    // that is no route.
+    let name = match route.template() {
+        Some(template) => {
+            attributes.push(KeyValue::new(semconv::HTTP_ROUTE, template));
+            format!("{} {template}", req.method())
+        }
+        None => req.method().to_string(),
+    };
+    t.server_span(req.headers(), name, attributes)
 }
 
 /// 404 for no route, 405 (with `Allow`) for the wrong method. A local GET route answers HEAD.
