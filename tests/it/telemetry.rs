@@ -76,19 +76,15 @@ async fn orchestrator_to_agent_to_webhook(redis: Option<RedisConfig>) {
     assert_eq!(root.parent_id, ORCHESTRATOR_SPAN);
     assert_eq!(root.kind, SpanKind::Server);
     assert_eq!(root.service, "gw-under-test");
-    assert_eq!(root.attr("http.request.method").as_deref(), Some("POST"));
-    assert_eq!(
-        root.attr("http.response.status_code").as_deref(),
-        Some("202")
-    );
-    assert_eq!(root.attr("url.path").as_deref(), Some("/agents/a/tasks"));
-    assert_eq!(
-        root.attr("http.route").as_deref(),
-        Some("/agents/{name}/tasks")
-    );
-    assert_eq!(root.attr("a2a.route").as_deref(), Some("create_task"));
-    assert_eq!(root.attr("a2a.agent").as_deref(), Some("a"));
-    assert_eq!(root.attr("a2a.client").as_deref(), Some("anonymous"));
+    root.assert_attrs(&[
+        ("http.request.method", "POST"),
+        ("http.response.status_code", "202"),
+        ("url.path", "/agents/a/tasks"),
+        ("http.route", "/agents/{name}/tasks"),
+        ("a2a.route", "create_task"),
+        ("a2a.agent", "a"),
+        ("a2a.client", "anonymous"),
+    ]);
     assert_eq!(root.attr("a2a.task.id").as_deref(), Some(task_id.as_str()));
     assert!(!root.failed);
 
@@ -126,15 +122,11 @@ async fn orchestrator_to_agent_to_webhook(redis: Option<RedisConfig>) {
     // span is the apply's child, and the subscriber got it as its parent.
     assert_eq!(delivery.parent_id, apply.span_id);
     assert_eq!(delivery.kind, SpanKind::Client);
-    assert_eq!(
-        delivery.attr("a2a.webhook.subscriber").as_deref(),
-        Some("orchestrator")
-    );
-    assert_eq!(delivery.attr("a2a.webhook.attempt").as_deref(), Some("1"));
-    assert_eq!(
-        delivery.attr("http.response.status_code").as_deref(),
-        Some("200")
-    );
+    delivery.assert_attrs(&[
+        ("a2a.webhook.subscriber", "orchestrator"),
+        ("a2a.webhook.attempt", "1"),
+        ("http.response.status_code", "200"),
+    ]);
     wait_for("the delivery", || async { hook.count() >= 1 }).await;
     let got = &hook.received()[0];
     assert_eq!(

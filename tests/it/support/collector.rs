@@ -44,6 +44,18 @@ impl Got {
         }
     }
 
+    /// Assert each (attribute, value as text).
+    pub fn assert_attrs(&self, want: &[(&str, &str)]) {
+        for (key, value) in want {
+            assert_eq!(
+                self.attr(key).as_deref(),
+                Some(*value),
+                "{key} of span {:?}: {self:#?}",
+                self.name
+            );
+        }
+    }
+
     /// The `traceparent` that names this span as the parent (sampled).
     pub fn traceparent(&self) -> String {
         format!("00-{}-{}-01", self.trace_id, self.span_id)
