@@ -1,6 +1,6 @@
 //! Where log lines go and how they look: `log_format = "text"` (human-readable) or `"json"`
-//! (one object per line: `timestamp`, `level`, `target`, `message`, the event's fields, and the
-//! fields of the spans it happened in, such as a traced request's `trace_id`). Both go to
+//! (one object per line: `timestamp`, `level`, `target`, `message`, the event's fields, the
+//! fields of the spans it happened in, and a traced request's `trace_id`). Both go to
 //! stderr, filtered by `RUST_LOG` (default `a2a_gateway=info`, which includes the access log's
 //! target `a2a_gateway::access`).
 
@@ -56,6 +56,11 @@ where
         line.insert("level".into(), meta.level().as_str().into());
         line.insert("target".into(), meta.target().into());
         event.record(&mut Fields(&mut line));
+        if !line.contains_key("trace_id") {
+            if let Some(id) = a2a_gateway::telemetry::current_trace_id() {
+                line.insert("trace_id".into(), id.into());
+            }
+        }
         if let Some(scope) = ctx.event_scope() {
             for span in scope.from_root() {
                 let ext = span.extensions();

@@ -14,8 +14,8 @@
 # connections; MB/s and the gateway's peak RSS) RATE_RUN (0; 1: after the POST runs, the
 # open-loop client (benches/open_loop.rs) POSTs to nginx and the gateway at RATE_SHARE (0.5) of
 # nginx's best req/s, for the tail at a fixed rate)
-# TELEMETRY (off; "on": [telemetry] exports every request's spans, sample_ratio 1.0, to the
-# nginx of the run, which accepts and drops them)
+# TELEMETRY (off; "on": [telemetry] exports the spans of TELEMETRY_RATIO (1.0) of the requests
+# to the nginx of the run, which accepts and drops them)
 # POST_RUN (1; 0 skips the create runs) A2A_GATEWAY_BIN (target/release/a2a-gateway)
 # AGENT_BIN (A2A_GATEWAY_BIN: whose `sample-agent` is the agent; set it to compare two gateway
 # builds in front of the same agent) RESULTS_DIR (target/load-results/<date>).
@@ -45,6 +45,7 @@ RATE_RUN="${RATE_RUN:-0}"
 RATE_SHARE="${RATE_SHARE:-0.5}"
 POST_RUN="${POST_RUN:-1}"
 TELEMETRY="${TELEMETRY:-off}"
+TELEMETRY_RATIO="${TELEMETRY_RATIO:-1.0}"
 AGENT_NAME=scripts
 
 # --- tools: checked, never installed silently -------------------------------------------------
@@ -233,7 +234,7 @@ case "$LEDGER" in
 esac
 case "$TELEMETRY" in
     off) ;;
-    on) printf '\n[telemetry]\notlp_endpoint = "%s"\nsample_ratio = 1.0\n' "$NGINX_URL" >>"$TMP/gateway.toml" ;;
+    on) printf '\n[telemetry]\notlp_endpoint = "%s"\nsample_ratio = %s\n' "$NGINX_URL" "$TELEMETRY_RATIO" >>"$TMP/gateway.toml" ;;
     *) echo "TELEMETRY must be off or on" >&2; exit 1 ;;
 esac
 export WRK_AUTH

@@ -305,17 +305,17 @@ impl Gateway {
         // Open event streams would hold the drain up until its deadline: end them now, each
         // with a hint to reconnect.
         self.hub.drain();
-        let (workers, telemetry) = (self.workers, self.telemetry);
+        let workers = self.workers;
         let _ = tokio::task::spawn_blocking(move || {
             for w in workers {
                 let _ = w.join();
             }
-            // Last: the spans of the requests that just finished go out too.
-            if let Some(t) = telemetry {
-                t.shutdown();
-            }
         })
         .await;
+        // Last: the spans of the requests that just finished go out too.
+        if let Some(t) = &self.telemetry {
+            t.shutdown().await;
+        }
     }
 
     /// Serve until the process is asked to stop (Ctrl-C or SIGTERM), then drain.

@@ -39,7 +39,6 @@ use crate::auth::Caller;
 use crate::telemetry::{self, semconv, Span, Telemetry};
 use crate::State;
 use opentelemetry::KeyValue;
-use tracing::Instrument;
 
 /// The pipeline. Never fails: every error is an answer.
 pub async fn handle(state: &Arc<State>, conn: &Conn, req: Request) -> Response<Body> {
@@ -79,13 +78,9 @@ pub async fn handle(state: &Arc<State>, conn: &Conn, req: Request) -> Response<B
             // 3. admission, then 4. handler
             Ok(()) => match admission::admit(state, &mut ctx, &route, &req) {
                 Err(e) => Err(e),
-                // A traced request's log lines carry its trace id (`log_format = "json"`
-                // puts it at the top level).
+                // A traced request's log lines carry its trace id (`log_format = "json"`).
                 Ok(()) => match &root {
-                    Some(r) => {
-                        let span = tracing::info_span!("request", trace_id = %r.trace_id());
-                        dispatch(state, &mut ctx, route, req).instrument(span).await
-                    }
+                    Some(r) => r.scope(dispatch(state, &mut ctx, route, req)).await,
                     None => dispatch(state, &mut ctx, route, req).await,
                 },
             },

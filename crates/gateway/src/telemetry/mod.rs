@@ -6,10 +6,13 @@
 //! to the agent and to webhook subscribers, so an orchestrator can join its trace to what the
 //! agent did and to the delivery it receives.
 //!
-//! Built on the OpenTelemetry SDK (sampling, ids, batching) with its OTLP/HTTP exporter over
-//! hyper, on the runtime the gateway starts on: the batch queue is bounded (spans past it are
-//! dropped, never waited for) and a request never waits on an export. Off (no
+//! Built on the OpenTelemetry SDK (sampling, ids, spans) with its OTLP/HTTP exporter over
+//! hyper, on the runtime the gateway starts on, and a span processor of our own ([`batch`]): a
+//! bounded queue (spans past it are dropped, never waited for) that wakes the export task once
+//! per batch rather than once per span. A request never waits on an export. Off (no
 //! `[telemetry] otlp_endpoint`), nothing here runs: a request carries no [`Trace`].
+
+mod batch;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,12 +21,13 @@ use std::time::Duration;
 use hyper::header::{HeaderName, HeaderValue};
 use hyper::HeaderMap;
 use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
-use opentelemetry::trace::{SpanKind, Status, TraceContextExt, Tracer as _, TracerProvider as _};
+use opentelemetry::trace::{
+    SpanKind, Status, TraceContextExt, TraceFlags, TraceId, Tracer as _, TracerProvider as _,
+};
 use opentelemetry::{Context, InstrumentationScope, KeyValue};
 use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
-use opentelemetry_sdk::trace::span_processor_with_async_runtime::BatchSpanProcessor;
-use opentelemetry_sdk::trace::{BatchConfigBuilder, Sampler, SdkTracer, SdkTracerProvider};
+use opentelemetry_sdk::trace::{Sampler, SdkTracer, SdkTracerProvider, SpanExporter as _};
 use opentelemetry_sdk::Resource;
 pub use opentelemetry_semantic_conventions::attribute as semconv;
 
@@ -48,16 +52,13 @@ pub const ATTEMPT: &str = "a2a.webhook.attempt";
 /// The delivery's `webhook-id`.
 pub const MESSAGE_ID: &str = "a2a.webhook.id";
 
-/// The most spans waiting for export; past it new spans are dropped.
-const MAX_QUEUED_SPANS: usize = 8192;
-/// How often the batch goes out (and so how late a span may reach the collector).
-const EXPORT_EVERY: Duration = Duration::from_millis(500);
 /// One export's bound, from connect to the collector's answer.
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The tracer, its exporter, and the W3C trace-context propagator.
 pub struct Telemetry {
     provider: SdkTracerProvider,
+    exporting: batch::Exporting,
     tracer: SdkTracer,
     propagator: TraceContextPropagator,
 }
@@ -84,7 +85,7 @@ impl Telemetry {
             .https_or_http()
             .enable_http1()
             .wrap_connector(http);
-        let exporter = opentelemetry_otlp::SpanExporter::builder()
+        let mut exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
             .with_http_client(opentelemetry_http::hyper::HyperClient::new(
                 https,
@@ -96,14 +97,6 @@ impl Telemetry {
             .with_timeout(EXPORT_TIMEOUT)
             .build()
             .map_err(|e| format!("[telemetry] otlp_endpoint: {e}"))?;
-        let batch = BatchConfigBuilder::default()
-            .with_max_queue_size(MAX_QUEUED_SPANS)
-            .with_scheduled_delay(EXPORT_EVERY)
-            .with_max_export_timeout(EXPORT_TIMEOUT)
-            .build();
-        let processor = BatchSpanProcessor::builder(exporter, opentelemetry_sdk::runtime::Tokio)
-            .with_batch_config(batch)
-            .build();
         let resource = Resource::builder()
             .with_service_name(cfg.service_name.clone())
             .with_attribute(KeyValue::new(
@@ -111,6 +104,8 @@ impl Telemetry {
                 env!("CARGO_PKG_VERSION"),
             ))
             .build();
+        exporter.set_resource(&resource);
+        let (processor, exporting) = batch::Batcher::start(exporter);
         let provider = SdkTracerProvider::builder()
             .with_span_processor(processor)
             .with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(
@@ -124,16 +119,17 @@ impl Telemetry {
         let tracer = provider.tracer_with_scope(scope);
         Ok(Some(Arc::new(Telemetry {
             provider,
+            exporting,
             tracer,
             propagator: TraceContextPropagator::new(),
         })))
     }
 
-    /// Export what is queued and stop the exporter. Blocks until the exporter task answers:
-    /// call it off the runtime's own threads (`spawn_blocking`).
-    pub fn shutdown(&self) {
+    /// Export what is queued and stop the exporter (waiting up to one export's timeout).
+    pub async fn shutdown(&self) {
+        self.exporting.finish(EXPORT_TIMEOUT).await;
         if let Err(e) = self.provider.shutdown() {
-            tracing::warn!(error = %e, "telemetry: spans left unexported at shutdown");
+            tracing::debug!(error = %e, "telemetry: provider shutdown");
         }
     }
 
@@ -224,22 +220,51 @@ impl Trace {
     }
 
     /// The trace context as stored with a queued message: `traceparent`, then a space and
-    /// `tracestate` if there is one (it may hold spaces itself, so it comes last).
+    /// `tracestate` if there is one (it may hold spaces itself, so it comes last); empty for
+    /// an invalid context. Written as the W3C propagator writes the headers, without its maps.
     pub fn stored(&self) -> String {
-        let mut map: HashMap<String, String> = HashMap::with_capacity(2);
-        self.telemetry.propagator.inject_context(&self.cx, &mut map);
-        let mut out = map.remove("traceparent").unwrap_or_default();
-        if let Some(state) = map.remove("tracestate").filter(|s| !s.is_empty()) {
+        let span = self.cx.span();
+        let sc = span.span_context();
+        if !sc.is_valid() {
+            return String::new();
+        }
+        let flags = sc.trace_flags() & TraceFlags::SAMPLED;
+        let mut out = format!(
+            "00-{}-{}-{:02x}",
+            sc.trace_id(),
+            sc.span_id(),
+            flags.to_u8()
+        );
+        let state = sc.trace_state().header();
+        if !state.is_empty() {
             out.push(' ');
             out.push_str(&state);
         }
         out
     }
 
+    /// Run `work` with this trace's id as the one log lines name ([`current_trace_id`]).
+    pub async fn scope<F: std::future::Future>(&self, work: F) -> F::Output {
+        let id = self.cx.span().span_context().trace_id();
+        TRACE_ID.scope(id, work).await
+    }
+
     /// The trace id (32 hex digits), for log lines.
     pub fn trace_id(&self) -> String {
         self.cx.span().span_context().trace_id().to_string()
     }
+}
+
+tokio::task_local! {
+    /// The trace id of the request a task is serving, for log lines (a task-local: no
+    /// `tracing` span per request, and nothing at all with telemetry off).
+    static TRACE_ID: TraceId;
+}
+
+/// The trace id (32 hex digits) of the traced request the current task serves, if any: what
+/// `log_format = "json"` adds to a log line written while serving it.
+pub fn current_trace_id() -> Option<String> {
+    TRACE_ID.try_with(|id| id.to_string()).ok()
 }
 
 /// A span that ends when dropped (or at [`Span::end`]); derefs to its [`Trace`].
@@ -359,9 +384,7 @@ mod tests {
         let fresh = t.span_from_stored(Some("junk"), "webhook delivery", SpanKind::Client, vec![]);
         assert_ne!(fresh.trace_id(), "0af7651916cd43dd8448eb211c80319c");
         drop((child, root, delivery, fresh));
-        tokio::task::spawn_blocking(move || t.shutdown())
-            .await
-            .expect("joins");
+        t.shutdown().await;
     }
 
     #[tokio::test]
@@ -379,8 +402,6 @@ mod tests {
         let tp = out["traceparent"].to_str().expect("ascii");
         assert!(tp.starts_with("00-0af7651916cd43dd8448eb211c80319c-") && tp.ends_with("-00"));
         drop(root);
-        tokio::task::spawn_blocking(move || t.shutdown())
-            .await
-            .expect("joins");
+        t.shutdown().await;
     }
 }
