@@ -136,6 +136,24 @@ async fn orchestrator_to_agent_to_webhook(redis: Option<RedisConfig>) {
     assert_eq!(got.header("tracestate"), Some("orch=7"));
     assert_eq!(got.json()["data"]["task_id"], task_id.as_str());
     assert!(collector.bad().is_empty(), "{:?}", collector.bad());
+    // Every span the collector got is counted as exported, none as failed or dropped.
+    let received = collector.spans().len() as f64;
+    let exported = g
+        .metric(
+            "a2a_gateway_telemetry_spans_total",
+            &[("outcome", "exported")],
+        )
+        .await;
+    assert!(
+        exported >= received && received >= 5.0,
+        "{exported} counted, {received} received"
+    );
+    for outcome in ["failed", "dropped"] {
+        let n = g
+            .metric("a2a_gateway_telemetry_spans_total", &[("outcome", outcome)])
+            .await;
+        assert_eq!(n, 0.0, "{outcome}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -297,4 +315,33 @@ async fn telemetry_and_the_log_format_need_a_restart_the_access_log_does_not() {
     assert_eq!(now.telemetry.otlp_endpoint, None);
     assert_eq!(now.log_format, LogFormat::Text);
     assert!(now.access_log);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spans_a_collector_misses_are_counted_as_failed_and_requests_go_on() {
+    let (_a, g) = single("a", |cfg| {
+        cfg.telemetry.otlp_endpoint = Some("http://127.0.0.1:9".into());
+    })
+    .await;
+    // Nothing listens on port 9: every export fails, and no request waits for one.
+    for _ in 0..3 {
+        g.create_task("a").await;
+    }
+    wait_for("failed exports counted", || async {
+        g.metric(
+            "a2a_gateway_telemetry_spans_total",
+            &[("outcome", "failed")],
+        )
+        .await
+            >= 12.0
+    })
+    .await;
+    assert_eq!(
+        g.metric(
+            "a2a_gateway_telemetry_spans_total",
+            &[("outcome", "exported")]
+        )
+        .await,
+        0.0
+    );
 }

@@ -174,7 +174,8 @@ impl Gateway {
         let metrics =
             Arc::new(Metrics::new().map_err(|e| StartError::Setup(format!("metrics: {e}")))?);
         let telemetry =
-            telemetry::Telemetry::start(&config.telemetry).map_err(StartError::Setup)?;
+            telemetry::Telemetry::start(&config.telemetry, metrics.telemetry_spans.clone())
+                .map_err(StartError::Setup)?;
         let names: Vec<String> = config.agents.iter().map(|a| a.name.clone()).collect();
         let outbox = Arc::new(Outbox::new(
             &names,

@@ -68,6 +68,9 @@ pub struct Metrics {
     /// recorded in the background once the ledger answered; lost: not within
     /// `late_answer_secs`; dropped: too many awaited).
     pub pending_records: IntCounterVec,
+    /// `telemetry_spans_total`: finished spans, by what became of them (exported; failed: the
+    /// collector refused or missed the export; dropped: the export queue was full).
+    pub telemetry_spans: IntCounterVec,
     /// `ledger_evictions_total`: tasks a full in-process ledger evicted before their retention
     /// ended.
     pub ledger_evictions: IntCounter,
@@ -280,6 +283,11 @@ impl Metrics {
                 "pending_records_total",
                 "Creates accepted by their agent while the ledger was unavailable (202 with x-a2a-ledger: pending), by outcome (recorded, lost, dropped).",
                 &["agent", "outcome"],
+            )?,
+            telemetry_spans: counter(
+                "telemetry_spans_total",
+                "Finished OpenTelemetry spans, by outcome (exported, failed: the collector refused or missed them, dropped: the export queue was full).",
+                &["outcome"],
             )?,
             notifications_ingested: counter(
                 "notifications_ingested_total",

@@ -6,7 +6,8 @@
 //! doubled the gateway's CPU per request. Here a finished span is pushed onto a vector under a
 //! mutex held for a push, and the export task is woken only when a batch is full; otherwise it
 //! takes what has gathered every [`EXPORT_EVERY`]. The vector is bounded: past
-//! [`MAX_QUEUED_SPANS`] new spans are dropped (counted, and logged once per export round), never
+//! [`MAX_QUEUED_SPANS`] new spans are dropped (counted in `telemetry_spans_total`, and logged once
+//! per export round), never
 //! waited for.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -16,6 +17,7 @@ use std::time::Duration;
 use opentelemetry::Context;
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::trace::{Span, SpanData, SpanExporter, SpanProcessor};
+use prometheus::IntCounterVec;
 use tokio::sync::{watch, Notify};
 
 /// The most spans waiting for export; past it new spans are dropped.
@@ -37,7 +39,11 @@ pub struct Batcher {
 impl Batcher {
     /// A batcher, and its export task on the current runtime: what [`Exporting::finish`] waits
     /// for at shutdown.
-    pub fn start<E: SpanExporter + 'static>(exporter: E) -> (Processor, Exporting) {
+    /// `spans` counts each span's outcome (exported, failed, dropped).
+    pub fn start<E: SpanExporter + 'static>(
+        exporter: E,
+        spans: IntCounterVec,
+    ) -> (Processor, Exporting) {
         let batcher = Arc::new(Batcher {
             spans: Mutex::new(Vec::with_capacity(EXPORT_BATCH)),
             full: Notify::new(),
@@ -45,7 +51,7 @@ impl Batcher {
             dropped: AtomicU64::new(0),
         });
         let (done_tx, done) = watch::channel(false);
-        tokio::spawn(export(batcher.clone(), exporter, done_tx));
+        tokio::spawn(export(batcher.clone(), exporter, spans, done_tx));
         (Processor(batcher.clone()), Exporting { batcher, done })
     }
 
@@ -56,7 +62,17 @@ impl Batcher {
 }
 
 /// The export task: every [`EXPORT_EVERY`], or when a batch is full, or once more at stop.
-async fn export<E: SpanExporter>(batcher: Arc<Batcher>, exporter: E, done: watch::Sender<bool>) {
+async fn export<E: SpanExporter>(
+    batcher: Arc<Batcher>,
+    exporter: E,
+    counted: IntCounterVec,
+    done: watch::Sender<bool>,
+) {
+    let (exported, failed, dropped_spans) = (
+        counted.with_label_values(&["exported"]),
+        counted.with_label_values(&["failed"]),
+        counted.with_label_values(&["dropped"]),
+    );
     let mut reported_drops = 0;
     let mut failing = false;
     loop {
@@ -67,19 +83,26 @@ async fn export<E: SpanExporter>(batcher: Arc<Batcher>, exporter: E, done: watch
         let mut spans = batcher.take();
         while !spans.is_empty() {
             let rest = spans.split_off(spans.len().min(EXPORT_BATCH));
+            let n = spans.len() as u64;
             match exporter.export(spans).await {
-                Ok(()) => failing = false,
-                Err(e) if !failing => {
-                    // Once per outage, not once per batch.
-                    failing = true;
-                    tracing::warn!(error = %e, "telemetry: the collector refused or missed an export; its spans are lost");
+                Ok(()) => {
+                    exported.inc_by(n);
+                    failing = false;
                 }
-                Err(_) => {}
+                Err(e) => {
+                    failed.inc_by(n);
+                    if !failing {
+                        // Once per outage, not once per batch.
+                        failing = true;
+                        tracing::warn!(error = %e, "telemetry: the collector refused or missed an export; its spans are lost");
+                    }
+                }
             }
             spans = rest;
         }
         let dropped = batcher.dropped.load(Ordering::Relaxed);
         if dropped > reported_drops {
+            dropped_spans.inc_by(dropped - reported_drops);
             tracing::warn!(
                 dropped = dropped - reported_drops,
                 limit = MAX_QUEUED_SPANS,

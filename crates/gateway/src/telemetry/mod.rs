@@ -72,7 +72,11 @@ impl std::fmt::Debug for Telemetry {
 impl Telemetry {
     /// The tracer of `cfg`, exporting from a task on the current runtime; `None` when
     /// `otlp_endpoint` is not set.
-    pub fn start(cfg: &TelemetryConfig) -> Result<Option<Arc<Telemetry>>, String> {
+    /// `spans` counts what became of each finished span (`telemetry_spans_total`).
+    pub fn start(
+        cfg: &TelemetryConfig,
+        spans: prometheus::IntCounterVec,
+    ) -> Result<Option<Arc<Telemetry>>, String> {
         let Some(base) = cfg.otlp_endpoint.as_deref() else {
             return Ok(None);
         };
@@ -105,7 +109,7 @@ impl Telemetry {
             ))
             .build();
         exporter.set_resource(&resource);
-        let (processor, exporting) = batch::Batcher::start(exporter);
+        let (processor, exporting) = batch::Batcher::start(exporter, spans);
         let provider = SdkTracerProvider::builder()
             .with_span_processor(processor)
             .with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(
@@ -341,7 +345,9 @@ mod tests {
             otlp_endpoint: Some("http://127.0.0.1:9".into()),
             ..TelemetryConfig::default()
         };
-        Telemetry::start(&cfg).expect("starts").expect("on")
+        let spans = prometheus::IntCounterVec::new(prometheus::Opts::new("s", "s"), &["outcome"])
+            .expect("counter");
+        Telemetry::start(&cfg, spans).expect("starts").expect("on")
     }
 
     #[tokio::test]
