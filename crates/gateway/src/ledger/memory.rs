@@ -170,6 +170,7 @@ impl MemoryLedger {
         if let Some((outbox, q)) = self.outbox.as_ref().filter(|_| notifies(verdict)) {
             let subs = outbox.subscribers(agent);
             if !subs.is_empty() {
+                let trace = queue::storable(trace);
                 let message = Message {
                     msg_id: format!("{}_{changes}", queue::message_id_prefix(task_id, head)),
                     enqueued_ms: crate::protocol::time::now_ms(),

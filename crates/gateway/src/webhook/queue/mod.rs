@@ -270,10 +270,16 @@ pub fn payload(timestamp: &str, task: &[u8]) -> Vec<u8> {
 /// The version field of a lane entry's first line: `1`, or `2 traceparent[ tracestate]`
 /// (the Redis apply script writes what it is given after the time).
 pub fn entry_version(trace: Option<&str>) -> std::borrow::Cow<'static, str> {
-    match trace {
-        Some(t) if !t.is_empty() && !t.contains('\n') => format!("2 {t}").into(),
-        _ => "1".into(),
+    match storable(trace) {
+        Some(t) => format!("2 {t}").into(),
+        None => "1".into(),
     }
+}
+
+/// The trace context a lane entry may carry: none for an empty one or one that would break the
+/// entry's first line. One rule for both queues (the in-process one keeps it in [`Message`]).
+pub fn storable(trace: Option<&str>) -> Option<&str> {
+    trace.filter(|t| !t.is_empty() && !t.contains('\n'))
 }
 
 /// A lane entry as stored: `enqueued_ms version[ trace] \n msg_id \n payload` (the Redis apply
@@ -353,6 +359,8 @@ mod tests {
         );
         // A context that would break the line is not stored.
         assert_eq!(entry_version(Some("x\ny")), "1");
+        assert_eq!(storable(Some("")), None);
+        assert_eq!(entry_version(Some("")), "1");
         assert!(decode_entry(b"x\nmsg").is_none());
         // Written before versions: version 0, read whole.
         let old = decode_entry(b"42\nmsg_b\n{}").expect("decodes");
