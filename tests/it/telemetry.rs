@@ -29,6 +29,23 @@ fn traced(cfg: &mut Config, collector: &Collector, hook: &Hook, ratio: f64) {
     cfg.webhooks.allow = vec!["127.0.0.1/32".into()];
 }
 
+/// Create a task on agent `a` with these trace headers, asserting 202.
+async fn create_traced(g: &TestGateway, trace: &[(&str, &str)]) -> Resp {
+    let mut headers = vec![("content-type", "application/json")];
+    headers.extend_from_slice(trace);
+    let res = g
+        .http
+        .send(
+            Method::POST,
+            "/agents/a/tasks",
+            &headers,
+            json!({ "input": good_input() }).to_string(),
+        )
+        .await;
+    assert_eq!(res.status, 202, "{}", String::from_utf8_lossy(&res.body));
+    res
+}
+
 /// The child of `parent` named `name`.
 fn child_of<'a>(spans: &'a [Got], parent: &Got, name: &str) -> &'a Got {
     spans
@@ -50,20 +67,7 @@ async fn orchestrator_to_agent_to_webhook(redis: Option<RedisConfig>) {
 
     // The orchestrator's own trace, with a vendor's tracestate to be carried along.
     let parent = format!("00-{ORCHESTRATOR_TRACE}-{ORCHESTRATOR_SPAN}-01");
-    let res = g
-        .http
-        .send(
-            Method::POST,
-            "/agents/a/tasks",
-            &[
-                ("content-type", "application/json"),
-                ("traceparent", &parent),
-                ("tracestate", "orch=7"),
-            ],
-            json!({ "input": good_input() }).to_string(),
-        )
-        .await;
-    assert_eq!(res.status, 202, "{}", String::from_utf8_lossy(&res.body));
+    let res = create_traced(&g, &[("traceparent", &parent), ("tracestate", "orch=7")]).await;
     let task_id = res.json()["task_id"].as_str().expect("task_id").to_owned();
 
     // The gateway's request span continues the orchestrator's span.
@@ -223,37 +227,13 @@ async fn unsampled_traces_are_propagated_but_not_exported() {
     let g = TestGateway::start(&[("a", &a)], |cfg| traced(cfg, &collector, &hook, 0.0)).await;
     g.ready().await;
     let unsampled = "11111111111111111111111111111111";
-    for parent in [None, Some(format!("00-{unsampled}-2222222222222222-00"))] {
-        let mut headers = vec![("content-type", "application/json")];
-        if let Some(p) = &parent {
-            headers.push(("traceparent", p.as_str()));
-        }
-        let res = g
-            .http
-            .send(
-                Method::POST,
-                "/agents/a/tasks",
-                &headers,
-                json!({ "input": good_input() }).to_string(),
-            )
-            .await;
-        assert_eq!(res.status, 202, "{}", String::from_utf8_lossy(&res.body));
-    }
+    create_traced(&g, &[]).await;
+    let parent = format!("00-{unsampled}-2222222222222222-00");
+    create_traced(&g, &[("traceparent", &parent)]).await;
     // A sampled caller is recorded whatever the ratio.
     let sampled = "33333333333333333333333333333333";
-    let res = g
-        .http
-        .send(
-            Method::POST,
-            "/agents/a/tasks",
-            &[
-                ("content-type", "application/json"),
-                ("traceparent", &format!("00-{sampled}-4444444444444444-01")),
-            ],
-            json!({ "input": good_input() }).to_string(),
-        )
-        .await;
-    assert_eq!(res.status, 202);
+    let parent = format!("00-{sampled}-4444444444444444-01");
+    create_traced(&g, &[("traceparent", &parent)]).await;
     collector.wait_span(sampled, "webhook delivery").await;
     // Every create's agent request carried a traceparent; the unsampled ones say so (flags
     // 00), the caller's trace id kept.
