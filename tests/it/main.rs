@@ -11,6 +11,9 @@ mod browser;
 /// Agent cards: fetching at start, the catalog, the cached card, refresh with ETag and
 /// Cache-Control, stale serving, unavailable and slow agents, redaction of `auth_header`.
 mod cards;
+/// The Chrome DevTools Protocol harness (`support::cdp`) against a page of its own: navigation,
+/// evaluation, waiting on the DOM, thrown exceptions, screenshots.
+mod cdp_harness;
 /// The command line through the real binary: `check-config`, serving with `--config`, SIGTERM,
 /// an unreachable Redis, usage errors, and no `auth_header` in the process's output.
 mod cli;
