@@ -503,6 +503,39 @@ async fn events_reach_every_replica_through_redis() {
             );
         }
     }
+    // A refusal is published from the apply script too, to every replica: an update that
+    // would move the task back to SUBMITTED, pushed to replica 1.
+    let back = doc_at(
+        &a,
+        &id,
+        "SUBMITTED",
+        a2a_gateway::protocol::time::now_ms() + 1000,
+    );
+    assert_eq!(p1.push(&back).await.status, 409);
+    for s in [&mut on1, &mut on2] {
+        let e = s
+            .next_event(WAIT)
+            .await
+            .expect("the refusal, on either replica");
+        assert_eq!(e.event, "task.transition.refused");
+        let d: Value = serde_json::from_str(&e.data).expect("json");
+        assert_eq!(
+            [
+                &d["task_id"],
+                &d["agent"],
+                &d["recorded"],
+                &d["offered"],
+                &d["reason"]
+            ],
+            [
+                &json!(id),
+                &json!("a"),
+                &json!("WORKING"),
+                &json!("SUBMITTED"),
+                &json!("backwards")
+            ]
+        );
+    }
 }
 
 /// An agent that will not stream answers the request itself: no empty 200.

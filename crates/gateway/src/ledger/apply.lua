@@ -5,7 +5,7 @@
 -- KEYS[1] the task hash, KEYS[2] the per-state index prefix (zsets KEYS[2]..STATUS),
 -- KEYS[3] the webhook key prefix (lanes, stream, queued counter; see webhook/queue/redis/)
 -- ARGV    agent, status, updated_ms, task, now_ms, terminal_ttl_ms, live_ttl_ms, task_id,
---         msg_id prefix, timestamp, max_queued, max_dead (both this partition's share), change
+--         msg_id prefix, timestamp (RFC 3339, always given), max_queued, max_dead (both this partition's share), change
 --         channel, owner ('' for none), publish command (SPUBLISH on a cluster, PUBLISH on one
 --         node), lane entry format version (with the trace context after it, if any: see
 --         webhook::queue::entry_version), subscriber...
@@ -18,7 +18,9 @@
 -- A disabled subscriber's (410 Gone) go straight to the dead letters, to be redriven once it
 -- is back: its lanes cannot fill the queue that every other subscriber shares.
 -- Every first sighting or transition is also published on the partition's change channel
--- ("agent \n task_id \n STATUS \n owner \n task"), for the live streams of every replica.
+-- ("agent \n task_id \n STATUS \n owner \n task"), for the live streams of every replica, and
+-- every refusal ("agent \n task_id \n ~refused \n reason \n RECORDED OFFERED timestamp"), for
+-- the operators' live feed.
 -- Returns {verdict, agent, status, updated_ms, task, previous status or '', owner or ''}: the record after
 --   the call (the new one when accepted, with task left empty since the caller has it; the
 --   standing one otherwise) and the state it left.
@@ -61,6 +63,11 @@ if verdict ~= 'new' and verdict ~= 'transition' and verdict ~= 'refresh' then
   if claims and verdict ~= 'foreign_agent' then
     owner = ARGV[14]
     redis.call('HSET', KEYS[1], 'owner', owner)
+  end
+  -- A refusal is news too, for the operators' live feed, published in the step that judged it.
+  if verdict ~= 'duplicate' and ARGV[13] ~= '' then
+    redis.call(ARGV[15], ARGV[13], agent .. '\n' .. ARGV[8] .. '\n~refused\n' .. verdict .. '\n'
+      .. rec[2] .. ' ' .. status .. ' ' .. ARGV[10])
   end
   return { verdict, rec[1], rec[2], rec[3], rec[4], rec[2] or '', owner }
 end

@@ -16,7 +16,7 @@ use super::{
     Record, TaskLedger,
 };
 use crate::protocol::task::{Head, Refusal, Verdict};
-use crate::stream::changes::{Change, ChangeFeed};
+use crate::stream::changes::{Change, ChangeFeed, Refused};
 use crate::webhook::queue::{self, MemoryQueue, Message, Outbox};
 
 const SHARDS: usize = 16;
@@ -106,6 +106,28 @@ impl MemoryLedger {
         }
     }
 
+    /// Tell the feed's listeners of a refused update, under the lock that judged it (as the
+    /// Redis ledger's script publishes it in its atomic step).
+    fn announce_refusal(
+        &self,
+        agent: &str,
+        task_id: &str,
+        recorded: &Record,
+        offered: Head,
+        reason: Refusal,
+    ) {
+        if let Some(feed) = self.changes.as_ref().filter(|f| f.wants_refusals()) {
+            feed.publish_refused(Refused {
+                agent: agent.into(),
+                task_id: task_id.into(),
+                recorded: recorded.head.status,
+                offered: offered.status,
+                reason,
+                at: crate::protocol::time::now().into(),
+            });
+        }
+    }
+
     /// Queue each accepted status change for the subscribers of its agent, under the same lock
     /// that records it.
     pub fn with_outbox(mut self, outbox: Arc<Outbox>, queue: Arc<MemoryQueue>) -> Self {
@@ -164,6 +186,9 @@ impl MemoryLedger {
                     owner: None,
                 },
             };
+            if let Verdict::Refused(reason) = verdict {
+                self.announce_refusal(agent, task_id, &record, head, reason);
+            }
             return Ok(Applied { verdict, record });
         }
         let changes = s.tasks.get(task_id).map_or(0, |e| e.changes) + u64::from(notifies(verdict));

@@ -274,7 +274,7 @@ impl RedisLedger {
             }
             _ => {
                 inv.arg("")
-                    .arg("")
+                    .arg(crate::protocol::time::now())
                     .arg(0)
                     .arg(0)
                     .arg(&*part.changes)

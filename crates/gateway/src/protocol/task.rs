@@ -111,6 +111,18 @@ impl Refusal {
             Refusal::ForeignAgent => "foreign_agent",
         }
     }
+
+    /// The refusal a label names (the inverse of [`Refusal::as_str`]).
+    pub fn parse(s: &str) -> Option<Refusal> {
+        [
+            Refusal::Terminal,
+            Refusal::Backwards,
+            Refusal::Stale,
+            Refusal::ForeignAgent,
+        ]
+        .into_iter()
+        .find(|r| r.as_str() == s)
+    }
 }
 
 /// The outcome of judging one update against the recorded head.

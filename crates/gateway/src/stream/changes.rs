@@ -13,7 +13,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::sync::{broadcast, watch};
 
-use crate::protocol::task::Status;
+use crate::protocol::task::{Refusal, Status};
 use crate::store::Store;
 
 /// One accepted status change.
@@ -31,6 +31,33 @@ pub struct Change {
     pub task: Bytes,
 }
 
+/// One update the ledger refused: what was recorded stays, and this says what was offered and
+/// why not (`event: task.transition.refused` on `/events`, for clients that see every task).
+#[derive(Debug, Clone)]
+pub struct Refused {
+    /// The route name of the agent that offered the update.
+    pub agent: Arc<str>,
+    /// The task it was about.
+    pub task_id: Arc<str>,
+    /// The recorded status, which stands.
+    pub recorded: Status,
+    /// The status the update offered.
+    pub offered: Status,
+    /// Why the state machine refused it.
+    pub reason: Refusal,
+    /// When, as RFC 3339.
+    pub at: Arc<str>,
+}
+
+/// What the feed carries: news the ledger took, and news it refused.
+#[derive(Debug, Clone)]
+pub enum News {
+    /// An accepted status change.
+    Changed(Change),
+    /// A refused update.
+    Refused(Refused),
+}
+
 /// Listeners that fall this far behind lose changes (`Lagged`) rather than hold memory.
 const CAPACITY: usize = 4096;
 
@@ -39,7 +66,7 @@ pub type TerminalHook = Box<dyn Fn(&Change) + Send + Sync>;
 
 /// Accepted changes, broadcast within this process (see the module doc).
 pub struct ChangeFeed {
-    tx: broadcast::Sender<Arc<Change>>,
+    tx: broadcast::Sender<Arc<News>>,
     /// Not a listener on the channel: a listener task would be woken (across threads) for
     /// every change the ledger accepts, which costs the create path several microseconds.
     on_terminal: std::sync::OnceLock<TerminalHook>,
@@ -93,12 +120,32 @@ impl ChangeFeed {
         }
         if self.tx.receiver_count() > 0 {
             // A listener that left meanwhile is not an error.
-            let _ = self.tx.send(Arc::new(change));
+            let _ = self.tx.send(Arc::new(News::Changed(change)));
         }
     }
 
-    /// Hear every change published from now on (a listener that falls behind loses changes).
-    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Change>> {
+    /// Whether a refusal has anyone to hear it (no terminal hook: nothing closes on one).
+    pub fn wants_refusals(&self) -> bool {
+        self.tx.receiver_count() > 0
+    }
+
+    /// Hand a refused update to every listener.
+    pub fn publish_refused(&self, refused: Refused) {
+        if self.tx.receiver_count() > 0 {
+            let _ = self.tx.send(Arc::new(News::Refused(refused)));
+        }
+    }
+
+    /// Hand news decoded from the Redis channel on (see [`decode`]).
+    fn publish_news(&self, news: News) {
+        match news {
+            News::Changed(c) => self.publish(c),
+            News::Refused(r) => self.publish_refused(r),
+        }
+    }
+
+    /// Hear everything published from now on (a listener that falls behind loses news).
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<News>> {
         self.tx.subscribe()
     }
 }
@@ -113,22 +160,40 @@ pub fn channel(part: &str) -> String {
     format!("{part}changes:3")
 }
 
+/// The third line of a published refusal, where a change has its status: a replica that does
+/// not know refusals reads no status there and drops the message, so the channel needs no new
+/// version for them.
+pub const REFUSED_MARK: &str = "~refused";
+
 /// A published change: `agent \n task_id \n STATUS \n owner \n task` (owner empty for none;
-/// client names and JWT subjects hold no line break).
-pub fn decode(msg: &[u8]) -> Option<Change> {
+/// client names and JWT subjects hold no line break). A published refusal:
+/// `agent \n task_id \n ~refused \n reason \n RECORDED OFFERED at`.
+pub fn decode(msg: &[u8]) -> Option<News> {
     let mut parts = msg.splitn(5, |&b| b == b'\n');
     let agent = std::str::from_utf8(parts.next()?).ok()?;
     let task_id = std::str::from_utf8(parts.next()?).ok()?;
-    let status = Status::parse(std::str::from_utf8(parts.next()?).ok()?)?;
-    let owner = std::str::from_utf8(parts.next()?).ok()?;
-    let task = Bytes::copy_from_slice(parts.next()?);
-    Some(Change {
+    let third = std::str::from_utf8(parts.next()?).ok()?;
+    let fourth = std::str::from_utf8(parts.next()?).ok()?;
+    let rest = parts.next()?;
+    if third == REFUSED_MARK {
+        let mut f = std::str::from_utf8(rest).ok()?.splitn(3, ' ');
+        let (recorded, offered, at) = (f.next()?, f.next()?, f.next()?);
+        return Some(News::Refused(Refused {
+            agent: agent.into(),
+            task_id: task_id.into(),
+            recorded: Status::parse(recorded)?,
+            offered: Status::parse(offered)?,
+            reason: Refusal::parse(fourth)?,
+            at: at.into(),
+        }));
+    }
+    Some(News::Changed(Change {
         agent: agent.into(),
         task_id: task_id.into(),
-        status,
-        owner: (!owner.is_empty()).then(|| owner.into()),
-        task,
-    })
+        status: Status::parse(third)?,
+        owner: (!fourth.is_empty()).then(|| fourth.into()),
+        task: Bytes::copy_from_slice(rest),
+    }))
 }
 
 /// Relay every partition's channel into `feed` until `stop`, reconnecting (with backoff)
@@ -189,8 +254,8 @@ async fn relay_single(
     let mut messages = pubsub.on_message();
     use futures_util::StreamExt;
     while let Some(msg) = messages.next().await {
-        if let Some(c) = decode(msg.get_payload_bytes()) {
-            feed.publish(c);
+        if let Some(n) = decode(msg.get_payload_bytes()) {
+            feed.publish_news(n);
         }
     }
     Ok(())
@@ -216,8 +281,8 @@ async fn relay_cluster(
         let text = |v: &redis::Value| redis::from_redis_value_ref::<Vec<u8>>(v).ok();
         match push.kind {
             PushKind::SMessage => {
-                if let Some(c) = push.data.get(1).and_then(text).as_deref().and_then(decode) {
-                    to_feed.publish(c);
+                if let Some(n) = push.data.get(1).and_then(text).as_deref().and_then(decode) {
+                    to_feed.publish_news(n);
                 }
             }
             PushKind::SUnsubscribe => {

@@ -5,6 +5,10 @@
 //! agents and tasks combine with AND. With Redis, changes from every replica arrive (the change
 //! feed relays the Redis channel).
 //!
+//! Clients that see every task (`all_tasks`, or no clients configured) also get each update the
+//! ledger refused, as `event: task.transition.refused` with data
+//! `{task_id, agent, recorded, offered, reason, at}`: the operators' view of misbehaving agents.
+//!
 //! One task per connection feeds a bounded channel; a client that does not keep up is cut.
 
 use std::sync::Arc;
@@ -14,7 +18,7 @@ use bytes::Bytes;
 use futures_util::stream::{SelectAll, StreamExt};
 use tokio::sync::{broadcast, mpsc};
 
-use super::changes::Change;
+use super::changes::{Change, News, Refused};
 use super::topic::Subscription;
 use crate::metrics::Metrics;
 use crate::protocol::sse::{write_event, write_ping, Parser};
@@ -54,6 +58,31 @@ impl Filter {
                 .as_ref()
                 .is_none_or(|l| l.iter().any(|a| **a == *c.agent))
     }
+
+    /// Whether a refusal passes the filters: only for a client that sees every task (a refused
+    /// update names no owner it could be checked against).
+    pub fn matches_refusal(&self, r: &Refused) -> bool {
+        self.owner.is_none()
+            && (self.agents.is_empty() || self.agents.iter().any(|a| **a == *r.agent))
+            && (self.tasks.is_empty() || self.tasks.iter().any(|t| **t == *r.task_id))
+            && self
+                .allowed
+                .as_ref()
+                .is_none_or(|l| l.iter().any(|a| **a == *r.agent))
+    }
+}
+
+/// The data of `event: task.transition.refused`.
+fn refusal_data(r: &Refused) -> String {
+    serde_json::json!({
+        "task_id": &*r.task_id,
+        "agent": &*r.agent,
+        "recorded": r.recorded.as_str(),
+        "offered": r.offered.as_str(),
+        "reason": r.reason.as_str(),
+        "at": &*r.at,
+    })
+    .to_string()
 }
 
 type Tagged = (Arc<str>, Result<Bytes, super::topic::SlowConsumer>);
@@ -66,7 +95,7 @@ fn tagged(task: Arc<str>, mut sub: Subscription) -> impl futures_util::Stream<It
 #[allow(clippy::too_many_arguments)]
 pub async fn run(
     filter: Filter,
-    mut changes: broadcast::Receiver<Arc<Change>>,
+    mut changes: broadcast::Receiver<Arc<News>>,
     subs: Vec<(Arc<str>, Subscription)>,
     tx: mpsc::Sender<Bytes>,
     ping_every: Duration,
@@ -88,13 +117,19 @@ pub async fn run(
     loop {
         let mut out = Vec::new();
         tokio::select! {
-            c = changes.recv() => match c {
-                Ok(c) => {
-                    if !filter.matches(&c) {
+            c = changes.recv() => match c.as_deref() {
+                Ok(News::Changed(c)) => {
+                    if !filter.matches(c) {
                         continue;
                     }
                     let payload = crate::webhook::queue::payload(&crate::protocol::time::now(), &c.task);
                     write_event(&mut out, None, Some("task.status.updated"), &String::from_utf8_lossy(&payload));
+                }
+                Ok(News::Refused(r)) => {
+                    if !filter.matches_refusal(r) {
+                        continue;
+                    }
+                    write_event(&mut out, None, Some("task.transition.refused"), &refusal_data(r));
                 }
                 Err(broadcast::error::RecvError::Lagged(_)) => {
                     metrics.stream_slow_consumers.inc();
