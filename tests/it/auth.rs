@@ -941,3 +941,157 @@ async fn ownership_holds_across_replicas_on_one_redis() {
     // Idempotency keys are per client across replicas too: bob's key does not replay alice's.
     drop((p1, p2));
 }
+
+/// The fleet snapshot (`/api/fleet`, what the `/ui` page shows) gives each client its own
+/// agents with their live numbers; the numbers about every client's tasks (counts, webhooks,
+/// streams) only to a client that sees every task, and `admin` only to an admin. The page
+/// itself is public; its data is not.
+#[tokio::test]
+async fn the_fleet_snapshot_shows_each_client_what_it_may_see() {
+    let (_a, b, g) = two_agents(clients).await;
+    let page = g.http.get("/ui").await;
+    assert_eq!(page.status, 200);
+    assert_eq!(
+        page.header("content-type"),
+        Some("text/html; charset=utf-8")
+    );
+    let r = get(&g, "/api/fleet", None).await;
+    assert_eq!((r.status, r.error_code().as_str()), (401, "UNAUTHORIZED"));
+    create(&g, "a", ALICE).await;
+    let names = |v: &Value| -> Vec<String> {
+        v["agents"]
+            .as_array()
+            .expect("agents")
+            .iter()
+            .map(|a| a["name"].as_str().expect("name").to_owned())
+            .collect()
+    };
+    let alice = get(&g, "/api/fleet", Some(ALICE)).await;
+    assert_eq!(alice.header("cache-control"), Some("no-store"));
+    let alice = alice.json();
+    assert_eq!(names(&alice), ["a"], "alice may use agent a only");
+    assert_eq!(
+        alice["caller"],
+        json!({"client": "alice", "sees_all": false, "admin": false})
+    );
+    for part in ["tasks", "webhooks", "streams"] {
+        assert!(
+            alice[part].is_null(),
+            "{part} is about every client's tasks: {alice}"
+        );
+    }
+    let a = &alice["agents"][0];
+    assert_eq!(
+        (&a["card_state"], &a["health"], &a["in_flight"]),
+        (&json!("fresh"), &json!("ok"), &json!(0))
+    );
+    assert_eq!(
+        (&a["requests"], &a["errors"]),
+        (&json!(1), &json!(0)),
+        "{a}"
+    );
+    // A failing exchange is counted as an error of that agent only.
+    b.script_once(
+        Route::CreateTask,
+        sample::Reply::Json(500, json!({"oops": true})),
+    );
+    let r = call(
+        &g,
+        Method::POST,
+        "/agents/b/tasks",
+        Some(OPS),
+        &json!({ "input": good_input() }),
+    )
+    .await;
+    assert_eq!(r.status, 500, "the agent's answer, passed on: {r:?}");
+    let ops = get(&g, "/api/fleet", Some(OPS)).await.json();
+    assert_eq!(names(&ops), ["a", "b"]);
+    assert_eq!(
+        ops["caller"],
+        json!({"client": "ops", "sees_all": true, "admin": true})
+    );
+    let counts: Vec<(&str, u64)> = ["a", "b"]
+        .iter()
+        .zip(ops["agents"].as_array().expect("agents"))
+        .map(|(n, a)| {
+            (
+                *n,
+                a["requests"].as_u64().expect("n") * 10 + a["errors"].as_u64().expect("n"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        counts,
+        [("a", 10), ("b", 11)],
+        "requests*10 + errors: {ops}"
+    );
+    assert_eq!(ops["tasks"]["SUBMITTED"], 1, "{ops}");
+    assert_eq!(ops["tasks"].as_object().map(|o| o.len()), Some(6));
+    assert_eq!(ops["webhooks"]["queue_depth"], 0);
+    assert_eq!(ops["webhooks"]["dead_letters"], 0);
+    assert_eq!(ops["streams"], json!({"upstreams": 0, "subscribers": 0}));
+    // peek: every agent, but not every task.
+    let peek = get(&g, "/api/fleet", Some(PEEK)).await.json();
+    assert_eq!(names(&peek), ["a", "b"]);
+    assert!(peek["tasks"].is_null() && !peek["caller"]["admin"].as_bool().expect("bool"));
+}
+
+/// An update the state machine refuses is on `/events` as `event: task.transition.refused`,
+/// with what was recorded, what was offered and why, for a client that sees every task; a
+/// client that sees only its own tasks does not get it, even for its own task.
+#[tokio::test]
+async fn refused_transitions_reach_only_clients_that_see_every_task() {
+    let (a, _b, g) = two_agents(clients).await;
+    let open = |key: &'static str| {
+        let base = g.http.base.clone();
+        async move {
+            let client = Client::builder(TokioExecutor::new()).build_http();
+            let req = hyper::Request::get(format!("{base}/events?access_token={key}"))
+                .body(Full::new(Bytes::new()))
+                .expect("request");
+            Events::new(client.request(req).await.expect("events"))
+        }
+    };
+    let (mut bobs, mut all) = (open(BOB).await, open(OPS).await);
+    let id = create(&g, "a", BOB).await;
+    let done = a
+        .set_status(&id, "COMPLETED", fields_for("COMPLETED"))
+        .expect("task");
+    assert_eq!(g.http.push_task("a", TOKEN, &done).await.status, 202);
+    for s in [&mut bobs, &mut all] {
+        for status in ["SUBMITTED", "COMPLETED"] {
+            let e = s.next_event(WAIT).await.expect("the change");
+            let d: Value = serde_json::from_str(&e.data).expect("json");
+            assert_eq!(d["data"]["status"], status, "{}", e.data);
+        }
+    }
+    // The agent, late, says the finished task is working again.
+    let late = doc_at(
+        &a,
+        &id,
+        "WORKING",
+        a2a_gateway::protocol::time::now_ms() + 1000,
+    );
+    let r = g.http.push_task("a", TOKEN, &late).await;
+    assert_eq!((r.status, r.error_code().as_str()), (409, "TASK_TERMINAL"));
+    let e = all.next_event(WAIT).await.expect("ops hears the refusal");
+    assert_eq!(e.event, "task.transition.refused");
+    let mut d: Value = serde_json::from_str(&e.data).expect("json");
+    let at = d["at"].take();
+    assert!(
+        at.as_str()
+            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+            .is_some(),
+        "at is RFC 3339: {at}"
+    );
+    assert_eq!(
+        d,
+        json!({"task_id": id, "agent": "a", "recorded": "COMPLETED", "offered": "WORKING",
+            "reason": "terminal", "at": null})
+    );
+    assert!(
+        bobs.next_event(Duration::from_millis(500)).await.is_none(),
+        "bob sees only his own tasks' changes, not refusals: {}",
+        bobs.raw
+    );
+}

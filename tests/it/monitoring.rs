@@ -336,19 +336,7 @@ async fn every_metric_the_dashboard_and_alert_rules_name_is_exported() {
     let g = TestGateway::start(&[("a", &a), ("broken", &broken)], |cfg| {
         ingest(cfg);
         cfg.agents[0].timeout = Duration::from_secs(1);
-        let mut ops = client(
-            "ops",
-            OPS,
-            &["*"],
-            &[
-                Right::Tasks,
-                Right::Streams,
-                Right::Events,
-                Right::AllTasks,
-                Right::Metrics,
-                Right::Admin,
-            ],
-        );
+        let mut ops = client("ops", OPS, &["*"], &Right::ALL);
         ops.max_streams = 1;
         let mut slow = client("slow", SLOW, &["*"], &[Right::Tasks]);
         slow.rate_per_sec = Some(0.01);

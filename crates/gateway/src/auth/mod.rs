@@ -389,16 +389,7 @@ impl Auth {
 }
 
 fn parse_right(s: &str) -> Option<Right> {
-    [
-        Right::Tasks,
-        Right::Streams,
-        Right::Events,
-        Right::AllTasks,
-        Right::Metrics,
-        Right::Admin,
-    ]
-    .into_iter()
-    .find(|r| r.as_str() == s)
+    Right::ALL.into_iter().find(|r| r.as_str() == s)
 }
 
 /// Three base64url segments, the first a JSON object (`eyJ`): a JWT, not a key.

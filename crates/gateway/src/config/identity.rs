@@ -21,6 +21,16 @@ pub enum Right {
 }
 
 impl Right {
+    /// Every right.
+    pub const ALL: [Right; 6] = [
+        Right::Tasks,
+        Right::Streams,
+        Right::Events,
+        Right::AllTasks,
+        Right::Metrics,
+        Right::Admin,
+    ];
+
     /// The right as the config spells it.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -12,8 +12,8 @@
 //!
 //! | route | needs |
 //! |---|---|
-//! | `/healthz`, `/readyz`, `/openapi.json` | nothing |
-//! | `GET /agents`, a card | any client (the catalog lists only its agents) |
+//! | `/healthz`, `/readyz`, `/openapi.json`, `/ui` | nothing |
+//! | `GET /agents`, a card, `/api/fleet` | any client (each lists only its agents) |
 //! | create, get, cancel, artifacts, artifact content | `tasks`, the agent, ownership |
 //! | task streams | `streams`, the agent, ownership, a stream slot |
 //! | `/events` | `events`, a stream slot (own tasks only without `all_tasks`) |
@@ -54,9 +54,10 @@ fn needs(route: &Route<'_>) -> Needs {
         Route::Healthz
         | Route::Readyz
         | Route::OpenApi
+        | Route::Ui(_)
         | Route::Notifications(_)
         | Route::NotFound => Needs::Nothing,
-        Route::Catalog | Route::Card(_) => Needs::Client,
+        Route::Catalog | Route::Card(_) | Route::Fleet => Needs::Client,
         Route::Metrics => Needs::Right(Right::Metrics),
         Route::CreateTask(_)
         | Route::GetTask(..)
@@ -195,6 +196,15 @@ pub fn agent(state: &State, ctx: &Ctx, agent: &Agent) -> Result<(), ApiError> {
         Code::Forbidden,
         format!("this client may not use agent {:?}", agent.cfg.name),
     ))
+}
+
+/// Whether the caller may use the admin API: a client with `admin`; without clients, a request
+/// that brought the `admin_token` (the routes do not exist without one).
+pub fn is_admin(state: &State, ctx: &Ctx, headers: &HeaderMap) -> bool {
+    match ctx.caller {
+        Caller::Open => admin_token(state, headers).is_ok(),
+        _ => ctx.caller.can(Right::Admin),
+    }
 }
 
 /// 404 TASK_NOT_FOUND unless the caller may see the task (`record` is `None` for a task the

@@ -32,7 +32,9 @@ use super::body::Body;
 use super::context::{Conn, Ctx};
 use super::cors;
 use super::error::{ApiError, ApiResult, Code};
-use super::handlers::{admin, artifacts, catalog, events, notifications, probes, streams, tasks};
+use super::handlers::{
+    admin, artifacts, catalog, events, notifications, probes, streams, tasks, ui,
+};
 use super::request::{request_id, Request, X_REQUEST_ID};
 use super::route::Route;
 use crate::auth::Caller;
@@ -201,6 +203,8 @@ async fn dispatch(state: &Arc<State>, ctx: &mut Ctx, route: Route<'_>, req: Requ
         Route::OpenApi => probes::openapi(),
         Route::Catalog => catalog::agents(state, ctx),
         Route::Card(a) => catalog::card(state, ctx, a),
+        Route::Fleet => catalog::fleet(state, ctx, req.headers()).await,
+        Route::Ui(asset) => ui::asset(asset, req.headers()),
         Route::CreateTask(a) => tasks::create(state, ctx, a, req).await,
         Route::GetTask(a, t) => tasks::get(state, ctx, a, t, req).await,
         Route::CancelTask(a, t) => tasks::cancel(state, ctx, a, t, req).await,

@@ -42,8 +42,23 @@ pub enum Route<'a> {
     Subscribers,
     /// `POST /admin/subscribers/{name}/enable`: lift a 410's disable.
     EnableSubscriber(&'a str),
+    /// `GET /ui` (and its two assets): the live fleet page, compiled into the binary.
+    Ui(UiAsset),
+    /// `GET /api/fleet`: what the fleet page shows, in one snapshot.
+    Fleet,
     /// Any other path, and a task or artifact id that is not a [`valid_id`].
     NotFound,
+}
+
+/// The files of the fleet page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UiAsset {
+    /// `/ui`: the page.
+    Page,
+    /// `/ui/app.js`: its script.
+    Script,
+    /// `/ui/app.css`: its style sheet.
+    Style,
 }
 
 impl<'a> Route<'a> {
@@ -61,6 +76,10 @@ impl<'a> Route<'a> {
             [Some("openapi.json"), None, ..] => Route::OpenApi,
             [Some("agents"), None, ..] => Route::Catalog,
             [Some("events"), None, ..] => Route::Events,
+            [Some("ui"), None | Some(""), None, ..] => Route::Ui(UiAsset::Page),
+            [Some("ui"), Some("app.js"), None, ..] => Route::Ui(UiAsset::Script),
+            [Some("ui"), Some("app.css"), None, ..] => Route::Ui(UiAsset::Style),
+            [Some("api"), Some("fleet"), None, ..] => Route::Fleet,
             [Some("admin"), Some("dead-letters"), None, ..] => Route::DeadLetters,
             [Some("admin"), Some("dead-letters"), Some("redrive"), None, ..] => Route::Redrive,
             [Some("admin"), Some("subscribers"), None, ..] => Route::Subscribers,
@@ -129,6 +148,8 @@ impl<'a> Route<'a> {
                 | Route::OpenApi
                 | Route::Catalog
                 | Route::Card(_)
+                | Route::Ui(_)
+                | Route::Fleet
         )
     }
 
@@ -153,6 +174,8 @@ impl<'a> Route<'a> {
             Route::Redrive => ("admin_redrive", Method::POST),
             Route::Subscribers => ("admin_subscribers", Method::GET),
             Route::EnableSubscriber(_) => ("admin_enable_subscriber", Method::POST),
+            Route::Ui(_) => ("ui", Method::GET),
+            Route::Fleet => ("api_fleet", Method::GET),
             Route::NotFound => ("not_found", Method::GET),
         }
     }
@@ -199,6 +222,10 @@ impl<'a> Route<'a> {
             Route::Redrive => Some("/admin/dead-letters/redrive"),
             Route::Subscribers => Some("/admin/subscribers"),
             Route::EnableSubscriber(_) => Some("/admin/subscribers/{subscriber}/enable"),
+            Route::Ui(UiAsset::Page) => Some("/ui"),
+            Route::Ui(UiAsset::Script) => Some("/ui/app.js"),
+            Route::Ui(UiAsset::Style) => Some("/ui/app.css"),
+            Route::Fleet => Some("/api/fleet"),
             Route::NotFound => None,
         }
     }
@@ -206,7 +233,7 @@ impl<'a> Route<'a> {
 
 /// Every path template of the router (each route's [`Route::template`]), in the order of the
 /// document.
-pub const TEMPLATES: [&str; 24] = [
+pub const TEMPLATES: [&str; 28] = [
     "/healthz",
     "/readyz",
     "/openapi.json",
@@ -231,6 +258,10 @@ pub const TEMPLATES: [&str; 24] = [
     "/admin/dead-letters/redrive",
     "/admin/subscribers",
     "/admin/subscribers/{subscriber}/enable",
+    "/api/fleet",
+    "/ui",
+    "/ui/app.js",
+    "/ui/app.css",
 ];
 
 /// A path of `template` with each `{parameter}` replaced by a value the router takes.
@@ -296,6 +327,13 @@ mod tests {
             EnableSubscriber("s1")
         );
         assert_eq!(Route::parse("/admin/subscribers//enable"), NotFound);
+        assert_eq!(Route::parse("/ui"), Ui(UiAsset::Page));
+        assert_eq!(Route::parse("/ui/"), Ui(UiAsset::Page));
+        assert_eq!(Route::parse("/ui/app.js"), Ui(UiAsset::Script));
+        assert_eq!(Route::parse("/ui/app.css"), Ui(UiAsset::Style));
+        assert_eq!(Route::parse("/ui/other.js"), NotFound);
+        assert_eq!(Route::parse("/api/fleet"), Fleet);
+        assert_eq!(Route::parse("/api"), NotFound);
     }
 
     #[test]

@@ -183,6 +183,10 @@ pub struct AgentRefused {
 /// themselves ([`AgentPolicy`]) come from the current config on each admission.
 pub struct AgentLimits {
     in_flight: AtomicUsize,
+    /// Exchanges reported, and those that failed (as [`failure`] judges): the fleet page's
+    /// request and error rates are their differences over time.
+    exchanges: AtomicU64,
+    failures: AtomicU64,
     /// `OK`, `EJECTED` or `PROBING`: what the hot path reads, without the lock.
     mode: AtomicU8,
     /// Whether failures have been counted since the last success, so that a success skips the
@@ -200,6 +204,8 @@ impl Default for AgentLimits {
     fn default() -> Self {
         AgentLimits {
             in_flight: AtomicUsize::new(0),
+            exchanges: AtomicU64::new(0),
+            failures: AtomicU64::new(0),
             mode: AtomicU8::new(OK),
             failing: AtomicBool::new(false),
             generation: AtomicU64::new(0),
@@ -248,6 +254,14 @@ impl AgentLimits {
     /// Requests holding a pass now.
     pub fn in_flight(&self) -> usize {
         self.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// (exchanges, failed exchanges) reported on this replica since the agent was configured.
+    pub fn totals(&self) -> (u64, u64) {
+        (
+            self.exchanges.load(Ordering::Relaxed),
+            self.failures.load(Ordering::Relaxed),
+        )
     }
 
     /// A pass for one exchange with the agent named `agent`, or why it may not be called now.
@@ -440,11 +454,14 @@ impl Pass {
             h.upstream_seconds
                 .observe(self.started.elapsed().as_secs_f64());
         }
+        self.limits.exchanges.fetch_add(1, Ordering::Relaxed);
         match failure(outcome) {
             None => self.limits.succeeded(self.probe, self.generation),
-            Some(reason) => self
-                .limits
-                .failed(self.probe, self.generation, self.policy, reason),
+            Some(reason) => {
+                self.limits.failures.fetch_add(1, Ordering::Relaxed);
+                self.limits
+                    .failed(self.probe, self.generation, self.policy, reason)
+            }
         }
     }
 }
@@ -534,6 +551,25 @@ mod tests {
         assert_eq!(l.in_flight(), 1);
         assert_eq!(m.agent_in_flight.with_label_values(&["a"]).get(), 1);
         assert_eq!(m.agent_busy.with_label_values(&["a"]).get(), 1);
+    }
+
+    #[test]
+    fn exchanges_and_failures_are_totalled_once_per_report() {
+        let m = Metrics::new().expect("metrics");
+        let l = Arc::new(AgentLimits::default());
+        let p = policy(10, 100, 1000);
+        let mut ok = l.admit(p, &m, "a").expect("1");
+        ok.report(Ok(StatusCode::ACCEPTED));
+        ok.report(Ok(StatusCode::BAD_GATEWAY));
+        let mut bad = l.admit(p, &m, "a").expect("2");
+        bad.report(Ok(StatusCode::BAD_GATEWAY));
+        // Admitted, never reported (the client left): not an exchange.
+        drop(l.admit(p, &m, "a").expect("3"));
+        assert_eq!(
+            l.totals(),
+            (2, 1),
+            "a second report of one exchange is ignored"
+        );
     }
 
     #[test]

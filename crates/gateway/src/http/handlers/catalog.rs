@@ -1,16 +1,24 @@
-//! The agent catalog: the agent list and each agent's cached card.
+//! The agent catalog: the agent list and each agent's cached card, and the fleet snapshot the
+//! `/ui` page polls (the catalog with live numbers, the task counts, the webhook queue and the
+//! streams).
 
 use hyper::header::{HeaderValue, CACHE_CONTROL};
+use std::sync::Arc;
+
 use hyper::StatusCode;
 use serde::Serialize;
+use serde_json::{json, Value};
 
+use crate::auth::Caller;
 use crate::config::Right;
+use crate::http::admission;
 use crate::http::context::Ctx;
 use crate::http::error::{ApiError, ApiResult, Code};
 use crate::http::exchange::named_agent;
 use crate::http::response::{self, to_json};
 use crate::limits::Health;
-use crate::registry::CardState;
+use crate::protocol::task::Status;
+use crate::registry::{Agent, CardSlot, CardState};
 use crate::State;
 
 #[derive(Serialize)]
@@ -30,6 +38,19 @@ struct Entry<'a> {
     /// Why it was ejected: an error text, so only for callers that may read those.
     #[serde(skip_serializing_if = "Option::is_none")]
     ejection_reason: Option<String>,
+    /// On `/api/fleet` only.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    live: Option<Live>,
+}
+
+/// An agent's live numbers on this replica (`/api/fleet`).
+#[derive(Serialize)]
+struct Live {
+    in_flight: usize,
+    /// Exchanges with the agent since it was configured; a rate is the difference of two reads.
+    requests: u64,
+    /// Those that failed (a 5xx, a timeout, no connection).
+    errors: u64,
 }
 
 /// Whether the caller may read agents' error texts (which can name internal hosts): without
@@ -38,51 +59,132 @@ fn sees_errors(ctx: &Ctx) -> bool {
     ctx.caller.can(Right::Metrics) || ctx.caller.can(Right::Admin)
 }
 
-/// GET /agents: the agents the caller may use, with their cards' state and their health on this
-/// replica (ejected or not: `limits::agent`).
-pub fn agents(state: &State, ctx: &Ctx) -> ApiResult {
-    let errors = sees_errors(ctx);
-    let slots: Vec<_> = state
+/// One catalog entry: the agent, its card's state and its health on this replica; with `live`,
+/// its numbers too.
+fn entry<'a>(a: &'a Agent, s: &'a CardSlot, h: &'a Health, errors: bool, live: bool) -> Entry<'a> {
+    Entry {
+        name: &a.cfg.name,
+        agent_id: s.card.as_deref().map(|c| c.agent_id.as_str()),
+        display_name: s.card.as_deref().map(|c| c.display_name.as_str()),
+        capabilities: s.card.as_deref().map(|c| c.capabilities.as_slice()),
+        card_state: s.state.as_str(),
+        fetched_at: s.fetched_at.map(crate::protocol::time::format),
+        last_error: s.last_error.as_deref().filter(|_| errors),
+        health: h.as_str(),
+        ejected_until: match h {
+            Health::Ejected { until, .. } => Some(crate::protocol::time::format(*until)),
+            _ => None,
+        },
+        ejection_reason: match h {
+            Health::Ejected {
+                failures, reason, ..
+            }
+            | Health::Probing { failures, reason }
+                if errors =>
+            {
+                Some(format!(
+                    "{failures} consecutive failures, the last: {reason}"
+                ))
+            }
+            _ => None,
+        },
+        live: live.then(|| {
+            let (requests, errors) = a.limits.totals();
+            Live {
+                in_flight: a.limits.in_flight(),
+                requests,
+                errors,
+            }
+        }),
+    }
+}
+
+/// The agents the caller may use, each with its card slot and health as they are now.
+fn usable<'a>(state: &'a State, ctx: &Ctx) -> Vec<(&'a Arc<Agent>, CardSlot, Health)> {
+    state
         .registry
         .agents()
         .iter()
         .filter(|a| ctx.caller.may_use(a))
         .map(|a| (a, a.slot(), a.limits.health()))
-        .collect();
-    let entries: Vec<Entry<'_>> = slots
+        .collect()
+}
+
+/// GET /agents: the agents the caller may use, with their cards' state and their health on this
+/// replica (ejected or not: `limits::agent`).
+pub fn agents(state: &State, ctx: &Ctx) -> ApiResult {
+    let errors = sees_errors(ctx);
+    let usable = usable(state, ctx);
+    let entries: Vec<Entry<'_>> = usable
         .iter()
-        .map(|(a, s, h)| Entry {
-            name: &a.cfg.name,
-            agent_id: s.card.as_deref().map(|c| c.agent_id.as_str()),
-            display_name: s.card.as_deref().map(|c| c.display_name.as_str()),
-            capabilities: s.card.as_deref().map(|c| c.capabilities.as_slice()),
-            card_state: s.state.as_str(),
-            fetched_at: s.fetched_at.map(crate::protocol::time::format),
-            last_error: s.last_error.as_deref().filter(|_| errors),
-            health: h.as_str(),
-            ejected_until: match h {
-                Health::Ejected { until, .. } => Some(crate::protocol::time::format(*until)),
-                _ => None,
-            },
-            ejection_reason: match h {
-                Health::Ejected {
-                    failures, reason, ..
-                }
-                | Health::Probing { failures, reason }
-                    if errors =>
-                {
-                    Some(format!(
-                        "{failures} consecutive failures, the last: {reason}"
-                    ))
-                }
-                _ => None,
-            },
-        })
+        .map(|(a, s, h)| entry(a, s, h, errors, false))
         .collect();
     Ok(response::json(
         StatusCode::OK,
         to_json(&serde_json::json!({ "agents": entries }))?,
     ))
+}
+
+/// GET /api/fleet: everything the fleet page shows, in one read, as far as the caller may see
+/// it. Every caller gets the agents it may use, with their numbers on this replica. The task
+/// counts, the webhook queue and the streams are about every client's tasks: only a caller
+/// that sees them all (`all_tasks`, or no clients configured) gets them (`null` otherwise).
+/// `caller.admin` says whether the page may offer the admin actions (redrive, enable).
+pub async fn fleet(state: &State, ctx: &Ctx, headers: &hyper::HeaderMap) -> ApiResult {
+    let errors = sees_errors(ctx);
+    let sees_all = ctx.caller.can(Right::AllTasks);
+    let admin = admission::is_admin(state, ctx, headers);
+    let usable = usable(state, ctx);
+    let agents: Vec<Entry<'_>> = usable
+        .iter()
+        .map(|(a, s, h)| entry(a, s, h, errors, true))
+        .collect();
+    let (mut tasks, mut webhooks, mut streams) = (Value::Null, Value::Null, Value::Null);
+    if sees_all {
+        // A store that does not answer leaves its part null (with the reason); the page
+        // still shows the rest.
+        tasks = match state.ledger.counts().await {
+            Ok(counts) => Status::ALL
+                .iter()
+                .zip(counts)
+                .map(|(st, n)| (st.as_str().to_owned(), json!(n)))
+                .collect::<serde_json::Map<_, _>>()
+                .into(),
+            Err(e) => json!({ "unavailable": e.to_string() }),
+        };
+        webhooks = match (state.queue.stats().await, state.queue.disabled().await) {
+            (Ok(q), Ok(disabled)) => json!({
+                "queue_depth": q.queued,
+                "retrying": q.retrying,
+                "dead_letters": q.dead,
+                "subscribers": state.config.subscribers.iter().map(|s| json!({
+                    "name": s.name,
+                    "disabled": disabled.iter().find(|(n, _)| *n == s.name).map(|(_, r)| r),
+                })).collect::<Vec<_>>(),
+            }),
+            (Err(e), _) | (_, Err(e)) => json!({ "unavailable": e.to_string() }),
+        };
+        streams = json!({
+            "upstreams": state.metrics.stream_upstreams.get(),
+            "subscribers": state.metrics.stream_subscribers.get(),
+        });
+    }
+    let client = match &ctx.caller {
+        Caller::Client(c) => Some(&*c.name),
+        Caller::Open | Caller::Public => None,
+    };
+    let body = json!({
+        "at": crate::protocol::time::now(),
+        "caller": { "client": client, "sees_all": sees_all, "admin": admin },
+        "agents": agents,
+        "tasks": tasks,
+        "webhooks": webhooks,
+        "streams": streams,
+    });
+    let mut res = response::json(StatusCode::OK, to_json(&body)?);
+    res.headers_mut()
+        .insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    Ok(res)
 }
 
 /// The cached card as the gateway serves it (auth_header removed when the card was compiled).

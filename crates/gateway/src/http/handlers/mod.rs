@@ -11,3 +11,4 @@ pub mod notifications;
 pub mod probes;
 pub mod streams;
 pub mod tasks;
+pub mod ui;
