@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use a2a_gateway::config::{AgentConfig, Config};
+use a2a_gateway::config::{AgentConfig, ClientConfig, Config, Right, Secret};
 use a2a_gateway::Gateway;
 use a2a_sample_agent::{card_for, AgentOptions, NewArtifact, Progress, SampleAgent};
 use bytes::Bytes;
@@ -35,7 +35,28 @@ async fn start_agent(name: &str, description: &str) -> Result<SampleAgent, Strin
         .map_err(|e| format!("cannot start the sample agent {name:?}: {e}"))
 }
 
-pub async fn demo(listen: String) -> Result<(), String> {
+/// The demo's one client (with `--key`): every right, every agent.
+fn operator(key: &str) -> ClientConfig {
+    use sha2::{Digest, Sha256};
+    let hex: String = Sha256::digest(key.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    ClientConfig {
+        name: "operator".into(),
+        key_sha256: Some(hex),
+        agents: vec!["*".into()],
+        can: Right::ALL.to_vec(),
+        ..ClientConfig::default()
+    }
+}
+
+/// A shell word: `s` in single quotes.
+fn quoted(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+pub async fn demo(listen: String, key: Option<String>) -> Result<(), String> {
     let listen = parse_addr(&listen)?;
     let scripts = start_agent(
         "Python Script Generator",
@@ -47,13 +68,20 @@ pub async fn demo(listen: String) -> Result<(), String> {
         "Writes a short script and a summary of it for a given topic.",
     )
     .await?;
-    let cfg = Config::with_agents(
-        listen,
-        vec![
-            AgentConfig::new("scripts", &scripts.base_url()),
-            AgentConfig::new("summaries", &summaries.base_url()),
-        ],
-    );
+    // The agents may push notifications with this token (printed below, so a push can be
+    // tried by hand); a new one each run.
+    let ingest = format!("demo-ingest-{}", uuid::Uuid::new_v4().simple());
+    let mut agents = vec![
+        AgentConfig::new("scripts", &scripts.base_url()),
+        AgentConfig::new("summaries", &summaries.base_url()),
+    ];
+    for a in &mut agents {
+        a.ingest_token = Some(Secret::new(ingest.clone()));
+    }
+    let mut cfg = Config::with_agents(listen, agents);
+    if let Some(k) = &key {
+        cfg.clients = vec![operator(k)];
+    }
     let gw = Gateway::start(cfg).await.map_err(|e| e.to_string())?;
     let base = format!("http://{}", gw.addr());
     announce(&format!("listening on {base}"));
@@ -62,37 +90,75 @@ pub async fn demo(listen: String) -> Result<(), String> {
         scripts.base_url(),
         summaries.base_url()
     ));
+    // With the gateway's address known, the agents' cards ask for push notifications to it,
+    // as a deployed agent's would: the ledger, `/events` and the fleet page hear of every
+    // change as it happens, without anyone polling the task.
+    for (agent, name) in [(&scripts, "scripts"), (&summaries, "summaries")] {
+        let mut card = agent.card();
+        card["notification_config"] = json!({
+            "endpoint_url": format!("{base}/agents/{name}/notifications"),
+            "auth_header": format!("Authorization: Bearer {ingest}"),
+        });
+        agent.set_card(card);
+    }
     announce("preparing a finished sample task (about 4 s)...");
 
-    let (task_id, artifact_id) = sample_task(&base).await?;
+    let auth = key.as_deref().map(|k| format!("Bearer {k}"));
+    let (task, artifact_id) = sample_task(&base, auth.as_deref()).await?;
+    let task_id = task["task_id"].as_str().unwrap_or_default().to_owned();
+    // The finished task, as a late push would bring it back: WORKING again, and newer.
+    let mut reopened = task.clone();
+    reopened["status"] = json!("WORKING");
+    reopened["updated_at"] = json!(a2a_gateway::protocol::time::now());
+    let late_push = json!({
+        "event_type": "task.status.updated",
+        "timestamp": a2a_gateway::protocol::time::now(),
+        "data": reopened,
+    });
     let input =
         r#"{"input":{"topic":"average of the age column of a CSV file","filename":"ages.py"}}"#;
     let agentless =
         r#"{"agent":"summaries","input":{"topic":"word count of a text file","filename":"wc.py"}}"#;
     let json_h = "-H 'Content-Type: application/json'";
+    // With --key, every command sends it (the stream as well: curl can set the header).
+    let h = auth
+        .as_deref()
+        .map(|a| format!(" -H {}", quoted(&format!("Authorization: {a}"))))
+        .unwrap_or_default();
+    let ui = match &key {
+        Some(_) => format!("{base}/ui  (it asks for the key given with --key)"),
+        None => format!("{base}/ui"),
+    };
     let lines = [
+        String::new(),
+        format!("The fleet page, live: {ui}"),
         String::new(),
         "Try these (each works as printed):".into(),
         String::new(),
         "# the agents and their cards".into(),
-        format!("curl -s {base}/agents"),
-        format!("curl -s {base}/agents/scripts/agent-card.json"),
+        format!("curl -s{h} {base}/agents"),
+        format!("curl -s{h} {base}/agents/scripts/agent-card.json"),
         "# create a task (202, SUBMITTED); the input is validated against the card first".into(),
-        format!("curl -s -X POST {base}/agents/scripts/tasks {json_h} -d '{input}'"),
+        format!("curl -s{h} -X POST {base}/agents/scripts/tasks {json_h} -d '{input}'"),
         "# the same without naming the route: the gateway finds the agent".into(),
-        format!("curl -s -X POST {base}/tasks {json_h} -d '{agentless}'"),
+        format!("curl -s{h} -X POST {base}/tasks {json_h} -d '{agentless}'"),
         "# an input the card refuses: 422 with every violation, the agent never sees it".into(),
-        format!("curl -s -X POST {base}/agents/scripts/tasks {json_h} -d '{{\"input\":{{\"topic\":7,\"filename\":\"x.sh\"}}}}'"),
+        format!("curl -s{h} -X POST {base}/agents/scripts/tasks {json_h} -d '{{\"input\":{{\"topic\":7,\"filename\":\"x.sh\"}}}}'"),
         "# create a task and watch it work (log and artifact events), for 6 s".into(),
-        format!("id=$(curl -s -X POST {base}/agents/scripts/tasks {json_h} -d '{input}' | sed -E 's/.*\"task_id\":\"([^\"]+)\".*/\\1/'); curl -sN --max-time 6 {base}/tasks/$id/stream; echo"),
+        format!("id=$(curl -s{h} -X POST {base}/agents/scripts/tasks {json_h} -d '{input}' | sed -E 's/.*\"task_id\":\"([^\"]+)\".*/\\1/'); curl -sN{h} --max-time 6 {base}/tasks/$id/stream; echo"),
         "# the finished sample task, its artifacts, and the generated script".into(),
-        format!("curl -s {base}/tasks/{task_id}"),
-        format!("curl -s {base}/tasks/{task_id}/artifacts"),
-        format!("curl -s {base}/artifacts/{artifact_id}/content"),
+        format!("curl -s{h} {base}/tasks/{task_id}"),
+        format!("curl -s{h} {base}/tasks/{task_id}/artifacts"),
+        format!("curl -s{h} {base}/artifacts/{artifact_id}/content"),
         "# a finished task cannot be cancelled: 409 TASK_TERMINAL".into(),
-        format!("curl -s -X POST {base}/tasks/{task_id}/cancel"),
+        format!("curl -s{h} -X POST {base}/tasks/{task_id}/cancel"),
+        "# an agent's late push that would reopen it: refused (409), and on /ui's live feed".into(),
+        format!(
+            "curl -s -X POST {base}/agents/scripts/notifications -H 'Authorization: Bearer {ingest}' {json_h} -d {}",
+            quoted(&late_push.to_string())
+        ),
         "# metrics".into(),
-        format!("curl -s {base}/metrics | grep ^a2a_gateway_requests_total"),
+        format!("curl -s{h} {base}/metrics | grep ^a2a_gateway_requests_total"),
         String::new(),
         "Ctrl-C stops the demo.".into(),
     ];
@@ -102,19 +168,23 @@ pub async fn demo(listen: String) -> Result<(), String> {
     Ok(())
 }
 
-/// Create a task through the gateway, wait for it to finish, list its artifacts (which teaches
-/// the gateway where they live) and return the task id and the script's artifact id.
-async fn sample_task(base: &str) -> Result<(String, String), String> {
+/// Create a task through the gateway (with `auth` as its `Authorization`, if any), wait for it
+/// to finish, list its artifacts (which teaches the gateway where they live) and return the
+/// finished task and the script's artifact id.
+async fn sample_task(base: &str, auth: Option<&str>) -> Result<(Value, String), String> {
     let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
     let call = |method: &str, path: String, body: Option<Value>| {
         let client = client.clone();
-        let req = Request::builder()
+        let mut req = Request::builder()
             .method(method)
             .uri(format!("{base}{path}"))
-            .header("content-type", "application/json")
-            .body(Full::new(
-                body.map(|b| Bytes::from(b.to_string())).unwrap_or_default(),
-            ));
+            .header("content-type", "application/json");
+        if let Some(a) = auth {
+            req = req.header("authorization", a);
+        }
+        let req = req.body(Full::new(
+            body.map(|b| Bytes::from(b.to_string())).unwrap_or_default(),
+        ));
         async move {
             let req = req.map_err(|e| e.to_string())?;
             let res = client
@@ -154,16 +224,16 @@ async fn sample_task(base: &str) -> Result<(String, String), String> {
         .as_str()
         .ok_or("sample task without task_id")?
         .to_owned();
-    loop {
+    let done = loop {
         let t = call("GET", format!("/tasks/{id}"), None).await?;
         if t["status"] == "COMPLETED" {
-            break;
+            break t;
         }
         if Instant::now() > deadline {
             return Err(format!("sample task still {} after 20 s", t["status"]));
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    };
     let list = call("GET", format!("/tasks/{id}/artifacts"), None).await?;
     let artifact = list["artifacts"]
         .as_array()
@@ -171,7 +241,7 @@ async fn sample_task(base: &str) -> Result<(String, String), String> {
         .and_then(|a| a["artifact_id"].as_str())
         .ok_or("sample task has no file artifact")?
         .to_owned();
-    Ok((id, artifact))
+    Ok((done, artifact))
 }
 
 pub async fn sample_agent(listen: String, progress: bool, file_bytes: usize) -> Result<(), String> {

@@ -60,6 +60,10 @@ enum Command {
         /// Where the gateway listens.
         #[arg(long, default_value = "127.0.0.1:8080")]
         listen: String,
+        /// Require this key: one client, `operator`, with every right (the printed commands
+        /// send it; the fleet page at /ui asks for it).
+        #[arg(long, value_name = "KEY")]
+        key: Option<String>,
     },
     /// Run one sample A2A agent on its own (for load runs and manual testing).
     SampleAgent {
@@ -102,9 +106,9 @@ fn main() -> ExitCode {
             logs::init(LogFormat::Text);
             check_config(config)
         }
-        Some(Command::Demo { listen }) => {
+        Some(Command::Demo { listen, key }) => {
             logs::init(LogFormat::Text);
-            run(demo::demo(listen))
+            run(demo::demo(listen, key))
         }
         Some(Command::SampleAgent {
             listen,

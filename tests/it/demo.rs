@@ -15,12 +15,32 @@ impl Drop for Kill {
 
 #[test]
 fn demo_commands_work_as_printed() {
+    commands_work_as_printed(&[]);
+}
+
+/// With `--key`, the gateway has a client: every printed command sends the key, and works.
+#[test]
+fn demo_commands_work_as_printed_with_a_key() {
+    let key = "demo-key-0123456789abcdef";
+    let printed = commands_work_as_printed(&["--key", key]);
+    assert!(
+        printed
+            .iter()
+            .filter(|c| !c.contains("/notifications"))
+            .all(|c| c.contains(&format!("Authorization: Bearer {key}"))),
+        "{printed:#?}"
+    );
+}
+
+/// Run the demo with `args`, then every command it prints; the commands.
+fn commands_work_as_printed(args: &[&str]) -> Vec<String> {
     if Command::new("curl").arg("--version").output().is_err() {
         panic!("curl is needed for this test (the demo prints curl commands)");
     }
     let mut child = Kill(
         Command::new(crate::support::bin())
             .args(["demo", "--listen", "127.0.0.1:0"])
+            .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -80,7 +100,8 @@ fn demo_commands_work_as_printed() {
             .unwrap_or_else(|e| panic!("{cmd} printed non-JSON ({e}): {out}"));
         if cmd.contains("\"topic\":7") {
             assert_eq!(v["error"]["code"], "INPUT_SCHEMA_VIOLATION", "{out}");
-        } else if cmd.contains("/cancel") {
+        } else if cmd.contains("/cancel") || cmd.contains("/notifications") {
+            // A finished task cannot be cancelled, nor reopened by a late push.
             assert_eq!(v["error"]["code"], "TASK_TERMINAL", "{out}");
         } else {
             assert!(v.get("error").is_none(), "{cmd} failed: {out}");
@@ -90,4 +111,5 @@ fn demo_commands_work_as_printed() {
         }
     }
     assert!(seen_stream_event);
+    commands
 }

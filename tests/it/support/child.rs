@@ -130,6 +130,26 @@ impl Proc {
         }
     }
 
+    /// The next line of stdout that contains `needle` (lines before it are passed over).
+    pub async fn line_containing(&mut self, needle: &str) -> String {
+        let wait = async {
+            while let Some(line) = self.stdout_lines.recv().await {
+                if line.contains(needle) {
+                    return Some(line);
+                }
+            }
+            None
+        };
+        match tokio::time::timeout(DEADLINE, wait).await {
+            Ok(Some(line)) => line,
+            _ => panic!(
+                "no line with {needle:?}; stdout: {:?} stderr: {:?}",
+                self.stdout.lock().expect("stdout"),
+                self.stderr.lock().expect("stderr")
+            ),
+        }
+    }
+
     /// Wait (without blocking the runtime) for the child to exit by itself, then collect its output.
     pub async fn finish(self) -> Finished {
         self.finish_within(DEADLINE).await
