@@ -76,6 +76,9 @@ mod telemetry;
 /// naming their client by `cert_subject`), certificates rotated under traffic, an https agent
 /// trusted through its `ca_file`, and `check-config` naming broken TLS files.
 mod tls;
+/// The fleet page at `/ui` in headless Chromium: the demo without and with a key (agents, a
+/// task moving live, a refused transition, the key prompt), and 200 agents with a burst.
+mod ui;
 /// Webhook delivery across real gateway processes on one Redis: SIGKILL with deliveries in
 /// flight loses none, and racing gateways never move a terminal task.
 mod webhook_processes;

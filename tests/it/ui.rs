@@ -1,0 +1,420 @@
+//! The fleet page (`GET /ui`) in a real browser: Debian's headless Chromium, driven over the
+//! DevTools protocol (`support::cdp`), against `a2a-gateway demo` run as a process (without and
+//! with `--key`), and against a gateway in front of 200 agents. The tests look at the DOM the
+//! page built from the gateway's answers: agent rows, a task moving from SUBMITTED to COMPLETED
+//! on the live feed, a refused transition, the key prompt. Screenshots are saved under
+//! `target/ui/` (the README's is one of them).
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::support::cdp::Browser;
+use crate::support::child::Proc;
+use crate::support::*;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// Where the screenshots go: `target/ui/NAME` (next to the build; CI keeps the directory).
+fn screenshot_path(name: &str) -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| crate::support::child::repo("target"))
+        .join("ui")
+        .join(name)
+}
+
+/// The demo as a process: its gateway's base URL and the ingest token it printed (the demo
+/// makes one per run, and prints it in its push example).
+async fn demo(args: &[&str]) -> (Proc, String, String) {
+    let mut all = vec!["demo", "--listen", "127.0.0.1:0"];
+    all.extend_from_slice(args);
+    let mut p = Proc::spawn(&all, &[]);
+    let base = format!("http://{}", p.listening_addr().await);
+    let push = p.line_containing("/notifications").await;
+    let token = push
+        .split("Bearer ")
+        .nth(1)
+        .and_then(|t| t.split('\'').next())
+        .expect("the push example names the ingest token")
+        .to_owned();
+    (p, base, token)
+}
+
+/// The state of `id`'s row in "Recent tasks", if it has one.
+fn recent_state(id: &str) -> String {
+    format!(r#"document.querySelector('#recent tr[data-task="{id}"]')?.dataset.status ?? null"#)
+}
+
+/// Create a task on the demo's `scripts` agent (with `key`, if any); its id.
+async fn create(http: &Http, key: Option<&str>) -> String {
+    let auth = key.map(|k| format!("Bearer {k}"));
+    let mut headers = vec![("content-type", "application/json")];
+    if let Some(a) = auth.as_deref() {
+        headers.push(("authorization", a));
+    }
+    let body = json!({"input": {"topic": "a fleet page", "filename": "fleet.py"}});
+    let r = http
+        .send(
+            hyper::Method::POST,
+            "/agents/scripts/tasks",
+            &headers,
+            serde_json::to_vec(&body).expect("json"),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{r:?}");
+    r.json()["task_id"].as_str().expect("task_id").to_owned()
+}
+
+/// Every state `id` shows in "Recent tasks" until it shows COMPLETED, in order, without
+/// repeats: what a person watching the page would have seen.
+async fn watch_until_completed(b: &mut Browser, id: &str) -> Vec<String> {
+    let deadline = Instant::now() + WAIT;
+    let mut seen: Vec<String> = Vec::new();
+    while Instant::now() < deadline {
+        if let Some(s) = b.eval(&recent_state(id)).await.as_str() {
+            if seen.last().map(String::as_str) != Some(s) {
+                seen.push(s.to_owned());
+            }
+            if s == "COMPLETED" {
+                return seen;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{id} never showed COMPLETED; it showed {seen:?}");
+}
+
+/// The agent rows: (name, display name, card state, health).
+async fn agent_rows(b: &mut Browser) -> Value {
+    b.eval(
+        "[...document.querySelectorAll('#agents tbody tr')].map(tr => [tr.dataset.agent, \
+         tr.cells[1].textContent, tr.cells[3].dataset.state, tr.cells[4].dataset.state])",
+    )
+    .await
+}
+
+/// Wait for the demo's two agents' rows, and check what they say.
+async fn expect_demo_agents(b: &mut Browser) {
+    b.wait_for(
+        "both agents' rows",
+        "document.querySelectorAll('#agents tbody tr').length === 2",
+        WAIT,
+    )
+    .await;
+    assert_eq!(
+        agent_rows(b).await,
+        json!([
+            ["scripts", "Python Script Generator", "fresh", "ok"],
+            ["summaries", "Script Summarizer", "fresh", "ok"]
+        ])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fleet_page_shows_the_demo_live_without_a_key() {
+    let (_demo, base, ingest) = demo(&[]).await;
+    let http = Http::new(base.clone());
+    let mut b = Browser::launch(1440, 1200).await;
+    b.navigate(&format!("{base}/ui")).await;
+    expect_demo_agents(&mut b).await;
+    // No clients: no key asked for, and the page says why everything is visible.
+    assert_eq!(
+        b.eval("document.getElementById('key-dialog').open").await,
+        false
+    );
+    let who = b.eval("document.getElementById('who').textContent").await;
+    assert!(
+        who.as_str().is_some_and(|w| w.contains("No clients")),
+        "{who}"
+    );
+    // No admin: the admin actions are not shown (not merely marked hidden).
+    assert_eq!(
+        b.eval("getComputedStyle(document.getElementById('admin-actions')).display")
+            .await,
+        "none"
+    );
+    // The demo's finished sample task is counted.
+    b.wait_for(
+        "the task counts",
+        "document.querySelector('#task-counts li[data-state=COMPLETED] .n')?.textContent === '1'",
+        WAIT,
+    )
+    .await;
+    b.wait_for(
+        "the live feed connected",
+        "document.getElementById('feed-state').textContent === 'Live.'",
+        WAIT,
+    )
+    .await;
+
+    // A task created now moves on the page as the agent pushes its changes.
+    let id = create(&http, None).await;
+    let seen = watch_until_completed(&mut b, &id).await;
+    assert_eq!(seen, ["SUBMITTED", "WORKING", "COMPLETED"], "seen live");
+    let feed = b
+        .eval(&format!(
+            "[...document.querySelectorAll('#feed li[data-task=\"{id}\"]')].map(li => li.dataset.status)"
+        ))
+        .await;
+    assert_eq!(
+        feed,
+        json!(["COMPLETED", "WORKING", "SUBMITTED"]),
+        "newest first"
+    );
+    b.wait_for(
+        "the COMPLETED count to include it",
+        "document.querySelector('#task-counts li[data-state=COMPLETED] .n')?.textContent === '2'",
+        WAIT,
+    )
+    .await;
+
+    // A late push that would reopen it: refused, and on the feed with the reason.
+    let mut task = http.get(&format!("/tasks/{id}")).await.json();
+    task["status"] = json!("WORKING");
+    task["updated_at"] = json!(a2a_gateway::protocol::time::now());
+    let r = http.push_task("scripts", &ingest, &task).await;
+    assert_eq!((r.status, r.error_code().as_str()), (409, "TASK_TERMINAL"));
+    let refused = b
+        .wait_for(
+            "the refused transition on the feed",
+            &format!(
+                "document.querySelector('#feed li[data-kind=refused][data-task=\"{id}\"]')?.textContent"
+            ),
+            WAIT,
+        )
+        .await;
+    let text = refused.as_str().expect("text");
+    assert!(
+        text.contains("REFUSED")
+            && text.contains("scripts: COMPLETED → WORKING refused (terminal)"),
+        "{text}"
+    );
+
+    // Open a task that is still working: its record, and its stream live.
+    let live = create(&http, None).await;
+    b.wait_for(
+        "the new task's row",
+        &format!("{} !== null", recent_state(&live)),
+        WAIT,
+    )
+    .await;
+    b.eval(&format!(
+        "document.querySelector('#recent tr[data-task=\"{live}\"] button').click()"
+    ))
+    .await;
+    b.wait_for(
+        "the task panel",
+        &format!(
+            "!document.getElementById('task-detail').hidden && \
+             document.getElementById('detail-id').textContent === '{live}' && \
+             document.activeElement.id === 'detail-heading'"
+        ),
+        WAIT,
+    )
+    .await;
+    b.wait_for(
+        "a log event on the task's stream",
+        "document.querySelector('#detail-stream li[data-event=log]') !== null",
+        WAIT,
+    )
+    .await;
+    b.wait_for(
+        "the record to reach COMPLETED and the artifacts to be listed",
+        "document.getElementById('task-detail').dataset.status === 'COMPLETED' && \
+         document.querySelectorAll('#detail-artifacts li[data-artifact]').length >= 1",
+        WAIT,
+    )
+    .await;
+    let record = b
+        .eval("JSON.parse(document.getElementById('detail-record').textContent)")
+        .await;
+    assert_eq!(record["task_id"], live.as_str());
+    // Streams and webhooks as the gateway counts them (no subscribers in the demo).
+    let webhooks = b
+        .eval("document.querySelector('#webhook-stats dd[data-stat=queue_depth]')?.textContent")
+        .await;
+    assert_eq!(webhooks, "0");
+    let path = screenshot_path("fleet-demo.png");
+    b.screenshot(&path).await;
+    eprintln!("screenshot: {}", path.display());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fleet_page_asks_for_a_key_and_keeps_it_for_the_session() {
+    const KEY: &str = "demo-operator-key-0123456789";
+    let (_demo, base, _) = demo(&["--key", KEY]).await;
+    let http = Http::new(base.clone());
+    let mut b = Browser::launch(1280, 900).await;
+    b.navigate(&format!("{base}/ui")).await;
+    // The page loads without a key, shows nothing of the fleet, and asks.
+    b.wait_for(
+        "the key prompt",
+        "document.getElementById('key-dialog').open && document.activeElement.id === 'key'",
+        WAIT,
+    )
+    .await;
+    assert_eq!(
+        b.eval("document.querySelectorAll('#agents tbody tr').length")
+            .await,
+        0
+    );
+    let submit = |key: &str| {
+        format!(
+            "(() => {{ document.getElementById('key').value = {key:?}; \
+             document.getElementById('key-form').requestSubmit(); return true; }})()"
+        )
+    };
+    b.eval(&submit("not-the-key")).await;
+    b.wait_for(
+        "the wrong key refused",
+        "document.getElementById('key-dialog').open && \
+         document.getElementById('key-error').textContent.includes('not accepted')",
+        WAIT,
+    )
+    .await;
+    b.eval(&submit(KEY)).await;
+    expect_demo_agents(&mut b).await;
+    let who = b.eval("document.getElementById('who').textContent").await;
+    assert_eq!(who, "Key: operator (sees every task), admin");
+    // Kept for this tab's session only.
+    assert_eq!(
+        b.eval("[sessionStorage.getItem('a2a-gateway.key'), localStorage.length]")
+            .await,
+        json!([KEY, 0])
+    );
+    assert_ne!(
+        b.eval("getComputedStyle(document.getElementById('admin-actions')).display")
+            .await,
+        "none",
+        "an admin key gets the admin actions"
+    );
+    // The live feed is an EventSource with ?access_token=.
+    b.wait_for(
+        "the live feed connected",
+        "document.getElementById('feed-state').textContent === 'Live.'",
+        WAIT,
+    )
+    .await;
+    let id = create(&http, Some(KEY)).await;
+    let seen = watch_until_completed(&mut b, &id).await;
+    assert_eq!(seen, ["SUBMITTED", "WORKING", "COMPLETED"], "seen live");
+    // A reload keeps the key (same session); forgetting it asks again.
+    b.navigate(&format!("{base}/ui")).await;
+    b.wait_for(
+        "the agents again, without a prompt",
+        "document.querySelectorAll('#agents tbody tr').length === 2 && \
+         !document.getElementById('key-dialog').open",
+        WAIT,
+    )
+    .await;
+    b.eval("document.getElementById('forget-key').click()")
+        .await;
+    b.wait_for(
+        "the prompt after forgetting the key",
+        "document.getElementById('key-dialog').open && \
+         sessionStorage.getItem('a2a-gateway.key') === null",
+        WAIT,
+    )
+    .await;
+    let path = screenshot_path("fleet-key-prompt.png");
+    b.screenshot(&path).await;
+    eprintln!("screenshot: {}", path.display());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fleet_page_renders_200_agents_and_keeps_up_with_a_burst() {
+    const N: usize = 200;
+    let mut agents = Vec::with_capacity(N);
+    for _ in 0..N {
+        agents.push(agent().await);
+    }
+    let names: Vec<String> = (0..N).map(|i| format!("agent-{i:03}")).collect();
+    let pairs: Vec<(&str, &sample::SampleAgent)> = names
+        .iter()
+        .map(String::as_str)
+        .zip(agents.iter())
+        .collect();
+    let g = TestGateway::start(&pairs, |_| {}).await;
+    g.ready().await;
+    let mut b = Browser::launch(1440, 1200).await;
+    let started = Instant::now();
+    b.navigate(&format!("{}/ui", g.http.base)).await;
+    b.wait_for(
+        "all 200 agent rows",
+        "document.querySelectorAll('#agents tbody tr').length === 200",
+        WAIT,
+    )
+    .await;
+    let wall = started.elapsed();
+    // From the page's own clock: navigation start to the first render of the agents.
+    let first_render = b
+        .eval("performance.getEntriesByName('a2a:agents-rendered')[0]?.startTime ?? null")
+        .await;
+    let first_render = first_render
+        .as_f64()
+        .expect("the page marks its first render");
+    let rendered: Vec<String> = serde_json::from_value(
+        b.eval("[...document.querySelectorAll('#agents tbody tr')].map(tr => tr.dataset.agent)")
+            .await,
+    )
+    .expect("names");
+    assert_eq!(rendered, names, "every agent, in the gateway's order");
+    eprintln!(
+        "200 agents: first render {first_render:.0} ms after navigation start ({} ms until the test saw all rows)",
+        wall.as_millis()
+    );
+    b.wait_for(
+        "the live feed connected",
+        "document.getElementById('feed-state').textContent === 'Live.'",
+        WAIT,
+    )
+    .await;
+
+    // A burst of about 100 transitions a second for 3 s: creates spread over the agents.
+    let burst = Instant::now();
+    let mut slowest = Duration::ZERO;
+    for tick in 0..30u32 {
+        let due = burst + Duration::from_millis(100) * tick;
+        tokio::time::sleep_until(due.into()).await;
+        let creates = (0..10).map(|i| {
+            let http = g.http.clone();
+            let agent = names[(tick as usize * 10 + i) % N].clone();
+            async move {
+                let r = http.post_task(&agent).await;
+                assert_eq!(r.status, 202, "{r:?}");
+            }
+        });
+        futures_util::future::join_all(creates).await;
+        // The page still answers promptly while the burst goes on.
+        let asked = Instant::now();
+        b.eval("document.querySelectorAll('#feed li').length").await;
+        slowest = slowest.max(asked.elapsed());
+    }
+    let took = burst.elapsed();
+    let counts = b
+        .wait_for(
+            "the feed and the recent tasks filled, and capped",
+            "(() => { const f = document.querySelectorAll('#feed li').length, \
+             r = document.querySelectorAll('#recent tbody tr').length; \
+             return f === 200 && r === 100 ? [f, r] : null; })()",
+            WAIT,
+        )
+        .await;
+    assert_eq!(counts, json!([200, 100]));
+    b.wait_for(
+        "the SUBMITTED count to include the burst",
+        "Number(document.querySelector('#task-counts li[data-state=SUBMITTED] .n')?.textContent) === 300",
+        WAIT,
+    )
+    .await;
+    eprintln!(
+        "burst: 300 transitions in {} ms; the slowest page evaluation during it took {} ms",
+        took.as_millis(),
+        slowest.as_millis()
+    );
+    let path = screenshot_path("fleet-200-agents.png");
+    b.screenshot(&path).await;
+    eprintln!("screenshot: {}", path.display());
+}
