@@ -95,6 +95,72 @@ async fn agent_rows(b: &mut Browser) -> Value {
     .await
 }
 
+/// A key pressed and released, as a person at the keyboard would (`code`: its key code).
+async fn press(b: &mut Browser, key: &str, code: u32) {
+    for kind in ["rawKeyDown", "keyUp"] {
+        let mut params =
+            json!({"type": kind, "key": key, "code": key, "windowsVirtualKeyCode": code});
+        if key == "Enter" && kind == "rawKeyDown" {
+            b.send(
+                "Input.dispatchKeyEvent",
+                json!({"type": "char", "key": "Enter", "text": "\r"}),
+            )
+            .await
+            .expect("key");
+        }
+        params["nativeVirtualKeyCode"] = json!(code);
+        b.send("Input.dispatchKeyEvent", params).await.expect("key");
+    }
+}
+
+/// What the page promises for accessibility, checked on the page as it stands: every form
+/// control labelled, every button named, and every visible text at a contrast of at least
+/// 4.5:1 against the background it is drawn on (WCAG AA for normal text).
+async fn accessibility(b: &mut Browser) {
+    let report = b
+        .eval(
+            r#"(() => {
+  const lum = (c) => {
+    const [r, g, b] = c.match(/[\d.]+/g).slice(0, 3).map(Number).map((v) => {
+      v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); });
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+  };
+  const alpha = (c) => { const m = c.match(/[\d.]+/g); return m.length > 3 ? Number(m[3]) : 1; };
+  const background = (e) => {
+    for (; e; e = e.parentElement) {
+      const bg = getComputedStyle(e).backgroundColor;
+      if (alpha(bg) > 0) return bg;
+    }
+    return "rgb(255, 255, 255)";
+  };
+  const unlabelled = [...document.querySelectorAll("input, select, textarea")]
+    .filter((i) => i.type !== "hidden" && i.labels.length === 0 && !i.getAttribute("aria-label"))
+    .map((i) => i.id || i.name);
+  const unnamed = [...document.querySelectorAll("button")]
+    .filter((x) => !(x.getAttribute("aria-label") || x.textContent.trim()))
+    .map((x) => x.id || x.outerHTML.slice(0, 60));
+  let worst = { ratio: 99, text: "" };
+  for (const e of document.querySelectorAll("body *")) {
+    const own = [...e.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim());
+    if (!own || e.closest("[hidden], dialog:not([open]), .sr-only") || !e.getClientRects().length) continue;
+    const l1 = lum(getComputedStyle(e).color), l2 = lum(background(e));
+    const ratio = (Math.max(l1, l2) + 0.05) / (Math.min(l1, l2) + 0.05);
+    if (ratio < worst.ratio) worst = { ratio, text: e.textContent.trim().slice(0, 40) };
+  }
+  return { unlabelled, unnamed, worst };
+})()"#,
+        )
+        .await;
+    assert_eq!(report["unlabelled"], json!([]), "{report}");
+    assert_eq!(report["unnamed"], json!([]), "{report}");
+    let worst = report["worst"]["ratio"].as_f64().expect("ratio");
+    assert!(worst >= 4.5, "text below 4.5:1 contrast: {report}");
+    eprintln!(
+        "accessibility: lowest text contrast {worst:.2}:1 ({})",
+        report["worst"]["text"]
+    );
+}
+
 /// Wait for the demo's two agents' rows, and check what they say.
 async fn expect_demo_agents(b: &mut Browser) {
     b.wait_for(
@@ -192,7 +258,8 @@ async fn the_fleet_page_shows_the_demo_live_without_a_key() {
         "{text}"
     );
 
-    // Open a task that is still working: its record, and its stream live.
+    // Open a task that is still working, with the keyboard only: Tab to its button in
+    // "Recent tasks", Enter. Its record, and its stream live.
     let live = create(&http, None).await;
     b.wait_for(
         "the new task's row",
@@ -200,10 +267,20 @@ async fn the_fleet_page_shows_the_demo_live_without_a_key() {
         WAIT,
     )
     .await;
-    b.eval(&format!(
-        "document.querySelector('#recent tr[data-task=\"{live}\"] button').click()"
-    ))
-    .await;
+    b.eval("document.activeElement?.blur(); window.focus(); true")
+        .await;
+    let target = format!("document.querySelector('#recent tr[data-task=\"{live}\"] button')");
+    let mut tabs = 0;
+    while b
+        .eval(&format!("document.activeElement === {target}"))
+        .await
+        != true
+    {
+        tabs += 1;
+        assert!(tabs <= 100, "the task's button is not reachable with Tab");
+        press(&mut b, "Tab", 9).await;
+    }
+    press(&mut b, "Enter", 13).await;
     b.wait_for(
         "the task panel",
         &format!(
@@ -236,6 +313,7 @@ async fn the_fleet_page_shows_the_demo_live_without_a_key() {
         .eval("document.querySelector('#webhook-stats dd[data-stat=queue_depth]')?.textContent")
         .await;
     assert_eq!(webhooks, "0");
+    accessibility(&mut b).await;
     let path = screenshot_path("fleet-demo.png");
     b.screenshot(&path).await;
     eprintln!("screenshot: {}", path.display());

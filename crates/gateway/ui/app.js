@@ -289,6 +289,10 @@ function renderWebhooks(w, admin) {
   stat(dl, "Dead letters", w.dead_letters, "dead_letters");
   stat(dl, "Disabled subscribers", w.subscribers.filter((s) => s.disabled).length, "disabled");
   $("redrive").disabled = w.dead_letters === 0;
+  if (w.subscribers.length === 0) {
+    tbody.replaceChildren(el("tr", null, el("td", { colspan: "3", class: "muted", text: "No subscribers configured." })));
+    return;
+  }
   tbody.replaceChildren(...w.subscribers.map((s) => {
     const state = s.disabled ? "disabled" : "active";
     const action = admin && s.disabled
