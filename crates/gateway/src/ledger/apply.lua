@@ -19,7 +19,8 @@
 -- is back: its lanes cannot fill the queue that every other subscriber shares.
 -- Every first sighting or transition is also published on the partition's change channel
 -- ("agent \n task_id \n STATUS \n owner \n task"), for the live streams of every replica, and
--- every refusal ("agent \n task_id \n ~refused \n reason \n RECORDED OFFERED timestamp"), for
+-- every refusal ("agent \n task_id \n ~refused \n reason \n RECORDED OFFERED timestamp
+-- recorded_agent"), for
 -- the operators' live feed.
 -- Returns {verdict, agent, status, updated_ms, task, previous status or '', owner or ''}: the record after
 --   the call (the new one when accepted, with task left empty since the caller has it; the
@@ -67,7 +68,7 @@ if verdict ~= 'new' and verdict ~= 'transition' and verdict ~= 'refresh' then
   -- A refusal is news too, for the operators' live feed, published in the step that judged it.
   if verdict ~= 'duplicate' and ARGV[13] ~= '' then
     redis.call(ARGV[15], ARGV[13], agent .. '\n' .. ARGV[8] .. '\n~refused\n' .. verdict .. '\n'
-      .. rec[2] .. ' ' .. status .. ' ' .. ARGV[10])
+      .. rec[2] .. ' ' .. status .. ' ' .. ARGV[10] .. ' ' .. rec[1])
   end
   return { verdict, rec[1], rec[2], rec[3], rec[4], rec[2] or '', owner }
 end

@@ -119,6 +119,7 @@ impl MemoryLedger {
         if let Some(feed) = self.changes.as_ref().filter(|f| f.wants_refusals()) {
             feed.publish_refused(Refused {
                 agent: agent.into(),
+                recorded_agent: recorded.agent.clone(),
                 task_id: task_id.into(),
                 recorded: recorded.head.status,
                 offered: offered.status,

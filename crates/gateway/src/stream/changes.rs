@@ -37,6 +37,9 @@ pub struct Change {
 pub struct Refused {
     /// The route name of the agent that offered the update.
     pub agent: Arc<str>,
+    /// The agent the task is recorded under: `agent`, except for a `foreign_agent` refusal
+    /// (whose event only a client that may use both agents gets).
+    pub recorded_agent: Arc<str>,
     /// The task it was about.
     pub task_id: Arc<str>,
     /// The recorded status, which stands.
@@ -167,7 +170,7 @@ pub const REFUSED_MARK: &str = "~refused";
 
 /// A published change: `agent \n task_id \n STATUS \n owner \n task` (owner empty for none;
 /// client names and JWT subjects hold no line break). A published refusal:
-/// `agent \n task_id \n ~refused \n reason \n RECORDED OFFERED at`.
+/// `agent \n task_id \n ~refused \n reason \n RECORDED OFFERED at recorded_agent`.
 pub fn decode(msg: &[u8]) -> Option<News> {
     let mut parts = msg.splitn(5, |&b| b == b'\n');
     let agent = std::str::from_utf8(parts.next()?).ok()?;
@@ -176,10 +179,11 @@ pub fn decode(msg: &[u8]) -> Option<News> {
     let fourth = std::str::from_utf8(parts.next()?).ok()?;
     let rest = parts.next()?;
     if third == REFUSED_MARK {
-        let mut f = std::str::from_utf8(rest).ok()?.splitn(3, ' ');
-        let (recorded, offered, at) = (f.next()?, f.next()?, f.next()?);
+        let mut f = std::str::from_utf8(rest).ok()?.splitn(4, ' ');
+        let (recorded, offered, at, recorded_agent) = (f.next()?, f.next()?, f.next()?, f.next()?);
         return Some(News::Refused(Refused {
             agent: agent.into(),
+            recorded_agent: recorded_agent.into(),
             task_id: task_id.into(),
             recorded: Status::parse(recorded)?,
             offered: Status::parse(offered)?,
@@ -337,5 +341,80 @@ async fn relay_cluster(
             tracing::info!(channel = %c, "change channel moved with its slot; subscribing again");
             conn.ssubscribe(&c).await?;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn changes_and_refusals_decode_from_the_channel() {
+        let Some(News::Changed(c)) = decode(b"a\nt-1\nWORKING\nalice\n{\"x\":1}") else {
+            panic!("a change")
+        };
+        assert_eq!(
+            (
+                &*c.agent,
+                &*c.task_id,
+                c.status,
+                c.owner.as_deref(),
+                &c.task[..]
+            ),
+            (
+                "a",
+                "t-1",
+                Status::Working,
+                Some("alice"),
+                &b"{\"x\":1}"[..]
+            )
+        );
+        let msg = b"b\nt-1\n~refused\nforeign_agent\nCOMPLETED WORKING 2026-11-30T00:00:00.000Z a";
+        let Some(News::Refused(r)) = decode(msg) else {
+            panic!("a refusal")
+        };
+        assert_eq!(
+            (
+                &*r.agent,
+                &*r.recorded_agent,
+                &*r.task_id,
+                r.recorded,
+                r.offered,
+                r.reason,
+                &*r.at
+            ),
+            (
+                "b",
+                "a",
+                "t-1",
+                Status::Completed,
+                Status::Working,
+                Refusal::ForeignAgent,
+                "2026-11-30T00:00:00.000Z"
+            )
+        );
+        // Malformed: dropped, never half-read.
+        for bad in [
+            &b"b\nt-1\n~refused\nrude\nCOMPLETED WORKING 2026 a"[..],
+            b"b\nt-1\n~refused\nstale\nCOMPLETED",
+            b"a\nt\nDONE\n\n{}",
+        ] {
+            assert!(decode(bad).is_none(), "{}", String::from_utf8_lossy(bad));
+        }
+    }
+
+    #[test]
+    fn a_replica_of_the_previous_format_drops_a_refusal() {
+        // The previous release's decode: the third line must be a status.
+        let old = |msg: &[u8]| {
+            let mut parts = msg.splitn(5, |&b| b == b'\n');
+            let _ = (parts.next()?, parts.next()?);
+            Status::parse(std::str::from_utf8(parts.next()?).ok()?)
+        };
+        assert!(
+            old(b"b\nt-1\n~refused\nterminal\nCOMPLETED WORKING 2026-11-30T00:00:00.000Z b")
+                .is_none()
+        );
+        assert!(old(b"a\nt\nWORKING\n\n{}").is_some());
     }
 }

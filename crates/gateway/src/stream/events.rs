@@ -60,15 +60,22 @@ impl Filter {
     }
 
     /// Whether a refusal passes the filters: only for a client that sees every task (a refused
-    /// update names no owner it could be checked against).
+    /// update names no owner it could be checked against), and that may use both the agent
+    /// that offered it and the one the task is recorded under (they differ for
+    /// `foreign_agent`: the event would tell of another agent's task). An `agent=` filter
+    /// takes either.
     pub fn matches_refusal(&self, r: &Refused) -> bool {
-        self.owner.is_none()
-            && (self.agents.is_empty() || self.agents.iter().any(|a| **a == *r.agent))
-            && (self.tasks.is_empty() || self.tasks.iter().any(|t| **t == *r.task_id))
-            && self
-                .allowed
+        let named = |a: &str| self.agents.iter().any(|f| f == a);
+        let allowed = |a: &str| {
+            self.allowed
                 .as_ref()
-                .is_none_or(|l| l.iter().any(|a| **a == *r.agent))
+                .is_none_or(|l| l.iter().any(|f| f == a))
+        };
+        self.owner.is_none()
+            && (self.agents.is_empty() || named(&r.agent) || named(&r.recorded_agent))
+            && (self.tasks.is_empty() || self.tasks.iter().any(|t| **t == *r.task_id))
+            && allowed(&r.agent)
+            && allowed(&r.recorded_agent)
     }
 }
 
