@@ -972,7 +972,7 @@ async fn the_fleet_snapshot_shows_each_client_what_it_may_see() {
     assert_eq!(names(&alice), ["a"], "alice may use agent a only");
     assert_eq!(
         alice["caller"],
-        json!({"client": "alice", "sees_all": false, "admin": false})
+        json!({"client": "alice", "sees_all": false, "admin": false, "rights": ["tasks", "streams"]})
     );
     for part in ["tasks", "webhooks", "streams"] {
         assert!(
@@ -1008,7 +1008,8 @@ async fn the_fleet_snapshot_shows_each_client_what_it_may_see() {
     assert_eq!(names(&ops), ["a", "b"]);
     assert_eq!(
         ops["caller"],
-        json!({"client": "ops", "sees_all": true, "admin": true})
+        json!({"client": "ops", "sees_all": true, "admin": true,
+            "rights": ["tasks", "streams", "events", "all_tasks", "metrics", "admin"]})
     );
     let counts: Vec<(&str, u64)> = ["a", "b"]
         .iter()
@@ -1036,23 +1037,22 @@ async fn the_fleet_snapshot_shows_each_client_what_it_may_see() {
     assert!(peek["tasks"].is_null() && !peek["caller"]["admin"].as_bool().expect("bool"));
 }
 
+/// `/events` opened with `key` as `?access_token=`.
+async fn events_as(g: &TestGateway, key: &str) -> Events {
+    let client = Client::builder(TokioExecutor::new()).build_http();
+    let req = hyper::Request::get(format!("{}/events?access_token={key}", g.http.base))
+        .body(Full::new(Bytes::new()))
+        .expect("request");
+    Events::new(client.request(req).await.expect("events"))
+}
+
 /// An update the state machine refuses is on `/events` as `event: task.transition.refused`,
 /// with what was recorded, what was offered and why, for a client that sees every task; a
 /// client that sees only its own tasks does not get it, even for its own task.
 #[tokio::test]
 async fn refused_transitions_reach_only_clients_that_see_every_task() {
     let (a, _b, g) = two_agents(clients).await;
-    let open = |key: &'static str| {
-        let base = g.http.base.clone();
-        async move {
-            let client = Client::builder(TokioExecutor::new()).build_http();
-            let req = hyper::Request::get(format!("{base}/events?access_token={key}"))
-                .body(Full::new(Bytes::new()))
-                .expect("request");
-            Events::new(client.request(req).await.expect("events"))
-        }
-    };
-    let (mut bobs, mut all) = (open(BOB).await, open(OPS).await);
+    let (mut bobs, mut all) = (events_as(&g, BOB).await, events_as(&g, OPS).await);
     let id = create(&g, "a", BOB).await;
     let done = a
         .set_status(&id, "COMPLETED", fields_for("COMPLETED"))
@@ -1093,5 +1093,62 @@ async fn refused_transitions_reach_only_clients_that_see_every_task() {
         bobs.next_event(Duration::from_millis(500)).await.is_none(),
         "bob sees only his own tasks' changes, not refusals: {}",
         bobs.raw
+    );
+}
+
+/// A client with `all_tasks` kept to agent a: a refusal of agent b's update to a's task (a
+/// `foreign_agent`) is not for it, nor are the fleet's totals; a client that may use every
+/// agent gets both.
+#[tokio::test]
+async fn a_client_kept_to_some_agents_sees_neither_foreign_refusals_nor_fleet_totals() {
+    const AUDITOR: &str = "auditor-key-0123456789abcdef";
+    let (a, b, g) = two_agents(|cfg| {
+        clients(cfg);
+        cfg.clients.push(client(
+            "auditor",
+            AUDITOR,
+            &["a"],
+            &[Right::Events, Right::AllTasks, Right::Tasks],
+        ));
+        cfg.agents[1].ingest_token = Some(Secret::new(TOKEN));
+    })
+    .await;
+    let fleet = get(&g, "/api/fleet", Some(AUDITOR)).await.json();
+    assert_eq!(fleet["caller"]["sees_all"], false, "{fleet}");
+    assert!(
+        fleet["tasks"].is_null() && fleet["webhooks"].is_null(),
+        "{fleet}"
+    );
+    assert_eq!(fleet["agents"].as_array().map(Vec::len), Some(1));
+    let (mut auditor, mut all) = (events_as(&g, AUDITOR).await, events_as(&g, OPS).await);
+    let id = create(&g, "a", OPS).await;
+    for s in [&mut auditor, &mut all] {
+        let e = s.next_event(WAIT).await.expect("the create, on agent a");
+        assert_eq!(e.event, "task.status.updated");
+    }
+    // Agent b claims a's task.
+    let mut stolen = doc_at(
+        &a,
+        &id,
+        "WORKING",
+        a2a_gateway::protocol::time::now_ms() + 1000,
+    );
+    stolen["agent_id"] = json!(b.agent_id());
+    let r = g.http.push_task("b", TOKEN, &stolen).await;
+    assert_ne!(r.status, 202, "{r:?}");
+    let e = all.next_event(WAIT).await.expect("ops hears the refusal");
+    assert_eq!(e.event, "task.transition.refused");
+    let d: Value = serde_json::from_str(&e.data).expect("json");
+    assert_eq!(
+        (&d["agent"], &d["reason"], &d["recorded"]),
+        (&json!("b"), &json!("foreign_agent"), &json!("SUBMITTED"))
+    );
+    assert!(
+        auditor
+            .next_event(Duration::from_millis(500))
+            .await
+            .is_none(),
+        "the auditor may not use agent b: {}",
+        auditor.raw
     );
 }

@@ -338,6 +338,21 @@ async fn the_fleet_page_asks_for_a_key_and_keeps_it_for_the_session() {
             .await,
         0
     );
+    // Escape dismisses the prompt; "Enter a key" brings it back.
+    press(&mut b, "Escape", 27).await;
+    b.wait_for(
+        "the prompt dismissed, with a way back",
+        "!document.getElementById('key-dialog').open && !document.getElementById('enter-key').hidden",
+        WAIT,
+    )
+    .await;
+    b.eval("document.getElementById('enter-key').click()").await;
+    b.wait_for(
+        "the prompt again",
+        "document.getElementById('key-dialog').open",
+        WAIT,
+    )
+    .await;
     let submit = |key: &str| {
         format!(
             "(() => {{ document.getElementById('key').value = {key:?}; \
@@ -396,6 +411,15 @@ async fn the_fleet_page_asks_for_a_key_and_keeps_it_for_the_session() {
         WAIT,
     )
     .await;
+    // Nothing seen with the key is left on the page.
+    assert_eq!(
+        b.eval(
+            "document.querySelectorAll('#feed li, #recent tbody tr, #agents tbody tr, \
+             #task-counts li').length"
+        )
+        .await,
+        0
+    );
     let path = screenshot_path("fleet-key-prompt.png");
     b.screenshot(&path).await;
     eprintln!("screenshot: {}", path.display());
@@ -408,6 +432,11 @@ async fn the_fleet_page_renders_200_agents_and_keeps_up_with_a_burst() {
     for _ in 0..N {
         agents.push(agent().await);
     }
+    // The first agent's card carries markup in its display name: the page must show it as text.
+    const HOSTILE: &str = r#"<img src=x onerror="window.__xss=1">"#;
+    let mut card = agents[0].card();
+    card["display_name"] = json!(HOSTILE);
+    agents[0].set_card(card);
     let names: Vec<String> = (0..N).map(|i| format!("agent-{i:03}")).collect();
     let pairs: Vec<(&str, &sample::SampleAgent)> = names
         .iter()
@@ -439,6 +468,15 @@ async fn the_fleet_page_renders_200_agents_and_keeps_up_with_a_burst() {
     )
     .expect("names");
     assert_eq!(rendered, names, "every agent, in the gateway's order");
+    assert_eq!(
+        b.eval(
+            "[document.querySelector('#agents tbody tr').cells[1].textContent, \
+             document.querySelectorAll('img').length, window.__xss ?? null]"
+        )
+        .await,
+        json!([HOSTILE, 0, null]),
+        "an agent's display name is text, never markup"
+    );
     eprintln!(
         "200 agents: first render {first_render:.0} ms after navigation start ({} ms until the test saw all rows)",
         wall.as_millis()

@@ -29,8 +29,10 @@ const el = (tag, props, ...children) => {
   for (const c of children) if (c !== null && c !== undefined) e.append(c);
   return e;
 };
+// An agent's timestamp that JavaScript cannot read (a leap second, say) is shown as sent.
 const time = (iso) => {
   const d = iso ? new Date(iso) : new Date();
+  if (isNaN(d)) return el("time", { text: String(iso) });
   return el("time", { datetime: d.toISOString(), text: d.toLocaleTimeString() });
 };
 const setText = (node, text) => { if (node.textContent !== text) node.textContent = text; };
@@ -49,6 +51,10 @@ const page = {
   seen: [],                 // arrival times of the last events, for the rate
   detail: null,             // {id, stream}
   pollTimer: null,
+  gen: 0,                   // bumped when the key changes: answers for an older key are dropped
+  polling: false,
+  needsKey: false,
+  eventsRetryAt: 0,
   firstRender: false,
 };
 
@@ -79,6 +85,8 @@ function errorText(r) {
 // ---- the key --------------------------------------------------------------------------------
 
 function askForKey(message) {
+  page.needsKey = true;
+  $("enter-key").hidden = false;
   const d = $("key-dialog");
   $("key-error").textContent = message || "";
   if (!d.open) d.showModal();
@@ -96,63 +104,100 @@ $("key-form").addEventListener("submit", (ev) => {
   restart();
 });
 
-// Escape must not leave the page without a key and without a way back.
-$("key-dialog").addEventListener("cancel", (ev) => { if (!page.fleet) ev.preventDefault(); });
+// The dialog may be dismissed (Escape); "Enter a key" brings it back. Without clients, the
+// same button takes the admin_token, for the admin actions.
+$("enter-key").addEventListener("click", () => askForKey(""));
 
 $("forget-key").addEventListener("click", () => {
   sessionStorage.removeItem(KEY_ITEM);
   page.key = null;
-  page.fleet = null;
   restart();
 });
 
-function restart() {
+// Nothing seen with one key stays on screen for the next (or for none).
+function resetView() {
   closeEvents();
   closeDetail();
+  page.fleet = null;
+  page.pending = [];
+  page.seen = [];
+  page.dropped = 0;
+  page.prev.clear();
+  page.rows.clear();
+  page.recent.clear();
+  page.firstRender = false;
+  page.eventsRetryAt = 0;
+  for (const id of ["feed", "task-counts", "webhook-stats", "stream-stats", "detail-stream"]) $(id).replaceChildren();
+  for (const id of ["agents", "recent", "subscribers"]) $(id).tBodies[0].replaceChildren();
+  for (const id of ["who", "agents-count", "feed-rate", "updated"]) setText($(id), "");
+  setText($("feed-state"), "Not connected.");
+}
+
+function restart() {
+  page.gen += 1;
   clearTimeout(page.pollTimer);
+  resetView();
+  page.polling = false;
   poll();
 }
 
 // ---- the snapshot: agents, counts, webhooks, streams ----------------------------------------
 
+// One poll at a time; none while the tab is hidden (it resumes when shown).
 async function poll() {
   clearTimeout(page.pollTimer);
+  if (page.polling) return;
+  if (document.hidden) return;
+  const gen = page.gen;
+  page.polling = true;
   let r;
   try {
     r = await api("/api/fleet");
   } catch (e) {
+    r = null;
+  } finally {
+    if (gen === page.gen) page.polling = false;
+  }
+  if (gen !== page.gen) return;
+  const again = () => { page.pollTimer = setTimeout(poll, POLL_MS); };
+  if (r === null) {
     setText($("status"), "The gateway cannot be reached; retrying.");
-    page.pollTimer = setTimeout(poll, POLL_MS);
-    return;
+    return again();
   }
   if (r.status === 401) {
     const had = page.key;
-    page.key = null;
     sessionStorage.removeItem(KEY_ITEM);
-    page.fleet = null;
-    closeEvents();
+    page.key = null;
+    page.gen += 1;
+    resetView();
     setText($("status"), "A key is needed.");
     askForKey(had ? "That key was not accepted (" + errorText(r) + ")." : "");
     return;
   }
   if (r.status !== 200) {
     setText($("status"), "The fleet snapshot failed: " + errorText(r) + "; retrying.");
-    page.pollTimer = setTimeout(poll, POLL_MS);
-    return;
+    return again();
   }
   page.fleet = r.body;
   render(r.body);
-  if (!page.events) openEvents();
-  page.pollTimer = setTimeout(poll, POLL_MS);
+  const mayListen = r.body.caller.rights.includes("events");
+  if (!mayListen) setText($("feed-state"), "This key lacks the `events` right: no live feed.");
+  else if (!page.events && Date.now() >= page.eventsRetryAt) openEvents();
+  again();
 }
+document.addEventListener("visibilitychange", () => { if (!document.hidden) poll(); });
 
 function render(f) {
   const who = f.caller.client
     ? `Key: ${f.caller.client}${f.caller.sees_all ? " (sees every task)" : " (sees its own tasks)"}${f.caller.admin ? ", admin" : ""}`
-    : "No clients configured: everything is visible";
+    : `No clients configured: everything is visible${f.caller.admin ? " (admin token accepted)" : ""}`;
   setText($("who"), who);
   $("forget-key").hidden = !page.key;
-  setText($("status"), `Updated ${new Date(f.at).toLocaleTimeString()}`);
+  $("enter-key").hidden = !!page.key || !(page.needsKey || !f.caller.client);
+  setText($("enter-key"), f.caller.client ? "Enter a key" : "Admin token");
+  // The live region speaks only when the connection changes, not on every poll.
+  setText($("status"), "Connected.");
+  setText($("updated"), `Updated ${new Date(f.at).toLocaleTimeString()}`);
   renderAgents(f.agents);
   renderCounts(f.tasks);
   renderWebhooks(f.webhooks, f.caller.admin);
@@ -336,7 +381,7 @@ function openEvents() {
       // try again later rather than hammer it.
       setText($("feed-state"), "The live feed was refused or closed; retrying in 10 s.");
       page.events = null;
-      setTimeout(() => { if (!page.events && page.fleet) openEvents(); }, 10000);
+      page.eventsRetryAt = Date.now() + 10000;
     } else {
       setText($("feed-state"), "Reconnecting…");
     }
@@ -359,7 +404,7 @@ function closeEvents() {
 
 function queue(ev) {
   page.pending.push(ev);
-  page.seen.push(performance.now());
+  if (page.seen.length < 100000) page.seen.push(performance.now());
   if (page.pending.length > PENDING_MAX) {
     page.dropped += page.pending.length - PENDING_MAX;
     page.pending.splice(0, page.pending.length - PENDING_MAX);
@@ -381,7 +426,9 @@ function flush() {
   const now = performance.now();
   while (page.seen.length && now - page.seen[0] > 5000) page.seen.shift();
   setText($("feed-rate"), page.seen.length ? `${(page.seen.length / 5).toFixed(1)} events/s` : "");
-  if (page.paused || page.pending.length === 0) return;
+  // Paused, or a feed entry holds the keyboard focus: entries would move or vanish under it.
+  const holding = $("feed").contains(document.activeElement);
+  if (page.paused || holding || page.pending.length === 0) return;
   const batch = page.pending;
   page.pending = [];
   // The feed: newest first, only the last FEED_MAX built at all.
@@ -395,7 +442,11 @@ function flush() {
   }
   // Recent tasks: the latest state of each, newest first.
   const latest = new Map();
-  for (const ev of batch) if (ev.kind === "transition") latest.set(ev.task_id, ev);
+  for (const ev of batch) {
+    if (ev.kind !== "transition") continue;
+    latest.delete(ev.task_id); // re-inserted: the map's order is the order of last change
+    latest.set(ev.task_id, ev);
+  }
   const tbody = $("recent").tBodies[0];
   for (const ev of latest.values()) {
     let tr = page.recent.get(ev.task_id);
@@ -408,12 +459,16 @@ function flush() {
     tr.dataset.status = ev.status;
     tr.cells[2].replaceChildren(...stateSpan(ev.status));
     tr.cells[3].replaceChildren(time(ev.at));
-    tbody.prepend(tr);
+    // A row holding the keyboard focus stays where it is (moving it would drop the focus).
+    if (!tr.contains(document.activeElement)) tbody.prepend(tr);
   }
-  while (page.recent.size > RECENT_MAX) {
-    const last = tbody.lastElementChild;
-    page.recent.delete(last.dataset.task);
-    last.remove();
+  for (let row = tbody.lastElementChild; page.recent.size > RECENT_MAX && row;) {
+    const prev = row.previousElementSibling;
+    if (!row.contains(document.activeElement)) {
+      page.recent.delete(row.dataset.task);
+      row.remove();
+    }
+    row = prev;
   }
   if (page.detail && latest.has(page.detail.id)) loadRecord(page.detail.id);
 }
@@ -464,10 +519,11 @@ function openTask(id) {
   const state = $("detail-stream-state");
   setText(state, "(connecting)");
   stream.onopen = () => setText(state, "(live)");
-  // The stream ends with the task (or is refused for one that has ended): no reconnecting.
+  // A stream that ends with its task is answered 204 when the EventSource comes back, which
+  // closes it; a dropped connection is retried by the EventSource itself.
   stream.onerror = () => {
-    stream.close();
-    if (page.detail?.stream !== stream) return;
+    if (page.detail?.stream !== stream) return stream.close();
+    if (stream.readyState !== EventSource.CLOSED) return setText(state, "(reconnecting)");
     setText(state, "(ended)");
     loadRecord(id);
     loadArtifacts(id);
@@ -492,6 +548,11 @@ function closeDetail() {
   $("task-detail").hidden = true;
 }
 $("detail-close").addEventListener("click", () => { closeDetail(); $("recent-heading").focus(); });
-document.addEventListener("keydown", (e) => { if (e.key === "Escape" && page.detail && !$("key-dialog").open) closeDetail(); });
+document.addEventListener("keydown", (e) => {
+  if (e.key === "Escape" && page.detail && !$("key-dialog").open) {
+    closeDetail();
+    $("recent-heading").focus();
+  }
+});
 
 poll();

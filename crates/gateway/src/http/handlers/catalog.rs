@@ -9,7 +9,7 @@ use hyper::StatusCode;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::auth::Caller;
+use crate::auth::{Agents, Caller};
 use crate::config::Right;
 use crate::http::admission;
 use crate::http::context::Ctx;
@@ -125,15 +125,34 @@ pub fn agents(state: &State, ctx: &Ctx) -> ApiResult {
     ))
 }
 
+/// Whether the caller sees the whole fleet: no clients configured, or a client with
+/// `all_tasks` or `admin` that may use every agent (a client kept to some agents must not
+/// read the others' numbers, nor every subscriber's state).
+fn sees_everything(caller: &Caller) -> bool {
+    match caller {
+        Caller::Open => true,
+        Caller::Public => false,
+        Caller::Client(c) => {
+            (c.can(Right::AllTasks) || c.can(Right::Admin)) && matches!(c.agents, Agents::All)
+        }
+    }
+}
+
 /// GET /api/fleet: everything the fleet page shows, in one read, as far as the caller may see
 /// it. Every caller gets the agents it may use, with their numbers on this replica. The task
-/// counts, the webhook queue and the streams are about every client's tasks: only a caller
-/// that sees them all (`all_tasks`, or no clients configured) gets them (`null` otherwise).
-/// `caller.admin` says whether the page may offer the admin actions (redrive, enable).
+/// counts, the webhook queue and the streams are about every client's tasks and every agent:
+/// only a caller that sees the whole fleet ([`sees_everything`]) gets them (`null`
+/// otherwise). `caller.admin` says whether the page may offer the admin actions (redrive,
+/// enable), `caller.rights` which routes it may use at all.
 pub async fn fleet(state: &State, ctx: &Ctx, headers: &hyper::HeaderMap) -> ApiResult {
     let errors = sees_errors(ctx);
-    let sees_all = ctx.caller.can(Right::AllTasks);
+    let sees_all = sees_everything(&ctx.caller);
     let admin = admission::is_admin(state, ctx, headers);
+    let rights: Vec<&str> = Right::ALL
+        .into_iter()
+        .filter(|r| ctx.caller.can(*r))
+        .map(Right::as_str)
+        .collect();
     let usable = usable(state, ctx);
     let agents: Vec<Entry<'_>> = usable
         .iter()
@@ -175,7 +194,7 @@ pub async fn fleet(state: &State, ctx: &Ctx, headers: &hyper::HeaderMap) -> ApiR
     };
     let body = json!({
         "at": crate::protocol::time::now(),
-        "caller": { "client": client, "sees_all": sees_all, "admin": admin },
+        "caller": { "client": client, "sees_all": sees_all, "admin": admin, "rights": rights },
         "agents": agents,
         "tasks": tasks,
         "webhooks": webhooks,

@@ -54,10 +54,12 @@ fn etag(a: UiAsset) -> &'static HeaderValue {
 pub fn asset(a: UiAsset, req: &HeaderMap) -> ApiResult {
     let (body, content_type) = file(a);
     let tag = etag(a);
+    // Weak comparison (RFC 9110 §13.1.2): a proxy that compresses the file marks the tag weak.
     let fresh = req.get(IF_NONE_MATCH).is_some_and(|v| {
-        v.as_bytes()
-            .split(|&b| b == b',')
-            .any(|t| t.trim_ascii() == tag.as_bytes())
+        v.as_bytes().split(|&b| b == b',').any(|t| {
+            let t = t.trim_ascii();
+            t == b"*" || t.strip_prefix(b"W/").unwrap_or(t) == tag.as_bytes()
+        })
     });
     let mut res = if fresh {
         let mut r = Response::new(Body::empty());
@@ -108,6 +110,16 @@ mod tests {
         h.insert(IF_NONE_MATCH, tag.clone());
         let res = asset(UiAsset::Script, &h).expect("answer");
         assert_eq!(res.status(), StatusCode::NOT_MODIFIED);
+        h.insert(
+            IF_NONE_MATCH,
+            HeaderValue::try_from(format!("\"x\", W/{}", tag.to_str().expect("ascii")))
+                .expect("value"),
+        );
+        assert_eq!(
+            asset(UiAsset::Script, &h).expect("answer").status(),
+            StatusCode::NOT_MODIFIED,
+            "a weak tag matches"
+        );
         h.insert(IF_NONE_MATCH, HeaderValue::from_static("\"other\""));
         assert_eq!(
             asset(UiAsset::Script, &h).expect("answer").status(),
