@@ -477,6 +477,15 @@ async fn the_fleet_page_renders_200_agents_and_keeps_up_with_a_burst() {
         json!([HOSTILE, 0, null]),
         "an agent's display name is text, never markup"
     );
+    // And the browser itself refuses HTML sinks on this page (Trusted Types, from the CSP).
+    assert_eq!(
+        b.eval(
+            "(() => { try { document.body.insertAdjacentHTML('beforeend', '<b>x</b>'); \
+             return 'written'; } catch (e) { return e.name; } })()"
+        )
+        .await,
+        "TypeError"
+    );
     eprintln!(
         "200 agents: first render {first_render:.0} ms after navigation start ({} ms until the test saw all rows)",
         wall.as_millis()

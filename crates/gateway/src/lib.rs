@@ -76,6 +76,8 @@ pub struct State {
     pub tls: Option<Arc<tls::Tls>>,
     /// The tracer, when `[telemetry] otlp_endpoint` is set.
     pub telemetry: Option<Arc<telemetry::Telemetry>>,
+    /// The whole-fleet numbers of `/api/fleet`, shared by every worker for a second.
+    pub fleet_totals: Arc<http::FleetTotals>,
 }
 
 /// Every config check, with the knowledge of the modules that own them: the webhook module's
@@ -287,6 +289,7 @@ impl Gateway {
         }
         let grace = config.shutdown_grace;
         let mut states = Vec::with_capacity(listeners.len());
+        let fleet_totals = Arc::new(http::FleetTotals::default());
         for (i, listener) in listeners.into_iter().enumerate() {
             let state = State {
                 config: config.clone(),
@@ -303,6 +306,7 @@ impl Gateway {
                 buckets: buckets.clone(),
                 tls: tls.clone(),
                 telemetry: telemetry.clone(),
+                fleet_totals: fleet_totals.clone(),
             };
             let state = Arc::new(ArcSwap::from_pointee(state));
             states.push(state.clone());

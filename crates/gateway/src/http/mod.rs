@@ -35,4 +35,5 @@ pub mod route;
 mod server;
 
 pub use detach::{drain_late_answers, LATE_DRAIN, MAX_LATE_ANSWERS};
+pub use handlers::catalog::FleetTotals;
 pub use server::{bind, serve};

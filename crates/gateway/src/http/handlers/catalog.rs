@@ -4,6 +4,7 @@
 
 use hyper::header::{HeaderValue, CACHE_CONTROL};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use hyper::StatusCode;
 use serde::Serialize;
@@ -125,6 +126,69 @@ pub fn agents(state: &State, ctx: &Ctx) -> ApiResult {
     ))
 }
 
+/// The whole-fleet part of `/api/fleet` (task counts, webhook queue, streams), kept for a
+/// second and shared by every caller that may see it: a read costs the store a round of
+/// commands (on Redis, a pipeline per partition), and any number of open pages should cost it
+/// about one round a second, not one per page.
+#[derive(Default)]
+pub struct FleetTotals(std::sync::Mutex<Option<(Instant, Arc<Value>)>>);
+
+/// How long [`FleetTotals`] serves one read.
+const TOTALS_FOR: Duration = Duration::from_secs(1);
+
+impl FleetTotals {
+    fn fresh(&self, now: Instant) -> Option<Arc<Value>> {
+        let kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        kept.as_ref()
+            .filter(|(at, _)| now.saturating_duration_since(*at) < TOTALS_FOR)
+            .map(|(_, v)| v.clone())
+    }
+
+    fn keep(&self, at: Instant, v: Arc<Value>) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some((at, v));
+    }
+}
+
+/// `{tasks, webhooks, streams}`, read now or within the last [`TOTALS_FOR`]. A store that does
+/// not answer leaves its part as `{"unavailable": reason}`; the page still shows the rest.
+async fn totals(state: &State) -> Arc<Value> {
+    let now = Instant::now();
+    if let Some(v) = state.fleet_totals.fresh(now) {
+        return v;
+    }
+    let tasks = match state.ledger.counts().await {
+        Ok(counts) => Status::ALL
+            .iter()
+            .zip(counts)
+            .map(|(st, n)| (st.as_str().to_owned(), json!(n)))
+            .collect::<serde_json::Map<_, _>>()
+            .into(),
+        Err(e) => json!({ "unavailable": e.to_string() }),
+    };
+    let webhooks = match (state.queue.stats().await, state.queue.disabled().await) {
+        (Ok(q), Ok(disabled)) => json!({
+            "queue_depth": q.queued,
+            "retrying": q.retrying,
+            "dead_letters": q.dead,
+            "subscribers": state.config.subscribers.iter().map(|s| json!({
+                "name": s.name,
+                "disabled": disabled.iter().find(|(n, _)| *n == s.name).map(|(_, r)| r),
+            })).collect::<Vec<_>>(),
+        }),
+        (Err(e), _) | (_, Err(e)) => json!({ "unavailable": e.to_string() }),
+    };
+    let v = Arc::new(json!({
+        "tasks": tasks,
+        "webhooks": webhooks,
+        "streams": {
+            "upstreams": state.metrics.stream_upstreams.get(),
+            "subscribers": state.metrics.stream_subscribers.get(),
+        },
+    }));
+    state.fleet_totals.keep(now, v.clone());
+    v
+}
+
 /// Whether the caller sees the whole fleet: no clients configured, or a client with
 /// `all_tasks` or `admin` that may use every agent (a client kept to some agents must not
 /// read the others' numbers, nor every subscriber's state).
@@ -158,36 +222,11 @@ pub async fn fleet(state: &State, ctx: &Ctx, headers: &hyper::HeaderMap) -> ApiR
         .iter()
         .map(|(a, s, h)| entry(a, s, h, errors, true))
         .collect();
-    let (mut tasks, mut webhooks, mut streams) = (Value::Null, Value::Null, Value::Null);
-    if sees_all {
-        // A store that does not answer leaves its part null (with the reason); the page
-        // still shows the rest.
-        tasks = match state.ledger.counts().await {
-            Ok(counts) => Status::ALL
-                .iter()
-                .zip(counts)
-                .map(|(st, n)| (st.as_str().to_owned(), json!(n)))
-                .collect::<serde_json::Map<_, _>>()
-                .into(),
-            Err(e) => json!({ "unavailable": e.to_string() }),
-        };
-        webhooks = match (state.queue.stats().await, state.queue.disabled().await) {
-            (Ok(q), Ok(disabled)) => json!({
-                "queue_depth": q.queued,
-                "retrying": q.retrying,
-                "dead_letters": q.dead,
-                "subscribers": state.config.subscribers.iter().map(|s| json!({
-                    "name": s.name,
-                    "disabled": disabled.iter().find(|(n, _)| *n == s.name).map(|(_, r)| r),
-                })).collect::<Vec<_>>(),
-            }),
-            (Err(e), _) | (_, Err(e)) => json!({ "unavailable": e.to_string() }),
-        };
-        streams = json!({
-            "upstreams": state.metrics.stream_upstreams.get(),
-            "subscribers": state.metrics.stream_subscribers.get(),
-        });
-    }
+    let totals = match sees_all {
+        true => Some(totals(state).await),
+        false => None,
+    };
+    let part = |k: &str| totals.as_ref().map_or(&Value::Null, |t| &t[k]);
     let client = match &ctx.caller {
         Caller::Client(c) => Some(&*c.name),
         Caller::Open | Caller::Public => None,
@@ -196,9 +235,9 @@ pub async fn fleet(state: &State, ctx: &Ctx, headers: &hyper::HeaderMap) -> ApiR
         "at": crate::protocol::time::now(),
         "caller": { "client": client, "sees_all": sees_all, "admin": admin, "rights": rights },
         "agents": agents,
-        "tasks": tasks,
-        "webhooks": webhooks,
-        "streams": streams,
+        "tasks": part("tasks"),
+        "webhooks": part("webhooks"),
+        "streams": part("streams"),
     });
     let mut res = response::json(StatusCode::OK, to_json(&body)?);
     res.headers_mut()
@@ -239,4 +278,25 @@ pub fn card(state: &State, ctx: &mut Ctx, name: &str) -> ApiResult {
         }
     }
     Ok(res)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fleet_totals_serve_one_read_for_a_second() {
+        let t = FleetTotals::default();
+        let at = Instant::now();
+        assert!(t.fresh(at).is_none());
+        t.keep(at, Arc::new(json!({"tasks": 1})));
+        assert_eq!(
+            t.fresh(at + Duration::from_millis(999)).as_deref(),
+            Some(&json!({"tasks": 1}))
+        );
+        assert!(
+            t.fresh(at + TOTALS_FOR).is_none(),
+            "read again after a second"
+        );
+    }
 }
