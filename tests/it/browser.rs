@@ -6,7 +6,7 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -126,17 +126,7 @@ struct Chromium {
 impl Chromium {
     fn open(url: &str) -> Chromium {
         let profile = tempfile::tempdir().expect("profile dir");
-        let child = Command::new("chromium")
-            .args([
-                "--headless=new",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-dev-shm-usage",
-                "--no-first-run",
-                "--no-default-browser-check",
-                "--disable-background-networking",
-            ])
-            .arg(format!("--user-data-dir={}", profile.path().display()))
+        let child = crate::support::cdp::headless(profile.path())
             .arg(url)
             .stdin(Stdio::null())
             .stdout(Stdio::null())

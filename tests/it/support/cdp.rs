@@ -55,6 +55,23 @@ impl Drop for Chromium {
     }
 }
 
+/// Debian's Chromium, headless, with a profile of its own and nothing running in the
+/// background: the command every browser test starts from.
+pub fn headless(profile: &Path) -> Command {
+    let mut cmd = Command::new("chromium");
+    cmd.args([
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--no-default-browser-check",
+        "--disable-background-networking",
+    ])
+    .arg(format!("--user-data-dir={}", profile.display()));
+    cmd
+}
+
 impl Browser {
     /// Start Chromium with a `width`×`height` window on `about:blank` and connect to its page.
     ///
@@ -62,18 +79,8 @@ impl Browser {
     /// `DevToolsActivePort` in the profile directory: no port can clash between parallel tests.
     pub async fn launch(width: u32, height: u32) -> Browser {
         let profile = tempfile::tempdir().expect("chromium profile dir");
-        let child = Command::new("chromium")
-            .args([
-                "--headless=new",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-dev-shm-usage",
-                "--no-first-run",
-                "--no-default-browser-check",
-                "--disable-background-networking",
-                "--remote-debugging-port=0",
-            ])
-            .arg(format!("--user-data-dir={}", profile.path().display()))
+        let child = headless(profile.path())
+            .arg("--remote-debugging-port=0")
             .arg(format!("--window-size={width},{height}"))
             .arg("about:blank")
             .stdin(Stdio::null())
