@@ -185,7 +185,7 @@ impl Gateway {
             config.webhooks.max_queued,
             config.webhooks.max_dead_letters,
         ));
-        let feed = Arc::new(stream::changes::ChangeFeed::new());
+        let feed = Arc::new(ledger::changes::ChangeFeed::new());
         let (stop, stop_rx) = watch::channel(false);
         let store = match &config.redis {
             Some(r) => {
@@ -252,7 +252,7 @@ impl Gateway {
         ));
         feed.on_terminal(hub.terminal_hook());
         if let Some(store) = &store {
-            tokio::spawn(stream::changes::relay_redis(
+            tokio::spawn(ledger::changes::relay_redis(
                 store.clone(),
                 feed.clone(),
                 stop_rx.clone(),

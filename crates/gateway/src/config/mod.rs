@@ -20,7 +20,7 @@ pub use identity::{AuthConfig, ClientConfig, CorsConfig, JwtConfig, Right};
 pub use rules::{NoRules, Rules};
 pub use tls::{ClientAuth, PemKind, TlsConfig};
 
-pub use store::RedisConfig;
+pub use store::{RedisConfig, MAX_PARTITIONS};
 pub use telemetry::{LogFormat, TelemetryConfig};
 pub(crate) use validate::redact_url;
 pub use validate::Problem;

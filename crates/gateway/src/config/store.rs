@@ -7,6 +7,10 @@ use serde::Deserialize;
 
 use super::{de, redact_url};
 
+/// The most partitions a keyspace may have (`[redis] partitions`): every replica's workers poll
+/// every partition's stream.
+pub const MAX_PARTITIONS: u16 = 1024;
+
 /// `[redis]`.
 #[derive(Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]

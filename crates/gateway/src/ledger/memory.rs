@@ -10,13 +10,13 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
+use super::changes::{Change, ChangeFeed, Refused};
 use super::idempotency::MemoryKeys;
 use super::{
     decide, notifies, Answer, Applied, ArtifactRef, Claim, Fingerprint, LedgerError, LedgerFuture,
     Record, TaskLedger,
 };
 use crate::protocol::task::{Head, Refusal, Verdict};
-use crate::stream::changes::{Change, ChangeFeed, Refused};
 use crate::webhook::queue::{self, MemoryQueue, Message, Outbox};
 
 const SHARDS: usize = 16;

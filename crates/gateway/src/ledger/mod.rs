@@ -5,6 +5,7 @@
 //! with [`crate::protocol::task::judge`] and records it only if accepted. Implementations differ in
 //! where the record lives (this process, or Redis for many replicas), never in the rule.
 
+pub mod changes;
 pub mod idempotency;
 mod memory;
 mod redis;

@@ -34,6 +34,16 @@ pub struct Part {
     pub changes: Box<str>,
 }
 
+/// The Redis channel of a partition's changes (`part` is the partition's key prefix, so the
+/// channel has its hash tag: a script may publish on a shard channel of its own slot only).
+/// Versioned with its message format (`ledger::changes::decode`): replicas of different
+/// formats, side by side during a rolling upgrade, then do not hear each other's changes (their
+/// `/events` clients miss the other side's until the upgrade is done) rather than misread them.
+/// Version 2 added the owner; version 3 split the channel by partition.
+fn change_channel(part: &str) -> String {
+    format!("{part}changes:3")
+}
+
 /// The Redis Cluster slot of a key (CRC16/XMODEM of its hash tag, or of the whole key).
 pub fn slot(key: &[u8]) -> u16 {
     let tagged = key.iter().position(|&b| b == b'{').and_then(|open| {
@@ -83,7 +93,7 @@ impl Keyspace {
                 Part {
                     state: format!("{part}state:").into(),
                     wh: format!("{part}wh:").into(),
-                    changes: crate::stream::changes::channel(&part).into(),
+                    changes: change_channel(&part).into(),
                     prefix: part.into(),
                 }
             })
@@ -122,6 +132,11 @@ impl Keyspace {
     /// Every partition's key prefix, in order.
     pub fn parts(&self) -> impl Iterator<Item = &str> + '_ {
         self.parts.iter().map(|p| &*p.prefix)
+    }
+
+    /// Every partition's change channel, in order.
+    pub fn change_channels(&self) -> impl Iterator<Item = &str> + '_ {
+        self.parts.iter().map(|p| &*p.changes)
     }
 
     /// The prefix of keys that belong to no partition (idempotency keys, artifacts: one key

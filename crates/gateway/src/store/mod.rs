@@ -27,9 +27,7 @@ pub use keyspace::Keyspace;
 
 use crate::config::RedisConfig;
 
-/// The most partitions a keyspace may have (`[redis] partitions`): every replica's workers poll
-/// every partition's stream.
-pub const MAX_PARTITIONS: u16 = 1024;
+pub use crate::config::MAX_PARTITIONS;
 
 /// How often a store marked down pings Redis.
 const PING_DOWN: Duration = Duration::from_millis(250);

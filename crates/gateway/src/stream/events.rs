@@ -18,8 +18,8 @@ use bytes::Bytes;
 use futures_util::stream::{SelectAll, StreamExt};
 use tokio::sync::{broadcast, mpsc};
 
-use super::changes::{Change, News, Refused};
 use super::topic::Subscription;
+use crate::ledger::changes::{Change, News, Refused};
 use crate::metrics::Metrics;
 use crate::protocol::sse::{write_event, write_ping, Parser};
 

@@ -11,7 +11,6 @@
 //! the event-stream rules is given up on: subscribers get a final `event: upstream_error`, and
 //! for a cool-off so does every new subscriber, at once and without a new upstream connection.
 
-pub mod changes;
 pub mod events;
 mod source;
 pub mod topic;
@@ -22,11 +21,11 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
+use crate::ledger::changes::{self, ChangeFeed};
 use crate::ledger::TaskLedger;
 use crate::metrics::Metrics;
 use crate::registry::Agent;
 use crate::upstream::{AgentError, Upstream};
-use changes::ChangeFeed;
 use topic::{Key, Limits, Phase, Subscription, Topic};
 
 /// Why a subscription could not be served.

@@ -423,10 +423,10 @@ impl Validator {
                 format!("{prefix:?} must not contain braces: each partition adds its own {{hash tag}} after the prefix (use e.g. \"a2a:\")"),
             );
         }
-        if r.partitions == 0 || r.partitions > crate::store::MAX_PARTITIONS {
+        if r.partitions == 0 || r.partitions > super::MAX_PARTITIONS {
             self.problem(
                 "redis.partitions",
-                format!("must be 1-{}", crate::store::MAX_PARTITIONS),
+                format!("must be 1-{}", super::MAX_PARTITIONS),
             );
         }
         // WAIT holds the connection's other commands behind it, and every answer is awaited

@@ -1,4 +1,4 @@
-//! The change feed: every status change the ledger accepts, as it happens, for whoever listens
+//! The ledger's output, the change feed: every status change the ledger accepts, as it happens, for whoever listens
 //! in this process (per-task streams close on a terminal change; `/events` clients see them
 //! all). The in-process ledger publishes here directly. The Redis ledger's apply script
 //! publishes each change on its partition's channel in the same step that records it, and
@@ -153,16 +153,6 @@ impl ChangeFeed {
     }
 }
 
-/// The Redis channel of a partition's changes (`part` is the partition's key prefix, so the
-/// channel has its hash tag: a script may publish on a shard channel of its own slot only).
-/// Versioned with its message format (see [`decode`]): replicas of different formats, side by
-/// side during a rolling upgrade, then do not hear each other's changes (their `/events`
-/// clients miss the other side's until the upgrade is done) rather than misread them. Version
-/// 2 added the owner; version 3 split the channel by partition.
-pub fn channel(part: &str) -> String {
-    format!("{part}changes:3")
-}
-
 /// The third line of a published refusal, where a change has its status: a replica that does
 /// not know refusals reads no status there and drops the message, so the channel needs no new
 /// version for them.
@@ -209,7 +199,7 @@ pub async fn relay_redis(
     feed: Arc<ChangeFeed>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let chans: Vec<String> = store.keys.parts().map(channel).collect();
+    let chans: Vec<String> = store.keys.change_channels().map(str::to_owned).collect();
     let mut backoff = Duration::from_millis(100);
     loop {
         if *stop.borrow() {
