@@ -7,7 +7,7 @@
 //! Load runs (gateway vs nginx in front of the same agent) measure the sockets; this measures
 //! the work the gateway adds per request.
 //!
-//! The schema budget (`protocol::card::check_budget`) runs when a card is compiled, not per
+//! The schema budget (`protocol::clawpedia::card::check_budget`) runs when a card is compiled, not per
 //! request: `validate_input` uses the compiled validator, and its per-request cost is that of
 //! the validator alone. The `card_compile` group shows what the budget adds to a card compile:
 //! the budget walk alone, the schema compile alone (with the regex limits, `jsonschema` builds
@@ -17,10 +17,11 @@
 use std::time::Duration;
 
 use a2a_gateway::ledger::{MemoryLedger, TaskLedger};
-use a2a_gateway::protocol::card::{check_budget, compile_schema_within, Budget, Card};
-use a2a_gateway::protocol::conform::{check_task, TaskExpect};
+use a2a_gateway::protocol::clawpedia::card::{check_budget, compile_schema_within, Budget, Card};
+use a2a_gateway::protocol::clawpedia::conform::{check_task, TaskExpect};
+use a2a_gateway::protocol::clawpedia::task::task_ref;
 use a2a_gateway::protocol::json;
-use a2a_gateway::protocol::task::{Status, TaskRef};
+use a2a_gateway::protocol::task::Status;
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use serde_json::Value;
@@ -91,7 +92,7 @@ fn bench(c: &mut Criterion) {
                 now_ms: None,
             };
             assert!(check_task(&parsed, expect).is_empty());
-            TaskRef::from_json(&parsed).expect("task ref")
+            task_ref(&parsed).expect("task ref")
         })
     });
     g.bench_function("record_answer", |b| {
@@ -121,7 +122,7 @@ fn bench(c: &mut Criterion) {
             now_ms: None,
         };
         assert!(check_task(&task, expect).is_empty());
-        let r = TaskRef::from_json(&task).expect("task ref");
+        let r = task_ref(&task).expect("task ref");
         rt.block_on(ledger.apply("scripts", &r.task_id, r.head, raw, None))
             .expect("apply")
     };

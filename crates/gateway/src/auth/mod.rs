@@ -70,7 +70,7 @@ impl Agents {
                 list.contains(&agent.cfg.name)
                     || agent
                         .card()
-                        .is_ok_and(|c| list.iter().any(|a| *a == c.agent_id))
+                        .is_ok_and(|c| c.agent_id().is_some_and(|id| list.iter().any(|a| a == id)))
             }
         }
     }

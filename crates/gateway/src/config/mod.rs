@@ -46,6 +46,32 @@ pub enum Conformance {
     Report,
 }
 
+/// The protocol an agent speaks (`[[agents]] protocol`): what its card is, which routes serve
+/// it, and how its task documents map to the ledger's records (see `crate::protocol`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    /// Clawpedia A2A 1.0, the REST task protocol with input and output schemas on the card.
+    #[default]
+    Clawpedia,
+    /// The official A2A 1.0 protocol (a2aproject): accepted by the parser, refused by the
+    /// validator until its routes are built.
+    A2a,
+}
+
+impl Protocol {
+    /// Every protocol, as the config spells it.
+    pub const ALL: [Protocol; 2] = [Protocol::Clawpedia, Protocol::A2a];
+
+    /// The protocol as the config spells it (`clawpedia`, `a2a`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Clawpedia => "clawpedia",
+            Protocol::A2a => "a2a",
+        }
+    }
+}
+
 /// A credential from the config (a token, a header value, a signing key): compared in constant
 /// time, never printed.
 #[derive(Clone, PartialEq, Eq, Deserialize)]
@@ -81,6 +107,8 @@ impl fmt::Debug for Secret {
 pub struct AgentConfig {
     /// Route name: the agent is served under `/agents/{name}/`.
     pub name: String,
+    /// The protocol the agent speaks (default `clawpedia`).
+    pub protocol: Protocol,
     /// Base URL, without a trailing slash.
     #[serde(deserialize_with = "de::base_url")]
     pub url: String,
@@ -130,6 +158,7 @@ impl Default for AgentConfig {
     fn default() -> AgentConfig {
         AgentConfig {
             name: String::new(),
+            protocol: Protocol::default(),
             url: String::new(),
             ca_file: None,
             card_path: "/agent-card.json".into(),

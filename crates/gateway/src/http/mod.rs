@@ -8,10 +8,13 @@
 //! - `cors`: browser access for the configured origins (preflights, and the answer's headers).
 //! - `context`: the connection and the request context the pipeline hands to handlers.
 //! - `route`: every route, parsed from the path.
-//! - `handlers/`: one file per route family.
-//! - `exchange`: how handlers talk to agents (build, exchange, conformance, record, relay).
-//! - `detach`: the create exchange as a task of its own, which outlives a timed-out request.
-//! - `idempotency`: `Idempotency-Key` on creates: read, claimed, replayed.
+//! - `handlers/`: the routes every protocol shares, one file per family.
+//! - `clawpedia/`: the Clawpedia protocol's routes (create, get, cancel, artifacts, streams,
+//!   push notifications).
+//! - `exchange/`: how handlers talk to agents, as named steps (resolve, admit, call, judge,
+//!   record, relay).
+//! - `create/`: the create path: its driver (which outlives a timed-out request), the
+//!   `Idempotency-Key`, and a task recorded once the ledger answers.
 //! - `request`, `response`, `body`: reading requests, building answers, the answer body.
 //! - `error`: the error body, and the one place domain errors become answers.
 //! - `openapi`: the OpenAPI 3.1 document of every route (`openapi.json`, served at
@@ -19,13 +22,13 @@
 
 pub mod admission;
 pub mod body;
+mod clawpedia;
 pub mod context;
 mod cors;
-mod detach;
+mod create;
 pub mod error;
 mod exchange;
 mod handlers;
-mod idempotency;
 mod lean;
 pub mod openapi;
 pub mod pipeline;
@@ -34,6 +37,6 @@ mod response;
 pub mod route;
 mod server;
 
-pub use detach::{drain_late_answers, LATE_DRAIN, MAX_LATE_ANSWERS};
+pub use create::{drain_late_answers, LATE_DRAIN, MAX_LATE_ANSWERS};
 pub use handlers::catalog::FleetTotals;
 pub use server::{bind, serve};

@@ -14,7 +14,8 @@
 //!    where a handler resolves the task, by `admission::agent` and `admission::task`; the
 //!    agent's own limits (in flight, ejected) where the handler calls it
 //!    (`exchange::admit_agent`), so that only requests that reach that far count.
-//! 4. **handler**: one function per route, in `handlers/`.
+//! 4. **handler**: one function per route: a protocol's in its folder (`clawpedia/`), the
+//!    shared ones in `handlers/`.
 //! 5. **answer**: an error becomes its JSON body (`error`), the request id is set on the answer,
 //!    CORS headers for an allowed origin, a rate-limited client's `RateLimit` headers, and the
 //!    request metrics are counted with the route, agent, client and status.
@@ -29,12 +30,11 @@ use hyper::{Method, Response};
 
 use super::admission;
 use super::body::Body;
+use super::clawpedia::{artifacts, create, notifications, streams, tasks};
 use super::context::{Conn, Ctx};
 use super::cors;
 use super::error::{ApiError, ApiResult, Code};
-use super::handlers::{
-    admin, artifacts, catalog, events, notifications, probes, streams, tasks, ui,
-};
+use super::handlers::{admin, catalog, events, probes, ui};
 use super::request::{request_id, Request, X_REQUEST_ID};
 use super::route::Route;
 use crate::auth::Caller;
@@ -205,7 +205,7 @@ async fn dispatch(state: &Arc<State>, ctx: &mut Ctx, route: Route<'_>, req: Requ
         Route::Card(a) => catalog::card(state, ctx, a),
         Route::Fleet => catalog::fleet(state, ctx, req.headers()).await,
         Route::Ui(asset) => ui::asset(asset, req.headers()),
-        Route::CreateTask(a) => tasks::create(state, ctx, a, req).await,
+        Route::CreateTask(a) => create::create(state, ctx, a, req).await,
         Route::GetTask(a, t) => tasks::get(state, ctx, a, t, req).await,
         Route::CancelTask(a, t) => tasks::cancel(state, ctx, a, t, req).await,
         Route::ListArtifacts(a, t) => artifacts::list(state, ctx, a, t, req).await,

@@ -1,10 +1,23 @@
-//! A2A 1.0 as data: types, the task state machine, schema compilation and the conformance checks
-//! of what agents send. Nothing in here touches a socket, a clock or a store, so all of it is
-//! unit-tested directly and shared by every edge (HTTP handlers, notifications, streams).
+//! The protocols as data, and the seam between them and the shared core. Nothing in here
+//! touches a socket, a clock or a store, so all of it is unit-tested directly.
+//!
+//! **What a protocol contributes** (one folder here, one under `crate::http`):
+//! - its card type and checks (`clawpedia::card`), registered in the one table of
+//!   [`card::Card`], which the shared registry calls to check a fetched card;
+//! - how its agents' answers are checked (`clawpedia::conform`);
+//! - how its task documents map to the ledger's record (`clawpedia::task::task_ref` gives a
+//!   [`task::TaskRef`]: the id, and the state in the ledger's words at a time; the ledger
+//!   keeps the document itself as it came, with its agent and owner);
+//! - its routes and handlers, and how it talks to an agent (`crate::http::clawpedia`).
+//!
+//! **What is shared, knowing no protocol:** the ledger's vocabulary and its one rule
+//! ([`task`]: the states, final or interrupted, `judge`), strict JSON ([`json`]), event streams
+//! ([`sse`]) and time ([`time`]) here; and outside this module the registry's mechanics, the
+//! ledger and its change feed, the stream hub, the webhook queue, admission, limits, metrics
+//! and telemetry.
 
-pub mod budget;
 pub mod card;
-pub mod conform;
+pub mod clawpedia;
 pub mod json;
 pub mod sse;
 pub mod task;

@@ -1,13 +1,16 @@
-//! The task state machine and the one rule every source of news about a task goes through.
+//! The ledger's vocabulary, shared by every protocol: a task's states, the state machine and
+//! the one rule every source of news about a task goes through. A protocol maps its own task
+//! documents to a [`TaskRef`] (and its spelling of states to [`Status`]); the rule itself knows
+//! no protocol.
 //!
 //! The gateway does not see every step an agent takes (it may learn WORKING only from a push, or
 //! first meet a task already INPUT_REQUIRED), so an update is judged by *reachability* from the
 //! recorded state plus its `updated_at`, not by single edges.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
-/// The six states of A2A 1.0, nothing else.
+/// The states a task can be in, spelled as the ledger stores them (in Redis, metrics and
+/// `/events`), which is also how the Clawpedia protocol spells them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Status {
@@ -194,28 +197,15 @@ pub fn judge(recorded: Option<Head>, update: Head) -> Verdict {
     }
 }
 
-/// The fields of a Task the gateway routes and judges by, read from a Task JSON that has
-/// already passed (or, in report mode, been reported by) the conformance check.
+/// What the ledger records and judges a task document by, read by the task's protocol (for
+/// Clawpedia, `clawpedia::task::task_ref`): its id and its state at a time. Everything else of
+/// the document is the protocol's, and the ledger keeps it as it came.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TaskRef {
-    /// The task's `task_id`.
+    /// The task's id.
     pub task_id: String,
-    /// Its status and `updated_at`.
+    /// Its state, and when it took it.
     pub head: Head,
-}
-
-impl TaskRef {
-    /// `None` when the document lacks a readable task_id, status or updated_at: such a response
-    /// cannot be recorded, whatever the conformance mode.
-    pub fn from_json(task: &Value) -> Option<TaskRef> {
-        let task_id = task.get("task_id")?.as_str()?;
-        let status = Status::parse(task.get("status")?.as_str()?)?;
-        let updated_ms = super::time::parse_lenient(task.get("updated_at")?.as_str()?)?;
-        Some(TaskRef {
-            task_id: task_id.to_owned(),
-            head: Head { status, updated_ms },
-        })
-    }
 }
 
 #[cfg(test)]
@@ -310,14 +300,5 @@ mod tests {
             judge(Some(h(Working, 6)), h(Completed, 5)),
             Verdict::Refused(Refusal::Stale)
         );
-    }
-
-    #[test]
-    fn task_ref_reads_head() {
-        let t = serde_json::json!({"task_id":"x","status":"WORKING","updated_at":"1970-01-01T00:00:00.007Z"});
-        let r = TaskRef::from_json(&t).expect("readable");
-        assert_eq!(r.task_id, "x");
-        assert_eq!(r.head, h(Working, 7));
-        assert!(TaskRef::from_json(&serde_json::json!({"task_id":"x","status":"DONE","updated_at":"1970-01-01T00:00:00.007Z"})).is_none());
     }
 }

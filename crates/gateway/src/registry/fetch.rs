@@ -4,27 +4,11 @@
 
 use super::*;
 
-/// An agent's pushes only reach the ledger (and the webhooks) through this gateway's ingest
-/// route; a card naming any other endpoint means status changes the gateway will not see.
-pub(super) fn warn_if_not_ingest(name: &str, card: &Card) {
-    let Some(url) = card.notification_endpoint.as_deref() else {
-        return;
-    };
-    let path = url
-        .parse::<hyper::Uri>()
-        .map(|u| u.path().to_owned())
-        .unwrap_or_default();
-    let ours = [
-        format!("/agents/{name}/notifications"),
-        format!("/agents/{}/notifications", card.agent_id),
-    ];
-    if !ours.iter().any(|p| path.ends_with(p.as_str())) {
-        tracing::warn!(
-            agent = name,
-            endpoint_url = url,
-            expected_path = %ours[0],
-            "the agent's card sends push notifications somewhere other than this gateway"
-        );
+/// What the registry says of a new card: a warning its protocol raises (an agent whose pushes
+/// would bypass this gateway, say).
+pub(super) fn warn_about(name: &str, card: &Card) {
+    if let Some(warning) = card.warning(name) {
+        tracing::warn!(agent = name, "{warning}");
     }
 }
 
@@ -112,7 +96,7 @@ pub(super) async fn fetch(
         crate::protocol::json::JsonError::Syntax(_) => CardError::Invalid(format!("not JSON: {e}")),
         _ => CardError::Invalid(e.to_string()),
     })?;
-    let card = compile(doc, compiles).await?;
+    let card = compile(agent.cfg.protocol, doc, compiles).await?;
     Ok(Fetched::New {
         card: Box::new(card),
         etag: parts.headers.get(header::ETAG).cloned(),
@@ -123,6 +107,7 @@ pub(super) async fn fetch(
 /// [`Card::compile`] on the blocking pool, once a permit of `compiles` is free. The permit goes
 /// with the compile, so it is held until the compile ends even if this future is dropped.
 pub(super) async fn compile(
+    protocol: crate::config::Protocol,
     doc: serde_json::Value,
     compiles: &Arc<Semaphore>,
 ) -> Result<Card, CardError> {
@@ -133,7 +118,7 @@ pub(super) async fn compile(
         .map_err(|_| CardError::Invalid("card compiles are closed".into()))?;
     let compiled = tokio::task::spawn_blocking(move || {
         let _permit = permit;
-        Card::compile(doc)
+        Card::compile(protocol, doc)
     })
     .await
     .map_err(|e| CardError::Invalid(format!("card compile did not finish: {e}")))?;

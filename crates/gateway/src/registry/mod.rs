@@ -7,7 +7,7 @@
 //!
 //! A card is compiled off the runtime's worker threads (`spawn_blocking`), at most
 //! [`COMPILE_PERMITS`] at once for the whole registry, within the schema budget of
-//! [`protocol::card::Budget`](crate::protocol::card::Budget): one agent's expensive card can
+//! [`Budget`](crate::protocol::clawpedia::budget::Budget): one agent's expensive card can
 //! neither stall a runtime thread nor take every core from the others' refreshes.
 
 use std::collections::HashMap;
@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 mod fetch;
 
-use fetch::{backoff, fetch, warn_if_not_ingest, Fetched};
+use fetch::{backoff, fetch, warn_about, Fetched};
 pub use fetch::{CardError, NoCard};
 
 use arc_swap::ArcSwap;
@@ -143,6 +143,7 @@ impl Agent {
     fn same_agent(&self, cfg: &AgentConfig) -> bool {
         let a = &self.cfg;
         a.url == cfg.url
+            && a.protocol == cfg.protocol
             && a.card_path == cfg.card_path
             && a.upstream_auth_header == cfg.upstream_auth_header
             && a.ca_file == cfg.ca_file
@@ -243,7 +244,7 @@ impl Registry {
         indexed.or_else(|| {
             self.agents
                 .iter()
-                .find(|a| a.card().is_ok_and(|c| c.agent_id == name_or_id))
+                .find(|a| a.card().is_ok_and(|c| c.agent_id() == Some(name_or_id)))
                 .cloned()
         })
     }
@@ -292,7 +293,10 @@ impl Registry {
             .collect();
         let by_id = agents
             .iter()
-            .filter_map(|a| a.card().ok().map(|c| (c.agent_id.clone(), a.clone())))
+            .filter_map(|a| {
+                let id = a.card().ok()?.agent_id()?.to_owned();
+                Some((id, a.clone()))
+            })
             .collect();
         let next = Registry {
             agents,
@@ -320,17 +324,20 @@ impl Registry {
     /// quietly reach the other agent. Config validation refuses UUID-shaped route names; this
     /// guards configs built without it (and says which agent is in the way).
     fn not_shadowed(&self, name: &str, fetched: Fetched) -> Result<Fetched, CardError> {
-        let Fetched::New { card, .. } = &fetched else {
+        let Some(id) = (match &fetched {
+            Fetched::New { card, .. } => card.agent_id(),
+            Fetched::NotModified { .. } => None,
+        }) else {
             return Ok(fetched);
         };
         let other = self
             .agents
             .iter()
-            .find(|a| a.cfg.name != name && a.cfg.name.eq_ignore_ascii_case(&card.agent_id));
+            .find(|a| a.cfg.name != name && a.cfg.name.eq_ignore_ascii_case(id));
         match other {
             Some(other) => Err(CardError::Invalid(format!(
-                "agent_id {} is the route name of agent {:?}, which routes reach first; give one of them another name or id",
-                card.agent_id, other.cfg.name
+                "agent_id {id} is the route name of agent {:?}, which routes reach first; give one of them another name or id",
+                other.cfg.name
             ))),
             None => Ok(fetched),
         }
@@ -435,31 +442,31 @@ impl Registry {
             }) => {
                 let card = Arc::new(*card);
                 let old = agent.slot().card;
-                if old.as_ref().map(|c| &c.notification_endpoint)
-                    != Some(&card.notification_endpoint)
-                {
-                    warn_if_not_ingest(name, &card);
+                // Said once per card that raises it, not at every refresh.
+                let warning = card.warning(name);
+                if old.as_ref().map(|c| c.warning(name)) != Some(warning) {
+                    warn_about(name, &card);
                 }
-                let old_id = old.map(|c| c.agent_id.clone());
-                {
+                let old_id = old.and_then(|c| c.agent_id().map(str::to_owned));
+                if let Some(new_id) = card.agent_id() {
                     let mut ids = self.by_id.write().unwrap_or_else(|p| p.into_inner());
                     let mine = |a: &Arc<Agent>| a.cfg.name == name;
-                    if let Some(old) = old_id.filter(|o| *o != card.agent_id) {
+                    if let Some(old) = old_id.filter(|o| o != new_id) {
                         if ids.get(&old).is_some_and(mine) {
                             ids.remove(&old);
                         }
                     }
-                    match (ids.get(&card.agent_id), self.by_name.get(name)) {
+                    match (ids.get(new_id), self.by_name.get(name)) {
                         // First come keeps the alias: two agents claiming one agent_id is a
                         // fleet misconfiguration, not something to resolve by whoever refreshed last.
                         (Some(other), _) if !mine(other) => tracing::warn!(
                             agent = name,
                             other = %other.cfg.name,
-                            agent_id = %card.agent_id,
+                            agent_id = %new_id,
                             "two agents' cards claim the same agent_id; it keeps routing to the first"
                         ),
                         (_, Some(me)) => {
-                            ids.insert(card.agent_id.clone(), me.clone());
+                            ids.insert(new_id.to_owned(), me.clone());
                         }
                         _ => {}
                     }

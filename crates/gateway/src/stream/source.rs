@@ -13,9 +13,8 @@ use super::topic::{Phase, Topic};
 use super::{Hub, StreamError};
 use crate::config::Conformance;
 use crate::ledger::{apply_counted, Origin};
-use crate::protocol::conform::{check_task, TaskExpect};
 use crate::protocol::sse::Parser;
-use crate::protocol::task::{Refusal, TaskRef, Verdict};
+use crate::protocol::task::{Refusal, Verdict};
 use crate::registry::Agent;
 use crate::upstream::Upstream;
 use crate::upstream::MAX_AGENT_JSON;
@@ -137,7 +136,13 @@ pub async fn run(hub: Arc<Hub>, topic: Arc<Topic>, agent: Arc<Agent>, client: Up
         topic: topic.clone(),
     };
     let task_id = topic.key.1.clone();
-    let path = format!("/tasks/{task_id}/stream");
+    // The agent's protocol says where its streams are (a subscriber only gets here through an
+    // agent with a card).
+    let Ok(card) = agent.card() else {
+        return;
+    };
+    let path = card.stream_path(&task_id);
+    drop(card);
     // The agent's id of the last event it dispatched: where a reconnect resumes.
     let mut last_id: Option<String> = None;
     let mut backoff = FIRST_BACKOFF;
@@ -323,7 +328,7 @@ async fn learn_end(hub: &Hub, topic: &Topic, agent: &Agent, client: &Upstream) -
         }
     }
     let Ok(card) = agent.card() else { return false };
-    let Some(req) = request(agent, &format!("/tasks/{task_id}"), None, false) else {
+    let Some(req) = request(agent, &card.task_path(task_id), None, false) else {
         return false;
     };
     let Ok((parts, body)) = client
@@ -338,14 +343,11 @@ async fn learn_end(hub: &Hub, topic: &Topic, agent: &Agent, client: &Upstream) -
     let Ok(doc) = crate::protocol::json::parse(&body) else {
         return false;
     };
-    let found = check_task(
-        &doc,
-        TaskExpect::under(Some(&card), Some(task_id), crate::protocol::time::now_ms()),
-    );
+    let (task, found) = card.read_task(&doc, Some(task_id), crate::protocol::time::now_ms());
     if !found.is_empty() && agent.cfg.conformance == Conformance::Enforce {
         return false;
     }
-    let Some(task) = TaskRef::from_json(&doc).filter(|t| t.task_id == task_id) else {
+    let Some(task) = task.filter(|t| t.task_id == task_id) else {
         return false;
     };
     let applied = apply_counted(

@@ -302,6 +302,12 @@ impl Validator {
 
     fn agent(&mut self, a: &AgentConfig, at: &str, rules: &dyn Rules) {
         self.name_and_url(at, &a.name, &a.url, check_agent_url);
+        if a.protocol == Protocol::A2a {
+            self.problem(
+                format!("{at}.protocol"),
+                "\"a2a\" (the official A2A 1.0 protocol) is not built yet; the accepted value is \"clawpedia\" (the default)",
+            );
+        }
         if let Some(ca) = &a.ca_file {
             if !a.url.starts_with("https://") {
                 self.problem(
@@ -524,7 +530,7 @@ impl Validator {
 }
 
 /// A UUID in its hyphenated 8-4-4-4-12 form, in any case: the form a card's `agent_id` takes
-/// (`protocol::card::is_uuid`, the card schema's `format: uuid`; written again here because
+/// (`protocol::clawpedia::card::is_uuid`, the card schema's `format: uuid`; written again here because
 /// this module imports no other of the crate).
 fn uuid_shaped(n: &str) -> bool {
     let b = n.as_bytes();

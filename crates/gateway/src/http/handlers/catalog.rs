@@ -65,9 +65,9 @@ fn sees_errors(ctx: &Ctx) -> bool {
 fn entry<'a>(a: &'a Agent, s: &'a CardSlot, h: &'a Health, errors: bool, live: bool) -> Entry<'a> {
     Entry {
         name: &a.cfg.name,
-        agent_id: s.card.as_deref().map(|c| c.agent_id.as_str()),
-        display_name: s.card.as_deref().map(|c| c.display_name.as_str()),
-        capabilities: s.card.as_deref().map(|c| c.capabilities.as_slice()),
+        agent_id: s.card.as_deref().and_then(|c| c.agent_id()),
+        display_name: s.card.as_deref().map(|c| c.display_name()),
+        capabilities: s.card.as_deref().map(|c| c.capabilities()),
         card_state: s.state.as_str(),
         fetched_at: s.fetched_at.map(crate::protocol::time::format),
         last_error: s.last_error.as_deref().filter(|_| errors),
@@ -262,7 +262,7 @@ pub fn card(state: &State, ctx: &mut Ctx, name: &str) -> ApiResult {
             format!("agent {name:?} has no valid card: {why}"),
         )
     })?;
-    let mut res = response::json(StatusCode::OK, card.served.clone());
+    let mut res = response::json(StatusCode::OK, card.served().clone());
     res.headers_mut()
         .insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     if let Ok(v) = HeaderValue::from_str(slot.state.as_str()) {

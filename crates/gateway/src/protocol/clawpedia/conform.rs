@@ -9,9 +9,9 @@ use jsonschema::Validator;
 use serde_json::{Map, Value};
 
 use super::card::{is_uuid, violations, Card};
-use super::task::Status;
-use super::time::{parse_strict, MAX_SKEW_MS};
-use super::{Violation, MAX_VIOLATIONS};
+use crate::protocol::task::Status;
+use crate::protocol::time::{parse_strict, MAX_SKEW_MS};
+use crate::protocol::{Violation, MAX_VIOLATIONS};
 
 /// What a Task response is checked against, beyond its own shape.
 #[derive(Default, Clone, Copy)]
@@ -319,7 +319,7 @@ pub fn artifact_ids(body: &Value) -> impl Iterator<Item = &str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::card::compile_schema;
+    use crate::protocol::clawpedia::card::compile_schema;
     use serde_json::json;
 
     const TID: &str = "123e4567-e89b-12d3-a456-426614174000";

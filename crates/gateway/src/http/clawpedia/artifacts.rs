@@ -8,12 +8,12 @@ use crate::http::admission;
 use crate::http::context::Ctx;
 use crate::http::error::{ApiError, ApiResult, Code};
 use crate::http::exchange::{
-    ask, build_request, conformance, named_agent, parse_agent_json, pass_through, relay,
-    task_agent, unknown_agent, ClientSide,
+    build_request, conformance, named_agent, parse_agent_json, pass_through, unknown_agent,
+    ClientSide, Exchange,
 };
 use crate::http::request::Request;
 use crate::http::route::valid_id;
-use crate::protocol::conform::{artifact_ids, check_artifact_list};
+use crate::protocol::clawpedia::conform::{artifact_ids, check_artifact_list};
 use crate::State;
 
 /// GET /tasks/{id}/artifacts: checked, and each artifact id remembered for the agent-less
@@ -25,25 +25,19 @@ pub async fn list(
     task_id: &str,
     req: Request,
 ) -> ApiResult {
-    let (agent, _) = task_agent(state, ctx, prefix, task_id).await?;
-    let (res, body) = ask(
-        state,
-        &agent,
-        ctx,
-        Method::GET,
-        &format!("/tasks/{task_id}/artifacts"),
-        ClientSide::of(&req),
-    )
-    .await?;
-    if res.status != StatusCode::OK {
-        return Ok(relay(res, body));
+    let ex = Exchange::resolve(state, ctx, prefix, task_id).await?;
+    let path = format!("/tasks/{task_id}/artifacts");
+    let answer = ex.call(Method::GET, &path, ClientSide::of(&req)).await?;
+    if answer.status() != StatusCode::OK {
+        return Ok(answer.relay());
     }
-    let Some(list) = parse_agent_json(&agent, ctx, state, "artifacts", &body)? else {
-        return Ok(relay(res, body));
+    let (agent, ctx) = (&ex.agent, ex.ctx());
+    let Some(list) = parse_agent_json(agent, ctx, state, "artifacts", &answer.body)? else {
+        return Ok(answer.relay());
     };
     conformance(
         state,
-        &agent,
+        agent,
         ctx,
         "artifacts",
         check_artifact_list(&list, task_id),
@@ -58,7 +52,7 @@ pub async fn list(
             .note_artifacts(&agent.cfg.name, task_id, ids)
             .await?;
     }
-    Ok(relay(res, body))
+    Ok(answer.relay())
 }
 
 /// GET /artifacts/{id}/content: 302s and file bodies pass through with their Content-Type.

@@ -11,8 +11,8 @@ use std::time::Duration;
 use hyper::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use hyper::{Response, StatusCode};
 
-use super::body::Body;
-use super::error::{ApiError, Code};
+use crate::http::body::Body;
+use crate::http::error::{ApiError, Code};
 use crate::ledger::{Answer, Claim, Fingerprint};
 use crate::State;
 

@@ -1,4 +1,4 @@
-//! The create exchange, which can outlive its request.
+//! The driver of a create's exchange, which can outlive its request.
 //!
 //! A create the agent answers after its `timeout_ms` (or whose body trickles past it) is a task
 //! the agent has made: dropping the exchange at the timeout would leave it unknown to the
@@ -23,14 +23,13 @@ use http_body_util::Full;
 use hyper::{Request, Response};
 use tokio::sync::oneshot;
 
-use super::body::Body;
-use super::context::Ctx;
-use super::error::{ApiError, ApiResult, Code};
-use super::exchange::{admit_agent, exchange_answered, exchange_span};
-use super::handlers::tasks::created;
 use super::idempotency::{settle, Held};
+use super::{late_permit, Finish};
+use crate::http::body::Body;
+use crate::http::context::Ctx;
+use crate::http::error::{ApiError, ApiResult, Code};
+use crate::http::exchange::call::{admit_agent, exchange_answered, exchange_span};
 use crate::limits::Pass;
-use crate::protocol::card::Card;
 use crate::registry::Agent;
 use crate::upstream::{UpstreamError, MAX_AGENT_JSON};
 use crate::State;
@@ -61,26 +60,27 @@ pub async fn drain_late_answers(late: &tokio::sync::Semaphore, within: Duration)
 }
 
 /// One create: what the spawned task owns.
-struct Create {
+struct Create<F> {
     /// The worker's state: one reference count of the worker's own, rather than a clone of
     /// every shared part (each a reference count that both workers' cores would contend for).
     state: Arc<State>,
     ctx: Ctx,
     agent: Arc<Agent>,
-    card: Arc<Card>,
+    /// The protocol's step from the agent's answer to the client's (judge, record).
+    finish: F,
     held: Option<Held>,
 }
 
-/// Send the create `up` to `agent` and answer it (see the module doc); `held` is the request's
-/// idempotency key, claimed. The agent's limits are checked first (`exchange::admit_agent`):
-/// refused, the key is released (nothing was made, a retry may succeed); admitted, the task
-/// holds the pass until it ends, the late-answer wait included, since the agent is busy with
-/// the create until then.
-pub async fn create(
+/// Send the create `up` to `agent` and answer it with `finish` (see the module doc); `held` is
+/// the request's idempotency key, claimed. The agent's limits are checked first
+/// (`exchange::admit_agent`): refused, the key is released (nothing was made, a retry may
+/// succeed); admitted, the task holds the pass until it ends, the late-answer wait included,
+/// since the agent is busy with the create until then.
+pub async fn drive<F: Finish>(
     state: &Arc<State>,
     ctx: &Ctx,
     agent: Arc<Agent>,
-    card: Arc<Card>,
+    finish: F,
     up: Request<Full<Bytes>>,
     held: Option<Held>,
 ) -> ApiResult {
@@ -103,7 +103,7 @@ pub async fn create(
             ..ctx.detached()
         },
         agent,
-        card,
+        finish,
         held,
     };
     let (tx, mut rx) = oneshot::channel();
@@ -149,7 +149,7 @@ impl Drop for Detached {
     }
 }
 
-impl Create {
+impl<F: Finish> Create<F> {
     /// The exchange; `pass` is held until it returns and told the outcome within the timeout
     /// (a late answer does not count: the client had its 504).
     async fn run(
@@ -184,11 +184,7 @@ impl Create {
             return;
         }
         let late = self.state.config.late_answer;
-        let permit = if late.is_zero() {
-            None
-        } else {
-            self.state.late_answers.clone().try_acquire_owned().ok()
-        };
+        let permit = late_permit(&self.state);
         let _ = tx.send(self.timed_out(timeout, permit.is_some()).into_response());
         let name = self.agent.cfg.name.as_str();
         let count = |outcome: &str| {
@@ -245,7 +241,9 @@ impl Create {
                 // The agent's own failures are not final: a retry may succeed.
                 let s = parts.status;
                 let keep = !(s.is_server_error() || s == 408 || s == 429);
-                let res = created(&self.state, &self.agent, &self.ctx, &self.card, parts, body)
+                let res = self
+                    .finish
+                    .finish(&self.state, &self.agent, &self.ctx, parts, body)
                     .await
                     .unwrap_or_else(ApiError::into_response);
                 (res, keep)

@@ -18,8 +18,9 @@ use crate::http::error::{ApiError, ApiResult, Code};
 use crate::http::exchange::{apply, unknown_agent};
 use crate::http::request::{is_json, read_body, Request};
 use crate::http::response;
-use crate::protocol::conform::{check_notification, TaskExpect};
-use crate::protocol::task::{Refusal, TaskRef, Verdict};
+use crate::protocol::clawpedia::conform::{check_notification, TaskExpect};
+use crate::protocol::clawpedia::task::task_ref;
+use crate::protocol::task::{Refusal, Verdict};
 use crate::State;
 
 fn unauthorized(message: &str) -> ApiError {
@@ -64,7 +65,7 @@ pub async fn ingest(state: &State, ctx: &mut Ctx, name: &str, req: Request) -> A
     let (_, raw) = read_body(req, state.config.max_body_bytes).await?;
     // One document, as for a create: a duplicate key is refused, not read one way of several.
     let doc = crate::protocol::json::parse(&raw)?;
-    let card = agent.card().ok();
+    let card = super::card_of(&agent).ok();
     let expect = TaskExpect::under(card.as_deref(), None, crate::protocol::time::now_ms());
     let found = check_notification(&doc, expect);
     if !found.is_empty() {
@@ -91,7 +92,7 @@ pub async fn ingest(state: &State, ctx: &mut Ctx, name: &str, req: Request) -> A
     }
     let data = &doc["data"];
     let horizon = crate::protocol::time::now_ms() + crate::protocol::time::MAX_SKEW_MS;
-    let Some(task) = TaskRef::from_json(data).filter(|t| t.head.updated_ms <= horizon) else {
+    let Some(task) = task_ref(data).filter(|t| t.head.updated_ms <= horizon) else {
         refuse("invalid");
         return Err(ApiError::new(
             Code::InvalidNotification,

@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
-use super::Violation;
+use crate::protocol::Violation;
 
 /// What compiling one card's `input_schema` and `output_schema` together may cost.
 ///

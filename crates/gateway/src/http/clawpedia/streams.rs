@@ -1,4 +1,5 @@
-//! The task stream route: a subscription to the task's shared stream (see `crate::stream`).
+//! The Clawpedia task stream route: a subscription to the task's shared stream (see
+//! `crate::stream`).
 
 use crate::http::body::Body;
 use crate::http::context::Ctx;

@@ -1,0 +1,55 @@
+//! The create path, in one module: a request that makes a task on an agent.
+//!
+//! A protocol's create handler (`http::clawpedia::create`) checks the request (route, rights,
+//! body, the agent's card), builds the agent request and claims the request's
+//! `Idempotency-Key` ([`idempotency`]), then hands over to [`drive`] ([`driver`]), which
+//! admits and calls the agent and lets the exchange outlive a timed-out request. The agent's
+//! answer comes back through the protocol's [`Finish`] step (judge, record, relay), in time or
+//! late, and [`idempotency::settle`] stores it as the key's answer. A task the ledger could not
+//! take yet is recorded once it answers ([`pending`]).
+//!
+//! The walk goes one way: handler → [`drive`] → `Finish::finish` → `http::exchange` →
+//! `ledger`; the driver knows no protocol, only the step it was given.
+
+mod driver;
+pub mod idempotency;
+pub mod pending;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use hyper::http::response::Parts;
+use tokio::sync::OwnedSemaphorePermit;
+
+use super::context::Ctx;
+use super::error::ApiResult;
+use crate::registry::Agent;
+use crate::State;
+
+pub use driver::{drain_late_answers, drive, LATE_DRAIN, MAX_LATE_ANSWERS};
+
+/// A protocol's step from the agent's answer to a create to the client's answer: judge it,
+/// record the task it names (the caller is its owner), and relay it. Called by [`drive`] once,
+/// within the agent's timeout or with the late answer.
+pub trait Finish: Send + Sync + 'static {
+    /// The client's answer to `res` and `body`, the agent's.
+    fn finish(
+        &self,
+        state: &Arc<State>,
+        agent: &Arc<Agent>,
+        ctx: &Ctx,
+        res: Parts,
+        body: Bytes,
+    ) -> impl Future<Output = ApiResult> + Send;
+}
+
+/// A place among the work that goes on after its request ended (a late answer awaited, a
+/// created task recorded once the ledger answers): at most [`MAX_LATE_ANSWERS`] across the
+/// workers, and none while `late_answer_secs` is 0.
+pub fn late_permit(state: &State) -> Option<OwnedSemaphorePermit> {
+    if state.config.late_answer.is_zero() {
+        return None;
+    }
+    state.late_answers.clone().try_acquire_owned().ok()
+}
