@@ -52,7 +52,7 @@ async fn ask(url: &str, timeout: Duration, ca_file: Option<String>) -> Result<u1
     );
     let mut target = AgentConfig::new("probe", &origin);
     target.ca_file = ca_file;
-    let upstream = Upstream::new(timeout, &[target])?;
+    let upstream = Upstream::new(timeout, &[target]).map_err(|e| e.to_string())?;
     let req = Request::builder()
         .method(Method::GET)
         .uri(uri)

@@ -1152,3 +1152,74 @@ async fn a_client_kept_to_some_agents_sees_neither_foreign_refusals_nor_fleet_to
         auditor.raw
     );
 }
+
+/// One bearer parser for every credential the gateway reads: a client's key, the
+/// `admin_token` and an agent's `ingest_token`. An empty `Bearer ` (or one of blanks) is 401 on
+/// each, and the scheme is read in any case on each.
+#[tokio::test]
+async fn an_empty_bearer_is_refused_alike_on_every_kind_of_route() {
+    let (_a, _b, with_clients) = two_agents(clients).await;
+    let (_c, _d, admin) = two_agents(|cfg| {
+        cfg.admin_token = Some(Secret::new("admin-token-0123456789"));
+        ingest(cfg);
+    })
+    .await;
+    let push = serde_json::to_vec(&json!({"not": "read"})).expect("json");
+    for empty in ["Bearer ", "Bearer    ", "bearer \t"] {
+        for (g, method, path) in [
+            (&with_clients, Method::GET, "/agents"),
+            (&with_clients, Method::POST, "/agents/a/tasks"),
+            (&admin, Method::GET, "/admin/subscribers"),
+            (&admin, Method::POST, "/agents/a/notifications"),
+        ] {
+            let r = g
+                .http
+                .send(
+                    method.clone(),
+                    path,
+                    &[
+                        ("authorization", empty),
+                        ("content-type", "application/json"),
+                    ],
+                    push.clone(),
+                )
+                .await;
+            assert_api_error(&r, 401, "UNAUTHORIZED");
+        }
+    }
+    // The scheme in another case names the same credential on each.
+    for (g, method, path, auth, want) in [
+        (
+            &with_clients,
+            Method::GET,
+            "/agents",
+            format!("bEaReR {OPS}"),
+            200,
+        ),
+        (
+            &admin,
+            Method::GET,
+            "/admin/subscribers",
+            "BEARER admin-token-0123456789".to_owned(),
+            200,
+        ),
+    ] {
+        let r = g
+            .http
+            .send(
+                method,
+                path,
+                &[("authorization", auth.as_str())],
+                Bytes::new(),
+            )
+            .await;
+        assert_eq!(r.status, want, "{path}: {r:?}");
+    }
+    let r = admin
+        .http
+        .push("a", Some(&format!(" {TOKEN} ")), &json!({}))
+        .await;
+    // The token is read (surrounding blanks are not part of it): past the 401, the body is
+    // what is refused.
+    assert_ne!(r.status, 401, "{r:?}");
+}

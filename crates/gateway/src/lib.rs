@@ -40,7 +40,7 @@ use registry::Registry;
 use upstream::Upstream;
 use webhook::queue::{DeliveryQueue, MemoryQueue, Outbox, RedisQueue};
 
-pub use lifecycle::Reloaded;
+pub use lifecycle::{ReloadError, Reloaded};
 
 /// Everything a request handler needs. One per worker thread: the shared parts are `Arc`s, the
 /// upstream client (and so its connection pool) is the worker's own. Cheap to clone, for work
@@ -81,35 +81,28 @@ pub struct State {
 }
 
 /// Every config check, with the knowledge of the modules that own them: the webhook module's
-/// (address ranges, subscriber URLs, retry schedules, signing keys) and the auth module's (the
-/// JWKS file). What `serve` and `check-config` load the config with.
+/// (address ranges, subscriber URLs, retry schedules, signing keys), the auth module's (the
+/// JWKS file) and the TLS module's (PEM files, a key and its certificate). What `serve` and
+/// `check-config` load the config with; the one implementation of [`config::Rules`] but
+/// [`config::NoRules`].
 pub struct ConfigRules;
 
 impl config::Rules for ConfigRules {
-    fn allow_entry(&self, entry: &str) -> Result<(), String> {
-        webhook::ConfigRules.allow_entry(entry)
-    }
-    fn retry_schedule(&self, secs: &[u64]) -> Result<(), String> {
-        webhook::ConfigRules.retry_schedule(secs)
-    }
-    fn subscriber_url(&self, allow: &[String], url: &str) -> Result<(), String> {
-        webhook::ConfigRules.subscriber_url(allow, url)
-    }
-    fn signing_secret(&self, secret: &str) -> Result<(), String> {
-        webhook::ConfigRules.signing_secret(secret)
-    }
-    fn jwks_file(&self, path: &std::path::Path) -> Result<(), String> {
-        auth::jwt::check_jwks(path)
-    }
-    fn pem_file(&self, kind: config::PemKind, path: &std::path::Path) -> Result<(), String> {
-        tls::check_pem(kind, path)
-    }
-    fn key_pair(
-        &self,
-        cert_file: &std::path::Path,
-        key_file: &std::path::Path,
-    ) -> Result<(), String> {
-        tls::check_key_pair(cert_file, key_file)
+    fn check(&self, what: config::Check<'_>) -> Result<(), config::Refused> {
+        use config::Check;
+        match what {
+            Check::AllowEntry(entry) => drop(entry.parse::<webhook::guard::Cidr>()?),
+            Check::RetrySchedule(secs) => drop(webhook::retry::Schedule::from_secs(secs)?),
+            Check::SubscriberUrl { allow, url } => webhook::check_subscriber_url(allow, url)?,
+            Check::SigningSecret(secret) => drop(webhook::sign::SigningKey::parse(secret)?),
+            Check::JwksFile(path) => auth::jwt::check_jwks(path)?,
+            Check::PemFile(kind, path) => tls::check_pem(kind, path)?,
+            Check::KeyPair {
+                cert_file,
+                key_file,
+            } => tls::check_key_pair(cert_file, key_file)?,
+        }
+        Ok(())
     }
 }
 
@@ -151,9 +144,38 @@ pub enum StartError {
         /// What the operating system answered.
         source: std::io::Error,
     },
-    /// Anything else that failed to start: metrics, Redis, an HTTP client or a thread.
-    #[error("{0}")]
-    Setup(String),
+    /// The `[auth.jwt]` key set cannot be used.
+    #[error("[auth.jwt] {0}")]
+    Jwks(#[from] auth::jwt::JwksError),
+    /// The `[tls]` files cannot be used.
+    #[error("[tls] {0}")]
+    Tls(#[from] tls::TlsError),
+    /// The metric families could not be registered.
+    #[error("metrics: {0}")]
+    Metrics(#[from] prometheus::Error),
+    /// The OTLP exporter could not be built.
+    #[error("[telemetry] otlp_endpoint: {0}")]
+    Telemetry(#[from] opentelemetry_otlp::ExporterBuildError),
+    /// Redis could not be set up, or its data is refused.
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
+    /// A client towards agents could not be built.
+    #[error(transparent)]
+    Client(#[from] upstream::ClientError),
+    /// The webhook sender could not be built.
+    #[error(transparent)]
+    Webhooks(#[from] webhook::send::SenderError),
+    /// The retry schedule cannot be used.
+    #[error("webhooks: {0}")]
+    Schedule(#[from] webhook::retry::ScheduleError),
+    /// A thread of the gateway's did not start.
+    #[error("{what} thread: {source}")]
+    Thread {
+        /// Which thread.
+        what: &'static str,
+        /// What the operating system said.
+        source: std::io::Error,
+    },
 }
 
 impl Gateway {
@@ -166,18 +188,14 @@ impl Gateway {
     /// Card refreshes run on the caller's runtime.
     pub async fn start(config: Config) -> Result<Gateway, StartError> {
         let config = Arc::new(config);
-        let auth = Arc::new(auth::Auth::from_config(&config).map_err(StartError::Setup)?);
+        let auth = Arc::new(auth::Auth::from_config(&config)?);
         let tls = match &config.tls {
-            Some(t) => Some(Arc::new(
-                tls::Tls::load(t).map_err(|e| StartError::Setup(format!("[tls] {e}")))?,
-            )),
+            Some(t) => Some(Arc::new(tls::Tls::load(t)?)),
             None => None,
         };
-        let metrics =
-            Arc::new(Metrics::new().map_err(|e| StartError::Setup(format!("metrics: {e}")))?);
+        let metrics = Arc::new(Metrics::new()?);
         let telemetry =
-            telemetry::Telemetry::start(&config.telemetry, metrics.telemetry_spans.clone())
-                .map_err(StartError::Setup)?;
+            telemetry::Telemetry::start(&config.telemetry, metrics.telemetry_spans.clone())?;
         let names: Vec<String> = config.agents.iter().map(|a| a.name.clone()).collect();
         let outbox = Arc::new(Outbox::new(
             &names,
@@ -189,13 +207,10 @@ impl Gateway {
         let (stop, stop_rx) = watch::channel(false);
         let store = match &config.redis {
             Some(r) => {
-                let store = store::Store::new(r).map_err(StartError::Setup)?;
+                let store = store::Store::new(r)?;
                 // One attempt now, then in the background: a replica that starts before its
                 // Redis serves (not ready) and connects when Redis comes.
-                store
-                    .start(stop_rx.clone())
-                    .await
-                    .map_err(StartError::Setup)?;
+                store.start(stop_rx.clone()).await?;
                 Some(store)
             }
             None => None,
@@ -258,9 +273,10 @@ impl Gateway {
                 stop_rx.clone(),
             ));
         }
-        let card_upstream = Arc::new(ArcSwap::from_pointee(
-            Upstream::new(config.connect_timeout, &config.agents).map_err(StartError::Setup)?,
-        ));
+        let card_upstream = Arc::new(ArcSwap::from_pointee(Upstream::new(
+            config.connect_timeout,
+            &config.agents,
+        )?));
         let current = Arc::new(ArcSwap::new(registry.clone()));
         Registry::spawn_refreshers(
             &current,
@@ -282,8 +298,7 @@ impl Gateway {
                 metrics.clone(),
                 telemetry.clone(),
                 stop_rx.clone(),
-            )
-            .map_err(StartError::Setup)?;
+            )?;
             workers.push(thread);
             webhooks = Some(sender);
         }
@@ -295,8 +310,7 @@ impl Gateway {
                 config: config.clone(),
                 registry: registry.clone(),
                 ledger: ledger.clone(),
-                upstream: Upstream::new(config.connect_timeout, &config.agents)
-                    .map_err(StartError::Setup)?,
+                upstream: Upstream::new(config.connect_timeout, &config.agents)?,
                 metrics: metrics.clone(),
                 queue: queue.clone(),
                 hub: hub.clone(),
@@ -333,7 +347,10 @@ impl Gateway {
                         }
                     });
                 })
-                .map_err(|e| StartError::Setup(format!("worker thread: {e}")))?;
+                .map_err(|source| StartError::Thread {
+                    what: "worker",
+                    source,
+                })?;
             workers.push(worker);
         }
         Ok(Gateway {
@@ -391,14 +408,15 @@ fn start_webhooks(
         std::thread::JoinHandle<()>,
         Arc<ArcSwap<webhook::send::Sender>>,
     ),
-    String,
+    StartError,
 > {
     let sender = webhook::send::Sender::new(&config.subscribers, &config.webhooks)?;
     let worker = webhook::worker::Worker::new(queue, sender, &config.webhooks, metrics)?
         .with_telemetry(telemetry);
     let handle = worker.sender_handle();
-    let thread = worker
-        .spawn(stop)
-        .map_err(|e| format!("webhook thread: {e}"))?;
+    let thread = worker.spawn(stop).map_err(|source| StartError::Thread {
+        what: "webhook",
+        source,
+    })?;
     Ok((thread, handle))
 }

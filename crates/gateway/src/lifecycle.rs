@@ -32,6 +32,29 @@ pub struct Reloaded {
     pub agents_removed: Vec<String>,
 }
 
+/// Why a reload was refused; nothing of it was applied.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    /// The `[auth.jwt]` key set cannot be used.
+    #[error("[auth.jwt] {0}")]
+    Jwks(#[from] auth::jwt::JwksError),
+    /// A subscriber's URL or key cannot be used.
+    #[error(transparent)]
+    Webhooks(#[from] webhook::send::SenderError),
+    /// The retry schedule cannot be used.
+    #[error("webhooks: {0}")]
+    Schedule(#[from] webhook::retry::ScheduleError),
+    /// A client towards agents could not be built (an agent's `ca_file`).
+    #[error(transparent)]
+    Client(#[from] crate::upstream::ClientError),
+    /// The `[tls]` files cannot be used (the running certificate keeps serving).
+    #[error("[tls] {0}")]
+    Tls(#[from] crate::tls::TlsError),
+    /// The gateway was started without `[tls]`.
+    #[error("[tls]: the gateway was started without TLS; serving TLS needs a restart")]
+    TlsOff,
+}
+
 impl Gateway {
     /// Apply a new config (already read and checked: `Config::load_with`), atomically: the next
     /// request of every worker sees all of it, none sees part. Agents added, changed and removed
@@ -40,7 +63,7 @@ impl Gateway {
     /// their keys; limits; CORS. `listen`, `workers` and `[redis]` keep their running values
     /// (named in [`Reloaded::need_restart`]). Requests in flight and open streams go on.
     /// An error (the JWKS file or a subscriber cannot be used) changes nothing.
-    pub async fn reload(&self, new: Config) -> Result<Reloaded, String> {
+    pub async fn reload(&self, new: Config) -> Result<Reloaded, ReloadError> {
         let _one = self.reloading.lock().await;
         let result = self.reload_inner(new);
         let label = if result.is_ok() { "applied" } else { "refused" };
@@ -51,7 +74,7 @@ impl Gateway {
         result
     }
 
-    fn reload_inner(&self, mut new: Config) -> Result<Reloaded, String> {
+    fn reload_inner(&self, mut new: Config) -> Result<Reloaded, ReloadError> {
         let old = self.config();
         let mut out = Reloaded::default();
         // What only a restart applies keeps its running value, so the rest stays consistent.
@@ -107,10 +130,7 @@ impl Gateway {
                 "task_retention_secs",
                 new.task_retention == old.task_retention,
             ),
-            (
-                "streams",
-                format!("{:?}", new.streams) == format!("{:?}", old.streams),
-            ),
+            ("streams", new.streams == old.streams),
             (
                 "webhooks (other than allow)",
                 new.webhooks.retry_waits_secs() == old.webhooks.retry_waits_secs()
@@ -126,7 +146,7 @@ impl Gateway {
         }
 
         // 1. Everything that can fail, before anything changes.
-        let auth = Arc::new(self.states_auth()?.reloaded(&new)?);
+        let auth = Arc::new(self.auth().reloaded(&new)?);
         let webhooks = self.prepare_webhooks(&new)?;
         // An agent's ca_file and the connect timeout are built into the clients towards
         // agents: with any ca_file (its file may have been rotated in place) or a new timeout,
@@ -223,16 +243,14 @@ impl Gateway {
         Ok(out)
     }
 
-    fn states_auth(&self) -> Result<Arc<auth::Auth>, String> {
-        self.states
-            .first()
-            .map(|s| s.load().auth.clone())
-            .ok_or_else(|| "no worker".to_owned())
+    /// The clients every worker serves with now (a gateway has at least one worker).
+    fn auth(&self) -> Arc<auth::Auth> {
+        self.states[0].load().auth.clone()
     }
 
     /// What the new config's subscribers need, built before anything is swapped: a sender for
     /// the running worker, or a worker to start (the first subscribers).
-    fn prepare_webhooks(&self, cfg: &Config) -> Result<Webhooks, String> {
+    fn prepare_webhooks(&self, cfg: &Config) -> Result<Webhooks, ReloadError> {
         let sender = webhook::send::Sender::new(&cfg.subscribers, &cfg.webhooks)?;
         let running = self
             .webhooks
@@ -242,11 +260,7 @@ impl Gateway {
         if running || cfg.subscribers.is_empty() {
             return Ok(Webhooks::Swap(sender));
         }
-        let queue = self
-            .states
-            .first()
-            .map(|s| s.load().queue.clone())
-            .ok_or("no worker")?;
+        let queue = self.states[0].load().queue.clone();
         let worker =
             webhook::worker::Worker::new(queue, sender, &cfg.webhooks, self.metrics.clone())?
                 .with_telemetry(self.telemetry.clone());
@@ -277,12 +291,10 @@ impl Gateway {
     /// Files that cannot be used change nothing and the error says why (the old certificate
     /// keeps serving). A gateway started without `[tls]` refuses: switching plaintext to TLS
     /// needs a restart.
-    pub fn reload_tls(&self, cfg: &config::TlsConfig) -> Result<(), String> {
+    pub fn reload_tls(&self, cfg: &config::TlsConfig) -> Result<(), ReloadError> {
         match &self.tls {
-            Some(tls) => tls.reload(cfg),
-            None => Err(
-                "[tls]: the gateway was started without TLS; serving TLS needs a restart".into(),
-            ),
+            Some(tls) => Ok(tls.reload(cfg)?),
+            None => Err(ReloadError::TlsOff),
         }
     }
 

@@ -51,6 +51,50 @@ pub enum JwtError {
     Invalid(&'static str),
 }
 
+/// Why a JWKS file cannot be used (`check-config` and start say which file, and why).
+#[derive(Debug, thiserror::Error)]
+pub enum JwksError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// What the operating system said.
+        source: std::io::Error,
+    },
+    /// The file is not a JWKS document (`{"keys": [...]}`).
+    #[error("{path} is not a JWKS document: {source}")]
+    NotJwks {
+        /// The file.
+        path: String,
+        /// What the JSON reader said.
+        source: serde_json::Error,
+    },
+    /// No key of the set can verify tokens: each one's reason.
+    #[error("{path} has no usable signing key: {}", if .skipped.is_empty() { "no keys".to_owned() } else { .skipped.join("; ") })]
+    NoUsableKey {
+        /// The file.
+        path: String,
+        /// Why each key was skipped (`key "kid" ...`).
+        skipped: Vec<String>,
+    },
+}
+
+/// Why one key of a set is not used (the set may still have others).
+#[derive(Debug, thiserror::Error)]
+enum KeyProblem {
+    #[error("is a symmetric (oct) key; only RS256, ES256 and EdDSA keys are used")]
+    Symmetric,
+    #[error("has a curve other than P-256 or Ed25519")]
+    Curve,
+    #[error("is for {0}; only RS256, ES256 and EdDSA are accepted")]
+    Algorithm(String),
+    #[error("says alg {said:?} but is a key for {implied:?}")]
+    Mismatch { said: Algorithm, implied: Algorithm },
+    #[error("{0}")]
+    Unreadable(jsonwebtoken::errors::Error),
+}
+
 struct Key {
     kid: Option<String>,
     alg: Algorithm,
@@ -74,40 +118,32 @@ impl std::fmt::Debug for Verifier {
 
 /// The algorithm a JWK is for: its `alg` if it says one, else what its key type implies. Keys
 /// for any other algorithm are not used.
-fn key_alg(jwk: &Jwk) -> Result<Algorithm, String> {
+fn key_alg(jwk: &Jwk) -> Result<Algorithm, KeyProblem> {
     let implied = match &jwk.algorithm {
         AlgorithmParameters::RSA(_) => Algorithm::RS256,
         AlgorithmParameters::EllipticCurve(p) if p.curve == EllipticCurve::P256 => Algorithm::ES256,
         AlgorithmParameters::OctetKeyPair(p) if p.curve == EllipticCurve::Ed25519 => {
             Algorithm::EdDSA
         }
-        AlgorithmParameters::OctetKey(_) => {
-            return Err(
-                "is a symmetric (oct) key; only RS256, ES256 and EdDSA keys are used".into(),
-            )
-        }
-        _ => return Err("has a curve other than P-256 or Ed25519".into()),
+        AlgorithmParameters::OctetKey(_) => return Err(KeyProblem::Symmetric),
+        _ => return Err(KeyProblem::Curve),
     };
     let said = match jwk.common.key_algorithm {
         None => return Ok(implied),
         Some(KeyAlgorithm::RS256) => Algorithm::RS256,
         Some(KeyAlgorithm::ES256) => Algorithm::ES256,
         Some(KeyAlgorithm::EdDSA) => Algorithm::EdDSA,
-        Some(other) => {
-            return Err(format!(
-                "is for {other:?}; only RS256, ES256 and EdDSA are accepted"
-            ))
-        }
+        Some(other) => return Err(KeyProblem::Algorithm(format!("{other:?}"))),
     };
     if said != implied {
-        return Err(format!("says alg {said:?} but is a key for {implied:?}"));
+        return Err(KeyProblem::Mismatch { said, implied });
     }
     Ok(said)
 }
 
 impl Verifier {
     /// Read and check the key set (see [`read_keys`]).
-    pub fn load(cfg: &JwtConfig) -> Result<Verifier, String> {
+    pub fn load(cfg: &JwtConfig) -> Result<Verifier, JwksError> {
         let keys = read_keys(Path::new(&cfg.jwks_file))?;
         let validations = ALLOWED
             .iter()
@@ -185,16 +221,22 @@ impl Verifier {
 /// The usable keys of a JWKS file, or why it cannot be used. Keys for encryption (`use: enc`)
 /// or for an algorithm outside the allow-list are skipped with a warning (identity providers
 /// publish such keys beside their signing keys); a set with no usable key is refused.
-fn read_keys(path: &Path) -> Result<Vec<Key>, String> {
-    let text = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+fn read_keys(path: &Path) -> Result<Vec<Key>, JwksError> {
+    let shown = || path.display().to_string();
+    let text = std::fs::read(path).map_err(|source| JwksError::Read {
+        path: shown(),
+        source,
+    })?;
     // Each key on its own: one of a kind this library does not know (ES512, say) is skipped,
     // not a reason to refuse the set.
     #[derive(Deserialize)]
     struct Set {
         keys: Vec<serde_json::Value>,
     }
-    let set: Set = serde_json::from_slice(&text)
-        .map_err(|e| format!("{} is not a JWKS document: {e}", path.display()))?;
+    let set: Set = serde_json::from_slice(&text).map_err(|source| JwksError::NotJwks {
+        path: shown(),
+        source,
+    })?;
     let mut keys = Vec::with_capacity(set.keys.len());
     let mut skipped = Vec::new();
     for (i, raw) in set.keys.into_iter().enumerate() {
@@ -217,7 +259,7 @@ fn read_keys(path: &Path) -> Result<Vec<Key>, String> {
         let usable = key_alg(jwk).and_then(|alg| {
             DecodingKey::from_jwk(jwk)
                 .map(|key| (alg, key))
-                .map_err(|e| e.to_string())
+                .map_err(KeyProblem::Unreadable)
         });
         match usable {
             Ok((alg, key)) => keys.push(Key {
@@ -229,15 +271,10 @@ fn read_keys(path: &Path) -> Result<Vec<Key>, String> {
         }
     }
     if keys.is_empty() {
-        let why = if skipped.is_empty() {
-            "no keys".to_owned()
-        } else {
-            skipped.join("; ")
-        };
-        return Err(format!(
-            "{} has no usable signing key: {why}",
-            path.display()
-        ));
+        return Err(JwksError::NoUsableKey {
+            path: shown(),
+            skipped,
+        });
     }
     for s in &skipped {
         tracing::warn!(jwks = %path.display(), "skipping a JWKS key: {s}");
@@ -246,7 +283,7 @@ fn read_keys(path: &Path) -> Result<Vec<Key>, String> {
 }
 
 /// The check of `check-config`: the file holds a usable key set.
-pub fn check_jwks(path: &Path) -> Result<(), String> {
+pub fn check_jwks(path: &Path) -> Result<(), JwksError> {
     read_keys(path).map(drop)
 }
 
@@ -283,13 +320,17 @@ mod tests {
         let f = write(r#"{"keys":[{"kty":"oct","kid":"hmac","k":"c2VjcmV0"}]}"#);
         let e = read_keys(f.path()).err().expect("refused");
         assert!(
-            e.contains("no usable signing key") && e.contains("symmetric"),
+            e.to_string().contains("no usable signing key") && e.to_string().contains("symmetric"),
             "{e}"
         );
         let f = write(r#"{"keys":[]}"#);
         assert!(read_keys(f.path()).is_err());
         let f = write("not json");
-        assert!(read_keys(f.path()).err().expect("refused").contains("JWKS"));
+        assert!(read_keys(f.path())
+            .err()
+            .expect("refused")
+            .to_string()
+            .contains("JWKS"));
         assert!(read_keys(Path::new("/nonexistent/jwks.json")).is_err());
     }
 

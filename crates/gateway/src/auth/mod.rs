@@ -260,7 +260,7 @@ fn decode_hex32(s: &str) -> Option<[u8; 32]> {
 
 impl Auth {
     /// From a checked config; fails only if the JWKS file cannot be used.
-    pub fn from_config(cfg: &Config) -> Result<Auth, String> {
+    pub fn from_config(cfg: &Config) -> Result<Auth, jwt::JwksError> {
         let mut keys = HashMap::new();
         let mut by_name = HashMap::new();
         let mut subjects = HashMap::new();
@@ -275,7 +275,7 @@ impl Auth {
             by_name.insert(c.name.clone(), client);
         }
         let jwt = match &cfg.auth.jwt {
-            Some(j) => Some(jwt::Verifier::load(j).map_err(|e| format!("[auth.jwt] {e}"))?),
+            Some(j) => Some(jwt::Verifier::load(j)?),
             None => None,
         };
         Ok(Auth {
@@ -292,7 +292,7 @@ impl Auth {
     /// The identity of a reloaded config: new clients, keys and JWKS, with this generation's
     /// open-stream counts carried over (streams opened before the reload still count against
     /// their clients' `max_streams`). Remembered tokens are not: they are checked again.
-    pub fn reloaded(&self, cfg: &Config) -> Result<Auth, String> {
+    pub fn reloaded(&self, cfg: &Config) -> Result<Auth, jwt::JwksError> {
         let mut next = Auth::from_config(cfg)?;
         next.streams = self.streams.clone();
         Ok(next)

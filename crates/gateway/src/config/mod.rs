@@ -17,7 +17,7 @@ mod tls;
 mod validate;
 
 pub use identity::{AuthConfig, ClientConfig, CorsConfig, JwtConfig, Right};
-pub use rules::{NoRules, Rules};
+pub use rules::{Check, NoRules, Refused, Rules};
 pub use tls::{ClientAuth, PemKind, TlsConfig};
 
 pub use store::{RedisConfig, MAX_PARTITIONS};
@@ -287,7 +287,7 @@ impl WebhookConfig {
 }
 
 /// `[streams]`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct StreamsConfig {
     /// A quiet stream gets the gateway's `event: ping` this often.

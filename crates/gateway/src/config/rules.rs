@@ -1,53 +1,56 @@
-//! The checks the config cannot make alone: [`Rules`], supplied by the modules that know
-//! (webhook URLs and keys, the JWKS, PEM files), and [`NoRules`] for the config's own checks.
+//! The checks the config cannot make alone: each is a [`Check`] of one value, made by the
+//! module that knows it (the webhook URL guard, the retry schedule's limits, signing keys, the
+//! JWKS, PEM files) through the one [`Rules`] the crate supplies (`crate::ConfigRules`), so
+//! that this module imports none of them. [`NoRules`] makes none: what [`Config::parse`]
+//! applies, so the config's own rules can be tested alone.
 
 use super::*;
 
-/// The checks that need a domain module's knowledge, supplied by that module (the webhook
-/// module's `ConfigRules`), so that this module imports none. Each returns the message of the
-/// problem, if any.
-pub trait Rules {
+/// One value the config cannot judge by itself.
+#[derive(Debug, Clone, Copy)]
+pub enum Check<'a> {
     /// One `webhooks.allow` entry (an address range).
-    fn allow_entry(&self, entry: &str) -> Result<(), String>;
+    AllowEntry(&'a str),
     /// The retry waits (`webhooks.retry_schedule_secs` after `max_attempts`).
-    fn retry_schedule(&self, secs: &[u64]) -> Result<(), String>;
-    /// A subscriber URL, given the allow list.
-    fn subscriber_url(&self, allow: &[String], url: &str) -> Result<(), String>;
+    RetrySchedule(&'a [u64]),
+    /// A subscriber URL, under the allow list.
+    SubscriberUrl {
+        /// `webhooks.allow`.
+        allow: &'a [String],
+        /// The URL.
+        url: &'a str,
+    },
     /// A subscriber signing key.
-    fn signing_secret(&self, secret: &str) -> Result<(), String>;
+    SigningSecret(&'a str),
     /// The `[auth.jwt] jwks_file`: readable, and a key set the gateway can use.
-    fn jwks_file(&self, path: &Path) -> Result<(), String>;
+    JwksFile(&'a Path),
     /// A PEM file of the `[tls]` table or an agent's `ca_file`: readable, and holding what
-    /// `kind` says, each item usable.
-    fn pem_file(&self, kind: PemKind, path: &Path) -> Result<(), String>;
+    /// the kind says, each item usable.
+    PemFile(PemKind, &'a Path),
     /// `[tls] key_file` is the private key of the first certificate in `cert_file` (both
-    /// already passed [`Rules::pem_file`]).
-    fn key_pair(&self, cert_file: &Path, key_file: &Path) -> Result<(), String>;
+    /// already passed [`Check::PemFile`]).
+    KeyPair {
+        /// `[tls] cert_file`.
+        cert_file: &'a Path,
+        /// `[tls] key_file`.
+        key_file: &'a Path,
+    },
 }
 
-/// Only the config's own rules: what [`Config::parse`] applies.
+/// Why a [`Check`] failed: the error of the module that made it, shown as the problem.
+pub type Refused = Box<dyn std::error::Error + Send + Sync>;
+
+/// The checks that need a domain module's knowledge.
+pub trait Rules {
+    /// Judge one value.
+    fn check(&self, what: Check<'_>) -> Result<(), Refused>;
+}
+
+/// No domain checks at all (see the module doc).
 pub struct NoRules;
 
 impl Rules for NoRules {
-    fn allow_entry(&self, _: &str) -> Result<(), String> {
-        Ok(())
-    }
-    fn retry_schedule(&self, _: &[u64]) -> Result<(), String> {
-        Ok(())
-    }
-    fn subscriber_url(&self, _: &[String], _: &str) -> Result<(), String> {
-        Ok(())
-    }
-    fn signing_secret(&self, _: &str) -> Result<(), String> {
-        Ok(())
-    }
-    fn jwks_file(&self, _: &Path) -> Result<(), String> {
-        Ok(())
-    }
-    fn pem_file(&self, _: PemKind, _: &Path) -> Result<(), String> {
-        Ok(())
-    }
-    fn key_pair(&self, _: &Path, _: &Path) -> Result<(), String> {
+    fn check(&self, _: Check<'_>) -> Result<(), Refused> {
         Ok(())
     }
 }

@@ -271,7 +271,11 @@ fn credential(req: &Request, from_query: bool) -> Result<Cow<'_, [u8]>, Failure>
     Err(Failure::Missing)
 }
 
-fn bearer(v: &[u8]) -> Option<&[u8]> {
+/// The credential of an `Authorization: Bearer <credential>` value (the scheme in any case,
+/// RFC 9110 §11.1; the credential as sent, less surrounding white space). `None` for another
+/// scheme or an empty credential. The one bearer parser: clients, the `admin_token` and the
+/// agents' `ingest_token` are all read with it.
+pub fn bearer(v: &[u8]) -> Option<&[u8]> {
     let rest = v
         .get(..7)
         .filter(|p| p.eq_ignore_ascii_case(b"bearer "))

@@ -102,11 +102,11 @@ impl RedisLedger {
             prefix: prefix.to_owned(),
             ..crate::config::RedisConfig::default()
         };
-        let store = Store::new(&config).map_err(LedgerError::Unavailable)?;
+        let store = Store::new(&config).map_err(|e| LedgerError::Unavailable(e.to_string()))?;
         store
             .connect_now()
             .await
-            .map_err(LedgerError::Unavailable)?;
+            .map_err(|e| LedgerError::Unavailable(e.to_string()))?;
         Ok(RedisLedger::new(store, retention))
     }
 

@@ -169,11 +169,44 @@ pub fn is_broken(e: &RedisError) -> bool {
         )
 }
 
+/// Why a store could not be made or connected.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// `[redis] ca_file` could not be read.
+    #[error("redis.ca_file {path:?}: {source}")]
+    CaFile {
+        /// The file.
+        path: String,
+        /// What the operating system said.
+        source: std::io::Error,
+    },
+    /// `[redis]` names no node.
+    #[error("[redis] has no url")]
+    NoUrl,
+    /// The client for the nodes could not be built.
+    #[error("[redis] {name}: {source}")]
+    Client {
+        /// The nodes, passwords redacted.
+        name: String,
+        /// What redis-rs said.
+        source: RedisError,
+    },
+    /// The data in Redis is refused for good (another layout, another partition count).
+    #[error("{0}")]
+    Refused(String),
+    /// No connection could be made now.
+    #[error("cannot connect to Redis at {0}")]
+    Unreachable(String),
+}
+
 /// PEM of `ca_file` followed by the system roots: `rediss://` servers are checked against
 /// both (redis-rs takes one bundle that replaces its default roots).
-fn root_bundle(ca_file: &str) -> Result<Vec<u8>, String> {
+fn root_bundle(ca_file: &str) -> Result<Vec<u8>, StoreError> {
     use base64::Engine;
-    let mut pem = std::fs::read(ca_file).map_err(|e| format!("redis.ca_file {ca_file:?}: {e}"))?;
+    let mut pem = std::fs::read(ca_file).map_err(|source| StoreError::CaFile {
+        path: ca_file.to_owned(),
+        source,
+    })?;
     if !pem.ends_with(b"\n") {
         pem.push(b'\n');
     }
@@ -192,7 +225,7 @@ fn root_bundle(ca_file: &str) -> Result<Vec<u8>, String> {
 
 impl Store {
     /// The store a `[redis]` table describes; nothing is connected yet (see [`Store::start`]).
-    pub fn new(config: &RedisConfig) -> Result<Arc<Store>, String> {
+    pub fn new(config: &RedisConfig) -> Result<Arc<Store>, StoreError> {
         let nodes = config.nodes();
         let name = nodes
             .iter()
@@ -206,7 +239,10 @@ impl Store {
             }),
             None => None,
         };
-        let bad = |e: RedisError| format!("[redis] {name}: {e}");
+        let bad = |source: RedisError| StoreError::Client {
+            name: name.clone(),
+            source,
+        };
         let link = if config.cluster {
             let mut b = ClusterClientBuilder::new(nodes.clone())
                 .connection_timeout(TIMEOUT)
@@ -217,9 +253,7 @@ impl Store {
             }
             Link::Cluster(b.build().map_err(bad)?)
         } else {
-            let url = nodes
-                .first()
-                .ok_or_else(|| "[redis] has no url".to_owned())?;
+            let url = nodes.first().ok_or(StoreError::NoUrl)?;
             Link::Single(match &certs {
                 Some(c) => redis::Client::build_with_tls(url.as_str(), c.clone()).map_err(bad)?,
                 None => redis::Client::open(url.as_str()).map_err(bad)?,
@@ -346,10 +380,12 @@ impl Store {
     /// up starts with it, or fails at once if its data is refused; then, if that attempt
     /// failed, keep trying in the background with backoff until `stop`. Also runs the pinger
     /// that marks a store that was marked down up again.
-    pub async fn start(self: &Arc<Self>, stop: watch::Receiver<bool>) -> Result<(), String> {
+    pub async fn start(self: &Arc<Self>, stop: watch::Receiver<bool>) -> Result<(), StoreError> {
         let first = self.connect_once().await;
         if first == Err(true) {
-            return Err(self.refused().unwrap_or("refused").to_owned());
+            return Err(StoreError::Refused(
+                self.refused().unwrap_or("refused").to_owned(),
+            ));
         }
         let me = self.clone();
         tokio::spawn(me.keep(first.is_ok(), stop));
@@ -358,11 +394,10 @@ impl Store {
 
     /// Connect now, once, for tools and tests that need the store before they go on (no
     /// background reconnection is started: the connection reconnects by itself).
-    pub async fn connect_now(self: &Arc<Self>) -> Result<(), String> {
-        self.connect_once().await.map_err(|_| {
-            self.refused()
-                .map(str::to_owned)
-                .unwrap_or_else(|| format!("cannot connect to Redis at {}", self.name))
+    pub async fn connect_now(self: &Arc<Self>) -> Result<(), StoreError> {
+        self.connect_once().await.map_err(|_| match self.refused() {
+            Some(why) => StoreError::Refused(why.to_owned()),
+            None => StoreError::Unreachable(self.name.clone()),
         })
     }
 

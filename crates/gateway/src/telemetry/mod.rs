@@ -76,7 +76,7 @@ impl Telemetry {
     pub fn start(
         cfg: &TelemetryConfig,
         spans: prometheus::IntCounterVec,
-    ) -> Result<Option<Arc<Telemetry>>, String> {
+    ) -> Result<Option<Arc<Telemetry>>, opentelemetry_otlp::ExporterBuildError> {
         let Some(base) = cfg.otlp_endpoint.as_deref() else {
             return Ok(None);
         };
@@ -99,8 +99,7 @@ impl Telemetry {
             .with_protocol(Protocol::HttpBinary)
             .with_endpoint(endpoint)
             .with_timeout(EXPORT_TIMEOUT)
-            .build()
-            .map_err(|e| format!("[telemetry] otlp_endpoint: {e}"))?;
+            .build()?;
         let resource = Resource::builder()
             .with_service_name(cfg.service_name.clone())
             .with_attribute(KeyValue::new(

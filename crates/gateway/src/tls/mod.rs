@@ -165,18 +165,17 @@ pub fn trust_anchors(path: &Path) -> Result<RootCertStore, TlsError> {
 }
 
 /// `check-config`'s check of one PEM file.
-pub fn check_pem(kind: PemKind, path: &Path) -> Result<(), String> {
+pub fn check_pem(kind: PemKind, path: &Path) -> Result<(), TlsError> {
     match kind {
         PemKind::CertChain => certificates(path).map(drop),
         PemKind::PrivateKey => private_key(path).map(drop),
         PemKind::TrustAnchors => trust_anchors(path).map(drop),
     }
-    .map_err(|e| e.to_string())
 }
 
 /// `check-config`'s check that the key is the certificate's.
-pub fn check_key_pair(cert: &Path, key: &Path) -> Result<(), String> {
-    identity(cert, key).map(drop).map_err(|e| e.to_string())
+pub fn check_key_pair(cert: &Path, key: &Path) -> Result<(), TlsError> {
+    identity(cert, key).map(drop)
 }
 
 /// The certificate chain and its key, checked to belong together.
@@ -294,8 +293,8 @@ impl Tls {
     /// already open keep the certificate they were made with. Files that cannot be used
     /// (unreadable, not PEM, a key that is not the certificate's, a bad CA) change nothing:
     /// the current certificate stays, and the error says why.
-    pub fn reload(&self, cfg: &TlsConfig) -> Result<(), String> {
-        let fresh = server_config(cfg).map_err(|e| e.to_string())?;
+    pub fn reload(&self, cfg: &TlsConfig) -> Result<(), TlsError> {
+        let fresh = server_config(cfg)?;
         self.current.store(Arc::new(fresh));
         Ok(())
     }
@@ -378,13 +377,13 @@ mod tests {
         };
         let tls = Tls::load(&cfg).expect("loads");
         let e = check_key_pair(&cert, &other).expect_err("mismatch");
-        assert!(e.contains("is not the private key"), "{e}");
+        assert!(e.to_string().contains("is not the private key"), "{e}");
         let broken = TlsConfig {
             key_file: other.display().to_string(),
             ..cfg.clone()
         };
         let e = tls.reload(&broken).expect_err("refused");
-        assert!(e.contains("is not the private key"), "{e}");
+        assert!(e.to_string().contains("is not the private key"), "{e}");
         tls.reload(&cfg).expect("a good reload");
     }
 
@@ -400,13 +399,13 @@ mod tests {
         check_pem(PemKind::TrustAnchors, &cert).expect("a self-signed CA");
         check_pem(PemKind::PrivateKey, &key).expect("key");
         let e = check_pem(PemKind::CertChain, &key).expect_err("a key is no cert");
-        assert!(e.contains("holds no PEM certificate"), "{e}");
+        assert!(e.to_string().contains("holds no PEM certificate"), "{e}");
         let e = check_pem(PemKind::PrivateKey, &cert).expect_err("a cert is no key");
-        assert!(e.contains("no unencrypted private key"), "{e}");
+        assert!(e.to_string().contains("no unencrypted private key"), "{e}");
         let e = check_pem(PemKind::TrustAnchors, &junk).expect_err("junk");
-        assert!(e.contains("holds no PEM certificate"), "{e}");
+        assert!(e.to_string().contains("holds no PEM certificate"), "{e}");
         let e = check_pem(PemKind::CertChain, &missing).expect_err("missing");
-        assert!(e.starts_with("cannot read"), "{e}");
+        assert!(e.to_string().starts_with("cannot read"), "{e}");
     }
 
     #[test]
@@ -422,7 +421,7 @@ mod tests {
         }
         let e = check_key_pair(&data.join("sec1-ec.pem"), &data.join("pkcs1-rsa.key"))
             .expect_err("another key");
-        assert!(e.contains("is not the private key"), "{e}");
+        assert!(e.to_string().contains("is not the private key"), "{e}");
     }
 
     #[test]

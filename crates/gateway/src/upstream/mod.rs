@@ -27,18 +27,34 @@ mod http1;
 /// The pooled client type towards agents.
 pub type HttpClient = Client<AgentConnector, Full<Bytes>>;
 
+/// Why a client towards agents (or subscribers) could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The TLS roots could not be set up.
+    #[error("TLS setup: {0}")]
+    Tls(rustls::Error),
+    /// An agent's `ca_file` cannot be used.
+    #[error("agent {agent:?} ca_file: {source}")]
+    CaFile {
+        /// The agent's route name.
+        agent: String,
+        /// Why the file cannot be used.
+        source: crate::tls::TlsError,
+    },
+}
+
 /// HTTP/1.1 + HTTP/2 over rustls on `http`: the webpki roots, or `tls` when given (an agent's
 /// own roots).
 fn https<R>(
     http: HttpConnector<R>,
     tls: Option<rustls::ClientConfig>,
-) -> Result<HttpsConnector<HttpConnector<R>>, String> {
+) -> Result<HttpsConnector<HttpConnector<R>>, ClientError> {
     let builder = match tls {
         Some(config) => HttpsConnectorBuilder::new().with_tls_config(config),
         // The ring provider is passed explicitly so no process-wide default has to be installed.
         None => HttpsConnectorBuilder::new()
             .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
-            .map_err(|e| format!("TLS setup: {e}"))?,
+            .map_err(ClientError::Tls)?,
     };
     Ok(builder
         .https_or_http()
@@ -66,7 +82,7 @@ pub fn pooled_client<R>(
     http: HttpConnector<R>,
     idle: Duration,
     max_idle_per_host: usize,
-) -> Result<Client<HttpsConnector<HttpConnector<R>>, Full<Bytes>>, String>
+) -> Result<Client<HttpsConnector<HttpConnector<R>>, Full<Bytes>>, ClientError>
 where
     R: Clone + Send + Sync + 'static,
     HttpConnector<R>: tower_service::Service<Uri> + Clone + Send + Sync + 'static,
@@ -123,7 +139,7 @@ pub struct AgentConnector {
 
 impl AgentConnector {
     /// The connector for `agents` over `http`; fails if an agent's `ca_file` cannot be used.
-    pub fn new(http: HttpConnector, agents: &[AgentConfig]) -> Result<AgentConnector, String> {
+    pub fn new(http: HttpConnector, agents: &[AgentConfig]) -> Result<AgentConnector, ClientError> {
         let mut own: Vec<(Origin, HttpsConnector<HttpConnector>)> = Vec::new();
         for a in agents {
             let (Some(ca), Some(origin)) = (a.ca_file.as_deref(), Origin::of_url(&a.url)) else {
@@ -132,8 +148,13 @@ impl AgentConnector {
             if own.iter().any(|(o, _)| *o == origin) {
                 continue; // the same CA: check-config refuses another on one origin
             }
-            let config = crate::tls::agent_client_config(std::path::Path::new(ca))
-                .map_err(|e| format!("agent {:?} ca_file: {e}", a.name))?;
+            let config =
+                crate::tls::agent_client_config(std::path::Path::new(ca)).map_err(|source| {
+                    ClientError::CaFile {
+                        agent: a.name.clone(),
+                        source,
+                    }
+                })?;
             own.push((origin, https(http.clone(), Some(config))?));
         }
         Ok(AgentConnector {
@@ -219,7 +240,7 @@ impl Upstream {
     /// A client with TCP_NODELAY, this connect timeout, TCP keep-alive and a pool of 256 idle
     /// connections per host, reaped after 90 s idle; `agents`' `ca_file`s are trusted for their
     /// origins (see [`AgentConnector`]). Fails if one of them cannot be used.
-    pub fn new(connect_timeout: Duration, agents: &[AgentConfig]) -> Result<Upstream, String> {
+    pub fn new(connect_timeout: Duration, agents: &[AgentConfig]) -> Result<Upstream, ClientError> {
         let mut http = HttpConnector::new();
         http.set_nodelay(true);
         http.set_connect_timeout(Some(connect_timeout));

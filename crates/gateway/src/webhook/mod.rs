@@ -17,59 +17,19 @@ pub mod send;
 pub mod sign;
 pub mod worker;
 
-use crate::config::Rules;
-
-/// The config checks that need this module's knowledge: address ranges and subscriber URLs
-/// (the [`guard`]), the retry schedule's limits ([`retry`]) and signing keys ([`sign`]).
-pub struct ConfigRules;
-
-impl Rules for ConfigRules {
-    fn allow_entry(&self, entry: &str) -> Result<(), String> {
-        entry
-            .parse::<guard::Cidr>()
-            .map(drop)
-            .map_err(|e| e.to_string())
-    }
-
-    fn retry_schedule(&self, secs: &[u64]) -> Result<(), String> {
-        retry::Schedule::from_secs(secs)
-            .map(drop)
-            .map_err(|e| e.to_string())
-    }
-
-    fn subscriber_url(&self, allow: &[String], url: &str) -> Result<(), String> {
-        // A bad allow list is reported at its own key; check the URL against the good entries.
-        let allow: Vec<&String> = allow
-            .iter()
-            .filter(|a| self.allow_entry(a).is_ok())
-            .collect();
-        let guard = guard::UrlGuard::new(&allow).unwrap_or_default();
-        guard.check_url(url).map(drop).map_err(|e| e.to_string())
-    }
-
-    fn signing_secret(&self, secret: &str) -> Result<(), String> {
-        sign::SigningKey::parse(secret)
-            .map(drop)
-            .map_err(|e| e.to_string())
-    }
-
-    fn jwks_file(&self, _: &std::path::Path) -> Result<(), String> {
-        // Not this module's: the crate's `ConfigRules` asks the auth module.
-        Ok(())
-    }
-
-    fn pem_file(&self, _: crate::config::PemKind, _: &std::path::Path) -> Result<(), String> {
-        // Not this module's: the crate's `ConfigRules` asks the tls module.
-        Ok(())
-    }
-
-    fn key_pair(&self, _: &std::path::Path, _: &std::path::Path) -> Result<(), String> {
-        Ok(())
-    }
+/// The config's checks of a subscriber URL: the URL guard under the allow list's good entries
+/// (a bad entry is reported at its own key, `webhooks.allow[i]`, by [`guard::Cidr`]'s parse).
+pub fn check_subscriber_url(allow: &[String], url: &str) -> Result<(), guard::GuardError> {
+    let allow: Vec<&String> = allow
+        .iter()
+        .filter(|a| a.parse::<guard::Cidr>().is_ok())
+        .collect();
+    let guard = guard::UrlGuard::new(&allow).unwrap_or_default();
+    guard.check_url(url).map(drop)
 }
 
-/// The config's webhook parts, checked with [`ConfigRules`] (moved from the config module, which
-/// no longer knows the guard, the schedule's limits or signing keys).
+/// The config's webhook parts, checked with the crate's `ConfigRules` (the config module knows
+/// neither the guard, the schedule's limits nor signing keys).
 #[cfg(test)]
 mod config_tests {
     use std::time::Duration;
@@ -78,7 +38,7 @@ mod config_tests {
     use crate::config::{Config, Problem};
 
     fn parse(text: &str) -> Result<Config, Vec<Problem>> {
-        Config::parse_with(text, &ConfigRules)
+        Config::parse_with(text, &crate::ConfigRules)
     }
 
     const KEY: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";

@@ -91,22 +91,53 @@ pub struct Sender {
 /// answers; a larger one is dropped with its connection).
 const DRAIN_LIMIT: usize = 64 * 1024;
 
+/// Why the webhook sender could not be built: a subscriber the guard or its keys refuse.
+#[derive(Debug, thiserror::Error)]
+pub enum SenderError {
+    /// `webhooks.allow` holds an entry that is no address range.
+    #[error("webhooks.allow: {0}")]
+    Allow(GuardError),
+    /// A subscriber's URL is refused by the guard.
+    #[error("{subscriber}: {source}")]
+    Url {
+        /// The subscriber's name.
+        subscriber: String,
+        /// Why the guard refuses it.
+        source: GuardError,
+    },
+    /// A subscriber's signing key cannot be read.
+    #[error("{subscriber}: {source}")]
+    Key {
+        /// The subscriber's name.
+        subscriber: String,
+        /// Why the key cannot be read.
+        source: sign::SecretError,
+    },
+    /// The HTTP client could not be built.
+    #[error(transparent)]
+    Client(#[from] crate::upstream::ClientError),
+}
+
 impl Sender {
     /// Check every subscriber URL with the guard of `webhooks.allow` and build the client; an error
     /// names the subscriber.
-    pub fn new(subs: &[SubscriberConfig], cfg: &WebhookConfig) -> Result<Sender, String> {
-        let guard = Arc::new(UrlGuard::new(&cfg.allow).map_err(|e| e.to_string())?);
+    pub fn new(subs: &[SubscriberConfig], cfg: &WebhookConfig) -> Result<Sender, SenderError> {
+        let guard = Arc::new(UrlGuard::new(&cfg.allow).map_err(SenderError::Allow)?);
         let mut subscribers = HashMap::new();
         for s in subs {
-            let uri = guard
-                .check_url(&s.url)
-                .map_err(|e| format!("{}: {e}", s.name))?;
+            let uri = guard.check_url(&s.url).map_err(|source| SenderError::Url {
+                subscriber: s.name.clone(),
+                source,
+            })?;
             let keys = s
                 .secret
                 .iter()
                 .map(|k| sign::SigningKey::parse(k.expose()))
                 .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| format!("{}: {e}", s.name))?;
+                .map_err(|source| SenderError::Key {
+                    subscriber: s.name.clone(),
+                    source,
+                })?;
             subscribers.insert(
                 Arc::from(s.name.as_str()),
                 Arc::new(Subscriber {

@@ -71,8 +71,8 @@ impl Worker {
         sender: Sender,
         cfg: &WebhookConfig,
         metrics: Arc<Metrics>,
-    ) -> Result<Worker, String> {
-        let schedule = Schedule::from_config(cfg).map_err(|e| format!("webhooks: {e}"))?;
+    ) -> Result<Worker, crate::webhook::retry::ScheduleError> {
+        let schedule = Schedule::from_config(cfg)?;
         let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "gw".into());
         Ok(Worker {
             queue,

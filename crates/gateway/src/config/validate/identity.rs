@@ -140,7 +140,7 @@ impl Validator {
     fn jwt(&mut self, j: &JwtConfig, rules: &dyn Rules) {
         if j.jwks_file.is_empty() {
             self.problem("auth.jwt.jwks_file", "is required in [auth.jwt]");
-        } else if let Err(e) = rules.jwks_file(Path::new(&j.jwks_file)) {
+        } else if let Err(e) = rules.check(Check::JwksFile(Path::new(&j.jwks_file))) {
             self.problem("auth.jwt.jwks_file", e);
         }
         if j.issuer.is_empty() {

@@ -85,8 +85,8 @@ pub(super) struct Validator {
 }
 
 impl Validator {
-    fn problem(&mut self, key: impl Into<String>, msg: impl Into<String>) {
-        self.problems.push(Problem::new(key, msg));
+    fn problem(&mut self, key: impl Into<String>, msg: impl std::fmt::Display) {
+        self.problems.push(Problem::new(key, msg.to_string()));
     }
 
     /// A count or size within `1..=max`.
@@ -243,7 +243,7 @@ impl Validator {
             if path.is_empty() {
                 v.problem(key, "is required in [tls]");
                 false
-            } else if let Err(e) = rules.pem_file(kind, Path::new(path)) {
+            } else if let Err(e) = rules.check(Check::PemFile(kind, Path::new(path))) {
                 v.problem(key, e);
                 false
             } else {
@@ -253,7 +253,10 @@ impl Validator {
         let cert = pem(self, "tls.cert_file", &t.cert_file, PemKind::CertChain);
         let key = pem(self, "tls.key_file", &t.key_file, PemKind::PrivateKey);
         if cert && key {
-            if let Err(e) = rules.key_pair(Path::new(&t.cert_file), Path::new(&t.key_file)) {
+            if let Err(e) = rules.check(Check::KeyPair {
+                cert_file: Path::new(&t.cert_file),
+                key_file: Path::new(&t.key_file),
+            }) {
                 self.problem("tls.key_file", e);
             }
         }
@@ -319,7 +322,8 @@ impl Validator {
                     format!("{at}.ca_file"),
                     "must name a PEM file of CA certificates (or leave the key out)",
                 );
-            } else if let Err(e) = rules.pem_file(PemKind::TrustAnchors, Path::new(ca)) {
+            } else if let Err(e) = rules.check(Check::PemFile(PemKind::TrustAnchors, Path::new(ca)))
+            {
                 self.problem(format!("{at}.ca_file"), e);
             }
         }
@@ -447,7 +451,7 @@ impl Validator {
 
     fn webhooks(&mut self, w: &WebhookConfig, rules: &dyn Rules) {
         for (i, entry) in w.allow.iter().enumerate() {
-            if let Err(e) = rules.allow_entry(entry) {
+            if let Err(e) = rules.check(Check::AllowEntry(entry)) {
                 self.problem(format!("webhooks.allow[{i}]"), e);
             }
         }
@@ -456,7 +460,7 @@ impl Validator {
                 self.problem("webhooks.max_attempts", "must be between 1 and 101")
             }
             _ => {
-                if let Err(e) = rules.retry_schedule(&w.retry_waits_secs()) {
+                if let Err(e) = rules.check(Check::RetrySchedule(&w.retry_waits_secs())) {
                     self.problem("webhooks.retry_schedule_secs", e);
                 }
             }
@@ -490,9 +494,13 @@ impl Validator {
         agents: &[AgentConfig],
         rules: &dyn Rules,
     ) {
-        self.name_and_url(at, &s.name, &s.url, |u| rules.subscriber_url(allow, u));
+        self.name_and_url(at, &s.name, &s.url, |u| {
+            rules
+                .check(Check::SubscriberUrl { allow, url: u })
+                .map_err(|e| e.to_string())
+        });
         for secret in &s.secret {
-            if let Err(e) = rules.signing_secret(secret.expose()) {
+            if let Err(e) = rules.check(Check::SigningSecret(secret.expose())) {
                 self.problem(format!("{at}.secret"), e);
             }
         }

@@ -12,6 +12,7 @@ use hyper::{Response, StatusCode};
 use serde_json::Value;
 
 use crate::config::Conformance;
+use crate::http::admission;
 use crate::http::body::Body;
 use crate::http::context::Ctx;
 use crate::http::error::{ApiError, ApiResult, Code};
@@ -45,11 +46,10 @@ pub async fn ingest(state: &State, ctx: &mut Ctx, name: &str, req: Request) -> A
         refuse("unauthorized");
         return Err(unauthorized("this agent has no ingest_token configured; the gateway accepts no notifications for it"));
     };
-    let presented = req.headers().get(header::AUTHORIZATION).and_then(|v| {
-        // The scheme is case-insensitive (RFC 9110 §11.1); the token is not.
-        let b = v.as_bytes();
-        (b.len() > 7 && b[..7].eq_ignore_ascii_case(b"bearer ")).then(|| &b[7..])
-    });
+    let presented = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| admission::bearer(v.as_bytes()));
     if !presented.is_some_and(|p| token.matches(p)) {
         refuse("unauthorized");
         return Err(unauthorized(

@@ -92,8 +92,11 @@ impl RedisQueue {
             prefix: prefix.to_owned(),
             ..crate::config::RedisConfig::default()
         };
-        let store = Store::new(&config).map_err(QueueError::Unavailable)?;
-        store.connect_now().await.map_err(QueueError::Unavailable)?;
+        let store = Store::new(&config).map_err(|e| QueueError::Unavailable(e.to_string()))?;
+        store
+            .connect_now()
+            .await
+            .map_err(|e| QueueError::Unavailable(e.to_string()))?;
         Ok(RedisQueue::new(store, max_dead))
     }
 
