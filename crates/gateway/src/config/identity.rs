@@ -141,3 +141,54 @@ impl Default for CorsConfig {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::testing::*;
+    use std::time::Duration;
+
+    #[test]
+    fn clients_jwt_and_cors_parse_with_their_defaults() {
+        let cfg = Config::parse(&format!(
+            r#"
+            listen = "0.0.0.0:8080"
+            [[clients]]
+            name = "orchestrator-a"
+            key_sha256 = "{HASH}"
+            [[clients]]
+            name = "ops"
+            key_sha256 = "{}"
+            agents = ["scripts", "f47ac10b-58cc-4372-a567-0e02b2c3d479"]
+            can = ["metrics", "admin", "all_tasks"]
+            max_streams = 5
+            [auth.jwt]
+            jwks_file = "jwks.json"
+            issuer = "https://idp.example.com/"
+            audience = "a2a-gateway"
+            [cors]
+            allow_origins = ["https://console.example.com", "http://localhost:3000"]
+            [[agents]]
+            name = "scripts"
+            url = "http://x"
+            upstream_auth_header = "Authorization: Bearer agent-secret"
+        "#,
+            HASH2.to_uppercase()
+        ))
+        .expect("valid");
+        assert!(cfg.auth_enabled());
+        let a = &cfg.clients[0];
+        assert_eq!(a.agents, ["*"]);
+        assert_eq!(a.can, [Right::Tasks, Right::Streams]);
+        assert_eq!(a.max_streams, 100);
+        assert_eq!(cfg.clients[1].can.len(), 3);
+        let jwt = cfg.auth.jwt.as_ref().expect("jwt");
+        assert_eq!(jwt.leeway, Duration::from_secs(30));
+        let cors = cfg.cors.as_ref().expect("cors");
+        assert_eq!(cors.max_age, Duration::from_secs(600));
+        let (name, value) = cfg.agents[0].upstream_auth_header.as_ref().expect("header");
+        assert_eq!(name.as_str(), "authorization");
+        assert!(value.matches(b"Bearer agent-secret"));
+        assert!(!format!("{cfg:?}").contains("agent-secret"));
+    }
+}

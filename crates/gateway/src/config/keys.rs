@@ -340,3 +340,108 @@ fn plain_message(m: &str) -> String {
     };
     format!("must be {what}")
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::config::*;
+
+    #[test]
+    fn unknown_keys_name_the_nearest_valid_key() {
+        let problems = Config::parse(
+            r#"
+            listn = "127.0.0.1:0"
+            listen = "127.0.0.1:0"
+            [[agents]]
+            name = "a"
+            url = "http://x"
+            [[agents]]
+            name = "b"
+            url = "http://y"
+            timout_ms = 5
+            [redis]
+            url = "redis://h"
+            prefx = "a:{t}:"
+            [streams]
+            ping_interval = 5
+            colour = "blue"
+        "#,
+        )
+        .expect_err("unknown keys");
+        let shown: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            shown,
+            [
+                "listn: unknown key; did you mean listen?",
+                "agents[1].timout_ms: unknown key; did you mean timeout_ms?",
+                "redis.prefx: unknown key; did you mean prefix?",
+                "streams.colour: unknown key; valid keys here: ping_interval_ms, linger_ms, \
+                 replay_events, replay_bytes, subscriber_lag_bytes, max_topics, max_event_bytes, \
+                 reconnect_max_ms, max_buffer_bytes",
+                "streams.ping_interval: unknown key; did you mean ping_interval_ms?",
+            ],
+        );
+    }
+
+    #[test]
+    fn wrong_types_are_reported_with_their_keys_alongside_the_rest() {
+        let problems = Config::parse(
+            r#"
+            listen = 8080
+            max_tasks = "many"
+            [[agents]]
+            name = "a"
+            url = "http://x"
+            refresh_secs = -1
+            conformance = "maybe"
+            [[agents]]
+            name = "a"
+            url = 5
+            [webhooks]
+            allow = "10.0.0.0/8"
+        "#,
+        )
+        .expect_err("broken");
+        let keys: Vec<&str> = problems.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "listen",
+                "max_tasks",
+                "agents[0].refresh_secs",
+                "agents[0].conformance",
+                "agents[1].name",
+                "agents[1].url",
+                "webhooks.allow",
+            ],
+            "{problems:?}"
+        );
+        assert_eq!(problems[1].message, "must be an integer");
+    }
+
+    #[test]
+    fn the_field_lists_come_from_the_serde_derives() {
+        assert_eq!(
+            keys::fields_of::<Config>(&["redis"]),
+            Some(
+                &[
+                    "url",
+                    "url_file",
+                    "cluster",
+                    "urls",
+                    "ca_file",
+                    "prefix",
+                    "partitions",
+                    "wait_replicas",
+                    "wait_timeout_ms"
+                ][..]
+            )
+        );
+        assert!(keys::fields_of::<Config>(&["agents"]).is_some_and(|f| f.contains(&"timeout_ms")));
+        assert_eq!(keys::fields_of::<Config>(&["listen"]), None);
+        assert_eq!(
+            keys::nearest("subscriber", &["subscribers", "streams"]),
+            Some("subscribers")
+        );
+        assert_eq!(keys::nearest("colour", &["listen", "workers"]), None);
+    }
+}

@@ -119,3 +119,106 @@ fn read_secret(problems: &mut Vec<Problem>, key: &str, path: &str, set: bool) ->
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_read_from_files_relative_to_the_config() {
+        let dir = tempfile::tempdir().expect("dir");
+        let put = |name: &str, text: &str| {
+            std::fs::write(dir.path().join(name), text).expect("write");
+        };
+        put("admin", "admin-token-0123456789\n");
+        put("ingest", "  ingest-token-0123456789  \n");
+        put("auth", "Authorization: Bearer agent-secret\n");
+        put("keys", "whsec_new\n\nwhsec_old\n");
+        put("redis", "redis://:pw@10.0.0.1:6379\n");
+        put(
+            "gateway.toml",
+            r#"
+            listen = "127.0.0.1:0"
+            admin_token_file = "admin"
+            [[agents]]
+            name = "a"
+            url = "http://x"
+            ingest_token_file = "ingest"
+            upstream_auth_header_file = "auth"
+            [[subscribers]]
+            name = "s"
+            url = "https://hooks.example.com/a2a"
+            secret_file = "keys"
+            [redis]
+            url_file = "redis"
+        "#,
+        );
+        let cfg = Config::load(&dir.path().join("gateway.toml")).expect("valid");
+        assert!(cfg
+            .admin_token
+            .as_ref()
+            .is_some_and(|t| t.matches(b"admin-token-0123456789")));
+        let a = &cfg.agents[0];
+        assert!(a
+            .ingest_token
+            .as_ref()
+            .is_some_and(|t| t.matches(b"ingest-token-0123456789")));
+        let (name, value) = a.upstream_auth_header.as_ref().expect("header");
+        assert_eq!(name.as_str(), "authorization");
+        assert!(value.matches(b"Bearer agent-secret"));
+        let keys: Vec<&str> = cfg.subscribers[0]
+            .secret
+            .iter()
+            .map(Secret::expose)
+            .collect();
+        assert_eq!(keys, ["whsec_new", "whsec_old"]);
+        assert_eq!(
+            cfg.redis.as_ref().map(|r| r.url.as_str()),
+            Some("redis://:pw@10.0.0.1:6379")
+        );
+        assert!(
+            !format!("{cfg:?}").contains("pw@"),
+            "the password never prints"
+        );
+    }
+
+    #[test]
+    fn secret_file_problems_are_reported_at_their_keys() {
+        let dir = tempfile::tempdir().expect("dir");
+        std::fs::write(dir.path().join("empty"), "\n").expect("write");
+        std::fs::write(dir.path().join("bad"), "no colon here").expect("write");
+        std::fs::write(
+            dir.path().join("gateway.toml"),
+            r#"
+            listen = "127.0.0.1:0"
+            admin_token = "admin-token-0123456789"
+            admin_token_file = "empty"
+            [[agents]]
+            name = "a"
+            url = "http://x"
+            ingest_token_file = "missing"
+            upstream_auth_header_file = "bad"
+            [[subscribers]]
+            name = "s"
+            url = "https://hooks.example.com/a2a"
+            secret = ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"]
+            secret_file = "empty"
+        "#,
+        )
+        .expect("write");
+        let p = Config::load(&dir.path().join("gateway.toml")).expect_err("broken");
+        let keys: Vec<&str> = p.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "admin_token_file",
+                "agents[0].ingest_token_file",
+                "agents[0].upstream_auth_header_file",
+                "subscribers[0].secret_file",
+            ],
+            "{p:#?}"
+        );
+        assert!(p[0].message.contains("not both"), "{}", p[0].message);
+        assert!(p[1].message.contains("cannot read"), "{}", p[1].message);
+    }
+}

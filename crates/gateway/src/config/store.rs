@@ -86,3 +86,91 @@ impl fmt::Debug for RedisConfig {
             .finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::config::*;
+
+    #[test]
+    fn redis_urls_prefixes_and_cluster_keys_are_checked() {
+        let base = "listen = \"127.0.0.1:1\"\n[[agents]]\nname=\"a\"\nurl=\"http://x\"\n[redis]\n";
+        let keys_of = |toml: &str| -> Vec<String> {
+            Config::parse(&format!("{base}{toml}"))
+                .expect_err(toml)
+                .into_iter()
+                .map(|p| p.key)
+                .collect()
+        };
+        // Braces in the prefix: each partition puts its own hash tag after it.
+        assert_eq!(
+            keys_of("url = \"redis://h\"\nprefix = \"a2a:{gw}:\"\n"),
+            ["redis.prefix"]
+        );
+        assert_eq!(
+            keys_of("url = \"redis://h\"\nprefix = \"\"\n"),
+            ["redis.prefix"]
+        );
+        assert_eq!(keys_of("url = \"http://h\"\n"), ["redis.url"]);
+        assert_eq!(
+            keys_of("url = \"redis://h\"\npartitions = 0\n"),
+            ["redis.partitions"]
+        );
+        assert_eq!(
+            keys_of("url = \"redis://h\"\npartitions = 5000\n"),
+            ["redis.partitions"]
+        );
+        // Seed nodes without `cluster = true`, a unix socket for a cluster, mixed TLS.
+        assert_eq!(
+            keys_of("urls = [\"redis://a\", \"redis://b\"]\n"),
+            ["redis.urls"]
+        );
+        assert_eq!(
+            keys_of("cluster = true\nurls = [\"unix:///tmp/r.sock\"]\n"),
+            ["redis.urls"]
+        );
+        assert_eq!(
+            keys_of("cluster = true\nurls = [\"rediss://a\", \"redis://b\"]\n"),
+            ["redis.urls"]
+        );
+        assert_eq!(
+            keys_of("url = \"redis://h\"\nca_file = \"/ca.pem\"\n"),
+            ["redis.ca_file"]
+        );
+        assert_eq!(keys_of("cluster = true\n"), ["redis.url"]);
+        // Every problem in one pass.
+        assert_eq!(
+            keys_of("url = \"redis://h\"\nprefix = \"{x}\"\npartitions = 0\n"),
+            ["redis.prefix", "redis.partitions"]
+        );
+        let ok = Config::parse(&format!(
+            "{base}url = \"rediss://gw:pw@h:6380\"\nca_file = \"/ca.pem\"\nwait_replicas = 1\n"
+        ))
+        .expect("tls with a user");
+        let r = ok.redis.expect("redis");
+        assert_eq!(
+            (r.prefix.as_str(), r.partitions, r.wait_replicas),
+            ("a2a:", 16, 1)
+        );
+        assert!(!format!("{r:?}").contains("pw"), "{r:?}");
+        let ok = Config::parse(&format!(
+            "{base}cluster = true\nurls = [\"redis://:pw@a:7000\", \"redis://:pw@b:7001\"]\n"
+        ))
+        .expect("cluster");
+        let r = ok.redis.expect("redis");
+        assert_eq!(r.nodes().len(), 2);
+        assert!(!format!("{r:?}").contains("pw"), "{r:?}");
+        // A unix socket's password rides in the query string.
+        let ok = Config::parse(&format!("{base}url = \"unix:///run/r.sock?pass=pw9\"\n"))
+            .expect("unix socket");
+        assert!(!format!("{:?}", ok.redis).contains("pw9"));
+        // A bound each partition can hold, and a WAIT shorter than an answer's timeout.
+        assert_eq!(
+            keys_of("url = \"redis://h\"\n[webhooks]\nmax_queued = 100\n"),
+            ["webhooks.max_queued"]
+        );
+        assert_eq!(
+            keys_of("url = \"redis://h\"\nwait_replicas = 1\nwait_timeout_ms = 5000\n"),
+            ["redis.wait_timeout_ms"]
+        );
+    }
+}

@@ -48,3 +48,137 @@ pub enum PemKind {
     /// CA certificates to trust (`[tls] client_ca_file`, `[[agents]] ca_file`).
     TrustAnchors,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::testing::*;
+    use std::path::Path;
+
+    #[test]
+    fn tls_keys_parse_with_their_defaults_and_paths_resolve_against_the_file() {
+        let text = format!(
+            r#"
+            listen = "127.0.0.1:8443"
+            [tls]
+            cert_file = "server.pem"
+            key_file = "/etc/gw/server.key"
+            client_ca_file = "ca.pem"
+            [[clients]]
+            name = "orchestrator-a"
+            cert_subject = "CN=orchestrator-a,O=Example"
+            [[clients]]
+            name = "b"
+            key_sha256 = "{HASH}"
+            [[agents]]
+            name = "secure"
+            url = "https://agent.internal:8443"
+            ca_file = "agent-ca.pem"
+        "#
+        );
+        let cfg = Config::parse_with_dir(&text, &NoRules, Path::new("/srv/gw")).expect("valid");
+        let tls = cfg.tls.as_ref().expect("tls");
+        assert_eq!(tls.client_auth(), ClientAuth::Required);
+        assert_eq!(tls.cert_file, "/srv/gw/server.pem");
+        assert_eq!(tls.key_file, "/etc/gw/server.key");
+        assert_eq!(tls.client_ca_file.as_deref(), Some("/srv/gw/ca.pem"));
+        assert_eq!(
+            cfg.agents[0].ca_file.as_deref(),
+            Some("/srv/gw/agent-ca.pem")
+        );
+        assert_eq!(
+            cfg.clients[0].cert_subject.as_deref(),
+            Some("CN=orchestrator-a,O=Example")
+        );
+        let optional = Config::parse(
+            "listen = \"127.0.0.1:1\"\n[tls]\ncert_file = \"c\"\nkey_file = \"k\"\nclient_ca_file = \"ca\"\nclient_auth = \"optional\"\n[[agents]]\nname = \"a\"\nurl = \"http://x\"\n",
+        )
+        .expect("optional");
+        assert_eq!(
+            optional.tls.map(|t| t.client_auth()),
+            Some(ClientAuth::Optional)
+        );
+    }
+
+    #[test]
+    fn tls_problems_are_reported_with_their_keys() {
+        let p = Config::parse(
+            r#"
+            listen = "127.0.0.1:1"
+            [tls]
+            client_auth = "sometimes"
+            [[clients]]
+            name = "a"
+            cert_subject = "CN=a, O=b"
+            [[clients]]
+            name = "b"
+            cert_subject = "/CN=b"
+            [[agents]]
+            name = "plain"
+            url = "http://x"
+            ca_file = "ca.pem"
+            [[agents]]
+            name = "one"
+            url = "https://Agents.internal"
+            ca_file = "one.pem"
+            [[agents]]
+            name = "two"
+            url = "https://agents.internal:443/two"
+        "#,
+        )
+        .expect_err("broken");
+        let keys: Vec<&str> = p.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "tls.cert_file",
+                "tls.key_file",
+                "tls.client_auth",
+                "agents[0].ca_file",
+                "agents[2].ca_file",
+                "clients[0].cert_subject",
+                "clients[1].cert_subject",
+            ],
+            "{p:#?}"
+        );
+        assert!(
+            p[5].message.contains("space after a separator"),
+            "{}",
+            p[5].message
+        );
+        assert!(p[6].message.contains("OpenSSL"), "{}", p[6].message);
+
+        let p = Config::parse(
+            r#"
+            listen = "127.0.0.1:1"
+            [tls]
+            cert_file = "c.pem"
+            key_file = "k.pem"
+            client_auth = "optional"
+            [[clients]]
+            name = "a"
+            cert_subject = "CN=a"
+            [[clients]]
+            name = "b"
+            cert_subject = "CN=a"
+            [[agents]]
+            name = "x"
+            url = "http://x"
+        "#,
+        )
+        .expect_err("no client CA");
+        let keys: Vec<&str> = p.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "tls.client_auth",
+                "clients[0].cert_subject",
+                "clients[1].cert_subject",
+                "clients[1].cert_subject",
+            ],
+            "{p:#?}"
+        );
+        assert!(p[1].message.contains("client_ca_file"), "{}", p[1].message);
+        assert!(p[3].message.contains("same subject"), "{}", p[3].message);
+    }
+}

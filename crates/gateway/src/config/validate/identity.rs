@@ -224,3 +224,95 @@ fn check_origin(o: &str) -> Result<(), String> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::config::testing::*;
+    use crate::config::*;
+
+    #[test]
+    fn identity_problems_are_reported_with_their_keys() {
+        let p = Config::parse(&format!(
+            r#"
+            listen = "127.0.0.1:1"
+            admin_token = "0123456789abcdef0123"
+            [[clients]]
+            name = "a b"
+            key_sha256 = "abc"
+            agents = ["nobody"]
+            [[clients]]
+            name = "anonymous"
+            key_sha256 = "{HASH}"
+            [[clients]]
+            name = "c"
+            [[clients]]
+            name = "d"
+            key_sha256 = "{HASH2}"
+            can = ["tasks", "root"]
+            [[clients]]
+            name = "d"
+            key_sha256 = "{HASH2}"
+            [cors]
+            allow_origins = ["https://console.example.com/", "*"]
+            [[agents]]
+            name = "scripts"
+            url = "http://x"
+        "#
+        ))
+        .expect_err("broken");
+        let keys: Vec<&str> = p.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "admin_token",
+                "clients[0].name",
+                "clients[0].key_sha256",
+                "clients[0].agents",
+                "clients[1].name",
+                "clients[2].key_sha256",
+                "clients[3].can",
+                "clients[4].name",
+                "clients[4].key_sha256",
+                "cors.allow_origins[0]",
+                "cors.allow_origins[1]",
+            ],
+            "{p:#?}"
+        );
+        assert!(p[0].message.contains("`admin` right"), "{}", p[0].message);
+    }
+
+    #[test]
+    fn a_public_listen_address_needs_clients_or_allow_anonymous() {
+        let agents = "[[agents]]\nname = \"a\"\nurl = \"http://x\"\n";
+        let p = Config::parse(&format!("listen = \"0.0.0.0:8080\"\n{agents}")).expect_err("open");
+        assert_eq!(p[0].key, "listen");
+        assert!(p[0].message.contains("allow_anonymous"), "{}", p[0].message);
+        Config::parse(&format!(
+            "listen = \"0.0.0.0:8080\"\nallow_anonymous = true\n{agents}"
+        ))
+        .expect("explicitly open");
+        Config::parse(&format!("listen = \"[::1]:8080\"\n{agents}")).expect("loopback");
+        Config::parse(&format!(
+            "listen = \"0.0.0.0:8080\"\n[[clients]]\nname = \"c\"\nkey_sha256 = \"{HASH}\"\n{agents}"
+        ))
+        .expect("with clients");
+    }
+
+    #[test]
+    fn jwt_needs_its_keys_issuer_and_audience() {
+        let p = Config::parse(
+            "listen = \"127.0.0.1:1\"\n[auth.jwt]\nleeway_secs = 900\n[[agents]]\nname = \"a\"\nurl = \"http://x\"\n",
+        )
+        .expect_err("incomplete");
+        let keys: Vec<&str> = p.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "auth.jwt.jwks_file",
+                "auth.jwt.issuer",
+                "auth.jwt.audience",
+                "auth.jwt.leeway_secs"
+            ]
+        );
+    }
+}

@@ -6,6 +6,8 @@ use std::collections::{HashMap, HashSet};
 use hyper::header::{HeaderName, HeaderValue};
 
 mod identity;
+mod store;
+mod webhooks;
 
 use super::*;
 
@@ -85,22 +87,22 @@ pub(super) struct Validator {
 }
 
 impl Validator {
-    fn problem(&mut self, key: impl Into<String>, msg: impl std::fmt::Display) {
+    pub(super) fn problem(&mut self, key: impl Into<String>, msg: impl std::fmt::Display) {
         self.problems.push(Problem::new(key, msg.to_string()));
     }
 
     /// A count or size within `1..=max`.
-    fn range(&mut self, key: &str, value: u64, max: u64) {
+    pub(super) fn range(&mut self, key: &str, value: u64, max: u64) {
         if value < 1 || value > max {
             self.problem(key, format!("must be between 1 and {max}"));
         }
     }
 
-    fn millis(&mut self, key: &str, d: Duration, max: u64) {
+    pub(super) fn millis(&mut self, key: &str, d: Duration, max: u64) {
         self.range(key, u64::try_from(d.as_millis()).unwrap_or(u64::MAX), max);
     }
 
-    fn secs(&mut self, key: &str, d: Duration, max: u64) {
+    pub(super) fn secs(&mut self, key: &str, d: Duration, max: u64) {
         self.range(key, d.as_secs(), max);
     }
 
@@ -214,7 +216,7 @@ impl Validator {
 
     /// The required `name` (a route-safe name) and `url` (checked by `check`) of an
     /// `[[agents]]` or `[[subscribers]]` entry.
-    fn name_and_url(
+    pub(super) fn name_and_url(
         &mut self,
         at: &str,
         name: &str,
@@ -369,157 +371,6 @@ impl Validator {
         }
     }
 
-    fn redis(&mut self, r: &RedisConfig) {
-        let nodes = r.nodes();
-        if nodes.is_empty() {
-            self.problem(
-                "redis.url",
-                "is required in [redis] (or `urls` with `cluster = true`)",
-            );
-        }
-        if !r.urls.is_empty() && !r.cluster {
-            self.problem(
-                "redis.urls",
-                "lists the seed nodes of a cluster: set `cluster = true`, or use `url` for one node",
-            );
-        }
-        let key = |u: &str| {
-            if !r.url.is_empty() && u == r.url {
-                "redis.url"
-            } else {
-                "redis.urls"
-            }
-        };
-        for u in &nodes {
-            let ok = u.starts_with("redis://")
-                || u.starts_with("rediss://")
-                || (u.starts_with("unix://") && !r.cluster);
-            if !ok {
-                let want = if r.cluster {
-                    "redis:// or rediss:// (a cluster is reached over TCP)"
-                } else {
-                    "redis://, rediss:// or unix://"
-                };
-                self.problem(
-                    key(u),
-                    format!("{:?} must start with {want}", redact_url(u)),
-                );
-            } else if let Err(e) = redis::IntoConnectionInfo::into_connection_info(u.as_str()) {
-                // The error text never holds the password (redis-rs redacts it); the URL is
-                // redacted here.
-                self.problem(
-                    key(u),
-                    format!("{:?} is not a Redis URL: {e}", redact_url(u)),
-                );
-            }
-        }
-        let tls = nodes.iter().filter(|u| u.starts_with("rediss://")).count();
-        if tls != 0 && tls != nodes.len() {
-            self.problem("redis.urls", "mixes rediss:// and redis:// nodes");
-        }
-        if r.ca_file.is_some() && tls == 0 {
-            self.problem("redis.ca_file", "is for rediss:// (TLS) nodes");
-        }
-        let prefix = r.prefix.as_str();
-        if prefix.is_empty() || prefix.len() > 64 {
-            self.problem("redis.prefix", "must be 1-64 characters");
-        }
-        // Redis hashes a key on its first {...}: each partition puts its own hash tag right
-        // after the prefix, so the prefix itself must not carry one (`a2a:{gw}:` was the old
-        // default; see `[redis] partitions` and the migration note in README.md).
-        if prefix.contains(['{', '}']) {
-            self.problem(
-                "redis.prefix",
-                format!("{prefix:?} must not contain braces: each partition adds its own {{hash tag}} after the prefix (use e.g. \"a2a:\")"),
-            );
-        }
-        if r.partitions == 0 || r.partitions > super::MAX_PARTITIONS {
-            self.problem(
-                "redis.partitions",
-                format!("must be 1-{}", super::MAX_PARTITIONS),
-            );
-        }
-        // WAIT holds the connection's other commands behind it, and every answer is awaited
-        // 2 s at most: a longer wait would turn a slow replica into a broken connection.
-        if r.wait_timeout.is_zero() || r.wait_timeout > std::time::Duration::from_millis(1500) {
-            self.problem(
-                "redis.wait_timeout_ms",
-                "must be 1-1500 (0 would wait forever; each Redis answer is awaited 2 s at most)",
-            );
-        }
-    }
-
-    fn webhooks(&mut self, w: &WebhookConfig, rules: &dyn Rules) {
-        for (i, entry) in w.allow.iter().enumerate() {
-            if let Err(e) = rules.check(Check::AllowEntry(entry)) {
-                self.problem(format!("webhooks.allow[{i}]"), e);
-            }
-        }
-        match w.max_attempts {
-            Some(n) if !(1..=101).contains(&n) => {
-                self.problem("webhooks.max_attempts", "must be between 1 and 101")
-            }
-            _ => {
-                if let Err(e) = rules.check(Check::RetrySchedule(&w.retry_waits_secs())) {
-                    self.problem("webhooks.retry_schedule_secs", e);
-                }
-            }
-        }
-        self.millis("webhooks.timeout_ms", w.timeout, 300_000);
-        self.range("webhooks.concurrency", w.concurrency as u64, 10_000);
-        self.secs(
-            "webhooks.visibility_timeout_secs",
-            w.visibility_timeout,
-            86_400,
-        );
-        if w.visibility_timeout < w.timeout + Duration::from_secs(5) {
-            self.problem(
-                "webhooks.visibility_timeout_secs",
-                "must exceed webhooks.timeout_ms by at least 5 s, or live deliveries would be taken over and sent twice",
-            );
-        }
-        self.range("webhooks.max_queued", w.max_queued as u64, 1 << 32);
-        self.range(
-            "webhooks.max_dead_letters",
-            w.max_dead_letters as u64,
-            1 << 24,
-        );
-    }
-
-    fn subscriber(
-        &mut self,
-        s: &SubscriberConfig,
-        at: &str,
-        allow: &[String],
-        agents: &[AgentConfig],
-        rules: &dyn Rules,
-    ) {
-        self.name_and_url(at, &s.name, &s.url, |u| {
-            rules
-                .check(Check::SubscriberUrl { allow, url: u })
-                .map_err(|e| e.to_string())
-        });
-        for secret in &s.secret {
-            if let Err(e) = rules.check(Check::SigningSecret(secret.expose())) {
-                self.problem(format!("{at}.secret"), e);
-            }
-        }
-        if s.secret.len() > 8 {
-            self.problem(
-                format!("{at}.secret"),
-                "at most 8 signing keys at once (a rotation needs two)",
-            );
-        }
-        for a in s.agents.iter().flatten() {
-            if !agents.iter().any(|c| c.name == *a) {
-                self.problem(
-                    format!("{at}.agents"),
-                    format!("{a:?} is not the name of an [[agents]] entry"),
-                );
-            }
-        }
-    }
-
     fn streams(&mut self, s: &StreamsConfig) {
         self.millis("streams.ping_interval_ms", s.ping_interval, 3_600_000);
         self.millis("streams.linger_ms", s.linger, 3_600_000);
@@ -607,5 +458,192 @@ pub(crate) fn redact_url(u: &str) -> String {
     match (u.find("://"), u.rfind('@')) {
         (Some(s), Some(at)) if at > s => format!("{}***{}{query}", &u[..s + 3], &u[at..]),
         _ => format!("{u}{query}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::testing::*;
+    use std::time::Duration;
+
+    #[test]
+    fn every_problem_is_reported_with_its_key() {
+        let problems = Config::parse(
+            r#"
+            listen = "nowhere"
+            colour = "blue"
+            [[agents]]
+            name = "a b"
+            url = "ftp://x"
+            timeout_ms = 0
+            conformance = "maybe"
+            [[agents]]
+            url = "http://ok"
+            [redis]
+            url = "http://x"
+        "#,
+        )
+        .expect_err("broken");
+        let keys: Vec<&str> = problems.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "colour",
+                "listen",
+                "agents[0].name",
+                "agents[0].url",
+                "agents[0].timeout_ms",
+                "agents[0].conformance",
+                "agents[1].name",
+                "redis.url"
+            ]
+        );
+    }
+
+    #[test]
+    fn idempotency_and_late_answer_keys_have_defaults_and_bounds() {
+        let base = "listen = \"127.0.0.1:1\"\n";
+        let agents = "[[agents]]\nname=\"a\"\nurl=\"http://x\"\n";
+        let cfg = Config::parse(&format!("{base}{agents}")).expect("defaults");
+        assert_eq!(cfg.idempotency_ttl, Duration::from_secs(86_400));
+        assert_eq!(cfg.late_answer, Duration::from_secs(60));
+        let cfg = Config::parse(&format!(
+            "{base}idempotency_ttl_secs = 60\nlate_answer_secs = 0\n{agents}"
+        ))
+        .expect("off");
+        assert_eq!(cfg.idempotency_ttl, Duration::from_secs(60));
+        assert_eq!(cfg.late_answer, Duration::ZERO);
+        let p = Config::parse(&format!(
+            "{base}idempotency_ttl_secs = 0\nlate_answer_secs = 3601\n{agents}"
+        ))
+        .expect_err("out of range");
+        let keys: Vec<&str> = p.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(keys, ["idempotency_ttl_secs", "late_answer_secs"]);
+    }
+
+    #[test]
+    fn duplicate_names_and_missing_agents_are_problems() {
+        let p = Config::parse("listen = \"127.0.0.1:1\"\n[[agents]]\nname=\"a\"\nurl=\"http://x\"\n[[agents]]\nname=\"a\"\nurl=\"http://y\"\n").expect_err("dup");
+        assert_eq!(p[0].key, "agents[1].name");
+        let p = Config::parse("listen = \"127.0.0.1:1\"").expect_err("none");
+        assert_eq!(p[0].key, "agents");
+        let p = Config::parse("listen = ").expect_err("toml");
+        assert!(p[0].message.starts_with("not valid TOML"));
+    }
+
+    #[test]
+    fn route_names_that_differ_only_in_case_are_problems() {
+        let p = Config::parse(
+            "listen = \"127.0.0.1:1\"\n[[agents]]\nname=\"scripts\"\nurl=\"http://x\"\n\
+             [[agents]]\nname=\"other\"\nurl=\"http://y\"\n\
+             [[agents]]\nname=\"Scripts\"\nurl=\"http://z\"\n",
+        )
+        .expect_err("case collision");
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert_eq!(p[0].key, "agents[2].name");
+        assert!(p[0].message.contains("agents[0].name"), "{}", p[0].message);
+        assert!(p[0].message.contains("only in case"), "{}", p[0].message);
+    }
+
+    #[test]
+    fn a_route_name_shaped_like_an_agent_id_is_a_problem() {
+        for name in [
+            "f47ac10b-58cc-4372-a567-0e02b2c3d479",
+            "F47AC10B-58CC-4372-A567-0E02B2C3D479",
+        ] {
+            let p = Config::parse(&format!(
+                "listen = \"127.0.0.1:1\"\n[[agents]]\nname=\"a\"\nurl=\"http://x\"\n\
+                 [[agents]]\nname=\"{name}\"\nurl=\"http://y\"\n"
+            ))
+            .expect_err("uuid route name");
+            assert_eq!(p.len(), 1, "{p:?}");
+            assert_eq!(p[0].key, "agents[1].name");
+            assert!(p[0].message.contains("agent_id"), "{}", p[0].message);
+        }
+        // Only the agent_id form: hex without the hyphens cannot be an agent_id.
+        Config::parse(
+            "listen = \"127.0.0.1:1\"\n[[agents]]\nname=\"f47ac10b58cc4372a5670e02b2c3d479\"\nurl=\"http://x\"\n",
+        )
+        .expect("not the agent_id form");
+    }
+
+    #[test]
+    fn limits_have_defaults_and_bounds() {
+        let cfg = Config::parse(&format!(
+            r#"
+            listen = "127.0.0.1:1"
+            [[clients]]
+            name = "a"
+            key_sha256 = "{HASH}"
+            rate_per_sec = 50
+            burst = 100
+            [[clients]]
+            name = "b"
+            key_sha256 = "{HASH2}"
+            rate_per_sec = 0.5
+            [[agents]]
+            name = "x"
+            url = "http://x"
+            [[agents]]
+            name = "y"
+            url = "http://y"
+            max_in_flight = 8
+            eject_after = 0
+            eject_secs = 1
+        "#
+        ))
+        .expect("valid");
+        let (a, b) = (&cfg.clients[0], &cfg.clients[1]);
+        assert_eq!((a.rate_per_sec, a.burst), (Some(50.0), Some(100)));
+        assert_eq!((b.rate_per_sec, b.burst), (Some(0.5), None));
+        let (x, y) = (&cfg.agents[0], &cfg.agents[1]);
+        assert_eq!(
+            (x.max_in_flight, x.eject_after, x.eject),
+            (256, 5, Duration::from_secs(10))
+        );
+        assert_eq!(
+            (y.max_in_flight, y.eject_after, y.eject),
+            (8, 0, Duration::from_secs(1))
+        );
+        let p = Config::parse(&format!(
+            r#"
+            listen = "127.0.0.1:1"
+            [[clients]]
+            name = "a"
+            key_sha256 = "{HASH}"
+            rate_per_sec = 0
+            burst = 0
+            [[clients]]
+            name = "b"
+            key_sha256 = "{HASH2}"
+            burst = 5
+            [[clients]]
+            name = "c"
+            key_sha256 = "{}"
+            rate_per_sec = "fast"
+            [[agents]]
+            name = "x"
+            url = "http://x"
+            max_in_flight = 0
+            eject_after = 10001
+            eject_secs = 0
+        "#,
+            "0".repeat(64)
+        ))
+        .expect_err("out of range");
+        let shown: Vec<String> = p.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            shown,
+            [
+                "agents[0].max_in_flight: must be between 1 and 1000000",
+                "agents[0].eject_after: must be between 0 (never eject) and 10000",
+                "agents[0].eject_secs: must be between 1 and 3600",
+                "clients[0].rate_per_sec: must be a number between 0.001 and 1000000",
+                "clients[0].burst: must be between 1 and 1000000",
+                "clients[1].burst: has no effect without rate_per_sec (the client is not rate-limited)",
+                "clients[2].rate_per_sec: must be a number",
+            ],
+        );
     }
 }
