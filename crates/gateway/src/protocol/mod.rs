@@ -2,6 +2,7 @@
 //! of what agents send. Nothing in here touches a socket, a clock or a store, so all of it is
 //! unit-tested directly and shared by every edge (HTTP handlers, notifications, streams).
 
+pub mod a2a;
 pub mod budget;
 pub mod card;
 pub mod conform;
