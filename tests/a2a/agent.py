@@ -58,7 +58,7 @@ class ScriptedExecutor(AgentExecutor):
     """What the agent does, by the text of the message.
 
     - "hello": a task, WORKING, a text artifact "Hello, world!", COMPLETED.
-    - "hello slowly": the same, with a second between the steps (for SubscribeToTask).
+    - "hello slowly": the same, with half a second between the steps (for SubscribeToTask).
     - "need input": INPUT_REQUIRED; the next message on that task completes it, with an
       artifact "got: {text}".
     - "fail": FAILED. "reject": REJECTED.
@@ -98,7 +98,7 @@ class ScriptedExecutor(AgentExecutor):
             return
 
         if text in ('hello', 'hello slowly'):
-            pause = 1.0 if text == 'hello slowly' else STEP_SECONDS
+            pause = 0.5 if text == "hello slowly" else STEP_SECONDS
             await asyncio.sleep(pause)
             await updater.start_work()
             await asyncio.sleep(pause)

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Drive an A2A 1.0 agent (or the gateway) with @a2a-js/sdk's own client, and print what it saw.
 //
-//     node client.mjs --card-url URL --binding JSONRPC|HTTP+JSON [--token T] SCENARIO
+//     node client.mjs --card-url URL --binding JSONRPC|HTTP+JSON [--token T] SCENARIO [SCENARIO...]
 //
 // The same scenarios and the same output document as client.py (a2a-sdk), so a Rust test can
 // compare the two SDKs, and a run direct to the agent with one through the gateway. The client
@@ -57,11 +57,16 @@ function parseArgs(argv) {
     if (a === '--card-url') out.cardUrl = argv[++i];
     else if (a === '--binding') out.binding = argv[++i];
     else if (a === '--token') out.token = argv[++i];
-    else out.scenario = a;
+    else (out.scenarios ??= []).push(a);
   }
-  if (!out.cardUrl || !['JSONRPC', 'HTTP+JSON'].includes(out.binding) || !SCENARIOS.includes(out.scenario)) {
+  if (
+    !out.cardUrl ||
+    !['JSONRPC', 'HTTP+JSON'].includes(out.binding) ||
+    !out.scenarios?.length ||
+    !out.scenarios.every((s) => SCENARIOS.includes(s))
+  ) {
     process.stderr.write(
-      `usage: client.mjs --card-url URL --binding JSONRPC|HTTP+JSON [--token T] (${SCENARIOS.join('|')})\n`,
+      `usage: client.mjs --card-url URL --binding JSONRPC|HTTP+JSON [--token T] (${SCENARIOS.join('|')})...\n`,
     );
     process.exit(2);
   }
@@ -225,6 +230,26 @@ function sortKeys(v) {
   return v;
 }
 
+async function runOne(args, scenario, fetchImpl, resolver, card) {
+  if (scenario === 'card') return { scenario: 'card', card: sdk.AgentCard.toJSON(card) };
+  try {
+    const transport =
+      args.binding === 'JSONRPC'
+        ? new JsonRpcTransportFactory({ fetchImpl })
+        : new RestTransportFactory({ fetchImpl });
+    const factory = new ClientFactory({
+      transports: [transport],
+      cardResolver: resolver,
+      preferredTransports: [args.binding],
+    });
+    const client = await factory.createFromAgentCard(card);
+    const result = await new Driver(client).run(scenario);
+    return { scenario, binding: args.binding, result };
+  } catch (e) {
+    return { scenario, error: errorData(e) };
+  }
+}
+
 async function main() {
   const args = parseArgs(process.argv.slice(2));
   const fetchImpl = (url, init = {}) => {
@@ -232,29 +257,23 @@ async function main() {
     if (args.token) headers.set('Authorization', `Bearer ${args.token}`);
     return fetch(url, { ...init, headers });
   };
+  const resolver = new DefaultAgentCardResolver({ fetchImpl });
   let out;
+  let card;
   try {
-    const resolver = new DefaultAgentCardResolver({ fetchImpl });
     // An empty path: the card URL is used as given (new URL('', cardUrl)).
-    const card = await resolver.resolve(args.cardUrl, '');
-    if (args.scenario === 'card') {
-      out = { scenario: 'card', card: sdk.AgentCard.toJSON(card) };
-    } else {
-      const transport =
-        args.binding === 'JSONRPC'
-          ? new JsonRpcTransportFactory({ fetchImpl })
-          : new RestTransportFactory({ fetchImpl });
-      const factory = new ClientFactory({
-        transports: [transport],
-        cardResolver: resolver,
-        preferredTransports: [args.binding],
-      });
-      const client = await factory.createFromAgentCard(card);
-      const result = await new Driver(client).run(args.scenario);
-      out = { scenario: args.scenario, binding: args.binding, result };
-    }
+    card = await resolver.resolve(args.cardUrl, '');
   } catch (e) {
-    out = { scenario: args.scenario, error: errorData(e) };
+    out = args.scenarios.length === 1
+      ? { scenario: args.scenarios[0], error: errorData(e) }
+      : { binding: args.binding, error: errorData(e) };
+  }
+  if (card && args.scenarios.length === 1) {
+    out = await runOne(args, args.scenarios[0], fetchImpl, resolver, card);
+  } else if (card) {
+    const scenarios = {};
+    for (const s of args.scenarios) scenarios[s] = await runOne(args, s, fetchImpl, resolver, card);
+    out = { binding: args.binding, scenarios };
   }
   process.stdout.write(JSON.stringify(sortKeys(out)) + '\n');
 }

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Drive an A2A 1.0 agent (or the gateway) with a2a-sdk's own client, and print what it saw.
 
-    client.py --card-url URL --binding JSONRPC|HTTP+JSON [--token T] SCENARIO
+    client.py --card-url URL --binding JSONRPC|HTTP+JSON [--token T] SCENARIO [SCENARIO...]
 
 The client starts from the card at URL (fetched with the SDK's A2ACardResolver), lets
 ClientFactory pick the interface for the binding, runs the scenario, and prints ONE JSON
 document on stdout: the results normalised for comparison (see `summary`), so that a Rust test
-can compare a run direct to the agent with one through the gateway. Errors the SDK raises are
+can compare a run direct to the agent with one through the gateway. With several scenarios the
+document is `{"binding": B, "scenarios": {NAME: <that scenario's document>}}`, one client for all. Errors the SDK raises are
 data (`{"error": {...}}`), not crashes. The same scenarios and the same output shape are in
 client.mjs for @a2a-js/sdk.
 """
@@ -207,34 +208,43 @@ async def guarded(coro):
         return {'error': error_data(e)}
 
 
+async def run_one(args, scenario, http, card):
+    if scenario == 'card':
+        return {'scenario': 'card', 'card': MessageToDict(card)}
+
+    def make(streaming):
+        return ClientFactory(
+            ClientConfig(
+                streaming=streaming,
+                httpx_client=http,
+                supported_protocol_bindings=[args.binding],
+            )
+        ).create(card)
+
+    try:
+        client, streaming_client = make(False), make(True)
+        result = await Driver(client, streaming_client).run(scenario)
+    except Exception as e:  # noqa: BLE001
+        return {'scenario': scenario, 'error': error_data(e)}
+    return {'scenario': scenario, 'binding': args.binding, 'result': result}
+
+
 async def main_async(args):
     headers = {'Authorization': f'Bearer {args.token}'} if args.token else {}
     async with httpx.AsyncClient(headers=headers, timeout=30.0) as http:
         try:
             card = await A2ACardResolver(http, args.card_url, agent_card_path='').get_agent_card()
         except Exception as e:  # noqa: BLE001
-            return {'scenario': args.scenario, 'error': error_data(e)}
-        if args.scenario == 'card':
-            return {'scenario': 'card', 'card': MessageToDict(card)}
-
-        def make(streaming):
-            return ClientFactory(
-                ClientConfig(
-                    streaming=streaming,
-                    httpx_client=http,
-                    supported_protocol_bindings=[args.binding],
-                )
-            ).create(card)
-
-        try:
-            client, streaming_client = make(False), make(True)
-        except Exception as e:  # noqa: BLE001
-            return {'scenario': args.scenario, 'error': error_data(e)}
-        try:
-            result = await Driver(client, streaming_client).run(args.scenario)
-        except Exception as e:  # noqa: BLE001
-            return {'scenario': args.scenario, 'error': error_data(e)}
-        return {'scenario': args.scenario, 'binding': args.binding, 'result': result}
+            failed = {'error': error_data(e)}
+            if len(args.scenario) == 1:
+                return {'scenario': args.scenario[0], **failed}
+            return {'binding': args.binding, **failed}
+        if len(args.scenario) == 1:
+            return await run_one(args, args.scenario[0], http, card)
+        return {
+            'binding': args.binding,
+            'scenarios': {s: await run_one(args, s, http, card) for s in args.scenario},
+        }
 
 
 def main():
@@ -242,7 +252,7 @@ def main():
     p.add_argument('--card-url', required=True, help='the full URL of the agent card')
     p.add_argument('--binding', choices=['JSONRPC', 'HTTP+JSON'], required=True)
     p.add_argument('--token', help='send Authorization: Bearer TOKEN on every request')
-    p.add_argument('scenario', choices=SCENARIOS)
+    p.add_argument('scenario', nargs='+', choices=SCENARIOS)
     args = p.parse_args()
     out = asyncio.run(main_async(args))
     json.dump(out, sys.stdout, sort_keys=True)
