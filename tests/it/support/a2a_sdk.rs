@@ -227,8 +227,11 @@ pub fn run_client(
     })
 }
 
+/// One client run: SDK, card URL, binding, token, scenarios.
+pub type Run<'a> = (Sdk, &'a str, &'a str, Option<&'a str>, &'a [&'a str]);
+
 /// Runs several client drivers at once (one thread each), in the order given.
-pub fn run_clients(runs: &[(Sdk, &str, &str, Option<&str>, &[&str])]) -> Vec<Value> {
+pub fn run_clients(runs: &[Run<'_>]) -> Vec<Value> {
     std::thread::scope(|s| {
         let handles: Vec<_> = runs
             .iter()
