@@ -4,6 +4,9 @@
 
 mod support;
 
+/// The official A2A SDKs as test peers (a2a-sdk agents, a2a-sdk and @a2a-js/sdk clients),
+/// direct to each other: the harness the gateway's A2A tests stand on.
+mod a2a_sdk;
 /// Client identity, rights, ownership and CORS, on every route family and connection path.
 mod auth;
 /// A real browser (headless Chromium) on a page from an allowed origin, and one from another.

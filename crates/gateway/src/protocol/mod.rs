@@ -16,6 +16,7 @@
 //! ledger and its change feed, the stream hub, the webhook queue, admission, limits, metrics
 //! and telemetry.
 
+pub mod a2a;
 pub mod card;
 pub mod clawpedia;
 pub mod json;

@@ -1,0 +1,437 @@
+//! The JSON-RPC 2.0 binding (§9): the client's request envelope, the answers framed with the
+//! client's id, the gateway's own request towards a JSON-RPC agent, and the agent's response.
+//!
+//! Strict on purpose (issue 26): one document read by [`crate::protocol::json::parse`] (a
+//! duplicate key is a parse error, -32700); a batch is one -32600 with `id: null`; a request
+//! without `id` is -32600 (notifications are not served: every A2A method has an answer); `id` is
+//! a string of at most [`MAX_ID_BYTES`] bytes or an integer, and is echoed back as the same JSON
+//! value (the same string, the same integer: @a2a-js/sdk compares ids with `===` and uses
+//! integers from 1, a2a-sdk uses UUID strings); `params` absent is `{}`, anything but an object is
+//! -32602. Towards agents the gateway uses its own ids and checks the agent echoes them.
+
+use serde_json::{json, Map, Value};
+
+use super::error::{A2aError, ErrorKind};
+use super::{Call, Method, Reply};
+use crate::protocol::json;
+use crate::protocol::Violation;
+
+/// The longest JSON-RPC id the gateway echoes: a string's UTF-8 bytes, or an integer's digits.
+pub const MAX_ID_BYTES: usize = 128;
+
+/// A JSON-RPC request id as the client sent it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RpcId {
+    /// A string id.
+    Str(String),
+    /// An integer id, kept as serde_json read it (i64 or u64), so it is written back the same.
+    Int(serde_json::Number),
+}
+
+impl RpcId {
+    /// The id as a JSON value.
+    pub fn to_value(&self) -> Value {
+        match self {
+            RpcId::Str(s) => Value::from(s.as_str()),
+            RpcId::Int(n) => Value::Number(n.clone()),
+        }
+    }
+
+    fn from_value(v: &Value) -> Result<RpcId, &'static str> {
+        match v {
+            Value::String(s) if s.len() <= MAX_ID_BYTES => Ok(RpcId::Str(s.clone())),
+            Value::String(_) => Err("id is longer than 128 bytes"),
+            Value::Number(n) if n.is_i64() || n.is_u64() => Ok(RpcId::Int(n.clone())),
+            Value::Number(_) => Err("id must be a string or an integer, not a fraction"),
+            Value::Null => Err("id must be a string or an integer, not null"),
+            _ => Err("id must be a string or an integer"),
+        }
+    }
+}
+
+/// A client's request: its id and the call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    /// The id to echo.
+    pub id: RpcId,
+    /// What it asks.
+    pub call: Call,
+}
+
+/// A request the gateway refuses: the error, and the id to answer with (`None` is `id: null`,
+/// when the id could not be read).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refused {
+    /// The client's id, when it was valid.
+    pub id: Option<RpcId>,
+    /// Why (boxed: a refusal is the rare path).
+    pub error: Box<A2aError>,
+}
+
+fn refused(id: Option<RpcId>, kind: ErrorKind, message: impl Into<String>) -> Refused {
+    Refused {
+        id,
+        error: Box::new(A2aError::new(kind, message)),
+    }
+}
+
+/// Reads a client's request body.
+pub fn parse_request(body: &[u8]) -> Result<Request, Refused> {
+    let doc = json::parse(body).map_err(|e| {
+        refused(
+            None,
+            ErrorKind::ParseError,
+            format!("Invalid JSON payload: {e}"),
+        )
+    })?;
+    let obj = match doc {
+        Value::Object(o) => o,
+        Value::Array(_) => {
+            return Err(refused(
+                None,
+                ErrorKind::InvalidRequest,
+                "batch requests are not served: send one request per call",
+            ))
+        }
+        _ => {
+            return Err(refused(
+                None,
+                ErrorKind::InvalidRequest,
+                "a JSON-RPC request is an object",
+            ))
+        }
+    };
+    let id = match obj.get("id") {
+        None => {
+            return Err(refused(
+                None,
+                ErrorKind::InvalidRequest,
+                "a request without id is a notification, and notifications are not served",
+            ))
+        }
+        Some(v) => {
+            RpcId::from_value(v).map_err(|why| refused(None, ErrorKind::InvalidRequest, why))?
+        }
+    };
+    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Err(refused(
+            Some(id),
+            ErrorKind::InvalidRequest,
+            "'jsonrpc' must be exactly \"2.0\"",
+        ));
+    }
+    let name = match obj.get("method") {
+        Some(Value::String(m)) => m,
+        _ => {
+            return Err(refused(
+                Some(id),
+                ErrorKind::InvalidRequest,
+                "'method' must be a string",
+            ))
+        }
+    };
+    let Some(method) = Method::parse(name) else {
+        let shown: String = name.chars().take(64).collect();
+        return Err(refused(
+            Some(id),
+            ErrorKind::MethodNotFound,
+            format!("Method not found: {shown:?}"),
+        ));
+    };
+    let params = match obj.get("params") {
+        None => Map::new(),
+        Some(Value::Object(p)) => p.clone(),
+        Some(_) => {
+            return Err(Refused {
+                id: Some(id),
+                error: Box::new(A2aError::invalid_params(vec![Violation::new(
+                    "",
+                    "jsonrpc/params",
+                    "params must be an object (the request message)",
+                )])),
+            })
+        }
+    };
+    Ok(Request {
+        id,
+        call: Call::new(method, params),
+    })
+}
+
+/// A success response to the client: `{"jsonrpc":"2.0","id":…,"result":…}`. For a method that
+/// answers Empty the result is `null`, as both SDKs' servers send it.
+pub fn result_response(id: &RpcId, method: Method, result: &Value) -> Value {
+    let result = if method.answers_empty() {
+        Value::Null
+    } else {
+        result.clone()
+    };
+    json!({"jsonrpc": "2.0", "id": id.to_value(), "result": result})
+}
+
+/// An error response: `{"jsonrpc":"2.0","id":…|null,"error":{code,message,data}}`.
+pub fn error_response(id: Option<&RpcId>, error: &A2aError) -> Value {
+    json!({
+        "jsonrpc": "2.0",
+        "id": id.map_or(Value::Null, RpcId::to_value),
+        "error": error.to_jsonrpc(),
+    })
+}
+
+/// The response for `reply`. Used for each SSE event of a stream too (each event's data is one
+/// JSON-RPC response carrying the subscriber's id; an error event is sent as `event: error`).
+pub fn reply_response(id: &RpcId, method: Method, reply: &Reply) -> Value {
+    match reply {
+        Ok(v) => result_response(id, method, v),
+        Err(e) => error_response(Some(id), e),
+    }
+}
+
+/// The gateway's request to a JSON-RPC agent: its own `id`, the method, and the params with the
+/// agent interface's tenant (see [`Call::with_tenant`]).
+pub fn agent_request(id: &RpcId, call: &Call, tenant: Option<&str>) -> Value {
+    json!({
+        "jsonrpc": "2.0",
+        "id": id.to_value(),
+        "method": call.method.as_str(),
+        "params": Value::Object(call.with_tenant(tenant)),
+    })
+}
+
+/// Reads an agent's JSON-RPC response (or one SSE event of its stream) to the request with id
+/// `sent`: the result (Empty's `null` as `{}`), or the agent's error read back, or
+/// InvalidAgentResponse naming what is wrong (not JSON, duplicate keys, not a 2.0 response,
+/// another id, both or neither of result and error). The caller bounds the body
+/// (`MAX_AGENT_JSON`); the result's content is judged by [`super::answer`].
+pub fn parse_agent_response(body: &[u8], sent: &RpcId, method: Method) -> Reply {
+    let bad = |at: &str, msg: String| {
+        Err(A2aError::invalid_agent_response(vec![Violation::new(
+            at, "jsonrpc", msg,
+        )]))
+    };
+    let doc = match json::parse(body) {
+        Ok(d) => d,
+        Err(e) => {
+            return bad(
+                &e.pointer(),
+                format!("the agent's answer is not one JSON document: {e}"),
+            )
+        }
+    };
+    let Value::Object(obj) = doc else {
+        return bad("", "a JSON-RPC response is an object".to_owned());
+    };
+    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return bad("/jsonrpc", "'jsonrpc' must be \"2.0\"".to_owned());
+    }
+    match (obj.get("result"), obj.get("error")) {
+        (Some(_), Some(_)) => bad("", "a response holds result or error, not both".to_owned()),
+        (None, Some(Value::Object(err))) => {
+            // An error may carry id null when the agent could not read ours.
+            match obj.get("id") {
+                Some(Value::Null) | None => {}
+                Some(v) if RpcId::from_value(v).as_ref() == Ok(sent) => {}
+                Some(_) => return bad("/id", "the error answers another request's id".to_owned()),
+            }
+            Err(A2aError::from_jsonrpc(&Value::Object(err.clone())))
+        }
+        (None, Some(_)) => bad("/error", "error must be an object".to_owned()),
+        (Some(result), None) => {
+            if obj.get("id").map(RpcId::from_value) != Some(Ok(sent.clone())) {
+                return bad(
+                    "/id",
+                    "the response answers another request's id".to_owned(),
+                );
+            }
+            match result {
+                Value::Null if method.answers_empty() => Ok(json!({})),
+                Value::Object(_) => Ok(result.clone()),
+                _ => bad(
+                    "/result",
+                    format!("the result of {} is an object", method.as_str()),
+                ),
+            }
+        }
+        (None, None) => bad("", "a response holds result or error".to_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused_with(body: &str) -> (Option<RpcId>, ErrorKind) {
+        let r = parse_request(body.as_bytes()).expect_err(body);
+        (r.id, r.error.kind)
+    }
+
+    #[test]
+    fn a_request_becomes_a_call() {
+        let r = parse_request(
+            br#"{"jsonrpc":"2.0","id":"req-1","method":"GetTask","params":{"id":"t"}}"#,
+        )
+        .expect("valid");
+        assert_eq!(r.id, RpcId::Str("req-1".into()));
+        assert_eq!(r.call.method, Method::GetTask);
+        assert_eq!(r.call.task_id(), Some("t"));
+        let r = parse_request(br#"{"jsonrpc":"2.0","id":7,"method":"GetExtendedAgentCard"}"#)
+            .expect("params may be absent");
+        assert!(r.call.params.is_empty());
+        assert_eq!(r.id.to_value(), json!(7));
+    }
+
+    #[test]
+    fn hostile_envelopes_are_refused_with_the_right_code_and_id() {
+        use ErrorKind::*;
+        assert_eq!(refused_with("{"), (None, ParseError));
+        assert_eq!(
+            refused_with(r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"GetTask"}"#),
+            (None, ParseError)
+        );
+        assert_eq!(
+            refused_with(r#"[{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{}}]"#),
+            (None, InvalidRequest)
+        );
+        assert_eq!(refused_with("[]"), (None, InvalidRequest));
+        assert_eq!(refused_with("42"), (None, InvalidRequest));
+        assert_eq!(
+            refused_with(r#"{"jsonrpc":"2.0","method":"GetTask","params":{}}"#),
+            (None, InvalidRequest)
+        );
+        for id in ["null", "1.5", "true", "{}", "[1]"] {
+            let body = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"GetTask","params":{{}}}}"#);
+            assert_eq!(refused_with(&body), (None, InvalidRequest), "{id}");
+        }
+        let long = "x".repeat(129);
+        let body = format!(r#"{{"jsonrpc":"2.0","id":"{long}","method":"GetTask"}}"#);
+        assert_eq!(refused_with(&body), (None, InvalidRequest));
+        let ok = "x".repeat(128);
+        let body = format!(r#"{{"jsonrpc":"2.0","id":"{ok}","method":"GetTask"}}"#);
+        assert!(parse_request(body.as_bytes()).is_ok());
+        let one = Some(RpcId::Int(1.into()));
+        assert_eq!(
+            refused_with(r#"{"jsonrpc":"1.0","id":1,"method":"GetTask"}"#),
+            (one.clone(), InvalidRequest)
+        );
+        assert_eq!(
+            refused_with(r#"{"id":1,"method":"GetTask"}"#),
+            (one.clone(), InvalidRequest)
+        );
+        assert_eq!(
+            refused_with(r#"{"jsonrpc":"2.0","id":1,"method":"message/send","params":{}}"#),
+            (one.clone(), MethodNotFound)
+        );
+        assert_eq!(
+            refused_with(r#"{"jsonrpc":"2.0","id":1,"method":7}"#),
+            (one.clone(), InvalidRequest)
+        );
+        for params in ["[]", "null", "\"x\"", "3"] {
+            let body =
+                format!(r#"{{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{params}}}"#);
+            assert_eq!(
+                refused_with(&body),
+                (one.clone(), InvalidParams),
+                "{params}"
+            );
+        }
+    }
+
+    #[test]
+    fn ids_are_echoed_as_the_same_value() {
+        for id in [
+            r#""abc""#,
+            "0",
+            "-5",
+            "18446744073709551615",
+            r#""ü\u00e9""#,
+        ] {
+            let body = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"GetTask","params":{{}}}}"#);
+            let r = parse_request(body.as_bytes()).expect(id);
+            let sent: Value = serde_json::from_str(id).expect("json");
+            let out = result_response(&r.id, Method::GetTask, &json!({"id": "t"}));
+            assert_eq!(out["id"], sent, "{id}");
+            assert_eq!(out["jsonrpc"], "2.0");
+        }
+        let e = A2aError::of(ErrorKind::TaskNotFound);
+        assert_eq!(error_response(None, &e)["id"], Value::Null);
+        assert_eq!(error_response(None, &e)["error"]["code"], -32001);
+    }
+
+    #[test]
+    fn empty_answers_are_null_in_json_rpc_and_braces_in_a_reply() {
+        let id = RpcId::Int(3.into());
+        let out = result_response(&id, Method::DeleteTaskPushNotificationConfig, &json!({}));
+        assert_eq!(out["result"], Value::Null);
+        let back = parse_agent_response(
+            br#"{"jsonrpc":"2.0","id":3,"result":null}"#,
+            &id,
+            Method::DeleteTaskPushNotificationConfig,
+        );
+        assert_eq!(back, Ok(json!({})));
+        assert!(parse_agent_response(
+            br#"{"jsonrpc":"2.0","id":3,"result":null}"#,
+            &id,
+            Method::GetTask
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn the_gateways_request_uses_its_id_and_the_agents_tenant() {
+        let Value::Object(params) = json!({"id": "t", "tenant": "from-client"}) else {
+            unreachable!()
+        };
+        let call = Call::new(Method::CancelTask, params);
+        let req = agent_request(&RpcId::Str("gw-1".into()), &call, Some("tenant-a"));
+        assert_eq!(
+            req,
+            json!({"jsonrpc": "2.0", "id": "gw-1", "method": "CancelTask",
+                   "params": {"id": "t", "tenant": "tenant-a"}})
+        );
+        let req = agent_request(&RpcId::Str("gw-1".into()), &call, None);
+        assert_eq!(req["params"], json!({"id": "t"}));
+    }
+
+    #[test]
+    fn agent_responses_are_checked() {
+        let id = RpcId::Str("gw-9".into());
+        let ok = parse_agent_response(
+            br#"{"jsonrpc":"2.0","id":"gw-9","result":{"id":"t"}}"#,
+            &id,
+            Method::GetTask,
+        );
+        assert_eq!(ok, Ok(json!({"id": "t"})));
+        let err = parse_agent_response(
+            br#"{"jsonrpc":"2.0","id":"gw-9","error":{"code":-32001,"message":"nope"}}"#,
+            &id,
+            Method::GetTask,
+        )
+        .expect_err("agent error");
+        assert_eq!(err.kind, ErrorKind::TaskNotFound);
+        assert_eq!(err.message, "nope");
+        let err = parse_agent_response(
+            br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"bad"}}"#,
+            &id,
+            Method::GetTask,
+        )
+        .expect_err("agent error with null id");
+        assert_eq!(err.kind, ErrorKind::InvalidRequest);
+        for bad in [
+            r#"{"jsonrpc":"2.0","id":"other","result":{}}"#,
+            r#"{"jsonrpc":"2.0","result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":"gw-9"}"#,
+            r#"{"jsonrpc":"2.0","id":"gw-9","result":{},"error":{"code":1}}"#,
+            r#"{"jsonrpc":"2.0","id":"gw-9","result":[]}"#,
+            r#"{"jsonrpc":"2.0","id":"gw-9","error":"boom"}"#,
+            r#"{"jsonrpc":"2.0","id":"other","error":{"code":-32001}}"#,
+            r#"{"id":"gw-9","result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":"gw-9","result":{"id":"a","id":"b"}}"#,
+            r#"<html>"#,
+            "",
+        ] {
+            let e = parse_agent_response(bad.as_bytes(), &id, Method::GetTask).expect_err(bad);
+            assert_eq!(e.kind, ErrorKind::InvalidAgentResponse, "{bad}");
+            assert!(!e.details.is_empty());
+        }
+    }
+}

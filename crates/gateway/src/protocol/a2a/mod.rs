@@ -1,0 +1,113 @@
+//! Official A2A 1.0 (a2aproject; spec and normative proto in shared/spec/a2a-1.0.1/) as data.
+//!
+//! # One Call, two envelopes
+//!
+//! Both bindings carry the same proto messages in ProtoJSON (camelCase, enums by full name). So
+//! each binding's envelope is parsed into one [`Call`] — the method and its request message — and
+//! every answer is one [`Reply`]: the response message, or an [`A2aError`]. [`jsonrpc`] and
+//! [`rest`] translate between their envelope and a `Call`/`Reply`, in both directions (a client's
+//! request in, the gateway's request out to the agent; the agent's answer in, the client's answer
+//! out), so a client may use either binding whatever the agent's.
+//!
+//! The JSON-RPC `result` and the REST body are the same message for every method but one:
+//! DeleteTaskPushNotificationConfig answers google.protobuf.Empty, which JSON-RPC servers of both
+//! SDKs send as `result: null` and REST servers as `{}` (a2a-sdk, 200) or no body
+//! (@a2a-js/sdk, 204). A `Reply` carries it as `{}` ([`Method::answers_empty`]).
+//!
+//! Nothing here touches a socket, a clock or a store. The checks ([`check`], [`answer`],
+//! [`card`]) report [`crate::protocol::Violation`]s naming the field by JSON pointer, and let
+//! fields the proto does not know pass through untouched (extensions use them).
+
+pub mod answer;
+pub mod card;
+pub mod check;
+pub mod error;
+pub mod id;
+pub mod jsonrpc;
+pub mod method;
+pub mod rest;
+pub mod state;
+pub mod version;
+
+pub use error::{A2aError, ErrorKind};
+pub use method::Method;
+pub use state::{Role, TaskState};
+
+use serde_json::{Map, Value};
+
+/// One A2A operation, whichever binding it came in: the method and its request message
+/// (`SendMessageRequest`, `GetTaskRequest`...) as a ProtoJSON object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Call {
+    /// Which operation.
+    pub method: Method,
+    /// The proto request message.
+    pub params: Map<String, Value>,
+}
+
+impl Call {
+    /// A call of `method` with `params`.
+    pub fn new(method: Method, params: Map<String, Value>) -> Call {
+        Call { method, params }
+    }
+
+    /// The task the call names (`id` or `taskId`, by method), if it names one as a string.
+    pub fn task_id(&self) -> Option<&str> {
+        self.params.get(self.method.task_field()?)?.as_str()
+    }
+
+    /// The params with the tenant the agent's interface declares (§8.3.2: exactly that value,
+    /// or none): whatever tenant the client sent is replaced, since the agent must only ever see
+    /// its own interface's tenant.
+    pub fn with_tenant(&self, tenant: Option<&str>) -> Map<String, Value> {
+        let mut params = self.params.clone();
+        match tenant.filter(|t| !t.is_empty()) {
+            Some(t) => {
+                params.insert("tenant".to_owned(), Value::from(t));
+            }
+            None => {
+                params.remove("tenant");
+            }
+        }
+        params
+    }
+}
+
+/// An answer: the proto response message (Task, SendMessageResponse, ListTasksResponse,
+/// StreamResponse, TaskPushNotificationConfig, AgentCard, `{}` for Empty), or an error.
+pub type Reply = Result<Value, A2aError>;
+
+/// The media type of the HTTP+JSON binding.
+pub const A2A_JSON: &str = "application/a2a+json";
+/// The header (and query parameter) naming the protocol version.
+pub const VERSION_HEADER: &str = "A2A-Version";
+/// The header naming the extensions a client asks for; forwarded to agents.
+pub const EXTENSIONS_HEADER: &str = "A2A-Extensions";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_call_names_its_task_and_takes_the_agents_tenant() {
+        let Value::Object(params) = json!({"id": "t-1", "tenant": "client-said"}) else {
+            unreachable!()
+        };
+        let call = Call::new(Method::GetTask, params);
+        assert_eq!(call.task_id(), Some("t-1"));
+        assert_eq!(
+            call.with_tenant(Some("agents")).get("tenant"),
+            Some(&json!("agents"))
+        );
+        assert_eq!(call.with_tenant(None).get("tenant"), None);
+        assert_eq!(call.with_tenant(Some("")).get("tenant"), None);
+        let Value::Object(params) = json!({"taskId": "t-2", "id": "cfg"}) else {
+            unreachable!()
+        };
+        assert_eq!(
+            Call::new(Method::DeleteTaskPushNotificationConfig, params).task_id(),
+            Some("t-2")
+        );
+    }
+}

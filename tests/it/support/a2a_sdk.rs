@@ -1,0 +1,247 @@
+//! The official A2A SDKs as test peers: agents built with `a2a-sdk` 1.3.0's server classes
+//! (tests/a2a/agent.py, one binding each) and the client drivers of `a2a-sdk` (client.py) and
+//! `@a2a-js/sdk` 1.3.0 (client.mjs), so A2A tests exercise real third-party code, not ours.
+//!
+//! Nothing is skipped silently: without the pinned packages every user of this module fails
+//! with the commands that install them (what `scripts/test` and `.ci/run` run).
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::child::repo;
+
+/// How long an agent gets to print its listening line, and a client run to finish.
+pub const DEADLINE: Duration = Duration::from_secs(60);
+
+const INSTALL: &str = "install the pinned A2A SDKs (scripts/test does this): \
+    `python3 -m pip install -r tests/requirements/a2a.txt` and `npm ci --prefix tests/node`";
+
+/// Panics, naming the install commands, unless both SDKs are installed at their pins.
+pub fn require_sdks() {
+    static CHECKED: OnceLock<Result<(), String>> = OnceLock::new();
+    let checked = CHECKED.get_or_init(|| {
+        let py = Command::new("python3")
+            .args([
+                "-c",
+                "import importlib.metadata as m, uvicorn, starlette, sse_starlette, httpx, a2a.server.routes; \
+                 v = m.version('a2a-sdk'); assert v == '1.3.0', v",
+            ])
+            .output()
+            .map_err(|e| format!("python3 not runnable ({e})"))?;
+        if !py.status.success() {
+            return Err(format!(
+                "a2a-sdk 1.3.0 with its HTTP server is not importable by python3: {}",
+                String::from_utf8_lossy(&py.stderr).trim()
+            ));
+        }
+        let pkg = repo("tests/node/node_modules/@a2a-js/sdk/package.json");
+        let text = std::fs::read_to_string(&pkg)
+            .map_err(|e| format!("@a2a-js/sdk is not installed ({}: {e})", pkg.display()))?;
+        let version = serde_json::from_str::<Value>(&text)
+            .ok()
+            .and_then(|v| v["version"].as_str().map(str::to_owned));
+        if version.as_deref() != Some("1.3.0") {
+            return Err(format!("@a2a-js/sdk is {version:?}, not 1.3.0"));
+        }
+        Ok(())
+    });
+    if let Err(why) = checked {
+        panic!("{why}\n{INSTALL}");
+    }
+}
+
+/// Which binding an agent serves or a client uses, as cards spell it.
+pub const JSONRPC: &str = "JSONRPC";
+/// The REST binding.
+pub const HTTP_JSON: &str = "HTTP+JSON";
+
+/// A running a2a-sdk agent, killed when dropped.
+pub struct SdkAgent {
+    child: Child,
+    /// `http://127.0.0.1:PORT`.
+    pub base: String,
+    /// Its card: `{base}/.well-known/agent-card.json`.
+    pub card_url: String,
+    /// Where it records the requests it receives, one JSON line each.
+    pub record: PathBuf,
+    stderr: Arc<Mutex<String>>,
+    _dir: tempfile::TempDir,
+}
+
+impl SdkAgent {
+    /// An agent serving only `binding`, its card naming 127.0.0.1.
+    pub fn start(binding: &str) -> SdkAgent {
+        SdkAgent::start_with(binding, None)
+    }
+
+    /// An agent serving only `binding`, its card's interface naming `public_host` (the agent
+    /// still listens on 127.0.0.1): for "a card must never steer the gateway".
+    pub fn start_with(binding: &str, public_host: Option<&str>) -> SdkAgent {
+        require_sdks();
+        let dir = tempfile::tempdir().expect("temp dir");
+        let record = dir.path().join("requests.jsonl");
+        let mut cmd = Command::new("python3");
+        cmd.arg(repo("tests/a2a/agent.py"))
+            .args(["--port", "0", "--binding", binding, "--record"])
+            .arg(&record)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(host) = public_host {
+            cmd.args(["--public-host", host]);
+        }
+        let mut child = cmd.spawn().expect("start tests/a2a/agent.py");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        if let Some(mut err) = child.stderr.take() {
+            let sink = stderr.clone();
+            std::thread::spawn(move || {
+                let mut buf = String::new();
+                let _ = err.read_to_string(&mut buf);
+                if let Ok(mut s) = sink.lock() {
+                    s.push_str(&buf);
+                }
+            });
+        }
+        let (tx, rx) = mpsc::channel();
+        if let Some(out) = child.stdout.take() {
+            std::thread::spawn(move || {
+                for line in BufReader::new(out).lines().map_while(Result::ok) {
+                    if tx.send(line).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        let mut agent = SdkAgent {
+            child,
+            base: String::new(),
+            card_url: String::new(),
+            record,
+            stderr,
+            _dir: dir,
+        };
+        loop {
+            match rx.recv_timeout(DEADLINE) {
+                Ok(line) => {
+                    if let Some(base) = line.strip_prefix("listening on ") {
+                        agent.base = base.trim().to_owned();
+                        agent.card_url = format!("{}/.well-known/agent-card.json", agent.base);
+                        return agent;
+                    }
+                }
+                Err(_) => panic!(
+                    "tests/a2a/agent.py --binding {binding} never said it was listening; stderr:\n{}",
+                    agent.stderr()
+                ),
+            }
+        }
+    }
+
+    /// What the agent wrote on stderr so far.
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// Every request the agent received so far, in order.
+    pub fn recorded(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.record)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("record line {l:?}: {e}")))
+            .collect()
+    }
+}
+
+impl Drop for SdkAgent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Which SDK's client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sdk {
+    /// a2a-sdk (tests/a2a/client.py).
+    Python,
+    /// @a2a-js/sdk (tests/a2a/client.mjs).
+    Js,
+}
+
+/// Runs `sdk`'s client driver from `card_url` over `binding` (with `Authorization: Bearer
+/// token` when given) through `scenarios`, and returns its JSON document. With several
+/// scenarios it is `{"binding": B, "scenarios": {NAME: {...}}}`.
+pub fn run_client(
+    sdk: Sdk,
+    card_url: &str,
+    binding: &str,
+    token: Option<&str>,
+    scenarios: &[&str],
+) -> Value {
+    require_sdks();
+    let mut cmd = match sdk {
+        Sdk::Python => {
+            let mut c = Command::new("python3");
+            c.arg(repo("tests/a2a/client.py"));
+            c
+        }
+        Sdk::Js => {
+            let mut c = Command::new("node");
+            c.arg(repo("tests/a2a/client.mjs"));
+            c
+        }
+    };
+    cmd.args(["--card-url", card_url, "--binding", binding]);
+    if let Some(t) = token {
+        cmd.args(["--token", t]);
+    }
+    cmd.args(scenarios).stdin(Stdio::null());
+    let (tx, rx) = mpsc::channel();
+    let what = format!("{sdk:?} client {binding} {scenarios:?}");
+    std::thread::spawn(move || {
+        let _ = tx.send(cmd.output());
+    });
+    let out = match rx.recv_timeout(DEADLINE) {
+        Ok(Ok(out)) => out,
+        Ok(Err(e)) => panic!("{what}: cannot run ({e})"),
+        Err(_) => panic!("{what}: no answer within {DEADLINE:?}"),
+    };
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{what} exited {}: {stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
+        panic!(
+            "{what} printed no JSON document ({e}): {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// One client run: SDK, card URL, binding, token, scenarios.
+pub type Run<'a> = (Sdk, &'a str, &'a str, Option<&'a str>, &'a [&'a str]);
+
+/// Runs several client drivers at once (one thread each), in the order given.
+pub fn run_clients(runs: &[Run<'_>]) -> Vec<Value> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = runs
+            .iter()
+            .map(|(sdk, url, binding, token, scenarios)| {
+                s.spawn(move || run_client(*sdk, url, binding, *token, scenarios))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| panic!("a client run panicked")))
+            .collect()
+    })
+}
