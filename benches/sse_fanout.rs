@@ -2,13 +2,13 @@
 //!
 //!     cargo bench --bench sse_fanout
 //!     SUBSCRIBERS=100,1000,10000 GATEWAY_WORKERS=1 SATURATE_SECS=5 RATE=20 PACED_SECS=5 \
-//!         cargo bench --bench sse_fanout
+//!         ROUTE=agent|agentless cargo bench --bench sse_fanout
 //!
 //! Per N: a sample agent (in this process) with one task created through the gateway
 //! (`target/release/a2a-gateway --config FILE`, a child process, `workers = GATEWAY_WORKERS`,
 //! default 1). One warm-up subscriber opens the task's topic and upstream; then N more plain
 //! tokio TcpStreams (in this process, on `CLIENT_THREADS` runtime threads, default 1) send
-//! `GET /agents/a/tasks/{id}/stream` and read the chunked response, picking out `data: ` lines.
+//! `GET /agents/a/tasks/{id}/stream` (`ROUTE=agentless`: `GET /tasks/{id}/stream`) and read the chunked response, picking out `data: ` lines.
 //! Each event's data carries its send time (ns since an Instant shared by the agent's pusher and
 //! the clients), taken just before `SampleAgent::push_event`; a client stamps each read once.
 //!
@@ -71,6 +71,16 @@ struct Opts {
     saturate: Duration,
     window: Option<u64>,
     pad: usize,
+    route: StreamRoute,
+}
+
+/// Which stream route the subscribers take (`ROUTE=agent`, the default, or `ROUTE=agentless`).
+#[derive(Clone, Copy)]
+enum StreamRoute {
+    /// `/agents/a/tasks/{id}/stream`.
+    Agent,
+    /// `/tasks/{id}/stream`: the ledger finds the agent.
+    Agentless,
 }
 
 /// What every client reports to, and the saturated phase's pusher waits on.
@@ -373,7 +383,10 @@ async fn scenario(n: usize, o: &Opts) {
     let json = &body[body.find('{').unwrap_or(0)..=body.rfind('}').unwrap_or(0)];
     let doc: serde_json::Value = serde_json::from_str(json).expect("task JSON");
     let task = doc["task_id"].as_str().expect("task_id").to_owned();
-    let path: Arc<str> = Arc::from(format!("/agents/a/tasks/{task}/stream"));
+    let path: Arc<str> = Arc::from(match o.route {
+        StreamRoute::Agent => format!("/agents/a/tasks/{task}/stream"),
+        StreamRoute::Agentless => format!("/tasks/{task}/stream"),
+    });
     let pad = "x".repeat(o.pad);
     let shared = Arc::new(Shared {
         received: Default::default(),
@@ -513,7 +526,7 @@ async fn scenario(n: usize, o: &Opts) {
          saturated {:.0} copies/s ({:.0} events/s x {subs}, window {window}, {sent} events in {secs:.1} s) \
          p50 {:.2} ms p99 {:.2} ms; gateway CPU {:.2} us/copy ({:.0}% of a core), bench CPU {:.0}% | \
          paced {rate:.0} ev/s ({:.0} copies/s): p50 {:.2} ms p99 {:.2} ms max {:.2} ms | \
-         RSS {:.1} -> {:.1} MiB = {per_sub:.0} B/subscriber (target < 8192; {:.1} MiB after saturation) | \
+         RSS {:.1} -> {:.1} MiB = {per_sub:.0} B/subscriber (target <= 5100; {:.1} MiB after saturation) | \
          connect {connect_secs:.2} s, refused {}, ended early {early}, lost {lost}",
         o.gateway_workers,
         copies as f64 / secs,
@@ -553,6 +566,10 @@ fn main() {
         saturate: Duration::from_secs_f64(env_or("SATURATE_SECS", 5.0)),
         window: std::env::var("WINDOW").ok().and_then(|v| v.parse().ok()),
         pad: env_or("PAD", 64),
+        route: match std::env::var("ROUTE").as_deref() {
+            Ok("agentless") => StreamRoute::Agentless,
+            _ => StreamRoute::Agent,
+        },
     };
     if quick {
         o.subscribers = vec![20];
@@ -562,7 +579,7 @@ fn main() {
     let threads = env_or("CLIENT_THREADS", 1usize).max(1);
     println!(
         "{}rerun: SUBSCRIBERS={} GATEWAY_WORKERS={} CLIENT_THREADS={threads} {} PACED_SECS={} \
-         SATURATE_SECS={} PAD={}{} cargo bench --bench sse_fanout",
+         SATURATE_SECS={} PAD={}{} ROUTE={} cargo bench --bench sse_fanout",
         if quick {
             "quick mode (no --bench); "
         } else {
@@ -582,6 +599,10 @@ fn main() {
         o.saturate.as_secs_f64(),
         o.pad,
         o.window.map_or(String::new(), |w| format!(" WINDOW={w}")),
+        match o.route {
+            StreamRoute::Agent => "agent",
+            StreamRoute::Agentless => "agentless",
+        },
     );
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads)

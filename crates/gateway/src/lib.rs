@@ -17,6 +17,8 @@ pub mod limits;
 pub mod metrics;
 pub mod protocol;
 pub mod registry;
+mod reload;
+mod state;
 pub mod store;
 pub mod stream;
 pub mod telemetry;
@@ -40,45 +42,8 @@ use registry::Registry;
 use upstream::Upstream;
 use webhook::queue::{DeliveryQueue, MemoryQueue, Outbox, RedisQueue};
 
-pub use lifecycle::{ReloadError, Reloaded};
-
-/// Everything a request handler needs. One per worker thread: the shared parts are `Arc`s, the
-/// upstream client (and so its connection pool) is the worker's own. Cheap to clone, for work
-/// that outlives its request (a create's late answer, `http::detach`).
-#[derive(Clone)]
-pub struct State {
-    /// The gateway's configuration, read and checked before start.
-    pub config: Arc<Config>,
-    /// The configured agents and the card each one currently serves.
-    pub registry: Arc<Registry>,
-    /// Where tasks are recorded: in this process, or in Redis when configured.
-    pub ledger: Arc<dyn TaskLedger>,
-    /// This worker's own client towards agents (and its own connection pool).
-    pub upstream: Upstream,
-    /// The Prometheus families, shared by every worker.
-    pub metrics: Arc<Metrics>,
-    /// Webhook deliveries (in Redis when configured), for the admin API and metrics.
-    pub queue: Arc<dyn DeliveryQueue>,
-    /// Live task streams and the change feed, shared by every worker.
-    pub hub: Arc<stream::Hub>,
-    /// Creates still awaited past their agent's timeout, across all workers (bounded).
-    pub late_answers: Arc<tokio::sync::Semaphore>,
-    /// The clients and how they authenticate (off when none are configured).
-    pub auth: Arc<auth::Auth>,
-    /// Set when a drain begins: `/readyz` answers 503 while requests are still served, so a load
-    /// balancer stops sending before the listener closes.
-    pub draining: Arc<AtomicBool>,
-    /// The token buckets of rate-limited clients, shared by every worker. Apart from `auth`
-    /// so that they outlive a reload of the clients (keyed by client name).
-    pub buckets: Arc<limits::Buckets>,
-    /// The server certificate, when `[tls]` is configured: the accept loop handshakes with the
-    /// one current at each accept (swapped by [`Gateway::reload_tls`]).
-    pub tls: Option<Arc<tls::Tls>>,
-    /// The tracer, when `[telemetry] otlp_endpoint` is set.
-    pub telemetry: Option<Arc<telemetry::Telemetry>>,
-    /// The whole-fleet numbers of `/api/fleet`, shared by every worker for a second.
-    pub fleet_totals: Arc<http::FleetTotals>,
-}
+pub use reload::{ReloadError, Reloaded};
+pub use state::State;
 
 /// Every config check, with the knowledge of the modules that own them: the webhook module's
 /// (address ranges, subscriber URLs, retry schedules, signing keys), the auth module's (the
@@ -304,7 +269,7 @@ impl Gateway {
         }
         let grace = config.shutdown_grace;
         let mut states = Vec::with_capacity(listeners.len());
-        let fleet_totals = Arc::new(http::FleetTotals::default());
+        let fleet_totals = Arc::new(state::FleetTotals::default());
         for (i, listener) in listeners.into_iter().enumerate() {
             let state = State {
                 config: config.clone(),

@@ -7,8 +7,10 @@ use std::sync::Arc;
 
 use crate::config::{self, Config};
 use crate::registry::Registry;
+use crate::reload::{ReloadError, Reloaded};
+use crate::state::State;
 use crate::upstream::Upstream;
-use crate::{auth, stream, webhook, ConfigRules, Gateway, State};
+use crate::{auth, stream, webhook, ConfigRules, Gateway};
 
 /// What a reload does with the webhook worker.
 enum Webhooks {
@@ -16,43 +18,6 @@ enum Webhooks {
     Swap(webhook::send::Sender),
     /// Start this worker: the first subscribers.
     Start(webhook::worker::Worker),
-}
-
-/// What a reload did.
-#[derive(Debug, Default)]
-pub struct Reloaded {
-    /// Keys that changed but need a restart (`listen`, `workers`, `[redis]`...): the running
-    /// gateway keeps their old values.
-    pub need_restart: Vec<&'static str>,
-    /// Agents added, changed and removed, by route name.
-    pub agents_added: Vec<String>,
-    /// Agents whose entry changed (they start over: new card, streams ended with a retry hint).
-    pub agents_changed: Vec<String>,
-    /// Agents no longer configured (their streams ended with a final event).
-    pub agents_removed: Vec<String>,
-}
-
-/// Why a reload was refused; nothing of it was applied.
-#[derive(Debug, thiserror::Error)]
-pub enum ReloadError {
-    /// The `[auth.jwt]` key set cannot be used.
-    #[error("[auth.jwt] {0}")]
-    Jwks(#[from] auth::jwt::JwksError),
-    /// A subscriber's URL or key cannot be used.
-    #[error(transparent)]
-    Webhooks(#[from] webhook::send::SenderError),
-    /// The retry schedule cannot be used.
-    #[error("webhooks: {0}")]
-    Schedule(#[from] webhook::retry::ScheduleError),
-    /// A client towards agents could not be built (an agent's `ca_file`).
-    #[error(transparent)]
-    Client(#[from] crate::upstream::ClientError),
-    /// The `[tls]` files cannot be used (the running certificate keeps serving).
-    #[error("[tls] {0}")]
-    Tls(#[from] crate::tls::TlsError),
-    /// The gateway was started without `[tls]`.
-    #[error("[tls]: the gateway was started without TLS; serving TLS needs a restart")]
-    TlsOff,
 }
 
 impl Gateway {

@@ -47,7 +47,7 @@ pub enum Conformance {
 }
 
 /// The protocol an agent speaks (`[[agents]] protocol`): what its card is, which routes serve
-/// it, and how its task documents map to the ledger's records (see `crate::protocol`).
+/// it, and how its task documents map to the ledger's records (see the protocol module).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Protocol {

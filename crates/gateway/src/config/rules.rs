@@ -1,6 +1,6 @@
 //! The checks the config cannot make alone: each is a [`Check`] of one value, made by the
 //! module that knows it (the webhook URL guard, the retry schedule's limits, signing keys, the
-//! JWKS, PEM files) through the one [`Rules`] the crate supplies (`crate::ConfigRules`), so
+//! JWKS, PEM files) through the one [`Rules`] the crate supplies (`ConfigRules` in lib.rs), so
 //! that this module imports none of them. [`NoRules`] makes none: what [`Config::parse`]
 //! applies, so the config's own rules can be tested alone.
 

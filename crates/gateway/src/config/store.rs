@@ -1,4 +1,4 @@
-//! `[redis]`: where replicas share their state (see `crate::store`).
+//! `[redis]`: where replicas share their state (see the store module).
 
 use std::fmt;
 use std::time::Duration;

@@ -34,7 +34,7 @@ use crate::config::Right;
 use crate::ledger::Record;
 use crate::limits::Quota;
 use crate::registry::Agent;
-use crate::State;
+use crate::state::State;
 
 /// What a route asks of its caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -14,7 +14,7 @@ use super::body::Body;
 use super::error::{ApiError, ApiResult, Code};
 use super::request::Request;
 use super::route::Route;
-use crate::State;
+use crate::state::State;
 
 /// What a browser may send on a real request.
 const ALLOW_HEADERS: &str =

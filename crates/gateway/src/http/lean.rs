@@ -30,7 +30,7 @@ use super::error::{ApiError, Code};
 use super::pipeline;
 use super::request::{request_id, Request, RequestBody, X_REQUEST_ID};
 use super::route::stream_route;
-use crate::State;
+use crate::state::State;
 
 /// The longest request head read on this path (hyper's default limit is larger, but a stream
 /// request has no reason to be big).
@@ -69,19 +69,20 @@ async fn read_head(stream: &mut TcpStream) -> HeadRead {
     let mut buf = Vec::with_capacity(1024);
     let read = async {
         loop {
-            let mut chunk = [0u8; 1024];
             if stream.readable().await.is_err() {
                 return HeadRead::Gone;
             }
-            let n = match stream.try_read(&mut chunk) {
+            // Read into the buffer's own spare room: no chunk on this future, which every
+            // subscriber keeps for as long as it subscribes.
+            buf.reserve(1024);
+            let from = buf.len().saturating_sub(3);
+            match stream.try_read_buf(&mut buf) {
                 Ok(0) => return HeadRead::Gone,
-                Ok(n) => n,
+                Ok(_) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
                 Err(_) => return HeadRead::Gone,
             };
             // Only the new bytes (and the three before them) can complete the blank line.
-            let from = buf.len().saturating_sub(3);
-            buf.extend_from_slice(&chunk[..n]);
             let tail = &buf[from..];
             if tail.windows(2).any(|w| w == b"\n\n") || tail.windows(4).any(|w| w == b"\r\n\r\n") {
                 return HeadRead::Done(std::mem::take(&mut buf));
@@ -209,7 +210,7 @@ async fn within<T>(
         .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()))
 }
 
-async fn respond(
+pub(super) async fn respond(
     stream: &mut TcpStream,
     res: Response<Body>,
     kill: &Notify,
@@ -235,7 +236,11 @@ async fn respond(
     };
     let mut sub = *sub;
     let head = head_bytes(parts.status, &parts.headers, "transfer-encoding: chunked");
+    // The head's memory goes before the stream starts: a subscriber keeps this future (and
+    // what it holds) for as long as it subscribes.
+    drop(parts);
     within(limit, stream.write_all(&head)).await?;
+    drop(head);
     let mut probe = [0u8; 16];
     loop {
         let next = tokio::select! {
@@ -271,7 +276,7 @@ async fn respond(
 }
 
 /// One chunk of the chunked encoding, in one vectored write where the socket takes it.
-async fn write_chunk(stream: &mut TcpStream, data: &Bytes) -> std::io::Result<()> {
+pub(super) async fn write_chunk(stream: &mut TcpStream, data: &Bytes) -> std::io::Result<()> {
     let mut size = [0u8; 18];
     let n = {
         use std::io::Write;

@@ -38,5 +38,4 @@ pub mod route;
 mod server;
 
 pub use create::{drain_late_answers, LATE_DRAIN, MAX_LATE_ANSWERS};
-pub use handlers::catalog::FleetTotals;
 pub use server::{bind, serve};

@@ -38,8 +38,8 @@ use super::handlers::{admin, catalog, events, probes, ui};
 use super::request::{request_id, Request, X_REQUEST_ID};
 use super::route::Route;
 use crate::auth::Caller;
+use crate::state::State;
 use crate::telemetry::{self, semconv, Span, Telemetry};
-use crate::State;
 use opentelemetry::KeyValue;
 
 /// The pipeline. Never fails: every error is an answer.

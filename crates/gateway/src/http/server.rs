@@ -14,14 +14,14 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use socket2::{Domain, Protocol, Socket, Type};
-use tokio::net::TcpListener;
-use tokio::sync::{watch, Semaphore};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use super::context::Conn;
 use super::lean;
 use super::pipeline;
 use super::request::RequestBody;
-use crate::State;
+use crate::state::State;
 
 /// How long a new connection may stay silent before it is closed.
 const FIRST_BYTES: Duration = Duration::from_secs(10);
@@ -96,80 +96,122 @@ pub async fn serve(
             _ = shutdown.changed() => break,
         };
         let _ = stream.set_nodelay(true);
-        let conn = Conn::new(peer);
-        let st = state.clone();
-        let builder = builder.clone();
-        let watcher = graceful.watcher();
-        let mut stop = shutdown.clone();
-        tokio::spawn(async move {
-            // The protocol sniffing of the auto builder reads with no deadline of its own, and
-            // header_read_timeout starts only after it: a client that sends nothing must not
-            // hold a connection slot forever.
-            // peek, not readable(): readiness may be reported spuriously; a byte may not.
-            // The watcher is held meanwhile, so a shutdown must end this wait too, or the drain
-            // would wait for silent clients.
-            let mut first = [0u8; 512];
-            let spoke = tokio::select! {
-                r = tokio::time::timeout(FIRST_BYTES, stream.peek(&mut first)) => match r {
-                    Ok(Ok(n)) if n > 0 => Some(n),
-                    _ => None,
-                },
-                _ = stop.wait_for(|stopping| *stopping) => None,
-            };
-            let Some(n) = spoke else {
-                drop(permit);
-                return;
-            };
-            // TLS: the handshake is this task's, not the accept loop's, and bounded in time;
-            // the certificate is the one current now (a reload changes later handshakes only).
-            let current = st.load_full();
-            if let Some(tls) = current.tls.clone() {
-                let accepted = tokio::select! {
-                    r = tls.accept(stream, TLS_START) => Some(r),
-                    _ = stop.wait_for(|stopping| *stopping) => None,
-                };
-                let result = match &accepted {
-                    Some(Ok(_)) => "ok",
-                    Some(Err(e)) => e.label(),
-                    None => "closed",
-                };
-                current
-                    .metrics
-                    .tls_handshakes
-                    .with_label_values(&[result])
-                    .inc();
-                drop(current);
-                match accepted {
-                    Some(Ok((io, cert_subject))) => {
-                        let conn = Conn {
-                            https: true,
-                            cert_subject,
-                            ..conn
-                        };
-                        serve_hyper(&builder, TokioIo::new(io), st, conn, watcher).await;
-                    }
-                    Some(Err(e)) => tracing::debug!(%peer, error = %e, "TLS connection refused"),
-                    None => {}
-                }
-                drop(permit);
-                return;
-            }
-            // Task-stream subscribers take the lean path (see lean.rs): a long-lived
-            // connection that only receives should not keep a whole HTTP stack.
-            if lean::wants(&first[..n]) {
-                lean::serve(stream, &current, &conn).await;
-                drop(permit);
-                return;
-            }
-            drop(current);
-            serve_hyper(&builder, TokioIo::new(stream), st, conn, watcher).await;
-            drop(permit);
-        });
+        tokio::spawn(connection(
+            stream,
+            Conn::new(peer),
+            state.clone(),
+            builder.clone(),
+            graceful.watcher(),
+            shutdown.clone(),
+            permit,
+        ));
     }
     drop(listener);
     tokio::select! {
         _ = graceful.shutdown() => {}
         _ = tokio::time::sleep(grace) => tracing::warn!("connections still open after shutdown_grace_ms; closing"),
+    }
+}
+
+/// One accepted connection, in a task of its own, from its first bytes to its end: TLS and
+/// hyper, or the lean stream path. A lean subscriber keeps this task's future for as long as
+/// it subscribes, so every other path's state is boxed (see the size test below): only what
+/// the lean path needs is inline.
+async fn connection(
+    stream: TcpStream,
+    conn: Conn,
+    st: Arc<ArcSwap<State>>,
+    builder: Arc<auto::Builder<TokioExecutor>>,
+    watcher: Watcher,
+    mut stop: watch::Receiver<bool>,
+    permit: OwnedSemaphorePermit,
+) {
+    // Released when the connection ends, whichever way.
+    let _permit = permit;
+    // The protocol sniffing of the auto builder reads with no deadline of its own, and
+    // header_read_timeout starts only after it: a client that sends nothing must not hold a
+    // connection slot forever. peek, not readable(): readiness may be reported spuriously; a
+    // byte may not. The watcher is held meanwhile, so a shutdown must end this wait too, or the
+    // drain would wait for silent clients.
+    // Boxed: its peek buffer would otherwise stay in this future for the connection's life.
+    let Some(lean) = Box::pin(first_bytes(&stream, &mut stop)).await else {
+        return;
+    };
+    // TLS: the handshake is this task's, not the accept loop's, and bounded in time; the
+    // certificate is the one current now (a reload changes later handshakes only).
+    let current = st.load_full();
+    if let Some(tls) = current.tls.clone() {
+        drop(current);
+        Box::pin(serve_tls(tls, stream, conn, st, builder, watcher, stop)).await;
+        return;
+    }
+    // Task-stream subscribers take the lean path (see lean.rs): a long-lived connection that
+    // only receives should not keep a whole HTTP stack.
+    if lean {
+        lean::serve(stream, &current, &conn).await;
+        return;
+    }
+    drop(current);
+    Box::pin(serve_hyper(
+        &builder,
+        TokioIo::new(stream),
+        st,
+        conn,
+        watcher,
+    ))
+    .await;
+}
+
+/// Wait for the client's first bytes (within [`FIRST_BYTES`], or until a shutdown): `None` if
+/// none came, else whether they start a request for the lean stream path.
+async fn first_bytes(stream: &TcpStream, stop: &mut watch::Receiver<bool>) -> Option<bool> {
+    let mut first = [0u8; 512];
+    let n = tokio::select! {
+        r = tokio::time::timeout(FIRST_BYTES, stream.peek(&mut first)) => match r {
+            Ok(Ok(n)) if n > 0 => n,
+            _ => return None,
+        },
+        _ = stop.wait_for(|stopping| *stopping) => return None,
+    };
+    Some(lean::wants(&first[..n]))
+}
+
+/// A TLS connection: the handshake, counted, then hyper (h2 or http/1.1 as ALPN chose).
+async fn serve_tls(
+    tls: Arc<crate::tls::Tls>,
+    stream: TcpStream,
+    conn: Conn,
+    st: Arc<ArcSwap<State>>,
+    builder: Arc<auto::Builder<TokioExecutor>>,
+    watcher: Watcher,
+    mut stop: watch::Receiver<bool>,
+) {
+    let peer = conn.peer;
+    let accepted = tokio::select! {
+        r = tls.accept(stream, TLS_START) => Some(r),
+        _ = stop.wait_for(|stopping| *stopping) => None,
+    };
+    let result = match &accepted {
+        Some(Ok(_)) => "ok",
+        Some(Err(e)) => e.label(),
+        None => "closed",
+    };
+    st.load()
+        .metrics
+        .tls_handshakes
+        .with_label_values(&[result])
+        .inc();
+    match accepted {
+        Some(Ok((io, cert_subject))) => {
+            let conn = Conn {
+                https: true,
+                cert_subject,
+                ..conn
+            };
+            serve_hyper(&builder, TokioIo::new(io), st, conn, watcher).await;
+        }
+        Some(Err(e)) => tracing::debug!(%peer, error = %e, "TLS connection refused"),
+        None => {}
     }
 }
 
@@ -196,5 +238,67 @@ async fn serve_hyper<I>(
     tokio::select! {
         _ = watcher.watch(conn.into_owned()) => {}
         _ = kill.notified() => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The size of the futures a function returns, without calling it.
+    fn future_size<A, B, C, D, E, F, G, Fut>(_: fn(A, B, C, D, E, F, G) -> Fut) -> usize {
+        std::mem::size_of::<Fut>()
+    }
+
+    fn closure_size<A, B, C, Fut>(_: impl FnOnce(A, B, C) -> Fut) -> usize {
+        std::mem::size_of::<Fut>()
+    }
+
+    #[test]
+    fn print_sizes() {
+        eprintln!("connection future: {} bytes", future_size(connection));
+        eprintln!(
+            "lean serve: {}",
+            closure_size(|s: TcpStream, st: Arc<State>, c: Conn| async move {
+                lean::serve(s, &st, &c).await
+            })
+        );
+        eprintln!(
+            "first_bytes: {}",
+            closure_size(
+                |s: TcpStream, mut st: watch::Receiver<bool>, _c: ()| async move {
+                    first_bytes(&s, &mut st).await
+                }
+            )
+        );
+        eprintln!(
+            "respond: {}",
+            closure_size(
+                |mut s: TcpStream,
+                 r: hyper::Response<super::super::body::Body>,
+                 k: Arc<tokio::sync::Notify>| async move {
+                    lean::respond(&mut s, r, &k, Duration::ZERO).await
+                }
+            )
+        );
+        eprintln!(
+            "write_chunk: {}",
+            closure_size(|mut s: TcpStream, b: bytes::Bytes, _k: ()| async move {
+                lean::write_chunk(&mut s, &b).await
+            })
+        );
+        eprintln!(
+            "Conn {} TcpStream {} Watcher {} Receiver {} Permit {}",
+            std::mem::size_of::<Conn>(),
+            std::mem::size_of::<TcpStream>(),
+            std::mem::size_of::<Watcher>(),
+            std::mem::size_of::<watch::Receiver<bool>>(),
+            std::mem::size_of::<OwnedSemaphorePermit>()
+        );
+        eprintln!(
+            "Response<Body> {} Subscription {}",
+            std::mem::size_of::<hyper::Response<super::super::body::Body>>(),
+            std::mem::size_of::<crate::stream::topic::Subscription>()
+        );
     }
 }

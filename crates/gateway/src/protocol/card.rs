@@ -11,6 +11,8 @@ use serde_json::Value;
 use super::clawpedia;
 use super::task::TaskRef;
 use super::Violation;
+
+pub use super::{CardRefusal as Refusal, InvalidCard};
 use crate::config::Protocol;
 
 /// A card that passed its protocol's checks.
@@ -114,34 +116,4 @@ impl Card {
             Card::Clawpedia(c) => Some(c.clone()),
         }
     }
-}
-
-/// Why a fetched card was refused, in the words of `a2a_gateway_card_refusals_total{reason}`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
-    /// The card is not a valid card of its protocol, or its schemas do not compile.
-    Invalid,
-    /// The card is over a limit of the gateway's (its size, or the schema budget).
-    Budget,
-}
-
-impl Refusal {
-    /// The metric label: `invalid` or `budget`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Refusal::Invalid => "invalid",
-            Refusal::Budget => "budget",
-        }
-    }
-}
-
-/// Why a fetched card was refused.
-#[derive(Debug, Clone)]
-pub struct InvalidCard {
-    /// Which kind of refusal.
-    pub kind: Refusal,
-    /// Why, for a person.
-    pub message: String,
-    /// Each problem found in the card.
-    pub details: Vec<Violation>,
 }

@@ -1,14 +1,14 @@
 //! The protocols as data, and the seam between them and the shared core. Nothing in here
 //! touches a socket, a clock or a store, so all of it is unit-tested directly.
 //!
-//! **What a protocol contributes** (one folder here, one under `crate::http`):
+//! **What a protocol contributes** (one folder here, one under the http module):
 //! - its card type and checks (`clawpedia::card`), registered in the one table of
 //!   [`card::Card`], which the shared registry calls to check a fetched card;
 //! - how its agents' answers are checked (`clawpedia::conform`);
 //! - how its task documents map to the ledger's record (`clawpedia::task::task_ref` gives a
 //!   [`task::TaskRef`]: the id, and the state in the ledger's words at a time; the ledger
 //!   keeps the document itself as it came, with its agent and owner);
-//! - its routes and handlers, and how it talks to an agent (`crate::http::clawpedia`).
+//! - its routes and handlers, and how it talks to an agent (`http/clawpedia/`).
 //!
 //! **What is shared, knowing no protocol:** the ledger's vocabulary and its one rule
 //! ([`task`]: the states, final or interrupted, `judge`), strict JSON ([`json`]), event streams
@@ -57,3 +57,33 @@ impl Violation {
 /// Upper bound on the violations reported for one document, so a hostile 1 MiB body cannot make
 /// the gateway build a response many times larger.
 pub const MAX_VIOLATIONS: usize = 100;
+
+/// Why a fetched card was refused, in the words of `a2a_gateway_card_refusals_total{reason}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CardRefusal {
+    /// The card is not a valid card of its protocol, or its schemas do not compile.
+    Invalid,
+    /// The card is over a limit of the gateway's (its size, or the schema budget).
+    Budget,
+}
+
+impl CardRefusal {
+    /// The metric label: `invalid` or `budget`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CardRefusal::Invalid => "invalid",
+            CardRefusal::Budget => "budget",
+        }
+    }
+}
+
+/// Why a fetched card was refused.
+#[derive(Debug, Clone)]
+pub struct InvalidCard {
+    /// Which kind of refusal.
+    pub kind: CardRefusal,
+    /// Why, for a person.
+    pub message: String,
+    /// Each problem found in the card.
+    pub details: Vec<Violation>,
+}

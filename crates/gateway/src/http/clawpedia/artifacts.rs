@@ -14,7 +14,7 @@ use crate::http::exchange::{
 use crate::http::request::Request;
 use crate::http::route::valid_id;
 use crate::protocol::clawpedia::conform::{artifact_ids, check_artifact_list};
-use crate::State;
+use crate::state::State;
 
 /// GET /tasks/{id}/artifacts: checked, and each artifact id remembered for the agent-less
 /// `/artifacts/{id}/content`.

@@ -32,8 +32,8 @@ use crate::protocol::task::Status;
 use crate::protocol::time::now_ms;
 use crate::protocol::Violation;
 use crate::registry::Agent;
+use crate::state::State;
 use crate::telemetry;
-use crate::State;
 
 /// POST /tasks and POST /agents/{name}/tasks.
 pub async fn create(

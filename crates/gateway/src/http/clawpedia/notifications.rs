@@ -22,7 +22,7 @@ use crate::http::response;
 use crate::protocol::clawpedia::conform::{check_notification, TaskExpect};
 use crate::protocol::clawpedia::task::task_ref;
 use crate::protocol::task::{Refusal, Verdict};
-use crate::State;
+use crate::state::State;
 
 fn unauthorized(message: &str) -> ApiError {
     ApiError::new(Code::Unauthorized, message)

@@ -7,7 +7,7 @@ use crate::http::error::ApiResult;
 use crate::http::exchange::task_agent;
 use crate::http::request::Request;
 use crate::http::response::{event_stream, no_more_events};
-use crate::State;
+use crate::state::State;
 
 /// GET /tasks/{id}/stream. A task the ledger knows to be over answers 204, so an EventSource
 /// stops reconnecting.

@@ -14,7 +14,7 @@ use crate::http::response;
 use crate::protocol::json::{self, JsonError};
 use crate::protocol::task::{Refusal, Status, Verdict};
 use crate::protocol::time::now_ms;
-use crate::State;
+use crate::state::State;
 
 /// GET /tasks/{id}: final tasks are answered from the ledger (final, and readable while the
 /// agent is down); others are asked of the agent and judged.

@@ -31,8 +31,8 @@ use crate::http::error::{ApiError, ApiResult, Code};
 use crate::http::exchange::call::{admit_agent, exchange_answered, exchange_span};
 use crate::limits::Pass;
 use crate::registry::Agent;
+use crate::state::State;
 use crate::upstream::{UpstreamError, MAX_AGENT_JSON};
-use crate::State;
 
 /// Creates awaited past their agent's timeout at once, per gateway.
 pub const MAX_LATE_ANSWERS: usize = 1024;

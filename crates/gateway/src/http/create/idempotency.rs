@@ -14,7 +14,7 @@ use hyper::{Response, StatusCode};
 use crate::http::body::Body;
 use crate::http::error::{ApiError, Code};
 use crate::ledger::{Answer, Claim, Fingerprint};
-use crate::State;
+use crate::state::State;
 
 /// The request header.
 pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");

@@ -25,7 +25,7 @@ use tokio::sync::OwnedSemaphorePermit;
 use super::context::Ctx;
 use super::error::ApiResult;
 use crate::registry::Agent;
-use crate::State;
+use crate::state::State;
 
 pub use driver::{drain_late_answers, drive, LATE_DRAIN, MAX_LATE_ANSWERS};
 

@@ -12,7 +12,7 @@ use crate::http::error::Code;
 use crate::http::exchange::record;
 use crate::protocol::task::TaskRef;
 use crate::registry::Agent;
-use crate::State;
+use crate::state::State;
 
 /// Record a created task whose ledger write failed, in a task of its own, retrying with
 /// backoff until the ledger answers, for up to `late_answer_secs` (the late-answer path's

@@ -16,9 +16,9 @@ use crate::http::cors;
 use crate::http::error::{ApiError, ApiResult, Code};
 use crate::limits::{AgentPolicy, Pass};
 use crate::registry::Agent;
+use crate::state::State;
 use crate::telemetry::{self, semconv, Span};
 use crate::upstream::{strip_hop_by_hop, upstream_headers, MAX_AGENT_JSON};
-use crate::State;
 
 /// What of the client's request goes to the agent besides the body: its headers (filtered) and
 /// its query string.

@@ -10,7 +10,7 @@ use crate::http::error::{ApiError, Code};
 use crate::protocol::json::{self, JsonError};
 use crate::protocol::Violation;
 use crate::registry::Agent;
-use crate::State;
+use crate::state::State;
 
 /// A non-conformant agent answer: counted and logged; refused in `enforce` mode.
 pub fn conformance(

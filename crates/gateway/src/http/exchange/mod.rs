@@ -37,7 +37,7 @@ use serde_json::Value;
 use crate::protocol::task::{TaskRef, Verdict};
 use crate::protocol::time::now_ms;
 use crate::registry::Agent;
-use crate::State;
+use crate::state::State;
 
 pub use call::{ask, build_request, pass_through, ClientSide};
 pub use judge::{conformance, parse_agent_json};

@@ -12,8 +12,8 @@ use crate::ledger::{apply_counted, Applied, Origin};
 use crate::protocol::task::{Refusal, TaskRef, Verdict};
 use crate::protocol::Violation;
 use crate::registry::Agent;
+use crate::state::State;
 use crate::telemetry;
-use crate::State;
 
 /// Record what an agent said about a task, through the ledger's rule. Returns the body to pass on:
 /// the agent's own if the ledger accepted it (or it repeats what is recorded), the recorded task

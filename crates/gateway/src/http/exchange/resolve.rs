@@ -8,7 +8,7 @@ use crate::http::context::Ctx;
 use crate::http::error::{ApiError, Code};
 use crate::ledger::Record;
 use crate::registry::Agent;
-use crate::State;
+use crate::state::State;
 
 /// 404 UNKNOWN_AGENT.
 pub fn unknown_agent(name: &str) -> ApiError {

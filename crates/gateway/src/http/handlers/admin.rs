@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use crate::http::error::{ApiError, ApiResult, Code};
 use crate::http::request::{read_body, Request};
 use crate::http::response;
-use crate::State;
+use crate::state::State;
 
 /// Most dead letters listed or redriven in one call.
 const MAX_PAGE: usize = 1000;

@@ -4,7 +4,7 @@
 
 use hyper::header::{HeaderValue, CACHE_CONTROL};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use hyper::StatusCode;
 use serde::Serialize;
@@ -20,7 +20,7 @@ use crate::http::response::{self, to_json};
 use crate::limits::Health;
 use crate::protocol::task::Status;
 use crate::registry::{Agent, CardSlot, CardState};
-use crate::State;
+use crate::state::State;
 
 #[derive(Serialize)]
 struct Entry<'a> {
@@ -126,30 +126,7 @@ pub fn agents(state: &State, ctx: &Ctx) -> ApiResult {
     ))
 }
 
-/// The whole-fleet part of `/api/fleet` (task counts, webhook queue, streams), kept for a
-/// second and shared by every caller that may see it: a read costs the store a round of
-/// commands (on Redis, a pipeline per partition), and any number of open pages should cost it
-/// about one round a second, not one per page.
-#[derive(Default)]
-pub struct FleetTotals(std::sync::Mutex<Option<(Instant, Arc<Value>)>>);
-
-/// How long [`FleetTotals`] serves one read.
-const TOTALS_FOR: Duration = Duration::from_secs(1);
-
-impl FleetTotals {
-    fn fresh(&self, now: Instant) -> Option<Arc<Value>> {
-        let kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        kept.as_ref()
-            .filter(|(at, _)| now.saturating_duration_since(*at) < TOTALS_FOR)
-            .map(|(_, v)| v.clone())
-    }
-
-    fn keep(&self, at: Instant, v: Arc<Value>) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some((at, v));
-    }
-}
-
-/// `{tasks, webhooks, streams}`, read now or within the last [`TOTALS_FOR`]. A store that does
+/// `{tasks, webhooks, streams}`, read now or within the last second (`FleetTotals`). A store that does
 /// not answer leaves its part as `{"unavailable": reason}`; the page still shows the rest.
 async fn totals(state: &State) -> Arc<Value> {
     let now = Instant::now();
@@ -278,25 +255,4 @@ pub fn card(state: &State, ctx: &mut Ctx, name: &str) -> ApiResult {
         }
     }
     Ok(res)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn fleet_totals_serve_one_read_for_a_second() {
-        let t = FleetTotals::default();
-        let at = Instant::now();
-        assert!(t.fresh(at).is_none());
-        t.keep(at, Arc::new(json!({"tasks": 1})));
-        assert_eq!(
-            t.fresh(at + Duration::from_millis(999)).as_deref(),
-            Some(&json!({"tasks": 1}))
-        );
-        assert!(
-            t.fresh(at + TOTALS_FOR).is_none(),
-            "read again after a second"
-        );
-    }
 }

@@ -8,8 +8,8 @@ use crate::http::context::Ctx;
 use crate::http::error::{ApiError, ApiResult, Code};
 use crate::http::request::Request;
 use crate::http::response::event_stream;
+use crate::state::State;
 use crate::stream::events::{self, Filter, MAX_TASKS};
-use crate::State;
 
 fn bad(message: String) -> ApiError {
     ApiError::new(Code::InvalidRequest, message)

@@ -7,7 +7,7 @@ use crate::http::body::Body;
 use crate::http::error::ApiResult;
 use crate::http::response::{self, to_json};
 use crate::protocol::task::Status;
-use crate::State;
+use crate::state::State;
 
 /// GET /healthz: the process is up.
 pub fn healthz() -> ApiResult {

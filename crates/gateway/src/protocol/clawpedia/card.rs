@@ -18,8 +18,7 @@ use jsonschema::{Draft, PatternOptions, Validator};
 use serde_json::Value;
 
 pub use super::budget::{check_budget, Budget};
-use crate::protocol::card::{InvalidCard, Refusal};
-use crate::protocol::{Violation, MAX_VIOLATIONS};
+use crate::protocol::{CardRefusal as Refusal, InvalidCard, Violation, MAX_VIOLATIONS};
 
 /// The AgentCard JSON Schema, verbatim from the A2A 1.0 reference.
 pub const AGENT_CARD_SCHEMA: &str = r#"{

@@ -7,7 +7,7 @@
 //! - `task`: how its Task documents map to the ledger's [`TaskRef`](super::task::TaskRef)
 //!   (its six states are the ledger's own spelling).
 //!
-//! Its routes and handlers are `crate::http::clawpedia`.
+//! Its routes and handlers are in `http/clawpedia/`.
 
 pub mod budget;
 pub mod card;
