@@ -646,4 +646,29 @@ mod tests {
             ],
         );
     }
+
+    #[test]
+    fn an_agent_speaks_clawpedia_unless_told_and_a2a_is_refused_until_built() {
+        let agents = |extra: &str| {
+            format!(
+                "listen = \"127.0.0.1:1\"\n[[agents]]\nname = \"a\"\nurl = \"http://x\"\n{extra}"
+            )
+        };
+        let cfg = Config::parse(&agents("")).expect("valid");
+        assert_eq!(cfg.agents[0].protocol, Protocol::Clawpedia);
+        let cfg = Config::parse(&agents("protocol = \"clawpedia\"")).expect("valid");
+        assert_eq!(cfg.agents[0].protocol, Protocol::Clawpedia);
+        let problems = Config::parse(&agents("protocol = \"a2a\"")).expect_err("not built yet");
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].key, "agents[0].protocol");
+        assert!(
+            problems[0].message.contains("not built yet"),
+            "{}",
+            problems[0]
+        );
+        let problems = Config::parse(&agents("protocol = \"grpc\"")).expect_err("unknown");
+        assert_eq!(problems[0].key, "agents[0].protocol");
+        // The accepted values are named.
+        assert!(problems[0].message.contains("clawpedia"), "{}", problems[0]);
+    }
 }
