@@ -190,6 +190,11 @@ impl Gateway {
         let store = match &config.redis {
             Some(r) => {
                 let store = store::Store::new(r).map_err(StartError::Setup)?;
+                store.instrument(
+                    metrics
+                        .redis()
+                        .map_err(|e| StartError::Setup(format!("metrics: {e}")))?,
+                );
                 // One attempt now, then in the background: a replica that starts before its
                 // Redis serves (not ready) and connects when Redis comes.
                 store

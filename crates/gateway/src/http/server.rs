@@ -21,6 +21,7 @@ use super::context::Conn;
 use super::lean;
 use super::pipeline;
 use super::request::RequestBody;
+use crate::metrics::Transport;
 use crate::State;
 
 /// How long a new connection may stay silent before it is closed.
@@ -97,6 +98,15 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let conn = Conn::new(peer);
+        // Open from here to the end of its task, under the transport it is served by.
+        let mut open = {
+            let current = state.load();
+            let transport = match current.tls {
+                Some(_) => Transport::Tls,
+                None => Transport::Http,
+            };
+            current.metrics.open_connection(transport)
+        };
         let st = state.clone();
         let builder = builder.clone();
         let watcher = graceful.watcher();
@@ -138,6 +148,13 @@ pub async fn serve(
                     .tls_handshakes
                     .with_label_values(&[result])
                     .inc();
+                if let Some(reason) = accepted.as_ref().and_then(|r| r.as_ref().err()?.reason()) {
+                    current
+                        .metrics
+                        .tls_handshake_failures
+                        .with_label_values(&[reason])
+                        .inc();
+                }
                 drop(current);
                 match accepted {
                     Some(Ok((io, cert_subject))) => {
@@ -157,12 +174,14 @@ pub async fn serve(
             // Task-stream subscribers take the lean path (see lean.rs): a long-lived
             // connection that only receives should not keep a whole HTTP stack.
             if lean::wants(&first[..n]) {
+                open.serve_as(&current.metrics, Transport::Lean);
                 lean::serve(stream, &current, &conn).await;
                 drop(permit);
                 return;
             }
             drop(current);
             serve_hyper(&builder, TokioIo::new(stream), st, conn, watcher).await;
+            drop(open);
             drop(permit);
         });
     }
