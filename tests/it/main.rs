@@ -19,6 +19,9 @@ mod cdp_harness;
 mod cli;
 /// `a2a-gateway demo`: the curl commands it prints work when pasted.
 mod demo;
+/// The README and docs/ in a clone: every relative link resolves, the README links every doc,
+/// stays short and gives `scripts/test` as the test command.
+mod docs;
 /// What clients and agents must not be able to do to the gateway: idle connections, lost query
 /// strings, future timestamps, proxying without a card, huge inputs echoed in errors, cards
 /// whose schemas compile large.

@@ -158,7 +158,10 @@ async fn prometheus_scrapes_with_the_shipped_authorization_config() {
         ("up%7Bjob%3D%22a2a-gateway%22%7D", Some(1.0)),
         ("a2a_gateway_redis_up", Some(1.0)),
         ("a2a_gateway_redis_command_duration_seconds_count", None),
-        ("a2a_gateway_connections_open%7Btransport%3D%22http%22%7D", None),
+        (
+            "a2a_gateway_connections_open%7Btransport%3D%22http%22%7D",
+            None,
+        ),
         ("process_resident_memory_bytes", None),
         ("process_open_fds", None),
         ("process_cpu_seconds_total", None),
