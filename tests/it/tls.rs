@@ -112,18 +112,17 @@ fn task_body() -> Value {
     serde_json::json!({ "input": good_input() })
 }
 
+/// One series of a family with one label.
+fn count(family: &prometheus::IntCounterVec, label: &str) -> u64 {
+    family.with_label_values(&[label]).get()
+}
+
 fn handshakes(g: &TestGateway, result: &str) -> u64 {
-    g.gw.metrics()
-        .tls_handshakes
-        .with_label_values(&[result])
-        .get()
+    count(&g.gw.metrics().tls_handshakes, result)
 }
 
 fn auth_failures(g: &TestGateway, reason: &str) -> u64 {
-    g.gw.metrics()
-        .auth_failures
-        .with_label_values(&[reason])
-        .get()
+    count(&g.gw.metrics().auth_failures, reason)
 }
 
 #[tokio::test]
@@ -265,10 +264,7 @@ async fn required_client_certificates_refuse_at_the_handshake_and_name_their_cli
 }
 
 fn handshake_failures(g: &TestGateway, reason: &str) -> u64 {
-    g.gw.metrics()
-        .tls_handshake_failures
-        .with_label_values(&[reason])
-        .get()
+    count(&g.gw.metrics().tls_handshake_failures, reason)
 }
 
 #[tokio::test]
