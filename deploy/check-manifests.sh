@@ -6,7 +6,7 @@
 #   A2A_GATEWAY_BIN=target/debug/a2a-gateway bash deploy/check-manifests.sh   # + the binary's checks
 #
 # Needs: python3 with PyYAML and jsonschema, kubernetes-validate (all from PyPI:
-#   pip install 'kubernetes-validate==1.37.0' jsonschema pyyaml
+#   pip install -r tests/requirements/deploy.txt
 # ), and systemd-analyze (Debian's systemd package). Optional: kubectl (kustomize rendering)
 # and A2A_GATEWAY_BIN (check-config on the shipped configs, the probe subcommand); each is
 # skipped with a message when absent.
@@ -44,9 +44,9 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 
 section "tools"
 python3 -c 'import yaml, jsonschema' 2>/dev/null \
-  || fail "python3 needs PyYAML and jsonschema: pip install jsonschema pyyaml"
+  || fail "python3 needs PyYAML and jsonschema: pip install -r tests/requirements/deploy.txt"
 command -v kubernetes-validate >/dev/null \
-  || fail "kubernetes-validate is missing: pip install 'kubernetes-validate==1.37.0'"
+  || fail "kubernetes-validate is missing: pip install -r tests/requirements/deploy.txt"
 command -v systemd-analyze >/dev/null \
   || fail "systemd-analyze is missing: apt-get install systemd"
 echo "kubernetes-validate $(kubernetes-validate --version), $(systemd-analyze --version | head -1)"
@@ -151,6 +151,8 @@ port = {p["name"]: p["containerPort"] for p in c["ports"]}
 check(spec["replicas"] >= 2, f"Deployment: replicas >= 2 ({spec['replicas']})")
 check(c["livenessProbe"]["httpGet"]["path"] == "/healthz", "liveness probe on /healthz")
 check(c["readinessProbe"]["httpGet"]["path"] == "/readyz", "readiness probe on /readyz")
+check(c["readinessProbe"].get("failureThreshold", 3) >= 3,
+      f"readiness probe: failureThreshold >= 3 ({c['readinessProbe'].get('failureThreshold', 3)}): one slow answer must not take a pod out")
 for kind in ("requests", "limits"):
     check({"cpu", "memory"} <= set(c.get("resources", {}).get(kind, {})), f"resources.{kind}: cpu and memory")
 
@@ -274,22 +276,66 @@ for name, s in services.items():
     for dep, how in (deps.items() if isinstance(deps, dict) else []):
         if how.get("condition") == "service_healthy":
             check("healthcheck" in services[dep], f"{name} waits for {dep}, which has a healthcheck")
-for name in ("gateway-1", "gateway-2"):
-    s = services[name]
-    check("stop_grace_period" in s, f"{name}: stop_grace_period for the drain")
+# One image, built once, for the replicas; the sample agent runs from it too.
+built = [n for n, s in services.items() if "build" in s]
+check(built == ["gateway"], f"one service builds the image (gateway), not {built}")
+gw = services["gateway"]
+image = gw.get("image")
+check(image is not None and gw.get("deploy", {}).get("replicas", 1) >= 2,
+      f"gateway: a named image ({image}) run as at least two replicas")
+check("stop_grace_period" in gw, "gateway: stop_grace_period for the drain")
+agent = services.get("sample-agent", {})
+check(agent.get("image") == image and agent.get("pull_policy") == "never"
+      and "sample-agent" in agent.get("entrypoint", []),
+      "sample-agent: `a2a-gateway sample-agent` from the gateway's image, never pulled")
+replica = tomllib.load(open("replica.toml", "rb"))
+agent_port = next((a.split(":")[-1] for a in agent.get("entrypoint", []) if a.startswith("0.0.0.0:")), None)
+check(any(a["url"] == f"http://sample-agent:{agent_port}" for a in replica.get("agents", [])),
+      f"replica.toml names the sample agent (http://sample-agent:{agent_port})")
+# Prometheus runs deploy/prometheus.yml as shipped, with what it names mounted where it names it.
+prom = services.get("prometheus", {})
+mounts = dict(v.split(":")[:2] for v in prom.get("volumes", []) if v.startswith("./"))
+shipped = yaml.safe_load(open("prometheus.yml"))
+check(mounts.get("./prometheus.yml") == "/etc/prometheus/prometheus.yml", "prometheus: runs deploy/prometheus.yml")
+check(mounts.get("./prometheus/alerts.yml") in shipped["rule_files"], "prometheus: the alert rules where rule_files names them")
+job = shipped["scrape_configs"][0]
+check(mounts.get("./prometheus/a2a-gateway.key") == job["authorization"]["credentials_file"],
+      "prometheus: the key file where credentials_file names it")
+check(any("gateway" in sd["names"] for sd in job.get("dns_sd_configs", [])),
+      "prometheus.yml finds the replicas of the gateway service by DNS")
+import hashlib
+key = open("prometheus/a2a-gateway.key").read().strip()
+clients = {c["name"]: c for c in replica.get("clients", [])}
+check(clients.get("prometheus", {}).get("key_sha256") == hashlib.sha256(key.encode()).hexdigest()
+      and clients["prometheus"].get("can") == ["metrics"],
+      "replica.toml's prometheus client holds the shipped key's hash, with the metrics right only")
 check(any(v.endswith(":/data") for v in services["redis"].get("volumes", [])) and
       all(v.split(":")[0] in (doc.get("volumes") or {}) for v in services["redis"]["volumes"]),
       "redis: /data on a named volume")
 # One port everywhere: replica.toml's listen, the healthchecks, nginx's upstreams, the image.
 port = tomllib.load(open("replica.toml", "rb"))["listen"].rsplit(":", 1)[1]
-test = " ".join(services["gateway-1"]["healthcheck"]["test"])
+test = " ".join(services["gateway"]["healthcheck"]["test"])
 check(f"127.0.0.1:{port}/readyz" in test, f"gateway healthcheck probes /readyz on replica.toml's port {port}")
 docker = open("Dockerfile").read()
+froms = re.findall(r"^FROM\s+(\S+)", docker, re.M)
+for f in (f for f in froms if f != "scratch"):
+    check(re.fullmatch(r"[a-z0-9./-]+:[A-Za-z0-9._-]+@sha256:[0-9a-f]{64}", f) is not None,
+          f"Dockerfile: FROM {f} is pinned by digest")
+first_copy_all = docker.find("\nCOPY . .")
+deps = docker.find("COPY Cargo.toml Cargo.lock")
+check(0 <= deps < first_copy_all and docker.find("cargo build", deps) < first_copy_all,
+      "Dockerfile: dependencies built in a layer of their own, before the sources are copied")
+check(re.search(r"objcopy --only-keep-debug", docker) is not None
+      and re.search(r"objcopy --strip-debug", docker) is not None
+      and "COPY --from=build /out/a2a-gateway /usr/local/bin/a2a-gateway" in docker,
+      "Dockerfile: ships the stripped binary; the debug info is kept apart (stage debug-info)")
 check(re.search(rf'HEALTHCHECK[^\n]*(\\\n[^\n]*)*"probe", "http://127\.0\.0\.1:{port}/readyz"', docker) is not None,
       f"Dockerfile HEALTHCHECK probes /readyz on port {port}")
 check(re.search(r"^USER \d+", docker, re.M) is not None, "Dockerfile: a numeric non-root USER")
-check(all(f"{g}:{port}" in open("nginx.conf").read() for g in ("gateway-1", "gateway-2")),
-      f"nginx.conf's upstreams use port {port}")
+nginx = open("nginx.conf").read()
+check(f"server gateway:{port};" in nginx, f"nginx.conf's upstream is the gateway service on port {port}")
+check(re.search(r"proxy_set_header X-Forwarded-Proto \$scheme;", nginx) is not None,
+      "nginx.conf sets X-Forwarded-Proto")
 sys.exit(1 if problems else 0)
 PY
 

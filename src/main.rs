@@ -33,10 +33,11 @@ table, one of many replicas sharing Redis when it has one. SIGHUP reloads the fi
 drains and stops.",
     after_help = "Examples:\n  \
 a2a-gateway demo                                  try it: two sample agents, curl commands printed\n  \
+a2a-gateway example-config > gateway.toml         every config key, commented, with its default\n  \
 a2a-gateway check-config --config gateway.toml    list every problem of a config, with its key\n  \
 a2a-gateway --config gateway.toml                 serve\n  \
 a2a-gateway probe http://127.0.0.1:8080/readyz    a health check (exit 0 when ready)\n\n\
-Every config key is described in config/gateway.toml; RUST_LOG sets the log filter.",
+`a2a-gateway man --dir DIR` writes the man pages; RUST_LOG sets the log filter.",
     args_conflicts_with_subcommands = true
 )]
 struct Cli {
@@ -95,9 +96,21 @@ enum Command {
         /// The shell to complete for.
         shell: clap_complete::Shell,
     },
-    /// Print the man page (roff) on stdout: `a2a-gateway man > a2a-gateway.1`.
-    Man,
+    /// Print the commented example config (config/gateway.toml: every key, with its default)
+    /// on stdout: `a2a-gateway example-config > gateway.toml`.
+    ExampleConfig,
+    /// Print the man page (roff) on stdout: `a2a-gateway man > a2a-gateway.1`; with `--dir`,
+    /// write it and one page per subcommand (a2a-gateway-SUBCOMMAND.1) there instead.
+    Man {
+        /// Write every page into this directory (created if missing) instead of printing the
+        /// main page.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
 }
+
+/// config/gateway.toml, built in: what `example-config` prints (and `check-config` accepts).
+const EXAMPLE_CONFIG: &str = include_str!("../config/gateway.toml");
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -132,8 +145,12 @@ fn main() -> ExitCode {
             );
             ExitCode::SUCCESS
         }
-        Some(Command::Man) => {
-            match clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout()) {
+        Some(Command::ExampleConfig) => {
+            let mut out = std::io::stdout().lock();
+            match out
+                .write_all(EXAMPLE_CONFIG.as_bytes())
+                .and_then(|()| out.flush())
+            {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("error: {e}");
@@ -141,6 +158,13 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Some(Command::Man { dir }) => match man(dir) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
+        },
         None => match cli.config {
             Some(path) => match load(&path) {
                 // The log format is the config's: read before anything logs.
@@ -159,6 +183,81 @@ fn main() -> ExitCode {
             }
         },
     }
+}
+
+/// The man pages. On stdout, one page that names no other page: its SUBCOMMANDS section
+/// describes each subcommand in place (what clap_mangen would write as a reference to an
+/// `a2a-gateway-SUBCOMMAND(1)` page nobody installed). With `dir`, every page: the main one,
+/// whose references then all exist, and one per subcommand (`--help` and `help` excluded).
+fn man(dir: Option<PathBuf>) -> std::io::Result<()> {
+    // Without the `help` subcommand: it has no page of its own worth installing (each page
+    // documents -h/--help), and clap_mangen would write one for it and for each of its own.
+    let mut cmd = Cli::command().disable_help_subcommand(true);
+    cmd.build();
+    if let Some(dir) = dir {
+        std::fs::create_dir_all(&dir)?;
+        clap_mangen::generate_to(cmd, &dir)?;
+        return Ok(());
+    }
+    let page = clap_mangen::Man::new(cmd.clone());
+    let mut out = Vec::new();
+    page.render_title(&mut out)?;
+    page.render_name_section(&mut out)?;
+    page.render_synopsis_section(&mut out)?;
+    page.render_description_section(&mut out)?;
+    page.render_options_section(&mut out)?;
+    out.extend_from_slice(b".SH SUBCOMMANDS\n");
+    for sub in cmd.get_subcommands() {
+        let usage = sub
+            .clone()
+            .bin_name(format!("a2a-gateway {}", sub.get_name()))
+            .render_usage()
+            .to_string();
+        let usage = usage.trim_start_matches("Usage: ");
+        out.extend_from_slice(format!(".TP\n\\fB{}\\fR\n", roff(usage)).as_bytes());
+        if let Some(about) = sub.get_long_about().or(sub.get_about()) {
+            out.extend_from_slice(format!("{}\n", roff(&about.to_string())).as_bytes());
+        }
+        for arg in sub
+            .get_arguments()
+            .filter(|a| !matches!(a.get_id().as_str(), "help" | "version"))
+        {
+            let flag = matches!(
+                arg.get_action(),
+                clap::ArgAction::SetTrue | clap::ArgAction::SetFalse | clap::ArgAction::Count
+            );
+            let value = arg
+                .get_value_names()
+                .map(|v| v.join(" "))
+                .unwrap_or_else(|| arg.get_id().as_str().to_uppercase());
+            let name = match arg.get_long() {
+                Some(l) if flag => format!("--{l}"),
+                Some(l) => format!("--{l} {value}"),
+                None => format!("<{value}>"),
+            };
+            let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+            out.extend_from_slice(
+                format!(".RS\n.TP\n\\fB{}\\fR\n{}\n.RE\n", roff(&name), roff(&help)).as_bytes(),
+            );
+        }
+    }
+    page.render_version_section(&mut out)?;
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(&out)?;
+    stdout.flush()
+}
+
+/// Text as roff: backslashes and hyphens escaped, no line starting with a control character.
+fn roff(text: &str) -> String {
+    let escaped = text.replace('\\', "\\\\").replace('-', "\\-");
+    escaped
+        .lines()
+        .map(|l| match l.chars().next() {
+            Some('.' | '\'') => format!("\\&{l}"),
+            _ => l.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 fn run(fut: impl std::future::Future<Output = Result<(), String>>) -> ExitCode {
@@ -210,11 +309,78 @@ fn check_config(path: PathBuf) -> ExitCode {
 }
 
 async fn serve(path: PathBuf, cfg: Config) -> Result<(), String> {
+    let loaded = Loaded::of(&path, &cfg);
     let gw = Gateway::start(cfg).await.map_err(|e| e.to_string())?;
     let scheme = if gw.is_tls() { "https" } else { "http" };
+    loaded.log(gw.addr());
     announce(&format!("listening on {scheme}://{}", gw.addr()));
     gw.run_with_signals(Some(path)).await;
     Ok(())
+}
+
+/// What `serve` says at start about the config it loaded, in one log line (stderr, both log
+/// formats): the address, the agents, the store, TLS and the number of clients. No secret: the
+/// store's URLs lose their passwords, and nothing else names a credential.
+struct Loaded {
+    config: String,
+    agents: String,
+    store: String,
+    tls: &'static str,
+    clients: usize,
+}
+
+/// Agents named in the start-up line; past this, the rest are counted.
+const AGENTS_NAMED: usize = 10;
+
+impl Loaded {
+    fn of(path: &std::path::Path, cfg: &Config) -> Loaded {
+        let mut agents: Vec<&str> = cfg.agents.iter().map(|a| a.name.as_str()).collect();
+        let more = agents.len().saturating_sub(AGENTS_NAMED);
+        agents.truncate(AGENTS_NAMED);
+        let mut agents = format!("{} ({})", cfg.agents.len(), agents.join(", "));
+        if more > 0 {
+            agents.insert_str(agents.len() - 1, &format!(" and {more} more"));
+        }
+        let store = match &cfg.redis {
+            None => "in-process (state lives as long as the process)".to_owned(),
+            Some(r) => {
+                let nodes: Vec<String> = r
+                    .nodes()
+                    .iter()
+                    .map(|u| a2a_gateway::config::redact_url(u))
+                    .collect();
+                let kind = if r.cluster { "redis cluster" } else { "redis" };
+                format!("{kind} {} ({} partitions)", nodes.join(","), r.partitions)
+            }
+        };
+        let tls = match &cfg.tls {
+            None => "off",
+            Some(t) if t.client_ca_file.is_none() => "on",
+            Some(t) => match t.client_auth() {
+                a2a_gateway::config::ClientAuth::Required => "on, client certificates required",
+                a2a_gateway::config::ClientAuth::Optional => "on, client certificates optional",
+            },
+        };
+        Loaded {
+            config: path.display().to_string(),
+            agents,
+            store,
+            tls,
+            clients: cfg.clients.len(),
+        }
+    }
+
+    fn log(&self, listen: std::net::SocketAddr) {
+        tracing::info!(
+            config = %self.config,
+            %listen,
+            agents = %self.agents,
+            store = %self.store,
+            tls = self.tls,
+            clients = self.clients,
+            "started"
+        );
+    }
 }
 
 /// A line on stdout, flushed at once: scripts and tests read the address back from it.

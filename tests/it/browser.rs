@@ -132,7 +132,7 @@ impl Chromium {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("chromium runs (Debian's chromium package; .ci/run installs it)");
+            .expect("chromium runs (Debian's chromium package; scripts/test installs it)");
         Chromium {
             child,
             _profile: profile,

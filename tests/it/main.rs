@@ -22,6 +22,9 @@ mod cdp_harness;
 mod cli;
 /// `a2a-gateway demo`: the curl commands it prints work when pasted.
 mod demo;
+/// The README and docs/ in a clone: every relative link resolves, the README links every doc,
+/// stays short and gives `scripts/test` as the test command.
+mod docs;
 /// What clients and agents must not be able to do to the gateway: idle connections, lost query
 /// strings, future timestamps, proxying without a card, huge inputs echoed in errors, cards
 /// whose schemas compile large.
@@ -82,6 +85,10 @@ mod tls;
 /// The fleet page at `/ui` in headless Chromium: the demo without and with a key (agents, a
 /// task moving live, a refused transition, the key prompt), and 200 agents with a burst.
 mod ui;
+/// What operators see: the Redis series as Redis goes and comes back, "Redis answers again"
+/// only after a failure, a failed webhook attempt logged once per retry without secrets, open
+/// connections by transport, and the process collector.
+mod visibility;
 /// Webhook delivery across real gateway processes on one Redis: SIGKILL with deliveries in
 /// flight loses none, and racing gateways never move a terminal task.
 mod webhook_processes;

@@ -6,7 +6,8 @@
 //! series exists, so the test first drives the events behind each one: traffic from three
 //! clients, a 401, a 422, a 429, a protocol violation, a late answer, pushes accepted and
 //! refused, a stream and a refused one, a reload, an agent whose card is refused, and webhook
-//! subscribers that deliver, retry, dead-letter and answer 410.
+//! subscribers that deliver, retry, dead-letter and answer 410; and, on a second gateway with
+//! Redis and TLS, the Redis series and a refused handshake.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -18,6 +19,8 @@ use sample::{Reply, Route};
 
 use crate::auth::client;
 use crate::support::hook::Hook;
+use crate::support::redis_server::RedisServer;
+use crate::support::tls::{Ca, Files};
 use crate::support::*;
 
 const OPS: &str = "ops-key-0123456789abcdef";
@@ -457,8 +460,48 @@ async fn every_metric_the_dashboard_and_alert_rules_name_is_exported() {
     let r = g.http.get_as("/metrics", OPS).await;
     assert_eq!(r.status, 200, "{r:?}");
     let text = String::from_utf8(r.body.to_vec()).expect("UTF-8 exposition");
-    let scrape = exported(&text);
+    let mut scrape = exported(&text);
     drop(held);
+
+    // What only a gateway on Redis and TLS exports (redis_*, tls_*): a second one, on a
+    // redis-server of the test's own, that refuses a plaintext handshake.
+    let redis = RedisServer::start();
+    let ca = Ca::new("monitoring CA");
+    let files = Files::new();
+    let b = agent().await;
+    let g2 = TestGateway::start(&[("a", &b)], |cfg| {
+        cfg.redis = Some(redis.config("monitoring:"));
+        cfg.tls = Some(files.tls("server", &ca.server(), None));
+    })
+    .await;
+    let plain = Http::new(format!("http://{}", g2.gw.addr()));
+    let refused = plain
+        .try_send(hyper::Method::GET, "/healthz", &[], bytes::Bytes::new())
+        .await;
+    assert!(refused.is_err(), "{refused:?}");
+    let text2 = || String::from_utf8(g2.gw.metrics().encode()).expect("UTF-8 exposition");
+    wait_for_within(
+        "redis_up 1 and a plaintext handshake refused",
+        Duration::from_secs(20),
+        || async {
+            let t = text2();
+            metric_value(&t, "a2a_gateway_redis_up", &[]) == 1.0
+                && metric_value(
+                    &t,
+                    "a2a_gateway_tls_handshake_failures_total",
+                    &[("reason", "not_tls")],
+                ) >= 1.0
+        },
+    )
+    .await;
+    let text2 = text2();
+    for (family, labels) in exported(&text2) {
+        let into = scrape.entry(family).or_default();
+        for (label, values) in labels {
+            into.entry(label).or_default().extend(values);
+        }
+    }
+    let text = format!("{text}\n{text2}");
 
     let dashboard_text = repo_file("deploy/grafana/a2a-gateway.json");
     let dashboard: Value = serde_json::from_str(&dashboard_text).expect("the dashboard is JSON");

@@ -60,6 +60,157 @@ async fn version_completions_and_the_man_page() {
     }
 }
 
+/// Every `name(1)` a man page refers to (roff escapes undone), e.g. `a2a-gateway-probe`.
+fn page_references(roff: &str) -> Vec<String> {
+    let text = roff.replace("\\-", "-");
+    let mut out = Vec::new();
+    for (at, _) in text.match_indices("(1)") {
+        let name: String = text[..at]
+            .chars()
+            .rev()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        if !name.is_empty() {
+            out.push(name);
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn the_man_page_names_only_pages_that_exist() {
+    let subcommands = [
+        "check-config",
+        "demo",
+        "sample-agent",
+        "probe",
+        "completions",
+        "example-config",
+        "man",
+    ];
+    // On stdout: one page, which refers to no other page and describes every subcommand
+    // with its options in place.
+    let f = run(&["man"]).await;
+    assert!(f.status.success(), "{f:?}");
+    assert_eq!(
+        page_references(&f.stdout),
+        Vec::<String>::new(),
+        "{}",
+        f.stdout
+    );
+    for sub in subcommands {
+        let usage = format!("a2a\\-gateway {}", sub.replace('-', "\\-"));
+        assert!(
+            f.stdout.contains(&usage),
+            "{sub} is not described: {}",
+            f.stdout
+        );
+    }
+    for option in [
+        "\\-\\-timeout\\-ms MS",
+        "\\-\\-progress\\fR",
+        "\\-\\-dir DIR",
+    ] {
+        assert!(f.stdout.contains(option), "{option}: {}", f.stdout);
+    }
+    // With --dir: the main page and one per subcommand, and every page any of them names is
+    // one of them.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = dir.path().join("man1");
+    let f = run(&["man", "--dir", out.to_str().expect("utf-8")]).await;
+    assert!(f.status.success(), "{f:?}");
+    let mut written: Vec<String> = std::fs::read_dir(&out)
+        .expect("pages written")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    written.sort();
+    let mut want: Vec<String> = subcommands
+        .iter()
+        .map(|s| format!("a2a-gateway-{s}.1"))
+        .chain(["a2a-gateway.1".to_owned()])
+        .collect();
+    want.sort();
+    assert_eq!(written, want);
+    let mut named = 0;
+    for page in &written {
+        let text = std::fs::read_to_string(out.join(page)).expect("page");
+        assert!(text.contains(".TH"), "{page} is a man page");
+        for reference in page_references(&text) {
+            named += 1;
+            assert!(
+                out.join(format!("{reference}.1")).is_file(),
+                "{page} names {reference}(1), which was not written"
+            );
+        }
+    }
+    assert!(
+        named >= subcommands.len(),
+        "the main page lists the subcommands' pages"
+    );
+}
+
+#[tokio::test]
+async fn example_config_prints_the_commented_config_and_check_config_accepts_it() {
+    let f = run(&["example-config"]).await;
+    assert!(f.status.success(), "{f:?}");
+    let shipped =
+        std::fs::read_to_string(repo("config/gateway.toml")).expect("config/gateway.toml");
+    assert_eq!(
+        f.stdout, shipped,
+        "example-config prints config/gateway.toml as it is"
+    );
+    assert!(
+        f.stdout.lines().filter(|l| l.starts_with('#')).count() > 100,
+        "commented"
+    );
+    let file = temp_config(&f.stdout);
+    let checked = run(&["check-config", "--config", path_of(&file)]).await;
+    assert!(checked.status.success(), "{checked:?}");
+    assert!(checked.stdout.contains(": ok ("), "{checked:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn serving_in_text_mode_logs_one_line_about_the_config_it_loaded() {
+    let (a, b) = (agent().await, agent().await);
+    let config = temp_config(&format!(
+        "listen = \"127.0.0.1:0\"\n\
+         [[clients]]\nname = \"ops\"\nkey_sha256 = \"{}\"\ncan = [\"metrics\"]\n\
+         [[agents]]\nname = \"scripts\"\nurl = \"{}\"\n\
+         [[agents]]\nname = \"summaries\"\nurl = \"{}\"\n",
+        "ab".repeat(32),
+        a.base_url(),
+        b.base_url()
+    ));
+    let (p, addr, _http) = serve(&config, &[]).await;
+    let f = p.terminate().await;
+    assert!(f.status.success(), "{f:?}");
+    // The address stays a line of its own on stdout: scripts read it.
+    assert!(
+        f.stdout
+            .lines()
+            .any(|l| l == format!("listening on http://{addr}")),
+        "{f:?}"
+    );
+    let stderr = strip_ansi(&f.stderr);
+    let started: Vec<&str> = stderr.lines().filter(|l| l.contains(" started ")).collect();
+    assert_eq!(started.len(), 1, "one start-up line: {stderr}");
+    let line = started[0];
+    for want in [
+        " INFO ".to_owned(),
+        format!("listen={addr}"),
+        "agents=2 (scripts, summaries)".to_owned(),
+        "store=in-process".to_owned(),
+        "tls=\"off\"".to_owned(),
+        "clients=1".to_owned(),
+        format!("config={}", path_of(&config)),
+    ] {
+        assert!(line.contains(&want), "{want} in {line}");
+    }
+}
+
 #[tokio::test]
 async fn options_a_subcommand_ignores_are_refused() {
     for args in [

@@ -1,6 +1,7 @@
 //! A real Prometheus (Debian's `prometheus`) scraping the gateway with the shipped
 //! deploy/prometheus.yml: its `authorization` credentials get the scrape in; a job without them
-//! is refused with 401, and Prometheus says so; the alert rules it names load and evaluate.
+//! is refused with 401, and Prometheus says so; the Redis, connection and process series are
+//! stored; the alert rules it names load and evaluate.
 
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -10,9 +11,13 @@ use serde_json::Value;
 use a2a_gateway::config::Right;
 
 use crate::auth::client;
+use crate::support::redis_server::RedisServer;
 use crate::support::*;
 
 const KEY: &str = "prometheus-key-0123456789abcdef";
+
+/// How the shipped file finds compose's replicas: replaced by the gateway under test.
+const COMPOSE_DISCOVERY: &str = "    dns_sd_configs:\n      - names: [\"gateway\"]\n        type: A\n        port: 8080\n        refresh_interval: 15s\n";
 
 struct Prometheus(Child);
 
@@ -32,8 +37,11 @@ fn free_port() -> u16 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prometheus_scrapes_with_the_shipped_authorization_config() {
+    // On Redis, so the Redis series are there to scrape too.
+    let redis = RedisServer::start();
     let (_a, g) = single("a", |cfg| {
         cfg.clients = vec![client("prometheus", KEY, &["*"], &[Right::Metrics])];
+        cfg.redis = Some(redis.config("scrape:"));
     })
     .await;
     let dir = tempfile::tempdir().expect("temp dir");
@@ -57,10 +65,14 @@ async fn prometheus_scrapes_with_the_shipped_authorization_config() {
             &key_file.display().to_string(),
         )
         .replace("/etc/prometheus/a2a-gateway-alerts.yml", &rules)
-        .replace("[\"gateway-1:8080\", \"gateway-2:8080\"]", &target);
+        // Compose's DNS discovery of the replicas, as the commented plain-host variant.
+        .replace(
+            COMPOSE_DISCOVERY,
+            &format!("    static_configs:\n      - targets: {target}\n"),
+        );
     assert!(
-        config.contains(&target),
-        "the shipped file's targets: {shipped}"
+        shipped.contains(COMPOSE_DISCOVERY) && config.contains(&target),
+        "the shipped file's discovery: {shipped}"
     );
     assert!(
         config.contains(&rules),
@@ -84,7 +96,7 @@ async fn prometheus_scrapes_with_the_shipped_authorization_config() {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("prometheus runs (Debian's prometheus package; .ci/run installs it)"),
+            .expect("prometheus runs (Debian's prometheus package; scripts/test installs it)"),
     );
     let api = Http::new(format!("http://127.0.0.1:{port}"));
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
@@ -139,6 +151,35 @@ async fn prometheus_scrapes_with_the_shipped_authorization_config() {
         }
     })
     .await;
+    // The series operators could not see before, stored (`None`: any value; the process's CPU
+    // counts whole seconds and is 0 this early): Prometheus's own `up` for the job the
+    // gateway alert reads, Redis, open connections, and the process collector's standard names.
+    for (query, want) in [
+        ("up%7Bjob%3D%22a2a-gateway%22%7D", Some(1.0)),
+        ("a2a_gateway_redis_up", Some(1.0)),
+        ("a2a_gateway_redis_command_duration_seconds_count", None),
+        (
+            "a2a_gateway_connections_open%7Btransport%3D%22http%22%7D",
+            None,
+        ),
+        ("process_resident_memory_bytes", None),
+        ("process_open_fds", None),
+        ("process_cpu_seconds_total", None),
+        ("process_threads", None),
+    ] {
+        let path = format!("/api/v1/query?query={query}");
+        wait_for(&format!("Prometheus stored {query}"), || {
+            let (api, path) = (api.clone(), path.clone());
+            async move {
+                let v: Value = api.get(&path).await.json();
+                v["data"]["result"][0]["value"][1]
+                    .as_str()
+                    .and_then(|s| s.parse::<f64>().ok())
+                    .is_some_and(|n| want.map_or(n >= 0.0, |w| n == w))
+            }
+        })
+        .await;
+    }
     // The shipped alert rules are loaded and evaluate on the live data without an error.
     let want = std::fs::read_to_string(&rules)
         .expect("deploy/prometheus/alerts.yml")

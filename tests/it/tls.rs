@@ -112,18 +112,17 @@ fn task_body() -> Value {
     serde_json::json!({ "input": good_input() })
 }
 
+/// One series of a family with one label.
+fn count(family: &prometheus::IntCounterVec, label: &str) -> u64 {
+    family.with_label_values(&[label]).get()
+}
+
 fn handshakes(g: &TestGateway, result: &str) -> u64 {
-    g.gw.metrics()
-        .tls_handshakes
-        .with_label_values(&[result])
-        .get()
+    count(&g.gw.metrics().tls_handshakes, result)
 }
 
 fn auth_failures(g: &TestGateway, reason: &str) -> u64 {
-    g.gw.metrics()
-        .auth_failures
-        .with_label_values(&[reason])
-        .get()
+    count(&g.gw.metrics().auth_failures, reason)
 }
 
 #[tokio::test]
@@ -262,6 +261,89 @@ async fn required_client_certificates_refuse_at_the_handshake_and_name_their_cli
         )
         .await;
     assert_eq!(r.status, 404, "keyed does not own alice's task: {r:?}");
+}
+
+fn handshake_failures(g: &TestGateway, reason: &str) -> u64 {
+    count(&g.gw.metrics().tls_handshake_failures, reason)
+}
+
+#[tokio::test]
+async fn handshake_failures_are_counted_by_reason_and_tls_connections_are_open() {
+    let ca = Ca::new("client CA");
+    let stranger_ca = Ca::new("another CA");
+    let files = Files::new();
+    let a = agent().await;
+    let g = mtls(&a, &ca, &files, ClientAuth::Required).await;
+    let alice = ca.client(ALICE);
+    let forged = stranger_ca.client(ALICE);
+    let addr = g.gw.addr();
+
+    let tries: [(&str, rustls::ClientConfig); 4] = [
+        ("no_client_certificate", client_config(&ca, None, BOTH)),
+        (
+            "bad_client_certificate",
+            client_config(&ca, Some(&forged), BOTH),
+        ),
+        // A client that does not trust the server's certificate aborts with an alert.
+        ("alert", client_config(&stranger_ca, Some(&alice), BOTH)),
+        // No protocol in common: the server offers h2 and http/1.1 only.
+        ("incompatible", client_config(&ca, Some(&alice), &[b"h3"])),
+    ];
+    for (reason, config) in tries {
+        let before = handshake_failures(&g, reason);
+        // Whether the client notices at once (TLS 1.3 sends the client's certificate last),
+        // the gateway refuses the connection and names why.
+        if let Ok(mut s) = connect(addr, config).await {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let _ = s
+                .write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
+                .await;
+            let mut buf = [0u8; 64];
+            let read = tokio::time::timeout(WAIT, s.read(&mut buf)).await;
+            assert!(
+                !matches!(read, Ok(Ok(n)) if n > 0),
+                "{reason}: the gateway answered"
+            );
+        }
+        wait_for(
+            &format!("a handshake failure counted as {reason}"),
+            || async { handshake_failures(&g, reason) > before },
+        )
+        .await;
+    }
+    // Plaintext on the TLS port.
+    let before = handshake_failures(&g, "not_tls");
+    let plain = Http::new(format!("http://{addr}"));
+    assert!(plain
+        .try_send(Method::GET, "/healthz", &[], Bytes::new())
+        .await
+        .is_err());
+    wait_for("plaintext counted as not_tls", || async {
+        handshake_failures(&g, "not_tls") > before
+    })
+    .await;
+    // Each failure is also a failed handshake, as before.
+    assert!(handshakes(&g, "failed") >= 5);
+
+    // A TLS connection held open is counted under transport="tls" until it closes.
+    let open = |g: &TestGateway| {
+        let text = String::from_utf8(g.gw.metrics().encode()).expect("UTF-8");
+        metric_value(
+            &text,
+            "a2a_gateway_connections_open",
+            &[("transport", "tls")],
+        )
+    };
+    wait_for("the refused connections closed", || async {
+        open(&g) == 0.0
+    })
+    .await;
+    let held = connect(addr, client_config(&ca, Some(&alice), BOTH))
+        .await
+        .expect("a good handshake");
+    wait_for("one TLS connection open", || async { open(&g) == 1.0 }).await;
+    drop(held);
+    wait_for("none open", || async { open(&g) == 0.0 }).await;
 }
 
 #[tokio::test]

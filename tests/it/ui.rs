@@ -542,7 +542,7 @@ async fn the_fleet_page_renders_200_agents_and_keeps_up_with_a_burst() {
     let path = screenshot_path("fleet-200-agents.png");
     b.screenshot(&path).await;
     eprintln!("screenshot: {}", path.display());
-    // The figures, also in a file: a passing test's output is not shown, and .ci/run prints it.
+    // The figures, also in a file: a passing test's output is not shown, and scripts/test prints it.
     let report = json!({
         "agents": N,
         "first_render_ms": first_render,

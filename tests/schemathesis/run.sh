@@ -9,7 +9,7 @@
 # to the one in the repo), then runs schemathesis with a fixed seed, a bounded number of
 # examples per operation, a request timeout, bounded event streams and a wall-time cap. Exits
 # non-zero on any failure, and stops every process it started. Needs the packages of
-# tests/schemathesis/requirements.txt, curl, and a built binary (cargo build --bin a2a-gateway).
+# tests/requirements/schemathesis.txt, curl, and a built binary (cargo build --bin a2a-gateway).
 #
 # Environment (all optional):
 #   A2A_GATEWAY_BIN           the binary (default: $CARGO_TARGET_DIR or target, /debug/a2a-gateway)
@@ -30,7 +30,7 @@ wall=${SCHEMATHESIS_WALL_SECS:-240}
 report=${SCHEMATHESIS_REPORT_DIR:-$target/schemathesis}
 
 [[ -x $bin ]] || { echo "run.sh: no gateway binary at $bin (cargo build --bin a2a-gateway)" >&2; exit 2; }
-need="pip install -r tests/schemathesis/requirements.txt"
+need="pip install -r tests/requirements/schemathesis.txt"
 command -v st >/dev/null || { echo "run.sh: schemathesis is not installed ($need)" >&2; exit 2; }
 python3 -c 'import openapi_spec_validator' 2>/dev/null || { echo "run.sh: openapi-spec-validator is not installed ($need)" >&2; exit 2; }
 command -v curl >/dev/null || { echo "run.sh: curl is needed" >&2; exit 2; }

@@ -173,6 +173,7 @@ impl Gateway {
         let store = match &config.redis {
             Some(r) => {
                 let store = store::Store::new(r)?;
+                store.instrument(metrics.redis()?);
                 // One attempt now, then in the background: a replica that starts before its
                 // Redis serves (not ready) and connects when Redis comes.
                 store.start(stop_rx.clone()).await?;

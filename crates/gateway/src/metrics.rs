@@ -1,6 +1,7 @@
 //! The Prometheus families, registered once per gateway (not in the global registry, so several
 //! gateways can live in one test process). Labels never carry task or request ids: cardinality is
-//! bounded by routes × configured agents × status codes.
+//! bounded by routes × configured agents × status codes. Beside the `a2a_gateway_` families, the
+//! process collector exports the standard unprefixed `process_*` series.
 
 use std::sync::OnceLock;
 
@@ -120,9 +121,81 @@ pub struct Metrics {
     /// `tls_handshakes_total`: inbound TLS connections by how their start ended (ok, failed,
     /// timeout, closed); refused client certificates are `failed`.
     pub tls_handshakes: IntCounterVec,
+    /// `tls_handshake_failures_total`: inbound TLS handshakes that failed, by reason (see
+    /// `tls::Refused::reason`).
+    pub tls_handshake_failures: IntCounterVec,
+    /// `connections_open{transport}`: client connections open on this replica, by how they
+    /// are served (see [`Transport`]); resolved once, a connection costs one atomic add.
+    connections: [IntGauge; 3],
     /// `transitions`' series by (from, to), each resolved on first use (see
     /// [`Metrics::transition`]).
     transition_series: [[OnceLock<IntCounter>; Status::ALL.len()]; Status::ALL.len() + 1],
+    /// The Redis families, once registered (see [`Metrics::redis`]).
+    redis: OnceLock<RedisMetrics>,
+}
+
+/// How an open client connection is served: the `transport` label of `connections_open`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// Plaintext, served by hyper (HTTP/1.1 or h2c); also a plaintext connection not yet
+    /// past its first bytes.
+    Http,
+    /// Plaintext task-stream subscribers on the lean path (`http/lean.rs`).
+    Lean,
+    /// TLS, from accept (the handshake included) to close.
+    Tls,
+}
+
+impl Transport {
+    const ALL: [Transport; 3] = [Transport::Http, Transport::Lean, Transport::Tls];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Transport::Http => "http",
+            Transport::Lean => "lean",
+            Transport::Tls => "tls",
+        }
+    }
+}
+
+/// One open connection in `connections_open`: counted from its creation to its drop, under
+/// the transport it is served by now.
+pub struct OpenConnection {
+    gauge: IntGauge,
+}
+
+impl OpenConnection {
+    /// Count it under `transport` from now on (a plaintext connection that turns out to be a
+    /// lean-path stream).
+    pub fn serve_as(&mut self, metrics: &Metrics, transport: Transport) {
+        let next = metrics.connections[transport as usize].clone();
+        next.inc();
+        self.gauge.dec();
+        self.gauge = next;
+    }
+}
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.gauge.dec();
+    }
+}
+
+/// The Redis families, registered only by a gateway that has a `[redis]` table (a gateway on
+/// the in-process store has no Redis to be up or down). Cheap to clone: handles to the same
+/// series.
+#[derive(Clone)]
+pub struct RedisMetrics {
+    /// `redis_up`: 1 while the store is connected and not marked down (calls are expected to
+    /// succeed), 0 otherwise: not connected yet, marked down after a failed call, too few
+    /// replicas for `wait_replicas`, or refused for good.
+    pub up: IntGauge,
+    /// `redis_command_duration_seconds`: one command or one pipeline, sent to its answer.
+    pub command_seconds: Histogram,
+    /// `redis_reconnects_total`: times the store was marked up again after being marked down
+    /// (Redis answered again after a failure).
+    pub reconnects: IntCounter,
 }
 
 /// From queueing to a subscriber's 2xx: milliseconds when all is well, hours through retries.
@@ -387,6 +460,20 @@ impl Metrics {
                 "Inbound TLS connections by how their start ended: ok, failed (no common parameters, a client certificate missing or not verified), timeout (no handshake and request in time), closed (no request).",
                 &["result"],
             )?,
+            tls_handshake_failures: counter(
+                "tls_handshake_failures_total",
+                "Inbound TLS handshakes that failed, by reason: not_tls (plaintext or garbage on the TLS port), no_client_certificate (required and not sent), bad_client_certificate (sent and not verified), incompatible (no common version, cipher suite or ALPN protocol), alert (the client aborted, e.g. it does not trust the server certificate), timeout (no handshake and request within 10 s), other.",
+                &["reason"],
+            )?,
+            connections: {
+                let g = gauge(
+                    "connections_open",
+                    "Client connections open on this replica, by transport: http (plaintext, served by hyper, or not yet past its first bytes), lean (plaintext task streams on the lean path), tls (from accept, handshake included).",
+                    &["transport"],
+                )?;
+                Transport::ALL.map(|t| g.with_label_values(&[t.as_str()]))
+            },
+            redis: OnceLock::new(),
             transition_series: Default::default(),
             ledger_evictions: IntCounter::new(
                 n("ledger_evictions_total"),
@@ -414,6 +501,58 @@ impl Metrics {
         )?;
         build.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
         registry.register(Box::new(build))?;
+        // The process: CPU, memory, open file descriptors, threads, under the standard
+        // unprefixed names every Prometheus exporter uses (`process_cpu_seconds_total`,
+        // `process_resident_memory_bytes`, `process_open_fds`, `process_threads`...). Read from
+        // /proc at each scrape; Linux only.
+        #[cfg(target_os = "linux")]
+        registry.register(Box::new(
+            prometheus::process_collector::ProcessCollector::for_self(),
+        ))?;
+        Ok(m)
+    }
+
+    /// Count a new client connection as open under `transport` until the handle drops.
+    pub fn open_connection(&self, transport: Transport) -> OpenConnection {
+        let gauge = self.connections[transport as usize].clone();
+        gauge.inc();
+        OpenConnection { gauge }
+    }
+
+    /// Register the Redis families (once; a second call returns the same series).
+    pub fn redis(&self) -> Result<RedisMetrics, prometheus::Error> {
+        if let Some(m) = self.redis.get() {
+            return Ok(m.clone());
+        }
+        let m = RedisMetrics {
+            up: IntGauge::new(
+                n("redis_up"),
+                "1 while the gateway's Redis is connected and not marked down (calls are expected to succeed); 0 while it is not connected yet, marked down after a failed call, short of wait_replicas, or refused.",
+            )?,
+            command_seconds: Histogram::with_opts(
+                HistogramOpts::new(
+                    n("redis_command_duration_seconds"),
+                    "Time from sending one Redis command (or one pipeline) to its answer.",
+                )
+                .buckets(LATENCY_BUCKETS.to_vec()),
+            )?,
+            reconnects: IntCounter::new(
+                n("redis_reconnects_total"),
+                "Times the gateway's Redis was marked up again after being marked down (it answered again after a failure).",
+            )?,
+        };
+        let m = self.redis.get_or_init(|| m).clone();
+        // Only the first registration succeeds; a racing second one finds them registered.
+        for c in [
+            Box::new(m.up.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(m.command_seconds.clone()),
+            Box::new(m.reconnects.clone()),
+        ] {
+            match self.registry.register(c) {
+                Ok(()) | Err(prometheus::Error::AlreadyReg) => {}
+                Err(e) => return Err(e),
+            }
+        }
         Ok(m)
     }
 

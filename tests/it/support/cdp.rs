@@ -88,7 +88,7 @@ impl Browser {
             .stderr(Stdio::null())
             .process_group(0)
             .spawn()
-            .expect("chromium runs (Debian's chromium package; .ci/run installs it)");
+            .expect("chromium runs (Debian's chromium package; scripts/test installs it)");
         let mut chromium = Chromium { child, profile };
         let deadline = Instant::now() + LAUNCH;
         let port_file = chromium.profile.path().join("DevToolsActivePort");

@@ -110,6 +110,11 @@ impl Proc {
         self.child.id()
     }
 
+    /// What the child has written to stderr so far.
+    pub fn stderr_so_far(&self) -> String {
+        self.stderr.lock().expect("stderr buffer").clone()
+    }
+
     /// The address from the `listening on http://ADDR` line the server prints at start.
     pub async fn listening_addr(&mut self) -> String {
         let wait = async {

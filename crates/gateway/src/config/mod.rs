@@ -22,7 +22,7 @@ pub use tls::{ClientAuth, PemKind, TlsConfig};
 
 pub use store::{RedisConfig, MAX_PARTITIONS};
 pub use telemetry::{LogFormat, TelemetryConfig};
-pub(crate) use validate::redact_url;
+pub use validate::redact_url;
 pub use validate::Problem;
 use validate::{merge, parse_header_line, Validator};
 

@@ -72,11 +72,15 @@ async fn read_head(stream: &mut TcpStream) -> HeadRead {
             if stream.readable().await.is_err() {
                 return HeadRead::Gone;
             }
-            // Read into the buffer's own spare room: no chunk on this future, which every
-            // subscriber keeps for as long as it subscribes.
-            buf.reserve(1024);
-            let from = buf.len().saturating_sub(3);
-            match stream.try_read_buf(&mut buf) {
+            // Read into the buffer itself, never past MAX_HEAD + 1 bytes: no chunk on this
+            // future, which every subscriber keeps for as long as it subscribes.
+            let len = buf.len();
+            let room = (MAX_HEAD + 1 - len).min(1024);
+            buf.resize(len + room, 0);
+            let read = stream.try_read(&mut buf[len..]);
+            buf.truncate(len + *read.as_ref().unwrap_or(&0));
+            let from = len.saturating_sub(3);
+            match read {
                 Ok(0) => return HeadRead::Gone,
                 Ok(_) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,

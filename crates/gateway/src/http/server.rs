@@ -21,6 +21,7 @@ use super::context::Conn;
 use super::lean;
 use super::pipeline;
 use super::request::RequestBody;
+use crate::metrics::{OpenConnection, Transport};
 use crate::state::State;
 
 /// How long a new connection may stay silent before it is closed.
@@ -96,6 +97,15 @@ pub async fn serve(
             _ = shutdown.changed() => break,
         };
         let _ = stream.set_nodelay(true);
+        // Open from here to the end of its task, under the transport it is served by.
+        let open = {
+            let current = state.load();
+            let transport = match current.tls {
+                Some(_) => Transport::Tls,
+                None => Transport::Http,
+            };
+            current.metrics.open_connection(transport)
+        };
         tokio::spawn(connection(
             stream,
             Conn::new(peer),
@@ -103,7 +113,7 @@ pub async fn serve(
             builder.clone(),
             graceful.watcher(),
             shutdown.clone(),
-            permit,
+            (permit, open),
         ));
     }
     drop(listener);
@@ -124,10 +134,11 @@ async fn connection(
     builder: Arc<auto::Builder<TokioExecutor>>,
     watcher: Watcher,
     mut stop: watch::Receiver<bool>,
-    permit: OwnedSemaphorePermit,
+    held: (OwnedSemaphorePermit, OpenConnection),
 ) {
-    // Released when the connection ends, whichever way.
-    let _permit = permit;
+    // The connection slot and the open-connections gauge, released when the connection ends,
+    // whichever way.
+    let (_permit, mut open) = held;
     // The protocol sniffing of the auto builder reads with no deadline of its own, and
     // header_read_timeout starts only after it: a client that sends nothing must not hold a
     // connection slot forever. peek, not readable(): readiness may be reported spuriously; a
@@ -148,6 +159,7 @@ async fn connection(
     // Task-stream subscribers take the lean path (see lean.rs): a long-lived connection that
     // only receives should not keep a whole HTTP stack.
     if lean {
+        open.serve_as(&current.metrics, Transport::Lean);
         lean::serve(stream, &current, &conn).await;
         return;
     }
@@ -196,11 +208,14 @@ async fn serve_tls(
         Some(Err(e)) => e.label(),
         None => "closed",
     };
-    st.load()
-        .metrics
-        .tls_handshakes
-        .with_label_values(&[result])
-        .inc();
+    let metrics = &st.load().metrics;
+    metrics.tls_handshakes.with_label_values(&[result]).inc();
+    if let Some(reason) = accepted.as_ref().and_then(|r| r.as_ref().err()?.reason()) {
+        metrics
+            .tls_handshake_failures
+            .with_label_values(&[reason])
+            .inc();
+    }
     match accepted {
         Some(Ok((io, cert_subject))) => {
             let conn = Conn {

@@ -34,7 +34,7 @@
 //! as [`JsonError::NumberOutOfRange`] (400 `INVALID_JSON`, "number out of range") rather than
 //! judged wrongly. Taking such numbers needs serde_json's `arbitrary_precision` together with
 //! jsonschema's `arbitrary-precision` (with only the first, jsonschema compares big numbers
-//! wrongly); jsonschema 0.61's feature could not be resolved here (see the README).
+//! wrongly); jsonschema 0.61's feature could not be resolved here (see docs/api.md).
 //!
 //! Should `arbitrary_precision` be enabled, a number that is not a 64-bit integer reaches a
 //! visitor as a one-member map under serde_json's private key `$serde_json::private::Number`.

@@ -18,6 +18,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwapOption;
+use prometheus::Histogram;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
@@ -28,6 +29,7 @@ pub use error::StoreError;
 pub use keyspace::Keyspace;
 
 use crate::config::RedisConfig;
+use crate::metrics::RedisMetrics;
 
 pub use crate::config::MAX_PARTITIONS;
 
@@ -42,21 +44,47 @@ const RETRY_OWN: Duration = Duration::from_secs(1);
 
 /// A connection to the store: one node (reconnecting by itself) or a cluster (following MOVED
 /// and ASK, refreshing its slot map). Cheap to clone: both are handles to one multiplexed
-/// connection.
+/// connection. Every command and pipeline sent through it is timed into
+/// `a2a_gateway_redis_command_duration_seconds` once the store is instrumented
+/// ([`Store::instrument`]): this is the one place every call of the ledger, the queue and the
+/// pinger passes.
 #[derive(Clone)]
-pub enum Conn {
+pub struct Conn {
+    kind: Kind,
+    timer: Option<Histogram>,
+}
+
+#[derive(Clone)]
+enum Kind {
     /// One Redis node.
     Single(ConnectionManager),
     /// A Redis Cluster.
     Cluster(ClusterConnection),
 }
 
+/// `fut`, observed into `timer` from now to its answer (an error's included).
+fn timed<'a, T: Send + 'a>(
+    timer: Option<&'a Histogram>,
+    fut: RedisFuture<'a, T>,
+) -> RedisFuture<'a, T> {
+    match timer {
+        None => fut,
+        Some(h) => Box::pin(async move {
+            let at = Instant::now();
+            let r = fut.await;
+            h.observe(at.elapsed().as_secs_f64());
+            r
+        }),
+    }
+}
+
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        match self {
-            Conn::Single(c) => c.req_packed_command(cmd),
-            Conn::Cluster(c) => c.req_packed_command(cmd),
-        }
+        let fut = match &mut self.kind {
+            Kind::Single(c) => c.req_packed_command(cmd),
+            Kind::Cluster(c) => c.req_packed_command(cmd),
+        };
+        timed(self.timer.as_ref(), fut)
     }
 
     fn req_packed_commands<'a>(
@@ -65,16 +93,17 @@ impl ConnectionLike for Conn {
         offset: usize,
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
-        match self {
-            Conn::Single(c) => c.req_packed_commands(pipeline, offset, count),
-            Conn::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
-        }
+        let fut = match &mut self.kind {
+            Kind::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            Kind::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+        };
+        timed(self.timer.as_ref(), fut)
     }
 
     fn get_db(&self) -> i64 {
-        match self {
-            Conn::Single(c) => c.get_db(),
-            Conn::Cluster(c) => c.get_db(),
+        match &self.kind {
+            Kind::Single(c) => c.get_db(),
+            Kind::Cluster(c) => c.get_db(),
         }
     }
 }
@@ -89,8 +118,8 @@ enum Link {
 }
 
 impl Link {
-    async fn connect(&self) -> StoreResult<Conn> {
-        match self {
+    async fn connect(&self, timer: Option<Histogram>) -> StoreResult<Conn> {
+        let kind = match self {
             Link::Single(client) => {
                 let config = ConnectionManagerConfig::new()
                     .set_connection_timeout(Some(TIMEOUT))
@@ -99,10 +128,11 @@ impl Link {
                     .set_max_delay(Duration::from_millis(500));
                 ConnectionManager::new_with_config(client.clone(), config)
                     .await
-                    .map(Conn::Single)
+                    .map(Kind::Single)?
             }
-            Link::Cluster(client) => client.get_async_connection().await.map(Conn::Cluster),
-        }
+            Link::Cluster(client) => client.get_async_connection().await.map(Kind::Cluster)?,
+        };
+        Ok(Conn { kind, timer })
     }
 }
 
@@ -139,6 +169,11 @@ pub struct Store {
     certs: Option<TlsCertificates>,
     shared: ArcSwapOption<Conn>,
     up: AtomicBool,
+    /// Whether the store was ever up: the first time it is, nothing had failed (no "answers
+    /// again", no reconnect counted).
+    ever_up: AtomicBool,
+    /// `redis_up`, the command timer and `redis_reconnects_total`, once instrumented.
+    metrics: OnceLock<RedisMetrics>,
     /// Set when the store was found unusable for good (data of the previous layout): every
     /// call fails with it.
     refused: OnceLock<String>,
@@ -240,8 +275,22 @@ impl Store {
             certs,
             shared: ArcSwapOption::empty(),
             up: AtomicBool::new(false),
+            ever_up: AtomicBool::new(false),
+            metrics: OnceLock::new(),
             refused: OnceLock::new(),
         }))
+    }
+
+    /// Export this store's state and latency in `metrics` (`redis_up`, the command durations,
+    /// `redis_reconnects_total`). Call before [`Store::start`]: connections made before are
+    /// not timed. A second call changes nothing.
+    pub fn instrument(&self, metrics: RedisMetrics) {
+        metrics.up.set(i64::from(self.is_up()));
+        let _ = self.metrics.set(metrics);
+    }
+
+    fn timer(&self) -> Option<Histogram> {
+        self.metrics.get().map(|m| m.command_seconds.clone())
     }
 
     /// Whether writes wait for replicas (`wait_replicas` above 0).
@@ -269,8 +318,18 @@ impl Store {
         // bounce its cache line between cores.
         if self.up.load(Ordering::Relaxed) != up {
             self.up.store(up, Ordering::Release);
+            if let Some(m) = self.metrics.get() {
+                m.up.set(i64::from(up));
+            }
             if up {
-                tracing::info!(redis = %self.name, "Redis answers again");
+                // Only after a failure: the first time up is the first connect, which
+                // `connect_once` reports itself.
+                if self.ever_up.swap(true, Ordering::AcqRel) {
+                    if let Some(m) = self.metrics.get() {
+                        m.reconnects.inc();
+                    }
+                    tracing::info!(redis = %self.name, "Redis answers again");
+                }
             } else {
                 tracing::warn!(redis = %self.name, "Redis is unreachable: creates are refused (503) until it answers");
             }
@@ -280,7 +339,7 @@ impl Store {
     /// Connect once: the shared connection, the server's version checked, the data's layout
     /// checked. `Err(true)`: refused for good (the reason is in [`Store::refused`]).
     async fn connect_once(&self) -> Result<(), bool> {
-        let conn = match tokio::time::timeout(TIMEOUT * 2, self.link.connect()).await {
+        let conn = match tokio::time::timeout(TIMEOUT * 2, self.link.connect(self.timer())).await {
             Ok(Ok(c)) => c,
             Ok(Err(e)) => {
                 tracing::warn!(redis = %self.name, error = %e, "cannot connect to Redis yet; retrying");
@@ -455,9 +514,9 @@ impl Store {
             // tasks on the thread that drives it), so no request waits for it, and one attempt
             // at a time: this call, and the calls until it is made, use the shared one.
             LOCAL.with(|m| m.borrow_mut().insert(self.id, Own::Connecting));
-            let (id, link) = (self.id, self.link.clone());
+            let (id, link, timer) = (self.id, self.link.clone(), self.timer());
             tokio::spawn(async move {
-                let made = link.connect().await;
+                let made = link.connect(timer).await;
                 let own = match made {
                     Ok(c) => Own::Ready(c),
                     Err(e) => {

@@ -260,6 +260,33 @@ pub enum Refused {
 }
 
 impl Refused {
+    /// The `reason` label of `tls_handshake_failures_total`, for a handshake that failed or
+    /// timed out (`None`: the handshake was done, the client then closed). From the rustls
+    /// error the handshake ended with: ours (what the client sent was refused) or the
+    /// client's alert (what we sent was).
+    pub fn reason(&self) -> Option<&'static str> {
+        let e = match self {
+            Refused::Handshake(e) => e,
+            Refused::Timeout(_) => return Some("timeout"),
+            Refused::Closed => return None,
+        };
+        let Some(tls) = e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) else {
+            return Some("other");
+        };
+        Some(match tls {
+            rustls::Error::InvalidMessage(_)
+            | rustls::Error::InappropriateMessage { .. }
+            | rustls::Error::InappropriateHandshakeMessage { .. } => "not_tls",
+            rustls::Error::NoCertificatesPresented => "no_client_certificate",
+            rustls::Error::InvalidCertificate(_) => "bad_client_certificate",
+            rustls::Error::PeerIncompatible(_) | rustls::Error::NoApplicationProtocol => {
+                "incompatible"
+            }
+            rustls::Error::AlertReceived(_) => "alert",
+            _ => "other",
+        })
+    }
+
     /// The `result` label of `tls_handshakes_total`.
     pub fn label(&self) -> &'static str {
         match self {

@@ -16,7 +16,7 @@ use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use super::queue::{DeliveryQueue, Finish, Finished, Job};
 use super::retry::{classify, Outcome, Schedule, MAX_DELAY};
-use super::send::Sender;
+use super::send::{Attempt, Sender};
 use crate::config::WebhookConfig;
 use crate::metrics::Metrics;
 use crate::telemetry::{self, semconv, Telemetry};
@@ -45,6 +45,46 @@ async fn held_slots(slots: &Arc<Semaphore>) -> Option<Vec<OwnedSemaphorePermit>>
 /// Longest a throttling subscriber pauses the other lanes of this worker towards it.
 const MAX_PAUSE: Duration = Duration::from_secs(300);
 
+/// At most one "webhook delivery failed" warning per subscriber per this long; the lines left
+/// out meanwhile are counted in the next one's `suppressed`. Shorter than the shortest wait a
+/// schedule can have (1 s, less 20 % jitter), so one lane's attempts are each logged, and a
+/// subscriber with thousands of failing lanes still writes at most two lines a second.
+pub const FAILURE_LOG_EVERY: Duration = Duration::from_millis(500);
+
+/// Subscribers the failure log remembers at once: a config names them, but reloads can add
+/// and remove any number; past this the oldest memories are forgotten.
+const FAILURE_LOG_MAX: usize = 1024;
+
+/// When each subscriber's last failure line was written, and how many were left out since.
+#[derive(Default)]
+struct FailureLog {
+    last: HashMap<Arc<str>, (Instant, u64)>,
+}
+
+impl FailureLog {
+    /// Whether a line for `sub` may be written now: `Some(left out since the last one)`.
+    fn allow(&mut self, sub: &Arc<str>, now: Instant) -> Option<u64> {
+        if let Some((at, suppressed)) = self.last.get_mut(sub) {
+            if now.duration_since(*at) < FAILURE_LOG_EVERY {
+                *suppressed += 1;
+                return None;
+            }
+            let left_out = std::mem::take(suppressed);
+            *at = now;
+            return Some(left_out);
+        }
+        if self.last.len() >= FAILURE_LOG_MAX {
+            self.last
+                .retain(|_, (at, _)| now.duration_since(*at) < FAILURE_LOG_EVERY);
+            if self.last.len() >= FAILURE_LOG_MAX {
+                self.last.clear();
+            }
+        }
+        self.last.insert(sub.clone(), (now, 0));
+        Some(0)
+    }
+}
+
 /// The delivery worker (see the module doc).
 pub struct Worker {
     queue: Arc<dyn DeliveryQueue>,
@@ -62,6 +102,8 @@ pub struct Worker {
     disabled: RwLock<HashSet<String>>,
     /// Subscribers that asked to be left alone (429, 503…), until when.
     paused: Mutex<HashMap<Arc<str>, Instant>>,
+    /// The rate limit of the failed-attempt warnings (see [`FAILURE_LOG_EVERY`]).
+    failures: Mutex<FailureLog>,
 }
 
 impl Worker {
@@ -90,6 +132,7 @@ impl Worker {
             ),
             disabled: RwLock::new(HashSet::new()),
             paused: Mutex::new(HashMap::new()),
+            failures: Mutex::new(FailureLog::default()),
         })
     }
 
@@ -256,6 +299,32 @@ impl Worker {
         self.finish(job, Finish::Retry { due_ms, attempts }).await;
     }
 
+    /// The warning for a failed attempt that will be retried, rate-limited per subscriber:
+    /// who, which task, which attempt, the status or the error, and when the next try is.
+    /// Never the subscriber's URL, secret or auth header, never the payload.
+    fn log_failure(&self, job: &Job, attempt_no: u32, attempt: &Attempt, wait: Duration) {
+        let allowed = self
+            .failures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .allow(&job.subscriber, Instant::now());
+        let Some(suppressed) = allowed else { return };
+        let next = chrono::Utc::now()
+            + chrono::Duration::milliseconds(i64::try_from(wait.as_millis()).unwrap_or(i64::MAX));
+        let error = attempt.status.is_none().then_some(attempt.summary.as_str());
+        tracing::warn!(
+            subscriber = %job.subscriber,
+            task_id = %job.task_id,
+            attempt = attempt_no,
+            status = attempt.status,
+            error,
+            retry_in_ms = wait.as_millis() as u64,
+            next_attempt_at = %crate::protocol::time::format(next),
+            suppressed,
+            "webhook delivery failed; will retry"
+        );
+    }
+
     fn count(&self, sub: &str, outcome: &str) {
         self.metrics
             .webhook_deliveries
@@ -388,7 +457,7 @@ impl Worker {
                             let pause = attempt.retry_after.or(first).unwrap_or(wait);
                             self.pause(&job.subscriber, pause.min(MAX_DELAY));
                         }
-                        tracing::debug!(subscriber = sub_name, task_id = %job.task_id, attempts, error = %attempt.summary, wait_ms = wait.as_millis() as u64, "webhook delivery failed; retry scheduled");
+                        self.log_failure(&job, attempts, &attempt, wait);
                         self.retry_in(&job, wait, attempts).await;
                         self.count(sub_name, "retry");
                     }
@@ -406,6 +475,39 @@ impl Worker {
                     }
                 }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failure_lines_are_limited_per_subscriber_and_count_what_they_left_out() {
+        let mut log = FailureLog::default();
+        let (a, b): (Arc<str>, Arc<str>) = (Arc::from("a"), Arc::from("b"));
+        let t0 = Instant::now();
+        assert_eq!(log.allow(&a, t0), Some(0));
+        // Within the window: left out, counted; another subscriber is not held back.
+        assert_eq!(log.allow(&a, t0 + Duration::from_millis(100)), None);
+        assert_eq!(log.allow(&a, t0 + Duration::from_millis(400)), None);
+        assert_eq!(log.allow(&b, t0 + Duration::from_millis(400)), Some(0));
+        // Past it: written, with the two left out.
+        assert_eq!(log.allow(&a, t0 + FAILURE_LOG_EVERY), Some(2));
+        assert_eq!(log.allow(&a, t0 + FAILURE_LOG_EVERY * 2), Some(0));
+        // One lane retried on the shortest schedule (1 s less 20 % jitter) is never held back.
+        assert!(FAILURE_LOG_EVERY < Duration::from_millis(800));
+    }
+
+    #[test]
+    fn the_failure_log_stays_bounded() {
+        let mut log = FailureLog::default();
+        let t0 = Instant::now();
+        for i in 0..FAILURE_LOG_MAX * 3 {
+            let sub: Arc<str> = Arc::from(format!("sub-{i}"));
+            assert_eq!(log.allow(&sub, t0), Some(0));
+            assert!(log.last.len() <= FAILURE_LOG_MAX);
         }
     }
 }

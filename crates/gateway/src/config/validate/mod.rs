@@ -449,7 +449,7 @@ pub(super) fn parse_header_line(line: &str) -> Option<(HeaderName, Secret)> {
 }
 
 /// A URL with any password replaced, for messages.
-pub(crate) fn redact_url(u: &str) -> String {
+pub fn redact_url(u: &str) -> String {
     // The query too: redis-rs reads a unix socket's password from `?pass=`.
     let (u, query) = match u.split_once('?') {
         Some((u, _)) => (u, "?***"),

@@ -60,7 +60,7 @@ impl Validator {
         }
         // Redis hashes a key on its first {...}: each partition puts its own hash tag right
         // after the prefix, so the prefix itself must not carry one (`a2a:{gw}:` was the old
-        // default; see `[redis] partitions` and the migration note in README.md).
+        // default; see `[redis] partitions` and the migration note in docs/configuration.md).
         if prefix.contains(['{', '}']) {
             self.problem(
                 "redis.prefix",
