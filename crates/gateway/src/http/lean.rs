@@ -214,7 +214,7 @@ async fn within<T>(
         .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()))
 }
 
-pub(super) async fn respond(
+async fn respond(
     stream: &mut TcpStream,
     res: Response<Body>,
     kill: &Notify,
@@ -280,7 +280,7 @@ pub(super) async fn respond(
 }
 
 /// One chunk of the chunked encoding, in one vectored write where the socket takes it.
-pub(super) async fn write_chunk(stream: &mut TcpStream, data: &Bytes) -> std::io::Result<()> {
+async fn write_chunk(stream: &mut TcpStream, data: &Bytes) -> std::io::Result<()> {
     let mut size = [0u8; 18];
     let n = {
         use std::io::Write;
