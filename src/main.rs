@@ -293,6 +293,9 @@ fn load(path: &std::path::Path) -> Result<Config, String> {
 fn check_config(path: PathBuf) -> ExitCode {
     match load(&path) {
         Ok(cfg) => {
+            for w in cfg.warnings() {
+                eprintln!("{}: warning: {w}", path.display());
+            }
             println!(
                 "{}: ok ({} agent(s), {} subscriber(s))",
                 path.display(),
@@ -310,6 +313,9 @@ fn check_config(path: PathBuf) -> ExitCode {
 
 async fn serve(path: PathBuf, cfg: Config) -> Result<(), String> {
     let loaded = Loaded::of(&path, &cfg);
+    for w in cfg.warnings() {
+        tracing::warn!("{w}");
+    }
     let gw = Gateway::start(cfg).await.map_err(|e| e.to_string())?;
     let scheme = if gw.is_tls() { "https" } else { "http" };
     loaded.log(gw.addr());

@@ -661,3 +661,80 @@ async fn deeply_nested_json_is_refused() {
     assert_eq!(a.request_count(Route::CreateTask), 0);
     assert_eq!(g.http.get("/healthz").await.status, 200);
 }
+
+/// A 2 MB body written whole before reading: the 413 is read, 20 times in 20, because the
+/// gateway closes lingering (it reads and discards the rest of the body after its answer)
+/// instead of resetting the connection under the client's writes. Two clients: Python's
+/// `http.client`, which writes the whole body before it reads (and saw a broken pipe in about
+/// a third of tries before the lingering close), and a raw socket writing head and body at once.
+/// Also on the lean path, for a stream GET that declares a body.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_early_refusal_reaches_a_client_that_writes_its_whole_body_first() {
+    use tokio::io::AsyncWriteExt;
+    // The binary, as deployed (its own runtime and threads).
+    let a = agent().await;
+    let config = crate::support::child::serving_config(&[("a", a.base_url())], "");
+    let (_p, addr, http) = crate::support::child::serve(&config, &[]).await;
+    http.ready().await;
+    let addr: std::net::SocketAddr = addr.parse().expect("addr");
+    let script = r#"
+import http.client, sys
+host, port, method, path = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+for i in range(20):
+    c = http.client.HTTPConnection(host, port, timeout=20)
+    try:
+        c.request(method, path, body=b"x" * (2 << 20), headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        r.read()
+        print(r.status)
+    except Exception as e:
+        print(type(e).__name__)
+    c.close()
+"#;
+    for (method, path, want) in [
+        ("POST", "/agents/a/tasks", "413"),
+        ("GET", "/tasks/some-task/stream", "400"),
+        ("POST", "/tasks/some-task/stream", "405"),
+    ] {
+        let out = tokio::process::Command::new("python3")
+            .args([
+                "-c",
+                script,
+                &addr.ip().to_string(),
+                &addr.port().to_string(),
+                method,
+                path,
+            ])
+            .output()
+            .await
+            .expect("python3 runs");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let got: Vec<&str> = text.lines().collect();
+        assert_eq!(got, vec![want; 20], "http.client, {method} {path}: {text}");
+    }
+    let body = vec![b'x'; 2 << 20];
+    for i in 0..20 {
+        let mut tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let mut all = format!(
+            "POST /agents/a/tasks HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        )
+        .into_bytes();
+        all.extend_from_slice(&body);
+        let wrote = tokio::time::timeout(Duration::from_secs(20), tcp.write_all(&all))
+            .await
+            .expect("the write ends");
+        assert!(
+            wrote.is_ok(),
+            "raw try {i}: the whole body is taken: {wrote:?}"
+        );
+        let mut raw = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(20), tcp.read_to_end(&mut raw))
+            .await
+            .expect("the answer comes");
+        assert!(read.is_ok(), "raw try {i}: read {read:?}");
+        let text = String::from_utf8_lossy(&raw);
+        assert!(text.starts_with("HTTP/1.1 413"), "raw try {i}: {text:?}");
+    }
+    assert_eq!(http.get("/healthz").await.status, 200);
+}

@@ -17,7 +17,7 @@ use crate::support::*;
 const ISSUER: &str = "https://idp.example.test/";
 const AUDIENCE: &str = "a2a-gateway";
 
-fn fixture(name: &str) -> PathBuf {
+pub fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/jwt")
         .join(name)
@@ -27,12 +27,12 @@ fn pem(name: &str) -> Vec<u8> {
     std::fs::read(fixture(name)).expect("fixture key")
 }
 
-fn now() -> i64 {
+pub fn now() -> i64 {
     chrono::Utc::now().timestamp()
 }
 
 /// Claims valid for the next ten minutes, with `extra` merged in.
-fn claims(sub: &str, extra: Value) -> Value {
+pub fn claims(sub: &str, extra: Value) -> Value {
     let mut c = json!({
         "sub": sub, "iss": ISSUER, "aud": AUDIENCE,
         "iat": now(), "exp": now() + 600,
@@ -43,7 +43,7 @@ fn claims(sub: &str, extra: Value) -> Value {
     c
 }
 
-fn sign(alg: Algorithm, kid: &str, claims: &Value) -> String {
+pub fn sign(alg: Algorithm, kid: &str, claims: &Value) -> String {
     let key = match alg {
         Algorithm::RS256 => EncodingKey::from_rsa_pem(&pem("rsa.pem")),
         Algorithm::ES256 => EncodingKey::from_ec_pem(&pem("ec.pem")),
@@ -86,6 +86,7 @@ async fn gateway_with_leeway(
         cfg.clients = vec![ClientConfig {
             name: "carol".into(),
             key_sha256: None,
+            jwt_subject: Some("carol".into()),
             agents: vec!["a".into()],
             can: vec![Right::Tasks, Right::Metrics],
             max_streams: 10,

@@ -64,6 +64,9 @@ mod redis_failover;
 mod redis_ledger;
 /// Live reload (SIGHUP), the SIGTERM drain, and secrets read from files.
 mod reload;
+/// Withdrawn credentials cut what they opened: a removed client, a rotated key, a right or an
+/// agent taken away, or a JWT's `exp` passing ends the streams they opened, with the reason.
+mod revocation;
 /// Every route over real HTTP: the proxied endpoints in both forms, every error code,
 /// conformance in both modes, proxy header hygiene, health, readiness and metrics.
 mod routes;

@@ -133,7 +133,7 @@ async fn a_reload_under_load_fails_no_request_and_swaps_the_agents() {
 }
 
 #[tokio::test]
-async fn a_reload_rotates_client_keys_without_cutting_open_streams() {
+async fn a_reload_rotates_client_keys_and_ends_what_the_old_key_opened() {
     const OLD: &str = "old-key-0123456789abcdef";
     const NEW: &str = "new-key-0123456789abcdef";
     let (a, g) = single("a", |cfg| {
@@ -175,13 +175,14 @@ async fn a_reload_rotates_client_keys_without_cutting_open_streams() {
         g.http.get_as(&format!("/tasks/{id}"), NEW).await.status,
         200
     );
-    // The stream opened with the old key goes on.
-    a.push_event(&id, "log", r#"{"message":"still here"}"#);
+    // The stream opened with the old key ends: the key that opened it is withdrawn.
     let e = open
         .next_event(WAIT)
         .await
-        .expect("the open stream goes on");
-    assert!(e.data.contains("still here"));
+        .expect("the open stream is told");
+    assert_eq!(e.event, "access_revoked");
+    assert_eq!(e.data, r#"{"reason":"key_rotated"}"#);
+    assert!(open.until_end(WAIT).await, "and ends");
 }
 
 fn write(path: &std::path::Path, text: &str) {

@@ -154,6 +154,8 @@ impl Gateway {
     pub async fn start(config: Config) -> Result<Gateway, StartError> {
         let config = Arc::new(config);
         let auth = Arc::new(auth::Auth::from_config(&config)?);
+        // A JWT's streams end within a second of its `exp` (the counts outlive reloads).
+        tokio::spawn(auth::StreamCounts::expire_forever(auth.stream_counts()));
         let tls = match &config.tls {
             Some(t) => Some(Arc::new(tls::Tls::load(t)?)),
             None => None,

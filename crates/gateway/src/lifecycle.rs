@@ -192,6 +192,8 @@ impl Gateway {
                 ..State::clone(&cur)
             }));
         }
+        // Every worker serves with the new identity now: streams it no longer grants end.
+        auth.revoke_withdrawn(&registry);
         let names: Vec<String> = new.agents.iter().map(|a| a.name.clone()).collect();
         self.outbox.replace(&names, &new.subscribers);
         if let Some(worker) = start {

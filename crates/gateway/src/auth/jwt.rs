@@ -78,6 +78,15 @@ pub enum JwksError {
         /// Why each key was skipped (`key "kid" ...`).
         skipped: Vec<String>,
     },
+    /// `check-config`: keys that would never verify a token (too weak, for encryption, for no
+    /// allowed algorithm), each named by its key id.
+    #[error("{path} has keys the gateway would never use: {}; remove them from the file", .refused.join("; "))]
+    Refused {
+        /// The file.
+        path: String,
+        /// Each key's reason (`key "kid" ...`).
+        refused: Vec<String>,
+    },
 }
 
 /// Why one key of a set is not used (the set may still have others).
@@ -91,8 +100,23 @@ enum KeyProblem {
     Algorithm(String),
     #[error("says alg {said:?} but is a key for {implied:?}")]
     Mismatch { said: Algorithm, implied: Algorithm },
+    #[error("is an RSA key of {0} bits; at least {MIN_RSA_BITS} are required")]
+    Weak(usize),
     #[error("{0}")]
     Unreadable(jsonwebtoken::errors::Error),
+}
+
+/// The shortest RSA modulus accepted (NIST SP 800-131A: 2048 bits and up since 2014).
+const MIN_RSA_BITS: usize = 2048;
+
+/// The length in bits of an RSA JWK's modulus (`n`, base64url), leading zero bits not counted.
+fn rsa_bits(n: &str) -> Option<usize> {
+    use base64::Engine;
+    let b = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(n.trim_end_matches('='))
+        .ok()?;
+    let first = b.iter().position(|&x| x != 0)?;
+    Some((b.len() - first) * 8 - b[first].leading_zeros() as usize)
 }
 
 struct Key {
@@ -120,7 +144,10 @@ impl std::fmt::Debug for Verifier {
 /// for any other algorithm are not used.
 fn key_alg(jwk: &Jwk) -> Result<Algorithm, KeyProblem> {
     let implied = match &jwk.algorithm {
-        AlgorithmParameters::RSA(_) => Algorithm::RS256,
+        AlgorithmParameters::RSA(p) => match rsa_bits(&p.n) {
+            Some(bits) if bits >= MIN_RSA_BITS => Algorithm::RS256,
+            bits => return Err(KeyProblem::Weak(bits.unwrap_or(0))),
+        },
         AlgorithmParameters::EllipticCurve(p) if p.curve == EllipticCurve::P256 => Algorithm::ES256,
         AlgorithmParameters::OctetKeyPair(p) if p.curve == EllipticCurve::Ed25519 => {
             Algorithm::EdDSA
@@ -222,6 +249,15 @@ impl Verifier {
 /// or for an algorithm outside the allow-list are skipped with a warning (identity providers
 /// publish such keys beside their signing keys); a set with no usable key is refused.
 fn read_keys(path: &Path) -> Result<Vec<Key>, JwksError> {
+    let (keys, skipped) = read_set(path)?;
+    for s in &skipped {
+        tracing::warn!(jwks = %path.display(), "skipping a JWKS key: {s}");
+    }
+    Ok(keys)
+}
+
+/// The usable keys of a JWKS file and why each other key is not used.
+fn read_set(path: &Path) -> Result<(Vec<Key>, Vec<String>), JwksError> {
     let shown = || path.display().to_string();
     let text = std::fs::read(path).map_err(|source| JwksError::Read {
         path: shown(),
@@ -276,15 +312,22 @@ fn read_keys(path: &Path) -> Result<Vec<Key>, JwksError> {
             skipped,
         });
     }
-    for s in &skipped {
-        tracing::warn!(jwks = %path.display(), "skipping a JWKS key: {s}");
-    }
-    Ok(keys)
+    Ok((keys, skipped))
 }
 
-/// The check of `check-config`: the file holds a usable key set.
+/// The check of `check-config` (and of start and reload, which check the same way): the file
+/// holds a usable key set, and no key the gateway would never use. A weak RSA key or one for
+/// another algorithm is an operator's mistake to fix, not a key to ignore quietly: it may be
+/// the one the identity provider signs with tomorrow.
 pub fn check_jwks(path: &Path) -> Result<(), JwksError> {
-    read_keys(path).map(drop)
+    let (_, refused) = read_set(path)?;
+    if refused.is_empty() {
+        return Ok(());
+    }
+    Err(JwksError::Refused {
+        path: path.display().to_string(),
+        refused,
+    })
 }
 
 #[cfg(test)]
@@ -332,6 +375,45 @@ mod tests {
             .to_string()
             .contains("JWKS"));
         assert!(read_keys(Path::new("/nonexistent/jwks.json")).is_err());
+    }
+
+    #[test]
+    fn check_config_refuses_every_key_it_would_skip_naming_each() {
+        // A 1024-bit modulus: 128 bytes, the first with its top bit set.
+        use base64::Engine;
+        let n = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode([0xc1u8; 128]);
+        let f = write(&format!(
+            r#"{{"keys":[
+            {{"kty":"RSA","kid":"rsa-1024","n":"{n}","e":"AQAB"}},
+            {{"kty":"EC","kid":"p521","crv":"P-521","alg":"ES512","x":"AQ","y":"AQ"}},
+            {{"kty":"oct","kid":"hmac","k":"c2VjcmV0"}},
+            {ED}]}}"#
+        ));
+        let e = check_jwks(f.path()).expect_err("refused").to_string();
+        for kid in ["rsa-1024", "p521", "hmac"] {
+            assert!(e.contains(&format!("key \"{kid}\"")), "{kid}: {e}");
+        }
+        assert!(e.contains("1024 bits"), "{e}");
+        assert!(!e.contains("\"ed\""), "the good key is not named: {e}");
+        // The loader still uses the good key (the set was checked when the config was).
+        assert_eq!(read_keys(f.path()).expect("usable").len(), 1);
+        let good = write(&format!(r#"{{"keys":[{ED}]}}"#));
+        assert!(check_jwks(good.path()).is_ok());
+    }
+
+    #[test]
+    fn rsa_moduli_are_measured_in_bits() {
+        use base64::Engine;
+        let enc = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
+        let mut m = vec![0u8, 0x80];
+        m.extend([0u8; 255]);
+        assert_eq!(
+            rsa_bits(&enc(&m)),
+            Some(2048),
+            "a leading zero byte is not counted"
+        );
+        assert_eq!(rsa_bits(&enc(&[0x01; 256])), Some(2041));
+        assert_eq!(rsa_bits("!!"), None);
     }
 
     #[test]

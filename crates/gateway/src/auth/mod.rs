@@ -12,6 +12,10 @@
 //! sends the same token on every request pays for one signature check, not one per request.
 
 pub mod jwt;
+mod streams;
+
+use streams::{Grant, Proof};
+pub use streams::{Revoked, StreamCounts, StreamPermit};
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -21,7 +25,7 @@ use subtle::ConstantTimeEq;
 
 use crate::config::{ClientConfig, Config, Right};
 use crate::limits::Rate;
-use crate::registry::Agent;
+use crate::registry::{Agent, Registry};
 
 /// A set of [`Right`]s, as bits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -200,6 +204,12 @@ impl Failure {
 #[derive(Clone, Copy)]
 struct Digest32([u8; 32]);
 
+impl std::fmt::Debug for Digest32 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Digest32(..)")
+    }
+}
+
 impl std::hash::Hash for Digest32 {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         self.0.hash(state);
@@ -230,6 +240,8 @@ pub struct Auth {
     by_name: HashMap<String, Arc<Client>>,
     /// `cert_subject` → its client.
     subjects: HashMap<String, Arc<Client>>,
+    /// `jwt_subject` → its client: the only way a token names a configured client.
+    jwt_subjects: HashMap<String, Arc<Client>>,
     jwt: Option<jwt::Verifier>,
     /// SHA-256 of a verified token → its client and its `exp` (Unix seconds).
     tokens: Mutex<HashMap<Digest32, (Arc<Client>, u64)>>,
@@ -264,6 +276,7 @@ impl Auth {
         let mut keys = HashMap::new();
         let mut by_name = HashMap::new();
         let mut subjects = HashMap::new();
+        let mut jwt_subjects = HashMap::new();
         for c in &cfg.clients {
             let client = Arc::new(Client::from_config(c));
             if let Some(hash) = c.key_sha256.as_deref().and_then(decode_hex32) {
@@ -271,6 +284,9 @@ impl Auth {
             }
             if let Some(subject) = &c.cert_subject {
                 subjects.insert(subject.clone(), client.clone());
+            }
+            if let Some(sub) = &c.jwt_subject {
+                jwt_subjects.insert(sub.clone(), client.clone());
             }
             by_name.insert(c.name.clone(), client);
         }
@@ -283,6 +299,7 @@ impl Auth {
             keys,
             by_name,
             subjects,
+            jwt_subjects,
             jwt,
             tokens: Mutex::default(),
             streams: Arc::default(),
@@ -354,11 +371,14 @@ impl Auth {
         Ok(client)
     }
 
-    /// The client a verified token names: its `[[clients]]` entry, or one built from its claims.
-    /// Without an entry and without claims, a token grants nothing (no agent, no right): the
-    /// identity provider must say what a subject may do.
+    /// The client a verified token names: the `[[clients]]` entry bound to its `sub` by
+    /// `jwt_subject`, or else the identity `jwt:{sub}`, built from its claims. A `sub` that
+    /// equals a configured client's name is not that client: names are the operator's, a
+    /// subject is the identity provider's, and only `jwt_subject` joins the two. Without an
+    /// entry and without claims, a token grants nothing (no agent, no right): the identity
+    /// provider must say what a subject may do.
     fn claims_client(&self, claims: jwt::Claims) -> Result<Arc<Client>, Failure> {
-        if let Some(c) = self.by_name.get(&claims.sub) {
+        if let Some(c) = self.jwt_subjects.get(&claims.sub) {
             return Ok(c.clone());
         }
         let defaults = ClientConfig::default();
@@ -371,7 +391,9 @@ impl Auth {
                 .collect::<Result<Vec<_>, _>>()?,
         };
         Ok(Arc::new(Client {
-            name: claims.sub.into(),
+            // Apart from every configured name (those are A-Z a-z 0-9 . _ - only): its tasks
+            // and its stream count are its own.
+            name: format!("jwt:{}", claims.sub).into(),
             label: "jwt".into(),
             agents: Agents::of(&agents),
             rights: Rights::of(&can),
@@ -382,10 +404,120 @@ impl Auth {
         }))
     }
 
-    /// A stream slot for `client`, or `None` when it holds `max_streams` already.
-    pub fn open_stream(&self, client: &Client) -> Option<StreamPermit> {
-        self.streams.acquire(&client.name, client.max_streams)
+    /// A stream slot for `client`, opened with `credential` and needing `right`, or `None`
+    /// when the client holds `max_streams` already.
+    pub fn open_stream(
+        &self,
+        client: &Arc<Client>,
+        credential: Credential<'_>,
+        right: Right,
+    ) -> Option<StreamPermit> {
+        let proof = match credential {
+            Credential::Cert(subject) => Proof::Cert(subject.into()),
+            Credential::Bearer(b) if self.jwt.is_some() && looks_like_jwt(b) => {
+                let cached = self
+                    .tokens
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get(&digest(b))
+                    .map(|(_, exp)| *exp);
+                // Just verified, so cached, unless the cache started over meanwhile; then the
+                // stream lives no longer than now (it is judged again at its first sweep).
+                let exp = cached.unwrap_or_else(jwt::now_secs);
+                Proof::Jwt {
+                    token: b.into(),
+                    exp,
+                }
+            }
+            Credential::Bearer(b) => Proof::Key(digest(b)),
+        };
+        self.streams.acquire(client, proof, right)
     }
+
+    /// The streams whose access this identity (a reloaded config's, with `registry`'s agents)
+    /// no longer grants: each is told why and ends. Streams whose access did not change are
+    /// untouched.
+    pub fn revoke_withdrawn(&self, registry: &Registry) {
+        for g in self.streams.grants() {
+            if let Some(why) = self.judge(&g, registry) {
+                g.revoke(why);
+            }
+        }
+    }
+
+    /// The counts of open streams, for the `exp` sweep ([`StreamCounts::expire_forever`]).
+    pub fn stream_counts(&self) -> std::sync::Weak<StreamCounts> {
+        Arc::downgrade(&self.streams)
+    }
+
+    /// Whether `g` still holds under this identity, and why not.
+    fn judge(&self, g: &Grant, registry: &Registry) -> Option<Revoked> {
+        let gone = || {
+            if self.by_name.contains_key(&*g.client.name) {
+                Revoked::KeyRotated
+            } else {
+                Revoked::ClientRemoved
+            }
+        };
+        let now = match &g.proof {
+            Proof::Key(d) => match self.keys.get(d) {
+                Some(c) if c.name == g.client.name => c.clone(),
+                _ => return Some(gone()),
+            },
+            Proof::Cert(subject) => match self.subjects.get(&**subject) {
+                Some(c) if c.name == g.client.name => c.clone(),
+                _ => return Some(gone()),
+            },
+            Proof::Jwt { token, exp } => {
+                if *exp <= jwt::now_secs() {
+                    return Some(Revoked::TokenExpired);
+                }
+                let Some(verifier) = &self.jwt else {
+                    return Some(Revoked::KeyRotated);
+                };
+                let claims = std::str::from_utf8(token)
+                    .map_err(|_| jwt::JwtError::Invalid("token"))
+                    .and_then(|t| verifier.verify(t));
+                match claims {
+                    Err(jwt::JwtError::Expired) => return Some(Revoked::TokenExpired),
+                    Err(jwt::JwtError::Invalid(_)) => return Some(Revoked::KeyRotated),
+                    Ok(claims) => match self.claims_client(claims) {
+                        Ok(c) if c.name == g.client.name => c,
+                        // The token now names another identity: its entry's binding went.
+                        Ok(_) => return Some(Revoked::ClientRemoved),
+                        Err(_) => return Some(Revoked::RightRemoved),
+                    },
+                }
+            }
+        };
+        if !now.can(g.right) {
+            return Some(Revoked::RightRemoved);
+        }
+        let relies = g.relies.lock().unwrap_or_else(|p| p.into_inner());
+        if relies.all_tasks && !now.can(Right::AllTasks) {
+            return Some(Revoked::RightRemoved);
+        }
+        let allowed = match &relies.agents {
+            Some(list) => list.iter().all(|a| {
+                registry
+                    .by_name(a)
+                    .is_some_and(|agent| now.agents.allows(agent))
+            }),
+            // Every agent the client may use: still every one.
+            None => matches!(now.agents, Agents::All) || !matches!(g.client.agents, Agents::All),
+        };
+        (!allowed).then_some(Revoked::AgentRemoved)
+    }
+}
+
+/// What a stream's request proved its client with: a bearer credential (a key or a JWT), or
+/// the subject of the connection's verified client certificate.
+#[derive(Debug, Clone, Copy)]
+pub enum Credential<'a> {
+    /// `Authorization: Bearer` or `?access_token=`.
+    Bearer(&'a [u8]),
+    /// The client certificate's RFC 4514 subject.
+    Cert(&'a str),
 }
 
 fn parse_right(s: &str) -> Option<Right> {
@@ -395,54 +527,6 @@ fn parse_right(s: &str) -> Option<Right> {
 /// Three base64url segments, the first a JSON object (`eyJ`): a JWT, not a key.
 fn looks_like_jwt(b: &[u8]) -> bool {
     b.starts_with(b"eyJ") && b.iter().filter(|&&c| c == b'.').count() == 2
-}
-
-/// Open streams per client on this replica. Entries leave when their count returns to zero, so
-/// the map holds at most one entry per open stream's client.
-#[derive(Debug, Default)]
-pub struct StreamCounts {
-    open: Mutex<HashMap<Arc<str>, usize>>,
-}
-
-impl StreamCounts {
-    fn acquire(self: &Arc<Self>, name: &Arc<str>, max: usize) -> Option<StreamPermit> {
-        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        let n = open.entry(name.clone()).or_insert(0);
-        if *n >= max {
-            if *n == 0 {
-                open.remove(name);
-            }
-            return None;
-        }
-        *n += 1;
-        Some(StreamPermit {
-            counts: self.clone(),
-            name: name.clone(),
-        })
-    }
-
-    fn release(&self, name: &str) {
-        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = open.get_mut(name) {
-            *n -= 1;
-            if *n == 0 {
-                open.remove(name);
-            }
-        }
-    }
-}
-
-/// One open stream of a client: counted until dropped (when the stream ends).
-#[derive(Debug)]
-pub struct StreamPermit {
-    counts: Arc<StreamCounts>,
-    name: Arc<str>,
-}
-
-impl Drop for StreamPermit {
-    fn drop(&mut self) {
-        self.counts.release(&self.name);
-    }
 }
 
 #[cfg(test)]
@@ -491,12 +575,13 @@ mod tests {
             sha("k")
         ));
         let c = a.authenticate(b"k").expect("client");
-        let p1 = a.open_stream(&c).expect("1");
-        let _p2 = a.open_stream(&c).expect("2");
-        assert!(a.open_stream(&c).is_none(), "a third is over max_streams");
+        let open = || a.open_stream(&c, Credential::Bearer(b"k"), Right::Streams);
+        let p1 = open().expect("1");
+        let _p2 = open().expect("2");
+        assert!(open().is_none(), "a third is over max_streams");
         drop(p1);
-        let _p3 = a.open_stream(&c).expect("a slot came free");
-        assert!(a.open_stream(&c).is_none());
+        let _p3 = open().expect("a slot came free");
+        assert!(open().is_none());
     }
 
     #[test]

@@ -22,6 +22,11 @@ pub fn base_url<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     String::deserialize(d).map(|u| u.trim_end_matches('/').to_owned())
 }
 
+/// An optional base URL, kept without its trailing slash.
+pub fn opt_base_url<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    Option::<String>::deserialize(d).map(|u| u.map(|u| u.trim_end_matches('/').to_owned()))
+}
+
 pub fn header_line<'de, D: Deserializer<'de>>(
     d: D,
 ) -> Result<Option<(HeaderName, Secret)>, D::Error> {

@@ -51,9 +51,12 @@ pub struct ClientConfig {
     /// 1-64 characters of A-Z a-z 0-9 . _ -; in logs and the `client` metrics label, and the
     /// owner recorded on the tasks it creates.
     pub name: String,
-    /// Hex SHA-256 of its bearer key (the key itself is never in the file). Absent: the client
-    /// authenticates only with a JWT whose `sub` is its name.
+    /// Hex SHA-256 of its bearer key (the key itself is never in the file).
     pub key_sha256: Option<String>,
+    /// The `sub` of the JWTs that are this client: the one way a token binds to an entry (a
+    /// token whose `sub` merely equals a client's name is not that client). A bound token gets
+    /// exactly this entry's rights and agents, whatever its claims say.
+    pub jwt_subject: Option<String>,
     /// The subject of its client certificate, in RFC 4514 form as the gateway renders it
     /// (`"CN=orchestrator-a,O=Example"`: last RDN first, no spaces around `,`): a certificate
     /// verified against `[tls] client_ca_file` with exactly this subject is this client.
@@ -77,6 +80,7 @@ impl Default for ClientConfig {
         ClientConfig {
             name: String::new(),
             key_sha256: None,
+            jwt_subject: None,
             cert_subject: None,
             agents: vec!["*".into()],
             can: vec![Right::Tasks, Right::Streams],

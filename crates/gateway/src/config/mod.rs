@@ -384,6 +384,12 @@ pub struct Config {
     pub admin_token: Option<Secret>,
     /// A file holding `admin_token`.
     pub admin_token_file: Option<String>,
+    /// The base of every URL the gateway writes for its clients (`"https://gw.example.com"`,
+    /// kept without a trailing `/`): artifact content links, redirects. Without it, a URL is
+    /// built from the request: `https` exactly when `[tls]` is set, and its `Host` header
+    /// (never `X-Forwarded-*`, which any client can send).
+    #[serde(deserialize_with = "de::opt_base_url")]
+    pub public_url: Option<String>,
     /// Without clients or JWT: whether a `listen` address other than loopback may serve every
     /// caller unauthenticated (it refuses to start otherwise).
     pub allow_anonymous: bool,
@@ -426,6 +432,7 @@ impl Default for Config {
             streams: StreamsConfig::default(),
             admin_token: None,
             admin_token_file: None,
+            public_url: None,
             allow_anonymous: false,
             clients: Vec::new(),
             auth: AuthConfig::default(),
@@ -553,6 +560,19 @@ impl Config {
         } else {
             Err(problems)
         }
+    }
+
+    /// What a valid config may still get wrong, for `check-config` and the start-up log to say:
+    /// no problem, but a likely mistake.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut w = Vec::new();
+        if !self.listen.ip().is_loopback() && self.public_url.is_none() {
+            w.push(format!(
+                "public_url: not set while listen ({}) is not loopback: URLs written for clients take their host from each request's Host header; set public_url to the address clients use",
+                self.listen
+            ));
+        }
+        w
     }
 
     /// [`Config::validate_with`] with the config's own rules only.

@@ -29,7 +29,7 @@ use super::context::Ctx;
 use super::error::{ApiError, Code};
 use super::request::Request;
 use super::route::Route;
-use crate::auth::{Caller, Client, Failure};
+use crate::auth::{Caller, Client, Credential, Failure};
 use crate::config::Right;
 use crate::ledger::Record;
 use crate::limits::Quota;
@@ -81,6 +81,7 @@ pub fn admit(
     req: &Request,
 ) -> Result<(), ApiError> {
     let needs = needs(route);
+    one_credential(req)?;
     if !state.auth.enabled() {
         ctx.caller = Caller::Open;
         if needs == Needs::Right(Right::Admin) {
@@ -96,10 +97,11 @@ pub fn admit(
     // A bearer credential first, when there is one (a wrong one is refused even on a
     // connection with a good certificate: what a request says explicitly is what is judged);
     // else the connection's verified client certificate.
-    let client = match (credential(req, from_query), ctx.cert_subject.as_deref()) {
-        (Ok(bearer), _) => state.auth.authenticate(&bearer),
+    let bearer = credential(req, from_query);
+    let client = match (&bearer, ctx.cert_subject.as_deref()) {
+        (Ok(bearer), _) => state.auth.authenticate(bearer),
         (Err(Failure::Missing), Some(subject)) => state.auth.authenticate_subject(subject),
-        (Err(f), _) => Err(f),
+        (Err(f), _) => Err(*f),
     }
     .map_err(|f| refuse(state, f))?;
     // Known from here on, refused or not: its requests are counted under its name.
@@ -120,8 +122,14 @@ pub fn admit(
             format!("client {:?} lacks the `{}` right", client.name, r.as_str()),
         ));
     }
-    if matches!(needs, Needs::Stream(_)) {
-        match state.auth.open_stream(&client) {
+    if let Needs::Stream(right) = needs {
+        // Kept with the stream, to judge it again when credentials change.
+        let proved = match (&bearer, ctx.cert_subject.as_deref()) {
+            (Ok(b), _) => Credential::Bearer(b),
+            (Err(_), Some(subject)) => Credential::Cert(subject),
+            (Err(_), None) => Credential::Bearer(b""),
+        };
+        match state.auth.open_stream(&client, proved, right) {
             Some(permit) => ctx.permit = Some(permit),
             None => {
                 state
@@ -253,6 +261,30 @@ fn refuse(state: &State, f: Failure) -> ApiError {
     };
     ApiError::new(Code::Unauthorized, message)
         .with_header(WWW_AUTHENTICATE, HeaderValue::from_static(challenge))
+}
+
+/// 400 INVALID_REQUEST for a request that brings more than one credential: two
+/// `Authorization` headers, one with `?access_token=`, or two `access_token` parameters. Which
+/// one is "the" credential is where a proxy in front and the gateway would disagree about who
+/// is calling, so neither guesses. On every route, whether it reads credentials or not: a
+/// push's ingest token travels in `Authorization` too.
+fn one_credential(req: &Request) -> Result<(), ApiError> {
+    let headers = req.headers().get_all(AUTHORIZATION).iter().count();
+    let params = req.uri().query().map_or(0, |q| {
+        q.split('&')
+            .filter(|kv| kv.starts_with("access_token="))
+            .count()
+    });
+    let why = match (headers, params) {
+        (0 | 1, 0) | (0, 1) => return Ok(()),
+        (h, 0) if h > 1 => "more than one Authorization header",
+        (0, _) => "more than one access_token parameter",
+        _ => "both an Authorization header and an access_token parameter",
+    };
+    Err(ApiError::new(
+        Code::InvalidRequest,
+        format!("one credential per request: this one brings {why}"),
+    ))
 }
 
 /// The bearer credential: `Authorization: Bearer ...`, else (on stream routes) `access_token`

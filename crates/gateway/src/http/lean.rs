@@ -27,6 +27,7 @@ use tokio::sync::Notify;
 use super::body::Body;
 use super::context::Conn;
 use super::error::{ApiError, Code};
+use super::linger;
 use super::pipeline;
 use super::request::{request_id, Request, RequestBody, X_REQUEST_ID};
 use super::route::stream_route;
@@ -157,19 +158,27 @@ pub(super) async fn serve(mut stream: TcpStream, state: &Arc<State>, conn: &Conn
             let mut res = refusal(&HeaderMap::new(), too_large);
             *res.status_mut() = StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE;
             let _ = respond(&mut stream, res, &conn.kill, Duration::from_secs(10)).await;
+            // Boxed, like every path but the subscriber's: its buffer must not size this
+            // future.
+            Box::pin(linger::close(stream)).await;
             return;
         }
     };
+    // A refusal of a request whose body is still coming: closed lingering (see linger.rs).
+    let mut unread_body = false;
     let res = match parse_head(&buf) {
         // Boxed: the pipeline's future holds any handler's state (a create's exchange, say),
         // and inline it would size this future, which lives as long as the subscription.
         Ok(req) if !declares_body(req.headers()) => {
             Box::pin(pipeline::handle(state, conn, req)).await
         }
-        Ok(req) => refusal(
-            req.headers(),
-            ApiError::new(Code::InvalidRequest, "a stream request takes no body"),
-        ),
+        Ok(req) => {
+            unread_body = true;
+            refusal(
+                req.headers(),
+                ApiError::new(Code::InvalidRequest, "a stream request takes no body"),
+            )
+        }
         Err(e) => refusal(&HeaderMap::new(), e),
     };
     drop(buf);
@@ -177,6 +186,10 @@ pub(super) async fn serve(mut stream: TcpStream, state: &Arc<State>, conn: &Conn
     // cuts slow subscribers only while the topic lives; this also covers the last writes).
     let deadline = (state.hub.config().ping_interval * 2).max(Duration::from_secs(10));
     let _ = respond(&mut stream, res, &conn.kill, deadline).await;
+    if unread_body {
+        Box::pin(linger::close(stream)).await;
+        return;
+    }
     let _ = tokio::time::timeout(Duration::from_secs(1), stream.shutdown()).await;
 }
 

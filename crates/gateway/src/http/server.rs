@@ -249,7 +249,8 @@ async fn serve_hyper<I>(
             Ok::<_, Infallible>(pipeline::handle(&state, &conn, req).await)
         }
     });
-    let conn = builder.serve_connection_with_upgrades(io, svc);
+    // An answer sent before the body was read must reach a client still sending it.
+    let conn = builder.serve_connection_with_upgrades(super::linger::Lingering::new(io), svc);
     tokio::select! {
         _ = watcher.watch(conn.into_owned()) => {}
         _ = kill.notified() => {}

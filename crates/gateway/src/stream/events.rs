@@ -108,7 +108,15 @@ pub async fn run(
     ping_every: Duration,
     metrics: Arc<Metrics>,
     mut stop: tokio::sync::watch::Receiver<bool>,
+    permit: Option<crate::auth::StreamPermit>,
 ) {
+    // The client's stream slot, held for as long as the stream runs; its credentials
+    // withdrawn, the stream's last event says so.
+    let revoked = std::future::poll_fn(|cx| match &permit {
+        Some(p) => p.poll_revoked(cx),
+        None => std::task::Poll::Pending,
+    });
+    tokio::pin!(revoked);
     let mut streams: SelectAll<_> = subs
         .into_iter()
         .map(|(task, sub)| tagged(task, sub).boxed())
@@ -176,6 +184,10 @@ pub async fn run(
                 }
             },
             _ = tx.closed() => return,
+            why = &mut revoked => {
+                let _ = tokio::time::timeout(STALL, tx.send(why.event())).await;
+                return;
+            }
             _ = stop.changed() => {
                 // A drain: tell the EventSource to come back (to another replica) soon.
                 let hint = format!("retry: {}\n\n", super::RECONNECT_HINT_MS);

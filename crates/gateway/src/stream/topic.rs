@@ -435,6 +435,11 @@ impl Subscription {
         if self.done {
             return Poll::Ready(None);
         }
+        // Credentials withdrawn: the last event says so, and the stream ends.
+        if let Some(Poll::Ready(why)) = self.permit.as_ref().map(|p| p.poll_revoked(cx)) {
+            self.done = true;
+            return Poll::Ready(Some(Ok(why.event())));
+        }
         if self.cursor.cut.load(Ordering::Acquire) {
             self.done = true;
             return Poll::Ready(Some(Err(SlowConsumer)));

@@ -28,6 +28,7 @@ impl Validator {
         let mut names = HashSet::new();
         let mut keys = HashMap::new();
         let mut subjects = HashMap::new();
+        let mut jwt_subjects = HashMap::new();
         for (i, cl) in c.clients.iter().enumerate() {
             let at = format!("clients[{i}]");
             self.client(cl, &at, c);
@@ -53,6 +54,16 @@ impl Validator {
                         format!("{at}.cert_subject"),
                         format!(
                             "is the same subject as clients[{first}]: one certificate subject must name one client"
+                        ),
+                    );
+                }
+            }
+            if let Some(s) = cl.jwt_subject.as_deref().filter(|s| !s.is_empty()) {
+                if let Some(first) = jwt_subjects.insert(s, i) {
+                    self.problem(
+                        format!("{at}.jwt_subject"),
+                        format!(
+                            "is the same subject as clients[{first}]: one token subject must name one client"
                         ),
                     );
                 }
@@ -88,11 +99,24 @@ impl Validator {
                 format!("{at}.key_sha256"),
                 "must be 64 hex digits: the SHA-256 of the key (e.g. `printf %s \"$KEY\" | sha256sum`)",
             ),
-            None if c.auth.jwt.is_none() && cl.cert_subject.is_none() => self.problem(
+            None if cl.jwt_subject.is_none() && cl.cert_subject.is_none() => self.problem(
                 format!("{at}.key_sha256"),
-                "is required unless [auth.jwt] is configured or the client has a cert_subject (the client could never authenticate)",
+                "is required unless the client has a jwt_subject or a cert_subject (the client could never authenticate)",
             ),
             _ => {}
+        }
+        if let Some(sub) = &cl.jwt_subject {
+            if c.auth.jwt.is_none() {
+                self.problem(
+                    format!("{at}.jwt_subject"),
+                    "needs [auth.jwt]: without it no token is verified, so none could name this client",
+                );
+            } else if sub.is_empty() || sub.len() > 256 || sub.chars().any(char::is_control) {
+                self.problem(
+                    format!("{at}.jwt_subject"),
+                    "must be 1-256 characters without control characters (a token's `sub`)",
+                );
+            }
         }
         if let Some(subject) = &cl.cert_subject {
             let verified = c.tls.as_ref().is_some_and(|t| t.client_ca_file.is_some());

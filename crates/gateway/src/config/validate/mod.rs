@@ -6,6 +6,7 @@ use std::collections::{HashMap, HashSet};
 use hyper::header::{HeaderName, HeaderValue};
 
 mod identity;
+mod placeholders;
 mod store;
 mod webhooks;
 
@@ -189,6 +190,12 @@ impl Validator {
         }
         self.streams(&c.streams);
         self.identity(c, rules);
+        self.placeholders(c);
+        if let Some(u) = &c.public_url {
+            if let Err(e) = check_public_url(u) {
+                self.problem("public_url", e);
+            }
+        }
         self.telemetry(&c.telemetry);
     }
 
@@ -416,6 +423,18 @@ fn valid_name(n: &str) -> bool {
         && n.len() <= 64
         && n.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+}
+
+/// `public_url`: an absolute http(s) URL with a host, and neither query, fragment nor
+/// credentials (it prefixes paths the gateway writes).
+fn check_public_url(u: &str) -> Result<(), String> {
+    check_agent_url(u)?;
+    if u.contains('#') {
+        return Err(format!(
+            "{u:?} must have no fragment: paths are appended to it"
+        ));
+    }
+    Ok(())
 }
 
 fn check_agent_url(u: &str) -> Result<(), String> {

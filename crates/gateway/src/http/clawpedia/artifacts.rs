@@ -2,6 +2,7 @@
 //! the agent-less content route) and an artifact's content (streamed through, never buffered).
 
 use bytes::Bytes;
+use hyper::header::{HeaderValue, LOCATION};
 use hyper::{Method, StatusCode};
 
 use crate::http::admission;
@@ -11,6 +12,7 @@ use crate::http::exchange::{
     build_request, conformance, named_agent, parse_agent_json, pass_through, unknown_agent,
     ClientSide, Exchange,
 };
+use crate::http::public::{self, rewrite_file_links, Base, Redirect};
 use crate::http::request::Request;
 use crate::http::route::valid_id;
 use crate::protocol::clawpedia::conform::{artifact_ids, check_artifact_list};
@@ -32,7 +34,7 @@ pub async fn list(
         return Ok(answer.relay());
     }
     let (agent, ctx) = (&ex.agent, ex.ctx());
-    let Some(list) = parse_agent_json(agent, ctx, state, "artifacts", &answer.body)? else {
+    let Some(mut list) = parse_agent_json(agent, ctx, state, "artifacts", &answer.body)? else {
         return Ok(answer.relay());
     };
     conformance(
@@ -52,7 +54,21 @@ pub async fn list(
             .note_artifacts(&agent.cfg.name, task_id, ids)
             .await?;
     }
-    Ok(answer.relay())
+    // No agent address reaches a client: a file's link on the agent's origin becomes the
+    // gateway's content route.
+    let base = Base::of(state, req.headers(), req.uri());
+    if !rewrite_file_links(&mut list, agent, &base) {
+        return Ok(answer.relay());
+    }
+    let body = serde_json::to_vec(&list).map_err(|e| {
+        ApiError::new(
+            Code::AgentProtocolViolation,
+            format!("the agent's artifact list could not be written again: {e}"),
+        )
+    })?;
+    let mut res = answer.relay_with(body.into());
+    base.mark(res.headers_mut());
+    Ok(res)
 }
 
 /// GET /artifacts/{id}/content: 302s and file bodies pass through with their Content-Type.
@@ -111,5 +127,45 @@ pub async fn content(
         false,
     )?;
     // A file body: the agent's own timeout is the longest it may go quiet mid-body.
-    pass_through(state, &agent, ctx, up, agent.cfg.timeout).await
+    let mut res = pass_through(state, &agent, ctx, up, agent.cfg.timeout).await?;
+    if res.status().is_redirection() {
+        let base = Base::of(state, req.headers(), req.uri());
+        located(&mut res, &agent, &base, artifact_id)?;
+    }
+    Ok(res)
+}
+
+/// A redirect's `Location` judged (see [`public::redirect`]): the agent's own content route
+/// becomes the gateway's, another origin passes, any other path on the agent's origin is 502.
+fn located(
+    res: &mut hyper::Response<crate::http::body::Body>,
+    agent: &crate::registry::Agent,
+    base: &Base<'_>,
+    artifact_id: &str,
+) -> Result<(), ApiError> {
+    let Some(location) = res.headers().get(LOCATION) else {
+        return Ok(());
+    };
+    let location = location.to_str().unwrap_or("\u{fffd}");
+    match public::redirect(agent, base, artifact_id, location) {
+        Redirect::Elsewhere => Ok(()),
+        Redirect::Gateway(to) => {
+            let to = HeaderValue::try_from(to).map_err(|_| {
+                ApiError::new(
+                    Code::AgentProtocolViolation,
+                    "the agent's redirect cannot be rewritten to a header value",
+                )
+            })?;
+            res.headers_mut().insert(LOCATION, to);
+            base.mark(res.headers_mut());
+            Ok(())
+        }
+        Redirect::Refused => Err(ApiError::new(
+            Code::AgentProtocolViolation,
+            format!(
+                "agent {:?} redirected artifact {artifact_id}'s content to another path of its own origin; only its /artifacts/{artifact_id}/content or another origin may be named",
+                agent.cfg.name
+            ),
+        )),
+    }
 }

@@ -19,8 +19,17 @@ pub async fn subscribe(
     req: Request,
 ) -> ApiResult {
     let (agent, record) = task_agent(state, ctx, prefix, task_id).await?;
-    if record.is_some_and(|r| r.head.status.is_terminal()) {
+    if record.as_ref().is_some_and(|r| r.head.status.is_terminal()) {
         return Ok(no_more_events());
+    }
+    // What the stream stands on, judged again when credentials change: this agent, and
+    // `all_tasks` for a task that is not the caller's own.
+    if let Some(p) = &ctx.permit {
+        p.relies_on_agents(Some(vec![agent.cfg.name.as_str().into()]));
+        let own = record.as_ref().and_then(|r| r.owner.as_deref());
+        if own.is_none() || own != ctx.caller.owner().map(|o| &**o) {
+            p.relies_on_all_tasks();
+        }
     }
     agent.card()?;
     let last_id = last_event_id(req.headers(), req.uri());

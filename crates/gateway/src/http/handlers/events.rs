@@ -121,6 +121,17 @@ pub async fn events(state: &State, ctx: &mut Ctx, req: Request) -> ApiResult {
             _ => None,
         })
         .collect();
+    // What the stream stands on, judged again when credentials change: the agents it hears
+    // of, and `all_tasks` when it hears of every client's tasks.
+    let permit = ctx.permit.take();
+    if let Some(p) = &permit {
+        let named = (!f.agents.is_empty()).then_some(&f.agents);
+        let agents = named.or(f.allowed.as_ref());
+        p.relies_on_agents(agents.map(|l| l.iter().map(|a| a.as_str().into()).collect()));
+        if f.owner.is_none() {
+            p.relies_on_all_tasks();
+        }
+    }
     let (tx, rx) = events::channel();
     let run = events::run(
         f,
@@ -130,12 +141,8 @@ pub async fn events(state: &State, ctx: &mut Ctx, req: Request) -> ApiResult {
         state.hub.config().ping_interval,
         state.metrics.clone(),
         state.hub.stopping(),
+        permit,
     );
-    // The client's stream slot is held for as long as the connection is served.
-    let permit = ctx.permit.take();
-    tokio::spawn(async move {
-        run.await;
-        drop(permit);
-    });
+    tokio::spawn(run);
     Ok(event_stream(Body::Channel(rx)))
 }
