@@ -368,10 +368,23 @@ if [[ -z ${A2A_GATEWAY_BIN:-} ]]; then
   echo "skipped: set A2A_GATEWAY_BIN (e.g. target/debug/a2a-gateway) to check the shipped configs"
 else
   bin=$A2A_GATEWAY_BIN
-  # The ConfigMap's file as the pod sees it, with the Secret's placeholder files beside it.
-  "$bin" check-config --config "$tmp/pod/etc/a2a-gateway/gateway.toml" \
-    || fail "check-config: deploy/k8s/configmap.yaml's gateway.toml"
-  echo "ok    check-config: k8s ConfigMap's gateway.toml"
+  # The ConfigMap's file as the pod sees it, with the Secret's placeholder files beside it:
+  # refused, at each placeholder, until the operator puts real secrets in.
+  pod="$tmp/pod/etc/a2a-gateway"
+  out=$("$bin" check-config --config "$pod/gateway.toml" 2>&1) && rc=0 || rc=$?
+  ((rc != 0)) || fail "check-config accepted the k8s Secret's REPLACE-ME placeholders"
+  for key in redis.url_file agents[0].ingest_token_file subscribers[0].secret_file; do
+    grep -qF "$key: is a placeholder" <<<"$out" || { echo "$out"; fail "check-config did not refuse the placeholder at $key"; }
+  done
+  echo "ok    check-config: the k8s Secret's placeholders are refused, each at its key"
+  for f in "$pod"/secrets/*; do
+    [[ $f == *webhook-keys ]] && printf 'whsec_%s\n' "$(head -c 32 /dev/urandom | base64)" >"$f" && continue
+    [[ $f == *redis-url ]] && echo "redis://a2a-gateway:$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')@redis.example.internal:6379" >"$f" && continue
+    head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$f"
+  done
+  "$bin" check-config --config "$pod/gateway.toml" \
+    || fail "check-config: deploy/k8s/configmap.yaml's gateway.toml with the secrets filled in"
+  echo "ok    check-config: k8s ConfigMap's gateway.toml, its secrets filled in"
   "$bin" check-config --config replica.toml || fail "check-config: deploy/replica.toml"
   echo "ok    check-config: deploy/replica.toml"
   # The image's HEALTHCHECK: exit 1 (not 2, a usage error) when nothing answers.

@@ -442,14 +442,21 @@ async fn credentials_stay_at_the_edge() {
     .await;
     let id = create(&g, "a", ALICE).await;
     assert_eq!(
-        get(
+        get(&g, &format!("/tasks/{id}?x=1"), Some(ALICE))
+            .await
+            .status,
+        200
+    );
+    // Two credentials in one request are refused, never one picked (issue 23).
+    assert_api_error(
+        &get(
             &g,
             &format!("/tasks/{id}?x=1&access_token={ALICE}"),
-            Some(ALICE)
+            Some(ALICE),
         )
-        .await
-        .status,
-        200
+        .await,
+        400,
+        "INVALID_REQUEST",
     );
     let r = lean(
         &g,

@@ -39,9 +39,16 @@ async fn check_config_accepts_every_example_config() {
             continue;
         }
         // An example with placeholders is refused as shipped, at each placeholder only...
-        assert!(!f.status.success(), "{} runs with its placeholders", path.display());
+        assert!(
+            !f.status.success(),
+            "{} runs with its placeholders",
+            path.display()
+        );
         let out = f.output();
-        let refused = out.lines().filter(|l| l.contains("is a placeholder")).count();
+        let refused = out
+            .lines()
+            .filter(|l| l.contains("is a placeholder"))
+            .count();
         let problems = out.lines().filter(|l| l.starts_with("  ")).count();
         assert_eq!(
             (refused, problems),

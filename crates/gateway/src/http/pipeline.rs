@@ -16,7 +16,8 @@
 //!    (`exchange::admit_agent`), so that only requests that reach that far count.
 //! 4. **handler**: one function per route: a protocol's in its folder (`clawpedia/`), the
 //!    shared ones in `handlers/`.
-//! 5. **answer**: an error becomes its JSON body (`error`), the request id is set on the answer,
+//! 5. **answer**: an error becomes its JSON body (`error`); an agent's own error answer loses
+//!    its text for a client without `metrics` or `admin`; the request id is set on the answer,
 //!    CORS headers for an allowed origin, a rate-limited client's `RateLimit` headers, and the
 //!    request metrics are counted with the route, agent, client and status.
 //!
@@ -34,10 +35,12 @@ use super::clawpedia::{artifacts, create, notifications, streams, tasks};
 use super::context::{Conn, Ctx};
 use super::cors;
 use super::error::{ApiError, ApiResult, Code};
+use super::exchange::AgentError;
 use super::handlers::{admin, catalog, events, probes, ui};
 use super::request::{request_id, Request, X_REQUEST_ID};
 use super::route::Route;
 use crate::auth::Caller;
+use crate::config::Right;
 use crate::state::State;
 use crate::telemetry::{self, semconv, Span, Telemetry};
 use opentelemetry::KeyValue;
@@ -90,6 +93,13 @@ pub async fn handle(state: &Arc<State>, conn: &Conn, req: Request) -> Response<B
     };
     // 5. answer
     let mut res = result.unwrap_or_else(ApiError::into_response);
+    // An agent's own error text reaches only clients that may read agents' errors.
+    if let Some(e) = res.extensions().get::<AgentError>().cloned() {
+        if !(ctx.caller.can(Right::Metrics) || ctx.caller.can(Right::Admin)) {
+            let agent = ctx.agent.as_ref().map_or("", |a| a.cfg.name.as_str());
+            res = e.withheld(res, agent);
+        }
+    }
     res.headers_mut()
         .insert(X_REQUEST_ID.clone(), ctx.request_id);
     cors::answer(state, res.headers_mut(), origin);

@@ -28,7 +28,7 @@ impl<'a> Base<'a> {
     pub fn of(state: &'a State, headers: &HeaderMap, uri: &Uri) -> Base<'a> {
         if let Some(u) = state.config.public_url.as_deref() {
             return Base {
-                url: Cow::Borrowed(u),
+                url: Cow::Borrowed(u.trim_end_matches('/')),
                 from_host: false,
             };
         }
@@ -73,31 +73,61 @@ fn plain_host(h: &str) -> bool {
 }
 
 /// Scheme, host and port (with the scheme's default), in lower case: what two URLs share when
-/// they are on one origin.
-fn origin(u: &Uri) -> Option<(String, String, u16)> {
-    let scheme = u.scheme_str()?.to_ascii_lowercase();
-    let host = u.host()?.to_ascii_lowercase();
-    let port = u.port_u16().or(match scheme.as_str() {
-        "http" => Some(80),
-        "https" => Some(443),
-        _ => None,
-    })?;
-    Some((scheme, host, port))
+/// they are on one origin. Read leniently, by hand: a URL `http::Uri` would refuse (a space in
+/// its path, say) must still be recognised as the agent's, and a scheme-relative `//host/x`
+/// takes `scheme`, the scheme of the answer it came in.
+fn origin<'u>(url: &'u str, scheme: &str) -> Option<((String, String, u16), &'u str)> {
+    let (scheme, rest) = match url.strip_prefix("//") {
+        Some(rest) => (scheme.to_ascii_lowercase(), rest),
+        None => {
+            let (s, rest) = url.split_once("://")?;
+            let plain = !s.is_empty()
+                && s.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b));
+            if !plain {
+                return None;
+            }
+            (s.to_ascii_lowercase(), rest)
+        }
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(end);
+    let hostport = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let (host, port) = match hostport.strip_prefix('[') {
+        Some(v6) => {
+            let (h, after) = v6.split_once(']')?;
+            (h, after.strip_prefix(':'))
+        }
+        None => match hostport.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (hostport, None),
+        },
+    };
+    let port = match port.filter(|p| !p.is_empty()) {
+        Some(p) => p.parse().ok()?,
+        None => match scheme.as_str() {
+            "http" => 80,
+            "https" => 443,
+            _ => return None,
+        },
+    };
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    Some((
+        (scheme, host, port),
+        if path.is_empty() { "/" } else { path },
+    ))
 }
 
 /// Where `url` points, if it is on `agent`'s configured origin: its path and query. A path
 /// alone (`/x`) is on the agent's origin: it is relative to the agent's answer.
 fn on_agent<'u>(agent: &Agent, url: &'u str) -> Option<&'u str> {
+    let url = url.trim();
     if url.starts_with('/') && !url.starts_with("//") {
         return Some(url);
     }
-    let u: Uri = url.parse().ok()?;
-    let ours: Uri = agent.cfg.url.parse().ok()?;
-    if origin(&u)? != origin(&ours)? {
-        return None;
-    }
-    let at = url.find("://").map_or(0, |i| i + 3);
-    Some(url[at..].find('/').map_or("/", |i| &url[at + i..]))
+    let (ours, _) = origin(&agent.cfg.url, "http")?;
+    let (theirs, path) = origin(url, &ours.0)?;
+    (theirs == ours).then_some(path)
 }
 
 /// The `content` of each `file` artifact of a list that is on the agent's origin, rewritten to

@@ -146,8 +146,12 @@ fn located(
     let Some(location) = res.headers().get(LOCATION) else {
         return Ok(());
     };
-    let location = location.to_str().unwrap_or("\u{fffd}");
-    match public::redirect(agent, base, artifact_id, location) {
+    // A Location that is not plain text could hide the agent's address from the check.
+    let judged = match location.to_str() {
+        Ok(l) => public::redirect(agent, base, artifact_id, l),
+        Err(_) => Redirect::Refused,
+    };
+    match judged {
         Redirect::Elsewhere => Ok(()),
         Redirect::Gateway(to) => {
             let to = HeaderValue::try_from(to).map_err(|_| {

@@ -179,6 +179,7 @@ pub async fn pass_through(
     drop(span);
     pass.report(res.as_ref().map(|r| r.status()));
     let (mut parts, body) = res.map_err(|e| e.at(&agent.cfg.name))?.into_parts();
+    super::AgentError::mark(&mut parts, None);
     strip_hop_by_hop(&mut parts.headers);
     cors::strip_agents(&mut parts.headers);
     parts.version = hyper::Version::HTTP_11;

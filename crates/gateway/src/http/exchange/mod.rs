@@ -42,7 +42,7 @@ use crate::state::State;
 pub use call::{ask, build_request, pass_through, ClientSide};
 pub use judge::{conformance, parse_agent_json};
 pub use record::{apply, record};
-pub use relay::{relay, relay_substituted};
+pub use relay::{relay, relay_substituted, AgentError};
 pub use resolve::{named_agent, task_agent, unknown_agent};
 
 /// One task route's exchange with the task's agent, once resolved (step 1).
