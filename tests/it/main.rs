@@ -7,6 +7,9 @@ mod support;
 /// The official A2A SDKs as test peers (a2a-sdk agents, a2a-sdk and @a2a-js/sdk clients),
 /// direct to each other: the harness the gateway's A2A tests stand on.
 mod a2a_sdk;
+/// No agent address reaches a client: `public_url` (else `Host`, never `X-Forwarded-*`), file
+/// links and content redirects rewritten or refused, and a scan of every route for the address.
+mod addresses;
 /// Client identity, rights, ownership and CORS, on every route family and connection path.
 mod auth;
 /// A real browser (headless Chromium) on a page from an allowed origin, and one from another.
@@ -20,6 +23,10 @@ mod cdp_harness;
 /// The command line through the real binary: `check-config`, serving with `--config`, SIGTERM,
 /// an unreachable Redis, usage errors, and no `auth_header` in the process's output.
 mod cli;
+/// One credential per request and one identity per caller: two credentials are 400 everywhere,
+/// a JWT is a client only through `jwt_subject`, and `check-config` refuses weak JWKS keys and
+/// placeholder secrets and warns about a missing `public_url`.
+mod credentials;
 /// `a2a-gateway demo`: the curl commands it prints work when pasted.
 mod demo;
 /// The README and docs/ in a clone: every relative link resolves, the README links every doc,
