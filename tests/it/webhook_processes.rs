@@ -72,8 +72,11 @@ async fn kill_9_with_thousands_queued_loses_no_delivery() {
 /// Redis (`redis`: the body of its `[redis]` table) delivers every one, in order per task.
 pub(crate) async fn kill_9_loses_no_delivery(redis: &str) {
     let hook = Hook::start().await;
-    // A slow subscriber: deliveries pile up, and some are in flight at the kill.
-    hook.set_delay(Duration::from_millis(100));
+    // A slow subscriber: deliveries pile up, and some are in flight at the kill. 700 ms, under
+    // the 1 s delivery timeout: at most 32 / 0.7 s delivered a second, so most are still
+    // queued at the kill even on a loaded machine (at 100 ms, one slow to set up delivered
+    // 2,286 of the 3,000 first).
+    hook.set_delay(Duration::from_millis(700));
     let a = agent().await;
     let cfg = config(redis, &a, &hook, 32);
     let mut first = GwProc::spawn(cfg.path());
