@@ -36,6 +36,10 @@ mod idempotency;
 mod immutability;
 /// JWT bearer tokens checked against a JWKS file: every algorithm allowed, every forgery refused.
 mod jwt;
+/// The in-process ledger's fair bounds: one global `max_tasks`, final tasks evicted oldest
+/// first, no live task evicted for another client's create, 503 LEDGER_FULL and 429
+/// TOO_MANY_TASKS before the agent is called.
+mod ledger_fairness;
 /// Limits: a client's rate (429 RATE_LIMITED and the IETF RateLimit headers), an agent's
 /// `max_in_flight` (503 AGENT_BUSY), and ejection after consecutive failures with the half-open
 /// probe that brings an agent back; `GET /agents` and the metrics at each step.

@@ -203,7 +203,7 @@ impl Gateway {
                 let ledger = MemoryLedger::new(
                     config.max_tasks,
                     config.task_retention,
-                    metrics.ledger_evictions.clone(),
+                    ledger::Evictions::of(&metrics.ledger_evictions),
                 )
                 .with_byte_budget(config.max_ledger_bytes)
                 .with_outbox(outbox.clone(), queue.clone())
