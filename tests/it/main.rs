@@ -57,6 +57,11 @@ mod openapi;
 mod operators;
 /// The one request pipeline: the lean stream path and HTTP/2 handled alike.
 mod pipeline;
+/// The reconciler: tasks of agents that do not push reach their final state in the ledger, on
+/// `/events` and in webhook deliveries, on the memory store and on Redis with two replicas
+/// (each check made once, by one replica); and a restarted agent with a new `agent_id`
+/// serving again within seconds.
+mod reconciler;
 /// Every Redis guarantee on a real three-master Redis Cluster started by the test: rules, races,
 /// webhook order, kill -9, `/events` across replicas, keys on every master, a resharding under
 /// traffic.

@@ -16,6 +16,7 @@ mod lifecycle;
 pub mod limits;
 pub mod metrics;
 pub mod protocol;
+pub mod reconcile;
 pub mod registry;
 mod reload;
 mod state;
@@ -248,6 +249,13 @@ impl Gateway {
             &current,
             registry.agents(),
             &card_upstream,
+            metrics.clone(),
+            stop_rx.clone(),
+        );
+        reconcile::spawn(
+            current.clone(),
+            card_upstream.clone(),
+            ledger.clone(),
             metrics.clone(),
             stop_rx.clone(),
         );
