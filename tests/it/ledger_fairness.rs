@@ -214,3 +214,40 @@ async fn after_250_creates_at_most_100_are_kept_and_the_evicted_are_the_oldest_f
         150.0
     );
 }
+
+#[tokio::test]
+async fn on_redis_max_live_tasks_counts_the_clients_tasks_on_every_replica() {
+    let r = crate::support::redis_server::RedisServer::start();
+    let a = agent().await;
+    let replica = |cfg: &mut Config| {
+        two_clients(cfg);
+        cfg.clients[0].max_live_tasks = Some(2);
+        cfg.redis = Some(a2a_gateway::config::RedisConfig {
+            url: r.url(),
+            prefix: "fair:".into(),
+            ..Default::default()
+        });
+    };
+    let g1 = TestGateway::start(&[("a", &a)], replica).await;
+    let g2 = TestGateway::start(&[("a", &a)], replica).await;
+    g1.ready().await;
+    g2.ready().await;
+    let t1 = g1.http.post_task_as("a", A).await;
+    assert_eq!(t1.status, 202, "{t1:?}");
+    assert_eq!(g2.http.post_task_as("a", A).await.status, 202);
+    let calls = a.request_count(Route::CreateTask);
+    for g in [&g1, &g2] {
+        let r = g.http.post_task_as("a", A).await;
+        assert_api_error(&r, 429, "TOO_MANY_TASKS");
+        assert!(r.header("retry-after").is_some(), "{r:?}");
+    }
+    assert_eq!(a.request_count(Route::CreateTask), calls, "no agent call");
+    // B is not held by A's cap.
+    assert_eq!(g2.http.post_task_as("a", B).await.status, 202);
+    // One of A's tasks finishes (learnt by a read on the other replica): A may create again.
+    let t1 = t1.json()["task_id"].as_str().expect("id").to_owned();
+    moved(&a, &t1, "COMPLETED");
+    let get = g2.http.get_as(&format!("/agents/a/tasks/{t1}"), A).await;
+    assert_eq!(get.json()["status"], "COMPLETED", "{get:?}");
+    assert_eq!(g1.http.post_task_as("a", A).await.status, 202);
+}
