@@ -150,6 +150,11 @@ impl Reconciler {
 
     /// One pass over the agents: lease and start the checks there is room for.
     async fn turn(self: &Arc<Self>) {
+        // Not while the store is known down: the checks would fail, and a read that succeeds
+        // would mark a store up that `wait_replicas` still holds down.
+        if !self.ledger.available() {
+            return;
+        }
         let reg = self.registry.load_full();
         for agent in reg.agents() {
             let after = agent.cfg.reconcile_after;
