@@ -34,6 +34,8 @@ use crate::upstream::Upstream;
 pub const PER_AGENT: usize = 4;
 /// Checks in flight at once on this replica, over every agent.
 pub const OVERALL: usize = 64;
+/// The next turn's delay while candidates wait for a free slot.
+const BEHIND_TICK: Duration = Duration::from_millis(20);
 
 /// How a check went (the `outcome` label).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,8 +94,11 @@ pub fn spawn(
         checking: Mutex::new(HashSet::new()),
     });
     tokio::spawn(async move {
+        let mut behind = false;
         loop {
-            let tick = r.tick();
+            // Sooner while candidates are left over for want of a free slot: the slots free up
+            // as checks end, and a quiet fleet would otherwise wait a whole tick per batch.
+            let tick = if behind { BEHIND_TICK } else { r.tick() };
             tokio::select! {
                 _ = tokio::time::sleep(tick) => {}
                 _ = shutdown.changed() => return,
@@ -101,7 +106,7 @@ pub fn spawn(
             if *shutdown.borrow() {
                 return;
             }
-            r.turn().await;
+            behind = r.turn().await;
         }
     });
 }
@@ -148,13 +153,15 @@ impl Reconciler {
             .clone()
     }
 
-    /// One pass over the agents: lease and start the checks there is room for.
-    async fn turn(self: &Arc<Self>) {
+    /// One pass over the agents: lease and start the checks there is room for. True if some
+    /// agent had more candidates than free slots.
+    async fn turn(self: &Arc<Self>) -> bool {
         // Not while the store is known down: the checks would fail, and a read that succeeds
         // would mark a store up that `wait_replicas` still holds down.
         if !self.ledger.available() {
-            return;
+            return false;
         }
+        let mut behind = false;
         let reg = self.registry.load_full();
         for agent in reg.agents() {
             let after = agent.cfg.reconcile_after;
@@ -166,6 +173,7 @@ impl Reconciler {
                 .available_permits()
                 .min(self.overall.available_permits());
             if free == 0 {
+                behind = true;
                 continue;
             }
             let now = crate::protocol::time::now_ms();
@@ -184,6 +192,7 @@ impl Reconciler {
                     slots.clone().try_acquire_owned(),
                     self.overall.clone().try_acquire_owned(),
                 ) else {
+                    behind = true;
                     break;
                 };
                 let leased = self
@@ -211,6 +220,7 @@ impl Reconciler {
                 });
             }
         }
+        behind
     }
 
     /// Ask the agent for the task, and apply what it says.
