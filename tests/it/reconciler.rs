@@ -323,3 +323,49 @@ async fn on_redis_two_replicas_reconcile_each_check_once_and_by_one_replica() {
         .count();
     assert_eq!(completed, ids.len());
 }
+
+#[tokio::test]
+async fn a_standalone_sample_agent_with_push_and_ingest_token_pushes_its_changes() {
+    // The gateway first (its address goes into the agent's card), on a port of its own.
+    let port = free_port();
+    let agent_port = free_port();
+    let url = format!("http://127.0.0.1:{agent_port}");
+    let mut cfgs = vec![a2a_gateway::config::AgentConfig::new("a", &url)];
+    cfgs[0].ingest_token = Some(Secret::new(TOKEN));
+    // Off: only the agent's pushes can tell the ledger.
+    cfgs[0].reconcile_after = Duration::ZERO;
+    let cfg = Config::with_agents(format!("127.0.0.1:{port}").parse().expect("addr"), cfgs);
+    let gw = a2a_gateway::Gateway::start(cfg).await.expect("starts");
+    let push = format!("http://127.0.0.1:{port}/agents/a/notifications");
+    let listen = format!("127.0.0.1:{agent_port}");
+    let mut agent = Proc::spawn(
+        &[
+            "sample-agent",
+            "--listen",
+            &listen,
+            "--progress",
+            "--push",
+            &push,
+            "--ingest-token",
+            TOKEN,
+        ],
+        &[],
+    );
+    agent.line_containing("sample agent listening on").await;
+    let http = Http::new(format!("http://{}", gw.addr()));
+    // The card's first fetch came before the agent listened: the retry's backoff brings it.
+    wait_for("the card", || async {
+        http.get("/agents").await.json()["agents"][0]["card_state"] == "fresh"
+    })
+    .await;
+    let id = http.create_task("a").await;
+    wait_for_within("the pushed COMPLETED", Duration::from_secs(15), || async {
+        let fleet = http.get("/api/fleet").await.json();
+        fleet["tasks"]["COMPLETED"] == 1
+    })
+    .await;
+    let r = recorded(&http, &id).await;
+    assert_eq!(r.json()["status"], "COMPLETED");
+    agent.terminate().await;
+    gw.shutdown().await;
+}
