@@ -99,19 +99,26 @@ if rec[2] and rec[2] ~= status then
   redis.call('ZREM', KEYS[2] .. rec[2], ARGV[8])
 end
 redis.call('ZADD', KEYS[2] .. status, now + ttl, ARGV[8])
--- Fresh again for the reconciler (its backoff starts over), or out of its index.
+-- Fresh again for the reconciler (its backoff starts over), or out of its index. Members of
+-- tasks that expired while live (quiet since before the live TTL) are trimmed on the way, so
+-- the index of an agent whose reconciler is off stays bounded too.
 redis.call('HDEL', KEYS[1], 'rc_n')
+local quiet = KEYS[4] .. 'quiet:' .. agent
 if TERMINAL[status] or status == 'INPUT_REQUIRED' then
-  redis.call('ZREM', KEYS[4] .. 'quiet:' .. agent, ARGV[8])
+  redis.call('ZREM', quiet, ARGV[8])
 else
-  redis.call('ZADD', KEYS[4] .. 'quiet:' .. agent, now, ARGV[8])
+  redis.call('ZADD', quiet, now, ARGV[8])
 end
+redis.call('ZREMRANGEBYSCORE', quiet, '-inf', now - tonumber(ARGV[7]))
 if owner ~= '' then
+  local live = KEYS[4] .. 'live:' .. owner
   if TERMINAL[status] then
-    redis.call('ZREM', KEYS[4] .. 'live:' .. owner, ARGV[8])
+    redis.call('ZREM', live, ARGV[8])
   else
-    redis.call('ZADD', KEYS[4] .. 'live:' .. owner, now + ttl, ARGV[8])
+    redis.call('ZADD', live, now + ttl, ARGV[8])
   end
+  -- Tasks of this client that expired while live.
+  redis.call('ZREMRANGEBYSCORE', live, '-inf', now)
 end
 if notify then
   -- The task's change number makes the message id unique per change.
