@@ -49,7 +49,7 @@ fn bench(c: &mut Criterion) {
     let ledger = MemoryLedger::new(
         1_000_000,
         Duration::from_secs(3600),
-        prometheus::IntCounter::new("e", "e").expect("counter"),
+        a2a_gateway::ledger::Evictions::unregistered(),
     );
     let mut g = c.benchmark_group("create_task");
     g.throughput(Throughput::Elements(1));

@@ -244,9 +244,41 @@ async fn sample_task(base: &str, auth: Option<&str>) -> Result<(Value, String), 
     Ok((done, artifact))
 }
 
-pub async fn sample_agent(listen: String, progress: bool, file_bytes: usize) -> Result<(), String> {
+/// `a2a-gateway sample-agent`'s flags.
+pub struct Standalone {
+    /// Where the agent listens.
+    pub listen: String,
+    /// Whether tasks advance on their own.
+    pub progress: bool,
+    /// A file artifact of this many bytes to start with (0: none).
+    pub file_bytes: usize,
+    /// The card's `agent_id`; a new one when absent.
+    pub agent_id: Option<uuid::Uuid>,
+    /// Where to push status changes, and the bearer token to push with.
+    pub push: Option<(String, String)>,
+}
+
+pub async fn sample_agent(run: Standalone) -> Result<(), String> {
+    let Standalone {
+        listen,
+        progress,
+        file_bytes,
+        agent_id,
+        push,
+    } = run;
+    let auth = push
+        .as_ref()
+        .map(|(url, token)| (url.clone(), format!("Authorization: Bearer {token}")));
+    let mut card = card_for(
+        "Sample Agent",
+        auth.as_ref().map(|(u, a)| (u.as_str(), a.as_str())),
+    );
+    if let Some(id) = agent_id {
+        card["agent_id"] = json!(id.to_string());
+    }
     let opts = AgentOptions {
         listen: parse_addr(&listen)?,
+        card,
         progress: progress.then(Progress::default),
         // Load runs: keep no request log, it would clone every request.
         record_capacity: 0,

@@ -78,6 +78,17 @@ enum Command {
         /// content path (for download load runs).
         #[arg(long, default_value_t = 0)]
         file_bytes: usize,
+        /// The card's `agent_id` (a UUID); without it, a new one at each start, as an agent
+        /// that keeps no identity would.
+        #[arg(long, value_name = "UUID")]
+        agent_id: Option<uuid::Uuid>,
+        /// Push every status change to this URL, as the demo's agents do (the gateway's
+        /// `/agents/{name}/notifications`); needs --ingest-token.
+        #[arg(long, value_name = "URL", requires = "ingest_token")]
+        push: Option<String>,
+        /// The bearer token sent with each push (the agent's `ingest_token` in the gateway).
+        #[arg(long, value_name = "T", requires = "push")]
+        ingest_token: Option<String>,
     },
     /// Health check: exit 0 if URL answers 2xx, 1 otherwise (for a container HEALTHCHECK).
     Probe {
@@ -127,9 +138,19 @@ fn main() -> ExitCode {
             listen,
             progress,
             file_bytes,
+            agent_id,
+            push,
+            ingest_token,
         }) => {
             logs::init(LogFormat::Text);
-            run(demo::sample_agent(listen, progress, file_bytes))
+            let standalone = demo::Standalone {
+                listen,
+                progress,
+                file_bytes,
+                agent_id,
+                push: push.zip(ingest_token),
+            };
+            run(demo::sample_agent(standalone))
         }
         Some(Command::Probe {
             url,

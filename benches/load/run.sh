@@ -18,7 +18,9 @@
 # to the nginx of the run, which accepts and drops them)
 # POST_RUN (1; 0 skips the create runs) A2A_GATEWAY_BIN (target/release/a2a-gateway)
 # AGENT_BIN (A2A_GATEWAY_BIN: whose `sample-agent` is the agent; set it to compare two gateway
-# builds in front of the same agent) RESULTS_DIR (target/load-results/<date>).
+# builds in front of the same agent) RESULTS_DIR (target/load-results/<date>)
+# RECONCILE_AFTER_MS (unset: the default, 15000; 0 turns the reconciler off; the agent's tasks
+# never move, so with a short value every task is checked again and again during the run).
 # Everything listens on 127.0.0.1 only; every process started here is killed on exit.
 set -euo pipefail
 
@@ -180,6 +182,9 @@ listen = "127.0.0.1:0"
 name = "$AGENT_NAME"
 url = "$AGENT_URL"
 EOF
+if [[ -n "${RECONCILE_AFTER_MS:-}" ]]; then
+    printf 'reconcile_after_ms = %d\n' "$RECONCILE_AFTER_MS" >>"$TMP/gateway.toml"
+fi
 # AUTH: the credential every request carries (WRK_AUTH, read by the wrk scripts and by curl).
 b64url() { openssl base64 -A | tr '+/' '-_' | tr -d '='; }
 case "$AUTH" in

@@ -375,7 +375,7 @@ async fn both_backends_keep_keys_alike() {
         .await
         .expect("redis ledger connects");
     keys_behave(&redis).await;
-    let evictions = prometheus::IntCounter::new("e", "e").expect("counter");
+    let evictions = a2a_gateway::ledger::Evictions::unregistered();
     keys_behave(&MemoryLedger::new(1000, Duration::from_secs(60), evictions)).await;
 }
 

@@ -43,6 +43,10 @@ mod idempotency;
 mod immutability;
 /// JWT bearer tokens checked against a JWKS file: every algorithm allowed, every forgery refused.
 mod jwt;
+/// The in-process ledger's fair bounds: one global `max_tasks`, final tasks evicted oldest
+/// first, no live task evicted for another client's create, 503 LEDGER_FULL and 429
+/// TOO_MANY_TASKS before the agent is called.
+mod ledger_fairness;
 /// Limits: a client's rate (429 RATE_LIMITED and the IETF RateLimit headers), an agent's
 /// `max_in_flight` (503 AGENT_BUSY), and ejection after consecutive failures with the half-open
 /// probe that brings an agent back; `GET /agents` and the metrics at each step.
@@ -60,6 +64,11 @@ mod openapi;
 mod operators;
 /// The one request pipeline: the lean stream path and HTTP/2 handled alike.
 mod pipeline;
+/// The reconciler: tasks of agents that do not push reach their final state in the ledger, on
+/// `/events` and in webhook deliveries, on the memory store and on Redis with two replicas
+/// (each check made once, by one replica); and a restarted agent with a new `agent_id`
+/// serving again within seconds.
+mod reconciler;
 /// Every Redis guarantee on a real three-master Redis Cluster started by the test: rules, races,
 /// webhook order, kill -9, `/events` across replicas, keys on every master, a resharding under
 /// traffic.

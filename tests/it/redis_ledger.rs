@@ -187,7 +187,7 @@ pub(crate) async fn behaviour(l: &dyn TaskLedger) {
 async fn both_backends_behave_alike() {
     let r = RedisServer::start();
     behaviour(&redis_ledger(&r, Duration::from_secs(60)).await).await;
-    let evictions = prometheus::IntCounter::new("e", "e").expect("counter");
+    let evictions = a2a_gateway::ledger::Evictions::unregistered();
     behaviour(&MemoryLedger::new(1000, Duration::from_secs(60), evictions)).await;
 }
 

@@ -16,6 +16,7 @@ mod lifecycle;
 pub mod limits;
 pub mod metrics;
 pub mod protocol;
+pub mod reconcile;
 pub mod registry;
 mod reload;
 mod state;
@@ -205,7 +206,7 @@ impl Gateway {
                 let ledger = MemoryLedger::new(
                     config.max_tasks,
                     config.task_retention,
-                    metrics.ledger_evictions.clone(),
+                    ledger::Evictions::of(&metrics.ledger_evictions),
                 )
                 .with_byte_budget(config.max_ledger_bytes)
                 .with_outbox(outbox.clone(), queue.clone())
@@ -250,6 +251,13 @@ impl Gateway {
             &current,
             registry.agents(),
             &card_upstream,
+            metrics.clone(),
+            stop_rx.clone(),
+        );
+        reconcile::spawn(
+            current.clone(),
+            card_upstream.clone(),
+            ledger.clone(),
             metrics.clone(),
             stop_rx.clone(),
         );

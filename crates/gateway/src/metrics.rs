@@ -73,8 +73,12 @@ pub struct Metrics {
     /// collector refused or missed the export; dropped: the export queue was full).
     pub telemetry_spans: IntCounterVec,
     /// `ledger_evictions_total`: tasks a full in-process ledger evicted before their retention
-    /// ended.
-    pub ledger_evictions: IntCounter,
+    /// ended, by reason (final: a final task, the oldest first; stale: a live task unchanged
+    /// for the retention).
+    pub ledger_evictions: IntCounterVec,
+    /// `reconciles_total`: the reconciler's checks of quiet tasks, by agent and outcome
+    /// (changed, unchanged, final, error).
+    pub reconciles: IntCounterVec,
     /// `notifications_ingested_total`: push notifications accepted from agents.
     pub notifications_ingested: IntCounterVec,
     /// `notifications_refused_total`: push notifications refused, by reason.
@@ -316,6 +320,16 @@ impl Metrics {
                 "Agent responses that broke the A2A 1.0 protocol, by what they were.",
                 &["agent", "kind", "mode"],
             )?,
+            ledger_evictions: counter(
+                "ledger_evictions_total",
+                "Tasks evicted from a full in-process ledger before their retention ended, by reason: final (the oldest final task) or stale (a live task unchanged for task_retention_secs).",
+                &["reason"],
+            )?,
+            reconciles: counter(
+                "reconciles_total",
+                "Checks of quiet tasks by the reconciler (a GET of the task from its agent), by agent and outcome: changed, unchanged, final, error.",
+                &["agent", "outcome"],
+            )?,
             card_fetches: counter(
                 "card_fetches_total",
                 "Agent card fetches, by result.",
@@ -475,12 +489,7 @@ impl Metrics {
             },
             redis: OnceLock::new(),
             transition_series: Default::default(),
-            ledger_evictions: IntCounter::new(
-                n("ledger_evictions_total"),
-                "Tasks evicted from a full in-process ledger before their retention ended.",
-            )?,
         };
-        registry.register(Box::new(m.ledger_evictions.clone()))?;
         registry.register(Box::new(m.webhook_reclaimed.clone()))?;
         registry.register(Box::new(m.webhook_queued.clone()))?;
         registry.register(Box::new(m.webhook_retrying.clone()))?;

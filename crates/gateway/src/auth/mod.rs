@@ -97,6 +97,8 @@ pub struct Client {
     /// Its token bucket's rate on each replica (`rate_per_sec`, `burst`); `None`: unlimited.
     /// Read on every request: the bucket itself lives in `State::buckets`, by name.
     pub rate: Option<Rate>,
+    /// Its tasks not yet final, across every replica (`max_live_tasks`); `None`: no cap.
+    pub max_live_tasks: Option<u64>,
 }
 
 impl Client {
@@ -109,6 +111,7 @@ impl Client {
             rights: Rights::of(&c.can),
             max_streams: c.max_streams,
             rate: c.rate_per_sec.map(|r| Rate::new(r, c.burst)),
+            max_live_tasks: c.max_live_tasks,
         }
     }
 
@@ -401,6 +404,7 @@ impl Auth {
             // A subject without a [[clients]] entry has no rate: limits are configured per
             // named client.
             rate: None,
+            max_live_tasks: None,
         }))
     }
 

@@ -73,6 +73,9 @@ pub struct ClientConfig {
     /// The bucket's size: requests it may make at once after a quiet spell. Absent: one
     /// second's worth (`rate_per_sec` rounded up, at least 1).
     pub burst: Option<u64>,
+    /// Tasks it created that are not final yet, across every replica; past it a create is
+    /// refused with 429 TOO_MANY_TASKS before the agent is called. Absent: no cap of its own.
+    pub max_live_tasks: Option<u64>,
 }
 
 impl Default for ClientConfig {
@@ -87,6 +90,7 @@ impl Default for ClientConfig {
             max_streams: 100,
             rate_per_sec: None,
             burst: None,
+            max_live_tasks: None,
         }
     }
 }

@@ -152,6 +152,11 @@ pub struct AgentConfig {
     /// How long an ejection lasts before one request probes the agent.
     #[serde(rename = "eject_secs", deserialize_with = "de::secs")]
     pub eject: Duration,
+    /// How long a task of this agent that is neither final nor waiting for its client
+    /// (INPUT_REQUIRED) may stay unchanged before the gateway asks the agent for it (the
+    /// reconciler: for agents that do not push). 0 turns it off for this agent.
+    #[serde(rename = "reconcile_after_ms", deserialize_with = "de::millis")]
+    pub reconcile_after: Duration,
 }
 
 impl Default for AgentConfig {
@@ -173,6 +178,7 @@ impl Default for AgentConfig {
             max_in_flight: 256,
             eject_after: 5,
             eject: Duration::from_secs(10),
+            reconcile_after: Duration::from_millis(15_000),
         }
     }
 }

@@ -66,9 +66,11 @@ fn needs(route: &Route<'_>) -> Needs {
         | Route::ArtifactContent(..) => Needs::Right(Right::Tasks),
         Route::Stream(..) => Needs::Stream(Right::Streams),
         Route::Events => Needs::Stream(Right::Events),
-        Route::DeadLetters | Route::Redrive | Route::Subscribers | Route::EnableSubscriber(_) => {
-            Needs::Right(Right::Admin)
-        }
+        Route::DeadLetters
+        | Route::Redrive
+        | Route::Subscribers
+        | Route::EnableSubscriber(_)
+        | Route::RefreshAgent(_) => Needs::Right(Right::Admin),
     }
 }
 

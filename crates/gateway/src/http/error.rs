@@ -81,11 +81,18 @@ pub enum Code {
     /// 503: the agent has `max_in_flight` requests in flight on this replica; answered at once,
     /// without a call, with `Retry-After`.
     AgentBusy,
+    /// 503: the in-process ledger holds `max_tasks` (or `max_ledger_bytes`) of live tasks
+    /// changed within `task_retention_secs`, none of which it gives up for a new one; answered
+    /// before the agent is called, with `Retry-After`.
+    LedgerFull,
+    /// 429: the client holds its `max_live_tasks` tasks that are not final yet; answered before
+    /// the agent is called, with `Retry-After`.
+    TooManyTasks,
 }
 
 impl Code {
     /// Every code, in the order of the enum (the OpenAPI document's `ErrorCode` lists each).
-    pub const ALL: [Code; 26] = [
+    pub const ALL: [Code; 28] = [
         Code::InvalidJson,
         Code::InvalidRequest,
         Code::InputSchemaViolation,
@@ -112,6 +119,8 @@ impl Code {
         Code::IdempotencyInProgress,
         Code::RateLimited,
         Code::AgentBusy,
+        Code::LedgerFull,
+        Code::TooManyTasks,
     ];
 
     /// The code as the error body spells it (`INVALID_JSON`...).
@@ -143,6 +152,8 @@ impl Code {
             Code::IdempotencyInProgress => "IDEMPOTENCY_IN_PROGRESS",
             Code::RateLimited => "RATE_LIMITED",
             Code::AgentBusy => "AGENT_BUSY",
+            Code::LedgerFull => "LEDGER_FULL",
+            Code::TooManyTasks => "TOO_MANY_TASKS",
         }
     }
 
@@ -159,12 +170,14 @@ impl Code {
             }
             Code::Unauthorized => StatusCode::UNAUTHORIZED,
             Code::Forbidden => StatusCode::FORBIDDEN,
-            Code::TooManyStreams | Code::RateLimited => StatusCode::TOO_MANY_REQUESTS,
+            Code::TooManyStreams | Code::RateLimited | Code::TooManyTasks => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
             Code::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             Code::InvalidNotification | Code::IdempotencyKeyReused => {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
-            Code::AgentUnavailable | Code::Unavailable | Code::AgentBusy => {
+            Code::AgentUnavailable | Code::Unavailable | Code::AgentBusy | Code::LedgerFull => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
             Code::AgentUnreachable | Code::AgentProtocolViolation => StatusCode::BAD_GATEWAY,
@@ -258,8 +271,23 @@ impl ApiError {
 pub type ApiResult = Result<Response<Body>, ApiError>;
 
 impl From<LedgerError> for ApiError {
+    /// A full ledger is 503 LEDGER_FULL (`Retry-After: 5`: live tasks finish and make room), a
+    /// client at its `max_live_tasks` 429 TOO_MANY_TASKS (`Retry-After: 1`); anything else 503
+    /// UNAVAILABLE.
     fn from(e: LedgerError) -> ApiError {
-        ApiError::new(Code::Unavailable, e.to_string())
+        let (code, retry) = match e {
+            LedgerError::Full => (Code::LedgerFull, Some("5")),
+            LedgerError::TooManyTasks { .. } => (Code::TooManyTasks, Some("1")),
+            LedgerError::Unavailable(_) | LedgerError::QueueFull => (Code::Unavailable, None),
+        };
+        let error = ApiError::new(code, e.to_string());
+        match retry {
+            Some(secs) => error.with_header(
+                hyper::header::RETRY_AFTER,
+                hyper::header::HeaderValue::from_static(secs),
+            ),
+            None => error,
+        }
     }
 }
 

@@ -227,6 +227,7 @@ async fn dispatch(state: &Arc<State>, ctx: &mut Ctx, route: Route<'_>, req: Requ
         Route::Redrive => admin::redrive(state, req).await,
         Route::Subscribers => admin::subscribers(state).await,
         Route::EnableSubscriber(s) => admin::enable(state, s).await,
+        Route::RefreshAgent(a) => catalog::refresh(state, ctx, a).await,
         Route::NotFound => Err(ApiError::new(Code::NotFound, "no such route")),
     }
 }

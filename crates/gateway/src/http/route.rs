@@ -42,6 +42,8 @@ pub enum Route<'a> {
     Subscribers,
     /// `POST /admin/subscribers/{name}/enable`: lift a 410's disable.
     EnableSubscriber(&'a str),
+    /// `POST /admin/agents/{name}/refresh`: fetch an agent's card now.
+    RefreshAgent(&'a str),
     /// `GET /ui` (and its two assets): the live fleet page, compiled into the binary.
     Ui(UiAsset),
     /// `GET /api/fleet`: what the fleet page shows, in one snapshot.
@@ -87,6 +89,11 @@ impl<'a> Route<'a> {
                 if !s.is_empty() =>
             {
                 Route::EnableSubscriber(s)
+            }
+            [Some("admin"), Some("agents"), Some(a), Some("refresh"), None, ..]
+                if !a.is_empty() =>
+            {
+                Route::RefreshAgent(a)
             }
             [Some("agents"), Some(a), Some("agent-card.json"), None, ..] if !a.is_empty() => {
                 Route::Card(a)
@@ -174,6 +181,7 @@ impl<'a> Route<'a> {
             Route::Redrive => ("admin_redrive", Method::POST),
             Route::Subscribers => ("admin_subscribers", Method::GET),
             Route::EnableSubscriber(_) => ("admin_enable_subscriber", Method::POST),
+            Route::RefreshAgent(_) => ("admin_refresh_agent", Method::POST),
             Route::Ui(_) => ("ui", Method::GET),
             Route::Fleet => ("api_fleet", Method::GET),
             Route::NotFound => ("not_found", Method::GET),
@@ -222,6 +230,7 @@ impl<'a> Route<'a> {
             Route::Redrive => Some("/admin/dead-letters/redrive"),
             Route::Subscribers => Some("/admin/subscribers"),
             Route::EnableSubscriber(_) => Some("/admin/subscribers/{subscriber}/enable"),
+            Route::RefreshAgent(_) => Some("/admin/agents/{name}/refresh"),
             Route::Ui(UiAsset::Page) => Some("/ui"),
             Route::Ui(UiAsset::Script) => Some("/ui/app.js"),
             Route::Ui(UiAsset::Style) => Some("/ui/app.css"),
@@ -233,7 +242,7 @@ impl<'a> Route<'a> {
 
 /// Every path template of the router (each route's [`Route::template`]), in the order of the
 /// document.
-pub const TEMPLATES: [&str; 28] = [
+pub const TEMPLATES: [&str; 29] = [
     "/healthz",
     "/readyz",
     "/openapi.json",
@@ -258,6 +267,7 @@ pub const TEMPLATES: [&str; 28] = [
     "/admin/dead-letters/redrive",
     "/admin/subscribers",
     "/admin/subscribers/{subscriber}/enable",
+    "/admin/agents/{name}/refresh",
     "/api/fleet",
     "/ui",
     "/ui/app.js",
@@ -327,6 +337,8 @@ mod tests {
             EnableSubscriber("s1")
         );
         assert_eq!(Route::parse("/admin/subscribers//enable"), NotFound);
+        assert_eq!(Route::parse("/admin/agents/x/refresh"), RefreshAgent("x"));
+        assert_eq!(Route::parse("/admin/agents//refresh"), NotFound);
         assert_eq!(Route::parse("/ui"), Ui(UiAsset::Page));
         assert_eq!(Route::parse("/ui/"), Ui(UiAsset::Page));
         assert_eq!(Route::parse("/ui/app.js"), Ui(UiAsset::Script));

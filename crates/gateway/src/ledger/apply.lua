@@ -3,7 +3,10 @@
 -- test applies every (recorded, update) combination through both and compares the verdicts.
 --
 -- KEYS[1] the task hash, KEYS[2] the per-state index prefix (zsets KEYS[2]..STATUS),
--- KEYS[3] the webhook key prefix (lanes, stream, queued counter; see webhook/queue/redis/)
+-- KEYS[3] the webhook key prefix (lanes, stream, queued counter; see webhook/queue/redis/),
+-- KEYS[4] the partition's prefix, for its reconciler index ({part}quiet:{agent}, a zset of the
+--         agent's tasks neither final nor INPUT_REQUIRED, score the ms they went quiet; see
+--         lease.lua) and its clients' live tasks ({part}live:{owner}, score expiry ms)
 -- ARGV    agent, status, updated_ms, task, now_ms, terminal_ttl_ms, live_ttl_ms, task_id,
 --         msg_id prefix, timestamp (RFC 3339, always given), max_queued, max_dead (both this partition's share), change
 --         channel, owner ('' for none), publish command (SPUBLISH on a cluster, PUBLISH on one
@@ -64,6 +67,9 @@ if verdict ~= 'new' and verdict ~= 'transition' and verdict ~= 'refresh' then
   if claims and verdict ~= 'foreign_agent' then
     owner = ARGV[14]
     redis.call('HSET', KEYS[1], 'owner', owner)
+    if not TERMINAL[rec[2]] then
+      redis.call('ZADD', KEYS[4] .. 'live:' .. owner, tonumber(ARGV[5]) + tonumber(ARGV[7]), ARGV[8])
+    end
   end
   -- A refusal is news too, for the operators' live feed, published in the step that judged it.
   if verdict ~= 'duplicate' and ARGV[13] ~= '' then
@@ -93,6 +99,27 @@ if rec[2] and rec[2] ~= status then
   redis.call('ZREM', KEYS[2] .. rec[2], ARGV[8])
 end
 redis.call('ZADD', KEYS[2] .. status, now + ttl, ARGV[8])
+-- Fresh again for the reconciler (its backoff starts over), or out of its index. Members of
+-- tasks that expired while live (quiet since before the live TTL) are trimmed on the way, so
+-- the index of an agent whose reconciler is off stays bounded too.
+redis.call('HDEL', KEYS[1], 'rc_n')
+local quiet = KEYS[4] .. 'quiet:' .. agent
+if TERMINAL[status] or status == 'INPUT_REQUIRED' then
+  redis.call('ZREM', quiet, ARGV[8])
+else
+  redis.call('ZADD', quiet, now, ARGV[8])
+end
+redis.call('ZREMRANGEBYSCORE', quiet, '-inf', now - tonumber(ARGV[7]))
+if owner ~= '' then
+  local live = KEYS[4] .. 'live:' .. owner
+  if TERMINAL[status] then
+    redis.call('ZREM', live, ARGV[8])
+  else
+    redis.call('ZADD', live, now + ttl, ARGV[8])
+  end
+  -- Tasks of this client that expired while live.
+  redis.call('ZREMRANGEBYSCORE', live, '-inf', now)
+end
 if notify then
   -- The task's change number makes the message id unique per change.
   local n = redis.call('HINCRBY', KEYS[1], 'changes', 1)

@@ -1,10 +1,20 @@
 //! The in-process ledger: the embedded default, durable only while the process lives.
 //!
-//! Sharded maps behind short `std::sync::Mutex` sections (never held across an await). Bounded
-//! two ways: terminal tasks expire after the retention, and a full shard evicts its oldest task.
+//! Sharded maps behind short `std::sync::Mutex` sections (never held across an await, and never
+//! two at once). Bounded, fairly: `max_tasks` and `max_ledger_bytes` are bounds on the whole
+//! ledger, and a new task is made room for by evicting final tasks first, the oldest first
+//! (the first to have become final), then live tasks unchanged for the retention (stale). A
+//! live task changed within the retention is never evicted to admit another: a create that
+//! would need it is refused before its agent is called ([`TaskLedger::admit`],
+//! `LedgerError::Full`). Final tasks also expire after the retention.
+//!
+//! Each shard also indexes its live tasks (not INPUT_REQUIRED) by agent and by the time they
+//! went quiet, for the reconciler ([`TaskLedger::quiet`], [`TaskLedger::lease`]), and the
+//! ledger counts each client's live tasks (`[[clients]] max_live_tasks`).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::hash::{BuildHasher, RandomState};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -13,13 +23,16 @@ use bytes::Bytes;
 use super::changes::{Change, ChangeFeed, Refused};
 use super::idempotency::MemoryKeys;
 use super::{
-    decide, notifies, Answer, Applied, ArtifactRef, Claim, Fingerprint, LedgerError, LedgerFuture,
-    Record, TaskLedger,
+    decide, next_look, notifies, Answer, Applied, ArtifactRef, Claim, Fingerprint, LedgerError,
+    LedgerFuture, Record, TaskLedger,
 };
-use crate::protocol::task::{Head, Refusal, Verdict};
+use crate::protocol::task::{Head, Refusal, Status, Verdict};
 use crate::webhook::queue::{self, MemoryQueue, Message, Outbox};
 
 const SHARDS: usize = 16;
+/// Most evictions one new task may cause before it is admitted or refused (each frees a task,
+/// so this bounds the work of one create, not the bound itself).
+const MAX_EVICTIONS_PER_TASK: usize = 1024;
 
 struct Entry {
     record: Record,
@@ -28,54 +41,121 @@ struct Entry {
     expires: Option<Instant>,
     /// Status changes accepted (numbers the webhook ids).
     changes: u64,
+    /// When an update was last accepted (wall clock, ms): staleness is measured from here.
+    changed_ms: i64,
+    /// Its place in the shard's quiet index, if it is there (live and not INPUT_REQUIRED): the
+    /// time it went quiet, moved on by each reconciler check.
+    quiet: Option<i64>,
+    /// Reconciler checks since its last accepted change (the backoff's exponent).
+    checks: u32,
+    /// Counted among its owner's live tasks.
+    owned_live: bool,
 }
 
 #[derive(Default)]
 struct Shard {
     tasks: HashMap<Arc<str>, Entry>,
-    /// Tasks in insertion order, for eviction when the shard is full.
-    order: VecDeque<(u64, Arc<str>)>,
-    /// Terminal tasks in the order they expire (the retention is one constant).
+    /// Live tasks in the order of their last accepted change, for stale eviction (an item is
+    /// current while the entry's `seq` and `changed_ms` match and it is still live).
+    changed: VecDeque<(i64, u64, Arc<str>)>,
+    /// Terminal tasks in the order they expire (the retention is one constant): the order they
+    /// became final, which is the order they are evicted in.
     expiry: VecDeque<(Instant, u64, Arc<str>)>,
+    /// Live tasks that are not INPUT_REQUIRED, by (agent, quiet since ms, seq).
+    quiet: BTreeMap<(Arc<str>, i64, u64), Arc<str>>,
     artifacts: HashMap<Arc<str>, (ArtifactRef, Instant)>,
     artifact_order: VecDeque<Arc<str>>,
     counts: [u64; 6],
-    /// Approximate bytes held by the tasks (documents, keys and per-entry overhead).
-    bytes: usize,
     next_seq: u64,
 }
 
-/// What one task costs the shard, approximately: its document, its key (twice: map and queue)
+/// What one task costs the ledger, approximately: its document, its key (twice: map and queue)
 /// and the fixed overhead of the map entry, the queue items and the record.
 fn entry_size(task_id: &str, task: &Bytes) -> usize {
-    task.len() + 2 * task_id.len() + 192
+    size_of_task(task_id.len(), task.len())
+}
+
+fn size_of_task(id_len: usize, doc_len: usize) -> usize {
+    doc_len + 2 * id_len + 256
+}
+
+/// The eviction counters, by reason (`a2a_gateway_ledger_evictions_total{reason}`).
+#[derive(Clone)]
+pub struct Evictions {
+    /// A final task, the oldest first.
+    pub final_: prometheus::IntCounter,
+    /// A live task unchanged for the retention.
+    pub stale: prometheus::IntCounter,
+}
+
+impl Evictions {
+    /// The two series of `vec` (labelled `reason`).
+    pub fn of(vec: &prometheus::IntCounterVec) -> Evictions {
+        Evictions {
+            final_: vec.with_label_values(&["final"]),
+            stale: vec.with_label_values(&["stale"]),
+        }
+    }
+
+    /// Counters registered nowhere (tests, benches, tools).
+    pub fn unregistered() -> Evictions {
+        let unnamed = || {
+            prometheus::IntCounter::new("evictions", "unregistered")
+                .unwrap_or_else(|_| unreachable!("a valid name and help"))
+        };
+        Evictions {
+            final_: unnamed(),
+            stale: unnamed(),
+        }
+    }
 }
 
 /// The in-process ledger (see the module doc).
 pub struct MemoryLedger {
     shards: Box<[Mutex<Shard>]>,
     hasher: RandomState,
+    /// The artifact index's bound per shard.
     per_shard: usize,
-    bytes_per_shard: usize,
+    max_tasks: usize,
+    max_bytes: usize,
+    /// Tasks held, over every shard.
+    held: AtomicUsize,
+    /// Approximate bytes held by the tasks, over every shard.
+    bytes: AtomicUsize,
     retention: Duration,
-    evictions: prometheus::IntCounter,
+    evictions: Evictions,
+    /// Each client's live tasks (entries are removed at zero, so it holds live owners only).
+    owners: Mutex<HashMap<Arc<str>, u64>>,
     outbox: Option<(Arc<Outbox>, Arc<MemoryQueue>)>,
     changes: Option<Arc<ChangeFeed>>,
     /// Idempotency keys, bounded like the tasks (`max_tasks`; a quarter of the byte budget).
     keys: MemoryKeys,
 }
 
+fn lock(m: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
+    // A poisoned shard only means a panic elsewhere mid-update of plain data; keep serving.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX / 4)
+}
+
 impl MemoryLedger {
     /// `max_tasks` bounds the tasks held (and, separately, the artifact index); `evictions`
     /// counts tasks pushed out by that bound before their retention ended.
-    pub fn new(max_tasks: usize, retention: Duration, evictions: prometheus::IntCounter) -> Self {
+    pub fn new(max_tasks: usize, retention: Duration, evictions: Evictions) -> Self {
         MemoryLedger {
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
             hasher: RandomState::new(),
             per_shard: max_tasks.div_ceil(SHARDS).max(1),
-            bytes_per_shard: usize::MAX,
+            max_tasks: max_tasks.max(1),
+            max_bytes: usize::MAX,
+            held: AtomicUsize::new(0),
+            bytes: AtomicUsize::new(0),
             retention,
             evictions,
+            owners: Mutex::new(HashMap::new()),
             outbox: None,
             changes: None,
             keys: MemoryKeys::new(max_tasks),
@@ -139,16 +219,18 @@ impl MemoryLedger {
     /// Bound the bytes held as well as the count: task documents echo client input and can be
     /// large, so a count alone does not bound memory.
     pub fn with_byte_budget(mut self, max_bytes: usize) -> Self {
-        self.bytes_per_shard = (max_bytes / SHARDS).max(1);
+        self.max_bytes = max_bytes.max(1);
         // Stored answers are mostly copies of task documents: a quarter of the budget on top.
         self.keys = self.keys.with_byte_budget(max_bytes / 4);
         self
     }
 
+    fn shard_of(&self, key: &str) -> usize {
+        (self.hasher.hash_one(key) as usize) % SHARDS
+    }
+
     fn shard(&self, key: &str) -> MutexGuard<'_, Shard> {
-        let i = (self.hasher.hash_one(key) as usize) % SHARDS;
-        // A poisoned shard only means a panic elsewhere mid-update of plain data; keep serving.
-        self.shards[i].lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.shards[self.shard_of(key)])
     }
 
     fn apply_now(
@@ -161,22 +243,43 @@ impl MemoryLedger {
         trace: Option<&str>,
     ) -> Result<Applied, LedgerError> {
         let now = Instant::now();
+        let now_ms = crate::protocol::time::now_ms();
+        // Room for a task not seen yet is made before its shard is locked (eviction takes
+        // other shards' locks, one at a time). If none can be made (only fresh live tasks are
+        // left), the task is recorded anyway: the agent holds it, and a task the gateway does
+        // not know is worse than a bound passed by the creates in flight when it filled (a
+        // create is refused before its agent call once the ledger is full).
+        let known = {
+            let mut s = self.shard(task_id);
+            self.expire(&mut s, now);
+            s.tasks.contains_key(task_id)
+        };
+        if !known {
+            self.make_room(entry_size(task_id, &task), now, now_ms);
+        }
         let mut s = self.shard(task_id);
-        s.expire(now);
         let recorded = s
             .tasks
             .get(task_id)
             .map(|e| (e.record.agent.as_ref(), e.record.head));
         let verdict = decide(recorded, agent, head);
         if !verdict.is_accepted() {
-            let record = match s.tasks.get_mut(task_id) {
-                Some(e) => {
+            let record = match s.tasks.get_key_value(task_id).map(|(k, _)| k.clone()) {
+                Some(key) => {
                     // The creator's claim stands even when the news itself is not taken (a
                     // push recorded the task first): see `TaskLedger::apply`.
                     if verdict != Verdict::Refused(Refusal::ForeignAgent) {
-                        claim(&mut e.record, owner);
+                        if let Some(e) = s.tasks.get_mut(&key) {
+                            claim(&mut e.record, owner);
+                        }
+                        self.sync(&mut s, &key, None);
                     }
-                    e.record.clone()
+                    s.tasks
+                        .get(&key)
+                        .map(|e| e.record.clone())
+                        .unwrap_or_else(|| {
+                            unreachable!("the key was just read under the same lock")
+                        })
                 }
                 // Refused with nothing recorded cannot happen (decide(None, ..) is New); answer
                 // with the update itself rather than panic.
@@ -224,24 +327,28 @@ impl MemoryLedger {
             claim(&mut e.record, owner);
             e.expires = expires;
             e.changes = changes;
+            e.changed_ms = now_ms;
+            e.checks = 0;
             let (seq, record) = (e.seq, e.record.clone());
             s.counts[old.index()] -= 1;
             s.counts[head.status.index()] += 1;
-            s.bytes = s.bytes.saturating_add_signed(grown);
-            if let Some(at) = expires {
-                s.expiry.push_back((at, seq, key));
+            if grown >= 0 {
+                self.bytes
+                    .fetch_add(grown.unsigned_abs(), Ordering::Relaxed);
+            } else {
+                self.bytes
+                    .fetch_sub(grown.unsigned_abs(), Ordering::Relaxed);
             }
+            match expires {
+                Some(at) => s.expiry.push_back((at, seq, key.clone())),
+                None => s.changed.push_back((now_ms, seq, key.clone())),
+            }
+            self.sync(&mut s, &key, Some(now_ms));
+            s.compact(self.max_tasks);
             self.announce(task_id, &record, verdict);
             return Ok(Applied { verdict, record });
         }
-        // A new task: make room first, by count and by bytes.
         let size = entry_size(task_id, &task);
-        while s.tasks.len() >= self.per_shard || s.bytes + size > self.bytes_per_shard {
-            if !s.evict_oldest() {
-                break;
-            }
-            self.evictions.inc();
-        }
         let key: Arc<str> = task_id.into();
         let seq = s.next_seq;
         s.next_seq += 1;
@@ -252,23 +359,196 @@ impl MemoryLedger {
             owner: owner.map(Into::into),
         };
         s.counts[head.status.index()] += 1;
-        s.bytes += size;
-        s.order.push_back((seq, key.clone()));
-        if let Some(at) = expires {
-            s.expiry.push_back((at, seq, key.clone()));
+        self.held.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(size, Ordering::Relaxed);
+        match expires {
+            Some(at) => s.expiry.push_back((at, seq, key.clone())),
+            None => s.changed.push_back((now_ms, seq, key.clone())),
         }
         s.tasks.insert(
-            key,
+            key.clone(),
             Entry {
                 record: record.clone(),
                 seq,
                 expires,
                 changes,
+                changed_ms: now_ms,
+                quiet: None,
+                checks: 0,
+                owned_live: false,
             },
         );
-        s.compact(self.per_shard);
+        self.sync(&mut s, &key, Some(now_ms));
+        s.compact(self.max_tasks);
         self.announce(task_id, &record, verdict);
         Ok(Applied { verdict, record })
+    }
+
+    /// Bring the entry's place in the quiet index and its owner's live count in line with its
+    /// record; `quiet` is its new quiet-since mark (`None`: keep the one it has).
+    fn sync(&self, s: &mut Shard, key: &Arc<str>, quiet: Option<i64>) {
+        let Some(e) = s.tasks.get_mut(key) else {
+            return;
+        };
+        let status = e.record.head.status;
+        let live = !status.is_terminal();
+        let indexed = live && status != Status::InputRequired;
+        let next = if indexed {
+            quiet.or(e.quiet).or(Some(e.changed_ms))
+        } else {
+            None
+        };
+        let was = std::mem::replace(&mut e.quiet, next);
+        let owned = live && e.record.owner.is_some();
+        let owner_moved = (e.owned_live != owned).then(|| e.record.owner.clone());
+        e.owned_live = owned;
+        let (agent, seq) = (e.record.agent.clone(), e.seq);
+        if was != next {
+            if let Some(at) = was {
+                s.quiet.remove(&(agent.clone(), at, seq));
+            }
+            if let Some(at) = next {
+                s.quiet.insert((agent, at, seq), key.clone());
+            }
+        }
+        if let Some(Some(o)) = owner_moved {
+            self.count_owner(&o, owned);
+        }
+    }
+
+    fn count_owner(&self, owner: &Arc<str>, up: bool) {
+        let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
+        if up {
+            *owners.entry(owner.clone()).or_insert(0) += 1;
+        } else if let Some(n) = owners.get_mut(owner) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                owners.remove(owner);
+            }
+        }
+    }
+
+    fn live_of(&self, owner: &str) -> u64 {
+        let owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
+        owners.get(owner).copied().unwrap_or(0)
+    }
+
+    /// Remove a task and everything that counts it.
+    fn remove(&self, s: &mut Shard, key: &str) {
+        let Some(e) = s.tasks.remove(key) else {
+            return;
+        };
+        s.counts[e.record.head.status.index()] -= 1;
+        self.held.fetch_sub(1, Ordering::Relaxed);
+        self.bytes
+            .fetch_sub(entry_size(key, &e.record.task), Ordering::Relaxed);
+        if let Some(at) = e.quiet {
+            s.quiet.remove(&(e.record.agent.clone(), at, e.seq));
+        }
+        if e.owned_live {
+            if let Some(o) = &e.record.owner {
+                self.count_owner(o, false);
+            }
+        }
+    }
+
+    /// Drop terminal tasks past their retention (cheap: the queue is in expiry order).
+    fn expire(&self, s: &mut Shard, now: Instant) {
+        while let Some((at, seq, _)) = s.expiry.front() {
+            if *at > now {
+                break;
+            }
+            let (seq, key) = (*seq, s.expiry.pop_front().map(|x| x.2));
+            if let Some(key) = key {
+                if s.tasks.get(&key).is_some_and(|e| e.seq == seq) {
+                    self.remove(s, &key);
+                }
+            }
+        }
+        // Artifact entries are never refreshed, so insertion order is expiry order.
+        while let Some(k) = s.artifact_order.front() {
+            if s.artifacts.get(k).is_some_and(|(_, at)| *at > now) {
+                break;
+            }
+            if let Some(k) = s.artifact_order.pop_front() {
+                s.artifacts.remove(&k);
+            }
+        }
+    }
+
+    /// Whether a task of `size` bytes fits, after evicting final then stale tasks as needed.
+    fn make_room(&self, size: usize, now: Instant, now_ms: i64) -> bool {
+        for _ in 0..MAX_EVICTIONS_PER_TASK {
+            let full = self.held.load(Ordering::Relaxed) >= self.max_tasks
+                || self.bytes.load(Ordering::Relaxed).saturating_add(size) > self.max_bytes;
+            if !full {
+                return true;
+            }
+            if !self.evict_one(now, now_ms) {
+                return false;
+            }
+        }
+        false
+    }
+
+    /// Evict the ledger's oldest final task, or failing that its stalest live task unchanged
+    /// for the retention; false if there is neither. Each shard is locked alone, in turn.
+    fn evict_one(&self, now: Instant, now_ms: i64) -> bool {
+        let stale_before = now_ms.saturating_sub(millis(self.retention));
+        if self.evict_by(
+            now,
+            |s| s.final_front(),
+            |s| {
+                s.final_front()
+                    .and_then(|_| s.expiry.pop_front())
+                    .map(|x| x.2)
+            },
+        ) {
+            self.evictions.final_.inc();
+            return true;
+        }
+        if self.evict_by(
+            now,
+            |s| s.stale_front(stale_before),
+            |s| {
+                s.stale_front(stale_before)
+                    .and_then(|_| s.changed.pop_front())
+                    .map(|x| x.2)
+            },
+        ) {
+            self.evictions.stale.inc();
+            return true;
+        }
+        false
+    }
+
+    /// Remove the task whose `front` is least over all shards (`pop` takes it off its queue).
+    fn evict_by<K: Ord>(
+        &self,
+        now: Instant,
+        front: impl Fn(&mut Shard) -> Option<K>,
+        pop: impl Fn(&mut Shard) -> Option<Arc<str>>,
+    ) -> bool {
+        // A few tries: another thread may take the front between the scan and the removal.
+        for _ in 0..4 {
+            let mut best: Option<(K, usize)> = None;
+            for (i, shard) in self.shards.iter().enumerate() {
+                let mut s = lock(shard);
+                self.expire(&mut s, now);
+                if let Some(at) = front(&mut s) {
+                    if best.as_ref().is_none_or(|(b, _)| at < *b) {
+                        best = Some((at, i));
+                    }
+                }
+            }
+            let Some((_, i)) = best else { return false };
+            let mut s = lock(&self.shards[i]);
+            if let Some(key) = pop(&mut s) {
+                self.remove(&mut s, &key);
+                return true;
+            }
+        }
+        false
     }
 
     fn get_now(&self, task_id: &str) -> Option<Record> {
@@ -280,6 +560,42 @@ impl MemoryLedger {
             _ => Some(e.record.clone()),
         }
     }
+
+    fn quiet_now(&self, agent: &str, before_ms: i64, limit: usize) -> Vec<Arc<str>> {
+        let agent: Arc<str> = agent.into();
+        let mut found: Vec<(i64, Arc<str>)> = Vec::new();
+        for shard in self.shards.iter() {
+            let s = lock(shard);
+            let from = (agent.clone(), i64::MIN, 0);
+            let to = (agent.clone(), before_ms, 0);
+            found.extend(
+                s.quiet
+                    .range(from..to)
+                    .take(limit)
+                    .map(|((_, at, _), k)| (*at, k.clone())),
+            );
+        }
+        found.sort_by_key(|(at, _)| *at);
+        found.truncate(limit);
+        found.into_iter().map(|(_, k)| k).collect()
+    }
+
+    fn lease_now(&self, task_id: &str, before_ms: i64, after: Duration, floor: Duration) -> bool {
+        let mut s = self.shard(task_id);
+        let Some(key) = s.tasks.get_key_value(task_id).map(|(k, _)| k.clone()) else {
+            return false;
+        };
+        let Some(e) = s.tasks.get_mut(&key) else {
+            return false;
+        };
+        if e.quiet.is_none_or(|at| at >= before_ms) {
+            return false;
+        }
+        e.checks = e.checks.saturating_add(1);
+        let look = next_look(crate::protocol::time::now_ms(), e.checks, after, floor);
+        self.sync(&mut s, &key, Some(look));
+        true
+    }
 }
 
 /// Record `owner` as the task's creator if it has none yet.
@@ -290,56 +606,44 @@ fn claim(record: &mut Record, owner: Option<&str>) {
 }
 
 impl Shard {
-    fn remove(&mut self, key: &str) {
-        if let Some(e) = self.tasks.remove(key) {
-            self.counts[e.record.head.status.index()] -= 1;
-            self.bytes = self.bytes.saturating_sub(entry_size(key, &e.record.task));
+    /// When the oldest final task expires (the order they became final), dropping queue items
+    /// of removed tasks on the way.
+    fn final_front(&mut self) -> Option<Instant> {
+        while let Some((at, seq, key)) = self.expiry.front() {
+            if self.tasks.get(key).is_some_and(|e| e.seq == *seq) {
+                return Some(*at);
+            }
+            self.expiry.pop_front();
         }
+        None
     }
 
-    /// Drop terminal tasks past their retention (cheap: the queue is in expiry order).
-    fn expire(&mut self, now: Instant) {
-        while let Some((at, seq, _)) = self.expiry.front() {
-            if *at > now {
-                break;
+    /// When the stalest live task last changed, if before `before_ms`, dropping queue items
+    /// of removed, changed or final tasks on the way.
+    fn stale_front(&mut self, before_ms: i64) -> Option<i64> {
+        while let Some((at, seq, key)) = self.changed.front() {
+            let current = self.tasks.get(key).is_some_and(|e| {
+                e.seq == *seq && e.changed_ms == *at && !e.record.head.status.is_terminal()
+            });
+            if current {
+                return (*at < before_ms).then_some(*at);
             }
-            let (seq, key) = (*seq, self.expiry.pop_front().map(|x| x.2));
-            if let Some(key) = key {
-                if self.tasks.get(&key).is_some_and(|e| e.seq == seq) {
-                    self.remove(&key);
-                }
-            }
+            self.changed.pop_front();
         }
-        // Artifact entries are never refreshed, so insertion order is expiry order.
-        while let Some(k) = self.artifact_order.front() {
-            if self.artifacts.get(k).is_some_and(|(_, at)| *at > now) {
-                break;
-            }
-            if let Some(k) = self.artifact_order.pop_front() {
-                self.artifacts.remove(&k);
-            }
-        }
+        None
     }
 
-    /// Remove the oldest live task; false if there is none.
-    fn evict_oldest(&mut self) -> bool {
-        while let Some((seq, key)) = self.order.pop_front() {
-            if self.tasks.get(&key).is_some_and(|e| e.seq == seq) {
-                self.remove(&key);
-                return true;
-            }
-        }
-        false
-    }
-
-    /// Queue items of removed tasks linger until popped; keep the queues within a constant
-    /// factor of the live set so churn cannot grow them without bound.
+    /// Queue items of removed or changed tasks linger until popped; keep the queues within a
+    /// constant factor of the tasks held so churn cannot grow them without bound.
     fn compact(&mut self, cap: usize) {
-        let limit = 2 * cap + 16;
-        if self.order.len() > limit {
+        let limit = 2 * self.tasks.len().min(cap) + 16;
+        if self.changed.len() > limit {
             let tasks = &self.tasks;
-            self.order
-                .retain(|(seq, k)| tasks.get(k).is_some_and(|e| e.seq == *seq));
+            self.changed.retain(|(at, seq, k)| {
+                tasks.get(k).is_some_and(|e| {
+                    e.seq == *seq && e.changed_ms == *at && !e.record.head.status.is_terminal()
+                })
+            });
         }
         if self.expiry.len() > limit {
             let tasks = &self.tasks;
@@ -410,12 +714,60 @@ impl TaskLedger for MemoryLedger {
         Box::pin(std::future::ready(Ok(found)))
     }
 
+    fn admit<'a>(
+        &'a self,
+        owner: Option<&'a str>,
+        max_live: Option<u64>,
+        bytes: usize,
+    ) -> LedgerFuture<'a, ()> {
+        let verdict = match (owner, max_live) {
+            (Some(o), Some(limit)) if self.live_of(o) >= limit => {
+                Err(LedgerError::TooManyTasks { limit })
+            }
+            // The task's document echoes its input: room for about that much.
+            _ if !self.make_room(
+                size_of_task(36, bytes),
+                Instant::now(),
+                crate::protocol::time::now_ms(),
+            ) =>
+            {
+                Err(LedgerError::Full)
+            }
+            _ => Ok(()),
+        };
+        Box::pin(std::future::ready(verdict))
+    }
+
+    fn quiet<'a>(
+        &'a self,
+        agent: &'a str,
+        before_ms: i64,
+        limit: usize,
+    ) -> LedgerFuture<'a, Vec<Arc<str>>> {
+        Box::pin(std::future::ready(Ok(
+            self.quiet_now(agent, before_ms, limit)
+        )))
+    }
+
+    fn lease<'a>(
+        &'a self,
+        _agent: &'a str,
+        task_id: &'a str,
+        before_ms: i64,
+        after: Duration,
+        floor: Duration,
+    ) -> LedgerFuture<'a, bool> {
+        Box::pin(std::future::ready(Ok(
+            self.lease_now(task_id, before_ms, after, floor)
+        )))
+    }
+
     fn counts(&self) -> LedgerFuture<'_, [u64; 6]> {
         let now = Instant::now();
         let mut total = [0u64; 6];
         for shard in self.shards.iter() {
-            let mut s = shard.lock().unwrap_or_else(|p| p.into_inner());
-            s.expire(now);
+            let mut s = lock(shard);
+            self.expire(&mut s, now);
             for (t, c) in total.iter_mut().zip(s.counts) {
                 *t += c;
             }
@@ -467,11 +819,7 @@ mod tests {
     use crate::protocol::task::{Refusal, Status, Verdict};
 
     fn ledger(max: usize, retention: Duration) -> MemoryLedger {
-        MemoryLedger::new(
-            max,
-            retention,
-            prometheus::IntCounter::new("e", "e").expect("counter"),
-        )
+        MemoryLedger::new(max, retention, Evictions::unregistered())
     }
 
     fn h(status: Status, ms: i64) -> Head {
@@ -577,16 +925,16 @@ mod tests {
             let _ = l.apply_now(
                 "a",
                 &format!("t{i}"),
-                h(Status::Working, 1),
+                h(Status::Completed, 1),
                 big.clone(),
                 None,
                 None,
             );
         }
-        let held: usize = l.shards.iter().map(|s| s.lock().expect("lock").bytes).sum();
+        let held = l.bytes.load(Ordering::Relaxed);
         assert!(held <= SHARDS * 64 * 1024, "held {held}");
         assert!(l.get_now("t1999").is_some(), "the newest survives");
-        assert!(l.evictions.get() > 1000);
+        assert!(l.evictions.final_.get() > 1000);
         // Updates that grow a document are accounted too.
         let small = ledger(100, Duration::from_secs(60));
         let _ = small.apply_now(
@@ -598,28 +946,118 @@ mod tests {
             None,
         );
         let _ = small.apply_now("a", "t", h(Status::Working, 2), big.clone(), None, None);
-        let bytes: usize = small
-            .shards
-            .iter()
-            .map(|s| s.lock().expect("lock").bytes)
-            .sum();
-        assert_eq!(bytes, entry_size("t", &big));
+        assert_eq!(small.bytes.load(Ordering::Relaxed), entry_size("t", &big));
     }
 
     #[test]
-    fn a_full_ledger_evicts_the_oldest() {
-        let l = ledger(SHARDS, Duration::from_secs(60)); // one task per shard
-        for i in 0..1000 {
-            apply(&l, "a", &format!("t{i}"), h(Status::Working, 1));
+    fn a_full_ledger_evicts_the_oldest_final_tasks_and_never_a_fresh_live_one() {
+        let l = ledger(100, Duration::from_secs(60));
+        // 10 live tasks first, then 240 that finish, in order.
+        for i in 0..10 {
+            apply(&l, "a", &format!("live{i}"), h(Status::Working, 1));
+        }
+        for i in 0..240 {
+            apply(&l, "a", &format!("t{i}"), h(Status::Completed, 1));
         }
         let held: u64 = l.counts_now().iter().sum();
-        assert!(held <= SHARDS as u64, "held {held}");
-        assert!(l.get_now("t999").is_some(), "the newest survives");
-        assert!(l.evictions.get() >= 1000 - SHARDS as u64);
+        assert_eq!(held, 100, "one global bound, not one per shard");
+        for i in 0..10 {
+            assert!(l.get_now(&format!("live{i}")).is_some(), "live{i} kept");
+        }
+        // The oldest final ones went: exactly t0..t149.
+        for i in 0..240 {
+            assert_eq!(l.get_now(&format!("t{i}")).is_some(), i >= 150, "t{i}");
+        }
+        assert_eq!(l.evictions.final_.get(), 150);
+        assert_eq!(l.evictions.stale.get(), 0);
         for s in l.shards.iter() {
             let s = s.lock().expect("lock");
-            assert!(s.order.len() <= 2 * l.per_shard + 16, "queues stay bounded");
+            assert!(s.expiry.len() <= 2 * 100 + 16, "queues stay bounded");
         }
+    }
+
+    #[test]
+    fn a_ledger_full_of_fresh_live_tasks_refuses_and_evicts_stale_ones() {
+        let l = ledger(4, Duration::from_millis(200));
+        for i in 0..4 {
+            apply(&l, "a", &format!("live{i}"), h(Status::Working, 1));
+            // Staleness is measured in ms: one apart, so the stalest is one task.
+            std::thread::sleep(Duration::from_millis(3));
+        }
+        assert!(matches!(
+            futures_block_err(l.admit(None, None, 10)),
+            Some(LedgerError::Full)
+        ));
+        std::thread::sleep(Duration::from_millis(250));
+        // live1 changes: the others are stale now, the stalest goes first.
+        apply(&l, "a", "live1", h(Status::Working, 2));
+        futures_block(l.admit(None, None, 10));
+        apply(&l, "a", "new", h(Status::Working, 1));
+        assert!(l.get_now("live0").is_none(), "the stalest was evicted");
+        assert!(l.get_now("live1").is_some(), "the fresh one was kept");
+        assert_eq!(l.evictions.stale.get(), 1);
+    }
+
+    #[test]
+    fn each_clients_live_tasks_are_counted() {
+        let l = ledger(100, Duration::from_secs(60));
+        let own = |id: &str, st: Status, ms: i64| {
+            l.apply_now(
+                "a",
+                id,
+                h(st, ms),
+                Bytes::from_static(b"{}"),
+                Some("c"),
+                None,
+            )
+            .expect("applied")
+        };
+        own("t1", Status::Submitted, 1);
+        own("t2", Status::Working, 1);
+        assert!(matches!(
+            futures_block_err(l.admit(Some("c"), Some(2), 10)),
+            Some(LedgerError::TooManyTasks { limit: 2 })
+        ));
+        futures_block(l.admit(Some("other"), Some(2), 10));
+        own("t1", Status::Completed, 2);
+        futures_block(l.admit(Some("c"), Some(2), 10));
+        assert_eq!(l.live_of("c"), 1);
+    }
+
+    #[test]
+    fn quiet_tasks_are_offered_once_per_backoff() {
+        let l = ledger(100, Duration::from_secs(60));
+        apply(&l, "a", "t1", h(Status::Working, 1));
+        apply(&l, "a", "t2", h(Status::InputRequired, 1));
+        apply(&l, "b", "t3", h(Status::Submitted, 1));
+        apply(&l, "a", "t4", h(Status::Completed, 1));
+        let later = crate::protocol::time::now_ms() + 1000;
+        let quiet = futures_block(l.quiet("a", later, 10));
+        assert_eq!(
+            quiet,
+            vec![Arc::<str>::from("t1")],
+            "live, not interrupted, a's"
+        );
+        let after = Duration::from_millis(500);
+        let floor = Duration::from_secs(10);
+        assert!(futures_block(l.lease("a", "t1", later, after, floor)));
+        assert!(
+            !futures_block(l.lease("a", "t1", later, after, floor)),
+            "taken"
+        );
+        assert!(futures_block(l.quiet("a", later, 10)).is_empty());
+        // An accepted change makes it fresh, with its backoff reset.
+        apply(&l, "a", "t1", h(Status::Working, 2));
+        assert_eq!(futures_block(l.quiet("a", later, 10)).len(), 1);
+        apply(&l, "a", "t1", h(Status::Completed, 3));
+        assert!(futures_block(l.quiet("a", later + 10_000_000, 10)).is_empty());
+    }
+
+    fn futures_block_err<T>(f: LedgerFuture<'_, T>) -> Option<LedgerError> {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .ok()
+            .and_then(|rt| rt.block_on(f).err())
     }
 
     #[test]

@@ -12,7 +12,7 @@ mod redis;
 
 pub use self::redis::RedisLedger;
 pub use idempotency::{Answer, Claim, Fingerprint};
-pub use memory::MemoryLedger;
+pub use memory::{Evictions, MemoryLedger};
 
 use std::future::Future;
 use std::pin::Pin;
@@ -65,6 +65,35 @@ pub enum LedgerError {
     /// not recorded (the agent may send it again later).
     #[error("webhook delivery queue is full (webhooks.max_queued); status change not recorded")]
     QueueFull,
+    /// A new task would pass `max_tasks` or `max_ledger_bytes`, and only live tasks changed
+    /// within `task_retention_secs` are left to evict: nothing of a live task is given up to
+    /// admit another (asked before the agent is called, by [`TaskLedger::admit`]).
+    #[error("the task ledger is full of live tasks (max_tasks / max_ledger_bytes)")]
+    Full,
+    /// The client holds `limit` tasks that are not final (`[[clients]] max_live_tasks`).
+    #[error("the client has {limit} tasks that are not final yet (max_live_tasks)")]
+    TooManyTasks {
+        /// Its `max_live_tasks`.
+        limit: u64,
+    },
+}
+
+/// How the reconciler checks a quiet task again when the agent's answer changed nothing: the
+/// delay doubles from the agent's `reconcile_after` up to [`MAX_RECONCILE_BACKOFF`].
+pub const MAX_RECONCILE_BACKOFF: Duration = Duration::from_secs(300);
+
+/// When a task checked for the `checks`-th time (1 for the first) is next offered to the
+/// reconciler: `after` doubled per earlier check, at most [`MAX_RECONCILE_BACKOFF`], and never
+/// sooner than `floor` (the agent's timeout: one check at a time per task), from `now_ms`.
+/// Returned as the task's "quiet since" mark, which [`TaskLedger::quiet`] compares with
+/// `now - after`.
+pub fn next_look(now_ms: i64, checks: u32, after: Duration, floor: Duration) -> i64 {
+    let doubled = after
+        .saturating_mul(1u32 << checks.saturating_sub(1).min(20))
+        .min(MAX_RECONCILE_BACKOFF)
+        .max(floor);
+    let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX / 4);
+    now_ms.saturating_add(ms(doubled)).saturating_sub(ms(after))
 }
 
 /// Whether an accepted verdict is a status change subscribers hear about: a first sighting or a
@@ -126,6 +155,45 @@ pub trait TaskLedger: Send + Sync + 'static {
     ) -> LedgerFuture<'a, ()>;
     /// The agent that listed this artifact, and the task it was listed under.
     fn artifact<'a>(&'a self, artifact_id: &'a str) -> LedgerFuture<'a, Option<ArtifactRef>>;
+    /// Whether a new task may be created now, asked before its agent is called: `owner` (the
+    /// creating client, if any) holds fewer than `max_live` tasks that are not final
+    /// ([`LedgerError::TooManyTasks`]), and a task of about `bytes` fits in the ledger's bounds,
+    /// evicting final or stale tasks if need be ([`LedgerError::Full`]).
+    fn admit<'a>(
+        &'a self,
+        owner: Option<&'a str>,
+        max_live: Option<u64>,
+        bytes: usize,
+    ) -> LedgerFuture<'a, ()> {
+        let _ = (owner, max_live, bytes);
+        Box::pin(std::future::ready(Ok(())))
+    }
+    /// The reconciler's candidates: tasks of `agent` neither final nor INPUT_REQUIRED, quiet
+    /// (unchanged, and not checked) since before `before_ms`, oldest first, at most `limit`.
+    fn quiet<'a>(
+        &'a self,
+        agent: &'a str,
+        before_ms: i64,
+        limit: usize,
+    ) -> LedgerFuture<'a, Vec<Arc<str>>> {
+        let _ = (agent, before_ms, limit);
+        Box::pin(std::future::ready(Ok(Vec::new())))
+    }
+    /// Take the check of one candidate, atomically across replicas: true if `task_id` is still
+    /// quiet since before `before_ms`; it is then marked checked (see [`next_look`]: `after`,
+    /// `floor`) so that no replica is offered it again before its backoff ends. An accepted
+    /// change of the task makes it fresh again and resets its backoff.
+    fn lease<'a>(
+        &'a self,
+        agent: &'a str,
+        task_id: &'a str,
+        before_ms: i64,
+        after: Duration,
+        floor: Duration,
+    ) -> LedgerFuture<'a, bool> {
+        let _ = (agent, task_id, before_ms, after, floor);
+        Box::pin(std::future::ready(Ok(false)))
+    }
     /// Tasks held, by state (indexed like [`crate::protocol::task::Status::ALL`]).
     fn counts(&self) -> LedgerFuture<'_, [u64; 6]>;
     /// Claim idempotency key `key` in `scope` for the request with this `fingerprint`, atomically:

@@ -36,6 +36,8 @@ pub struct RedisLedger {
     store: Arc<Store>,
     retention: Duration,
     apply: Script,
+    /// The reconciler's lease on a quiet task ([`lease.lua`](lease.lua)).
+    lease: Script,
     /// Claims, completes and releases idempotency keys ([`idempotency.lua`](idempotency.lua)).
     keys: Script,
     outbox: Option<Arc<Outbox>>,
@@ -69,6 +71,17 @@ fn unhex(text: &[u8]) -> Option<Fingerprint> {
     Some(out)
 }
 
+/// Into `pipe`: drop the members of zset `key` whose score (an expiry) is past `now`, then
+/// count the rest (one reply).
+fn live_members(pipe: &mut redis::Pipeline, key: &str, now: i64) {
+    pipe.cmd("ZREMRANGEBYSCORE")
+        .arg(key)
+        .arg("-inf")
+        .arg(now)
+        .ignore();
+    pipe.cmd("ZCARD").arg(key);
+}
+
 fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
@@ -85,6 +98,7 @@ impl RedisLedger {
             store,
             retention,
             apply: Script::new(include_str!("apply.lua")),
+            lease: Script::new(include_str!("lease.lua")),
             keys: Script::new(include_str!("idempotency.lua")),
             outbox: None,
         }
@@ -248,6 +262,7 @@ impl RedisLedger {
         let mut inv = self.apply.key(task_key);
         inv.key(&*part.state)
             .key(&*part.wh)
+            .key(&*part.prefix)
             .arg(agent)
             .arg(head.status.as_str())
             .arg(head.updated_ms)
@@ -353,7 +368,110 @@ impl RedisLedger {
     }
 }
 
+impl RedisLedger {
+    /// The number of `owner`'s tasks that are not final, over every partition (so over every
+    /// replica): each partition's `{part}live:{owner}`, expired members dropped first.
+    async fn live_of(&self, owner: &str) -> Result<u64, LedgerError> {
+        let now = now_ms();
+        let per = self.store.keys.parts().map(|part| {
+            let mut pipe = redis::pipe();
+            live_members(&mut pipe, &format!("{part}live:{owner}"), now);
+            async move {
+                let pipe = &pipe;
+                self.read(|mut c| async move { pipe.query_async::<Vec<u64>>(&mut c).await })
+                    .await
+            }
+        });
+        let counts = futures_util::future::try_join_all(per).await?;
+        Ok(counts.iter().flatten().sum())
+    }
+}
+
 impl TaskLedger for RedisLedger {
+    fn admit<'a>(
+        &'a self,
+        owner: Option<&'a str>,
+        max_live: Option<u64>,
+        _bytes: usize,
+    ) -> LedgerFuture<'a, ()> {
+        // Room is Redis's own business (its maxmemory); the client's cap is the ledger's.
+        Box::pin(async move {
+            if let (Some(owner), Some(limit)) = (owner, max_live) {
+                if self.live_of(owner).await? >= limit {
+                    return Err(LedgerError::TooManyTasks { limit });
+                }
+            }
+            Ok(())
+        })
+    }
+
+    fn quiet<'a>(
+        &'a self,
+        agent: &'a str,
+        before_ms: i64,
+        limit: usize,
+    ) -> LedgerFuture<'a, Vec<Arc<str>>> {
+        Box::pin(async move {
+            let per = self.store.keys.parts().map(|part| {
+                let mut cmd = redis::cmd("ZRANGEBYSCORE");
+                cmd.arg(format!("{part}quiet:{agent}"))
+                    .arg("-inf")
+                    .arg(format!("({before_ms}"))
+                    .arg("WITHSCORES")
+                    .arg("LIMIT")
+                    .arg(0)
+                    .arg(limit);
+                async move {
+                    let cmd = &cmd;
+                    self.read(
+                        |mut c| async move { cmd.query_async::<Vec<(String, f64)>>(&mut c).await },
+                    )
+                    .await
+                }
+            });
+            let mut found: Vec<(f64, String)> = futures_util::future::try_join_all(per)
+                .await?
+                .into_iter()
+                .flatten()
+                .map(|(id, at)| (at, id))
+                .collect();
+            found.sort_by(|a, b| a.0.total_cmp(&b.0));
+            found.truncate(limit);
+            Ok(found.into_iter().map(|(_, id)| id.into()).collect())
+        })
+    }
+
+    fn lease<'a>(
+        &'a self,
+        agent: &'a str,
+        task_id: &'a str,
+        before_ms: i64,
+        after: Duration,
+        floor: Duration,
+    ) -> LedgerFuture<'a, bool> {
+        Box::pin(async move {
+            let keys = &self.store.keys;
+            let part = keys.prefixes(keys.of(task_id));
+            let task_key = format!("{}task:{task_id}", part.prefix);
+            let fence = self.fence(&task_key);
+            let mut inv = self.lease.key(task_key);
+            inv.key(format!("{}quiet:{agent}", part.prefix))
+                .arg(task_id)
+                .arg(before_ms)
+                .arg(now_ms())
+                .arg(millis(after))
+                .arg(millis(floor))
+                .arg(millis(super::MAX_RECONCILE_BACKOFF));
+            let inv = &inv;
+            let taken: i64 = self
+                .write(fence.as_deref(), |mut c| async move {
+                    Ok((inv.invoke_async(&mut c).await?, c))
+                })
+                .await?;
+            Ok(taken == 1)
+        })
+    }
+
     fn apply_traced<'a>(
         &'a self,
         agent: &'a str,
@@ -522,14 +640,8 @@ impl TaskLedger for RedisLedger {
             let per = self.store.keys.parts().map(|part| {
                 let mut pipe = redis::pipe();
                 for st in Status::ALL {
-                    let key = format!("{part}state:{}", st.as_str());
                     // Index entries of expired tasks are dropped here, so the counts stay exact.
-                    pipe.cmd("ZREMRANGEBYSCORE")
-                        .arg(&key)
-                        .arg("-inf")
-                        .arg(now)
-                        .ignore();
-                    pipe.cmd("ZCARD").arg(&key);
+                    live_members(&mut pipe, &format!("{part}state:{}", st.as_str()), now);
                 }
                 async move {
                     let pipe = &pipe;

@@ -198,6 +198,9 @@ pub struct AgentLimits {
     generation: AtomicU64,
     circuit: Mutex<Circuit>,
     handles: OnceLock<Handles>,
+    /// Told when the agent answers its probe and comes back from an ejection (its card is
+    /// fetched again then: it may have restarted as another agent).
+    pub back: tokio::sync::Notify,
 }
 
 impl Default for AgentLimits {
@@ -216,6 +219,7 @@ impl Default for AgentLimits {
                 until_wall: Utc::now(),
             }),
             handles: OnceLock::new(),
+            back: tokio::sync::Notify::new(),
         }
     }
 }
@@ -353,6 +357,7 @@ impl AgentLimits {
                 self.failing.store(false, Ordering::Relaxed);
                 self.generation.fetch_add(1, Ordering::AcqRel);
                 self.mode.store(OK, Ordering::Release);
+                self.back.notify_waiters();
             }
             OK if generation != self.generation.load(Ordering::Acquire) => {}
             OK => {

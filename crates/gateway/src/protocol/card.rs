@@ -96,6 +96,17 @@ impl Card {
         }
     }
 
+    /// Whether a document the agent answered names another agent than this card does (its
+    /// `agent_id`): the agent restarted under a new identity, and its card is out of date.
+    pub fn names_other_agent(&self, doc: &Value) -> bool {
+        match self {
+            Card::Clawpedia(c) => doc
+                .get("agent_id")
+                .and_then(Value::as_str)
+                .is_some_and(|id| id != c.agent_id),
+        }
+    }
+
     /// Where the agent serves a task's event stream (a GET, resumed with `Last-Event-ID`).
     pub fn stream_path(&self, task_id: &str) -> String {
         match self {

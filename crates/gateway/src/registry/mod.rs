@@ -34,6 +34,8 @@ use crate::metrics::Metrics;
 use crate::protocol::card::{Card, Refusal};
 use crate::upstream::{Upstream, UpstreamError};
 
+/// An answer naming another `agent_id` than the card refetches the card at most this often.
+pub const REFETCH_EVERY: Duration = Duration::from_secs(5);
 /// Largest card accepted.
 const MAX_CARD_BYTES: usize = 1 << 20;
 /// Retry backoff after a failed fetch starts here and doubles up to [`MAX_BACKOFF`].
@@ -97,6 +99,11 @@ pub struct Agent {
     retired: std::sync::atomic::AtomicBool,
     /// Wakes its refresh loop to end it, rather than at its next turn.
     retire: tokio::sync::Notify,
+    /// Wakes its refresh loop to fetch the card now ([`Agent::ask_refetch`]).
+    refetch: tokio::sync::Notify,
+    /// When a refetch was last asked for, so that a flood of answers asks at most once per
+    /// [`REFETCH_EVERY`].
+    refetch_asked: std::sync::Mutex<Option<Instant>>,
     /// `upstream_auth_header`, built once, marked sensitive (so no debug output shows it).
     auth: Option<(header::HeaderName, HeaderValue)>,
     /// Its requests in flight and its circuit on this replica (`limits::agent`): an `Arc`, so
@@ -117,6 +124,8 @@ impl Agent {
             cfg,
             retired: std::sync::atomic::AtomicBool::new(false),
             retire: tokio::sync::Notify::new(),
+            refetch: tokio::sync::Notify::new(),
+            refetch_asked: std::sync::Mutex::new(None),
             slot: Arc::new(RwLock::new(CardSlot {
                 card: None,
                 state: CardState::Unavailable,
@@ -154,6 +163,22 @@ impl Agent {
         self.retired
             .store(true, std::sync::atomic::Ordering::Release);
         self.retire.notify_waiters();
+    }
+
+    /// Ask its refresh loop to fetch the card now, rather than at its next turn: an answer
+    /// named another `agent_id` than the card's (the agent restarted as another). At most once
+    /// per [`REFETCH_EVERY`]; true if this call asked.
+    pub fn ask_refetch(&self) -> bool {
+        let now = Instant::now();
+        {
+            let mut last = self.refetch_asked.lock().unwrap_or_else(|p| p.into_inner());
+            if last.is_some_and(|t| now.duration_since(t) < REFETCH_EVERY) {
+                return false;
+            }
+            *last = Some(now);
+        }
+        self.refetch.notify_one();
+        true
     }
 
     /// Whether a reload replaced it.
@@ -385,6 +410,10 @@ impl Registry {
                     drop((reg, client));
                     tokio::select! {
                         _ = tokio::time::sleep(wait) => {}
+                        // An answer named another agent_id than the card's.
+                        _ = agent.refetch.notified() => {}
+                        // Back from an ejection: it may have restarted as another agent.
+                        _ = agent.limits.back.notified() => {}
                         _ = agent.retire.notified() => return,
                         _ = stop.changed() => return,
                     }

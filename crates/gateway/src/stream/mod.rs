@@ -12,7 +12,7 @@
 //! for a cool-off so does every new subscriber, at once and without a new upstream connection.
 
 pub mod events;
-mod source;
+pub(crate) mod source;
 pub mod topic;
 
 use std::collections::HashMap;

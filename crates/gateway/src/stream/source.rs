@@ -12,7 +12,8 @@ use hyper::{Method, Request, StatusCode};
 use super::topic::{Phase, Topic};
 use super::{Hub, StreamError};
 use crate::config::Conformance;
-use crate::ledger::{apply_counted, Origin};
+use crate::ledger::{apply_counted, Applied, Origin, TaskLedger};
+use crate::metrics::Metrics;
 use crate::protocol::sse::Parser;
 use crate::protocol::task::{Refusal, Verdict};
 use crate::registry::Agent;
@@ -327,40 +328,8 @@ async fn learn_end(hub: &Hub, topic: &Topic, agent: &Agent, client: &Upstream) -
             return true;
         }
     }
-    let Ok(card) = agent.card() else { return false };
-    let Some(req) = request(agent, &card.task_path(task_id), None, false) else {
-        return false;
-    };
-    let Ok((parts, body)) = client
-        .exchange(req, agent.cfg.timeout, MAX_AGENT_JSON)
-        .await
+    let Some(applied) = ask_and_apply(&hub.ledger, &hub.metrics, agent, client, task_id).await
     else {
-        return false;
-    };
-    if parts.status != StatusCode::OK {
-        return false;
-    }
-    let Ok(doc) = crate::protocol::json::parse(&body) else {
-        return false;
-    };
-    let (task, found) = card.read_task(&doc, Some(task_id), crate::protocol::time::now_ms());
-    if !found.is_empty() && agent.cfg.conformance == Conformance::Enforce {
-        return false;
-    }
-    let Some(task) = task.filter(|t| t.task_id == task_id) else {
-        return false;
-    };
-    let applied = apply_counted(
-        hub.ledger.as_ref(),
-        &hub.metrics,
-        &agent.cfg.name,
-        &task,
-        body,
-        None,
-        Origin::default(),
-    )
-    .await;
-    let Ok(applied) = applied else {
         return false;
     };
     // A record of another agent's task says nothing about this agent's stream.
@@ -372,4 +341,47 @@ async fn learn_end(hub: &Hub, topic: &Topic, agent: &Agent, client: &Upstream) -
         return true;
     }
     false
+}
+
+/// Ask the agent for a task's current state (where the card says, `Card::task_path`, read with
+/// `Card::read_task`) and apply what it says to the ledger, as any news (learn_end, and the
+/// reconciler). `None`: no usable answer (no card, no answer in time, not 200, not the task,
+/// outside the protocol in `enforce` mode, or the ledger failed). An answer that names another
+/// `agent_id` than the card asks for the card to be fetched again.
+pub(crate) async fn ask_and_apply(
+    ledger: &Arc<dyn TaskLedger>,
+    metrics: &Metrics,
+    agent: &Agent,
+    client: &Upstream,
+    task_id: &str,
+) -> Option<Applied> {
+    let card = agent.card().ok()?;
+    let req = request(agent, &card.task_path(task_id), None, false)?;
+    let (parts, body) = client
+        .exchange(req, agent.cfg.timeout, MAX_AGENT_JSON)
+        .await
+        .ok()?;
+    if parts.status != StatusCode::OK {
+        return None;
+    }
+    let doc = crate::protocol::json::parse(&body).ok()?;
+    if card.names_other_agent(&doc) && agent.ask_refetch() {
+        tracing::info!(agent = %agent.cfg.name, "an answer names another agent_id than the card's; fetching the card again");
+    }
+    let (task, found) = card.read_task(&doc, Some(task_id), crate::protocol::time::now_ms());
+    if !found.is_empty() && agent.cfg.conformance == Conformance::Enforce {
+        return None;
+    }
+    let task = task.filter(|t| t.task_id == task_id)?;
+    apply_counted(
+        ledger.as_ref(),
+        metrics,
+        &agent.cfg.name,
+        &task,
+        body,
+        None,
+        Origin::default(),
+    )
+    .await
+    .ok()
 }

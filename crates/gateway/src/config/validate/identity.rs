@@ -145,6 +145,9 @@ impl Validator {
             }
         }
         self.range(&format!("{at}.max_streams"), cl.max_streams as u64, 1 << 20);
+        if let Some(n) = cl.max_live_tasks {
+            self.range(&format!("{at}.max_live_tasks"), n, 1 << 32);
+        }
         match cl.rate_per_sec {
             Some(r) if !(MIN_RATE..=MAX_RATE).contains(&r) => self.problem(
                 format!("{at}.rate_per_sec"),

@@ -368,6 +368,12 @@ impl Validator {
             );
         }
         self.secs(&format!("{at}.eject_secs"), a.eject, 3600);
+        if a.reconcile_after > Duration::from_secs(86_400) {
+            self.problem(
+                format!("{at}.reconcile_after_ms"),
+                "must be between 0 (off) and 86400000",
+            );
+        }
         if let Some(tok) = &a.ingest_token {
             if tok.expose().len() < 16 {
                 self.problem(

@@ -19,8 +19,8 @@ use crate::http::create::pending::record_later;
 use crate::http::create::{drive, Finish};
 use crate::http::error::{ApiError, ApiResult, Code};
 use crate::http::exchange::{
-    build_request, conformance, named_agent, parse_agent_json, record, relay, relay_substituted,
-    ClientSide,
+    build_request, check_identity, conformance, named_agent, parse_agent_json, record, relay,
+    relay_substituted, ClientSide,
 };
 use crate::http::request::{is_json, read_body, Request};
 use crate::ledger;
@@ -124,6 +124,7 @@ pub async fn create(
         )
         .with_header(header::RETRY_AFTER, HeaderValue::from_static("1")));
     }
+    crate::http::create::admit_task(state, &ctx.caller, raw.len()).await?;
     // Only a keyed create is compared with an earlier one.
     let fingerprint = idempotency_key
         .is_some()
@@ -231,6 +232,9 @@ async fn created(
         status: Some(Status::Submitted),
         ..TaskExpect::under(Some(card), None, now_ms())
     };
+    if let Ok(serving) = agent.card() {
+        check_identity(agent, &serving, &task);
+    }
     conformance(state, agent, ctx, "task", check_task(&task, expect))?;
     let task = task_ref(&task);
     match record(state, agent, ctx, None, task.clone(), &body).await {

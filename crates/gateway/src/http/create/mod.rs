@@ -53,3 +53,21 @@ pub fn late_permit(state: &State) -> Option<OwnedSemaphorePermit> {
     }
     state.late_answers.clone().try_acquire_owned().ok()
 }
+
+/// Whether the ledger takes one more task from this caller, asked before the agent is called
+/// (so no agent ever holds a task the gateway refused): the client's `max_live_tasks` (429
+/// TOO_MANY_TASKS) and room for a task about `input_bytes` long, the task's document echoing
+/// its input (503 LEDGER_FULL). Both with `Retry-After`.
+pub async fn admit_task(
+    state: &State,
+    caller: &crate::auth::Caller,
+    input_bytes: usize,
+) -> Result<(), super::error::ApiError> {
+    let limit = match caller {
+        crate::auth::Caller::Client(c) => c.max_live_tasks,
+        _ => None,
+    };
+    let owner = caller.owner().map(|o| o.as_ref());
+    state.ledger.admit(owner, limit, input_bytes).await?;
+    Ok(())
+}

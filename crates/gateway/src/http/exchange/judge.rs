@@ -46,6 +46,16 @@ pub fn conformance(
     }
 }
 
+/// Whether `doc`, an agent's answer, names another agent than its card: then the card is out
+/// of date (the agent restarted under a new `agent_id`), and its refresh loop is asked to
+/// fetch it now (at most once per `registry::REFETCH_EVERY`), so that the answers after it are
+/// judged under the card the agent serves now.
+pub fn check_identity(agent: &Agent, card: &crate::protocol::card::Card, doc: &Value) {
+    if card.names_other_agent(doc) && agent.ask_refetch() {
+        tracing::info!(agent = %agent.cfg.name, "an answer names another agent_id than the card's; fetching the card again");
+    }
+}
+
 /// The agent's answer as one JSON document (`protocol::json::parse`). An answer that is not JSON,
 /// or names a key twice, is a conformance failure: 502 in enforce mode; `None` in report mode,
 /// where the answer is relayed as it is and not recorded (the gateway records no document it

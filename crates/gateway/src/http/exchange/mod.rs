@@ -40,7 +40,7 @@ use crate::registry::Agent;
 use crate::state::State;
 
 pub use call::{ask, build_request, pass_through, ClientSide};
-pub use judge::{conformance, parse_agent_json};
+pub use judge::{check_identity, conformance, parse_agent_json};
 pub use record::{apply, record};
 pub use relay::{relay, relay_substituted, AgentError};
 pub use resolve::{named_agent, task_agent, unknown_agent};
@@ -160,6 +160,7 @@ impl<'a> Exchange<'a> {
     /// document about this task, and recorded.
     pub async fn record_task(&self, answer: Answer, doc: &Value) -> Result<Asked, ApiError> {
         let card = self.agent.card()?;
+        judge::check_identity(&self.agent, &card, doc);
         let (task, found) = card.read_task(doc, Some(self.task_id), now_ms());
         conformance(self.state, &self.agent, self.ctx, "task", found)?;
         let (verdict, body) = self.record(task, &answer.body).await?;

@@ -126,6 +126,26 @@ pub fn agents(state: &State, ctx: &Ctx) -> ApiResult {
     ))
 }
 
+/// POST /admin/agents/{name}/refresh: fetch the agent's card now (an operator who knows the
+/// agent restarted need not wait for `refresh_secs`), then answer its entry as `GET /agents`
+/// shows it after the fetch (a failed fetch shows in its `card_state` and `last_error`).
+pub async fn refresh(state: &State, ctx: &Ctx, name: &str) -> ApiResult {
+    let Some(agent) = state.registry.by_name(name) else {
+        return Err(ApiError::new(
+            Code::UnknownAgent,
+            format!("no agent is configured as {name:?}"),
+        ));
+    };
+    // Err: the reason is in the slot, which the entry shows.
+    let _ = state
+        .registry
+        .refresh(agent, &state.upstream, &state.metrics)
+        .await;
+    let (slot, health) = (agent.slot(), agent.limits.health());
+    let body = to_json(&entry(agent, &slot, &health, sees_errors(ctx), false))?;
+    Ok(response::json(StatusCode::OK, body))
+}
+
 /// `{tasks, webhooks, streams}`, read now or within the last second (`FleetTotals`). A store that does
 /// not answer leaves its part as `{"unavailable": reason}`; the page still shows the rest.
 async fn totals(state: &State) -> Arc<Value> {
