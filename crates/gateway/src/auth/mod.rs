@@ -249,6 +249,8 @@ pub struct Auth {
     /// SHA-256 of a verified token → its client and its `exp` (Unix seconds).
     tokens: Mutex<HashMap<Digest32, (Arc<Client>, u64)>>,
     streams: Arc<StreamCounts>,
+    /// 0 at start, one more at each reload: which identity admitted a stream.
+    gen: u64,
 }
 
 impl std::fmt::Debug for Auth {
@@ -306,6 +308,7 @@ impl Auth {
             jwt,
             tokens: Mutex::default(),
             streams: Arc::default(),
+            gen: 0,
         })
     }
 
@@ -315,6 +318,7 @@ impl Auth {
     pub fn reloaded(&self, cfg: &Config) -> Result<Auth, jwt::JwksError> {
         let mut next = Auth::from_config(cfg)?;
         next.streams = self.streams.clone();
+        next.gen = self.gen + 1;
         Ok(next)
     }
 
@@ -435,14 +439,17 @@ impl Auth {
             }
             Credential::Bearer(b) => Proof::Key(digest(b)),
         };
-        self.streams.acquire(client, proof, right)
+        self.streams.acquire(client, proof, right, self.gen)
     }
 
     /// The streams whose access this identity (a reloaded config's, with `registry`'s agents)
     /// no longer grants: each is told why and ends. Streams whose access did not change are
     /// untouched.
-    pub fn revoke_withdrawn(&self, registry: &Registry) {
-        for g in self.streams.grants() {
+    pub fn revoke_withdrawn(self: &Arc<Self>, registry: &Arc<Registry>) {
+        let open = self
+            .streams
+            .judged_by(self.gen, Arc::downgrade(self), Arc::downgrade(registry));
+        for g in open {
             if let Some(why) = self.judge(&g, registry) {
                 g.revoke(why);
             }

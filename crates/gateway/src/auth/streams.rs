@@ -93,6 +93,8 @@ pub(super) struct Relies {
 #[derive(Debug)]
 pub(super) struct Grant {
     id: u64,
+    /// The generation of the identity that admitted it (see [`StreamPermit::settle`]).
+    gen: u64,
     pub client: Arc<Client>,
     pub proof: Proof,
     pub right: Right,
@@ -120,6 +122,17 @@ impl Grant {
 pub struct StreamCounts {
     open: Mutex<Open>,
     next_id: AtomicU64,
+    /// The identity and agents of the last reload's judgement, and its generation: a stream
+    /// admitted by an older identity, or judged before its handler said what it stands on, is
+    /// judged again by this one when it settles.
+    latest: Mutex<Option<Latest>>,
+}
+
+#[derive(Debug)]
+struct Latest {
+    gen: u64,
+    auth: Weak<super::Auth>,
+    registry: Weak<crate::registry::Registry>,
 }
 
 #[derive(Debug, Default)]
@@ -140,6 +153,7 @@ impl StreamCounts {
         client: &Arc<Client>,
         proof: Proof,
         right: Right,
+        gen: u64,
     ) -> Option<StreamPermit> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let exp = match &proof {
@@ -148,6 +162,7 @@ impl StreamCounts {
         };
         let grant = Arc::new(Grant {
             id,
+            gen,
             client: client.clone(),
             proof,
             right,
@@ -189,8 +204,19 @@ impl StreamCounts {
         }
     }
 
-    /// Every open grant, to judge after a reload (outside the lock).
-    pub(super) fn grants(&self) -> Vec<Arc<Grant>> {
+    /// Every open grant, to judge after a reload (outside the lock), once the reload's identity
+    /// is recorded as the latest: a grant added after this snapshot settles against it.
+    pub(super) fn judged_by(
+        &self,
+        gen: u64,
+        auth: Weak<super::Auth>,
+        registry: Weak<crate::registry::Registry>,
+    ) -> Vec<Arc<Grant>> {
+        *self.latest.lock().unwrap_or_else(|p| p.into_inner()) = Some(Latest {
+            gen,
+            auth,
+            registry,
+        });
         self.lock().grants.values().cloned().collect()
     }
 
@@ -270,6 +296,24 @@ impl StreamPermit {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .all_tasks = true;
+    }
+
+    /// Called once the handler has said what the stream stands on: if a reload came between
+    /// admission and now (the request was admitted by the identity before it, or judged before
+    /// its agents were known), judge it again by the latest identity.
+    pub fn settle(&self) {
+        let latest = {
+            let l = self.counts.latest.lock().unwrap_or_else(|p| p.into_inner());
+            match &*l {
+                Some(l) if l.gen != self.grant.gen => (l.auth.upgrade(), l.registry.upgrade()),
+                _ => return,
+            }
+        };
+        if let (Some(auth), Some(registry)) = latest {
+            if let Some(why) = auth.judge(&self.grant, &registry) {
+                self.grant.revoke(why);
+            }
+        }
     }
 }
 

@@ -272,11 +272,27 @@ fn refuse(state: &State, f: Failure) -> ApiError {
 /// push's ingest token travels in `Authorization` too.
 fn one_credential(req: &Request) -> Result<(), ApiError> {
     let headers = req.headers().get_all(AUTHORIZATION).iter().count();
-    let params = req.uri().query().map_or(0, |q| {
-        q.split('&')
-            .filter(|kv| kv.starts_with("access_token="))
-            .count()
-    });
+    // By the name as a framework behind a proxy decodes it (`access%5Ftoken` is one too); only
+    // the plain spelling is read, so any other is refused rather than ignored.
+    let (mut params, mut plain) = (0, 0);
+    for kv in req.uri().query().unwrap_or("").split('&') {
+        let name = kv.split_once('=').map_or(kv, |(k, _)| k);
+        if name == "access_token" {
+            plain += 1;
+            params += 1;
+        } else if name.contains(['%', '+'])
+            && access_token(Some(&format!("access_token={name}"))).as_deref()
+                == Some(&b"access_token"[..])
+        {
+            params += 1;
+        }
+    }
+    if params > plain && params == 1 {
+        return Err(ApiError::new(
+            Code::InvalidRequest,
+            "the access_token parameter must be spelled as is, not percent-encoded",
+        ));
+    }
     let why = match (headers, params) {
         (0 | 1, 0) | (0, 1) => return Ok(()),
         (h, 0) if h > 1 => "more than one Authorization header",

@@ -22,6 +22,8 @@ use tokio::time::Sleep;
 pub const MAX_BYTES: usize = 8 << 20;
 /// The longest a lingering close waits for the client to finish.
 pub const MAX_WAIT: Duration = Duration::from_secs(5);
+/// How long a close waits for a first byte from a client that was not sending.
+pub const QUIET: Duration = Duration::from_millis(100);
 
 /// A transport whose shutdown lingers (see the module doc).
 pub struct Lingering<I> {
@@ -32,10 +34,13 @@ pub struct Lingering<I> {
 enum Drain {
     /// Serving.
     Open,
-    /// Write side shut; reading until EOF, `left` bytes or the deadline.
+    /// Write side shut; reading until EOF, `left` bytes or the deadline; or until `quiet`
+    /// passes with nothing read (a client that was not sending: an idle keep-alive closed by
+    /// a drain, say, need not hold its slot for the whole deadline).
     Reading {
         left: usize,
         deadline: Pin<Box<Sleep>>,
+        quiet: Option<Pin<Box<Sleep>>>,
     },
     Done,
 }
@@ -93,10 +98,18 @@ impl<I: hyper::rt::Read + hyper::rt::Write + Unpin> hyper::rt::Write for Lingeri
                     this.drain = Drain::Reading {
                         left: MAX_BYTES,
                         deadline: Box::pin(tokio::time::sleep(MAX_WAIT)),
+                        quiet: Some(Box::pin(tokio::time::sleep(QUIET))),
                     };
                 }
-                Drain::Reading { left, deadline } => {
-                    if deadline.as_mut().poll(cx).is_ready() {
+                Drain::Reading {
+                    left,
+                    deadline,
+                    quiet,
+                } => {
+                    let quiet_over = quiet
+                        .as_mut()
+                        .is_some_and(|q| q.as_mut().poll(cx).is_ready());
+                    if quiet_over || deadline.as_mut().poll(cx).is_ready() {
                         this.drain = Drain::Done;
                         continue;
                     }
@@ -105,6 +118,8 @@ impl<I: hyper::rt::Read + hyper::rt::Write + Unpin> hyper::rt::Write for Lingeri
                     match Pin::new(&mut this.io).poll_read(cx, rb.unfilled()) {
                         Poll::Pending => return Poll::Pending,
                         Poll::Ready(Ok(())) if !rb.filled().is_empty() => {
+                            // Still sending: drained to its end, the deadline or the bound.
+                            *quiet = None;
                             *left = left.saturating_sub(rb.filled().len());
                             if *left == 0 {
                                 this.drain = Drain::Done;

@@ -72,89 +72,65 @@ fn plain_host(h: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b".-:[]".contains(&b))
 }
 
-/// Scheme, host and port (with the scheme's default), in lower case: what two URLs share when
-/// they are on one origin. Read leniently, by hand: a URL `http::Uri` would refuse (a space in
-/// its path, say) must still be recognised as the agent's, and a scheme-relative `//host/x`
-/// takes `scheme`, the scheme of the answer it came in.
-fn origin<'u>(url: &'u str, scheme: &str) -> Option<((String, String, u16), &'u str)> {
-    let (scheme, rest) = match url.strip_prefix("//") {
-        Some(rest) => (scheme.to_ascii_lowercase(), rest),
-        None => {
-            let (s, rest) = url.split_once("://")?;
-            let plain = !s.is_empty()
-                && s.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b));
-            if !plain {
-                return None;
-            }
-            (s.to_ascii_lowercase(), rest)
-        }
+/// Where `url` points, if it is on `agent`'s configured origin: its path and query. Read as a
+/// browser reads it (WHATWG, the `url` crate), relative to the agent's URL: a path alone, a
+/// scheme-relative `//host/x`, backslashes, tabs, `127.1` and other spellings of the agent's
+/// host all land there. A URL that cannot be read at all counts as the agent's: the gateway
+/// would rather rewrite or refuse it than pass on what a client might resolve to the agent.
+fn on_agent(agent: &Agent, url: &str) -> Option<String> {
+    let base = url::Url::parse(&agent.cfg.url).ok()?;
+    let Ok(to) = base.join(url.trim()) else {
+        return Some(String::new());
     };
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, path) = rest.split_at(end);
-    let hostport = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    let (host, port) = match hostport.strip_prefix('[') {
-        Some(v6) => {
-            let (h, after) = v6.split_once(']')?;
-            (h, after.strip_prefix(':'))
-        }
-        None => match hostport.rsplit_once(':') {
-            Some((h, p)) => (h, Some(p)),
-            None => (hostport, None),
-        },
+    let host = |u: &url::Url| {
+        u.host_str()
+            .map(|h| h.trim_end_matches('.').to_ascii_lowercase())
     };
-    let port = match port.filter(|p| !p.is_empty()) {
-        Some(p) => p.parse().ok()?,
-        None => match scheme.as_str() {
-            "http" => 80,
-            "https" => 443,
-            _ => return None,
-        },
-    };
-    let host = host.trim_end_matches('.').to_ascii_lowercase();
-    Some((
-        (scheme, host, port),
-        if path.is_empty() { "/" } else { path },
-    ))
-}
-
-/// Where `url` points, if it is on `agent`'s configured origin: its path and query. A path
-/// alone (`/x`) is on the agent's origin: it is relative to the agent's answer.
-fn on_agent<'u>(agent: &Agent, url: &'u str) -> Option<&'u str> {
-    let url = url.trim();
-    if url.starts_with('/') && !url.starts_with("//") {
-        return Some(url);
+    let same = to.scheme() == base.scheme()
+        && host(&to) == host(&base)
+        && to.port_or_known_default() == base.port_or_known_default();
+    if !same {
+        return None;
     }
-    let (ours, _) = origin(&agent.cfg.url, "http")?;
-    let (theirs, path) = origin(url, &ours.0)?;
-    (theirs == ours).then_some(path)
+    Some(match to.query() {
+        Some(q) => format!("{}?{q}", to.path()),
+        None => to.path().to_owned(),
+    })
 }
 
 /// The `content` of each `file` artifact of a list that is on the agent's origin, rewritten to
-/// the gateway's content route. Whether any was.
-pub fn rewrite_file_links(list: &mut Value, agent: &Agent, base: &Base<'_>) -> bool {
+/// the gateway's content route. Whether any was; an error for such a link whose artifact has no
+/// usable id (it could be neither rewritten nor passed on).
+pub fn rewrite_file_links(
+    list: &mut Value,
+    agent: &Agent,
+    base: &Base<'_>,
+) -> Result<bool, String> {
     let Some(items) = list.get_mut("artifacts").and_then(Value::as_array_mut) else {
-        return false;
+        return Ok(false);
     };
     let mut changed = false;
     for a in items {
         if a.get("type").and_then(Value::as_str) != Some("file") {
             continue;
         }
-        let Some(id) = a.get("artifact_id").and_then(Value::as_str) else {
-            continue;
-        };
         let Some(content) = a.get("content").and_then(Value::as_str) else {
             continue;
         };
         if on_agent(agent, content).is_none() {
             continue;
         }
+        let id = a.get("artifact_id").and_then(Value::as_str);
+        let Some(id) = id.filter(|id| crate::http::route::valid_id(id)) else {
+            return Err(
+                "a file artifact links to the agent's own address but has no valid artifact_id to link the gateway's content route with".into(),
+            );
+        };
         let link = base.artifact_content(&agent.cfg.name, id);
         a["content"] = Value::String(link);
         changed = true;
     }
-    changed
+    Ok(changed)
 }
 
 /// What to do with a redirect's `Location` from the agent's content route of `artifact_id`.
@@ -175,7 +151,7 @@ pub fn redirect(agent: &Agent, base: &Base<'_>, artifact_id: &str, location: &st
     };
     let (path, query) = match path.split_once('?') {
         Some((p, q)) => (p, Some(q)),
-        None => (path, None),
+        None => (path.as_str(), None),
     };
     // The agent's content route, under the agent's own base path if its url has one.
     let prefix = agent
@@ -195,4 +171,111 @@ pub fn redirect(agent: &Agent, base: &Base<'_>, artifact_id: &str, location: &st
         to.push_str(q);
     }
     Redirect::Gateway(to)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::AgentConfig;
+    use crate::registry::Registry;
+    use std::sync::Arc;
+
+    fn agent(url: &str) -> Arc<Agent> {
+        let cfg = AgentConfig {
+            name: "a".into(),
+            url: url.into(),
+            ..AgentConfig::default()
+        };
+        Registry::new(&[cfg]).by_name("a").cloned().expect("agent")
+    }
+
+    #[test]
+    fn every_spelling_of_the_agents_origin_is_the_agents() {
+        let a = agent("http://127.0.0.1:19101");
+        for on in [
+            "http://127.0.0.1:19101/files/x",
+            "HTTP://127.0.0.1:19101/files/x",
+            "http://127.0.0.1:19101./files/x",
+            "//127.0.0.1:19101/files/x",
+            "/files/x",
+            "http:\\\\127.0.0.1:19101\\files\\x",
+            "http://127.1:19101/files/x",
+            "http://0x7f.0.0.1:19101/files/x",
+            "http://127.0.0.1:19101\\@evil.example/files/x",
+            "ht\ttp://127.0.0.1:19101/files/x",
+            "http://user:pw@127.0.0.1:19101/files/x",
+            "http://127.0.0.1:19101/a b.pdf",
+        ] {
+            assert!(on_agent(&a, on).is_some(), "{on:?} is the agent's");
+        }
+        for off in [
+            "https://bucket.s3.example.com/x?sig=1",
+            "http://127.0.0.1:19102/files/x",
+            "https://127.0.0.1:19101/files/x",
+            "http://evil.example/@127.0.0.1:19101",
+        ] {
+            assert!(on_agent(&a, off).is_none(), "{off:?} is elsewhere");
+        }
+        let d = agent("https://agent.example");
+        assert!(on_agent(&d, "https://AGENT.example:443/x").is_some());
+    }
+
+    #[test]
+    fn links_without_a_usable_id_are_refused_not_passed_on() {
+        let a = agent("http://127.0.0.1:19101");
+        let base = Base {
+            url: Cow::Borrowed("https://gw.example"),
+            from_host: false,
+        };
+        let mut ok = serde_json::json!({"artifacts": [
+            {"artifact_id": "f1", "type": "file", "content": "http://127.0.0.1:19101/files/f1"},
+            {"artifact_id": "f2", "type": "file", "content": "https://cdn.example/f2"},
+        ]});
+        assert_eq!(rewrite_file_links(&mut ok, &a, &base), Ok(true));
+        assert_eq!(
+            ok["artifacts"][0]["content"],
+            "https://gw.example/agents/a/artifacts/f1/content"
+        );
+        assert_eq!(ok["artifacts"][1]["content"], "https://cdn.example/f2");
+        for id in [
+            serde_json::json!("../x"),
+            serde_json::json!(7),
+            serde_json::Value::Null,
+        ] {
+            let mut bad = serde_json::json!({"artifacts": [
+                {"artifact_id": id, "type": "file", "content": "/files/x"},
+            ]});
+            assert!(rewrite_file_links(&mut bad, &a, &base).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_redirect_is_rewritten_only_to_its_own_content_route() {
+        let a = agent("http://127.0.0.1:19101/v1");
+        let base = Base {
+            url: Cow::Borrowed("https://gw.example"),
+            from_host: false,
+        };
+        assert_eq!(
+            redirect(
+                &a,
+                &base,
+                "f1",
+                "http://127.0.0.1:19101/v1/artifacts/f1/content?dl=1"
+            ),
+            Redirect::Gateway("https://gw.example/agents/a/artifacts/f1/content?dl=1".into())
+        );
+        assert_eq!(
+            redirect(&a, &base, "f1", "/v1/artifacts/f2/content"),
+            Redirect::Refused
+        );
+        assert_eq!(
+            redirect(&a, &base, "f1", "/downloads/f1"),
+            Redirect::Refused
+        );
+        assert_eq!(
+            redirect(&a, &base, "f1", "https://cdn.example/f1"),
+            Redirect::Elsewhere
+        );
+    }
 }

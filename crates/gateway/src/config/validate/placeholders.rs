@@ -27,6 +27,9 @@ impl Validator {
         }
         if let Some(r) = &c.redis {
             self.placeholder(at_file("redis.url".into(), &r.url_file), &r.url);
+            for (i, u) in r.urls.iter().enumerate() {
+                self.placeholder(format!("redis.urls[{i}]"), u);
+            }
         }
         for (i, a) in c.agents.iter().enumerate() {
             if let Some(t) = &a.ingest_token {
@@ -66,7 +69,7 @@ impl Validator {
 /// Whether `secret` carries the marker: as written, or any of its words (a header value is
 /// `Bearer <token>`) after a `whsec_` prefix, as written or base64- or hex-decoded.
 pub(super) fn is_placeholder(secret: &str) -> bool {
-    if has_marker(secret.as_bytes()) {
+    if has_marker(secret.as_bytes()) || has_marker(&percent_decoded(secret)) {
         return true;
     }
     secret
@@ -74,6 +77,30 @@ pub(super) fn is_placeholder(secret: &str) -> bool {
         .filter(|w| !w.is_empty())
         .map(|w| w.strip_prefix("whsec_").unwrap_or(w))
         .any(|w| decodings(w).any(|d| has_marker(&d)))
+}
+
+/// `%XX` decoded (a URL's password is written so).
+fn percent_decoded(s: &str) -> Vec<u8> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hexed = (b[i] == b'%')
+            .then(|| std::str::from_utf8(b.get(i + 1..i + 3)?).ok())
+            .flatten()
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match hexed {
+            Some(v) => {
+                out.push(v);
+                i += 3;
+            }
+            None => {
+                out.push(b[i]);
+                i += 1;
+            }
+        }
+    }
+    out
 }
 
 fn has_marker(b: &[u8]) -> bool {
@@ -121,6 +148,7 @@ mod tests {
             format!("Bearer {}", STANDARD.encode(text)),
             text.bytes().map(|b| format!("{b:02x}")).collect::<String>(),
             "redis://a2a-gateway:REPLACE-ME-redis-password@redis.example.internal:6379".into(),
+            "redis://u:REPLACE%2dME@10.0.0.1:6379".into(),
         ] {
             assert!(is_placeholder(&placeholder), "{placeholder}");
         }

@@ -57,7 +57,13 @@ pub async fn list(
     // No agent address reaches a client: a file's link on the agent's origin becomes the
     // gateway's content route.
     let base = Base::of(state, req.headers(), req.uri());
-    if !rewrite_file_links(&mut list, agent, &base) {
+    let rewritten = rewrite_file_links(&mut list, agent, &base).map_err(|why| {
+        ApiError::new(
+            Code::AgentProtocolViolation,
+            format!("agent {:?}: {why}", agent.cfg.name),
+        )
+    })?;
+    if !rewritten {
         return Ok(answer.relay());
     }
     let body = serde_json::to_vec(&list).map_err(|e| {

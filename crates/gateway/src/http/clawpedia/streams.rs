@@ -30,6 +30,7 @@ pub async fn subscribe(
         if own.is_none() || own != ctx.caller.owner().map(|o| &**o) {
             p.relies_on_all_tasks();
         }
+        p.settle();
     }
     agent.card()?;
     let last_id = last_event_id(req.headers(), req.uri());

@@ -13,6 +13,7 @@ use hyper::{Response, StatusCode};
 
 use crate::http::body::Body;
 use crate::http::error::{ApiError, Code};
+use crate::http::exchange::AgentError;
 use crate::ledger::{Answer, Claim, Fingerprint};
 use crate::state::State;
 
@@ -182,11 +183,19 @@ fn replay(answer: Answer) -> Response<Body> {
 }
 
 /// The answer to keep for replay: status, Content-Type and body of an answer the gateway built
-/// whole (every answer to a create is).
-pub fn snapshot(res: &Response<Body>) -> Option<Answer> {
+/// whole (every answer to a create is). An agent's error answer (`agent`'s) is kept with its
+/// text withheld: a replay is a fresh answer the pipeline cannot tell from the gateway's own.
+pub fn snapshot(res: &Response<Body>, agent: &str) -> Option<Answer> {
     let Body::Full(body) = res.body() else {
         return None;
     };
+    if let Some(e) = res.extensions().get::<AgentError>() {
+        return Some(Answer {
+            status: res.status().as_u16(),
+            content_type: "application/json".to_owned(),
+            body: e.withheld_body(res.status(), agent),
+        });
+    }
     Some(Answer {
         status: res.status().as_u16(),
         content_type: res
@@ -202,7 +211,7 @@ pub fn snapshot(res: &Response<Body>) -> Option<Answer> {
 /// Store `res` as the key's answer, or free the key when `keep` is false (no answer worth
 /// replaying). Failures are logged: the key then lapses with its lease.
 pub async fn settle(state: &State, held: &Held, res: &Response<Body>, keep: bool) {
-    let stored = match snapshot(res).filter(|_| keep) {
+    let stored = match snapshot(res, &held.scope).filter(|_| keep) {
         Some(answer) => state
             .ledger
             .complete_key(

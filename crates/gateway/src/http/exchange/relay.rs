@@ -42,11 +42,7 @@ impl AgentError {
     pub fn withheld(&self, res: Response<Body>, agent: &str) -> Response<Body> {
         let status = res.status();
         let retry = res.headers().get(header::RETRY_AFTER).cloned();
-        let body = serde_json::json!({"error": {
-            "code": self.code.as_deref().unwrap_or("AGENT_ERROR"),
-            "message": format!("agent {agent:?} answered {status}; its own text is shown only to clients with the metrics or admin right"),
-        }});
-        let mut out = Response::new(Body::full(body.to_string()));
+        let mut out = Response::new(Body::full(self.withheld_body(status, agent)));
         *out.status_mut() = status;
         out.headers_mut().insert(
             header::CONTENT_TYPE,
@@ -56,6 +52,19 @@ impl AgentError {
             out.headers_mut().insert(header::RETRY_AFTER, r);
         }
         out
+    }
+}
+
+impl AgentError {
+    /// The body of [`AgentError::withheld`]: the gateway's error shape, the agent's plain code,
+    /// none of its text. Also what a create's `Idempotency-Key` keeps for replay, which reaches
+    /// the pipeline without this mark.
+    pub fn withheld_body(&self, status: hyper::StatusCode, agent: &str) -> Bytes {
+        let body = serde_json::json!({"error": {
+            "code": self.code.as_deref().unwrap_or("AGENT_ERROR"),
+            "message": format!("agent {agent:?} answered {status}; its own text is shown only to clients with the metrics or admin right"),
+        }});
+        Bytes::from(body.to_string())
     }
 }
 

@@ -131,6 +131,7 @@ pub async fn events(state: &State, ctx: &mut Ctx, req: Request) -> ApiResult {
         if f.owner.is_none() {
             p.relies_on_all_tasks();
         }
+        p.settle();
     }
     let (tx, rx) = events::channel();
     let run = events::run(
