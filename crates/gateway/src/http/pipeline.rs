@@ -93,6 +93,10 @@ pub async fn handle(state: &Arc<State>, conn: &Conn, req: Request) -> Response<B
     };
     // 5. answer
     let mut res = result.unwrap_or_else(ApiError::into_response);
+    // No agent address reaches a client: URL headers naming the agent's origin are dropped.
+    if let Some(agent) = &ctx.agent {
+        super::public::drop_agent_urls(agent, res.headers_mut());
+    }
     // An agent's own error text reaches only clients that may read agents' errors.
     if let Some(e) = res.extensions().get::<AgentError>().cloned() {
         if !(ctx.caller.can(Right::Metrics) || ctx.caller.can(Right::Admin)) {

@@ -133,6 +133,31 @@ pub fn rewrite_file_links(
     Ok(changed)
 }
 
+/// Headers of an agent's answer that name URLs: those that name the agent's own origin are
+/// dropped on the way to the client (a create's `Location`, a `Content-Location`, a `Link`).
+/// The content route's redirects are judged before this ([`redirect`]) and keep theirs.
+pub fn drop_agent_urls(agent: &Agent, headers: &mut HeaderMap) {
+    use hyper::header::{CONTENT_LOCATION, LINK, LOCATION};
+    for name in [
+        LOCATION,
+        CONTENT_LOCATION,
+        LINK,
+        hyper::header::HeaderName::from_static("refresh"),
+    ] {
+        let names_agent = headers.get_all(&name).iter().any(|v| {
+            // Not plain text: it cannot be judged, so it goes.
+            let Ok(v) = v.to_str() else { return true };
+            v.split([',', ';', '<', '>', '='])
+                .map(str::trim)
+                .filter(|part| part.contains("://") || part.starts_with('/'))
+                .any(|part| on_agent(agent, part).is_some())
+        });
+        if names_agent {
+            headers.remove(&name);
+        }
+    }
+}
+
 /// What to do with a redirect's `Location` from the agent's content route of `artifact_id`.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Redirect {
@@ -247,6 +272,40 @@ mod tests {
             ]});
             assert!(rewrite_file_links(&mut bad, &a, &base).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn url_headers_naming_the_agent_are_dropped_and_others_kept() {
+        use hyper::header::{CONTENT_LOCATION, LINK, LOCATION};
+        let a = agent("http://127.0.0.1:19101");
+        let mut h = HeaderMap::new();
+        h.insert(
+            LOCATION,
+            HeaderValue::from_static("http://127.0.0.1:19101/tasks/t1"),
+        );
+        h.insert(
+            CONTENT_LOCATION,
+            HeaderValue::from_static("https://cdn.example/t1"),
+        );
+        h.insert(
+            LINK,
+            HeaderValue::from_static(
+                "<https://docs.example>; rel=help, <//127.0.0.1:19101/x>; rel=self",
+            ),
+        );
+        drop_agent_urls(&a, &mut h);
+        assert!(h.get(LOCATION).is_none() && h.get(LINK).is_none(), "{h:?}");
+        assert_eq!(
+            h.get(CONTENT_LOCATION).map(|v| v.as_bytes()),
+            Some(&b"https://cdn.example/t1"[..])
+        );
+        let mut gw = HeaderMap::new();
+        gw.insert(
+            LOCATION,
+            HeaderValue::from_static("https://gw.example/agents/a/artifacts/f1/content"),
+        );
+        drop_agent_urls(&a, &mut gw);
+        assert!(gw.get(LOCATION).is_some(), "the gateway's own URL stays");
     }
 
     #[test]
