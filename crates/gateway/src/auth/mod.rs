@@ -48,7 +48,7 @@ impl Rights {
 }
 
 /// The agents a client may use: every one, or these route names and card `agent_id`s.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Agents {
     /// `["*"]`.
     All,
@@ -509,10 +509,14 @@ impl Auth {
             return Some(Revoked::RightRemoved);
         }
         let allowed = match &relies.agents {
+            // An agent still configured, for a client whose list did not change, stays
+            // allowed even while its card is missing (a list may name it by the card's
+            // agent_id, which a failing card cannot confirm): its access did not change.
             Some(list) => list.iter().all(|a| {
-                registry
-                    .by_name(a)
-                    .is_some_and(|agent| now.agents.allows(agent))
+                registry.by_name(a).is_some_and(|agent| {
+                    now.agents.allows(agent)
+                        || (now.agents == g.client.agents && agent.card().is_err())
+                })
             }),
             // Every agent the client may use: still every one.
             None => matches!(now.agents, Agents::All) || !matches!(g.client.agents, Agents::All),
