@@ -166,7 +166,7 @@ pub(crate) async fn behaviour(l: &dyn TaskLedger) {
             .as_deref(),
         Some("carol")
     );
-    let mut want = [0u64; 6];
+    let mut want = [0u64; Status::COUNT];
     want[Status::Working.index()] = 1;
     want[Status::Failed.index()] = 1;
     want[Status::Submitted.index()] = 1;

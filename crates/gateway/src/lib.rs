@@ -164,9 +164,8 @@ impl Gateway {
         let metrics = Arc::new(Metrics::new()?);
         let telemetry =
             telemetry::Telemetry::start(&config.telemetry, metrics.telemetry_spans.clone())?;
-        let names: Vec<String> = config.agents.iter().map(|a| a.name.clone()).collect();
         let outbox = Arc::new(Outbox::new(
-            &names,
+            &config.agents,
             &config.subscribers,
             config.webhooks.max_queued,
             config.webhooks.max_dead_letters,

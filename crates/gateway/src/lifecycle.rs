@@ -194,8 +194,7 @@ impl Gateway {
         }
         // Every worker serves with the new identity now: streams it no longer grants end.
         auth.revoke_withdrawn(&registry);
-        let names: Vec<String> = new.agents.iter().map(|a| a.name.clone()).collect();
-        self.outbox.replace(&names, &new.subscribers);
+        self.outbox.replace(&new.agents, &new.subscribers);
         if let Some(worker) = start {
             // The first subscribers: the worker's thread starts now. Should the OS refuse a
             // thread, the deliveries stay queued for the next start (the reload stands).

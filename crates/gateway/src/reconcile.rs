@@ -165,6 +165,11 @@ impl Reconciler {
         let reg = self.registry.load_full();
         for agent in reg.agents() {
             let after = agent.cfg.reconcile_after;
+            // It asks by the Clawpedia routes (`Card::task_path`); an official A2A GetTask goes
+            // through the agent's binding, which the reconciler does not speak yet.
+            if agent.cfg.protocol != crate::config::Protocol::Clawpedia {
+                continue;
+            }
             if after.is_zero() || !matches!(agent.limits.health(), Health::Ok) {
                 continue;
             }

@@ -54,9 +54,21 @@ pub enum Protocol {
     /// Clawpedia A2A 1.0, the REST task protocol with input and output schemas on the card.
     #[default]
     Clawpedia,
-    /// The official A2A 1.0 protocol (a2aproject): accepted by the parser, refused by the
-    /// validator until its routes are built.
+    /// The official A2A 1.0 protocol (a2aproject): JSON-RPC and HTTP+JSON bindings, contexts,
+    /// multi-turn tasks.
     A2a,
+}
+
+/// The official A2A binding the gateway uses towards an agent (`[[agents]] binding`): without
+/// it, the first of the card's `supportedInterfaces` the gateway speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum Binding {
+    /// JSON-RPC 2.0 over HTTP (§9).
+    #[serde(rename = "JSONRPC")]
+    JsonRpc,
+    /// HTTP+JSON, the REST binding (§11).
+    #[serde(rename = "HTTP+JSON")]
+    HttpJson,
 }
 
 impl Protocol {
@@ -116,8 +128,11 @@ pub struct AgentConfig {
     /// system roots (webpki-roots); relative to the config file's directory. Only this agent's
     /// origin trusts it.
     pub ca_file: Option<String>,
-    /// Where the agent serves its card, under its base URL.
+    /// Where the agent serves its card, under its base URL; empty (the default) means the
+    /// protocol's place for it ([`AgentConfig::card_path`]).
     pub card_path: String,
+    /// An A2A agent's binding, when not the card's first one the gateway speaks.
+    pub binding: Option<Binding>,
     /// How often the card is fetched again (sooner when the agent's Cache-Control says so).
     #[serde(rename = "refresh_secs", deserialize_with = "de::secs")]
     pub refresh: Duration,
@@ -166,7 +181,8 @@ impl Default for AgentConfig {
             protocol: Protocol::default(),
             url: String::new(),
             ca_file: None,
-            card_path: "/agent-card.json".into(),
+            card_path: String::new(),
+            binding: None,
             refresh: Duration::from_secs(300),
             timeout: Duration::from_millis(10_000),
             ingest_token: None,
@@ -190,6 +206,16 @@ impl AgentConfig {
             name: name.into(),
             url: url.trim_end_matches('/').into(),
             ..AgentConfig::default()
+        }
+    }
+
+    /// Where the card is fetched, under `url`: `card_path`, or the protocol's default
+    /// (`/agent-card.json` for Clawpedia, `/.well-known/agent-card.json` for A2A, §8.2).
+    pub fn card_path(&self) -> &str {
+        match (self.card_path.as_str(), self.protocol) {
+            ("", Protocol::Clawpedia) => "/agent-card.json",
+            ("", Protocol::A2a) => "/.well-known/agent-card.json",
+            (path, _) => path,
         }
     }
 }
@@ -216,6 +242,9 @@ pub struct SubscriberConfig {
     pub secret_file: Option<String>,
     /// Route names of the agents followed; `None` follows every agent.
     pub agents: Option<Vec<String>>,
+    /// The protocols whose agents' changes are delivered: the default `["clawpedia"]` keeps
+    /// the payloads a receiver built for Clawpedia tasks; `"a2a"` adds official A2A tasks.
+    pub protocols: Option<Vec<Protocol>>,
 }
 
 impl SubscriberConfig {
@@ -228,11 +257,22 @@ impl SubscriberConfig {
         }
     }
 
-    /// Whether this subscriber hears about `agent`'s tasks.
-    pub fn follows(&self, agent: &str) -> bool {
-        self.agents
-            .as_ref()
-            .is_none_or(|list| list.iter().any(|a| a == agent))
+    /// Whether this subscriber hears about `agent`'s tasks, `agent` speaking `protocol`.
+    pub fn follows(&self, agent: &str, protocol: Protocol) -> bool {
+        self.hears(protocol)
+            && self
+                .agents
+                .as_ref()
+                .is_none_or(|list| list.iter().any(|a| a == agent))
+    }
+
+    /// Whether this subscriber takes changes of `protocol`'s tasks (`protocols`, by default
+    /// only Clawpedia's).
+    pub fn hears(&self, protocol: Protocol) -> bool {
+        match &self.protocols {
+            Some(list) => list.contains(&protocol),
+            None => protocol == Protocol::Clawpedia,
+        }
     }
 }
 
@@ -353,6 +393,9 @@ pub struct Config {
     pub max_tasks: usize,
     /// Upper bound on the bytes of task documents held by the in-process ledger.
     pub max_ledger_bytes: usize,
+    /// Upper bound on one recorded A2A Task document: past it, the record keeps the task's
+    /// status and artifacts and drops its `history`.
+    pub max_task_document_bytes: usize,
     /// Upper bound on concurrent client connections.
     pub max_connections: usize,
     /// TCP connect timeout towards agents.
@@ -424,6 +467,7 @@ impl Default for Config {
             task_retention: Duration::from_secs(24 * 3600),
             max_tasks: 1_000_000,
             max_ledger_bytes: 1 << 30,
+            max_task_document_bytes: 1 << 20,
             max_connections: 16_384,
             connect_timeout: Duration::from_secs(2),
             idempotency_ttl: Duration::from_secs(86_400),

@@ -29,7 +29,7 @@
 --   the call (the new one when accepted, with task left empty since the caller has it; the
 --   standing one otherwise) and the state it left.
 
-local TERMINAL = { COMPLETED = true, FAILED = true, CANCELLED = true }
+local TERMINAL = { COMPLETED = true, FAILED = true, CANCELLED = true, REJECTED = true }
 local agent, status, updated = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local rec = redis.call('HMGET', KEYS[1], 'agent', 'status', 'updated_ms', 'task', 'owner')
 local owner = rec[5] or ''
@@ -104,7 +104,7 @@ redis.call('ZADD', KEYS[2] .. status, now + ttl, ARGV[8])
 -- the index of an agent whose reconciler is off stays bounded too.
 redis.call('HDEL', KEYS[1], 'rc_n')
 local quiet = KEYS[4] .. 'quiet:' .. agent
-if TERMINAL[status] or status == 'INPUT_REQUIRED' then
+if TERMINAL[status] or status == 'INPUT_REQUIRED' or status == 'AUTH_REQUIRED' then
   redis.call('ZREM', quiet, ARGV[8])
 else
   redis.call('ZADD', quiet, now, ARGV[8])

@@ -70,7 +70,7 @@ struct Shard {
     quiet: BTreeMap<(Arc<str>, i64, u64), Arc<str>>,
     artifacts: HashMap<Arc<str>, (ArtifactRef, Instant)>,
     artifact_order: VecDeque<Arc<str>>,
-    counts: [u64; 6],
+    counts: [u64; Status::COUNT],
     next_seq: u64,
 }
 
@@ -366,7 +366,7 @@ impl MemoryLedger {
         };
         let status = e.record.head.status;
         let live = !status.is_terminal();
-        let indexed = live && status != Status::InputRequired;
+        let indexed = live && !status.is_interrupted();
         let next = if indexed {
             quiet.or(e.quiet).or(Some(e.changed_ms))
         } else {
@@ -553,9 +553,9 @@ impl TaskLedger for MemoryLedger {
         )))
     }
 
-    fn counts(&self) -> LedgerFuture<'_, [u64; 6]> {
+    fn counts(&self) -> LedgerFuture<'_, [u64; Status::COUNT]> {
         let now = Instant::now();
-        let mut total = [0u64; 6];
+        let mut total = [0u64; Status::COUNT];
         for shard in self.shards.iter() {
             let mut s = lock(shard);
             self.expire(&mut s, now);
@@ -674,7 +674,7 @@ mod tests {
         apply(&l, "a", "t1", h(Status::Submitted, 1));
         apply(&l, "a", "t2", h(Status::Submitted, 1));
         apply(&l, "a", "t2", h(Status::Failed, 2));
-        let mut c = [0u64; 6];
+        let mut c = [0u64; Status::COUNT];
         c[Status::Submitted.index()] = 1;
         c[Status::Failed.index()] = 1;
         assert_eq!(l.counts_now(), c);
@@ -880,7 +880,7 @@ mod tests {
     }
 
     impl MemoryLedger {
-        fn counts_now(&self) -> [u64; 6] {
+        fn counts_now(&self) -> [u64; Status::COUNT] {
             futures_block(self.counts())
         }
     }

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::protocol::task::{judge, Head, Refusal, Verdict};
+use crate::protocol::task::{judge, Head, Refusal, Status, Verdict};
 
 /// What the ledger holds for one task.
 #[derive(Debug, Clone)]
@@ -195,7 +195,7 @@ pub trait TaskLedger: Send + Sync + 'static {
         Box::pin(std::future::ready(Ok(false)))
     }
     /// Tasks held, by state (indexed like [`crate::protocol::task::Status::ALL`]).
-    fn counts(&self) -> LedgerFuture<'_, [u64; 6]>;
+    fn counts(&self) -> LedgerFuture<'_, [u64; Status::COUNT]>;
     /// Claim idempotency key `key` in `scope` for the request with this `fingerprint`, atomically:
     /// a free key becomes the caller's (in flight under `token` for `lease`); otherwise what the
     /// key holds. See [`idempotency`].

@@ -633,7 +633,7 @@ impl TaskLedger for RedisLedger {
         })
     }
 
-    fn counts(&self) -> LedgerFuture<'_, [u64; 6]> {
+    fn counts(&self) -> LedgerFuture<'_, [u64; Status::COUNT]> {
         Box::pin(async move {
             let now = now_ms();
             // One pipeline per partition (a pipeline reaches one slot), all at once.
@@ -649,7 +649,7 @@ impl TaskLedger for RedisLedger {
                         .await
                 }
             });
-            let mut out = [0u64; 6];
+            let mut out = [0u64; Status::COUNT];
             for counts in futures_util::future::try_join_all(per).await? {
                 for (o, c) in out.iter_mut().zip(counts) {
                     *o += c;

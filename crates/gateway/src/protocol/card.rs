@@ -8,6 +8,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde_json::Value;
 
+use super::a2a;
 use super::clawpedia;
 use super::task::TaskRef;
 use super::Violation;
@@ -20,22 +21,30 @@ use crate::config::Protocol;
 pub enum Card {
     /// A Clawpedia A2A 1.0 card, with its compiled schemas.
     Clawpedia(Arc<clawpedia::card::Card>),
+    /// An official A2A 1.0 card, with the interface the gateway talks to, and the card as the
+    /// agent served it (served per request: its URLs are the gateway's).
+    A2a(Arc<a2a::held::HeldCard>, Bytes),
 }
 
 impl Card {
     /// Check and compile a fetched card the way `protocol` defines it (on the blocking pool:
     /// a Clawpedia card compiles JSON Schemas).
-    pub fn compile(protocol: Protocol, doc: Value) -> Result<Card, InvalidCard> {
+    pub fn compile(
+        protocol: Protocol,
+        binding: Option<a2a::card::Binding>,
+        doc: Value,
+    ) -> Result<Card, InvalidCard> {
         match protocol {
             Protocol::Clawpedia => {
                 clawpedia::card::Card::compile(doc).map(|c| Card::Clawpedia(Arc::new(c)))
             }
-            // Refused by the config's validation until its protocol is built.
-            Protocol::A2a => Err(InvalidCard {
-                kind: Refusal::Invalid,
-                message: "the a2a protocol is not built yet".into(),
-                details: Vec::new(),
-            }),
+            Protocol::A2a => {
+                let held = a2a::held::HeldCard::compile(doc, binding)?;
+                // What an operator reading `/agents` with the admin right is shown: the card
+                // as fetched, less the fields the served card never carries.
+                let raw = Bytes::from(serde_json::to_vec(&held.doc).unwrap_or_default());
+                Ok(Card::A2a(Arc::new(held), raw))
+            }
         }
     }
 
@@ -43,6 +52,8 @@ impl Card {
     pub fn agent_id(&self) -> Option<&str> {
         match self {
             Card::Clawpedia(c) => Some(&c.agent_id),
+            // An A2A card names no id of its own: its agent is routed by name only.
+            Card::A2a(..) => None,
         }
     }
 
@@ -50,6 +61,7 @@ impl Card {
     pub fn display_name(&self) -> &str {
         match self {
             Card::Clawpedia(c) => &c.display_name,
+            Card::A2a(c, _) => &c.display_name,
         }
     }
 
@@ -57,13 +69,16 @@ impl Card {
     pub fn capabilities(&self) -> &[String] {
         match self {
             Card::Clawpedia(c) => &c.capabilities,
+            Card::A2a(c, _) => &c.capabilities,
         }
     }
 
-    /// The card as the gateway serves it (its secrets removed), serialized once.
+    /// The card as the gateway serves it (its secrets removed), serialized once; for an A2A
+    /// card, as the agent served it (its routes build the served card per request).
     pub fn served(&self) -> &Bytes {
         match self {
             Card::Clawpedia(c) => &c.served,
+            Card::A2a(_, raw) => raw,
         }
     }
 
@@ -72,6 +87,7 @@ impl Card {
     pub fn warning(&self, name: &str) -> Option<String> {
         match self {
             Card::Clawpedia(c) => c.ingest_warning(name),
+            Card::A2a(..) => None,
         }
     }
 
@@ -93,6 +109,8 @@ impl Card {
                     clawpedia::conform::check_task(doc, expect),
                 )
             }
+            // A2A answers are read by the A2A routes (`http::a2a`), never through here.
+            Card::A2a(..) => (None, Vec::new()),
         }
     }
 
@@ -104,20 +122,21 @@ impl Card {
                 .get("agent_id")
                 .and_then(Value::as_str)
                 .is_some_and(|id| id != c.agent_id),
+            Card::A2a(..) => false,
         }
     }
 
     /// Where the agent serves a task's event stream (a GET, resumed with `Last-Event-ID`).
     pub fn stream_path(&self, task_id: &str) -> String {
         match self {
-            Card::Clawpedia(_) => format!("/tasks/{task_id}/stream"),
+            Card::Clawpedia(_) | Card::A2a(..) => format!("/tasks/{task_id}/stream"),
         }
     }
 
     /// Where the agent answers a task's current state (a GET).
     pub fn task_path(&self, task_id: &str) -> String {
         match self {
-            Card::Clawpedia(_) => format!("/tasks/{task_id}"),
+            Card::Clawpedia(_) | Card::A2a(..) => format!("/tasks/{task_id}"),
         }
     }
 
@@ -125,6 +144,15 @@ impl Card {
     pub fn clawpedia(&self) -> Option<Arc<clawpedia::card::Card>> {
         match self {
             Card::Clawpedia(c) => Some(c.clone()),
+            Card::A2a(..) => None,
+        }
+    }
+
+    /// The official A2A card, for the A2A routes.
+    pub fn a2a(&self) -> Option<Arc<a2a::held::HeldCard>> {
+        match self {
+            Card::A2a(c, _) => Some(c.clone()),
+            Card::Clawpedia(_) => None,
         }
     }
 }

@@ -65,14 +65,18 @@ pub enum CardRefusal {
     Invalid,
     /// The card is over a limit of the gateway's (its size, or the schema budget).
     Budget,
+    /// An official A2A card naming no interface the gateway speaks (JSONRPC or HTTP+JSON at
+    /// protocolVersion 1.0, or not the configured `binding`).
+    NoSupportedInterface,
 }
 
 impl CardRefusal {
-    /// The metric label: `invalid` or `budget`.
+    /// The metric label: `invalid`, `budget` or `no_supported_interface`.
     pub fn as_str(self) -> &'static str {
         match self {
             CardRefusal::Invalid => "invalid",
             CardRefusal::Budget => "budget",
+            CardRefusal::NoSupportedInterface => "no_supported_interface",
         }
     }
 }

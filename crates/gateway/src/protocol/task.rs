@@ -10,7 +10,9 @@
 use serde::{Deserialize, Serialize};
 
 /// The states a task can be in, spelled as the ledger stores them (in Redis, metrics and
-/// `/events`), which is also how the Clawpedia protocol spells them.
+/// `/events`), which is also how the Clawpedia protocol spells its six. The official A2A
+/// protocol has two more, AUTH_REQUIRED (interrupted, like INPUT_REQUIRED) and REJECTED (final);
+/// a Clawpedia document naming them is refused by [`Status::parse_clawpedia`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Status {
@@ -26,18 +28,27 @@ pub enum Status {
     Failed,
     /// Cancelled before it finished (terminal).
     Cancelled,
+    /// The agent waits for the client to authenticate (A2A only; interrupted).
+    AuthRequired,
+    /// The agent declined the task (A2A only; terminal).
+    Rejected,
 }
 
 impl Status {
     /// Every state, in the order [`Status::index`] counts them.
-    pub const ALL: [Status; 6] = [
+    pub const ALL: [Status; 8] = [
         Status::Submitted,
         Status::Working,
         Status::InputRequired,
         Status::Completed,
         Status::Failed,
         Status::Cancelled,
+        Status::AuthRequired,
+        Status::Rejected,
     ];
+
+    /// How many states there are (the length of per-state counters).
+    pub const COUNT: usize = Status::ALL.len();
 
     /// The state as A2A spells it (`INPUT_REQUIRED`...).
     pub fn as_str(self) -> &'static str {
@@ -48,12 +59,20 @@ impl Status {
             Status::Completed => "COMPLETED",
             Status::Failed => "FAILED",
             Status::Cancelled => "CANCELLED",
+            Status::AuthRequired => "AUTH_REQUIRED",
+            Status::Rejected => "REJECTED",
         }
     }
 
-    /// The state A2A spells `s`; `None` for anything else.
+    /// The state the ledger spells `s`; `None` for anything else.
     pub fn parse(s: &str) -> Option<Status> {
         Status::ALL.into_iter().find(|st| st.as_str() == s)
+    }
+
+    /// One of the six states of the Clawpedia protocol spelled `s`; `None` for anything else
+    /// (AUTH_REQUIRED and REJECTED are not Clawpedia states).
+    pub fn parse_clawpedia(s: &str) -> Option<Status> {
+        Status::parse(s).filter(|st| !matches!(st, Status::AuthRequired | Status::Rejected))
     }
 
     /// Index into [`Status::ALL`], for per-state counters.
@@ -61,23 +80,32 @@ impl Status {
         self as usize
     }
 
-    /// COMPLETED, FAILED and CANCELLED are final.
+    /// COMPLETED, FAILED, CANCELLED and REJECTED are final.
     pub fn is_terminal(self) -> bool {
-        matches!(self, Status::Completed | Status::Failed | Status::Cancelled)
+        matches!(
+            self,
+            Status::Completed | Status::Failed | Status::Cancelled | Status::Rejected
+        )
+    }
+
+    /// INPUT_REQUIRED and AUTH_REQUIRED: the task waits for its client, not for its agent.
+    pub fn is_interrupted(self) -> bool {
+        matches!(self, Status::InputRequired | Status::AuthRequired)
     }
 
     /// Whether `to` can follow `self` through zero or more steps of the protocol's edges:
     /// SUBMITTED→WORKING; WORKING→INPUT_REQUIRED|COMPLETED|FAILED|CANCELLED; INPUT_REQUIRED→WORKING;
-    /// any non-terminal→CANCELLED|FAILED. The same state is reachable (a refresh).
+    /// any non-terminal→CANCELLED|FAILED; A2A's AUTH_REQUIRED as INPUT_REQUIRED, and REJECTED
+    /// from any non-terminal state. The same state is reachable (a refresh).
     pub fn reaches(self, to: Status) -> bool {
         use Status::*;
         if self == to {
             return true;
         }
         match self {
-            Completed | Failed | Cancelled => false,
+            Completed | Failed | Cancelled | Rejected => false,
             // Nothing leads back to SUBMITTED.
-            Submitted | Working | InputRequired => to != Submitted,
+            Submitted | Working | InputRequired | AuthRequired => to != Submitted,
         }
     }
 }
@@ -241,7 +269,7 @@ mod tests {
 
     #[test]
     fn nothing_leaves_a_terminal_state_or_returns_to_submitted() {
-        for from in [Completed, Failed, Cancelled] {
+        for from in [Completed, Failed, Cancelled, Rejected] {
             for to in Status::ALL {
                 assert_eq!(from.reaches(to), from == to, "{from:?} -> {to:?}");
             }
@@ -249,6 +277,18 @@ mod tests {
         for from in [Working, InputRequired] {
             assert!(!from.reaches(Submitted));
         }
+    }
+
+    #[test]
+    fn clawpedia_has_six_states_and_a2a_two_more() {
+        assert_eq!(Status::parse_clawpedia("WORKING"), Some(Working));
+        assert_eq!(Status::parse_clawpedia("REJECTED"), None);
+        assert_eq!(Status::parse_clawpedia("AUTH_REQUIRED"), None);
+        assert_eq!(Status::parse("REJECTED"), Some(Rejected));
+        assert!(Rejected.is_terminal() && !AuthRequired.is_terminal());
+        assert!(AuthRequired.is_interrupted() && InputRequired.is_interrupted());
+        assert!(AuthRequired.reaches(Working) && Working.reaches(Rejected));
+        assert!(!Rejected.reaches(Working));
     }
 
     #[test]

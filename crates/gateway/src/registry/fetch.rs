@@ -34,6 +34,8 @@ pub enum CardError {
     Invalid(String),
     /// The card's schemas are over the gateway's compile budget.
     OverBudget(String),
+    /// An official A2A card naming no interface the gateway speaks.
+    NoInterface(String),
 }
 
 impl std::error::Error for CardError {}
@@ -61,6 +63,7 @@ impl std::fmt::Display for CardError {
             CardError::Status(s) => write!(f, "card fetch answered {s}"),
             CardError::Invalid(e) => write!(f, "invalid card: {e}"),
             CardError::OverBudget(e) => write!(f, "card refused: {e}"),
+            CardError::NoInterface(e) => write!(f, "card refused: {e}"),
         }
     }
 }
@@ -70,7 +73,7 @@ pub(super) async fn fetch(
     up: &Upstream,
     compiles: &Arc<Semaphore>,
 ) -> Result<Fetched, CardError> {
-    let url = format!("{}{}", agent.cfg.url, agent.cfg.card_path);
+    let url = format!("{}{}", agent.cfg.url, agent.cfg.card_path());
     let mut req = Request::get(url)
         .header(header::ACCEPT, "application/json")
         .header(header::ACCEPT_ENCODING, "identity")
@@ -96,7 +99,8 @@ pub(super) async fn fetch(
         crate::protocol::json::JsonError::Syntax(_) => CardError::Invalid(format!("not JSON: {e}")),
         _ => CardError::Invalid(e.to_string()),
     })?;
-    let card = compile(agent.cfg.protocol, doc, compiles).await?;
+    let binding = agent.cfg.binding.map(crate::protocol::a2a::card::Binding::from);
+    let card = compile(agent.cfg.protocol, binding, doc, compiles).await?;
     Ok(Fetched::New {
         card: Box::new(card),
         etag: parts.headers.get(header::ETAG).cloned(),
@@ -108,6 +112,7 @@ pub(super) async fn fetch(
 /// with the compile, so it is held until the compile ends even if this future is dropped.
 pub(super) async fn compile(
     protocol: crate::config::Protocol,
+    binding: Option<crate::protocol::a2a::card::Binding>,
     doc: serde_json::Value,
     compiles: &Arc<Semaphore>,
 ) -> Result<Card, CardError> {
@@ -118,7 +123,7 @@ pub(super) async fn compile(
         .map_err(|_| CardError::Invalid("card compiles are closed".into()))?;
     let compiled = tokio::task::spawn_blocking(move || {
         let _permit = permit;
-        Card::compile(protocol, doc)
+        Card::compile(protocol, binding, doc)
     })
     .await
     .map_err(|e| CardError::Invalid(format!("card compile did not finish: {e}")))?;
@@ -133,6 +138,7 @@ pub(super) async fn compile(
         match e.kind {
             Refusal::Invalid => CardError::Invalid(msg),
             Refusal::Budget => CardError::OverBudget(msg),
+            Refusal::NoSupportedInterface => CardError::NoInterface(msg),
         }
     })
 }

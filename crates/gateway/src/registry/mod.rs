@@ -81,6 +81,9 @@ pub struct CardSlot {
     pub fetched_instant: Option<Instant>,
     /// Why the last attempt failed, if it did.
     pub last_error: Option<String>,
+    /// Why the last fetched card was refused, if it was: a reason code (`invalid`, `budget`,
+    /// `no_supported_interface`), which unlike `last_error` names nothing of the agent's.
+    pub refusal: Option<Refusal>,
     /// The serving card's `ETag`, sent back as `If-None-Match`.
     pub etag: Option<HeaderValue>,
     /// At least one fetch has finished (successfully or not): `/readyz` waits for this.
@@ -132,6 +135,7 @@ impl Agent {
                 fetched_at: None,
                 fetched_instant: None,
                 last_error: None,
+                refusal: None,
                 etag: None,
                 attempted: false,
             })),
@@ -153,7 +157,8 @@ impl Agent {
         let a = &self.cfg;
         a.url == cfg.url
             && a.protocol == cfg.protocol
-            && a.card_path == cfg.card_path
+            && a.card_path() == cfg.card_path()
+            && a.binding == cfg.binding
             && a.upstream_auth_header == cfg.upstream_auth_header
             && a.ca_file == cfg.ca_file
     }
@@ -434,6 +439,7 @@ impl Registry {
             // An oversized card is the agent's mistake, not a network failure.
             Err(CardError::Invalid(_))
             | Err(CardError::OverBudget(_))
+            | Err(CardError::NoInterface(_))
             | Err(CardError::Upstream(UpstreamError::TooLarge(_))) => "invalid",
             Err(CardError::Status(_)) => "http_error",
             Err(CardError::Upstream(UpstreamError::Timeout(_))) => "timeout",
@@ -444,6 +450,7 @@ impl Registry {
             .inc();
         let refusal = match &outcome {
             Err(CardError::Invalid(_)) => Some(Refusal::Invalid),
+            Err(CardError::NoInterface(_)) => Some(Refusal::NoSupportedInterface),
             Err(CardError::OverBudget(_))
             | Err(CardError::Upstream(UpstreamError::TooLarge(_))) => Some(Refusal::Budget),
             _ => None,
@@ -507,6 +514,7 @@ impl Registry {
                         fetched_at: Some(Utc::now()),
                         fetched_instant: Some(Instant::now()),
                         last_error: None,
+                        refusal: None,
                         etag,
                         attempted: true,
                     }
@@ -524,6 +532,7 @@ impl Registry {
                         CardState::Unavailable
                     };
                     s.last_error = Some(reason);
+                    s.refusal = refusal;
                 });
                 Err(())
             }

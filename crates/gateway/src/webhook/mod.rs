@@ -80,8 +80,11 @@ mod config_tests {
         assert_eq!(schedule.delays()[3], Duration::from_secs(2));
         assert_eq!((w.concurrency, w.timeout), (8, Duration::from_secs(2)));
         let ops = &cfg.subscribers[0];
-        assert!(ops.follows("b") && !ops.follows("a"));
-        assert!(cfg.subscribers[1].follows("a"));
+        let claw = crate::config::Protocol::Clawpedia;
+        assert!(ops.follows("b", claw) && !ops.follows("a", claw));
+        assert!(cfg.subscribers[1].follows("a", claw));
+        // Official A2A changes only for a subscriber that lists the protocol.
+        assert!(!cfg.subscribers[1].follows("a", crate::config::Protocol::A2a));
         let (name, value) = ops.auth_header.as_ref().expect("auth header");
         assert_eq!(
             (name.as_str(), value.expose()),

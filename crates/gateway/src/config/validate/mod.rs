@@ -115,6 +115,11 @@ impl Validator {
         self.secs("task_retention_secs", c.task_retention, 365 * 86_400);
         self.range("max_tasks", c.max_tasks as u64, 1 << 32);
         self.range("max_ledger_bytes", c.max_ledger_bytes as u64, 1 << 40);
+        self.range(
+            "max_task_document_bytes",
+            c.max_task_document_bytes as u64,
+            64 << 20,
+        );
         self.range("max_connections", c.max_connections as u64, 1 << 22);
         self.millis("connect_timeout_ms", c.connect_timeout, 600_000);
         self.secs("idempotency_ttl_secs", c.idempotency_ttl, 30 * 86_400);
@@ -314,10 +319,10 @@ impl Validator {
 
     fn agent(&mut self, a: &AgentConfig, at: &str, rules: &dyn Rules) {
         self.name_and_url(at, &a.name, &a.url, check_agent_url);
-        if a.protocol == Protocol::A2a {
+        if a.binding.is_some() && a.protocol != Protocol::A2a {
             self.problem(
-                format!("{at}.protocol"),
-                "\"a2a\" (the official A2A 1.0 protocol) is not built yet; the accepted value is \"clawpedia\" (the default)",
+                format!("{at}.binding"),
+                "chooses an official A2A binding: only for an agent with protocol = \"a2a\"",
             );
         }
         if let Some(ca) = &a.ca_file {
@@ -348,10 +353,12 @@ impl Validator {
                 ),
             );
         }
-        if !a.card_path.starts_with('/') || a.card_path.contains(char::is_whitespace) {
+        if !a.card_path.is_empty()
+            && (!a.card_path.starts_with('/') || a.card_path.contains(char::is_whitespace))
+        {
             self.problem(
                 format!("{at}.card_path"),
-                "must be an absolute path such as \"/agent-card.json\"",
+                "must be an absolute path such as \"/agent-card.json\" (or be left out: the protocol's default)",
             );
         }
         self.secs(&format!("{at}.refresh_secs"), a.refresh, 7 * 86_400);
@@ -673,7 +680,7 @@ mod tests {
     }
 
     #[test]
-    fn an_agent_speaks_clawpedia_unless_told_and_a2a_is_refused_until_built() {
+    fn an_agent_speaks_clawpedia_unless_told_or_a2a_with_a_binding() {
         let agents = |extra: &str| {
             format!(
                 "listen = \"127.0.0.1:1\"\n[[agents]]\nname = \"a\"\nurl = \"http://x\"\n{extra}"
@@ -681,19 +688,27 @@ mod tests {
         };
         let cfg = Config::parse(&agents("")).expect("valid");
         assert_eq!(cfg.agents[0].protocol, Protocol::Clawpedia);
+        assert_eq!(cfg.agents[0].card_path(), "/agent-card.json");
         let cfg = Config::parse(&agents("protocol = \"clawpedia\"")).expect("valid");
         assert_eq!(cfg.agents[0].protocol, Protocol::Clawpedia);
-        let problems = Config::parse(&agents("protocol = \"a2a\"")).expect_err("not built yet");
-        assert_eq!(problems.len(), 1, "{problems:?}");
-        assert_eq!(problems[0].key, "agents[0].protocol");
-        assert!(
-            problems[0].message.contains("not built yet"),
-            "{}",
-            problems[0]
-        );
+        let cfg = Config::parse(&agents("protocol = \"a2a\"")).expect("valid");
+        assert_eq!(cfg.agents[0].protocol, Protocol::A2a);
+        assert_eq!(cfg.agents[0].card_path(), "/.well-known/agent-card.json");
+        let cfg = Config::parse(&agents(
+            "protocol = \"a2a\"\nbinding = \"HTTP+JSON\"\ncard_path = \"/card\"",
+        ))
+        .expect("valid");
+        assert_eq!(cfg.agents[0].binding, Some(crate::config::Binding::HttpJson));
+        assert_eq!(cfg.agents[0].card_path(), "/card");
+        let problems = Config::parse(&agents("binding = \"JSONRPC\"")).expect_err("clawpedia");
+        assert_eq!(problems[0].key, "agents[0].binding");
+        let problems =
+            Config::parse(&agents("protocol = \"a2a\"\nbinding = \"GRPC\"")).expect_err("grpc");
+        assert!(problems[0].message.contains("JSONRPC"), "{}", problems[0]);
         let problems = Config::parse(&agents("protocol = \"grpc\"")).expect_err("unknown");
         assert_eq!(problems[0].key, "agents[0].protocol");
         // The accepted values are named.
         assert!(problems[0].message.contains("clawpedia"), "{}", problems[0]);
     }
+
 }

@@ -72,5 +72,11 @@ impl Validator {
                 );
             }
         }
+        if s.protocols.as_ref().is_some_and(Vec::is_empty) {
+            self.problem(
+                format!("{at}.protocols"),
+                "lists no protocol: the subscriber would receive nothing (leave it out for [\"clawpedia\"])",
+            );
+        }
     }
 }

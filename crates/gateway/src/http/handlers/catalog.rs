@@ -25,6 +25,11 @@ use crate::state::State;
 #[derive(Serialize)]
 struct Entry<'a> {
     name: &'a str,
+    /// `clawpedia` or `a2a`.
+    protocol: &'static str,
+    /// An A2A agent's binding towards the agent (the card's interface the gateway uses).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    binding: Option<&'static str>,
     agent_id: Option<&'a str>,
     display_name: Option<&'a str>,
     capabilities: Option<&'a [String]>,
@@ -32,6 +37,9 @@ struct Entry<'a> {
     fetched_at: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     last_error: Option<&'a str>,
+    /// Why the last fetched card was refused (`invalid`, `budget`, `no_supported_interface`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    card_refusal: Option<&'static str>,
     /// `ok`, `ejected` (not called until `ejected_until`, then probed) or `probing`.
     health: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -65,12 +73,19 @@ fn sees_errors(ctx: &Ctx) -> bool {
 fn entry<'a>(a: &'a Agent, s: &'a CardSlot, h: &'a Health, errors: bool, live: bool) -> Entry<'a> {
     Entry {
         name: &a.cfg.name,
+        protocol: a.cfg.protocol.as_str(),
+        binding: s
+            .card
+            .as_deref()
+            .and_then(|c| c.a2a())
+            .map(|c| c.interface.binding.as_str()),
         agent_id: s.card.as_deref().and_then(|c| c.agent_id()),
         display_name: s.card.as_deref().map(|c| c.display_name()),
         capabilities: s.card.as_deref().map(|c| c.capabilities()),
         card_state: s.state.as_str(),
         fetched_at: s.fetched_at.map(crate::protocol::time::format),
         last_error: s.last_error.as_deref().filter(|_| errors),
+        card_refusal: s.refusal.map(|r| r.as_str()),
         health: h.as_str(),
         ejected_until: match h {
             Health::Ejected { until, .. } => Some(crate::protocol::time::format(*until)),

@@ -247,6 +247,15 @@ impl Binding {
     }
 }
 
+impl From<crate::config::Binding> for Binding {
+    fn from(b: crate::config::Binding) -> Binding {
+        match b {
+            crate::config::Binding::JsonRpc => Binding::JsonRpc,
+            crate::config::Binding::HttpJson => Binding::HttpJson,
+        }
+    }
+}
+
 /// The interface the gateway talks to: the card's URL (of which the gateway takes only the path:
 /// it calls the agent at its configured origin), binding, version, tenant.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -22,6 +22,7 @@ pub mod answer;
 pub mod card;
 pub mod check;
 pub mod error;
+pub mod held;
 pub mod id;
 pub mod jsonrpc;
 pub mod method;

@@ -135,7 +135,7 @@ fn check_task_at(r: &mut Report, task: &Value, base: &str, expect: TaskExpect<'_
         }
     }
     let status = r.string(obj, base, "status").and_then(|s| {
-        let st = Status::parse(s);
+        let st = Status::parse_clawpedia(s);
         if st.is_none() {
             r.push(
                 format!("{base}/status"),

@@ -11,7 +11,7 @@ use crate::protocol::time::parse_lenient;
 /// `updated_at`: such a document cannot be recorded, whatever the conformance mode.
 pub fn task_ref(task: &Value) -> Option<TaskRef> {
     let task_id = task.get("task_id")?.as_str()?;
-    let status = Status::parse(task.get("status")?.as_str()?)?;
+    let status = Status::parse_clawpedia(task.get("status")?.as_str()?)?;
     let updated_ms = parse_lenient(task.get("updated_at")?.as_str()?)?;
     Some(TaskRef {
         task_id: task_id.to_owned(),

@@ -32,7 +32,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use serde::Serialize;
 
-use crate::config::SubscriberConfig;
+use crate::config::{AgentConfig, SubscriberConfig};
 use crate::protocol::task::Head;
 
 /// Why the delivery queue could not do what was asked.
@@ -196,9 +196,9 @@ pub struct Outbox {
 }
 
 impl Outbox {
-    /// The subscribers of each agent, from each subscriber's agent filter.
+    /// The subscribers of each agent, from each subscriber's agent and protocol filters.
     pub fn new(
-        agents: &[String],
+        agents: &[AgentConfig],
         subscribers: &[SubscriberConfig],
         max_queued: usize,
         max_dead: usize,
@@ -220,21 +220,24 @@ impl Outbox {
     }
 
     /// New routes, from a reloaded config: changes recorded from now on go to these subscribers.
-    pub fn replace(&self, agents: &[String], subscribers: &[SubscriberConfig]) {
+    pub fn replace(&self, agents: &[AgentConfig], subscribers: &[SubscriberConfig]) {
         self.routes.store(Arc::new(routes(agents, subscribers)));
     }
 }
 
-fn routes(agents: &[String], subscribers: &[SubscriberConfig]) -> HashMap<String, Arc<[Arc<str>]>> {
+fn routes(
+    agents: &[AgentConfig],
+    subscribers: &[SubscriberConfig],
+) -> HashMap<String, Arc<[Arc<str>]>> {
     agents
         .iter()
         .map(|a| {
             let subs: Arc<[Arc<str>]> = subscribers
                 .iter()
-                .filter(|s| s.follows(a))
+                .filter(|s| s.follows(&a.name, a.protocol))
                 .map(|s| Arc::from(s.name.as_str()))
                 .collect();
-            (a.clone(), subs)
+            (a.name.clone(), subs)
         })
         .collect()
 }
@@ -395,7 +398,8 @@ mod tests {
         let mut a = SubscriberConfig::new("a", "http://x");
         a.agents = Some(vec!["one".into()]);
         let b = SubscriberConfig::new("b", "http://y");
-        let o = Outbox::new(&["one".into(), "two".into()], &[a, b], 10, 10);
+        let agents = [AgentConfig::new("one", "http://a"), AgentConfig::new("two", "http://b")];
+        let o = Outbox::new(&agents, &[a, b], 10, 10);
         let names =
             |agent| -> Vec<String> { o.subscribers(agent).iter().map(|s| s.to_string()).collect() };
         assert_eq!(names("one"), ["a", "b"]);

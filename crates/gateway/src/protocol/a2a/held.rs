@@ -1,0 +1,177 @@
+//! An official A2A agent card as the registry holds it: checked against a2a.proto's AgentCard,
+//! within the card budget, with the interface the gateway talks to chosen once per fetch.
+//!
+//! What the gateway serves in the agent's place depends on the request (its public base URL)
+//! and on the config (whether clients authenticate), so the served card is built per request
+//! from [`HeldCard::doc`] by [`super::card::serve_card`]; nothing served is cached here.
+
+use serde_json::Value;
+
+use super::card::{check_card, choose_interface, Binding, Interface, NoSupportedInterface};
+use crate::protocol::{CardRefusal, InvalidCard, Violation};
+
+/// More interfaces than this is over the card budget: the gateway walks them on every fetch
+/// and the served card drops them all, so only a card built to cost is refused.
+pub const MAX_INTERFACES: usize = 32;
+/// More skills than this is over the card budget (`/agents` lists their ids).
+pub const MAX_SKILLS: usize = 1024;
+
+/// A checked A2A card.
+#[derive(Debug)]
+pub struct HeldCard {
+    /// The card as the agent served it (its URLs are dropped when it is served).
+    pub doc: Value,
+    /// The interface the gateway calls the agent through: its path and tenant, under the
+    /// agent's configured origin.
+    pub interface: Interface,
+    /// `name`.
+    pub display_name: String,
+    /// The skills' ids, as `/agents` lists an agent's capabilities.
+    pub capabilities: Vec<String>,
+    /// `capabilities.extendedAgentCard`: GetExtendedAgentCard is forwarded only then.
+    pub extended: bool,
+}
+
+impl HeldCard {
+    /// Check a fetched card and choose its interface (`binding` when configured). A card with
+    /// no interface the gateway speaks is refused as [`CardRefusal::NoSupportedInterface`].
+    pub fn compile(doc: Value, binding: Option<Binding>) -> Result<HeldCard, InvalidCard> {
+        let found = check_card(&doc);
+        if !found.is_empty() {
+            return Err(InvalidCard {
+                kind: CardRefusal::Invalid,
+                message: format!(
+                    "the card is not an A2A 1.0 AgentCard ({} violation(s))",
+                    found.len()
+                ),
+                details: found,
+            });
+        }
+        let count = |k: &str| doc.get(k).and_then(Value::as_array).map_or(0, Vec::len);
+        for (key, max) in [
+            ("supportedInterfaces", MAX_INTERFACES),
+            ("skills", MAX_SKILLS),
+        ] {
+            if count(key) > max {
+                return Err(InvalidCard {
+                    kind: CardRefusal::Budget,
+                    message: format!("the card lists more than {max} {key}"),
+                    details: vec![Violation::new(
+                        format!("/{key}"),
+                        "budget",
+                        format!("at most {max}"),
+                    )],
+                });
+            }
+        }
+        let interface = choose_interface(&doc, binding).map_err(
+            |NoSupportedInterface { message }| InvalidCard {
+                kind: CardRefusal::NoSupportedInterface,
+                message,
+                details: Vec::new(),
+            },
+        )?;
+        let display_name = doc
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let capabilities = doc
+            .get("skills")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s.get("id")?.as_str())
+            .map(str::to_owned)
+            .collect();
+        let extended = doc
+            .pointer("/capabilities/extendedAgentCard")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        Ok(HeldCard {
+            doc,
+            interface,
+            display_name,
+            capabilities,
+            extended,
+        })
+    }
+
+    /// The path of the chosen interface's URL (`/a2a/jsonrpc`), without a trailing `/`, to be
+    /// put after the agent's configured origin: a card never names the host the gateway calls.
+    pub fn interface_path(&self) -> &str {
+        path_of(&self.interface.url)
+    }
+}
+
+/// The path of an absolute URL, without its query, fragment and trailing `/` (`""` for none).
+fn path_of(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let path = rest.find('/').map_or("", |i| &rest[i..]);
+    let path = path.split(['?', '#']).next().unwrap_or("");
+    path.trim_end_matches('/')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn card(interfaces: Value) -> Value {
+        json!({
+            "name": "Echo", "description": "echoes", "version": "1.0.0",
+            "supportedInterfaces": interfaces,
+            "capabilities": {"streaming": true},
+            "defaultInputModes": ["text/plain"], "defaultOutputModes": ["text/plain"],
+            "skills": [{"id": "echo", "name": "Echo", "description": "echoes", "tags": []}]
+        })
+    }
+
+    #[test]
+    fn the_first_spoken_interface_is_taken_and_only_its_path_is_kept() {
+        let held = HeldCard::compile(
+            card(json!([
+                {"url": "grpc://elsewhere:50051", "protocolBinding": "GRPC", "protocolVersion": "1.0"},
+                {"url": "https://public.example.com/a2a/rest/?x=1", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
+                {"url": "https://public.example.com/a2a/jsonrpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+            ])),
+            None,
+        )
+        .expect("valid");
+        assert_eq!(held.interface.binding, Binding::HttpJson);
+        assert_eq!(held.interface_path(), "/a2a/rest");
+        assert_eq!(held.display_name, "Echo");
+        assert_eq!(held.capabilities, ["echo"]);
+        assert!(!held.extended);
+        let rpc = HeldCard::compile(card(held.doc["supportedInterfaces"].clone()), Some(Binding::JsonRpc))
+            .expect("valid");
+        assert_eq!(rpc.interface_path(), "/a2a/jsonrpc");
+    }
+
+    #[test]
+    fn a_card_without_a_spoken_interface_is_refused_with_its_reason() {
+        let e = HeldCard::compile(
+            card(json!([{"url": "grpc://x", "protocolBinding": "GRPC", "protocolVersion": "1.0"},
+                {"url": "http://x/old", "protocolBinding": "JSONRPC", "protocolVersion": "0.3"}])),
+            None,
+        )
+        .expect_err("no interface");
+        assert_eq!(e.kind, CardRefusal::NoSupportedInterface);
+        assert_eq!(e.kind.as_str(), "no_supported_interface");
+        let e = HeldCard::compile(json!({"name": "x"}), None).expect_err("invalid");
+        assert_eq!(e.kind, CardRefusal::Invalid);
+        let many: Vec<Value> = (0..=MAX_INTERFACES)
+            .map(|_| json!({"url": "http://x/", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}))
+            .collect();
+        let e = HeldCard::compile(card(Value::Array(many)), None).expect_err("budget");
+        assert_eq!(e.kind, CardRefusal::Budget);
+    }
+
+    #[test]
+    fn paths_of_urls() {
+        assert_eq!(path_of("http://h:1"), "");
+        assert_eq!(path_of("http://h:1/"), "");
+        assert_eq!(path_of("http://h/a/b/#f"), "/a/b");
+        assert_eq!(path_of("http://u@h/a?q=/x"), "/a");
+    }
+}
