@@ -98,7 +98,10 @@ async fn scenario(name: &str, tasks: usize, per_task: usize, concurrency: usize,
     // ids fill the partitions unevenly, so the bound is the total for every partition.
     let bound = (total + 1) * 16;
     let outbox = Arc::new(Outbox::new(
-        &["a".into()],
+        &[a2a_gateway::config::AgentConfig::new(
+            "a",
+            "http://127.0.0.1:1",
+        )],
         std::slice::from_ref(&sub),
         bound,
         1000,

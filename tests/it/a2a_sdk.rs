@@ -32,7 +32,7 @@ fn with_text(mut v: Value, text: &str) -> Value {
 }
 
 /// What each scenario must give, whichever SDK and binding.
-fn expected(scenario: &str) -> Value {
+pub(crate) fn expected(scenario: &str) -> Value {
     let hello = task("TASK_STATE_COMPLETED", &["Hello, world!"]);
     match scenario {
         "send-hello" => json!({"send": hello}),
@@ -67,7 +67,7 @@ fn expected(scenario: &str) -> Value {
 
 /// An SDK error reduced to what both SDKs surface alike: its class and ErrorInfo reason
 /// (@a2a-js/sdk also keeps the JSON-RPC code or HTTP status, a2a-sdk does not).
-fn comparable(v: &Value) -> Value {
+pub(crate) fn comparable(v: &Value) -> Value {
     match v {
         Value::Object(o) if o.contains_key("error") && o.len() == 1 => {
             let e = &o["error"];

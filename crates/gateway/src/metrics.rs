@@ -17,6 +17,9 @@ pub struct Metrics {
     registry: Registry,
     /// `requests_total`: requests answered, by route, agent, client and status code.
     pub requests: IntCounterVec,
+    /// `a2a_requests_total`: official A2A calls answered, by agent, method (the proto's
+    /// name), the client's binding and outcome (`ok` or the ErrorInfo reason).
+    pub a2a_requests: IntCounterVec,
     /// `request_duration_seconds`: time to answer a request (to response headers), by route,
     /// agent and client.
     pub request_seconds: HistogramVec,
@@ -259,6 +262,11 @@ impl Metrics {
                 "requests_total",
                 "Requests answered, by route, agent, client and status code.",
                 &["route", "agent", "client", "status"],
+            )?,
+            a2a_requests: counter(
+                "a2a_requests_total",
+                "Official A2A calls answered, by agent, method, the client's binding and outcome (ok or the error's reason).",
+                &["agent", "method", "binding", "outcome"],
             )?,
             request_seconds: histogram(
                 "request_duration_seconds",

@@ -58,6 +58,9 @@ fn needs(route: &Route<'_>) -> Needs {
         | Route::Notifications(_)
         | Route::NotFound => Needs::Nothing,
         Route::Catalog | Route::Card(_) | Route::Fleet => Needs::Client,
+        Route::A2a(_, tail) if crate::http::a2a::card::is_card(tail) => Needs::Client,
+        // Send, get, cancel and the push configs; streams come with their own right.
+        Route::A2a(..) | Route::A2aFleet => Needs::Right(Right::Tasks),
         Route::Metrics => Needs::Right(Right::Metrics),
         Route::CreateTask(_)
         | Route::GetTask(..)

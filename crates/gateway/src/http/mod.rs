@@ -20,6 +20,7 @@
 //! - `openapi`: the OpenAPI 3.1 document of every route (`openapi.json`, served at
 //!   `GET /openapi.json`), and the tests that keep it and the router in agreement.
 
+pub mod a2a;
 pub mod admission;
 pub mod body;
 mod clawpedia;

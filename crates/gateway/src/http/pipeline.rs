@@ -14,9 +14,10 @@
 //!    where a handler resolves the task, by `admission::agent` and `admission::task`; the
 //!    agent's own limits (in flight, ejected) where the handler calls it
 //!    (`exchange::admit_agent`), so that only requests that reach that far count.
-//! 4. **handler**: one function per route: a protocol's in its folder (`clawpedia/`), the
-//!    shared ones in `handlers/`.
-//! 5. **answer**: an error becomes its JSON body (`error`); an agent's own error answer loses
+//! 4. **handler**: one function per route: a protocol's in its folder (`clawpedia/`, `a2a/`),
+//!    the shared ones in `handlers/`.
+//! 5. **answer**: an error becomes its protocol's body (`error`; on the official A2A routes a
+//!    google.rpc.Status or a JSON-RPC error, `a2a::refusal`); an agent's own error answer loses
 //!    its text for a client without `metrics` or `admin`; the request id is set on the answer,
 //!    CORS headers for an allowed origin, a rate-limited client's `RateLimit` headers, and the
 //!    request metrics are counted with the route, agent, client and status.
@@ -29,6 +30,7 @@ use std::time::Instant;
 use hyper::header::{HeaderValue, ALLOW};
 use hyper::{Method, Response};
 
+use super::a2a;
 use super::admission;
 use super::body::Body;
 use super::clawpedia::{artifacts, create, notifications, streams, tasks};
@@ -65,8 +67,20 @@ pub async fn handle(state: &Arc<State>, conn: &Conn, req: Request) -> Response<B
     let origin = cors::origin(state, req.headers());
     // 2. route (the path is copied: the route borrows it while the handler owns the request)
     let path = req.uri().path().to_owned();
-    let route = Route::parse(&path);
+    let route = Route::parse_with(&path, |name| {
+        state
+            .registry
+            .by_name(name)
+            .is_some_and(|a| a.cfg.protocol == crate::config::Protocol::A2a)
+    });
     let (label, method) = route.meta();
+    // Which shape the gateway's own errors take here: an official A2A route's (JSON-RPC at
+    // its `jsonrpc` endpoint and `/a2a`, google.rpc.Status elsewhere), or the gateway's own.
+    let a2a_errors = match &route {
+        Route::A2a(_, tail) => Some(*tail == "jsonrpc"),
+        Route::A2aFleet => Some(true),
+        _ => None,
+    };
     let verb = req.method().clone();
     // The request's span, once the route names it (telemetry on): continues the caller's
     // trace; the handlers' spans are its children.
@@ -91,8 +105,14 @@ pub async fn handle(state: &Arc<State>, conn: &Conn, req: Request) -> Response<B
             },
         }
     };
-    // 5. answer
-    let mut res = result.unwrap_or_else(ApiError::into_response);
+    // 5. answer: the gateway's own errors in the route's protocol.
+    let mut res = match result {
+        Ok(res) => res,
+        Err(e) => match a2a_errors {
+            Some(jsonrpc) => a2a::refusal(e, jsonrpc),
+            None => e.into_response(),
+        },
+    };
     // No agent address reaches a client: URL headers naming the agent's origin are dropped.
     if let Some(agent) = &ctx.agent {
         super::public::drop_agent_urls(agent, res.headers_mut());
@@ -192,6 +212,10 @@ fn check_method(
     want: &Method,
     got: &Method,
 ) -> Result<(), ApiError> {
+    if route.is_a2a() {
+        // Each A2A path takes its own methods: `http::a2a` answers 405 for it.
+        return Ok(());
+    }
     if *route == Route::NotFound {
         return Err(ApiError::new(
             Code::NotFound,
@@ -232,6 +256,8 @@ async fn dispatch(state: &Arc<State>, ctx: &mut Ctx, route: Route<'_>, req: Requ
         Route::Subscribers => admin::subscribers(state).await,
         Route::EnableSubscriber(s) => admin::enable(state, s).await,
         Route::RefreshAgent(a) => catalog::refresh(state, ctx, a).await,
+        Route::A2a(a, tail) => a2a::serve(state, ctx, a, tail, req).await,
+        Route::A2aFleet => a2a::fleet(state, ctx, req).await,
         Route::NotFound => Err(ApiError::new(Code::NotFound, "no such route")),
     }
 }

@@ -48,6 +48,11 @@ impl<'a> Base<'a> {
         }
     }
 
+    /// The base itself, without a trailing `/`.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
     /// `{base}/agents/{name}/artifacts/{id}/content`.
     pub fn artifact_content(&self, agent: &str, artifact_id: &str) -> String {
         format!(

@@ -48,6 +48,12 @@ pub enum Route<'a> {
     Ui(UiAsset),
     /// `GET /api/fleet`: what the fleet page shows, in one snapshot.
     Fleet,
+    /// Anything under `/agents/{name}/` of an official A2A agent: (agent, the path after
+    /// `/agents/{name}/`, still percent-encoded). Its card, its JSON-RPC endpoint (`jsonrpc`)
+    /// and the HTTP+JSON routes; which one, and the method it takes, `http::a2a` decides.
+    A2a(&'a str, &'a str),
+    /// `POST /a2a`: the fleet's JSON-RPC endpoint, over every A2A agent the caller may use.
+    A2aFleet,
     /// Any other path, and a task or artifact id that is not a [`valid_id`].
     NotFound,
 }
@@ -64,7 +70,26 @@ pub enum UiAsset {
 }
 
 impl<'a> Route<'a> {
-    /// The route of a request path.
+    /// The route of a request path, where `a2a` says which agent names are official A2A
+    /// agents: everything under their `/agents/{name}/` is theirs (their routes and the
+    /// Clawpedia routes share paths, `/agents/{name}/tasks/{id}`, so the path alone cannot say).
+    pub fn parse_with(path: &'a str, a2a: impl Fn(&str) -> bool) -> Route<'a> {
+        if path == "/a2a" {
+            return Route::A2aFleet;
+        }
+        if let Some((name, tail)) = path
+            .strip_prefix("/agents/")
+            .and_then(|rest| rest.split_once('/'))
+        {
+            if !name.is_empty() && a2a(name) {
+                return Route::A2a(name, tail);
+            }
+        }
+        Route::parse(path)
+    }
+
+    /// The route of a request path, with no agent of the official A2A protocol: every route of
+    /// the gateway's own and of Clawpedia agents.
     pub fn parse(path: &'a str) -> Route<'a> {
         let mut segs = path.strip_prefix('/').unwrap_or(path).split('/');
         let parts: [Option<&str>; 6] = std::array::from_fn(|_| segs.next());
@@ -160,6 +185,11 @@ impl<'a> Route<'a> {
         )
     }
 
+    /// Whether the route is answered in the official A2A protocol's shapes.
+    pub fn is_a2a(&self) -> bool {
+        matches!(self, Route::A2a(..) | Route::A2aFleet)
+    }
+
     /// (metrics label, the one method the route answers)
     pub fn meta(&self) -> (&'static str, Method) {
         match self {
@@ -184,6 +214,9 @@ impl<'a> Route<'a> {
             Route::RefreshAgent(_) => ("admin_refresh_agent", Method::POST),
             Route::Ui(_) => ("ui", Method::GET),
             Route::Fleet => ("api_fleet", Method::GET),
+            // Each tail takes its own methods: `http::a2a` answers 405 with `Allow` itself.
+            Route::A2a(..) => ("a2a", Method::POST),
+            Route::A2aFleet => ("a2a_fleet", Method::POST),
             Route::NotFound => ("not_found", Method::GET),
         }
     }
@@ -235,8 +268,29 @@ impl<'a> Route<'a> {
             Route::Ui(UiAsset::Script) => Some("/ui/app.js"),
             Route::Ui(UiAsset::Style) => Some("/ui/app.css"),
             Route::Fleet => Some("/api/fleet"),
+            Route::A2a(_, tail) => Some(a2a_template(tail)),
+            Route::A2aFleet => Some("/a2a"),
             Route::NotFound => None,
         }
+    }
+}
+
+/// The template of an A2A agent's path (its tail after `/agents/{name}/`), for span names.
+fn a2a_template(tail: &str) -> &'static str {
+    match tail {
+        "jsonrpc" => "/agents/{name}/jsonrpc",
+        ".well-known/agent-card.json" => "/agents/{name}/.well-known/agent-card.json",
+        "agent-card.json" => "/agents/{name}/agent-card.json",
+        "message:send" => "/agents/{name}/message:send",
+        "message:stream" => "/agents/{name}/message:stream",
+        "tasks" => "/agents/{name}/tasks",
+        "extendedAgentCard" => "/agents/{name}/extendedAgentCard",
+        t if t.contains("/pushNotificationConfigs") => {
+            "/agents/{name}/tasks/{task_id}/pushNotificationConfigs"
+        }
+        t if t.ends_with(":cancel") => "/agents/{name}/tasks/{task_id}:cancel",
+        t if t.ends_with(":subscribe") => "/agents/{name}/tasks/{task_id}:subscribe",
+        _ => "/agents/{name}/tasks/{task_id}",
     }
 }
 
@@ -346,6 +400,25 @@ mod tests {
         assert_eq!(Route::parse("/ui/other.js"), NotFound);
         assert_eq!(Route::parse("/api/fleet"), Fleet);
         assert_eq!(Route::parse("/api"), NotFound);
+    }
+
+    #[test]
+    fn an_a2a_agents_paths_are_all_its_own() {
+        let a2a = |name: &str| name == "echo";
+        let parse = |p| Route::parse_with(p, a2a);
+        assert_eq!(parse("/agents/echo/tasks/t-1"), A2a("echo", "tasks/t-1"));
+        assert_eq!(parse("/agents/echo/jsonrpc"), A2a("echo", "jsonrpc"));
+        assert_eq!(
+            parse("/agents/echo/tasks/a%2Fb:c:cancel"),
+            A2a("echo", "tasks/a%2Fb:c:cancel")
+        );
+        assert_eq!(parse("/agents/echo/"), A2a("echo", ""));
+        assert_eq!(parse("/a2a"), A2aFleet);
+        // A Clawpedia agent's paths, and the gateway's own, are as before.
+        assert_eq!(parse("/agents/x/tasks/t-1"), GetTask(Some("x"), "t-1"));
+        assert_eq!(parse("/agents/echo"), NotFound);
+        assert_eq!(parse("/agents"), Catalog);
+        assert_eq!(parse("/tasks/t-1"), GetTask(None, "t-1"));
     }
 
     #[test]

@@ -125,8 +125,11 @@ if notify then
   local n = redis.call('HINCRBY', KEYS[1], 'changes', 1)
   -- Lane entries are "enqueued_ms version[ trace] \n msg_id \n payload" (webhook::queue::encode_entry);
   -- a lane that was empty gets its token.
+  -- An official A2A task (key "{agent}/{id}") says its protocol and agent (webhook::queue::payload).
+  local a2a = ''
+  if string.find(ARGV[8], '/', 1, true) then a2a = '"protocol":"a2a","agent":"' .. agent .. '",' end
   local entry = ARGV[5] .. ' ' .. ARGV[16] .. '\n' .. ARGV[9] .. '_' .. n .. '\n'
-    .. '{"event_type":"task.status.updated","timestamp":"' .. ARGV[10] .. '","data":' .. ARGV[4] .. '}'
+    .. '{"event_type":"task.status.updated",' .. a2a .. '"timestamp":"' .. ARGV[10] .. '","data":' .. ARGV[4] .. '}'
   local queued = 0
   for i = FIRST_SUB, #ARGV do
     if redis.call('HEXISTS', wh .. 'disabled', ARGV[i]) == 1 then

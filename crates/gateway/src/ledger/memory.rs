@@ -277,7 +277,8 @@ impl MemoryLedger {
                 let message = Message {
                     msg_id: format!("{}_{changes}", queue::message_id_prefix(task_id, head)),
                     enqueued_ms: crate::protocol::time::now_ms(),
-                    payload: queue::payload(&crate::protocol::time::now(), &task).into(),
+                    payload: queue::payload(&crate::protocol::time::now(), agent, task_id, &task)
+                        .into(),
                     version: if trace.is_some() { 2 } else { 1 },
                     trace: trace.map(Box::from),
                 };

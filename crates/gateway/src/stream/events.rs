@@ -81,6 +81,21 @@ impl Filter {
 
 /// The data of `event: task.transition.refused`.
 fn refusal_data(r: &Refused) -> String {
+    // An official A2A task: its own id (the ledger key is `{agent}/{id}`) and its states as
+    // the A2A protocol spells them.
+    if let Some((_, id)) = crate::http::a2a::ledger::split_key(&r.task_id) {
+        let spell = |s| crate::http::a2a::ledger::state_of(s).as_str();
+        return serde_json::json!({
+            "protocol": "a2a",
+            "task_id": id,
+            "agent": &*r.agent,
+            "recorded": spell(r.recorded),
+            "offered": spell(r.offered),
+            "reason": r.reason.as_str(),
+            "at": &*r.at,
+        })
+        .to_string();
+    }
     serde_json::json!({
         "task_id": &*r.task_id,
         "agent": &*r.agent,
@@ -137,7 +152,7 @@ pub async fn run(
                     if !filter.matches(c) {
                         continue;
                     }
-                    let payload = crate::webhook::queue::payload(&crate::protocol::time::now(), &c.task);
+                    let payload = crate::webhook::queue::payload(&crate::protocol::time::now(), &c.agent, &c.task_id, &c.task);
                     write_event(&mut out, None, Some("task.status.updated"), &String::from_utf8_lossy(&payload));
                 }
                 Ok(News::Refused(r)) => {

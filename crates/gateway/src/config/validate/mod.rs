@@ -698,7 +698,10 @@ mod tests {
             "protocol = \"a2a\"\nbinding = \"HTTP+JSON\"\ncard_path = \"/card\"",
         ))
         .expect("valid");
-        assert_eq!(cfg.agents[0].binding, Some(crate::config::Binding::HttpJson));
+        assert_eq!(
+            cfg.agents[0].binding,
+            Some(crate::config::Binding::HttpJson)
+        );
         assert_eq!(cfg.agents[0].card_path(), "/card");
         let problems = Config::parse(&agents("binding = \"JSONRPC\"")).expect_err("clawpedia");
         assert_eq!(problems[0].key, "agents[0].binding");
@@ -710,5 +713,4 @@ mod tests {
         // The accepted values are named.
         assert!(problems[0].message.contains("clawpedia"), "{}", problems[0]);
     }
-
 }

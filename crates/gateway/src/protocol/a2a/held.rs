@@ -64,13 +64,14 @@ impl HeldCard {
                 });
             }
         }
-        let interface = choose_interface(&doc, binding).map_err(
-            |NoSupportedInterface { message }| InvalidCard {
-                kind: CardRefusal::NoSupportedInterface,
-                message,
-                details: Vec::new(),
-            },
-        )?;
+        let interface =
+            choose_interface(&doc, binding).map_err(|NoSupportedInterface { message }| {
+                InvalidCard {
+                    kind: CardRefusal::NoSupportedInterface,
+                    message,
+                    details: Vec::new(),
+                }
+            })?;
         let display_name = doc
             .get("name")
             .and_then(Value::as_str)
@@ -143,16 +144,21 @@ mod tests {
         assert_eq!(held.display_name, "Echo");
         assert_eq!(held.capabilities, ["echo"]);
         assert!(!held.extended);
-        let rpc = HeldCard::compile(card(held.doc["supportedInterfaces"].clone()), Some(Binding::JsonRpc))
-            .expect("valid");
+        let rpc = HeldCard::compile(
+            card(held.doc["supportedInterfaces"].clone()),
+            Some(Binding::JsonRpc),
+        )
+        .expect("valid");
         assert_eq!(rpc.interface_path(), "/a2a/jsonrpc");
     }
 
     #[test]
     fn a_card_without_a_spoken_interface_is_refused_with_its_reason() {
         let e = HeldCard::compile(
-            card(json!([{"url": "grpc://x", "protocolBinding": "GRPC", "protocolVersion": "1.0"},
-                {"url": "http://x/old", "protocolBinding": "JSONRPC", "protocolVersion": "0.3"}])),
+            card(
+                json!([{"url": "grpc://x", "protocolBinding": "GRPC", "protocolVersion": "1.0"},
+                {"url": "http://x/old", "protocolBinding": "JSONRPC", "protocolVersion": "0.3"}]),
+            ),
             None,
         )
         .expect_err("no interface");

@@ -259,10 +259,20 @@ pub fn message_id_prefix(task_id: &str, head: Head) -> String {
     }
 }
 
-/// The spec's push-notification body for a recorded Task document.
-pub fn payload(timestamp: &str, task: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(task.len() + 80);
-    out.extend_from_slice(b"{\"event_type\":\"task.status.updated\",\"timestamp\":\"");
+/// The spec's push-notification body for a recorded Task document of ledger key `task_id` of
+/// `agent`. An official A2A task's (its key is `{agent}/{id}`) also says `"protocol": "a2a"`
+/// and its `agent`, since its id is only unique within the agent; a Clawpedia task's is
+/// exactly the Clawpedia protocol's notification. The Redis apply script writes the same.
+pub fn payload(timestamp: &str, agent: &str, task_id: &str, task: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(task.len() + 120);
+    out.extend_from_slice(b"{\"event_type\":\"task.status.updated\",");
+    if task_id.contains('/') {
+        // Route names are [A-Za-z0-9._-]: nothing to escape.
+        out.extend_from_slice(b"\"protocol\":\"a2a\",\"agent\":\"");
+        out.extend_from_slice(agent.as_bytes());
+        out.extend_from_slice(b"\",");
+    }
+    out.extend_from_slice(b"\"timestamp\":\"");
     out.extend_from_slice(timestamp.as_bytes());
     out.extend_from_slice(b"\",\"data\":");
     out.extend_from_slice(task);
@@ -337,11 +347,27 @@ mod tests {
 
     #[test]
     fn entries_round_trip_and_payloads_are_the_spec_shape() {
-        let p = payload("2026-01-01T00:00:00.000Z", br#"{"task_id":"t"}"#);
+        let p = payload("2026-01-01T00:00:00.000Z", "a", "t", br#"{"task_id":"t"}"#);
         let v: serde_json::Value = serde_json::from_slice(&p).expect("json");
         assert_eq!(v["event_type"], "task.status.updated");
         assert_eq!(v["timestamp"], "2026-01-01T00:00:00.000Z");
         assert_eq!(v["data"]["task_id"], "t");
+        assert!(
+            v.get("protocol").is_none(),
+            "a Clawpedia payload is unchanged"
+        );
+        let a2a = payload(
+            "2026-01-01T00:00:00.000Z",
+            "echo",
+            "echo/t:1",
+            br#"{"id":"t:1"}"#,
+        );
+        let a2a: serde_json::Value = serde_json::from_slice(&a2a).expect("json");
+        assert_eq!(
+            (a2a["protocol"].as_str(), a2a["agent"].as_str()),
+            (Some("a2a"), Some("echo"))
+        );
+        assert_eq!(a2a["data"]["id"], "t:1");
         let e = encode_entry(42, None, "msg_a", &p);
         let m = decode_entry(&e).expect("decodes");
         assert_eq!((m.enqueued_ms, m.msg_id.as_str()), (42, "msg_a"));
@@ -398,7 +424,10 @@ mod tests {
         let mut a = SubscriberConfig::new("a", "http://x");
         a.agents = Some(vec!["one".into()]);
         let b = SubscriberConfig::new("b", "http://y");
-        let agents = [AgentConfig::new("one", "http://a"), AgentConfig::new("two", "http://b")];
+        let agents = [
+            AgentConfig::new("one", "http://a"),
+            AgentConfig::new("two", "http://b"),
+        ];
         let o = Outbox::new(&agents, &[a, b], 10, 10);
         let names =
             |agent| -> Vec<String> { o.subscribers(agent).iter().map(|s| s.to_string()).collect() };

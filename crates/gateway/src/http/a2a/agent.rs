@@ -1,0 +1,143 @@
+//! The gateway's requests to an official A2A agent, in the agent's binding, and its answers read
+//! back as one [`Reply`] whatever the binding.
+//!
+//! The request goes to the agent's configured origin (`[[agents]] url`) and the path of the
+//! card's chosen interface: a card names public host names, and must never steer the gateway to
+//! another host. It carries `A2A-Version: 1.0` (both SDK servers read the header only, and
+//! @a2a-js/sdk's takes exactly the strings its card lists), the client's `A2A-Extensions`, the
+//! request id and forwarding headers, the agent's own `upstream_auth_header`, and nothing else of
+//! the client's: the body is rebuilt from the checked call. JSON-RPC requests carry the gateway's
+//! own ids, never the client's.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
+use hyper::http::response::Parts;
+use hyper::Request;
+
+use crate::http::context::Ctx;
+use crate::http::error::{ApiError, Code};
+use crate::protocol::a2a::card::Binding;
+use crate::protocol::a2a::held::HeldCard;
+use crate::protocol::a2a::jsonrpc::{self, RpcId};
+use crate::protocol::a2a::{rest, Call, Reply, EXTENSIONS_HEADER, VERSION_HEADER};
+use crate::registry::Agent;
+use crate::upstream::upstream_headers;
+
+/// The gateway's JSON-RPC ids towards agents: `gw-{n}`, unique within the process.
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A request built for the agent, and the id its JSON-RPC answer must carry.
+pub struct Outgoing {
+    /// The request, ready to send.
+    pub request: Request<Full<Bytes>>,
+    /// For a JSON-RPC agent: the id sent.
+    pub rpc_id: Option<RpcId>,
+}
+
+/// The request for `call` towards `agent` over `held`'s interface.
+pub fn request(
+    agent: &Agent,
+    held: &HeldCard,
+    ctx: &Ctx,
+    client: &HeaderMap,
+    call: &Call,
+) -> Result<Outgoing, ApiError> {
+    let tenant = held.interface.tenant.as_deref();
+    let base = format!("{}{}", agent.cfg.url, held.interface_path());
+    let (method, url, body, rpc_id) = match held.interface.binding {
+        Binding::JsonRpc => {
+            let id = RpcId::Str(format!("gw-{}", NEXT_ID.fetch_add(1, Ordering::Relaxed)));
+            let body = serde_json::to_vec(&jsonrpc::agent_request(&id, call, tenant))
+                .map_err(|e| ApiError::new(Code::InvalidRequest, e.to_string()))?;
+            (hyper::Method::POST, base, Bytes::from(body), Some(id))
+        }
+        Binding::HttpJson => {
+            let r = rest::agent_request(call, tenant)
+                .map_err(|e| ApiError::new(Code::InvalidRequest, e.message))?;
+            let mut url = format!("{base}{}", r.path);
+            if !r.query.is_empty() {
+                url.push('?');
+                url.push_str(&r.query);
+            }
+            let body = match &r.body {
+                Some(b) => Bytes::from(
+                    serde_json::to_vec(b)
+                        .map_err(|e| ApiError::new(Code::InvalidRequest, e.to_string()))?,
+                ),
+                None => Bytes::new(),
+            };
+            let method =
+                hyper::Method::from_bytes(r.http_method.as_bytes()).unwrap_or(hyper::Method::POST);
+            (method, url, body, None)
+        }
+    };
+    let has_body = !body.is_empty();
+    let mut request = Request::builder()
+        .method(method)
+        .uri(url)
+        .body(Full::new(body))
+        .map_err(|e| {
+            ApiError::new(
+                Code::AgentUnreachable,
+                format!("cannot build the agent request: {e}"),
+            )
+        })?;
+    // Of the client's headers only the extensions it asks for go on.
+    let mut kept = HeaderMap::new();
+    let extensions = HeaderName::from_static("a2a-extensions");
+    for v in client.get_all(&extensions) {
+        kept.append(extensions.clone(), v.clone());
+    }
+    let mut headers = upstream_headers(&kept, &ctx.peer_ip, ctx.https, &ctx.request_id, true);
+    headers.insert(
+        HeaderName::from_static("a2a-version"),
+        HeaderValue::from_static(crate::protocol::a2a::version::SERVED),
+    );
+    headers.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
+    if has_body {
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+    }
+    *request.headers_mut() = headers;
+    agent.authorize(request.headers_mut());
+    debug_assert!(VERSION_HEADER.eq_ignore_ascii_case("a2a-version"));
+    debug_assert!(EXTENSIONS_HEADER.eq_ignore_ascii_case("a2a-extensions"));
+    Ok(Outgoing { request, rpc_id })
+}
+
+/// The agent's answer to `call` read back: JSON-RPC by the id sent, REST by status and body.
+pub fn read(call: &Call, rpc_id: Option<&RpcId>, parts: &Parts, body: &[u8]) -> Reply {
+    match rpc_id {
+        Some(id) => {
+            if !parts.status.is_success() {
+                // A JSON-RPC server answers its errors with 200; another status is the
+                // transport's (a proxy's 502, a 401 of the agent's own auth).
+                if let Some(e) = crate::protocol::json::parse(body)
+                    .ok()
+                    .and_then(|v| v.get("error").cloned())
+                    .filter(serde_json::Value::is_object)
+                {
+                    return Err(crate::protocol::a2a::A2aError::from_jsonrpc(&e));
+                }
+                return Err(transport(parts.status.as_u16()));
+            }
+            jsonrpc::parse_agent_response(body, id, call.method)
+        }
+        None => rest::parse_agent_answer(call.method, parts.status.as_u16(), body),
+    }
+}
+
+/// An agent's HTTP failure that carries no A2A error: the gateway's AGENT_UNREACHABLE.
+fn transport(status: u16) -> crate::protocol::a2a::A2aError {
+    crate::protocol::a2a::A2aError::gateway(
+        Code::AgentUnreachable.as_str(),
+        502,
+        format!("the agent answered HTTP {status} without an A2A error"),
+    )
+    .with_metadata("httpStatus", &status.to_string())
+}

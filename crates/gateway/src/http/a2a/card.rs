@@ -1,0 +1,52 @@
+//! The card the gateway serves for an official A2A agent, at
+//! `/agents/{name}/.well-known/agent-card.json` (and `/agents/{name}/agent-card.json`): the
+//! agent's card with the gateway's two interfaces in place of the agent's, the gateway's own
+//! client authentication, the agent's URLs and signatures dropped (`protocol::a2a::card`). Built
+//! per request: its URLs are the request's public base.
+
+use hyper::header::{HeaderValue, CACHE_CONTROL};
+use hyper::StatusCode;
+
+use super::frame::json_response;
+use crate::http::context::Ctx;
+use crate::http::error::{ApiError, ApiResult, Code};
+use crate::http::public::Base;
+use crate::http::request::Request;
+use crate::protocol::a2a::card::{host_of, serve_card, ServeOptions};
+use crate::registry::Agent;
+use crate::state::State;
+
+/// The served card of `agent`.
+pub fn served(state: &State, _ctx: &Ctx, agent: &Agent, req: &Request) -> ApiResult {
+    let card = agent.card().map_err(ApiError::from)?;
+    let held = card.a2a().ok_or_else(|| {
+        ApiError::new(
+            Code::AgentUnavailable,
+            "the agent's card is not an official A2A card",
+        )
+    })?;
+    let base = Base::of(state, req.headers(), req.uri());
+    let agent_host = host_of(&agent.cfg.url).unwrap_or_default();
+    let doc = serve_card(
+        &held.doc,
+        &ServeOptions {
+            base: base.url(),
+            name: &agent.cfg.name,
+            agent_host: &agent_host,
+            bearer: state.auth.enabled(),
+            // Until the gateway serves A2A streams and push configs itself.
+            streaming: false,
+            push_notifications: false,
+        },
+    );
+    let mut res = json_response(StatusCode::OK, "application/json", &doc);
+    base.mark(res.headers_mut());
+    res.headers_mut()
+        .insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    Ok(res)
+}
+
+/// Whether the tail after `/agents/{name}/` is one of the card's paths.
+pub fn is_card(tail: &str) -> bool {
+    matches!(tail, ".well-known/agent-card.json" | "agent-card.json")
+}

@@ -1,0 +1,281 @@
+//! Answers on the official A2A routes, in the client's binding.
+//!
+//! Every operation answers one *neutral* response first: the HTTP+JSON binding's own answer
+//! (200 and the response message, or a google.rpc.Status under its §5.4 status), which is also
+//! what an idempotent SendMessage keeps for its replays, whatever binding the retry comes in.
+//! [`reframe`] then turns it into the client's binding: unchanged for REST, one JSON-RPC
+//! response carrying the client's id (HTTP 200) for JSON-RPC.
+//!
+//! The gateway's own errors ([`ApiError`], typed where they arise) become A2A errors here, in
+//! one place ([`from_api`]): a TASK_NOT_FOUND is the protocol's TaskNotFoundError, an agent's
+//! answer over the bound is InvalidAgentResponseError, and the rest keep their code as the
+//! ErrorInfo `reason` in the domain `a2a-gateway`. Refusals before admission ([`refusal`]) keep
+//! their HTTP status on both bindings, with `id: null` on JSON-RPC.
+
+use bytes::Bytes;
+use hyper::header::{HeaderName, HeaderValue, CONTENT_TYPE};
+use hyper::{Response, StatusCode};
+use serde_json::{Map, Value};
+
+use crate::http::body::Body;
+use crate::http::error::{ApiError, Code};
+use crate::protocol::a2a::jsonrpc::{self, RpcId};
+use crate::protocol::a2a::{A2aError, ErrorKind, Method, Reply, A2A_JSON};
+use crate::protocol::json;
+
+/// How the client speaks.
+#[derive(Debug, Clone)]
+pub enum Front {
+    /// HTTP+JSON under `/agents/{name}/`.
+    Rest,
+    /// JSON-RPC, with the id to echo.
+    JsonRpc(RpcId),
+}
+
+impl Front {
+    /// The metric label of the binding.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Front::Rest => "HTTP+JSON",
+            Front::JsonRpc(_) => "JSONRPC",
+        }
+    }
+}
+
+/// An A2A error with the HTTP headers that go with it (`Retry-After`, `WWW-Authenticate`).
+#[derive(Debug)]
+pub struct Failure {
+    /// The error (boxed: the rare path keeps `Result`s small).
+    pub error: Box<A2aError>,
+    /// Headers set on the answer, on either binding.
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+impl From<A2aError> for Failure {
+    fn from(error: A2aError) -> Failure {
+        Failure {
+            error: Box::new(error),
+            headers: Vec::new(),
+        }
+    }
+}
+
+impl From<ApiError> for Failure {
+    fn from(e: ApiError) -> Failure {
+        from_api(e)
+    }
+}
+
+/// The gateway's error as an A2A error (see the module doc). ApiError `details` that are
+/// scalars go into the ErrorInfo `metadata` as strings (its proto type is map<string, string>):
+/// `task_may_exist` of an AGENT_TIMEOUT, say.
+pub fn from_api(e: ApiError) -> Failure {
+    let ApiError {
+        code,
+        message,
+        details,
+        headers,
+    } = e;
+    let mut error = match code {
+        Code::TaskNotFound => A2aError::new(ErrorKind::TaskNotFound, message),
+        Code::InvalidJson => A2aError::new(ErrorKind::ParseError, message),
+        Code::AgentProtocolViolation => A2aError::new(ErrorKind::InvalidAgentResponse, message),
+        c => A2aError::gateway(c.as_str(), c.status().as_u16(), message),
+    };
+    if let Some(Value::Object(d)) = details {
+        error.metadata = metadata_of(&d);
+    }
+    Failure {
+        error: Box::new(error),
+        headers,
+    }
+}
+
+fn metadata_of(details: &Map<String, Value>) -> Map<String, Value> {
+    details
+        .iter()
+        .filter_map(|(k, v)| {
+            let s = match v {
+                Value::String(s) => s.clone(),
+                Value::Bool(_) | Value::Number(_) => v.to_string(),
+                _ => return None,
+            };
+            Some((k.clone(), Value::String(s)))
+        })
+        .collect()
+}
+
+/// The neutral answer of `method` (the HTTP+JSON binding's, see the module doc).
+pub fn neutral(method: Method, reply: Result<Value, Failure>) -> Response<Body> {
+    match reply {
+        Ok(v) => {
+            let v = if method.answers_empty() {
+                Value::Object(Map::new())
+            } else {
+                v
+            };
+            json_response(StatusCode::OK, A2A_JSON, &v)
+        }
+        Err(f) => {
+            let status = StatusCode::from_u16(f.error.kind.http_status())
+                .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            let mut res = json_response(status, "application/json", &f.error.to_status());
+            for (name, value) in f.headers {
+                res.headers_mut().insert(name, value);
+            }
+            res
+        }
+    }
+}
+
+/// The neutral answer `res` in the client's binding.
+pub fn reframe(res: Response<Body>, front: &Front, method: Method) -> Response<Body> {
+    let Front::JsonRpc(id) = front else {
+        return res;
+    };
+    let (parts, body) = res.into_parts();
+    let bytes = match &body {
+        Body::Full(Some(b)) => b.clone(),
+        _ => Bytes::new(),
+    };
+    let reply = read_neutral(parts.status.as_u16(), &bytes);
+    let mut out = json_response(
+        StatusCode::OK,
+        "application/json",
+        &jsonrpc::reply_response(id, method, &reply),
+    );
+    for name in [hyper::header::RETRY_AFTER, hyper::header::WWW_AUTHENTICATE] {
+        if let Some(v) = parts.headers.get(&name) {
+            out.headers_mut().insert(name, v.clone());
+        }
+    }
+    for (name, value) in &parts.headers {
+        if name.as_str().starts_with("idempotent-") {
+            out.headers_mut().insert(name.clone(), value.clone());
+        }
+    }
+    out
+}
+
+/// A neutral answer read back as a reply. It may also be a Clawpedia-shaped error the create
+/// driver answered itself (`{"error": {"code": "AGENT_TIMEOUT", ...}}`, its code a string),
+/// which becomes the gateway's error of that code.
+pub fn read_neutral(status: u16, body: &[u8]) -> Reply {
+    let doc = json::parse(body).unwrap_or(Value::Null);
+    if (200..300).contains(&status) {
+        return Ok(doc);
+    }
+    if let Some(e) = doc
+        .get("error")
+        .filter(|e| e.get("code").is_some_and(Value::is_string))
+    {
+        let code = e["code"].as_str().unwrap_or("INTERNAL");
+        let message = e.get("message").and_then(Value::as_str).unwrap_or("");
+        let mut err = A2aError::gateway(code, status, message);
+        if let Some(Value::Object(d)) = e.get("details") {
+            err.metadata = metadata_of(d);
+        }
+        return Err(err);
+    }
+    Err(A2aError::from_status(status, &doc).unwrap_or_else(|| {
+        A2aError::gateway("INTERNAL", status, "an answer the gateway could not read")
+    }))
+}
+
+/// A refusal before admission, or a route's own 404/405 (see the module doc): its HTTP status
+/// and headers kept, the body a google.rpc.Status, or a JSON-RPC error with `id: null`.
+pub fn refusal(e: ApiError, jsonrpc: bool) -> Response<Body> {
+    let status = e.code.status();
+    let unauthorized = e.code == Code::Unauthorized;
+    let Failure { error, headers } = from_api(e);
+    let body = if jsonrpc {
+        jsonrpc::error_response(None, &error)
+    } else {
+        error.to_status()
+    };
+    let mut res = json_response(status, "application/json", &body);
+    for (name, value) in headers {
+        res.headers_mut().insert(name, value);
+    }
+    if unauthorized {
+        res.headers_mut()
+            .entry(hyper::header::WWW_AUTHENTICATE)
+            .or_insert(HeaderValue::from_static("Bearer"));
+    }
+    res
+}
+
+/// A JSON answer.
+pub fn json_response(status: StatusCode, content_type: &'static str, v: &Value) -> Response<Body> {
+    let body = serde_json::to_vec(v).unwrap_or_else(|_| b"{}".to_vec());
+    let mut res = Response::new(Body::full(body));
+    *res.status_mut() = status;
+    res.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    res
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn body(res: Response<Body>) -> (u16, Value) {
+        let status = res.status().as_u16();
+        let Body::Full(Some(b)) = res.into_body() else {
+            panic!("a full body")
+        };
+        (status, serde_json::from_slice(&b).expect("json"))
+    }
+
+    #[test]
+    fn a_gateway_error_keeps_its_code_status_and_retry_after_in_both_bindings() {
+        let e = ApiError::new(Code::AgentBusy, "busy")
+            .with_header(hyper::header::RETRY_AFTER, HeaderValue::from_static("1"));
+        let rest = neutral(Method::SendMessage, Err(from_api(e)));
+        assert_eq!(rest.headers()["retry-after"], "1");
+        let rpc = reframe(
+            rest,
+            &Front::JsonRpc(RpcId::Int(7.into())),
+            Method::SendMessage,
+        );
+        assert_eq!(rpc.headers()["retry-after"], "1");
+        let (status, v) = body(rpc);
+        assert_eq!(status, 200);
+        assert_eq!(v["id"], 7);
+        assert_eq!(v["error"]["code"], -32000);
+        assert_eq!(v["error"]["data"][0]["reason"], "AGENT_BUSY");
+        assert_eq!(v["error"]["data"][0]["domain"], "a2a-gateway");
+    }
+
+    #[test]
+    fn the_drivers_own_answers_become_gateway_errors_and_results_pass() {
+        let timeout = br#"{"error":{"code":"AGENT_TIMEOUT","message":"late","details":{"task_may_exist":true}}}"#;
+        let e = read_neutral(504, timeout).expect_err("an error");
+        assert_eq!(e.kind.reason(), "AGENT_TIMEOUT");
+        assert_eq!(e.kind.http_status(), 504);
+        assert_eq!(e.metadata["task_may_exist"], "true");
+        let not_found = A2aError::of(ErrorKind::TaskNotFound).to_status();
+        let e = read_neutral(404, not_found.to_string().as_bytes()).expect_err("an error");
+        assert_eq!(e.kind, ErrorKind::TaskNotFound);
+        let ok = read_neutral(200, br#"{"task":{"id":"t"}}"#).expect("a result");
+        assert_eq!(ok, json!({"task": {"id": "t"}}));
+    }
+
+    #[test]
+    fn refusals_keep_their_status_and_answer_id_null() {
+        let (status, v) = body(refusal(
+            ApiError::new(Code::Unauthorized, "who are you"),
+            true,
+        ));
+        assert_eq!(status, 401);
+        assert_eq!(v["id"], Value::Null);
+        assert_eq!(v["error"]["data"][0]["reason"], "UNAUTHORIZED");
+        let res = refusal(ApiError::new(Code::Unauthorized, "who"), false);
+        assert_eq!(res.headers()["www-authenticate"], "Bearer");
+        let (status, v) = body(res);
+        assert_eq!(status, 401);
+        assert_eq!(v["error"]["status"], "UNAUTHENTICATED");
+        assert_eq!(v["error"]["details"][0]["domain"], "a2a-gateway");
+    }
+}

@@ -1,0 +1,314 @@
+//! What the official A2A routes keep in the ledger, and how they ask it.
+//!
+//! - **Tasks** are keyed `{agent}/{id}` ([`key`]): an A2A task id is the agent's, and two agents
+//!   may hand out the same one. A Clawpedia id never holds a `/` (`route::valid_id`), so the two
+//!   protocols' records cannot meet, and a reload that changes an agent's protocol leaves its old
+//!   tasks where the new protocol's routes do not look.
+//! - **Contexts** belong to the client whose message first named or received them: a claim in
+//!   the ledger's key store (scope `ctx:{agent}`, the owner's fingerprint as the request's), taken
+//!   atomically, so two replicas racing for one context give it to one client.
+//! - **A recorded document** is at most `max_task_document_bytes`: past it the task's `history`
+//!   is dropped (the status and artifacts are what a reader of a final task needs).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde_json::Value;
+
+use super::frame::Failure;
+use crate::http::context::Ctx;
+use crate::ledger::idempotency::{fingerprint, Answer};
+use crate::ledger::{self, Applied, Claim, Origin, Record};
+use crate::protocol::a2a::answer::TaskHead;
+use crate::protocol::a2a::{A2aError, ErrorKind, TaskState};
+use crate::protocol::task::{Head, Status, TaskRef};
+use crate::protocol::time::now_ms;
+use crate::protocol::Violation;
+use crate::state::State;
+
+/// The ledger key of A2A task `id` of `agent`.
+pub fn key(agent: &str, id: &str) -> String {
+    format!("{agent}/{id}")
+}
+
+/// The agent and the A2A id of a ledger key written by [`key`]; `None` for a Clawpedia id.
+pub fn split_key(key: &str) -> Option<(&str, &str)> {
+    key.split_once('/')
+}
+
+/// The ledger's state for an A2A state.
+pub fn status_of(state: TaskState) -> Status {
+    match state {
+        TaskState::Submitted => Status::Submitted,
+        TaskState::Working => Status::Working,
+        TaskState::InputRequired => Status::InputRequired,
+        TaskState::AuthRequired => Status::AuthRequired,
+        TaskState::Completed => Status::Completed,
+        TaskState::Failed => Status::Failed,
+        TaskState::Canceled => Status::Cancelled,
+        TaskState::Rejected => Status::Rejected,
+    }
+}
+
+/// The A2A state the ledger records as `status` (the inverse of [`status_of`]).
+pub fn state_of(status: Status) -> TaskState {
+    match status {
+        Status::Submitted => TaskState::Submitted,
+        Status::Working => TaskState::Working,
+        Status::InputRequired => TaskState::InputRequired,
+        Status::AuthRequired => TaskState::AuthRequired,
+        Status::Completed => TaskState::Completed,
+        Status::Failed => TaskState::Failed,
+        Status::Cancelled => TaskState::Canceled,
+        Status::Rejected => TaskState::Rejected,
+    }
+}
+
+/// The task `id` of `agent` as the caller may see it: its record, or TaskNotFoundError for an
+/// unknown task (unless the agent passes unknown ids through: then `None`) and for another
+/// client's, worded alike.
+pub async fn visible(
+    state: &State,
+    ctx: &Ctx,
+    agent: &str,
+    passthrough: bool,
+    id: &str,
+) -> Result<Option<Record>, Failure> {
+    let record = state.ledger.get(&key(agent, id)).await?;
+    match &record {
+        Some(r) if ctx.caller.sees(r.owner.as_deref()) => Ok(record),
+        None if passthrough => Ok(None),
+        Some(_) => {
+            state
+                .metrics
+                .auth_failures
+                .with_label_values(&["not_owner"])
+                .inc();
+            Err(not_found(id))
+        }
+        None => Err(not_found(id)),
+    }
+}
+
+/// TaskNotFoundError for `id`: the same words for an unknown task and another client's.
+pub fn not_found(id: &str) -> Failure {
+    A2aError::new(
+        ErrorKind::TaskNotFound,
+        format!(
+            "task {:?} is not known to the gateway",
+            id.chars().take(64).collect::<String>()
+        ),
+    )
+    .into()
+}
+
+/// Whose a context is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContextOwner {
+    /// The caller's (or just claimed for it), or no clients are configured.
+    Caller,
+    /// Another client's.
+    Other,
+}
+
+/// Claim `context_id` of `agent` for the caller, or learn it is another client's. Without
+/// clients every context is everyone's.
+pub async fn claim_context(
+    state: &State,
+    ctx: &Ctx,
+    agent: &str,
+    context_id: &str,
+) -> Result<ContextOwner, Failure> {
+    let Some(owner) = ctx.caller.owner() else {
+        return Ok(ContextOwner::Caller);
+    };
+    let scope = format!("ctx:{agent}");
+    let mine = fingerprint(owner.as_bytes());
+    let token = uuid::Uuid::new_v4().to_string();
+    let claim = state
+        .ledger
+        .claim_key(&scope, context_id, mine, &token, Duration::from_secs(60))
+        .await?;
+    match claim {
+        Claim::Claimed => {
+            // Kept as long as the tasks it holds may be.
+            let ttl = state
+                .config
+                .task_retention
+                .max(state.config.idempotency_ttl);
+            let answer = Answer {
+                status: 200,
+                content_type: String::new(),
+                body: Bytes::copy_from_slice(owner.as_bytes()),
+            };
+            state
+                .ledger
+                .complete_key(&scope, context_id, &token, mine, answer, ttl)
+                .await?;
+            Ok(ContextOwner::Caller)
+        }
+        Claim::InFlight { fingerprint: f } | Claim::Done { fingerprint: f, .. } => {
+            Ok(if f == mine {
+                ContextOwner::Caller
+            } else {
+                ContextOwner::Other
+            })
+        }
+    }
+}
+
+/// A task document as the ledger keeps it: at most `max` bytes, its `history` dropped past it
+/// (and, should the rest still be over, only id, contextId, status and kind kept).
+pub fn bounded(task: &Value, max: usize) -> Bytes {
+    let whole = serde_json::to_vec(task).unwrap_or_default();
+    if whole.len() <= max {
+        return Bytes::from(whole);
+    }
+    let mut t = task.clone();
+    if let Some(o) = t.as_object_mut() {
+        o.remove("history");
+    }
+    let less = serde_json::to_vec(&t).unwrap_or_default();
+    if less.len() <= max {
+        return Bytes::from(less);
+    }
+    let mut min = serde_json::Map::new();
+    for k in ["id", "contextId", "status", "kind"] {
+        if let Some(v) = task.get(k) {
+            min.insert(k.to_owned(), v.clone());
+        }
+    }
+    Bytes::from(serde_json::to_vec(&Value::Object(min)).unwrap_or_default())
+}
+
+/// What recording an agent's Task gave: the verdict, and the document to answer with (the
+/// agent's, or the ledger's when it refused the update: the client sees the ledger's state).
+pub struct Recorded {
+    /// The ledger's verdict.
+    pub applied: Applied,
+    /// The Task to relay.
+    pub task: Value,
+}
+
+/// Record the agent's Task `task` (read as `head`) of `agent` through the ledger's one rule,
+/// for `owner` when the caller's message created it. A missing `status.timestamp` is recorded
+/// as now.
+pub async fn record(
+    state: &State,
+    ctx: &Ctx,
+    agent: &str,
+    head: &TaskHead<'_>,
+    task: &Value,
+    owner: Option<&str>,
+) -> Result<Recorded, Failure> {
+    let task_ref = TaskRef {
+        task_id: key(agent, head.id),
+        head: Head {
+            status: status_of(head.state),
+            updated_ms: head.timestamp_ms.unwrap_or_else(now_ms),
+        },
+    };
+    let raw = bounded(task, state.config.max_task_document_bytes);
+    let request_id = ctx.request_id.to_str().ok();
+    let applied = ledger::apply_counted(
+        state.ledger.as_ref(),
+        &state.metrics,
+        agent,
+        &task_ref,
+        raw,
+        owner,
+        Origin {
+            request_id,
+            trace: None,
+        },
+    )
+    .await?;
+    let task = if applied.verdict.is_accepted()
+        || matches!(applied.verdict, crate::protocol::task::Verdict::Duplicate)
+    {
+        task.clone()
+    } else {
+        crate::protocol::json::parse(&applied.record.task).unwrap_or_else(|_| task.clone())
+    };
+    Ok(Recorded { applied, task })
+}
+
+/// Whether task `id` is held in the ledger for another client than the caller's under any of
+/// the A2A agents `agents` (a new task an agent hands out must not be one the ledger keeps for
+/// someone else, on whatever agent).
+pub async fn held_by_another(
+    state: &State,
+    ctx: &Ctx,
+    agents: &[Arc<str>],
+    id: &str,
+) -> Result<bool, Failure> {
+    let Some(me) = ctx.caller.owner() else {
+        return Ok(false);
+    };
+    for a in agents {
+        if let Some(r) = state.ledger.get(&key(a, id)).await? {
+            if r.owner.as_deref().is_some_and(|o| o != &**me) {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
+}
+
+/// A recorded Task with at most `history_length` messages of history (the last ones; 0: none),
+/// as GetTask answers it.
+pub fn with_history(mut task: Value, history_length: Option<u64>) -> Value {
+    if let (Some(n), Some(o)) = (history_length, task.as_object_mut()) {
+        let n = usize::try_from(n).unwrap_or(usize::MAX);
+        if n == 0 {
+            o.remove("history");
+        } else if let Some(Value::Array(h)) = o.get_mut("history") {
+            let drop = h.len().saturating_sub(n);
+            h.drain(..drop);
+        }
+    }
+    task
+}
+
+/// InvalidAgentResponseError with one violation.
+pub fn invalid_answer(at: &str, rule: &str, message: impl Into<String>) -> Failure {
+    A2aError::invalid_agent_response(vec![Violation::new(at, rule, message)]).into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn keys_states_and_bounds() {
+        assert_eq!(key("echo", "a/b:c"), "echo/a/b:c");
+        assert_eq!(split_key("echo/a/b:c"), Some(("echo", "a/b:c")));
+        assert_eq!(split_key("clawpedia-id"), None);
+        for s in TaskState::ALL {
+            assert_eq!(state_of(status_of(s)), s);
+            assert_eq!(status_of(s).is_terminal(), s.is_final());
+            assert_eq!(status_of(s).is_interrupted(), s.is_interrupted());
+        }
+        let t = json!({"id": "t", "contextId": "c", "status": {"state": "TASK_STATE_COMPLETED"},
+            "history": [{"text": "x".repeat(2000)}], "artifacts": [{"a": 1}]});
+        let kept: Value = serde_json::from_slice(&bounded(&t, 1 << 20)).expect("json");
+        assert_eq!(kept, t);
+        let kept: Value = serde_json::from_slice(&bounded(&t, 500)).expect("json");
+        assert!(kept.get("history").is_none());
+        assert_eq!(kept["artifacts"], json!([{"a": 1}]));
+        let kept: Value = serde_json::from_slice(&bounded(&t, 10)).expect("json");
+        assert_eq!(kept["status"]["state"], "TASK_STATE_COMPLETED");
+        assert!(kept.get("artifacts").is_none());
+    }
+
+    #[test]
+    fn history_length_keeps_the_last_messages() {
+        let t = json!({"id": "t", "history": [1, 2, 3]});
+        assert_eq!(with_history(t.clone(), None)["history"], json!([1, 2, 3]));
+        assert_eq!(with_history(t.clone(), Some(2))["history"], json!([2, 3]));
+        assert!(with_history(t.clone(), Some(0)).get("history").is_none());
+        assert_eq!(with_history(t, Some(9))["history"], json!([1, 2, 3]));
+    }
+}

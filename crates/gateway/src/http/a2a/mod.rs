@@ -1,0 +1,349 @@
+//! The official A2A 1.0 routes (a2aproject; the proto is normative), for agents configured with
+//! `protocol = "a2a"`. For an agent named `echo`:
+//!
+//! - `GET /agents/echo/.well-known/agent-card.json` (and `/agents/echo/agent-card.json`): the
+//!   served card ([`card`]);
+//! - `POST /agents/echo/jsonrpc`: the JSON-RPC binding;
+//! - the HTTP+JSON binding's routes under `/agents/echo/` (`message:send`, `tasks/{id}`...);
+//! - `POST /a2a`: the fleet's JSON-RPC endpoint ([`fleet`]), `params.tenant` naming the agent.
+//!
+//! Each request goes: the agent and the caller's right to it → the content type and the body
+//! (bounded) → the binding's envelope read into one `protocol::a2a::Call` → `A2A-Version` → the
+//! call checked against the proto → [`ops::run`] (the ledger, the agent) → its neutral answer
+//! reframed in the client's binding ([`frame`]) → counted. A client may use either binding
+//! whatever the agent's: [`agent`] speaks the agent's.
+
+pub mod agent;
+pub mod card;
+pub mod frame;
+pub mod ledger;
+pub mod ops;
+
+use std::sync::Arc;
+
+use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE};
+use hyper::{Response, StatusCode};
+
+use self::frame::{json_response, reframe, Front};
+use crate::config::Protocol;
+use crate::http::body::Body;
+use crate::http::context::Ctx;
+use crate::http::error::{ApiError, ApiResult, Code};
+use crate::http::exchange::named_agent;
+use crate::http::request::{read_body, Request};
+use crate::protocol::a2a::check::check_request;
+use crate::protocol::a2a::jsonrpc;
+use crate::protocol::a2a::{rest, version, A2aError, Call, ErrorKind, Method, VERSION_HEADER};
+use crate::registry::Agent;
+use crate::state::State;
+
+/// A route's own error before a call is read (the caller's right, the body's size or type,
+/// an unknown path), framed for the route: kept under its HTTP status (see `frame::refusal`).
+pub fn refusal(e: ApiError, jsonrpc: bool) -> Response<Body> {
+    frame::refusal(e, jsonrpc)
+}
+
+/// Anything under `/agents/{name}/` of an A2A agent.
+pub async fn serve(
+    state: &Arc<State>,
+    ctx: &mut Ctx,
+    name: &str,
+    tail: &str,
+    req: Request,
+) -> ApiResult {
+    let agent = named_agent(state, ctx, name)?;
+    let verb = req.method().clone();
+    if card::is_card(tail) {
+        if verb != hyper::Method::GET && verb != hyper::Method::HEAD {
+            return Err(not_allowed(&["GET"]));
+        }
+        return card::served(state, ctx, &agent, &req);
+    }
+    if tail == "jsonrpc" {
+        if verb != hyper::Method::POST {
+            return Err(not_allowed(&["POST"]));
+        }
+        return json_rpc(state, ctx, &agent, req).await;
+    }
+    rest_call(state, ctx, &agent, tail, req).await
+}
+
+fn not_allowed(allow: &[&'static str]) -> ApiError {
+    let list = allow.join(", ");
+    ApiError::new(Code::MethodNotAllowed, format!("this route takes {list}")).with_header(
+        ALLOW,
+        HeaderValue::from_str(&list).unwrap_or(HeaderValue::from_static("GET")),
+    )
+}
+
+/// The body of a POST, bounded, in a JSON media type (`application/a2a+json` or
+/// `application/json`; 415 otherwise). A bodiless POST may omit the type.
+async fn body_of(
+    state: &State,
+    req: Request,
+) -> Result<(hyper::http::request::Parts, bytes::Bytes), ApiError> {
+    let typed = req
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(rest::is_json_media_type);
+    let (parts, body) = read_body(req, state.config.max_body_bytes).await?;
+    if typed == Some(false) || (typed.is_none() && !body.is_empty()) {
+        return Err(ApiError::new(
+            Code::UnsupportedMediaType,
+            "A2A requests take Content-Type: application/a2a+json or application/json",
+        ));
+    }
+    Ok((parts, body))
+}
+
+fn version_of(headers: &hyper::HeaderMap) -> Option<&str> {
+    headers.get(VERSION_HEADER).and_then(|v| v.to_str().ok())
+}
+
+/// `POST /agents/{name}/jsonrpc`.
+async fn json_rpc(
+    state: &Arc<State>,
+    ctx: &Ctx,
+    agent: &Arc<Agent>,
+    req: Request,
+) -> Result<Response<Body>, ApiError> {
+    let query = req.uri().query().map(str::to_owned);
+    let (parts, body) = body_of(state, req).await?;
+    let parsed = match jsonrpc::parse_request(&body) {
+        Ok(r) => r,
+        Err(refused) => {
+            count(
+                state,
+                &agent.cfg.name,
+                None,
+                "JSONRPC",
+                refused.error.kind.reason(),
+            );
+            return Ok(json_response(
+                StatusCode::OK,
+                "application/json",
+                &jsonrpc::error_response(refused.id.as_ref(), &refused.error),
+            ));
+        }
+    };
+    let front = Front::JsonRpc(parsed.id);
+    let version = rest::query_param(query.as_deref(), VERSION_HEADER);
+    Ok(answer(
+        state,
+        ctx,
+        agent,
+        &parts.headers,
+        version.as_deref(),
+        parsed.call,
+        &front,
+    )
+    .await)
+}
+
+/// The HTTP+JSON binding's routes.
+async fn rest_call(
+    state: &Arc<State>,
+    ctx: &Ctx,
+    agent: &Arc<Agent>,
+    tail: &str,
+    req: Request,
+) -> Result<Response<Body>, ApiError> {
+    let verb = req.method().as_str().to_owned();
+    let query = req.uri().query().map(str::to_owned);
+    let (parts, body) = if verb == "POST" {
+        body_of(state, req).await?
+    } else {
+        let (parts, _) = req.into_parts();
+        (parts, bytes::Bytes::new())
+    };
+    let call = match rest::parse_request(&verb, tail, query.as_deref(), &body) {
+        Ok(call) => call,
+        Err(rest::RouteError::NotFound) => {
+            return Err(ApiError::new(
+                Code::NotFound,
+                format!("no A2A route {tail:?} under agent {:?}", agent.cfg.name),
+            ))
+        }
+        Err(rest::RouteError::MethodNotAllowed(allow)) => return Err(not_allowed(allow)),
+        Err(rest::RouteError::Invalid(e)) => {
+            count(state, &agent.cfg.name, None, "HTTP+JSON", e.kind.reason());
+            return Ok(frame::neutral(Method::SendMessage, Err(e.into())));
+        }
+    };
+    let version = rest::query_param(query.as_deref(), VERSION_HEADER);
+    Ok(answer(
+        state,
+        ctx,
+        agent,
+        &parts.headers,
+        version.as_deref(),
+        call,
+        &Front::Rest,
+    )
+    .await)
+}
+
+/// A call read from either binding: its version, its check, the operation, counted.
+async fn answer(
+    state: &Arc<State>,
+    ctx: &Ctx,
+    agent: &Arc<Agent>,
+    headers: &hyper::HeaderMap,
+    query_version: Option<&str>,
+    call: Call,
+    front: &Front,
+) -> Response<Body> {
+    let method = call.method;
+    let refused = version::check(version_of(headers), query_version)
+        .err()
+        .or_else(|| {
+            let found = check_request(&call);
+            (!found.is_empty()).then(|| A2aError::invalid_params(found))
+        });
+    let neutral = match refused {
+        Some(e) => frame::neutral(method, Err(e.into())),
+        None => ops::run(state, ctx, agent, headers, call).await,
+    };
+    let outcome = outcome_of(&neutral);
+    count(
+        state,
+        &agent.cfg.name,
+        Some(method),
+        front.label(),
+        &outcome,
+    );
+    reframe(neutral, front, method)
+}
+
+/// `ok`, or the ErrorInfo reason of a neutral answer.
+fn outcome_of(res: &Response<Body>) -> String {
+    if res.status().is_success() {
+        return "ok".to_owned();
+    }
+    let body = match res.body() {
+        Body::Full(Some(b)) => b.clone(),
+        _ => bytes::Bytes::new(),
+    };
+    match frame::read_neutral(res.status().as_u16(), &body) {
+        Err(e) => e.kind.reason().chars().take(48).collect(),
+        Ok(_) => "ok".to_owned(),
+    }
+}
+
+/// `a2a_gateway_a2a_requests_total{agent,method,binding,outcome}`. Only the agent's route
+/// name, the proto's method names, the two bindings and ErrorInfo reasons: bounded.
+fn count(state: &State, agent: &str, method: Option<Method>, binding: &str, outcome: &str) {
+    let method = method.map_or("unknown", Method::as_str);
+    let outcome = if outcome.is_empty() { "error" } else { outcome };
+    state
+        .metrics
+        .a2a_requests
+        .with_label_values(&[agent, method, binding, outcome])
+        .inc();
+}
+
+/// `POST /a2a`: GetTask and CancelTask over every A2A agent the caller may use. `params.tenant`
+/// names the agent; without it the gateway finds the caller's task with that id: none is
+/// TaskNotFoundError, more than one is InvalidParams ("tenant required").
+pub async fn fleet(state: &Arc<State>, ctx: &mut Ctx, req: Request) -> ApiResult {
+    let query = req.uri().query().map(str::to_owned);
+    let (parts, body) = body_of(state, req).await?;
+    let parsed = match jsonrpc::parse_request(&body) {
+        Ok(r) => r,
+        Err(refused) => {
+            return Ok(json_response(
+                StatusCode::OK,
+                "application/json",
+                &jsonrpc::error_response(refused.id.as_ref(), &refused.error),
+            ))
+        }
+    };
+    let front = Front::JsonRpc(parsed.id.clone());
+    let method = parsed.call.method;
+    let error = |e: A2aError| {
+        json_response(
+            StatusCode::OK,
+            "application/json",
+            &jsonrpc::error_response(Some(&parsed.id), &e),
+        )
+    };
+    let version = rest::query_param(query.as_deref(), VERSION_HEADER);
+    if let Err(e) = version::check(version_of(&parts.headers), version.as_deref()) {
+        return Ok(error(e));
+    }
+    if !matches!(method, Method::GetTask | Method::CancelTask) {
+        return Ok(error(A2aError::new(
+            ErrorKind::UnsupportedOperation,
+            format!(
+                "{} is not served at /a2a yet; use /agents/{{name}}/jsonrpc",
+                method.as_str()
+            ),
+        )));
+    }
+    let found = check_request(&parsed.call);
+    if !found.is_empty() {
+        return Ok(error(A2aError::invalid_params(found)));
+    }
+    let id = parsed.call.task_id().unwrap_or_default().to_owned();
+    let tenant = parsed
+        .call
+        .params
+        .get("tenant")
+        .and_then(serde_json::Value::as_str)
+        .filter(|t| !t.is_empty())
+        .map(str::to_owned);
+    let agent = match tenant {
+        Some(name) => {
+            let agent = match state.registry.by_name(&name) {
+                Some(a) if a.cfg.protocol == Protocol::A2a && ctx.caller.may_use(a) => a.clone(),
+                _ => return Ok(error(ledger_not_found(&id))),
+            };
+            agent
+        }
+        None => {
+            let mut holders = Vec::new();
+            let candidates: Vec<Arc<Agent>> = state
+                .registry
+                .agents()
+                .iter()
+                .filter(|a| a.cfg.protocol == Protocol::A2a && ctx.caller.may_use(a))
+                .cloned()
+                .collect();
+            for a in candidates {
+                let record = state
+                    .ledger
+                    .get(&ledger::key(&a.cfg.name, &id))
+                    .await
+                    .map_err(ApiError::from)?;
+                if record.is_some_and(|r| ctx.caller.sees(r.owner.as_deref())) {
+                    holders.push(a);
+                }
+            }
+            match holders.len() {
+                0 => return Ok(error(ledger_not_found(&id))),
+                1 => holders.remove(0),
+                _ => {
+                    return Ok(error(A2aError::invalid_params(vec![
+                        crate::protocol::Violation::new(
+                            "/tenant",
+                            "required",
+                            "tenant required: tasks of this id are held under more than one agent; name the agent in params.tenant",
+                        ),
+                    ])))
+                }
+            }
+        }
+    };
+    ctx.agent = Some(agent.clone());
+    let mut call = parsed.call;
+    call.params.remove("tenant");
+    let neutral = ops::run(state, ctx, &agent, &parts.headers, call).await;
+    let outcome = outcome_of(&neutral);
+    count(state, &agent.cfg.name, Some(method), "JSONRPC", &outcome);
+    Ok(reframe(neutral, &front, method))
+}
+
+fn ledger_not_found(id: &str) -> A2aError {
+    *ledger::not_found(id).error
+}

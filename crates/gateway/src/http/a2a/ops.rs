@@ -1,0 +1,449 @@
+//! The A2A operations, one function each, whichever binding the call came in: what the ledger
+//! answers without the agent (a final task's GetTask, CancelTask on a final task), what is
+//! refused before the agent is called (another client's task or context, an inline push
+//! config), and the exchange with the agent, whose answer is judged and recorded before it is
+//! relayed. Each answers the neutral response (`frame`).
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use hyper::header::HeaderMap;
+use hyper::http::response::Parts;
+use hyper::Response;
+use serde_json::{json, Value};
+
+use super::agent;
+use super::frame::{self, neutral, Failure};
+use super::ledger::{self as a2a_ledger, ContextOwner};
+use crate::config::Protocol;
+use crate::http::body::Body;
+use crate::http::context::Ctx;
+use crate::http::create::idempotency::{self, Claimed};
+use crate::http::create::{drive, Finish};
+use crate::http::error::{ApiError, ApiResult, Code};
+use crate::http::exchange::{self, conformance};
+use crate::ledger::idempotency::fingerprint;
+use crate::protocol::a2a::answer::{check_answer, payload, task_of, Payload};
+use crate::protocol::a2a::check::{inline_push_config, named_context_id, named_task_ids};
+use crate::protocol::a2a::held::HeldCard;
+use crate::protocol::a2a::{A2aError, Call, ErrorKind, Method};
+use crate::registry::Agent;
+use crate::state::State;
+
+/// The A2A card of `agent`, or AGENT_UNAVAILABLE while it has none.
+pub fn held_card(agent: &Agent) -> Result<Arc<HeldCard>, Failure> {
+    let card = agent.card().map_err(ApiError::from)?;
+    card.a2a().ok_or_else(|| {
+        ApiError::new(
+            Code::AgentUnavailable,
+            "the agent's card is not an official A2A card",
+        )
+        .into()
+    })
+}
+
+/// Run `call` on `agent` for the caller; `headers` are the client's (its `A2A-Extensions`).
+pub async fn run(
+    state: &Arc<State>,
+    ctx: &Ctx,
+    agent: &Arc<Agent>,
+    headers: &HeaderMap,
+    call: Call,
+) -> Response<Body> {
+    let method = call.method;
+    let answer = match method {
+        Method::SendMessage => return send(state, ctx, agent, headers, call).await,
+        Method::GetTask => get(state, ctx, agent, headers, &call).await,
+        Method::CancelTask => cancel(state, ctx, agent, headers, &call).await,
+        Method::ListTasks => Err(unsupported(
+            "ListTasks is not served on this route yet; GetTask reads one task",
+        )),
+        Method::SendStreamingMessage | Method::SubscribeToTask => Err(unsupported(
+            "streaming is not served by this gateway yet (capabilities.streaming is false)",
+        )),
+        Method::CreateTaskPushNotificationConfig
+        | Method::GetTaskPushNotificationConfig
+        | Method::ListTaskPushNotificationConfigs
+        | Method::DeleteTaskPushNotificationConfig => push_config(state, ctx, agent, &call).await,
+        Method::GetExtendedAgentCard => extended_card(state, ctx, agent, headers, &call).await,
+    };
+    neutral(method, answer)
+}
+
+fn unsupported(message: &str) -> Failure {
+    A2aError::new(ErrorKind::UnsupportedOperation, message).into()
+}
+
+fn push_not_supported() -> Failure {
+    A2aError::new(
+        ErrorKind::PushNotificationNotSupported,
+        "push notifications are not served by this gateway yet (capabilities.pushNotifications is false)",
+    )
+    .into()
+}
+
+/// One exchange of `call` with the agent, its answer read back (not yet judged).
+async fn ask(
+    state: &State,
+    ctx: &Ctx,
+    agent: &Agent,
+    held: &HeldCard,
+    headers: &HeaderMap,
+    call: &Call,
+) -> Result<Value, Failure> {
+    let out = agent::request(agent, held, ctx, headers, call)?;
+    let (parts, body) = exchange::call::exchange(state, agent, ctx, out.request).await?;
+    Ok(agent::read(call, out.rpc_id.as_ref(), &parts, &body)?)
+}
+
+/// The agent's answer within A2A 1.0 (about `task` when the call names one), or counted;
+/// InvalidAgentResponseError in `enforce` mode.
+fn conform(
+    state: &State,
+    ctx: &Ctx,
+    agent: &Agent,
+    method: Method,
+    answer: &Value,
+    task: Option<&str>,
+) -> Result<(), Failure> {
+    let found = check_answer(method, answer, task);
+    let kept = found.clone();
+    conformance(state, agent, ctx, method.as_str(), found)
+        .map_err(|_| A2aError::invalid_agent_response(kept).into())
+}
+
+fn history_length(call: &Call) -> Option<u64> {
+    call.params.get("historyLength").and_then(Value::as_u64)
+}
+
+/// GetTask: a final task from the ledger; any other from the agent, judged and recorded.
+async fn get(
+    state: &State,
+    ctx: &Ctx,
+    agent: &Agent,
+    headers: &HeaderMap,
+    call: &Call,
+) -> Result<Value, Failure> {
+    let name = agent.cfg.name.as_str();
+    let id = call.task_id().unwrap_or_default();
+    let record =
+        a2a_ledger::visible(state, ctx, name, agent.cfg.passthrough_unknown_tasks, id).await?;
+    if let Some(r) = record.as_ref().filter(|r| r.head.status.is_terminal()) {
+        let task = crate::protocol::json::parse(&r.task).map_err(ApiError::from)?;
+        return Ok(a2a_ledger::with_history(task, history_length(call)));
+    }
+    let held = held_card(agent)?;
+    let answer = ask(state, ctx, agent, &held, headers, call).await?;
+    conform(state, ctx, agent, call.method, &answer, Some(id))?;
+    let task = relay_task(state, ctx, agent, &answer, id).await?;
+    Ok(a2a_ledger::with_history(task, history_length(call)))
+}
+
+/// CancelTask: TaskNotCancelableError for a final task, without the agent; else the agent's
+/// answer, judged and recorded.
+async fn cancel(
+    state: &State,
+    ctx: &Ctx,
+    agent: &Agent,
+    headers: &HeaderMap,
+    call: &Call,
+) -> Result<Value, Failure> {
+    let name = agent.cfg.name.as_str();
+    let id = call.task_id().unwrap_or_default();
+    let record =
+        a2a_ledger::visible(state, ctx, name, agent.cfg.passthrough_unknown_tasks, id).await?;
+    if let Some(r) = record.as_ref().filter(|r| r.head.status.is_terminal()) {
+        return Err(A2aError::new(
+            ErrorKind::TaskNotCancelable,
+            format!(
+                "task {id:?} is {} in the gateway's ledger: a final task cannot be canceled",
+                a2a_ledger::state_of(r.head.status).as_str()
+            ),
+        )
+        .into());
+    }
+    let held = held_card(agent)?;
+    let answer = ask(state, ctx, agent, &held, headers, call).await?;
+    conform(state, ctx, agent, call.method, &answer, Some(id))?;
+    relay_task(state, ctx, agent, &answer, id).await
+}
+
+/// A Task the agent answered about `id`, recorded; the document to relay (the ledger's when
+/// it refused the update). An unreadable one (report mode) is relayed as it came.
+async fn relay_task(
+    state: &State,
+    ctx: &Ctx,
+    agent: &Agent,
+    answer: &Value,
+    id: &str,
+) -> Result<Value, Failure> {
+    match task_of(answer) {
+        Some(head) if head.id == id => {
+            let recorded =
+                a2a_ledger::record(state, ctx, &agent.cfg.name, &head, answer, None).await?;
+            Ok(recorded.task)
+        }
+        _ => Ok(answer.clone()),
+    }
+}
+
+/// The push-config methods: the task must be the caller's; then PushNotificationNotSupported.
+async fn push_config(
+    state: &State,
+    ctx: &Ctx,
+    agent: &Agent,
+    call: &Call,
+) -> Result<Value, Failure> {
+    let id = call.task_id().unwrap_or_default();
+    a2a_ledger::visible(
+        state,
+        ctx,
+        &agent.cfg.name,
+        agent.cfg.passthrough_unknown_tasks,
+        id,
+    )
+    .await?;
+    Err(push_not_supported())
+}
+
+/// GetExtendedAgentCard: forwarded with the agent's credential when its card offers one, and
+/// served rewritten like the public card.
+async fn extended_card(
+    state: &State,
+    ctx: &Ctx,
+    agent: &Agent,
+    headers: &HeaderMap,
+    call: &Call,
+) -> Result<Value, Failure> {
+    let held = held_card(agent)?;
+    if !held.extended {
+        return Err(A2aError::of(ErrorKind::ExtendedAgentCardNotConfigured).into());
+    }
+    let answer = ask(state, ctx, agent, &held, headers, call).await?;
+    conform(state, ctx, agent, call.method, &answer, None)?;
+    Ok(answer)
+}
+
+/// SendMessage: the checks the ledger makes before the agent is called, the `messageId`'s
+/// claim, then the create driver (which lets the exchange outlive a timed-out request and
+/// records the task whenever the answer comes) with [`SendFinish`].
+async fn send(
+    state: &Arc<State>,
+    ctx: &Ctx,
+    agent: &Arc<Agent>,
+    headers: &HeaderMap,
+    call: Call,
+) -> Response<Body> {
+    match send_checked(state, ctx, agent, headers, call).await {
+        Ok(res) => res,
+        Err(f) => neutral(Method::SendMessage, Err(f)),
+    }
+}
+
+async fn send_checked(
+    state: &Arc<State>,
+    ctx: &Ctx,
+    agent: &Arc<Agent>,
+    headers: &HeaderMap,
+    call: Call,
+) -> Result<Response<Body>, Failure> {
+    let name = agent.cfg.name.as_str();
+    if inline_push_config(&call.params).is_some() {
+        // Never forwarded: the agent would call the client directly, around the ledger and
+        // the SSRF guard.
+        return Err(push_not_supported());
+    }
+    let pass = agent.cfg.passthrough_unknown_tasks;
+    for id in named_task_ids(&call.params) {
+        a2a_ledger::visible(state, ctx, name, pass, id).await?;
+    }
+    if let Some(context) = named_context_id(&call.params) {
+        if a2a_ledger::claim_context(state, ctx, name, context).await? == ContextOwner::Other {
+            return Err(A2aError::new(
+                ErrorKind::TaskNotFound,
+                format!(
+                    "context {:?} is not known to the gateway",
+                    context.chars().take(64).collect::<String>()
+                ),
+            )
+            .into());
+        }
+    }
+    let held = held_card(agent)?;
+    if !state.ledger.available() {
+        return Err(ApiError::new(
+            Code::Unavailable,
+            "the task ledger (Redis) is unreachable: the message was not sent to the agent; retry shortly",
+        )
+        .with_header(hyper::header::RETRY_AFTER, hyper::header::HeaderValue::from_static("1"))
+        .into());
+    }
+    let continues = call
+        .params
+        .get("message")
+        .and_then(|m| m.get("taskId"))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let params = serde_json::to_vec(&call.params).unwrap_or_default();
+    if continues.is_none() {
+        crate::http::create::admit_task(state, &ctx.caller, params.len()).await?;
+    }
+    let message_id = call
+        .params
+        .get("message")
+        .and_then(|m| m.get("messageId"))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let scope = format!("msg:{}", idempotency::scope(name, &ctx.caller));
+    let claimed = idempotency::claim(
+        state,
+        name,
+        scope,
+        message_id,
+        fingerprint(&params),
+        agent.cfg.timeout,
+    )
+    .await;
+    let key = match claimed {
+        Ok(Claimed::Held(h)) => h,
+        Ok(Claimed::Answered(replay)) => return Ok(replay),
+        Err(e) if e.code == Code::IdempotencyKeyReused => {
+            return Err(A2aError::invalid_params(vec![crate::protocol::Violation::new(
+                "/message/messageId",
+                "idempotency",
+                "this messageId was sent before with another message; a new message needs a new messageId",
+            )])
+            .into())
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let out = match agent::request(agent, &held, ctx, headers, &call) {
+        Ok(out) => out,
+        Err(e) => {
+            let res = e.into_response();
+            idempotency::settle(state, &key, &res, false).await;
+            return Err(ApiError::new(
+                Code::AgentUnreachable,
+                "the agent request could not be built",
+            )
+            .into());
+        }
+    };
+    let a2a_agents = state
+        .registry
+        .agents()
+        .iter()
+        .filter(|a| a.cfg.protocol == Protocol::A2a)
+        .map(|a| Arc::from(a.cfg.name.as_str()))
+        .collect();
+    let finish = SendFinish {
+        call,
+        rpc_id: out.rpc_id,
+        continues,
+        a2a_agents,
+    };
+    match drive(state, ctx, agent.clone(), finish, out.request, Some(key)).await {
+        Ok(res) => Ok(res),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// SendMessage's step from the agent's answer to the neutral answer: judged, the task's
+/// ownership checked, recorded with the caller as its owner.
+struct SendFinish {
+    call: Call,
+    rpc_id: Option<crate::protocol::a2a::jsonrpc::RpcId>,
+    /// The task the message continues (`message.taskId`).
+    continues: Option<String>,
+    /// The A2A agents' names, among which a new task's id must not be another client's.
+    a2a_agents: Vec<Arc<str>>,
+}
+
+impl Finish for SendFinish {
+    async fn finish(
+        &self,
+        state: &Arc<State>,
+        agent: &Arc<Agent>,
+        ctx: &Ctx,
+        res: Parts,
+        body: Bytes,
+    ) -> ApiResult {
+        let reply =
+            agent::read(&self.call, self.rpc_id.as_ref(), &res, &body).map_err(Failure::from);
+        let answer = match reply {
+            Ok(v) => self.judge(state, agent, ctx, v).await,
+            Err(f) => Err(f),
+        };
+        Ok(neutral(Method::SendMessage, answer))
+    }
+}
+
+impl SendFinish {
+    async fn judge(
+        &self,
+        state: &State,
+        agent: &Agent,
+        ctx: &Ctx,
+        answer: Value,
+    ) -> Result<Value, Failure> {
+        let name = agent.cfg.name.as_str();
+        conform(
+            state,
+            ctx,
+            agent,
+            Method::SendMessage,
+            &answer,
+            self.continues.as_deref(),
+        )?;
+        match payload(&answer) {
+            Some(Payload::Task(task)) => {
+                let Some(head) = task_of(&answer) else {
+                    return Ok(answer);
+                };
+                if self.continues.is_none()
+                    && a2a_ledger::held_by_another(state, ctx, &self.a2a_agents, head.id).await?
+                {
+                    return Err(a2a_ledger::invalid_answer(
+                        "/task/id",
+                        "owner",
+                        "the agent answered a new task with the id of a task the gateway holds for another client",
+                    ));
+                }
+                if a2a_ledger::claim_context(state, ctx, name, head.context_id).await?
+                    == ContextOwner::Other
+                {
+                    return Err(a2a_ledger::invalid_answer(
+                        "/task/contextId",
+                        "owner",
+                        "the agent put the task into another client's context",
+                    ));
+                }
+                let owner = ctx.caller.owner().map(|o| &**o);
+                let recorded = a2a_ledger::record(state, ctx, name, &head, task, owner).await?;
+                Ok(json!({ "task": recorded.task }))
+            }
+            Some(Payload::Message(m)) => {
+                if let Some(context) = m.get("contextId").and_then(Value::as_str) {
+                    if a2a_ledger::claim_context(state, ctx, name, context).await?
+                        == ContextOwner::Other
+                    {
+                        return Err(a2a_ledger::invalid_answer(
+                            "/message/contextId",
+                            "owner",
+                            "the agent answered in another client's context",
+                        ));
+                    }
+                }
+                Ok(answer)
+            }
+            _ => Ok(answer),
+        }
+    }
+}
+
+impl From<crate::ledger::LedgerError> for Failure {
+    fn from(e: crate::ledger::LedgerError) -> Failure {
+        frame::from_api(e.into())
+    }
+}
