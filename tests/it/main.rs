@@ -7,6 +7,9 @@ mod support;
 /// Official A2A agents behind the gateway: the served card, both bindings either way, the
 /// ledger's guarantees, ownership, hostile agents, the gateway's own errors, by both SDKs.
 mod a2a_gateway;
+/// Final states, ownership on one gateway and two replicas, hostile agents, messageId
+/// idempotency and the gateway's own errors, for official A2A tasks.
+mod a2a_guarantees;
 /// The official A2A SDKs as test peers (a2a-sdk agents, a2a-sdk and @a2a-js/sdk clients),
 /// direct to each other: the harness the gateway's A2A tests stand on.
 mod a2a_sdk;

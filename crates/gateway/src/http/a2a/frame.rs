@@ -76,18 +76,39 @@ pub fn from_api(e: ApiError) -> Failure {
         details,
         headers,
     } = e;
-    let mut error = match code {
-        Code::TaskNotFound => A2aError::new(ErrorKind::TaskNotFound, message),
-        Code::InvalidJson => A2aError::new(ErrorKind::ParseError, message),
-        Code::AgentProtocolViolation => A2aError::new(ErrorKind::InvalidAgentResponse, message),
-        c => A2aError::gateway(c.as_str(), c.status().as_u16(), message),
-    };
+    let mut error = gateway_error(code.as_str(), code.status().as_u16(), &message);
     if let Some(Value::Object(d)) = details {
         error.metadata = metadata_of(&d);
     }
     Failure {
         error: Box::new(error),
         headers,
+    }
+}
+
+/// The A2A kind of the gateway's error `code` (its Clawpedia spelling) under `status`: the
+/// protocol's own where one means the same, else the gateway's in its domain.
+fn kind_of(code: &str, status: u16) -> ErrorKind {
+    match code {
+        "TASK_NOT_FOUND" => ErrorKind::TaskNotFound,
+        "INVALID_JSON" => ErrorKind::ParseError,
+        "AGENT_PROTOCOL_VIOLATION" => ErrorKind::InvalidAgentResponse,
+        _ => ErrorKind::Gateway {
+            reason: code.to_owned(),
+            status,
+        },
+    }
+}
+
+/// The error of `code` with `message`; a gateway-domain one's message starts with its code,
+/// since a client that does not read ErrorInfo (a2a-sdk's JSON-RPC transport keeps only the
+/// code and message of an error it has no class for) still shows its user which it was.
+fn gateway_error(code: &str, status: u16, message: &str) -> A2aError {
+    match kind_of(code, status) {
+        k @ ErrorKind::Gateway { .. } if !message.starts_with(code) => {
+            A2aError::new(k, format!("{code}: {message}"))
+        }
+        k => A2aError::new(k, message),
     }
 }
 
@@ -130,13 +151,24 @@ pub fn neutral(method: Method, reply: Result<Value, Failure>) -> Response<Body> 
 
 /// The neutral answer `res` in the client's binding.
 pub fn reframe(res: Response<Body>, front: &Front, method: Method) -> Response<Body> {
-    let Front::JsonRpc(id) = front else {
-        return res;
-    };
     let (parts, body) = res.into_parts();
     let bytes = match &body {
         Body::Full(Some(b)) => b.clone(),
         _ => Bytes::new(),
+    };
+    let Front::JsonRpc(id) = front else {
+        // The create driver's own refusals (AGENT_BUSY, AGENT_TIMEOUT) come in the gateway's
+        // Clawpedia shape: a google.rpc.Status in their place.
+        if parts.status.is_success() || !is_gateway_shaped(&bytes) {
+            return Response::from_parts(parts, body);
+        }
+        let Err(error) = read_neutral(parts.status.as_u16(), &bytes) else {
+            return Response::from_parts(parts, body);
+        };
+        let mut out = neutral(method, Err(Failure::from(error)));
+        *out.status_mut() = parts.status;
+        copy_headers(&parts.headers, out.headers_mut());
+        return out;
     };
     let reply = read_neutral(parts.status.as_u16(), &bytes);
     let mut out = json_response(
@@ -144,17 +176,34 @@ pub fn reframe(res: Response<Body>, front: &Front, method: Method) -> Response<B
         "application/json",
         &jsonrpc::reply_response(id, method, &reply),
     );
-    for name in [hyper::header::RETRY_AFTER, hyper::header::WWW_AUTHENTICATE] {
-        if let Some(v) = parts.headers.get(&name) {
-            out.headers_mut().insert(name, v.clone());
-        }
-    }
-    for (name, value) in &parts.headers {
-        if name.as_str().starts_with("idempotent-") {
-            out.headers_mut().insert(name.clone(), value.clone());
-        }
-    }
+    copy_headers(&parts.headers, out.headers_mut());
     out
+}
+
+/// The headers of a neutral answer that every framing keeps: `Retry-After`,
+/// `WWW-Authenticate` and an idempotent replay's mark.
+fn copy_headers(from: &hyper::HeaderMap, to: &mut hyper::HeaderMap) {
+    for name in [hyper::header::RETRY_AFTER, hyper::header::WWW_AUTHENTICATE] {
+        if let Some(v) = from.get(&name) {
+            to.insert(name, v.clone());
+        }
+    }
+    for (name, value) in from {
+        if name.as_str().starts_with("idempotent-") {
+            to.insert(name.clone(), value.clone());
+        }
+    }
+}
+
+/// Whether an error body is the gateway's own Clawpedia-shaped one (`error.code` a string).
+fn is_gateway_shaped(body: &[u8]) -> bool {
+    json::parse(body)
+        .ok()
+        .and_then(|v| {
+            v.get("error")
+                .map(|e| e.get("code").is_some_and(Value::is_string))
+        })
+        .unwrap_or(false)
 }
 
 /// A neutral answer read back as a reply. It may also be a Clawpedia-shaped error the create
@@ -171,7 +220,7 @@ pub fn read_neutral(status: u16, body: &[u8]) -> Reply {
     {
         let code = e["code"].as_str().unwrap_or("INTERNAL");
         let message = e.get("message").and_then(Value::as_str).unwrap_or("");
-        let mut err = A2aError::gateway(code, status, message);
+        let mut err = gateway_error(code, status, message);
         if let Some(Value::Object(d)) = e.get("details") {
             err.metadata = metadata_of(d);
         }

@@ -1,0 +1,160 @@
+//! A scripted official A2A agent for tests: a real HTTP server on loopback serving a card at
+//! `/.well-known/agent-card.json` and a JSON-RPC endpoint at `/rpc`, whose every answer a test
+//! scripts — including the ones an honest agent never gives (another task's id, an unknown
+//! state, a 10 MB body, duplicate keys, a task reopened after it completed, no answer in time).
+//! It records every call it receives.
+
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::{Request, Response};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use serde_json::{json, Value};
+
+/// What the agent answers to one call.
+pub enum Answer {
+    /// `{"jsonrpc","id","result": v}`.
+    Result(Value),
+    /// These bytes as the whole body (status 200).
+    Raw(Vec<u8>),
+    /// After a delay.
+    Later(Duration, Box<Answer>),
+}
+
+/// The script: (method, params) to an answer.
+pub type Script = Arc<dyn Fn(&str, &Value) -> Answer + Send + Sync>;
+
+struct Shared {
+    card: Mutex<Value>,
+    script: Script,
+    calls: Mutex<Vec<Value>>,
+}
+
+/// A running scripted agent (stopped when dropped).
+pub struct ScriptedAgent {
+    /// `http://127.0.0.1:PORT`.
+    pub base: String,
+    shared: Arc<Shared>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for ScriptedAgent {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+/// A valid A2A 1.0 card with one JSON-RPC interface at `url`.
+pub fn card(url: &str) -> Value {
+    json!({
+        "name": "Scripted", "description": "answers as the test says", "version": "1.0.0",
+        "supportedInterfaces": [{"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
+        "capabilities": {"streaming": false, "pushNotifications": false},
+        "defaultInputModes": ["text/plain"], "defaultOutputModes": ["text/plain"],
+        "skills": [{"id": "script", "name": "Script", "description": "scripted", "tags": []}]
+    })
+}
+
+/// A Task in `state`, now.
+pub fn task(id: &str, context: &str, state: &str) -> Value {
+    json!({"id": id, "contextId": context, "status": {"state": state,
+        "timestamp": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)}})
+}
+
+impl ScriptedAgent {
+    /// Start, answering with `script`; its card names its own `/rpc`.
+    pub async fn start(script: Script) -> ScriptedAgent {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let base = format!("http://{addr}");
+        let shared = Arc::new(Shared {
+            card: Mutex::new(card(&format!("{base}/rpc"))),
+            script,
+            calls: Mutex::new(Vec::new()),
+        });
+        let s = shared.clone();
+        let server = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let s = s.clone();
+                tokio::spawn(async move {
+                    let svc = hyper::service::service_fn(move |req| handle(s.clone(), req));
+                    let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(stream), svc)
+                        .await;
+                });
+            }
+        });
+        ScriptedAgent {
+            base,
+            shared,
+            server,
+        }
+    }
+
+    /// Serve `card` from now on.
+    pub fn set_card(&self, card: Value) {
+        *self.shared.card.lock().expect("lock") = card;
+    }
+
+    /// Every JSON-RPC request received, as sent.
+    pub fn calls(&self) -> Vec<Value> {
+        self.shared.calls.lock().expect("lock").clone()
+    }
+
+    /// The methods received, in order.
+    pub fn methods(&self) -> Vec<String> {
+        self.calls()
+            .iter()
+            .filter_map(|c| c["method"].as_str().map(str::to_owned))
+            .collect()
+    }
+}
+
+async fn handle(
+    s: Arc<Shared>,
+    req: Request<Incoming>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    let path = req.uri().path().to_owned();
+    let headers = req.headers().clone();
+    let body = req
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    if path == "/.well-known/agent-card.json" {
+        let card = s.card.lock().expect("lock").clone();
+        return Ok(Response::new(Full::new(Bytes::from(card.to_string()))));
+    }
+    let call: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let mut recorded = call.clone();
+    recorded["headers"] = json!({
+        "a2a-version": headers.get("a2a-version").and_then(|v| v.to_str().ok()),
+        "authorization": headers.get("authorization").and_then(|v| v.to_str().ok()),
+    });
+    s.calls.lock().expect("lock").push(recorded);
+    let script = s.script.clone();
+    let mut answer = script(call["method"].as_str().unwrap_or(""), &call["params"]);
+    loop {
+        match answer {
+            Answer::Later(d, next) => {
+                tokio::time::sleep(d).await;
+                answer = *next;
+            }
+            Answer::Result(v) => {
+                let body = json!({"jsonrpc": "2.0", "id": call["id"], "result": v});
+                return Ok(Response::new(Full::new(Bytes::from(body.to_string()))));
+            }
+            Answer::Raw(bytes) => return Ok(Response::new(Full::new(Bytes::from(bytes)))),
+        }
+    }
+}
