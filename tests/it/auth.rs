@@ -1034,7 +1034,7 @@ async fn the_fleet_snapshot_shows_each_client_what_it_may_see() {
         "requests*10 + errors: {ops}"
     );
     assert_eq!(ops["tasks"]["SUBMITTED"], 1, "{ops}");
-    assert_eq!(ops["tasks"].as_object().map(|o| o.len()), Some(6));
+    assert_eq!(ops["tasks"].as_object().map(|o| o.len()), Some(8));
     assert_eq!(ops["webhooks"]["queue_depth"], 0);
     assert_eq!(ops["webhooks"]["dead_letters"], 0);
     assert_eq!(ops["streams"], json!({"upstreams": 0, "subscribers": 0}));

@@ -75,7 +75,8 @@ pub(crate) async fn agreement(l: &RedisLedger) {
             }
         }
     }
-    assert_eq!(n, 216);
+    // 8 states (AUTH_REQUIRED and REJECTED of official A2A beside the six) × 8 × 3 × 2.
+    assert_eq!(n, 384);
 }
 
 /// The same behaviour from both backends, through the trait.

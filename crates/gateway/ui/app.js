@@ -12,7 +12,7 @@ const FEED_MAX = 200;      // entries kept in the live feed
 const RECENT_MAX = 100;    // tasks kept in "Recent tasks"
 const STREAM_MAX = 200;    // events kept for the open task's stream
 const PENDING_MAX = 5000;  // events waiting for the next batch; past it the oldest are dropped
-const STATE_ORDER = ["SUBMITTED", "WORKING", "INPUT_REQUIRED", "COMPLETED", "FAILED", "CANCELLED"];
+const STATE_ORDER = ["SUBMITTED", "WORKING", "INPUT_REQUIRED", "AUTH_REQUIRED", "COMPLETED", "FAILED", "CANCELLED", "REJECTED"];
 const STREAM_EVENTS = ["log", "artifact.update", "status", "upstream_error", "stream.lagged", "message"];
 
 const $ = (id) => document.getElementById(id);

@@ -83,8 +83,8 @@ impl Filter {
 fn refusal_data(r: &Refused) -> String {
     // An official A2A task: its own id (the ledger key is `{agent}/{id}`) and its states as
     // the A2A protocol spells them.
-    if let Some((_, id)) = crate::http::a2a::ledger::split_key(&r.task_id) {
-        let spell = |s| crate::http::a2a::ledger::state_of(s).as_str();
+    if let Some((_, id)) = crate::protocol::a2a::split_ledger_key(&r.task_id) {
+        let spell = |s| crate::protocol::a2a::TaskState::of_status(s).as_str();
         return serde_json::json!({
             "protocol": "a2a",
             "task_id": id,

@@ -27,42 +27,19 @@ use crate::protocol::time::now_ms;
 use crate::protocol::Violation;
 use crate::state::State;
 
-/// The ledger key of A2A task `id` of `agent`.
+/// The ledger key of A2A task `id` of `agent` (see `protocol::a2a::ledger_key`).
 pub fn key(agent: &str, id: &str) -> String {
-    format!("{agent}/{id}")
-}
-
-/// The agent and the A2A id of a ledger key written by [`key`]; `None` for a Clawpedia id.
-pub fn split_key(key: &str) -> Option<(&str, &str)> {
-    key.split_once('/')
+    crate::protocol::a2a::ledger_key(agent, id)
 }
 
 /// The ledger's state for an A2A state.
 pub fn status_of(state: TaskState) -> Status {
-    match state {
-        TaskState::Submitted => Status::Submitted,
-        TaskState::Working => Status::Working,
-        TaskState::InputRequired => Status::InputRequired,
-        TaskState::AuthRequired => Status::AuthRequired,
-        TaskState::Completed => Status::Completed,
-        TaskState::Failed => Status::Failed,
-        TaskState::Canceled => Status::Cancelled,
-        TaskState::Rejected => Status::Rejected,
-    }
+    state.status()
 }
 
-/// The A2A state the ledger records as `status` (the inverse of [`status_of`]).
+/// The A2A state the ledger records as `status`.
 pub fn state_of(status: Status) -> TaskState {
-    match status {
-        Status::Submitted => TaskState::Submitted,
-        Status::Working => TaskState::Working,
-        Status::InputRequired => TaskState::InputRequired,
-        Status::AuthRequired => TaskState::AuthRequired,
-        Status::Completed => TaskState::Completed,
-        Status::Failed => TaskState::Failed,
-        Status::Cancelled => TaskState::Canceled,
-        Status::Rejected => TaskState::Rejected,
-    }
+    TaskState::of_status(status)
 }
 
 /// The task `id` of `agent` as the caller may see it: its record, or TaskNotFoundError for an
@@ -283,9 +260,10 @@ mod tests {
 
     #[test]
     fn keys_states_and_bounds() {
+        use crate::protocol::a2a::split_ledger_key;
         assert_eq!(key("echo", "a/b:c"), "echo/a/b:c");
-        assert_eq!(split_key("echo/a/b:c"), Some(("echo", "a/b:c")));
-        assert_eq!(split_key("clawpedia-id"), None);
+        assert_eq!(split_ledger_key("echo/a/b:c"), Some(("echo", "a/b:c")));
+        assert_eq!(split_ledger_key("clawpedia-id"), None);
         for s in TaskState::ALL {
             assert_eq!(state_of(status_of(s)), s);
             assert_eq!(status_of(s).is_terminal(), s.is_final());

@@ -68,6 +68,16 @@ pub async fn task_agent(
                 .by_name(&r.agent)
                 .cloned()
                 .ok_or_else(|| unknown_agent(&r.agent))?;
+            // A reload made the agent speak another protocol: it is a new agent. Its old
+            // tasks stay readable from the ledger while final; a live one is not its now.
+            if agent.cfg.protocol != crate::config::Protocol::Clawpedia
+                && !r.head.status.is_terminal()
+            {
+                return Err(ApiError::new(
+                    Code::TaskNotFound,
+                    format!("task {task_id} is not known to the gateway"),
+                ));
+            }
             ctx.agent = Some(agent.clone());
             admission::agent(state, ctx, &agent)?;
             agent

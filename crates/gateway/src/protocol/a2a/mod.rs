@@ -78,6 +78,18 @@ impl Call {
 /// StreamResponse, TaskPushNotificationConfig, AgentCard, `{}` for Empty), or an error.
 pub type Reply = Result<Value, A2aError>;
 
+/// The ledger key of A2A task `id` of `agent`: `{agent}/{id}`. An A2A task id is the agent's,
+/// and two agents may hand out the same one; a Clawpedia id never holds a `/`, so the two
+/// protocols' records cannot meet.
+pub fn ledger_key(agent: &str, id: &str) -> String {
+    format!("{agent}/{id}")
+}
+
+/// The agent and the A2A id of a key written by [`ledger_key`]; `None` for a Clawpedia id.
+pub fn split_ledger_key(key: &str) -> Option<(&str, &str)> {
+    key.split_once('/')
+}
+
 /// The media type of the HTTP+JSON binding.
 pub const A2A_JSON: &str = "application/a2a+json";
 /// The header (and query parameter) naming the protocol version.

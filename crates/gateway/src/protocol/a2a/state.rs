@@ -4,6 +4,8 @@
 //! tells nothing, so [`TaskState::parse`] refuses it. A ListTasks filter may still name it (it
 //! means "no filter"), which the request checks allow separately.
 
+use crate::protocol::task::Status;
+
 /// The lifecycle state of an A2A task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TaskState {
@@ -73,6 +75,36 @@ impl TaskState {
     /// it resumes it. A stream closes here too (§11.7).
     pub fn is_interrupted(self) -> bool {
         matches!(self, TaskState::InputRequired | TaskState::AuthRequired)
+    }
+}
+
+impl TaskState {
+    /// The ledger's state for this one (`CANCELED` is the ledger's `CANCELLED`).
+    pub fn status(self) -> Status {
+        match self {
+            TaskState::Submitted => Status::Submitted,
+            TaskState::Working => Status::Working,
+            TaskState::InputRequired => Status::InputRequired,
+            TaskState::AuthRequired => Status::AuthRequired,
+            TaskState::Completed => Status::Completed,
+            TaskState::Failed => Status::Failed,
+            TaskState::Canceled => Status::Cancelled,
+            TaskState::Rejected => Status::Rejected,
+        }
+    }
+
+    /// The A2A state the ledger records as `status` (the inverse of [`TaskState::status`]).
+    pub fn of_status(status: Status) -> TaskState {
+        match status {
+            Status::Submitted => TaskState::Submitted,
+            Status::Working => TaskState::Working,
+            Status::InputRequired => TaskState::InputRequired,
+            Status::AuthRequired => TaskState::AuthRequired,
+            Status::Completed => TaskState::Completed,
+            Status::Failed => TaskState::Failed,
+            Status::Cancelled => TaskState::Canceled,
+            Status::Rejected => TaskState::Rejected,
+        }
     }
 }
 
