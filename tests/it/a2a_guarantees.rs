@@ -579,3 +579,74 @@ async fn the_sdks_surface_the_gateways_own_errors_on_both_bindings() {
     let held = holder.await.expect("holder");
     assert!(held.get("result").is_some(), "{held}");
 }
+
+#[tokio::test]
+async fn the_extended_card_is_forwarded_with_the_agents_credential_and_rewritten() {
+    let agent = ScriptedAgent::start(Arc::new(|method, _| match method {
+        "GetExtendedAgentCard" => {
+            let mut c = crate::support::a2a_script::card("http://agent.internal.example:7/rpc");
+            c["name"] = json!("Scripted, extended");
+            c["documentationUrl"] = json!("http://agent.internal.example:7/docs");
+            c["signatures"] = json!([{"protected": "x", "signature": "y"}]);
+            Answer::Result(c)
+        }
+        _ => Answer::Result(task("t", "c", "TASK_STATE_WORKING")),
+    }))
+    .await;
+    let mut card = crate::support::a2a_script::card(&format!("{}/rpc", agent.base));
+    card["capabilities"]["extendedAgentCard"] = json!(true);
+    agent.set_card(card);
+    let mut cfg = a2a_agent("x", &agent.base);
+    cfg.upstream_auth_header = Some((
+        hyper::header::AUTHORIZATION,
+        a2a_gateway::config::Secret::new("Bearer agent-own-credential"),
+    ));
+    let (_gw, http) = gateway(vec![cfg], two_clients).await;
+    let v = rpc(&http, "x", Some(ALICE), "GetExtendedAgentCard", json!({})).await;
+    let served = &v["result"];
+    assert_eq!(served["name"], "Scripted, extended", "{v}");
+    assert_eq!(served["supportedInterfaces"][1]["url"], format!("{}/agents/x/jsonrpc", http.base));
+    assert!(served.get("documentationUrl").is_none() && served.get("signatures").is_none(), "{served}");
+    assert!(!served.to_string().contains("agent.internal.example"), "{served}");
+    let r = rest(&http, Method::GET, "/agents/x/extendedAgentCard", Some(ALICE), None).await;
+    assert_eq!(r.json()["name"], "Scripted, extended", "{r:?}");
+    // The agent got its own credential, never the client's.
+    let calls = agent.calls();
+    assert!(!calls.is_empty());
+    for c in &calls {
+        assert_eq!(c["headers"]["authorization"], "Bearer agent-own-credential", "{c}");
+    }
+}
+
+#[tokio::test]
+async fn a_reload_that_changes_the_protocol_makes_a_new_agent() {
+    let (old, g) = crate::support::single("x", |_| {}).await;
+    let done = g.create_task("x").await;
+    let live = g.create_task("x").await;
+    let finished = old
+        .set_status(&done, "COMPLETED", crate::support::fields_for("COMPLETED"))
+        .expect("task");
+    assert_eq!(finished["status"], "COMPLETED");
+    let r = g.http.get(&format!("/agents/x/tasks/{done}")).await;
+    assert_eq!(r.json()["status"], "COMPLETED", "{r:?}");
+    let scripted = ScriptedAgent::start(Arc::new(|_, _| {
+        Answer::Result(task("t", "c", "TASK_STATE_WORKING"))
+    }))
+    .await;
+    let mut next = g.gw.config().as_ref().clone();
+    next.agents[0] = a2a_agent("x", &scripted.base);
+    g.gw.reload(next).await.expect("applied");
+    crate::support::wait_for("the A2A card", || async {
+        g.http.get("/agents/x/.well-known/agent-card.json").await.status == 200
+    })
+    .await;
+    // The final Clawpedia task is still readable from the ledger; the live one is not found.
+    let r = g.http.get(&format!("/tasks/{done}")).await;
+    assert_eq!((r.status, r.json()["status"].clone()), (200, json!("COMPLETED")), "{r:?}");
+    let r = g.http.get(&format!("/tasks/{live}")).await;
+    assert_eq!((r.status, r.error_code().as_str()), (404, "TASK_NOT_FOUND"), "{r:?}");
+    // Under /agents/x/ the routes are A2A's, and the old ids are not its tasks.
+    let v = rpc(&g.http, "x", None, "GetTask", json!({ "id": live })).await;
+    assert_eq!(error_code(&v), -32001, "{v}");
+    assert!(scripted.calls().is_empty(), "{:?}", scripted.methods());
+}

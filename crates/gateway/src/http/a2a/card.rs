@@ -25,10 +25,27 @@ pub fn served(state: &State, _ctx: &Ctx, agent: &Agent, req: &Request) -> ApiRes
             "the agent's card is not an official A2A card",
         )
     })?;
-    let base = Base::of(state, req.headers(), req.uri());
+    let (doc, base) = rewrite(state, agent, req.headers(), req.uri(), &held.doc);
+    let mut res = json_response(StatusCode::OK, "application/json", &doc);
+    base.mark(res.headers_mut());
+    res.headers_mut()
+        .insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    Ok(res)
+}
+
+/// `card` (the agent's public or extended card) as the gateway serves it, and the base its
+/// URLs were written with (for `Vary: Host`).
+pub fn rewrite<'a>(
+    state: &'a State,
+    agent: &Agent,
+    headers: &hyper::HeaderMap,
+    uri: &hyper::Uri,
+    card: &serde_json::Value,
+) -> (serde_json::Value, Base<'a>) {
+    let base = Base::of(state, headers, uri);
     let agent_host = host_of(&agent.cfg.url).unwrap_or_default();
     let doc = serve_card(
-        &held.doc,
+        card,
         &ServeOptions {
             base: base.url(),
             name: &agent.cfg.name,
@@ -39,11 +56,7 @@ pub fn served(state: &State, _ctx: &Ctx, agent: &Agent, req: &Request) -> ApiRes
             push_notifications: false,
         },
     );
-    let mut res = json_response(StatusCode::OK, "application/json", &doc);
-    base.mark(res.headers_mut());
-    res.headers_mut()
-        .insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    Ok(res)
+    (doc, base)
 }
 
 /// Whether the tail after `/agents/{name}/` is one of the card's paths.

@@ -221,7 +221,9 @@ async fn extended_card(
     }
     let answer = ask(state, ctx, agent, &held, headers, call).await?;
     conform(state, ctx, agent, call.method, &answer, None)?;
-    Ok(answer)
+    // Rewritten like the public card: the gateway's interfaces and auth, none of the agent's
+    // URLs or signatures.
+    Ok(super::card::rewrite(state, agent, headers, &hyper::Uri::default(), &answer).0)
 }
 
 /// SendMessage: the checks the ledger makes before the agent is called, the `messageId`'s
