@@ -605,16 +605,35 @@ async fn the_extended_card_is_forwarded_with_the_agents_credential_and_rewritten
     let v = rpc(&http, "x", Some(ALICE), "GetExtendedAgentCard", json!({})).await;
     let served = &v["result"];
     assert_eq!(served["name"], "Scripted, extended", "{v}");
-    assert_eq!(served["supportedInterfaces"][1]["url"], format!("{}/agents/x/jsonrpc", http.base));
-    assert!(served.get("documentationUrl").is_none() && served.get("signatures").is_none(), "{served}");
-    assert!(!served.to_string().contains("agent.internal.example"), "{served}");
-    let r = rest(&http, Method::GET, "/agents/x/extendedAgentCard", Some(ALICE), None).await;
+    assert_eq!(
+        served["supportedInterfaces"][1]["url"],
+        format!("{}/agents/x/jsonrpc", http.base)
+    );
+    assert!(
+        served.get("documentationUrl").is_none() && served.get("signatures").is_none(),
+        "{served}"
+    );
+    assert!(
+        !served.to_string().contains("agent.internal.example"),
+        "{served}"
+    );
+    let r = rest(
+        &http,
+        Method::GET,
+        "/agents/x/extendedAgentCard",
+        Some(ALICE),
+        None,
+    )
+    .await;
     assert_eq!(r.json()["name"], "Scripted, extended", "{r:?}");
     // The agent got its own credential, never the client's.
     let calls = agent.calls();
     assert!(!calls.is_empty());
     for c in &calls {
-        assert_eq!(c["headers"]["authorization"], "Bearer agent-own-credential", "{c}");
+        assert_eq!(
+            c["headers"]["authorization"], "Bearer agent-own-credential",
+            "{c}"
+        );
     }
 }
 
@@ -637,14 +656,26 @@ async fn a_reload_that_changes_the_protocol_makes_a_new_agent() {
     next.agents[0] = a2a_agent("x", &scripted.base);
     g.gw.reload(next).await.expect("applied");
     crate::support::wait_for("the A2A card", || async {
-        g.http.get("/agents/x/.well-known/agent-card.json").await.status == 200
+        g.http
+            .get("/agents/x/.well-known/agent-card.json")
+            .await
+            .status
+            == 200
     })
     .await;
     // The final Clawpedia task is still readable from the ledger; the live one is not found.
     let r = g.http.get(&format!("/tasks/{done}")).await;
-    assert_eq!((r.status, r.json()["status"].clone()), (200, json!("COMPLETED")), "{r:?}");
+    assert_eq!(
+        (r.status, r.json()["status"].clone()),
+        (200, json!("COMPLETED")),
+        "{r:?}"
+    );
     let r = g.http.get(&format!("/tasks/{live}")).await;
-    assert_eq!((r.status, r.error_code().as_str()), (404, "TASK_NOT_FOUND"), "{r:?}");
+    assert_eq!(
+        (r.status, r.error_code().as_str()),
+        (404, "TASK_NOT_FOUND"),
+        "{r:?}"
+    );
     // Under /agents/x/ the routes are A2A's, and the old ids are not its tasks.
     let v = rpc(&g.http, "x", None, "GetTask", json!({ "id": live })).await;
     assert_eq!(error_code(&v), -32001, "{v}");

@@ -15,9 +15,12 @@ use serde_json::Value;
 
 use a2a_gateway::config::{Config, Right};
 use a2a_gateway::http::openapi::DOCUMENT;
-use a2a_gateway::http::route::{instantiate, Route, TEMPLATES};
+use a2a_gateway::http::route::{
+    instantiate, instantiate_a2a, Route, A2A_TEMPLATES, A2A_TEST_AGENT, TEMPLATES,
+};
 
 use crate::auth::client;
+use crate::support::a2a_script::{task, Answer, ScriptedAgent};
 use crate::support::*;
 
 /// A client with every right, so that no answer below is a refusal of the caller.
@@ -39,6 +42,23 @@ fn clients(cfg: &mut Config) {
 /// The agent is `scripts`, the name `route::instantiate` puts in `{name}`.
 async fn gateway() -> (sample::SampleAgent, TestGateway) {
     single("scripts", clients).await
+}
+
+/// `scripts`, and an official A2A agent under the name `route::instantiate_a2a` puts in
+/// `{name}`.
+async fn two_protocols() -> (sample::SampleAgent, ScriptedAgent, TestGateway) {
+    let scripted = ScriptedAgent::start(std::sync::Arc::new(|_, _| {
+        Answer::Result(task("t/1:x", "c", "TASK_STATE_WORKING"))
+    }))
+    .await;
+    let base = scripted.base.clone();
+    let (a, g) = single("scripts", move |cfg| {
+        clients(cfg);
+        cfg.agents
+            .push(crate::a2a_gateway::a2a_agent(A2A_TEST_AGENT, &base));
+    })
+    .await;
+    (a, scripted, g)
 }
 
 /// Status, headers and body of a request as the all-rights client; for an event stream, which
@@ -135,21 +155,46 @@ async fn the_document_is_public_and_the_one_built_in() {
 
 #[tokio::test]
 async fn the_router_and_the_served_document_agree() {
-    let (_a, g) = gateway().await;
+    let (_a, _s, g) = two_protocols().await;
     let doc = g.http.get("/openapi.json").await.json();
     let ops = operations(&doc);
     // Every route's template is documented, and nothing else is.
     let mut documented: Vec<&str> = ops.iter().map(|(p, _)| p.as_str()).collect();
     documented.sort_unstable();
-    let mut routed = TEMPLATES.to_vec();
+    documented.dedup();
+    let mut routed: Vec<&str> = TEMPLATES
+        .iter()
+        .copied()
+        .chain(A2A_TEMPLATES.iter().map(|(t, _)| *t))
+        .collect();
     routed.sort_unstable();
-    assert_eq!(documented, routed, "one operation per route, every route");
+    routed.dedup();
+    assert_eq!(documented, routed, "every route, and only routes");
     for (template, method) in &ops {
-        let path = instantiate(template);
-        let route = Route::parse(&path);
-        assert_eq!(route.template(), Some(template.as_str()), "{path}");
-        let want = route.meta().1;
-        assert_eq!(method.to_ascii_uppercase(), want.as_str(), "{template}");
+        let want = Method::from_bytes(method.to_ascii_uppercase().as_bytes()).expect("method");
+        let a2a = A2A_TEMPLATES
+            .iter()
+            .find(|(t, methods)| t == template && methods.contains(&want.as_str()));
+        // The path on the agent whose protocol serves this method there, and every method
+        // that path takes on that agent.
+        let (path, allowed): (String, Vec<&str>) = match a2a {
+            Some((_, methods)) => {
+                let path = instantiate_a2a(template);
+                let route = Route::parse_with(&path, |n| n == A2A_TEST_AGENT);
+                assert!(route.is_a2a(), "{path}");
+                assert_eq!(route.template(), Some(template.as_str()), "{path}");
+                (path, methods.to_vec())
+            }
+            None => {
+                let path = instantiate(template);
+                let route = Route::parse(&path);
+                assert_eq!(route.template(), Some(template.as_str()), "{path}");
+                let only = route.meta().1;
+                assert_eq!(want, only, "{template}");
+                let only: &'static str = if only == Method::GET { "GET" } else { "POST" };
+                (path, vec![only])
+            }
+        };
         // The documented method reaches the route's handler: whatever it answers (an unknown
         // task is 404 TASK_NOT_FOUND, a push without its token 401), it is no route miss.
         let (status, _, body) = exchange(&g, want.clone(), &path).await;
@@ -166,19 +211,24 @@ async fn the_router_and_the_served_document_agree() {
             "{method} {path}: {status} {}",
             String::from_utf8_lossy(&body)
         );
-        // The other method is refused with the documented one.
-        let other = if want == Method::GET {
-            Method::POST
-        } else {
-            Method::GET
-        };
+        // Any other method is refused, naming the ones the path takes.
+        let other = [Method::GET, Method::POST, Method::PUT]
+            .into_iter()
+            .find(|m| !allowed.contains(&m.as_str()))
+            .expect("a method the path does not take");
         let (status, headers, _) = exchange(&g, other.clone(), &path).await;
         assert_eq!(status, 405, "{other} {path}");
-        assert_eq!(
-            headers.get("allow").and_then(|v| v.to_str().ok()),
-            Some(want.as_str()),
-            "{other} {path}"
-        );
+        let mut allow: Vec<String> = headers
+            .get("allow")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .split(',')
+            .map(|m| m.trim().to_owned())
+            .collect();
+        allow.sort_unstable();
+        let mut want_allow: Vec<String> = allowed.iter().map(|m| m.to_string()).collect();
+        want_allow.sort_unstable();
+        assert_eq!(allow, want_allow, "{other} {path}");
     }
     // And a path outside the document routes nowhere.
     let (status, _, body) = exchange(&g, Method::GET, "/openapi.yaml").await;

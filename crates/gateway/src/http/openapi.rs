@@ -21,7 +21,9 @@ mod tests {
 
     use super::DOCUMENT;
     use crate::http::error::{Code, FALLBACK_BODY};
-    use crate::http::route::{instantiate, Route, TEMPLATES};
+    use crate::http::route::{
+        instantiate, instantiate_a2a, Route, A2A_TEMPLATES, A2A_TEST_AGENT, TEMPLATES,
+    };
 
     const METHODS: [&str; 8] = [
         "get", "put", "post", "delete", "options", "head", "patch", "trace",
@@ -61,30 +63,65 @@ mod tests {
         assert!(d["info"]["title"].is_string() && d["info"]["version"].is_string());
     }
 
+    /// The methods the router serves at each template: a gateway or Clawpedia route's one
+    /// method (filled in, parsed, its `meta`), and an official A2A agent's (filled in with an
+    /// A2A agent's name, parsed as that agent's, in [`A2A_TEMPLATES`]).
+    fn routed_methods() -> BTreeMap<&'static str, BTreeSet<String>> {
+        let mut out: BTreeMap<&'static str, BTreeSet<String>> = BTreeMap::new();
+        for template in TEMPLATES {
+            let path = instantiate(template);
+            let route = Route::parse(&path);
+            assert_eq!(route.template(), Some(template), "{path}");
+            out.entry(template)
+                .or_default()
+                .insert(route.meta().1.as_str().to_ascii_lowercase());
+        }
+        for (template, methods) in A2A_TEMPLATES {
+            let path = instantiate_a2a(template);
+            let route = Route::parse_with(&path, |n| n == A2A_TEST_AGENT);
+            assert!(route.is_a2a(), "{path}");
+            assert_eq!(route.template(), Some(template), "{path}");
+            out.entry(template)
+                .or_default()
+                .extend(methods.iter().map(|m| m.to_ascii_lowercase()));
+        }
+        out
+    }
+
     /// Each documented path, filled in, is parsed by the router to the route of that template,
-    /// and documents exactly that route's method.
+    /// and documents exactly the methods the router serves there (two on the A2A push-config
+    /// paths).
     #[test]
-    fn every_documented_path_is_a_route_with_its_method() {
+    fn every_documented_path_is_a_route_with_its_methods() {
         let d = doc();
         let paths = d["paths"].as_object().expect("paths");
         assert!(!paths.is_empty());
+        let routed = routed_methods();
         for (template, item) in paths {
-            let path = instantiate(template);
+            let a2a = A2A_TEMPLATES.iter().any(|(t, _)| t == template);
+            let filled = if a2a {
+                instantiate_a2a(template)
+            } else {
+                instantiate(template)
+            };
             assert!(
-                !path.contains('{'),
+                !filled.contains('{'),
                 "{template}: a parameter the router test cannot fill"
             );
-            let route = Route::parse(&path);
-            assert_eq!(route.template(), Some(template.as_str()), "{path}");
-            let methods: Vec<&String> = item
+            let methods: BTreeSet<String> = item
                 .as_object()
                 .expect("path item")
                 .keys()
                 .filter(|k| METHODS.contains(&k.as_str()))
+                .cloned()
                 .collect();
-            let want = route.meta().1.as_str().to_ascii_lowercase();
-            assert_eq!(methods, [&want], "{template}");
+            assert_eq!(Some(&methods), routed.get(template.as_str()), "{template}");
         }
+        let configs = &routed["/agents/{name}/tasks/{task_id}/pushNotificationConfigs"];
+        assert!(
+            configs.contains("get") && configs.contains("post"),
+            "{configs:?}"
+        );
     }
 
     /// Both ways: the router's templates are the document's paths, no more, no fewer.
@@ -99,7 +136,14 @@ mod tests {
             .collect();
         let routed: BTreeSet<&str> = TEMPLATES.iter().copied().collect();
         assert_eq!(routed.len(), TEMPLATES.len(), "a template listed twice");
-        assert_eq!(documented, routed);
+        let a2a: BTreeSet<&str> = A2A_TEMPLATES.iter().map(|(t, _)| *t).collect();
+        assert_eq!(
+            a2a.len(),
+            A2A_TEMPLATES.len(),
+            "an A2A template listed twice"
+        );
+        let all: BTreeSet<&str> = routed.union(&a2a).copied().collect();
+        assert_eq!(documented, all);
     }
 
     /// Every path the router accepts has a template in `TEMPLATES`, and that template, filled

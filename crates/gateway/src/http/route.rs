@@ -275,23 +275,78 @@ impl<'a> Route<'a> {
     }
 }
 
-/// The template of an A2A agent's path (its tail after `/agents/{name}/`), for span names.
+/// The template of an A2A agent's path (its tail after `/agents/{name}/`): the document's, or
+/// for the paths it does not list (the stream routes, a tail of no route) a name for spans.
 fn a2a_template(tail: &str) -> &'static str {
-    match tail {
-        "jsonrpc" => "/agents/{name}/jsonrpc",
-        ".well-known/agent-card.json" => "/agents/{name}/.well-known/agent-card.json",
-        "agent-card.json" => "/agents/{name}/agent-card.json",
-        "message:send" => "/agents/{name}/message:send",
-        "message:stream" => "/agents/{name}/message:stream",
-        "tasks" => "/agents/{name}/tasks",
-        "extendedAgentCard" => "/agents/{name}/extendedAgentCard",
-        t if t.contains("/pushNotificationConfigs") => {
+    let mut segs = tail.split('/');
+    match (
+        segs.next(),
+        segs.next(),
+        segs.next(),
+        segs.next(),
+        segs.next(),
+    ) {
+        (Some("jsonrpc"), None, ..) => "/agents/{name}/jsonrpc",
+        (Some(".well-known"), Some("agent-card.json"), None, ..) => {
+            "/agents/{name}/.well-known/agent-card.json"
+        }
+        (Some("agent-card.json"), None, ..) => "/agents/{name}/agent-card.json",
+        (Some("message:send"), None, ..) => "/agents/{name}/message:send",
+        (Some("message:stream"), None, ..) => "/agents/{name}/message:stream",
+        (Some("extendedAgentCard"), None, ..) => "/agents/{name}/extendedAgentCard",
+        (Some("tasks"), None, ..) => "/agents/{name}/tasks",
+        (Some("tasks"), Some(_), Some("pushNotificationConfigs"), None, _) => {
             "/agents/{name}/tasks/{task_id}/pushNotificationConfigs"
         }
-        t if t.ends_with(":cancel") => "/agents/{name}/tasks/{task_id}:cancel",
-        t if t.ends_with(":subscribe") => "/agents/{name}/tasks/{task_id}:subscribe",
-        _ => "/agents/{name}/tasks/{task_id}",
+        (Some("tasks"), Some(_), Some("pushNotificationConfigs"), Some(_), None) => {
+            "/agents/{name}/tasks/{task_id}/pushNotificationConfigs/{config_id}"
+        }
+        (Some("tasks"), Some(t), None, ..) if t.ends_with(":cancel") => {
+            "/agents/{name}/tasks/{task_id}:cancel"
+        }
+        (Some("tasks"), Some(t), None, ..) if t.ends_with(":subscribe") => {
+            "/agents/{name}/tasks/{task_id}:subscribe"
+        }
+        (Some("tasks"), Some(_), None, ..) => "/agents/{name}/tasks/{task_id}",
+        _ => "/agents/{name}/{a2a_path}",
     }
+}
+
+/// The documented path templates of official A2A agents' routes (`Route::A2a`, `Route::A2aFleet`)
+/// and the methods each takes there. Two are also Clawpedia templates, with the same method
+/// (`/agents/{name}/tasks/{task_id}` and the card: GET): the route depends on the agent.
+/// `GET /agents/{name}/tasks` (ListTasks) is routed but answers UnsupportedOperationError, and
+/// is documented once it is served.
+pub const A2A_TEMPLATES: [(&str, &[&str]); 10] = [
+    ("/agents/{name}/.well-known/agent-card.json", &["GET"]),
+    ("/agents/{name}/agent-card.json", &["GET"]),
+    ("/agents/{name}/jsonrpc", &["POST"]),
+    ("/agents/{name}/message:send", &["POST"]),
+    ("/agents/{name}/tasks/{task_id}", &["GET"]),
+    ("/agents/{name}/tasks/{task_id}:cancel", &["POST"]),
+    (
+        "/agents/{name}/tasks/{task_id}/pushNotificationConfigs",
+        &["POST", "GET"],
+    ),
+    (
+        "/agents/{name}/tasks/{task_id}/pushNotificationConfigs/{config_id}",
+        &["GET", "DELETE"],
+    ),
+    ("/agents/{name}/extendedAgentCard", &["GET"]),
+    ("/a2a", &["POST"]),
+];
+
+/// The name [`instantiate_a2a`] puts in `{name}`: the official A2A agent of the agreement tests.
+pub const A2A_TEST_AGENT: &str = "echo";
+
+/// A path of an A2A `template` with each `{parameter}` replaced, `{name}` by
+/// [`A2A_TEST_AGENT`], and a task id with a slash and a colon (percent-encoded as a client sends
+/// it).
+pub fn instantiate_a2a(template: &str) -> String {
+    template
+        .replace("{name}", A2A_TEST_AGENT)
+        .replace("{task_id}", "t%2F1:x")
+        .replace("{config_id}", "cfg-1")
 }
 
 /// Every path template of the router (each route's [`Route::template`]), in the order of the

@@ -247,6 +247,9 @@ fn count(state: &State, agent: &str, method: Option<Method>, binding: &str, outc
 /// names the agent; without it the gateway finds the caller's task with that id: none is
 /// TaskNotFoundError, more than one is InvalidParams ("tenant required").
 pub async fn fleet(state: &Arc<State>, ctx: &mut Ctx, req: Request) -> ApiResult {
+    if req.method() != hyper::Method::POST {
+        return Err(not_allowed(&["POST"]));
+    }
     let query = req.uri().query().map(str::to_owned);
     let (parts, body) = body_of(state, req).await?;
     let parsed = match jsonrpc::parse_request(&body) {
