@@ -681,3 +681,76 @@ async fn a_reload_that_changes_the_protocol_makes_a_new_agent() {
     assert_eq!(error_code(&v), -32001, "{v}");
     assert!(scripted.calls().is_empty(), "{:?}", scripted.methods());
 }
+
+/// A2A changes reach only the subscribers that list `protocols = ["a2a"]`, on both stores, with
+/// the protocol and the agent beside the Task; a Clawpedia subscriber's payloads keep their shape.
+async fn only_a2a_subscribers_hear_of_a2a_tasks(redis: Option<a2a_gateway::config::RedisConfig>) {
+    use crate::support::hook::Hook;
+    use a2a_gateway::config::{Protocol, SubscriberConfig};
+    let calls = Arc::new(AtomicUsize::new(0));
+    let agent = ScriptedAgent::start(reopening(calls)).await;
+    let (a2a_hook, claw_hook) = (Hook::start().await, Hook::start().await);
+    let mut both = SubscriberConfig::new("both", &a2a_hook.url());
+    both.protocols = Some(vec![Protocol::Clawpedia, Protocol::A2a]);
+    let plain = SubscriberConfig::new("plain", &claw_hook.url());
+    let (_gw, http) = gateway(vec![a2a_agent("s", &agent.base)], move |cfg| {
+        cfg.subscribers = vec![both, plain];
+        cfg.webhooks.allow = vec!["127.0.0.1/32".into()];
+        cfg.redis = redis;
+    })
+    .await;
+    let sent = rpc(&http, "s", None, "SendMessage", message("go", json!({}))).await;
+    assert_eq!(sent["result"]["task"]["id"], "t-1", "{sent}");
+    crate::support::wait_for("the A2A delivery", || async { a2a_hook.count() >= 1 }).await;
+    let d = a2a_hook.received()[0].json();
+    assert_eq!(d["event_type"], "task.status.updated", "{d}");
+    assert_eq!(
+        (d["protocol"].as_str(), d["agent"].as_str()),
+        (Some("a2a"), Some("s")),
+        "{d}"
+    );
+    assert_eq!(d["data"]["id"], "t-1");
+    assert_eq!(d["data"]["status"]["state"], "TASK_STATE_COMPLETED");
+    // The default subscriber hears nothing of it.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(claw_hook.count(), 0);
+}
+
+#[tokio::test]
+async fn only_a2a_subscribers_hear_of_a2a_tasks_in_process() {
+    only_a2a_subscribers_hear_of_a2a_tasks(None).await;
+}
+
+#[tokio::test]
+async fn only_a2a_subscribers_hear_of_a2a_tasks_on_redis() {
+    let redis = RedisServer::start();
+    only_a2a_subscribers_hear_of_a2a_tasks(Some(redis.config("a2a-hooks"))).await;
+}
+
+#[tokio::test]
+async fn report_mode_relays_a_broken_answer_and_counts_it() {
+    let agent = ScriptedAgent::start(Arc::new(|_, _| {
+        let mut t = task("r-1", "c", "TASK_STATE_WORKING");
+        t["status"]["state"] = json!("TASK_STATE_EXPLODED");
+        Answer::Result(json!({ "task": t }))
+    }))
+    .await;
+    let mut cfg = a2a_agent("r", &agent.base);
+    cfg.conformance = a2a_gateway::config::Conformance::Report;
+    let (_gw, http) = gateway(vec![cfg], |_| {}).await;
+    let v = rpc(&http, "r", None, "SendMessage", message("go", json!({}))).await;
+    assert_eq!(
+        v["result"]["task"]["status"]["state"], "TASK_STATE_EXPLODED",
+        "{v}"
+    );
+    let counted = http
+        .metric(
+            "a2a_gateway_protocol_violations_total",
+            &[("agent", "r"), ("mode", "report")],
+        )
+        .await;
+    assert_eq!(counted, 1.0);
+    // Unreadable, so not recorded.
+    let got = rpc(&http, "r", None, "GetTask", json!({"id": "r-1"})).await;
+    assert_eq!(error_code(&got), -32001, "{got}");
+}

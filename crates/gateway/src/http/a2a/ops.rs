@@ -23,6 +23,7 @@ use crate::http::create::{drive, Finish};
 use crate::http::error::{ApiError, ApiResult, Code};
 use crate::http::exchange::{self, conformance};
 use crate::ledger::idempotency::fingerprint;
+use crate::ledger::Record;
 use crate::protocol::a2a::answer::{check_answer, payload, task_of, Payload};
 use crate::protocol::a2a::check::{inline_push_config, named_context_id, named_task_ids};
 use crate::protocol::a2a::held::HeldCard;
@@ -116,6 +117,20 @@ fn history_length(call: &Call) -> Option<u64> {
     call.params.get("historyLength").and_then(Value::as_u64)
 }
 
+/// The task a GetTask or CancelTask names (`id`), as the caller may see it, and its record when
+/// it is final (what both answer without the agent).
+async fn named_task<'c>(
+    state: &State,
+    ctx: &Ctx,
+    agent: &Agent,
+    call: &'c Call,
+) -> Result<(&'c str, Option<Record>), Failure> {
+    let id = call.task_id().unwrap_or_default();
+    let pass = agent.cfg.passthrough_unknown_tasks;
+    let record = a2a_ledger::visible(state, ctx, &agent.cfg.name, pass, id).await?;
+    Ok((id, record.filter(|r| r.head.status.is_terminal())))
+}
+
 /// GetTask: a final task from the ledger; any other from the agent, judged and recorded.
 async fn get(
     state: &State,
@@ -124,18 +139,11 @@ async fn get(
     headers: &HeaderMap,
     call: &Call,
 ) -> Result<Value, Failure> {
-    let name = agent.cfg.name.as_str();
-    let id = call.task_id().unwrap_or_default();
-    let record =
-        a2a_ledger::visible(state, ctx, name, agent.cfg.passthrough_unknown_tasks, id).await?;
-    if let Some(r) = record.as_ref().filter(|r| r.head.status.is_terminal()) {
-        let task = crate::protocol::json::parse(&r.task).map_err(ApiError::from)?;
-        return Ok(a2a_ledger::with_history(task, history_length(call)));
-    }
-    let held = held_card(agent)?;
-    let answer = ask(state, ctx, agent, &held, headers, call).await?;
-    conform(state, ctx, agent, call.method, &answer, Some(id))?;
-    let task = relay_task(state, ctx, agent, &answer, id).await?;
+    let (id, final_record) = named_task(state, ctx, agent, call).await?;
+    let task = match final_record {
+        Some(r) => crate::protocol::json::parse(&r.task).map_err(ApiError::from)?,
+        None => ask_task(state, ctx, agent, headers, call, id).await?,
+    };
     Ok(a2a_ledger::with_history(task, history_length(call)))
 }
 
@@ -148,11 +156,8 @@ async fn cancel(
     headers: &HeaderMap,
     call: &Call,
 ) -> Result<Value, Failure> {
-    let name = agent.cfg.name.as_str();
-    let id = call.task_id().unwrap_or_default();
-    let record =
-        a2a_ledger::visible(state, ctx, name, agent.cfg.passthrough_unknown_tasks, id).await?;
-    if let Some(r) = record.as_ref().filter(|r| r.head.status.is_terminal()) {
+    let (id, final_record) = named_task(state, ctx, agent, call).await?;
+    if let Some(r) = final_record {
         return Err(A2aError::new(
             ErrorKind::TaskNotCancelable,
             format!(
@@ -162,6 +167,19 @@ async fn cancel(
         )
         .into());
     }
+    ask_task(state, ctx, agent, headers, call, id).await
+}
+
+/// Ask the agent `call` about task `id`: its answer judged, recorded, and the document to
+/// relay.
+async fn ask_task(
+    state: &State,
+    ctx: &Ctx,
+    agent: &Agent,
+    headers: &HeaderMap,
+    call: &Call,
+    id: &str,
+) -> Result<Value, Failure> {
     let held = held_card(agent)?;
     let answer = ask(state, ctx, agent, &held, headers, call).await?;
     conform(state, ctx, agent, call.method, &answer, Some(id))?;
