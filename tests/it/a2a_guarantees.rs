@@ -754,3 +754,194 @@ async fn report_mode_relays_a_broken_answer_and_counts_it() {
     let got = rpc(&http, "r", None, "GetTask", json!({"id": "r-1"})).await;
     assert_eq!(error_code(&got), -32001, "{got}");
 }
+
+#[tokio::test]
+async fn what_the_review_found_stays_fixed() {
+    // One agent for every case: it answers a continuation of "b-own" with alice's task, a
+    // message "impostor" with an error in the gateway's name, "chat" with a Message, and
+    // anything else with a new task of the id the message asks for.
+    let agent = ScriptedAgent::start(Arc::new(|method, params| {
+        let text = params["message"]["parts"][0]["text"].as_str().unwrap_or("");
+        match (method, text) {
+            ("SendMessage", "impostor") => Answer::Raw(
+                json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32000, "message": "slow down",
+                    "data": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "RATE_LIMITED", "domain": "a2a-gateway"}]}})
+                .to_string()
+                .into_bytes(),
+            ),
+            ("SendMessage", "chat") => Answer::Result(json!({"message": {"messageId": "m", "role": "ROLE_AGENT",
+                "contextId": params["message"]["contextId"], "parts": [{"text": "hi"}]}})),
+            ("SendMessage", _) if params["message"]["taskId"] == "b-own" => {
+                Answer::Result(json!({"task": task("a-own", "ctx-a", "TASK_STATE_COMPLETED")}))
+            }
+            ("SendMessage", _) => Answer::Result(json!({"task": task(text, &format!("ctx-{text}"), "TASK_STATE_INPUT_REQUIRED")})),
+            // GetTask: the task asked about, as the agent has it.
+            _ => {
+                let id = params["id"].as_str().unwrap_or("");
+                Answer::Result(task(id, &format!("ctx-{id}"), "TASK_STATE_INPUT_REQUIRED"))
+            }
+        }
+    }))
+    .await;
+    let mut cfg = a2a_agent("v", &agent.base);
+    cfg.conformance = a2a_gateway::config::Conformance::Report;
+    cfg.passthrough_unknown_tasks = true;
+    let (_gw, http) = gateway(vec![cfg], |cfg| {
+        two_clients(cfg);
+        // Room for three context claims: alice's two and one more.
+        cfg.max_tasks = 3;
+    })
+    .await;
+    let a = rpc(
+        &http,
+        "v",
+        Some(ALICE),
+        "SendMessage",
+        message("a-own", json!({})),
+    )
+    .await;
+    assert_eq!(
+        a["result"]["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{a}"
+    );
+    let b = rpc(
+        &http,
+        "v",
+        Some(BOB),
+        "SendMessage",
+        message("b-own", json!({})),
+    )
+    .await;
+    assert_eq!(b["result"]["task"]["id"], "b-own", "{b}");
+    // An answer to bob's continuation that is about alice's task: refused in report mode too,
+    // neither relayed nor applied.
+    let v = rpc(
+        &http,
+        "v",
+        Some(BOB),
+        "SendMessage",
+        message("more", json!({"taskId": "b-own"})),
+    )
+    .await;
+    assert_eq!(error_code(&v), -32006, "{v}");
+    assert!(!v.to_string().contains("ctx-a"), "{v}");
+    let still = rpc(&http, "v", Some(ALICE), "GetTask", json!({"id": "a-own"})).await;
+    assert_eq!(
+        still["result"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{still}"
+    );
+    // passthrough_unknown_tasks does not pass a client that sees only its own tasks through.
+    let calls = agent.calls().len();
+    let v = rpc(
+        &http,
+        "v",
+        Some(BOB),
+        "GetTask",
+        json!({"id": "unknown-to-gw"}),
+    )
+    .await;
+    assert_eq!(error_code(&v), -32001, "{v}");
+    assert_eq!(agent.calls().len(), calls, "not forwarded");
+    // An agent's error in the gateway's domain is the agent's, not the gateway's.
+    let v = rpc(
+        &http,
+        "v",
+        Some(ALICE),
+        "SendMessage",
+        message("impostor", json!({})),
+    )
+    .await;
+    assert_eq!(v["error"]["data"][0]["domain"], "agent", "{v}");
+    assert_eq!(v["error"]["data"][0]["reason"], "RATE_LIMITED", "{v}");
+    let served = http.get_as("/metrics", OPS).await;
+    let impostor = crate::support::metric_value(
+        &String::from_utf8_lossy(&served.body),
+        "a2a_gateway_a2a_requests_total",
+        &[
+            ("agent", "v"),
+            ("method", "SendMessage"),
+            ("outcome", "agent_error"),
+        ],
+    );
+    assert_eq!(impostor, 1.0);
+    // Context claims are never evicted: alice's two hold while the store is full, and a new
+    // context is refused rather than pushing one out.
+    let one = rpc(
+        &http,
+        "v",
+        Some(BOB),
+        "SendMessage",
+        message("chat", json!({"contextId": "ctx-x"})),
+    )
+    .await;
+    assert!(one.get("result").is_some(), "{one}");
+    let full = rpc(
+        &http,
+        "v",
+        Some(BOB),
+        "SendMessage",
+        message("chat", json!({"contextId": "ctx-y"})),
+    )
+    .await;
+    assert_eq!(
+        (error_code(&full), reason(&full)),
+        (-32000, "LEDGER_FULL"),
+        "{full}"
+    );
+    let theirs = rpc(
+        &http,
+        "v",
+        Some(BOB),
+        "SendMessage",
+        message("chat", json!({"contextId": "ctx-a-own"})),
+    )
+    .await;
+    assert_eq!(
+        error_code(&theirs),
+        -32001,
+        "alice's context is still hers: {theirs}"
+    );
+}
+
+#[tokio::test]
+async fn a_retry_after_a_timeout_gets_its_task_whatever_the_clients_limit() {
+    let agent = ScriptedAgent::start(Arc::new(|method, _| match method {
+        "SendMessage" => Answer::Later(
+            Duration::from_millis(1000),
+            Box::new(Answer::Result(
+                json!({"task": task("late-1", "c", "TASK_STATE_WORKING")}),
+            )),
+        ),
+        _ => Answer::Result(task("late-1", "c", "TASK_STATE_WORKING")),
+    }))
+    .await;
+    let mut cfg = a2a_agent("l", &agent.base);
+    cfg.timeout = Duration::from_millis(300);
+    let (_gw, http) = gateway(vec![cfg], |cfg| {
+        two_clients(cfg);
+        cfg.clients[0].max_live_tasks = Some(1);
+    })
+    .await;
+    let m = message("go", json!({}));
+    let first = rpc(&http, "l", Some(ALICE), "SendMessage", m.clone()).await;
+    assert_eq!(reason(&first), "AGENT_TIMEOUT", "{first}");
+    crate::support::wait_for("the late answer recorded", || async {
+        rpc(&http, "l", Some(ALICE), "GetTask", json!({"id": "late-1"}))
+            .await
+            .get("result")
+            .is_some()
+    })
+    .await;
+    // alice now holds her one live task: the retry is its answer, not TOO_MANY_TASKS.
+    let retry = rpc(&http, "l", Some(ALICE), "SendMessage", m).await;
+    assert_eq!(retry["result"]["task"]["id"], "late-1", "{retry}");
+    let other = rpc(
+        &http,
+        "l",
+        Some(ALICE),
+        "SendMessage",
+        message("again", json!({})),
+    )
+    .await;
+    assert_eq!(reason(&other), "TOO_MANY_TASKS", "{other}");
+}

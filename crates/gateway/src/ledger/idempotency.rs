@@ -44,6 +44,9 @@ pub enum Claim {
         /// The fingerprint of the request that holds it.
         fingerprint: Fingerprint,
     },
+    /// The store holds as many keys as it may and gives none up for a new one (the store of
+    /// A2A context claims, [`CONTEXT_SCOPE`]): nothing was claimed.
+    Full,
     /// A request with this key has finished: its answer.
     Done {
         /// The fingerprint of the request that was answered.
@@ -91,7 +94,15 @@ pub(super) struct MemoryKeys {
     inner: Mutex<Keys>,
     max_entries: usize,
     max_bytes: usize,
+    /// Whether a new key may push the oldest out (idempotency keys: a lost one costs a retry
+    /// its replay); without, a full store refuses new keys ([`Claim::Full`]): an ownership
+    /// claim lost to eviction would hand a context to the next client that names it.
+    evicts: bool,
 }
+
+/// The scope prefix of official A2A context claims (`ctx:{agent}`): kept by the ledgers in a
+/// store of their own, which never evicts a claim to make room (see [`Claim::Full`]).
+pub const CONTEXT_SCOPE: &str = "ctx:";
 
 fn map_key(scope: &str, key: &str) -> String {
     // A scope is a route name, which has no newline.
@@ -104,7 +115,14 @@ impl MemoryKeys {
             inner: Mutex::new(Keys::default()),
             max_entries: max_entries.max(1),
             max_bytes: usize::MAX,
+            evicts: true,
         }
+    }
+
+    /// A store that refuses new keys when full rather than evict one.
+    pub(super) fn without_eviction(mut self) -> Self {
+        self.evicts = false;
+        self
     }
 
     pub(super) fn with_byte_budget(mut self, max_bytes: usize) -> Self {
@@ -142,7 +160,9 @@ impl MemoryKeys {
         let state = State::InFlight {
             token: token.to_owned(),
         };
-        self.insert(&mut s, k, now + lease, fingerprint, state);
+        if !self.insert(&mut s, k, now + lease, fingerprint, state) {
+            return Claim::Full;
+        }
         Claim::Claimed
     }
 
@@ -170,8 +190,7 @@ impl MemoryKeys {
             None => {}
         }
         s.remove(&k);
-        self.insert(&mut s, k, now + ttl, fingerprint, State::Done(answer));
-        true
+        self.insert(&mut s, k, now + ttl, fingerprint, State::Done(answer))
     }
 
     /// Forget the key if the holder still holds it.
@@ -184,6 +203,7 @@ impl MemoryKeys {
         }
     }
 
+    /// Insert `k`; false (nothing inserted) when the store is full and does not evict.
     fn insert(
         &self,
         s: &mut Keys,
@@ -191,7 +211,7 @@ impl MemoryKeys {
         expires: Instant,
         fingerprint: Fingerprint,
         state: State,
-    ) {
+    ) -> bool {
         s.remove(&k);
         let seq = s.next_seq;
         s.next_seq += 1;
@@ -202,7 +222,11 @@ impl MemoryKeys {
             state,
         };
         let size = slot.size(&k);
-        while s.map.len() >= self.max_entries || s.bytes + size > self.max_bytes {
+        let full = |s: &Keys| s.map.len() >= self.max_entries || s.bytes + size > self.max_bytes;
+        if !self.evicts && full(s) {
+            return false;
+        }
+        while full(s) {
             if !s.evict_oldest() {
                 break;
             }
@@ -217,6 +241,7 @@ impl MemoryKeys {
             s.order
                 .retain(|(seq, k)| map.get(k).is_some_and(|e| e.seq == *seq));
         }
+        true
     }
 
     #[cfg(test)]
@@ -273,6 +298,27 @@ mod tests {
     }
 
     const LONG: Duration = Duration::from_secs(60);
+
+    #[test]
+    fn a_store_without_eviction_refuses_when_full_and_keeps_what_it_holds() {
+        let k = MemoryKeys::new(2).without_eviction();
+        let fp = fingerprint(b"alice");
+        for key in ["c1", "c2"] {
+            assert_eq!(k.claim("ctx:a", key, fp, "t", LONG), Claim::Claimed);
+            assert!(k.complete("ctx:a", key, "t", fp, answer("alice"), LONG));
+        }
+        assert_eq!(k.claim("ctx:a", "c3", fp, "t", LONG), Claim::Full);
+        // The first claims stand, not pushed out by the refused one.
+        assert!(matches!(
+            k.claim("ctx:a", "c1", fingerprint(b"bob"), "t2", LONG),
+            Claim::Done { fingerprint: f, .. } if f == fp
+        ));
+        // An evicting store makes room instead.
+        let e = MemoryKeys::new(2);
+        for key in ["c1", "c2", "c3"] {
+            assert_eq!(e.claim("s", key, fp, "t", LONG), Claim::Claimed);
+        }
+    }
 
     #[test]
     fn claim_complete_replay() {

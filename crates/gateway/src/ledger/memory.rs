@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use super::changes::{Change, ChangeFeed, Refused};
-use super::idempotency::MemoryKeys;
+use super::idempotency::{MemoryKeys, CONTEXT_SCOPE};
 use super::{
     decide, next_look, notifies, Answer, Applied, ArtifactRef, Claim, Fingerprint, LedgerError,
     LedgerFuture, Record, TaskLedger,
@@ -104,6 +104,9 @@ pub struct MemoryLedger {
     changes: Option<Arc<ChangeFeed>>,
     /// Idempotency keys, bounded like the tasks (`max_tasks`; a quarter of the byte budget).
     keys: MemoryKeys,
+    /// Official A2A context claims (scope [`CONTEXT_SCOPE`]): as many as tasks at most, and
+    /// never one given up for another (a full store refuses new contexts until claims expire).
+    contexts: MemoryKeys,
 }
 
 fn lock(m: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
@@ -133,6 +136,7 @@ impl MemoryLedger {
             outbox: None,
             changes: None,
             keys: MemoryKeys::new(max_tasks),
+            contexts: MemoryKeys::new(max_tasks).without_eviction(),
         }
     }
 
@@ -196,7 +200,17 @@ impl MemoryLedger {
         self.max_bytes = max_bytes.max(1);
         // Stored answers are mostly copies of task documents: a quarter of the budget on top.
         self.keys = self.keys.with_byte_budget(max_bytes / 4);
+        self.contexts = self.contexts.with_byte_budget(max_bytes / 16);
         self
+    }
+
+    /// The key store of `scope`: A2A context claims apart from idempotency keys.
+    fn store(&self, scope: &str) -> &MemoryKeys {
+        if scope.starts_with(CONTEXT_SCOPE) {
+            &self.contexts
+        } else {
+            &self.keys
+        }
     }
 
     fn shard_of(&self, key: &str) -> usize {
@@ -575,7 +589,9 @@ impl TaskLedger for MemoryLedger {
         token: &'a str,
         lease: Duration,
     ) -> LedgerFuture<'a, Claim> {
-        let claim = self.keys.claim(scope, key, fingerprint, token, lease);
+        let claim = self
+            .store(scope)
+            .claim(scope, key, fingerprint, token, lease);
         Box::pin(std::future::ready(Ok(claim)))
     }
 
@@ -589,7 +605,7 @@ impl TaskLedger for MemoryLedger {
         ttl: Duration,
     ) -> LedgerFuture<'a, bool> {
         let stored = self
-            .keys
+            .store(scope)
             .complete(scope, key, token, fingerprint, answer, ttl);
         Box::pin(std::future::ready(Ok(stored)))
     }
@@ -600,7 +616,7 @@ impl TaskLedger for MemoryLedger {
         key: &'a str,
         token: &'a str,
     ) -> LedgerFuture<'a, ()> {
-        self.keys.release(scope, key, token);
+        self.store(scope).release(scope, key, token);
         Box::pin(std::future::ready(Ok(())))
     }
 }

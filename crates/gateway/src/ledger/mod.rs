@@ -11,7 +11,7 @@ mod memory;
 mod redis;
 
 pub use self::redis::RedisLedger;
-pub use idempotency::{Answer, Claim, Fingerprint};
+pub use idempotency::{Answer, Claim, Fingerprint, CONTEXT_SCOPE};
 pub use memory::{Evictions, MemoryLedger};
 
 use std::future::Future;

@@ -40,8 +40,8 @@ impl Card {
             }
             Protocol::A2a => {
                 let held = a2a::held::HeldCard::compile(doc, binding)?;
-                // What an operator reading `/agents` with the admin right is shown: the card
-                // as fetched, less the fields the served card never carries.
+                // The card as the agent served it, serialized once (`served`); the A2A routes
+                // serve it rewritten, per request.
                 let raw = Bytes::from(serde_json::to_vec(&held.doc).unwrap_or_default());
                 Ok(Card::A2a(Arc::new(held), raw))
             }

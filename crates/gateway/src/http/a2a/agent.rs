@@ -111,7 +111,26 @@ pub fn request(
 }
 
 /// The agent's answer to `call` read back: JSON-RPC by the id sent, REST by status and body.
+/// An error an agent sends in the gateway's own domain is the agent's, not the gateway's: it
+/// is kept as an error of no known kind, in the domain `agent`, so that no agent can answer in
+/// the gateway's name (a fake RATE_LIMITED, UNAUTHORIZED...).
 pub fn read(call: &Call, rpc_id: Option<&RpcId>, parts: &Parts, body: &[u8]) -> Reply {
+    read_envelope(call, rpc_id, parts, body).map_err(|mut e| {
+        if let crate::protocol::a2a::ErrorKind::Gateway { reason, status } = &e.kind {
+            e.kind = crate::protocol::a2a::ErrorKind::Other(Box::new(
+                crate::protocol::a2a::error::OtherError {
+                    code: e.kind.jsonrpc_code(),
+                    status: *status,
+                    reason: reason.clone(),
+                    domain: "agent".to_owned(),
+                },
+            ));
+        }
+        e
+    })
+}
+
+fn read_envelope(call: &Call, rpc_id: Option<&RpcId>, parts: &Parts, body: &[u8]) -> Reply {
     match rpc_id {
         Some(id) => {
             if !parts.status.is_success() {

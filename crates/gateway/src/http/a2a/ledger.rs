@@ -6,12 +6,14 @@
 //!   tasks where the new protocol's routes do not look.
 //! - **Contexts** belong to the client whose message first named or received them: a claim in
 //!   the ledger's key store (scope `ctx:{agent}`, the owner's fingerprint as the request's), taken
-//!   atomically, so two replicas racing for one context give it to one client.
+//!   atomically, so two replicas racing for one context give it to one client, and held as long
+//!   as tasks are. The in-process ledger keeps claims apart from idempotency keys and never
+//!   evicts one (a full store refuses new contexts: LEDGER_FULL); Redis keeps them until they
+//!   expire.
 //! - **A recorded document** is at most `max_task_document_bytes`: past it the task's `history`
 //!   is dropped (the status and artifacts are what a reader of a final task needs).
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use serde_json::Value;
@@ -19,7 +21,7 @@ use serde_json::Value;
 use super::frame::Failure;
 use crate::http::context::Ctx;
 use crate::ledger::idempotency::{fingerprint, Answer};
-use crate::ledger::{self, Applied, Claim, Origin, Record};
+use crate::ledger::{self, Applied, Claim, Origin, Record, CONTEXT_SCOPE};
 use crate::protocol::a2a::answer::TaskHead;
 use crate::protocol::a2a::{A2aError, ErrorKind, TaskState};
 use crate::protocol::task::{Head, Status, TaskRef};
@@ -55,7 +57,10 @@ pub async fn visible(
     let record = state.ledger.get(&key(agent, id)).await?;
     match &record {
         Some(r) if ctx.caller.sees(r.owner.as_deref()) => Ok(record),
-        None if passthrough => Ok(None),
+        // An id the gateway has not seen goes to an agent that passes them through only for a
+        // caller that may see tasks without an owner (no clients, or `all_tasks`), as on the
+        // Clawpedia routes: another could reach, and then own, a task created elsewhere.
+        None if passthrough && ctx.caller.sees(None) => Ok(None),
         Some(_) => {
             state
                 .metrics
@@ -100,20 +105,21 @@ pub async fn claim_context(
     let Some(owner) = ctx.caller.owner() else {
         return Ok(ContextOwner::Caller);
     };
-    let scope = format!("ctx:{agent}");
+    let scope = format!("{CONTEXT_SCOPE}{agent}");
     let mine = fingerprint(owner.as_bytes());
     let token = uuid::Uuid::new_v4().to_string();
+    // Kept as long as the tasks it holds may be; claimed for that long at once, so the claim
+    // stands even if its completion below fails.
+    let ttl = state
+        .config
+        .task_retention
+        .max(state.config.idempotency_ttl);
     let claim = state
         .ledger
-        .claim_key(&scope, context_id, mine, &token, Duration::from_secs(60))
+        .claim_key(&scope, context_id, mine, &token, ttl)
         .await?;
     match claim {
         Claim::Claimed => {
-            // Kept as long as the tasks it holds may be.
-            let ttl = state
-                .config
-                .task_retention
-                .max(state.config.idempotency_ttl);
             let answer = Answer {
                 status: 200,
                 content_type: String::new(),
@@ -132,6 +138,7 @@ pub async fn claim_context(
                 ContextOwner::Other
             })
         }
+        Claim::Full => Err(crate::ledger::LedgerError::Full.into()),
     }
 }
 
@@ -186,6 +193,18 @@ pub async fn record(
             updated_ms: head.timestamp_ms.unwrap_or_else(now_ms),
         },
     };
+    // Another client's task is not moved by an answer to this caller's request, nor shown to
+    // it (an agent that answers about another task, in report mode too). Owners never change,
+    // so the check holds for the apply below.
+    if let Some(r) = state.ledger.get(&task_ref.task_id).await? {
+        if !ctx.caller.sees(r.owner.as_deref()) {
+            return Err(invalid_answer(
+                "/id",
+                "owner",
+                "the agent answered about a task of another client",
+            ));
+        }
+    }
     let raw = bounded(task, state.config.max_task_document_bytes);
     let request_id = ctx.request_id.to_str().ok();
     let applied = ledger::apply_counted(
@@ -201,9 +220,8 @@ pub async fn record(
         },
     )
     .await?;
-    let task = if applied.verdict.is_accepted()
-        || matches!(applied.verdict, crate::protocol::task::Verdict::Duplicate)
-    {
+    // Not taken (a duplicate included): what the ledger holds is what the client sees.
+    let task = if applied.verdict.is_accepted() {
         task.clone()
     } else {
         crate::protocol::json::parse(&applied.record.task).unwrap_or_else(|_| task.clone())

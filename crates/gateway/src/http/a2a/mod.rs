@@ -226,7 +226,10 @@ fn outcome_of(res: &Response<Body>) -> String {
         _ => bytes::Bytes::new(),
     };
     match frame::read_neutral(res.status().as_u16(), &body) {
-        Err(e) => e.kind.reason().chars().take(48).collect(),
+        // An agent's error of no kind the protocol or the gateway defines: its reason is the
+        // agent's to choose, so it is not a label.
+        Err(e) if matches!(e.kind, ErrorKind::Other(_)) => "agent_error".to_owned(),
+        Err(e) => e.kind.reason().to_owned(),
         Ok(_) => "ok".to_owned(),
     }
 }
@@ -314,11 +317,11 @@ pub async fn fleet(state: &Arc<State>, ctx: &mut Ctx, req: Request) -> ApiResult
                 .cloned()
                 .collect();
             for a in candidates {
-                let record = state
-                    .ledger
-                    .get(&ledger::key(&a.cfg.name, &id))
-                    .await
-                    .map_err(ApiError::from)?;
+                let record = match state.ledger.get(&ledger::key(&a.cfg.name, &id)).await {
+                    Ok(r) => r,
+                    // After admission: a protocol error carrying the client's id.
+                    Err(e) => return Ok(error(*frame::from_api(e.into()).error)),
+                };
                 if record.is_some_and(|r| ctx.caller.sees(r.owner.as_deref())) {
                     holders.push(a);
                 }

@@ -273,21 +273,20 @@ async fn send_checked(
         // the SSRF guard.
         return Err(push_not_supported());
     }
-    let pass = agent.cfg.passthrough_unknown_tasks;
-    for id in named_task_ids(&call.params) {
-        a2a_ledger::visible(state, ctx, name, pass, id).await?;
+    let named = named_task_ids(&call.params);
+    if named.len() > MAX_NAMED_TASKS {
+        return Err(
+            A2aError::invalid_params(vec![crate::protocol::Violation::new(
+                "/message/referenceTaskIds",
+                "maxItems",
+                format!("a message names at most {MAX_NAMED_TASKS} tasks"),
+            )])
+            .into(),
+        );
     }
-    if let Some(context) = named_context_id(&call.params) {
-        if a2a_ledger::claim_context(state, ctx, name, context).await? == ContextOwner::Other {
-            return Err(A2aError::new(
-                ErrorKind::TaskNotFound,
-                format!(
-                    "context {:?} is not known to the gateway",
-                    context.chars().take(64).collect::<String>()
-                ),
-            )
-            .into());
-        }
+    let pass = agent.cfg.passthrough_unknown_tasks;
+    for id in named {
+        a2a_ledger::visible(state, ctx, name, pass, id).await?;
     }
     let held = held_card(agent)?;
     if !state.ledger.available() {
@@ -305,9 +304,8 @@ async fn send_checked(
         .and_then(Value::as_str)
         .map(str::to_owned);
     let params = serde_json::to_vec(&call.params).unwrap_or_default();
-    if continues.is_none() {
-        crate::http::create::admit_task(state, &ctx.caller, params.len()).await?;
-    }
+    // The messageId first: a retry of a message already answered (a send that timed out, say)
+    // gets its answer, whatever the client's limits say now.
     let message_id = call
         .params
         .get("message")
@@ -338,6 +336,19 @@ async fn send_checked(
         }
         Err(e) => return Err(e.into()),
     };
+    // Then what this message may take: room for a new task, and the context it names (claimed
+    // only by a message the gateway sends on). Refused, the messageId is free again.
+    let admitted = admit(state, ctx, name, &call, continues.is_none(), params.len()).await;
+    if let Err(f) = admitted {
+        idempotency::settle(
+            state,
+            &key,
+            &neutral(Method::SendMessage, Ok(Value::Null)),
+            false,
+        )
+        .await;
+        return Err(f);
+    }
     let out = match agent::request(agent, &held, ctx, headers, &call) {
         Ok(out) => out,
         Err(e) => {
@@ -369,6 +380,38 @@ async fn send_checked(
     }
 }
 
+/// The most tasks one message may name (`taskId` and `referenceTaskIds`): each is a ledger read.
+const MAX_NAMED_TASKS: usize = 64;
+
+/// Whether the ledger takes this message: room for a new task (`new_task`: the client's
+/// `max_live_tasks`, the ledger's bounds) and the context it names, claimed for the caller
+/// (another client's is TaskNotFoundError, worded like an unknown task).
+async fn admit(
+    state: &State,
+    ctx: &Ctx,
+    agent: &str,
+    call: &Call,
+    new_task: bool,
+    bytes: usize,
+) -> Result<(), Failure> {
+    if new_task {
+        crate::http::create::admit_task(state, &ctx.caller, bytes).await?;
+    }
+    if let Some(context) = named_context_id(&call.params) {
+        if a2a_ledger::claim_context(state, ctx, agent, context).await? == ContextOwner::Other {
+            return Err(A2aError::new(
+                ErrorKind::TaskNotFound,
+                format!(
+                    "context {:?} is not known to the gateway",
+                    context.chars().take(64).collect::<String>()
+                ),
+            )
+            .into());
+        }
+    }
+    Ok(())
+}
+
 /// SendMessage's step from the agent's answer to the neutral answer: judged, the task's
 /// ownership checked, recorded with the caller as its owner.
 struct SendFinish {
@@ -395,7 +438,15 @@ impl Finish for SendFinish {
             Ok(v) => self.judge(state, agent, ctx, v).await,
             Err(f) => Err(f),
         };
-        Ok(neutral(Method::SendMessage, answer))
+        // The gateway's own failure after the agent answered (the ledger could not be asked):
+        // not an answer for the messageId to replay.
+        let unsettled = matches!(&answer, Err(f) if matches!(&f.error.kind,
+            ErrorKind::Gateway { status, .. } if *status >= 500));
+        let mut res = neutral(Method::SendMessage, answer);
+        if unsettled {
+            res.extensions_mut().insert(crate::http::create::Unsettled);
+        }
+        Ok(res)
     }
 }
 
@@ -421,6 +472,19 @@ impl SendFinish {
                 let Some(head) = task_of(&answer) else {
                     return Ok(answer);
                 };
+                // Whatever the conformance mode: an answer about another task than the one the
+                // message continues is never recorded nor relayed.
+                if self
+                    .continues
+                    .as_deref()
+                    .is_some_and(|want| want != head.id)
+                {
+                    return Err(a2a_ledger::invalid_answer(
+                        "/task/id",
+                        "task",
+                        "the answer is about another task than the one the message continues",
+                    ));
+                }
                 if self.continues.is_none()
                     && a2a_ledger::held_by_another(state, ctx, &self.a2a_agents, head.id).await?
                 {

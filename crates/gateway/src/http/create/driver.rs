@@ -246,6 +246,7 @@ impl<F: Finish> Create<F> {
                     .finish(&self.state, &self.agent, &self.ctx, parts, body)
                     .await
                     .unwrap_or_else(ApiError::into_response);
+                let keep = keep && res.extensions().get::<super::Unsettled>().is_none();
                 (res, keep)
             }
         };
@@ -261,7 +262,7 @@ impl<F: Finish> Create<F> {
         let base = UpstreamError::Timeout(timeout).at(&self.agent.cfg.name);
         let then = match (awaited, self.held.is_some()) {
             (true, true) => format!(
-                "; the gateway awaits its answer for up to {late} s more and records the task: a retry with the same Idempotency-Key returns it (409 IDEMPOTENCY_IN_PROGRESS until then)"
+                "; the gateway awaits its answer for up to {late} s more and records the task: a retry with the same Idempotency-Key (an A2A message: the same messageId) returns it (IDEMPOTENCY_IN_PROGRESS until then)"
             ),
             (true, false) => format!(
                 "; the gateway awaits its answer for up to {late} s more and records the task (send an Idempotency-Key to be able to retry safely)"

@@ -138,6 +138,7 @@ pub async fn claim(
         }
         Claim::InFlight { .. } => "in_progress",
         Claim::Done { .. } => "replayed",
+        Claim::Full => "full",
     };
     state
         .metrics
@@ -165,6 +166,8 @@ pub async fn claim(
         )
         .with_header(RETRY_AFTER, HeaderValue::from_static("1"))),
         Claim::Done { answer, .. } => Ok(Claimed::Answered(replay(answer))),
+        // Only the context store refuses; an idempotency key is never this.
+        Claim::Full => Err(crate::ledger::LedgerError::Full.into()),
     }
 }
 

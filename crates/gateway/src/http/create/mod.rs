@@ -44,6 +44,12 @@ pub trait Finish: Send + Sync + 'static {
     ) -> impl Future<Output = ApiResult> + Send;
 }
 
+/// The mark of a create's answer its idempotency key must not keep: the gateway's own failure
+/// after the agent answered (its ledger could not be asked). A retry tries again rather than
+/// being answered the failure for as long as the key lives.
+#[derive(Debug, Clone, Copy)]
+pub struct Unsettled;
+
 /// A place among the work that goes on after its request ended (a late answer awaited, a
 /// created task recorded once the ledger answers): at most [`MAX_LATE_ANSWERS`] across the
 /// workers, and none while `late_answer_secs` is 0.
