@@ -945,3 +945,257 @@ async fn a_retry_after_a_timeout_gets_its_task_whatever_the_clients_limit() {
     .await;
     assert_eq!(reason(&other), "TOO_MANY_TASKS", "{other}");
 }
+
+/// A raw request to the gateway: (status, headers, JSON body).
+async fn raw(
+    http: &Http,
+    method: Method,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, Resp, Value) {
+    let r = http
+        .send(method, path, headers, Bytes::from(body.to_owned()))
+        .await;
+    let v = serde_json::from_slice(&r.body).unwrap_or(Value::Null);
+    (r.status, r, v)
+}
+
+#[tokio::test]
+async fn the_edges_answer_in_each_bindings_own_shape() {
+    let agent = ScriptedAgent::start(Arc::new(|_, params| {
+        Answer::Result(json!({"task": task("e-1", "c", "TASK_STATE_COMPLETED"), "echo": params}))
+    }))
+    .await;
+    let (_gw, http) = gateway(vec![a2a_agent("e", &agent.base)], |cfg| {
+        two_clients(cfg);
+        cfg.clients[1].rate_per_sec = Some(0.001);
+        cfg.clients[1].burst = Some(1);
+        cfg.max_body_bytes = 4096;
+    })
+    .await;
+    let alice = format!("Bearer {ALICE}");
+    let json_rpc = |id: &str, method: &str| {
+        format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":{{"id":"nope"}}}}"#)
+    };
+    let rpc_headers = [
+        ("content-type", "application/json"),
+        ("a2a-version", "1.0"),
+        ("authorization", alice.as_str()),
+    ];
+    // JSON-RPC's own errors, with the id echoed exactly (an integer stays an integer).
+    for (body, code, id) in [
+        ("{not json".to_owned(), -32700, Value::Null),
+        ("[1, 2]".to_owned(), -32600, Value::Null),
+        (
+            r#"{"jsonrpc":"2.0","method":"GetTask","params":{}}"#.to_owned(),
+            -32600,
+            Value::Null,
+        ),
+        (
+            json_rpc(&format!("\"{}\"", "x".repeat(129)), "GetTask"),
+            -32600,
+            Value::Null,
+        ),
+        (json_rpc("7", "NoSuchMethod"), -32601, json!(7)),
+        (json_rpc("\"s-1\"", "GetTask"), -32001, json!("s-1")),
+        (
+            json_rpc("12345678901234567890", "GetTask"),
+            -32001,
+            json!(12345678901234567890u64),
+        ),
+    ] {
+        let (status, _, v) = raw(
+            &http,
+            Method::POST,
+            "/agents/e/jsonrpc",
+            &rpc_headers,
+            &body,
+        )
+        .await;
+        assert_eq!(
+            (status, error_code(&v), v["id"].clone()),
+            (200, code, id),
+            "{body}: {v}"
+        );
+    }
+    // Versions: absent and 0.3 are refused on both bindings; the query parameter serves.
+    for version in [None, Some("0.3"), Some("")] {
+        let mut h = vec![
+            ("content-type", "application/json"),
+            ("authorization", alice.as_str()),
+        ];
+        if let Some(v) = version {
+            h.push(("a2a-version", v));
+        }
+        let (_, _, v) = raw(
+            &http,
+            Method::POST,
+            "/agents/e/jsonrpc",
+            &h,
+            &json_rpc("1", "GetTask"),
+        )
+        .await;
+        assert_eq!(error_code(&v), -32009, "{version:?}: {v}");
+        let (status, _, v) = raw(&http, Method::GET, "/agents/e/tasks/nope", &h, "").await;
+        assert_eq!(status, 400, "{version:?}: {v}");
+        assert_eq!(
+            v["error"]["details"][0]["reason"], "VERSION_NOT_SUPPORTED",
+            "{v}"
+        );
+    }
+    let auth = [("authorization", alice.as_str())];
+    let (status, _, v) = raw(
+        &http,
+        Method::GET,
+        "/agents/e/tasks/nope?A2A-Version=1.0",
+        &auth,
+        "",
+    )
+    .await;
+    assert_eq!(
+        (status, v["error"]["details"][0]["reason"].clone()),
+        (404, json!("TASK_NOT_FOUND")),
+        "{v}"
+    );
+    // Refusals before admission keep their HTTP status on both bindings: 401 with
+    // WWW-Authenticate, 413, 415, 429 with Retry-After; JSON-RPC's carry id null.
+    let (status, r, v) = raw(
+        &http,
+        Method::POST,
+        "/agents/e/jsonrpc",
+        &[("content-type", "application/json")],
+        &json_rpc("1", "GetTask"),
+    )
+    .await;
+    assert_eq!(status, 401, "{v}");
+    assert!(
+        r.header("www-authenticate")
+            .is_some_and(|h| h.starts_with("Bearer")),
+        "{r:?}"
+    );
+    assert_eq!(
+        (v["id"].clone(), v["error"]["data"][0]["reason"].clone()),
+        (Value::Null, json!("UNAUTHORIZED")),
+        "{v}"
+    );
+    let (status, r, v) = raw(
+        &http,
+        Method::GET,
+        "/agents/e/tasks/x",
+        &[("a2a-version", "1.0")],
+        "",
+    )
+    .await;
+    assert_eq!(status, 401, "{v}");
+    assert!(
+        r.header("www-authenticate")
+            .is_some_and(|h| h.starts_with("Bearer")),
+        "{r:?}"
+    );
+    assert_eq!(v["error"]["status"], "UNAUTHENTICATED", "{v}");
+    let big = format!(
+        r#"{{"message":{{"messageId":"m","role":"ROLE_USER","parts":[{{"text":"{}"}}]}}}}"#,
+        "x".repeat(8192)
+    );
+    let (status, _, v) = raw(
+        &http,
+        Method::POST,
+        "/agents/e/message:send",
+        &rpc_headers,
+        &big,
+    )
+    .await;
+    assert_eq!(
+        (status, v["error"]["details"][0]["reason"].clone()),
+        (413, json!("PAYLOAD_TOO_LARGE")),
+        "{v}"
+    );
+    let text = [
+        ("content-type", "text/plain"),
+        ("a2a-version", "1.0"),
+        ("authorization", alice.as_str()),
+    ];
+    let (status, _, v) = raw(
+        &http,
+        Method::POST,
+        "/agents/e/jsonrpc",
+        &text,
+        &json_rpc("1", "GetTask"),
+    )
+    .await;
+    assert_eq!(
+        (
+            status,
+            v["id"].clone(),
+            v["error"]["data"][0]["reason"].clone()
+        ),
+        (415, Value::Null, json!("UNSUPPORTED_MEDIA_TYPE")),
+        "{v}"
+    );
+    let bob = format!("Bearer {BOB}");
+    let bob_headers = [
+        ("content-type", "application/json"),
+        ("a2a-version", "1.0"),
+        ("authorization", bob.as_str()),
+    ];
+    let _first = raw(
+        &http,
+        Method::POST,
+        "/agents/e/jsonrpc",
+        &bob_headers,
+        &json_rpc("1", "GetTask"),
+    )
+    .await;
+    let (status, r, v) = raw(
+        &http,
+        Method::POST,
+        "/agents/e/jsonrpc",
+        &bob_headers,
+        &json_rpc("2", "GetTask"),
+    )
+    .await;
+    assert_eq!(
+        (status, v["error"]["data"][0]["reason"].clone()),
+        (429, json!("RATE_LIMITED")),
+        "{v}"
+    );
+    assert!(r.header("retry-after").is_some(), "{r:?}");
+    let (status, r, v) = raw(&http, Method::GET, "/agents/e/tasks/x", &bob_headers, "").await;
+    assert_eq!(
+        (status, v["error"]["details"][0]["reason"].clone()),
+        (429, json!("RATE_LIMITED")),
+        "{v}"
+    );
+    assert!(r.header("retry-after").is_some(), "{r:?}");
+    // An inline push config is refused and never reaches the agent; A2A-Extensions does.
+    let mut m = message("hook me", json!({}));
+    m["configuration"] = json!({"taskPushNotificationConfig": {"url": "http://169.254.169.254/"}});
+    let v = rpc(&http, "e", Some(ALICE), "SendMessage", m).await;
+    assert_eq!(error_code(&v), -32003, "{v}");
+    assert!(agent.calls().is_empty(), "{:?}", agent.calls());
+    let ext = [
+        ("content-type", "application/a2a+json"),
+        ("a2a-version", "1.0"),
+        ("a2a-extensions", "https://example.com/ext/v1"),
+        ("authorization", alice.as_str()),
+    ];
+    let mut body = message("with extension", json!({}));
+    body["vendorField"] = json!({"kept": [1, 2]});
+    let body = body.to_string();
+    let (status, _, v) = raw(&http, Method::POST, "/agents/e/message:send", &ext, &body).await;
+    assert_eq!(status, 200, "{v}");
+    let calls = agent.calls();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert_eq!(
+        calls[0]["headers"]["a2a-extensions"],
+        "https://example.com/ext/v1"
+    );
+    assert_eq!(calls[0]["headers"]["a2a-version"], "1.0");
+    // Fields the proto does not know pass through untouched.
+    assert_eq!(
+        calls[0]["params"]["vendorField"],
+        json!({"kept": [1, 2]}),
+        "{calls:?}"
+    );
+}

@@ -140,6 +140,7 @@ async fn handle(
     recorded["headers"] = json!({
         "a2a-version": headers.get("a2a-version").and_then(|v| v.to_str().ok()),
         "authorization": headers.get("authorization").and_then(|v| v.to_str().ok()),
+        "a2a-extensions": headers.get("a2a-extensions").and_then(|v| v.to_str().ok()),
     });
     s.calls.lock().expect("lock").push(recorded);
     let script = s.script.clone();
