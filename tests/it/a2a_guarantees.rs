@@ -1199,3 +1199,61 @@ async fn the_edges_answer_in_each_bindings_own_shape() {
         "{calls:?}"
     );
 }
+
+#[tokio::test]
+async fn a_reload_from_a2a_to_clawpedia_keeps_final_a2a_tasks_readable_at_a2a() {
+    let agent = ScriptedAgent::start(Arc::new(|_, params| {
+        let text = params["message"]["parts"][0]["text"].as_str().unwrap_or("");
+        let state = if text == "done" {
+            "TASK_STATE_COMPLETED"
+        } else {
+            "TASK_STATE_WORKING"
+        };
+        Answer::Result(json!({"task": task(text, "c", state)}))
+    }))
+    .await;
+    let (gw, http) = gateway(vec![a2a_agent("x", &agent.base)], |_| {}).await;
+    for text in ["done", "live"] {
+        let v = rpc(&http, "x", None, "SendMessage", message(text, json!({}))).await;
+        assert_eq!(v["result"]["task"]["id"], text, "{v}");
+    }
+    let sample = crate::support::agent().await;
+    let mut next = gw.config().as_ref().clone();
+    next.agents[0] = a2a_gateway::config::AgentConfig::new("x", &sample.base_url());
+    gw.reload(next).await.expect("applied");
+    crate::support::wait_for("the Clawpedia card", || async {
+        http.get("/agents/x/agent-card.json").await.status == 200
+    })
+    .await;
+    let got = rpc(
+        &http,
+        "",
+        None,
+        "GetTask",
+        json!({"id": "done", "tenant": "x"}),
+    )
+    .await;
+    assert_eq!(
+        got["result"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{got}"
+    );
+    let cancel = rpc(
+        &http,
+        "",
+        None,
+        "CancelTask",
+        json!({"id": "done", "tenant": "x"}),
+    )
+    .await;
+    assert_eq!(error_code(&cancel), -32002, "{cancel}");
+    let live = rpc(
+        &http,
+        "",
+        None,
+        "GetTask",
+        json!({"id": "live", "tenant": "x"}),
+    )
+    .await;
+    assert_eq!(error_code(&live), -32001, "{live}");
+    assert_eq!(agent.methods(), ["SendMessage", "SendMessage"]);
+}

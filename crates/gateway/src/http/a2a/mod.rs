@@ -301,11 +301,23 @@ pub async fn fleet(state: &Arc<State>, ctx: &mut Ctx, req: Request) -> ApiResult
         .map(str::to_owned);
     let agent = match tenant {
         Some(name) => {
-            let agent = match state.registry.by_name(&name) {
+            match state.registry.by_name(&name) {
                 Some(a) if a.cfg.protocol == Protocol::A2a && ctx.caller.may_use(a) => a.clone(),
+                // A reload made the agent speak another protocol: its final A2A tasks stay
+                // readable here, from the ledger.
+                Some(a) if ctx.caller.may_use(a) => {
+                    let answer = former_task(state, ctx, &name, method, &id).await;
+                    return Ok(match answer {
+                        Ok(task) => json_response(
+                            StatusCode::OK,
+                            "application/json",
+                            &jsonrpc::result_response(&parsed.id, method, &task),
+                        ),
+                        Err(e) => error(e),
+                    });
+                }
                 _ => return Ok(error(ledger_not_found(&id))),
-            };
-            agent
+            }
         }
         None => {
             let mut holders = Vec::new();
@@ -348,6 +360,32 @@ pub async fn fleet(state: &Arc<State>, ctx: &mut Ctx, req: Request) -> ApiResult
     let outcome = outcome_of(&neutral);
     count(state, &agent.cfg.name, Some(method), "JSONRPC", &outcome);
     Ok(reframe(neutral, &front, method))
+}
+
+/// GetTask or CancelTask of task `id` recorded under `agent` while it spoke A2A (it speaks
+/// another protocol since a reload): a final task is answered from the ledger (GetTask) or not
+/// cancelable; anything else is not found.
+async fn former_task(
+    state: &State,
+    ctx: &Ctx,
+    agent: &str,
+    method: Method,
+    id: &str,
+) -> Result<serde_json::Value, A2aError> {
+    let record = state
+        .ledger
+        .get(&ledger::key(agent, id))
+        .await
+        .map_err(|e| *frame::from_api(e.into()).error)?;
+    match record {
+        Some(r) if r.head.status.is_terminal() && ctx.caller.sees(r.owner.as_deref()) => {
+            if method == Method::CancelTask {
+                return Err(A2aError::of(ErrorKind::TaskNotCancelable));
+            }
+            crate::protocol::json::parse(&r.task).map_err(|_| ledger_not_found(id))
+        }
+        _ => Err(ledger_not_found(id)),
+    }
 }
 
 fn ledger_not_found(id: &str) -> A2aError {
