@@ -1257,3 +1257,45 @@ async fn a_reload_from_a2a_to_clawpedia_keeps_final_a2a_tasks_readable_at_a2a() 
     assert_eq!(error_code(&live), -32001, "{live}");
     assert_eq!(agent.methods(), ["SendMessage", "SendMessage"]);
 }
+
+#[tokio::test]
+async fn binding_chooses_the_interface_and_a_reload_of_it_keeps_the_agent() {
+    // The scripted agent speaks JSON-RPC only, though its card lists HTTP+JSON first.
+    let agent = ScriptedAgent::start(Arc::new(|_, _| {
+        Answer::Result(json!({"task": task("b-1", "c", "TASK_STATE_COMPLETED")}))
+    }))
+    .await;
+    let mut card = crate::support::a2a_script::card(&format!("{}/rpc", agent.base));
+    card["supportedInterfaces"] = json!([
+        {"url": format!("{}/rest", agent.base), "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
+        {"url": format!("{}/rpc", agent.base), "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+    ]);
+    agent.set_card(card);
+    let (gw, http) = gateway(vec![a2a_agent("b", &agent.base)], |_| {}).await;
+    let listed = http.get("/agents").await.json();
+    assert_eq!(listed["agents"][0]["binding"], "HTTP+JSON", "{listed}");
+    let v = rpc(&http, "b", None, "SendMessage", message("go", json!({}))).await;
+    assert_eq!(
+        error_code(&v),
+        -32006,
+        "a JSON-RPC answer to a REST call: {v}"
+    );
+    let mut next = gw.config().as_ref().clone();
+    next.agents[0].binding = Some(a2a_gateway::config::Binding::JsonRpc);
+    gw.reload(next).await.expect("applied");
+    crate::support::wait_for("the card compiled for JSONRPC", || async {
+        http.get("/agents").await.json()["agents"][0]["binding"] == "JSONRPC"
+    })
+    .await;
+    let v = rpc(&http, "b", None, "SendMessage", message("go", json!({}))).await;
+    assert_eq!(v["result"]["task"]["id"], "b-1", "{v}");
+    let rest_calls = agent
+        .calls()
+        .iter()
+        .filter(|c| c["method"].is_null())
+        .count();
+    assert_eq!(
+        rest_calls, 1,
+        "one REST call before the reload, JSON-RPC after"
+    );
+}

@@ -145,6 +145,11 @@ impl Agent {
     /// The agent under a changed entry that is still the same agent (same URL, card path,
     /// credential and CA): its card and its limits' state carry over.
     fn successor(&self, cfg: AgentConfig) -> Agent {
+        // Another A2A binding is the same agent over another of its card's interfaces: the
+        // successor's first fetch (at once) compiles the card again for it, not a 304.
+        if self.cfg.binding != cfg.binding {
+            self.slot.write().unwrap_or_else(|p| p.into_inner()).etag = None;
+        }
         let mut next = Agent::new(cfg);
         next.slot = self.slot.clone();
         next.limits = self.limits.clone();
@@ -158,7 +163,6 @@ impl Agent {
         a.url == cfg.url
             && a.protocol == cfg.protocol
             && a.card_path() == cfg.card_path()
-            && a.binding == cfg.binding
             && a.upstream_auth_header == cfg.upstream_auth_header
             && a.ca_file == cfg.ca_file
     }
