@@ -135,7 +135,9 @@ pub fn neutral(method: Method, reply: Result<Value, Failure>) -> Response<Body> 
             } else {
                 v
             };
-            json_response(StatusCode::OK, A2A_JSON, &v)
+            let mut res = json_response(StatusCode::OK, A2A_JSON, &v);
+            res.extensions_mut().insert(Neutral(Ok(v)));
+            res
         }
         Err(f) => {
             let status = StatusCode::from_u16(f.error.kind.http_status())
@@ -144,14 +146,22 @@ pub fn neutral(method: Method, reply: Result<Value, Failure>) -> Response<Body> 
             for (name, value) in f.headers {
                 res.headers_mut().insert(name, value);
             }
+            res.extensions_mut().insert(Neutral(Err(*f.error)));
             res
         }
     }
 }
 
+/// The reply a neutral answer was written from, kept beside its body so that reframing it for
+/// a JSON-RPC client does not read the body back. A replayed answer (from the ledger's key
+/// store) has none: its body is read.
+#[derive(Clone, Debug)]
+pub struct Neutral(pub Reply);
+
 /// The neutral answer `res` in the client's binding.
 pub fn reframe(res: Response<Body>, front: &Front, method: Method) -> Response<Body> {
-    let (parts, body) = res.into_parts();
+    let (mut parts, body) = res.into_parts();
+    let kept = parts.extensions.remove::<Neutral>();
     let bytes = match &body {
         Body::Full(Some(b)) => b.clone(),
         _ => Bytes::new(),
@@ -159,7 +169,7 @@ pub fn reframe(res: Response<Body>, front: &Front, method: Method) -> Response<B
     let Front::JsonRpc(id) = front else {
         // The create driver's own refusals (AGENT_BUSY, AGENT_TIMEOUT) come in the gateway's
         // Clawpedia shape: a google.rpc.Status in their place.
-        if parts.status.is_success() || !is_gateway_shaped(&bytes) {
+        if parts.status.is_success() || kept.is_some() || !is_gateway_shaped(&bytes) {
             return Response::from_parts(parts, body);
         }
         let Err(error) = read_neutral(parts.status.as_u16(), &bytes) else {
@@ -170,12 +180,22 @@ pub fn reframe(res: Response<Body>, front: &Front, method: Method) -> Response<B
         copy_headers(&parts.headers, out.headers_mut());
         return out;
     };
-    let reply = read_neutral(parts.status.as_u16(), &bytes);
-    let mut out = json_response(
-        StatusCode::OK,
-        "application/json",
-        &jsonrpc::reply_response(id, method, &reply),
-    );
+    let reply = match kept {
+        Some(Neutral(reply)) => reply,
+        None => read_neutral(parts.status.as_u16(), &bytes),
+    };
+    let envelope = match reply {
+        Ok(v) => {
+            let result = if method.answers_empty() {
+                Value::Null
+            } else {
+                v
+            };
+            serde_json::json!({"jsonrpc": "2.0", "id": id.to_value(), "result": result})
+        }
+        Err(e) => jsonrpc::error_response(Some(id), &e),
+    };
+    let mut out = json_response(StatusCode::OK, "application/json", &envelope);
     copy_headers(&parts.headers, out.headers_mut());
     out
 }

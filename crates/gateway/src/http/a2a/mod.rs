@@ -221,16 +221,25 @@ fn outcome_of(res: &Response<Body>) -> String {
     if res.status().is_success() {
         return "ok".to_owned();
     }
+    if let Some(frame::Neutral(Err(e))) = res.extensions().get::<frame::Neutral>() {
+        return label_of(e);
+    }
     let body = match res.body() {
         Body::Full(Some(b)) => b.clone(),
         _ => bytes::Bytes::new(),
     };
     match frame::read_neutral(res.status().as_u16(), &body) {
-        // An agent's error of no kind the protocol or the gateway defines: its reason is the
-        // agent's to choose, so it is not a label.
-        Err(e) if matches!(e.kind, ErrorKind::Other(_)) => "agent_error".to_owned(),
-        Err(e) => e.kind.reason().to_owned(),
+        Err(e) => label_of(&e),
         Ok(_) => "ok".to_owned(),
+    }
+}
+
+/// An error's outcome label: its reason, but `agent_error` for an agent's error of no kind the
+/// protocol or the gateway defines (its reason is the agent's to choose, so it is no label).
+fn label_of(e: &A2aError) -> String {
+    match e.kind {
+        ErrorKind::Other(_) => "agent_error".to_owned(),
+        _ => e.kind.reason().to_owned(),
     }
 }
 
