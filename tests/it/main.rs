@@ -4,6 +4,9 @@
 
 mod support;
 
+/// The official A2A routes at their edges: the extended card, reloads of protocol and
+/// binding, subscribers' protocols, report mode, each binding's shapes for refusals.
+mod a2a_edges;
 /// Official A2A agents behind the gateway: the served card, both bindings either way, the
 /// ledger's guarantees, ownership, hostile agents, the gateway's own errors, by both SDKs.
 mod a2a_gateway;

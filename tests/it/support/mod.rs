@@ -17,6 +17,7 @@ use serde_json::Value;
 
 pub use a2a_sample_agent as sample;
 
+pub mod a2a_calls;
 pub mod a2a_script;
 pub mod a2a_sdk;
 pub mod cdp;
