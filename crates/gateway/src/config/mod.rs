@@ -6,6 +6,7 @@
 //! The domain modules build their runtime types from it, and rules that need their knowledge
 //! (the webhook URL guard, signing keys, the retry schedule) come in through [`Rules`].
 
+mod agent;
 mod de;
 mod identity;
 pub mod keys;
@@ -16,6 +17,7 @@ mod telemetry;
 mod tls;
 mod validate;
 
+pub use agent::{AgentConfig, Binding, Conformance, Protocol};
 pub use identity::{AuthConfig, ClientConfig, CorsConfig, JwtConfig, Right};
 pub use rules::{Check, NoRules, Refused, Rules};
 pub use tls::{ClientAuth, PemKind, TlsConfig};
@@ -34,55 +36,6 @@ use std::time::Duration;
 use hyper::header::HeaderName;
 use serde::Deserialize;
 use toml::Table;
-
-/// How an agent's non-conformant responses are treated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Conformance {
-    /// A broken response becomes 502 AGENT_PROTOCOL_VIOLATION (default).
-    #[default]
-    Enforce,
-    /// Passed on, counted and logged.
-    Report,
-}
-
-/// The protocol an agent speaks (`[[agents]] protocol`): what its card is, which routes serve
-/// it, and how its task documents map to the ledger's records (see the protocol module).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Protocol {
-    /// Clawpedia A2A 1.0, the REST task protocol with input and output schemas on the card.
-    #[default]
-    Clawpedia,
-    /// The official A2A 1.0 protocol (a2aproject): JSON-RPC and HTTP+JSON bindings, contexts,
-    /// multi-turn tasks.
-    A2a,
-}
-
-/// The official A2A binding the gateway uses towards an agent (`[[agents]] binding`): without
-/// it, the first of the card's `supportedInterfaces` the gateway speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-pub enum Binding {
-    /// JSON-RPC 2.0 over HTTP (§9).
-    #[serde(rename = "JSONRPC")]
-    JsonRpc,
-    /// HTTP+JSON, the REST binding (§11).
-    #[serde(rename = "HTTP+JSON")]
-    HttpJson,
-}
-
-impl Protocol {
-    /// Every protocol, as the config spells it.
-    pub const ALL: [Protocol; 2] = [Protocol::Clawpedia, Protocol::A2a];
-
-    /// The protocol as the config spells it (`clawpedia`, `a2a`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Protocol::Clawpedia => "clawpedia",
-            Protocol::A2a => "a2a",
-        }
-    }
-}
 
 /// A credential from the config (a token, a header value, a signing key): compared in constant
 /// time, never printed.
@@ -109,114 +62,6 @@ impl Secret {
 impl fmt::Debug for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Secret(***)")
-    }
-}
-
-/// `[[agents]]`. Compared whole by a reload: an agent whose entry is unchanged keeps its card,
-/// its streams and its counters.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct AgentConfig {
-    /// Route name: the agent is served under `/agents/{name}/`.
-    pub name: String,
-    /// The protocol the agent speaks (default `clawpedia`).
-    pub protocol: Protocol,
-    /// Base URL, without a trailing slash.
-    #[serde(deserialize_with = "de::base_url")]
-    pub url: String,
-    /// A PEM file of CA certificates trusted for this agent's https connections, beside the
-    /// system roots (webpki-roots); relative to the config file's directory. Only this agent's
-    /// origin trusts it.
-    pub ca_file: Option<String>,
-    /// Where the agent serves its card, under its base URL; empty (the default) means the
-    /// protocol's place for it ([`AgentConfig::card_path`]).
-    pub card_path: String,
-    /// An A2A agent's binding, when not the card's first one the gateway speaks.
-    pub binding: Option<Binding>,
-    /// How often the card is fetched again (sooner when the agent's Cache-Control says so).
-    #[serde(rename = "refresh_secs", deserialize_with = "de::secs")]
-    pub refresh: Duration,
-    /// How long one exchange with the agent may take (connect, answer, body).
-    #[serde(rename = "timeout_ms", deserialize_with = "de::millis")]
-    pub timeout: Duration,
-    /// The bearer token the agent must send on its push notifications; none means no ingest.
-    pub ingest_token: Option<Secret>,
-    /// A file holding `ingest_token` (read at start and at every reload).
-    pub ingest_token_file: Option<String>,
-    /// Whether a non-conformant agent answer is refused (`enforce`) or only counted (`report`).
-    pub conformance: Conformance,
-    /// Whether get, cancel, artifacts and stream under `/agents/{name}/tasks/{id}` are forwarded
-    /// for a task id the ledger has never recorded (for an agent whose tasks are also created
-    /// elsewhere than through the gateway). Off: such ids are 404 TASK_NOT_FOUND, and the agent
-    /// is not contacted.
-    pub passthrough_unknown_tasks: bool,
-    /// A header sent on every call to this agent (`"Authorization: Bearer ..."`): the agent's
-    /// own credential. The client's credentials never reach an agent; this is all it gets.
-    #[serde(deserialize_with = "de::header_line")]
-    pub upstream_auth_header: Option<(HeaderName, Secret)>,
-    /// A file holding the `upstream_auth_header` line.
-    pub upstream_auth_header_file: Option<String>,
-    /// Requests to this agent in flight at once on this replica (create, get, cancel, the
-    /// artifact list, artifact content); past it 503 AGENT_BUSY at once, without a call. Bounds
-    /// what one slow agent can hold of the gateway (connections, memory, late-answer slots).
-    pub max_in_flight: usize,
-    /// Consecutive failures (no connection, no answer in time, a 5xx) that eject the agent: it
-    /// is answered 503 AGENT_UNAVAILABLE without a call until a probe after `eject_secs`
-    /// succeeds. 0 never ejects.
-    pub eject_after: u64,
-    /// How long an ejection lasts before one request probes the agent.
-    #[serde(rename = "eject_secs", deserialize_with = "de::secs")]
-    pub eject: Duration,
-    /// How long a task of this agent that is neither final nor waiting for its client
-    /// (INPUT_REQUIRED) may stay unchanged before the gateway asks the agent for it (the
-    /// reconciler: for agents that do not push). 0 turns it off for this agent.
-    #[serde(rename = "reconcile_after_ms", deserialize_with = "de::millis")]
-    pub reconcile_after: Duration,
-}
-
-impl Default for AgentConfig {
-    fn default() -> AgentConfig {
-        AgentConfig {
-            name: String::new(),
-            protocol: Protocol::default(),
-            url: String::new(),
-            ca_file: None,
-            card_path: String::new(),
-            binding: None,
-            refresh: Duration::from_secs(300),
-            timeout: Duration::from_millis(10_000),
-            ingest_token: None,
-            conformance: Conformance::Enforce,
-            passthrough_unknown_tasks: false,
-            upstream_auth_header: None,
-            ingest_token_file: None,
-            upstream_auth_header_file: None,
-            max_in_flight: 256,
-            eject_after: 5,
-            eject: Duration::from_secs(10),
-            reconcile_after: Duration::from_millis(15_000),
-        }
-    }
-}
-
-impl AgentConfig {
-    /// An agent with `name` at `url` and every other key at its default.
-    pub fn new(name: &str, url: &str) -> AgentConfig {
-        AgentConfig {
-            name: name.into(),
-            url: url.trim_end_matches('/').into(),
-            ..AgentConfig::default()
-        }
-    }
-
-    /// Where the card is fetched, under `url`: `card_path`, or the protocol's default
-    /// (`/agent-card.json` for Clawpedia, `/.well-known/agent-card.json` for A2A, §8.2).
-    pub fn card_path(&self) -> &str {
-        match (self.card_path.as_str(), self.protocol) {
-            ("", Protocol::Clawpedia) => "/agent-card.json",
-            ("", Protocol::A2a) => "/.well-known/agent-card.json",
-            (path, _) => path,
-        }
     }
 }
 
