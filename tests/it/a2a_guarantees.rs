@@ -675,3 +675,63 @@ async fn a_retry_after_a_timeout_gets_its_task_whatever_the_clients_limit() {
     .await;
     assert_eq!(reason(&other), "TOO_MANY_TASKS", "{other}");
 }
+
+#[tokio::test]
+async fn what_the_second_review_found_stays_fixed() {
+    let agent = ScriptedAgent::start(Arc::new(|method, params| {
+        let text = params["message"]["parts"][0]["text"].as_str().unwrap_or("");
+        match (method, text) {
+            // A proxy's 502 in front of the agent: no A2A error in the body.
+            ("SendMessage", "proxy down") => Answer::Status(502, b"bad gateway".to_vec()),
+            ("SendMessage", "refuse") => Answer::Raw(
+                json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32004, "message": "no"}})
+                    .to_string()
+                    .into_bytes(),
+            ),
+            ("SendMessage", _) => {
+                Answer::Result(json!({"task": task("s-1", "ctx-s", "TASK_STATE_WORKING")}))
+            }
+            // GetTask answered about another task than the one asked about.
+            _ => Answer::Result(task("someone-else", "c", "TASK_STATE_WORKING")),
+        }
+    }))
+    .await;
+    let mut cfg = a2a_agent("w", &agent.base);
+    cfg.conformance = a2a_gateway::config::Conformance::Report;
+    cfg.eject_after = 0;
+    let (_gw, http) = gateway(vec![cfg], two_clients).await;
+    // The gateway's own AGENT_UNREACHABLE stays in its own domain.
+    let v = rpc(
+        &http,
+        "w",
+        Some(ALICE),
+        "SendMessage",
+        message("proxy down", json!({})),
+    )
+    .await;
+    assert_eq!(reason(&v), "AGENT_UNREACHABLE", "{v}");
+    assert_eq!(v["error"]["data"][0]["domain"], "a2a-gateway", "{v}");
+    // A message the agent refused claims no context: another client may then use it.
+    let v = rpc(
+        &http,
+        "w",
+        Some(BOB),
+        "SendMessage",
+        message("refuse", json!({"contextId": "ctx-free"})),
+    )
+    .await;
+    assert_eq!(error_code(&v), -32004, "{v}");
+    let v = rpc(
+        &http,
+        "w",
+        Some(ALICE),
+        "SendMessage",
+        message("hello", json!({"contextId": "ctx-free"})),
+    )
+    .await;
+    assert_eq!(v["result"]["task"]["id"], "s-1", "{v}");
+    // An answer about another task is refused in report mode too.
+    let v = rpc(&http, "w", Some(ALICE), "GetTask", json!({"id": "s-1"})).await;
+    assert_eq!(error_code(&v), -32006, "{v}");
+    assert!(!v.to_string().contains("someone-else\",\"contextId"), "{v}");
+}

@@ -21,6 +21,8 @@ pub enum Answer {
     Result(Value),
     /// These bytes as the whole body (status 200).
     Raw(Vec<u8>),
+    /// This HTTP status with these bytes.
+    Status(u16, Vec<u8>),
     /// After a delay.
     Later(Duration, Box<Answer>),
 }
@@ -156,6 +158,12 @@ async fn handle(
                 return Ok(Response::new(Full::new(Bytes::from(body.to_string()))));
             }
             Answer::Raw(bytes) => return Ok(Response::new(Full::new(Bytes::from(bytes)))),
+            Answer::Status(status, bytes) => {
+                let mut res = Response::new(Full::new(Bytes::from(bytes)));
+                *res.status_mut() =
+                    hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::BAD_GATEWAY);
+                return Ok(res);
+            }
         }
     }
 }

@@ -189,11 +189,44 @@ impl MemoryKeys {
             Some(_) => return false,
             None => {}
         }
+        if !self.evicts {
+            // Not removed before it is known to fit: the claim in flight (under its own lease)
+            // stands rather than vanish.
+            let held = s.map.get(k.as_str()).map_or(0, |e| e.size(&k));
+            let done = 2 * k.len() + answer.body.len() + answer.content_type.len() + 160;
+            if s.bytes - held + done > self.max_bytes {
+                return false;
+            }
+        }
         s.remove(&k);
         self.insert(&mut s, k, now + ttl, fingerprint, State::Done(answer))
     }
 
     /// Forget the key if the holder still holds it.
+    /// A done key of `fingerprint` lives `ttl` from now; false when the key is not that.
+    pub(super) fn renew(
+        &self,
+        scope: &str,
+        key: &str,
+        fingerprint: Fingerprint,
+        ttl: Duration,
+    ) -> bool {
+        let now = Instant::now();
+        let k = map_key(scope, key);
+        let mut s = self.lock();
+        match s.map.get_mut(k.as_str()) {
+            Some(slot)
+                if slot.expires > now
+                    && slot.fingerprint == fingerprint
+                    && matches!(slot.state, State::Done(_)) =>
+            {
+                slot.expires = now + ttl;
+                true
+            }
+            _ => false,
+        }
+    }
+
     pub(super) fn release(&self, scope: &str, key: &str, token: &str) {
         let k = map_key(scope, key);
         let mut s = self.lock();
@@ -224,7 +257,21 @@ impl MemoryKeys {
         let size = slot.size(&k);
         let full = |s: &Keys| s.map.len() >= self.max_entries || s.bytes + size > self.max_bytes;
         if !self.evicts && full(s) {
-            return false;
+            // Renewed keys leave the expiry order unsorted: before refusing, drop every key
+            // that has expired, wherever it stands (a scan, only when full).
+            let now = Instant::now();
+            let gone: Vec<Arc<str>> = s
+                .map
+                .iter()
+                .filter(|(_, e)| e.expires <= now)
+                .map(|(k, _)| k.clone())
+                .collect();
+            for k in gone {
+                s.remove(&k);
+            }
+            if full(s) {
+                return false;
+            }
         }
         while full(s) {
             if !s.evict_oldest() {
@@ -318,6 +365,33 @@ mod tests {
         for key in ["c1", "c2", "c3"] {
             assert_eq!(e.claim("s", key, fp, "t", LONG), Claim::Claimed);
         }
+    }
+
+    #[test]
+    fn a_done_key_is_renewed_only_by_its_fingerprint() {
+        let k = MemoryKeys::new(10).without_eviction();
+        let (a, b) = (fingerprint(b"alice"), fingerprint(b"bob"));
+        assert_eq!(k.claim("ctx:x", "c", a, "t", LONG), Claim::Claimed);
+        assert!(
+            !k.renew("ctx:x", "c", a, LONG),
+            "in flight: nothing to renew"
+        );
+        assert!(k.complete(
+            "ctx:x",
+            "c",
+            "t",
+            a,
+            answer("alice"),
+            Duration::from_millis(50)
+        ));
+        assert!(!k.renew("ctx:x", "c", b, LONG), "not bob's");
+        assert!(k.renew("ctx:x", "c", a, LONG));
+        std::thread::sleep(Duration::from_millis(80));
+        // Past its first expiry, alive by the renewal.
+        assert!(matches!(
+            k.claim("ctx:x", "c", b, "t2", LONG),
+            Claim::Done { fingerprint: f, .. } if f == a
+        ));
     }
 
     #[test]

@@ -227,6 +227,16 @@ pub trait TaskLedger: Send + Sync + 'static {
         key: &'a str,
         token: &'a str,
     ) -> LedgerFuture<'a, ()>;
+
+    /// Make a completed `key` of this `fingerprint` live `ttl` from now (a claim in use, an
+    /// A2A context its owner writes in again); false when the key is not that.
+    fn renew_key<'a>(
+        &'a self,
+        scope: &'a str,
+        key: &'a str,
+        fingerprint: Fingerprint,
+        ttl: Duration,
+    ) -> LedgerFuture<'a, bool>;
 }
 
 /// The ledger's rule: the protocol's [`judge`], plus one of the gateway's own: a task recorded

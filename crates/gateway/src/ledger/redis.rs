@@ -633,6 +633,28 @@ impl TaskLedger for RedisLedger {
         })
     }
 
+    fn renew_key<'a>(
+        &'a self,
+        scope: &'a str,
+        key: &'a str,
+        fingerprint: Fingerprint,
+        ttl: Duration,
+    ) -> LedgerFuture<'a, bool> {
+        Box::pin(async move {
+            let idem = self.idem_key(scope, key);
+            let fence = self.fence(&idem);
+            let mut inv = self.keys.key(idem);
+            inv.arg("renew").arg(hex(&fingerprint)).arg(millis(ttl));
+            let inv = &inv;
+            let renewed: i64 = self
+                .write(fence.as_deref(), |mut c| async move {
+                    Ok((inv.invoke_async(&mut c).await?, c))
+                })
+                .await?;
+            Ok(renewed == 1)
+        })
+    }
+
     fn counts(&self) -> LedgerFuture<'_, [u64; Status::COUNT]> {
         Box::pin(async move {
             let now = now_ms();

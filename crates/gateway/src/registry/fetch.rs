@@ -80,7 +80,9 @@ pub(super) async fn fetch(
         .body(Full::new(Bytes::new()))
         .map_err(|e| CardError::Invalid(format!("card URL: {e}")))?;
     agent.authorize(req.headers_mut());
-    let have_card = agent.slot().card.is_some();
+    // A card compiled for another binding than the configured one (a reload changed it) is
+    // fetched whole and compiled again, never revalidated with a 304.
+    let have_card = agent.slot().card.is_some_and(|c| agent.fits_binding(&c));
     if let Some(etag) = agent.slot().etag.filter(|_| have_card) {
         req.headers_mut().insert(header::IF_NONE_MATCH, etag);
     }

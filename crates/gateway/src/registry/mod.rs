@@ -190,6 +190,17 @@ impl Agent {
         true
     }
 
+    /// Whether `card` was compiled for this agent's configured `binding` (any card, for an
+    /// agent that configures none or is not an A2A agent).
+    pub fn fits_binding(&self, card: &Card) -> bool {
+        match (self.cfg.binding, card.a2a()) {
+            (Some(want), Some(held)) => {
+                held.interface.binding == crate::protocol::a2a::card::Binding::from(want)
+            }
+            _ => true,
+        }
+    }
+
     /// Whether a reload replaced it.
     pub fn is_retired(&self) -> bool {
         self.retired.load(std::sync::atomic::Ordering::Acquire)

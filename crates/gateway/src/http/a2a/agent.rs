@@ -115,40 +115,41 @@ pub fn request(
 /// is kept as an error of no known kind, in the domain `agent`, so that no agent can answer in
 /// the gateway's name (a fake RATE_LIMITED, UNAUTHORIZED...).
 pub fn read(call: &Call, rpc_id: Option<&RpcId>, parts: &Parts, body: &[u8]) -> Reply {
-    read_envelope(call, rpc_id, parts, body).map_err(|mut e| {
-        if let crate::protocol::a2a::ErrorKind::Gateway { reason, status } = &e.kind {
-            e.kind = crate::protocol::a2a::ErrorKind::Other(Box::new(
-                crate::protocol::a2a::error::OtherError {
-                    code: e.kind.jsonrpc_code(),
-                    status: *status,
-                    reason: reason.clone(),
-                    domain: "agent".to_owned(),
-                },
-            ));
+    match rpc_id {
+        Some(_) if !parts.status.is_success() => {
+            // A JSON-RPC server answers its errors with 200; another status is the
+            // transport's (a proxy's 502, a 401 of the agent's own auth), which the gateway
+            // reports as its own unless the body holds the agent's JSON-RPC error.
+            match crate::protocol::json::parse(body)
+                .ok()
+                .and_then(|v| v.get("error").cloned())
+                .filter(serde_json::Value::is_object)
+            {
+                Some(e) => Err(the_agents(crate::protocol::a2a::A2aError::from_jsonrpc(&e))),
+                None => Err(transport(parts.status.as_u16())),
+            }
         }
-        e
-    })
+        Some(id) => jsonrpc::parse_agent_response(body, id, call.method).map_err(the_agents),
+        None => {
+            rest::parse_agent_answer(call.method, parts.status.as_u16(), body).map_err(the_agents)
+        }
+    }
 }
 
-fn read_envelope(call: &Call, rpc_id: Option<&RpcId>, parts: &Parts, body: &[u8]) -> Reply {
-    match rpc_id {
-        Some(id) => {
-            if !parts.status.is_success() {
-                // A JSON-RPC server answers its errors with 200; another status is the
-                // transport's (a proxy's 502, a 401 of the agent's own auth).
-                if let Some(e) = crate::protocol::json::parse(body)
-                    .ok()
-                    .and_then(|v| v.get("error").cloned())
-                    .filter(serde_json::Value::is_object)
-                {
-                    return Err(crate::protocol::a2a::A2aError::from_jsonrpc(&e));
-                }
-                return Err(transport(parts.status.as_u16()));
-            }
-            jsonrpc::parse_agent_response(body, id, call.method)
-        }
-        None => rest::parse_agent_answer(call.method, parts.status.as_u16(), body),
+/// An error read from an agent's body: one in the gateway's own domain becomes an error of no
+/// known kind in the domain `agent`.
+fn the_agents(mut e: crate::protocol::a2a::A2aError) -> crate::protocol::a2a::A2aError {
+    if let crate::protocol::a2a::ErrorKind::Gateway { reason, status } = &e.kind {
+        e.kind = crate::protocol::a2a::ErrorKind::Other(Box::new(
+            crate::protocol::a2a::error::OtherError {
+                code: crate::protocol::a2a::error::GATEWAY_CODE,
+                status: *status,
+                reason: reason.clone(),
+                domain: "agent".to_owned(),
+            },
+        ));
     }
+    e
 }
 
 /// An agent's HTTP failure that carries no A2A error: the gateway's AGENT_UNREACHABLE.

@@ -86,21 +86,44 @@ pub fn not_found(id: &str) -> Failure {
 }
 
 /// Whose a context is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ContextOwner {
-    /// The caller's (or just claimed for it), or no clients are configured.
+    /// The caller's, or no clients are configured.
     Caller,
+    /// Claimed for the caller just now, for as long as `hold`: kept by [`keep_context`] once
+    /// the message it came with is answered, or freed by [`drop_context`].
+    Claimed(PendingContext),
     /// Another client's.
     Other,
 }
 
-/// Claim `context_id` of `agent` for the caller, or learn it is another client's. Without
-/// clients every context is everyone's.
+/// A context claim in flight (see [`ContextOwner::Claimed`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingContext {
+    scope: String,
+    key: String,
+    token: String,
+    fingerprint: crate::ledger::Fingerprint,
+    owner: Bytes,
+}
+
+/// How long a context claim lives once kept, renewed each time its owner writes in it: as
+/// long as the tasks it holds may be.
+fn context_ttl(state: &State) -> std::time::Duration {
+    state
+        .config
+        .task_retention
+        .max(state.config.idempotency_ttl)
+}
+
+/// Claim `context_id` of `agent` for the caller (in flight for `hold`), or learn it is the
+/// caller's (and renew it) or another client's. Without clients every context is everyone's.
 pub async fn claim_context(
     state: &State,
     ctx: &Ctx,
     agent: &str,
     context_id: &str,
+    hold: std::time::Duration,
 ) -> Result<ContextOwner, Failure> {
     let Some(owner) = ctx.caller.owner() else {
         return Ok(ContextOwner::Caller);
@@ -108,37 +131,60 @@ pub async fn claim_context(
     let scope = format!("{CONTEXT_SCOPE}{agent}");
     let mine = fingerprint(owner.as_bytes());
     let token = uuid::Uuid::new_v4().to_string();
-    // Kept as long as the tasks it holds may be; claimed for that long at once, so the claim
-    // stands even if its completion below fails.
-    let ttl = state
-        .config
-        .task_retention
-        .max(state.config.idempotency_ttl);
     let claim = state
         .ledger
-        .claim_key(&scope, context_id, mine, &token, ttl)
+        .claim_key(&scope, context_id, mine, &token, hold)
         .await?;
     match claim {
-        Claim::Claimed => {
-            let answer = Answer {
-                status: 200,
-                content_type: String::new(),
-                body: Bytes::copy_from_slice(owner.as_bytes()),
-            };
+        Claim::Claimed => Ok(ContextOwner::Claimed(PendingContext {
+            scope,
+            key: context_id.to_owned(),
+            token,
+            fingerprint: mine,
+            owner: Bytes::copy_from_slice(owner.as_bytes()),
+        })),
+        Claim::Done { fingerprint: f, .. } if f == mine => {
+            // In use by its owner: it lives on from now.
             state
                 .ledger
-                .complete_key(&scope, context_id, &token, mine, answer, ttl)
+                .renew_key(&scope, context_id, mine, context_ttl(state))
                 .await?;
             Ok(ContextOwner::Caller)
         }
-        Claim::InFlight { fingerprint: f } | Claim::Done { fingerprint: f, .. } => {
-            Ok(if f == mine {
-                ContextOwner::Caller
-            } else {
-                ContextOwner::Other
-            })
-        }
+        Claim::InFlight { fingerprint: f } if f == mine => Ok(ContextOwner::Caller),
+        Claim::InFlight { .. } | Claim::Done { .. } => Ok(ContextOwner::Other),
         Claim::Full => Err(crate::ledger::LedgerError::Full.into()),
+    }
+}
+
+/// Keep a claimed context for [`context_ttl`]: its message was answered.
+pub async fn keep_context(state: &State, p: &PendingContext) -> Result<(), Failure> {
+    let answer = Answer {
+        status: 200,
+        content_type: String::new(),
+        body: p.owner.clone(),
+    };
+    let kept = state
+        .ledger
+        .complete_key(
+            &p.scope,
+            &p.key,
+            &p.token,
+            p.fingerprint,
+            answer,
+            context_ttl(state),
+        )
+        .await?;
+    if !kept {
+        tracing::warn!(context = %p.key, "a context claim could not be kept; it lapses with its lease");
+    }
+    Ok(())
+}
+
+/// Free a claimed context: its message was not sent on, or not answered.
+pub async fn drop_context(state: &State, p: &PendingContext) {
+    if let Err(e) = state.ledger.release_key(&p.scope, &p.key, &p.token).await {
+        tracing::warn!(context = %p.key, error = %e, "a context claim was not freed; it lapses with its lease");
     }
 }
 
@@ -220,8 +266,14 @@ pub async fn record(
         },
     )
     .await?;
-    // Not taken (a duplicate included): what the ledger holds is what the client sees.
-    let task = if applied.verdict.is_accepted() {
+    // Refused, or a duplicate of a final task: what the ledger holds is what the client sees
+    // (a live task's duplicate is the agent's, which may say more at the same time).
+    let final_duplicate = matches!(applied.verdict, crate::protocol::task::Verdict::Duplicate)
+        && applied.record.head.status.is_terminal();
+    let task = if applied.verdict.is_accepted()
+        || (matches!(applied.verdict, crate::protocol::task::Verdict::Duplicate)
+            && !final_duplicate)
+    {
         task.clone()
     } else {
         crate::protocol::json::parse(&applied.record.task).unwrap_or_else(|_| task.clone())

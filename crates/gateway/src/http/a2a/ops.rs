@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 use super::agent;
 use super::frame::{self, neutral, Failure};
-use super::ledger::{self as a2a_ledger, ContextOwner};
+use super::ledger::{self as a2a_ledger, ContextOwner, PendingContext};
 use crate::config::Protocol;
 use crate::http::body::Body;
 use crate::http::context::Ctx;
@@ -34,6 +34,11 @@ use crate::state::State;
 /// The A2A card of `agent`, or AGENT_UNAVAILABLE while it has none.
 pub fn held_card(agent: &Agent) -> Result<Arc<HeldCard>, Failure> {
     let card = agent.card().map_err(ApiError::from)?;
+    if !agent.fits_binding(&card) {
+        // Compiled for the binding before a reload: served until the new one is fetched,
+        // which is asked for now (at most once per registry::REFETCH_EVERY).
+        agent.ask_refetch();
+    }
     card.a2a().ok_or_else(|| {
         ApiError::new(
             Code::AgentUnavailable,
@@ -195,13 +200,26 @@ async fn relay_task(
     answer: &Value,
     id: &str,
 ) -> Result<Value, Failure> {
+    // Whatever the conformance mode: an answer naming another task is never relayed (it may
+    // be another client's).
+    if answer
+        .get("id")
+        .and_then(Value::as_str)
+        .is_some_and(|got| got != id)
+    {
+        return Err(a2a_ledger::invalid_answer(
+            "/id",
+            "task",
+            "the answer is about another task than the one asked about",
+        ));
+    }
     match task_of(answer) {
-        Some(head) if head.id == id => {
+        Some(head) => {
             let recorded =
                 a2a_ledger::record(state, ctx, &agent.cfg.name, &head, answer, None).await?;
             Ok(recorded.task)
         }
-        _ => Ok(answer.clone()),
+        None => Ok(answer.clone()),
     }
 }
 
@@ -338,22 +356,22 @@ async fn send_checked(
     };
     // Then what this message may take: room for a new task, and the context it names (claimed
     // only by a message the gateway sends on). Refused, the messageId is free again.
-    let admitted = admit(state, ctx, name, &call, continues.is_none(), params.len()).await;
-    if let Err(f) = admitted {
-        idempotency::settle(
-            state,
-            &key,
-            &neutral(Method::SendMessage, Ok(Value::Null)),
-            false,
-        )
-        .await;
-        return Err(f);
-    }
+    let pending = match admit(state, ctx, agent, &call, continues.is_none(), params.len()).await {
+        Ok(p) => p,
+        Err(f) => {
+            let free = neutral(Method::SendMessage, Ok(Value::Null));
+            idempotency::settle(state, &key, &free, false).await;
+            return Err(f);
+        }
+    };
     let out = match agent::request(agent, &held, ctx, headers, &call) {
         Ok(out) => out,
         Err(e) => {
             let res = e.into_response();
             idempotency::settle(state, &key, &res, false).await;
+            if let Some(p) = &pending {
+                a2a_ledger::drop_context(state, p).await;
+            }
             return Err(ApiError::new(
                 Code::AgentUnreachable,
                 "the agent request could not be built",
@@ -373,6 +391,7 @@ async fn send_checked(
         rpc_id: out.rpc_id,
         continues,
         a2a_agents,
+        pending,
     };
     match drive(state, ctx, agent.clone(), finish, out.request, Some(key)).await {
         Ok(res) => Ok(res),
@@ -389,27 +408,58 @@ const MAX_NAMED_TASKS: usize = 64;
 async fn admit(
     state: &State,
     ctx: &Ctx,
-    agent: &str,
+    agent: &Agent,
     call: &Call,
     new_task: bool,
     bytes: usize,
-) -> Result<(), Failure> {
+) -> Result<Option<PendingContext>, Failure> {
     if new_task {
         crate::http::create::admit_task(state, &ctx.caller, bytes).await?;
     }
-    if let Some(context) = named_context_id(&call.params) {
-        if a2a_ledger::claim_context(state, ctx, agent, context).await? == ContextOwner::Other {
-            return Err(A2aError::new(
-                ErrorKind::TaskNotFound,
-                format!(
-                    "context {:?} is not known to the gateway",
-                    context.chars().take(64).collect::<String>()
-                ),
-            )
-            .into());
-        }
+    let Some(context) = named_context_id(&call.params) else {
+        return Ok(None);
+    };
+    // Held while the message is with the agent (and its late answer awaited); kept once it is
+    // answered, freed otherwise: a message the agent never took claims nothing for long.
+    let hold = agent.cfg.timeout + state.config.late_answer + std::time::Duration::from_secs(5);
+    match a2a_ledger::claim_context(state, ctx, &agent.cfg.name, context, hold).await? {
+        ContextOwner::Other => Err(A2aError::new(
+            ErrorKind::TaskNotFound,
+            format!(
+                "context {:?} is not known to the gateway",
+                context.chars().take(64).collect::<String>()
+            ),
+        )
+        .into()),
+        ContextOwner::Claimed(p) => Ok(Some(p)),
+        ContextOwner::Caller => Ok(None),
     }
-    Ok(())
+}
+
+/// The context an answer names, for the caller: another client's is refused; a new one is
+/// the caller's from now.
+async fn answered_context(
+    state: &State,
+    ctx: &Ctx,
+    agent: &str,
+    context: &str,
+    at: &str,
+) -> Result<(), Failure> {
+    let hold = context_ttl_hold(state);
+    match a2a_ledger::claim_context(state, ctx, agent, context, hold).await? {
+        ContextOwner::Other => Err(a2a_ledger::invalid_answer(
+            at,
+            "owner",
+            "the agent answered in another client's context",
+        )),
+        ContextOwner::Claimed(p) => a2a_ledger::keep_context(state, &p).await,
+        ContextOwner::Caller => Ok(()),
+    }
+}
+
+/// How long an answer's context is held before it is kept (at once, in `answered_context`).
+fn context_ttl_hold(state: &State) -> std::time::Duration {
+    state.config.late_answer + std::time::Duration::from_secs(60)
 }
 
 /// SendMessage's step from the agent's answer to the neutral answer: judged, the task's
@@ -421,6 +471,8 @@ struct SendFinish {
     continues: Option<String>,
     /// The A2A agents' names, among which a new task's id must not be another client's.
     a2a_agents: Vec<Arc<str>>,
+    /// The context the message named, claimed for the caller until it is answered.
+    pending: Option<PendingContext>,
 }
 
 impl Finish for SendFinish {
@@ -438,6 +490,16 @@ impl Finish for SendFinish {
             Ok(v) => self.judge(state, agent, ctx, v).await,
             Err(f) => Err(f),
         };
+        if let Some(p) = &self.pending {
+            match &answer {
+                Ok(_) => {
+                    if let Err(f) = a2a_ledger::keep_context(state, p).await {
+                        tracing::warn!(error = %f.error.message, "a context claim was not kept");
+                    }
+                }
+                Err(_) => a2a_ledger::drop_context(state, p).await,
+            }
+        }
         // The gateway's own failure after the agent answered (the ledger could not be asked):
         // not an answer for the messageId to replay.
         let unsettled = matches!(&answer, Err(f) if matches!(&f.error.kind,
@@ -469,22 +531,33 @@ impl SendFinish {
         )?;
         match payload(&answer) {
             Some(Payload::Task(task)) => {
+                // Whatever the conformance mode: an answer about another task than the one the
+                // message continues is never recorded nor relayed (read from the raw id, so an
+                // unreadable state does not skip it).
+                let named = task.get("id").and_then(Value::as_str);
+                if let (Some(want), Some(got)) = (self.continues.as_deref(), named) {
+                    if want != got {
+                        return Err(a2a_ledger::invalid_answer(
+                            "/task/id",
+                            "task",
+                            "the answer is about another task than the one the message continues",
+                        ));
+                    }
+                }
+                // An unreadable task (report mode) is relayed unrecorded, unless the ledger holds
+                // that id for another client.
                 let Some(head) = task_of(&answer) else {
+                    if let Some(got) = named {
+                        if a2a_ledger::held_by_another(state, ctx, &self.a2a_agents, got).await? {
+                            return Err(a2a_ledger::invalid_answer(
+                                "/task/id",
+                                "owner",
+                                "the agent answered with the id of a task the gateway holds for another client",
+                            ));
+                        }
+                    }
                     return Ok(answer);
                 };
-                // Whatever the conformance mode: an answer about another task than the one the
-                // message continues is never recorded nor relayed.
-                if self
-                    .continues
-                    .as_deref()
-                    .is_some_and(|want| want != head.id)
-                {
-                    return Err(a2a_ledger::invalid_answer(
-                        "/task/id",
-                        "task",
-                        "the answer is about another task than the one the message continues",
-                    ));
-                }
                 if self.continues.is_none()
                     && a2a_ledger::held_by_another(state, ctx, &self.a2a_agents, head.id).await?
                 {
@@ -494,30 +567,14 @@ impl SendFinish {
                         "the agent answered a new task with the id of a task the gateway holds for another client",
                     ));
                 }
-                if a2a_ledger::claim_context(state, ctx, name, head.context_id).await?
-                    == ContextOwner::Other
-                {
-                    return Err(a2a_ledger::invalid_answer(
-                        "/task/contextId",
-                        "owner",
-                        "the agent put the task into another client's context",
-                    ));
-                }
+                answered_context(state, ctx, name, head.context_id, "/task/contextId").await?;
                 let owner = ctx.caller.owner().map(|o| &**o);
                 let recorded = a2a_ledger::record(state, ctx, name, &head, task, owner).await?;
                 Ok(json!({ "task": recorded.task }))
             }
             Some(Payload::Message(m)) => {
                 if let Some(context) = m.get("contextId").and_then(Value::as_str) {
-                    if a2a_ledger::claim_context(state, ctx, name, context).await?
-                        == ContextOwner::Other
-                    {
-                        return Err(a2a_ledger::invalid_answer(
-                            "/message/contextId",
-                            "owner",
-                            "the agent answered in another client's context",
-                        ));
-                    }
+                    answered_context(state, ctx, name, context, "/message/contextId").await?;
                 }
                 Ok(answer)
             }
