@@ -315,7 +315,14 @@ pub async fn fleet(state: &Arc<State>, ctx: &mut Ctx, req: Request) -> ApiResult
                 // A reload made the agent speak another protocol: its final A2A tasks stay
                 // readable here, from the ledger.
                 Some(a) if ctx.caller.may_use(a) => {
-                    let answer = former_task(state, ctx, &name, method, &id).await;
+                    let history = parsed
+                        .call
+                        .params
+                        .get("historyLength")
+                        .and_then(serde_json::Value::as_u64);
+                    let answer = former_task(state, ctx, &name, method, &id)
+                        .await
+                        .map(|t| ledger::with_history(t, history));
                     return Ok(match answer {
                         Ok(task) => json_response(
                             StatusCode::OK,
@@ -341,7 +348,14 @@ pub async fn fleet(state: &Arc<State>, ctx: &mut Ctx, req: Request) -> ApiResult
                 let record = match state.ledger.get(&ledger::key(&a.cfg.name, &id)).await {
                     Ok(r) => r,
                     // After admission: a protocol error carrying the client's id.
-                    Err(e) => return Ok(error(*frame::from_api(e.into()).error)),
+                    Err(e) => {
+                        let f = frame::from_api(e.into());
+                        let mut res = error(*f.error);
+                        for (name, value) in f.headers {
+                            res.headers_mut().insert(name, value);
+                        }
+                        return Ok(res);
+                    }
                 };
                 if record.is_some_and(|r| ctx.caller.sees(r.owner.as_deref())) {
                     holders.push(a);
