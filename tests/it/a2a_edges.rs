@@ -13,6 +13,7 @@ use crate::a2a_gateway::{a2a_agent, gateway};
 use crate::support::a2a_calls::*;
 use crate::support::a2a_script::{task, Answer, ScriptedAgent};
 use crate::support::redis_server::RedisServer;
+use crate::support::Http;
 
 #[tokio::test]
 async fn the_extended_card_is_forwarded_with_the_agents_credential_and_rewritten() {
@@ -525,5 +526,70 @@ async fn binding_chooses_the_interface_and_a_reload_of_it_keeps_the_agent() {
     assert_eq!(
         rest_calls, 1,
         "one REST call before the reload, JSON-RPC after"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_task_made_while_the_ledger_is_down_is_recorded_once_it_is_back() {
+    let mut redis = RedisServer::start();
+    let agent = ScriptedAgent::start(Arc::new(|method, _| match method {
+        "SendMessage" => Answer::Later(
+            Duration::from_millis(1500),
+            Box::new(Answer::Result(
+                json!({"task": task("p-1", "c", "TASK_STATE_COMPLETED")}),
+            )),
+        ),
+        _ => Answer::Result(task("p-1", "c", "TASK_STATE_WORKING")),
+    }))
+    .await;
+    let config = redis.config("a2a-pending");
+    let (_gw, http) = gateway(vec![a2a_agent("p", &agent.base)], move |cfg| {
+        cfg.redis = Some(config);
+    })
+    .await;
+    let sender = {
+        let http = Http::new(http.base.clone());
+        tokio::spawn(
+            async move { rpc(&http, "p", None, "SendMessage", message("go", json!({}))).await },
+        )
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    redis.kill();
+    // The agent made the task: the client gets it, not an error that would make it send again.
+    let sent = sender.await.expect("the send");
+    assert_eq!(sent["result"]["task"]["id"], "p-1", "{sent}");
+    redis.restart();
+    crate::support::wait_for("the task recorded once the ledger is back", || async {
+        let got = rpc(&http, "p", None, "GetTask", json!({"id": "p-1"})).await;
+        got["result"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    })
+    .await;
+    // Final in the ledger: answered from it, the agent asked nothing more.
+    assert_eq!(agent.methods(), ["SendMessage"]);
+}
+
+#[tokio::test]
+async fn a_far_future_timestamp_does_not_freeze_a_task() {
+    let agent = ScriptedAgent::start(Arc::new(|method, _| {
+        if method == "SendMessage" {
+            let mut t = task("f-1", "c", "TASK_STATE_WORKING");
+            t["status"]["timestamp"] = json!("2100-01-01T00:00:00.000Z");
+            Answer::Result(json!({ "task": t }))
+        } else {
+            Answer::Result(task("f-1", "c", "TASK_STATE_COMPLETED"))
+        }
+    }))
+    .await;
+    let (_gw, http) = gateway(vec![a2a_agent("f", &agent.base)], |_| {}).await;
+    let sent = rpc(&http, "f", None, "SendMessage", message("go", json!({}))).await;
+    assert_eq!(
+        sent["result"]["task"]["status"]["state"], "TASK_STATE_WORKING",
+        "{sent}"
+    );
+    // Recorded at the time of recording, not in 2100: the agent's next answer moves it on.
+    let got = rpc(&http, "f", None, "GetTask", json!({"id": "f-1"})).await;
+    assert_eq!(
+        got["result"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{got}"
     );
 }

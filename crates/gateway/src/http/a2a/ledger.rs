@@ -212,6 +212,25 @@ pub fn bounded(task: &Value, max: usize) -> Bytes {
     Bytes::from(serde_json::to_vec(&Value::Object(min)).unwrap_or_default())
 }
 
+/// What the ledger records of an A2A task's head: its key, its state, and its status time. A
+/// missing timestamp is the time of recording; so is one further ahead than the clock skew
+/// the gateway allows (`MAX_SKEW_MS`): a far-future time would make every later update of the
+/// task stale, freezing it.
+pub fn task_ref(agent: &str, head: &TaskHead<'_>) -> TaskRef {
+    let now = now_ms();
+    let updated_ms = head
+        .timestamp_ms
+        .filter(|t| *t <= now + crate::protocol::time::MAX_SKEW_MS)
+        .unwrap_or(now);
+    TaskRef {
+        task_id: key(agent, head.id),
+        head: Head {
+            status: status_of(head.state),
+            updated_ms,
+        },
+    }
+}
+
 /// What recording an agent's Task gave: the verdict, and the document to answer with (the
 /// agent's, or the ledger's when it refused the update: the client sees the ledger's state).
 pub struct Recorded {
@@ -232,13 +251,7 @@ pub async fn record(
     task: &Value,
     owner: Option<&str>,
 ) -> Result<Recorded, Failure> {
-    let task_ref = TaskRef {
-        task_id: key(agent, head.id),
-        head: Head {
-            status: status_of(head.state),
-            updated_ms: head.timestamp_ms.unwrap_or_else(now_ms),
-        },
-    };
+    let task_ref = task_ref(agent, head);
     // Another client's task is not moved by an answer to this caller's request, nor shown to
     // it (an agent that answers about another task, in report mode too). Owners never change,
     // so the check holds for the apply below.

@@ -19,6 +19,7 @@ use crate::config::Protocol;
 use crate::http::body::Body;
 use crate::http::context::Ctx;
 use crate::http::create::idempotency::{self, Claimed};
+use crate::http::create::pending::record_later;
 use crate::http::create::{drive, Finish};
 use crate::http::error::{ApiError, ApiResult, Code};
 use crate::http::exchange::{self, conformance};
@@ -399,6 +400,12 @@ async fn send_checked(
     }
 }
 
+/// Whether a failure is the ledger's being unreachable (UNAVAILABLE), after which a created
+/// task is recorded later rather than refused.
+fn is_unavailable(f: &Failure) -> bool {
+    matches!(&f.error.kind, ErrorKind::Gateway { reason, .. } if reason == "UNAVAILABLE")
+}
+
 /// The most tasks one message may name (`taskId` and `referenceTaskIds`): each is a ledger read.
 const MAX_NAMED_TASKS: usize = 64;
 
@@ -515,8 +522,8 @@ impl Finish for SendFinish {
 impl SendFinish {
     async fn judge(
         &self,
-        state: &State,
-        agent: &Agent,
+        state: &Arc<State>,
+        agent: &Arc<Agent>,
         ctx: &Ctx,
         answer: Value,
     ) -> Result<Value, Failure> {
@@ -569,8 +576,26 @@ impl SendFinish {
                 }
                 answered_context(state, ctx, name, head.context_id, "/task/contextId").await?;
                 let owner = ctx.caller.owner().map(|o| &**o);
-                let recorded = a2a_ledger::record(state, ctx, name, &head, task, owner).await?;
-                Ok(json!({ "task": recorded.task }))
+                match a2a_ledger::record(state, ctx, name, &head, task, owner).await {
+                    Ok(recorded) => Ok(json!({ "task": recorded.task })),
+                    // The agent has the task: an error now would make the client send the
+                    // message again and the agent make a second task. The answer goes on, and
+                    // the task is recorded as soon as the ledger answers (its webhooks follow).
+                    Err(f) if is_unavailable(&f) => {
+                        let raw = a2a_ledger::bounded(task, state.config.max_task_document_bytes);
+                        let pending = record_later(
+                            state,
+                            agent,
+                            ctx,
+                            Some(a2a_ledger::task_ref(name, &head)),
+                            raw,
+                        );
+                        tracing::warn!(agent = %name, request_id = ?ctx.request_id, pending,
+                            "A2A task made but not recorded yet: the ledger is unavailable");
+                        Ok(answer)
+                    }
+                    Err(f) => Err(f),
+                }
             }
             Some(Payload::Message(m)) => {
                 if let Some(context) = m.get("contextId").and_then(Value::as_str) {
