@@ -593,3 +593,96 @@ async fn a_far_future_timestamp_does_not_freeze_a_task() {
         "{got}"
     );
 }
+
+#[tokio::test]
+async fn the_fleet_endpoint_takes_every_method_with_its_tenant() {
+    let script = || {
+        ScriptedAgent::start(Arc::new(|_, params| {
+            let text = params["message"]["parts"][0]["text"]
+                .as_str()
+                .unwrap_or("t");
+            let id = params["id"].as_str().unwrap_or(text);
+            Answer::Result(json!({"task": task(id, &format!("ctx-{id}"), "TASK_STATE_COMPLETED")}))
+        }))
+    };
+    let (one, two) = (script().await, script().await);
+    let (_gw, http) = gateway(
+        vec![a2a_agent("one", &one.base), a2a_agent("two", &two.base)],
+        |cfg| {
+            use a2a_gateway::config::Right::*;
+            cfg.clients = vec![
+                crate::auth::client("alice", ALICE, &["one"], &[Tasks]),
+                crate::auth::client("bob", BOB, &["*"], &[Tasks]),
+            ];
+        },
+    )
+    .await;
+    // SendMessage names its agent; the task is then found without one.
+    let mut m = message("fleet-1", json!({}));
+    m["tenant"] = json!("one");
+    let sent = rpc(&http, "", Some(ALICE), "SendMessage", m).await;
+    assert_eq!(sent["result"]["task"]["id"], "fleet-1", "{sent}");
+    let got = rpc(&http, "", Some(ALICE), "GetTask", json!({"id": "fleet-1"})).await;
+    assert_eq!(got["result"]["id"], "fleet-1", "{got}");
+    let push = rpc(
+        &http,
+        "",
+        Some(ALICE),
+        "GetTaskPushNotificationConfig",
+        json!({"taskId": "fleet-1", "id": "c"}),
+    )
+    .await;
+    assert_eq!(error_code(&push), -32003, "{push}");
+    // The agent got its own interface's tenant (none), never the client's.
+    assert!(
+        one.calls()[0]["params"].get("tenant").is_none(),
+        "{:?}",
+        one.calls()
+    );
+    // Without a tenant, SendMessage is InvalidParams naming it.
+    let v = rpc(
+        &http,
+        "",
+        Some(ALICE),
+        "SendMessage",
+        message("x", json!({})),
+    )
+    .await;
+    assert_eq!(error_code(&v), -32602, "{v}");
+    assert!(v.to_string().contains("tenant"), "{v}");
+    // An unknown tenant and one the caller may not use: the same refusal.
+    let mut refused = Vec::new();
+    for tenant in ["nope", "two"] {
+        let mut m = message("x", json!({}));
+        m["tenant"] = json!(tenant);
+        let v = rpc(&http, "", Some(ALICE), "SendMessage", m).await;
+        assert_eq!(error_code(&v), -32602, "{tenant}: {v}");
+        refused.push(
+            v["error"]["message"]
+                .as_str()
+                .unwrap_or("")
+                .replace(tenant, "T"),
+        );
+    }
+    assert_eq!(refused[0], refused[1]);
+    assert!(two.calls().is_empty(), "{:?}", two.calls());
+    // Two agents holding one id for one caller: the tenant is required.
+    for agent in ["one", "two"] {
+        let mut m = message("dup", json!({}));
+        m["tenant"] = json!(agent);
+        let v = rpc(&http, "", Some(BOB), "SendMessage", m).await;
+        assert_eq!(v["result"]["task"]["id"], "dup", "{v}");
+    }
+    let v = rpc(&http, "", Some(BOB), "GetTask", json!({"id": "dup"})).await;
+    assert_eq!(error_code(&v), -32602, "{v}");
+    assert!(v.to_string().contains("tenant required"), "{v}");
+    let v = rpc(
+        &http,
+        "",
+        Some(BOB),
+        "GetTask",
+        json!({"id": "dup", "tenant": "two"}),
+    )
+    .await;
+    assert_eq!(v["result"]["id"], "dup", "{v}");
+}

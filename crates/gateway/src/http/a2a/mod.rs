@@ -255,9 +255,12 @@ fn count(state: &State, agent: &str, method: Option<Method>, binding: &str, outc
         .inc();
 }
 
-/// `POST /a2a`: GetTask and CancelTask over every A2A agent the caller may use. `params.tenant`
-/// names the agent; without it the gateway finds the caller's task with that id: none is
-/// TaskNotFoundError, more than one is InvalidParams ("tenant required").
+/// `POST /a2a`: JSON-RPC over every A2A agent the caller may use. `params.tenant` names the
+/// agent (an unknown one and one the caller may not use are InvalidParams, worded alike), and
+/// the agent gets its own interface's tenant, never the client's. SendMessage and
+/// GetExtendedAgentCard need it; the methods that name a task may leave it out: the gateway
+/// finds the caller's task with that id (none is TaskNotFoundError, more than one is
+/// InvalidParams "tenant required"). ListTasks is not served here yet.
 pub async fn fleet(state: &Arc<State>, ctx: &mut Ctx, req: Request) -> ApiResult {
     if req.method() != hyper::Method::POST {
         return Err(not_allowed(&["POST"]));
@@ -287,13 +290,10 @@ pub async fn fleet(state: &Arc<State>, ctx: &mut Ctx, req: Request) -> ApiResult
     if let Err(e) = version::check(version_of(&parts.headers), version.as_deref()) {
         return Ok(error(e));
     }
-    if !matches!(method, Method::GetTask | Method::CancelTask) {
+    if method == Method::ListTasks {
         return Ok(error(A2aError::new(
             ErrorKind::UnsupportedOperation,
-            format!(
-                "{} is not served at /a2a yet; use /agents/{{name}}/jsonrpc",
-                method.as_str()
-            ),
+            "ListTasks is not served at /a2a yet",
         )));
     }
     let found = check_request(&parsed.call);
@@ -308,13 +308,28 @@ pub async fn fleet(state: &Arc<State>, ctx: &mut Ctx, req: Request) -> ApiResult
         .and_then(serde_json::Value::as_str)
         .filter(|t| !t.is_empty())
         .map(str::to_owned);
+    // Unknown, not the caller's to use, or (but for a former agent's final task) not an A2A
+    // agent: one answer, naming `tenant`, so tenants reveal nothing of the fleet.
+    let no_such_tenant = |name: &str| {
+        A2aError::invalid_params(vec![crate::protocol::Violation::new(
+            "/tenant",
+            "tenant",
+            format!(
+                "tenant {:?} names no A2A agent this client may use",
+                name.chars().take(64).collect::<String>()
+            ),
+        )])
+    };
     let agent = match tenant {
         Some(name) => {
             match state.registry.by_name(&name) {
                 Some(a) if a.cfg.protocol == Protocol::A2a && ctx.caller.may_use(a) => a.clone(),
                 // A reload made the agent speak another protocol: its final A2A tasks stay
                 // readable here, from the ledger.
-                Some(a) if ctx.caller.may_use(a) => {
+                Some(a)
+                    if ctx.caller.may_use(a)
+                        && matches!(method, Method::GetTask | Method::CancelTask) =>
+                {
                     let history = parsed
                         .call
                         .params
@@ -332,8 +347,21 @@ pub async fn fleet(state: &Arc<State>, ctx: &mut Ctx, req: Request) -> ApiResult
                         Err(e) => error(e),
                     });
                 }
-                _ => return Ok(error(ledger_not_found(&id))),
+                _ => return Ok(error(no_such_tenant(&name))),
             }
+        }
+        // The methods that name no task need the agent named.
+        None if method.task_field().is_none() => {
+            return Ok(error(A2aError::invalid_params(vec![
+                crate::protocol::Violation::new(
+                    "/tenant",
+                    "required",
+                    format!(
+                        "{} at /a2a needs params.tenant: the agent's name",
+                        method.as_str()
+                    ),
+                ),
+            ])))
         }
         None => {
             let mut holders = Vec::new();
