@@ -66,6 +66,12 @@ impl From<ApiError> for Failure {
     }
 }
 
+impl From<crate::ledger::LedgerError> for Failure {
+    fn from(e: crate::ledger::LedgerError) -> Failure {
+        from_api(e.into())
+    }
+}
+
 /// The gateway's error as an A2A error (see the module doc). ApiError `details` that are
 /// scalars go into the ErrorInfo `metadata` as strings (its proto type is map<string, string>):
 /// `task_may_exist` of an AGENT_TIMEOUT, say.

@@ -18,6 +18,7 @@ pub mod card;
 pub mod frame;
 pub mod ledger;
 pub mod ops;
+pub mod send;
 
 use std::sync::Arc;
 

@@ -2,31 +2,23 @@
 //! answers without the agent (a final task's GetTask, CancelTask on a final task), what is
 //! refused before the agent is called (another client's task or context, an inline push
 //! config), and the exchange with the agent, whose answer is judged and recorded before it is
-//! relayed. Each answers the neutral response (`frame`).
+//! relayed. Each answers the neutral response (`frame`); SendMessage is in `send`.
 
 use std::sync::Arc;
 
-use bytes::Bytes;
 use hyper::header::HeaderMap;
-use hyper::http::response::Parts;
 use hyper::Response;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::agent;
-use super::frame::{self, neutral, Failure};
-use super::ledger::{self as a2a_ledger, ContextOwner, PendingContext};
-use crate::config::Protocol;
+use super::frame::{neutral, Failure};
+use super::ledger as a2a_ledger;
 use crate::http::body::Body;
 use crate::http::context::Ctx;
-use crate::http::create::idempotency::{self, Claimed};
-use crate::http::create::pending::record_later;
-use crate::http::create::{drive, Finish};
-use crate::http::error::{ApiError, ApiResult, Code};
+use crate::http::error::{ApiError, Code};
 use crate::http::exchange::{self, conformance};
-use crate::ledger::idempotency::fingerprint;
 use crate::ledger::Record;
-use crate::protocol::a2a::answer::{check_answer, payload, task_of, Payload};
-use crate::protocol::a2a::check::{inline_push_config, named_context_id, named_task_ids};
+use crate::protocol::a2a::answer::{check_answer, task_of};
 use crate::protocol::a2a::held::HeldCard;
 use crate::protocol::a2a::{A2aError, Call, ErrorKind, Method};
 use crate::registry::Agent;
@@ -59,7 +51,7 @@ pub async fn run(
 ) -> Response<Body> {
     let method = call.method;
     let answer = match method {
-        Method::SendMessage => return send(state, ctx, agent, headers, call).await,
+        Method::SendMessage => return super::send::send(state, ctx, agent, headers, call).await,
         Method::GetTask => get(state, ctx, agent, headers, &call).await,
         Method::CancelTask => cancel(state, ctx, agent, headers, &call).await,
         Method::ListTasks => Err(unsupported(
@@ -81,7 +73,7 @@ fn unsupported(message: &str) -> Failure {
     A2aError::new(ErrorKind::UnsupportedOperation, message).into()
 }
 
-fn push_not_supported() -> Failure {
+pub(super) fn push_not_supported() -> Failure {
     A2aError::new(
         ErrorKind::PushNotificationNotSupported,
         "push notifications are not served by this gateway yet (capabilities.pushNotifications is false)",
@@ -105,7 +97,7 @@ async fn ask(
 
 /// The agent's answer within A2A 1.0 (about `task` when the call names one), or counted;
 /// InvalidAgentResponseError in `enforce` mode.
-fn conform(
+pub(super) fn conform(
     state: &State,
     ctx: &Ctx,
     agent: &Agent,
@@ -261,355 +253,4 @@ async fn extended_card(
     // Rewritten like the public card: the gateway's interfaces and auth, none of the agent's
     // URLs or signatures.
     Ok(super::card::rewrite(state, agent, headers, &hyper::Uri::default(), &answer).0)
-}
-
-/// SendMessage: the checks the ledger makes before the agent is called, the `messageId`'s
-/// claim, then the create driver (which lets the exchange outlive a timed-out request and
-/// records the task whenever the answer comes) with [`SendFinish`].
-async fn send(
-    state: &Arc<State>,
-    ctx: &Ctx,
-    agent: &Arc<Agent>,
-    headers: &HeaderMap,
-    call: Call,
-) -> Response<Body> {
-    match send_checked(state, ctx, agent, headers, call).await {
-        Ok(res) => res,
-        Err(f) => neutral(Method::SendMessage, Err(f)),
-    }
-}
-
-async fn send_checked(
-    state: &Arc<State>,
-    ctx: &Ctx,
-    agent: &Arc<Agent>,
-    headers: &HeaderMap,
-    call: Call,
-) -> Result<Response<Body>, Failure> {
-    let name = agent.cfg.name.as_str();
-    if inline_push_config(&call.params).is_some() {
-        // Never forwarded: the agent would call the client directly, around the ledger and
-        // the SSRF guard.
-        return Err(push_not_supported());
-    }
-    let named = named_task_ids(&call.params);
-    if named.len() > MAX_NAMED_TASKS {
-        return Err(
-            A2aError::invalid_params(vec![crate::protocol::Violation::new(
-                "/message/referenceTaskIds",
-                "maxItems",
-                format!("a message names at most {MAX_NAMED_TASKS} tasks"),
-            )])
-            .into(),
-        );
-    }
-    let pass = agent.cfg.passthrough_unknown_tasks;
-    for id in named {
-        a2a_ledger::visible(state, ctx, name, pass, id).await?;
-    }
-    let held = held_card(agent)?;
-    if !state.ledger.available() {
-        return Err(ApiError::new(
-            Code::Unavailable,
-            "the task ledger (Redis) is unreachable: the message was not sent to the agent; retry shortly",
-        )
-        .with_header(hyper::header::RETRY_AFTER, hyper::header::HeaderValue::from_static("1"))
-        .into());
-    }
-    let continues = call
-        .params
-        .get("message")
-        .and_then(|m| m.get("taskId"))
-        .and_then(Value::as_str)
-        .map(str::to_owned);
-    let params = serde_json::to_vec(&call.params).unwrap_or_default();
-    // The messageId first: a retry of a message already answered (a send that timed out, say)
-    // gets its answer, whatever the client's limits say now.
-    let message_id = call
-        .params
-        .get("message")
-        .and_then(|m| m.get("messageId"))
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    let scope = format!("msg:{}", idempotency::scope(name, &ctx.caller));
-    let claimed = idempotency::claim(
-        state,
-        name,
-        scope,
-        message_id,
-        fingerprint(&params),
-        agent.cfg.timeout,
-    )
-    .await;
-    let key = match claimed {
-        Ok(Claimed::Held(h)) => h,
-        Ok(Claimed::Answered(replay)) => return Ok(replay),
-        Err(e) if e.code == Code::IdempotencyKeyReused => {
-            return Err(A2aError::invalid_params(vec![crate::protocol::Violation::new(
-                "/message/messageId",
-                "idempotency",
-                "this messageId was sent before with another message; a new message needs a new messageId",
-            )])
-            .into())
-        }
-        Err(e) => return Err(e.into()),
-    };
-    // Then what this message may take: room for a new task, and the context it names (claimed
-    // only by a message the gateway sends on). Refused, the messageId is free again.
-    let pending = match admit(state, ctx, agent, &call, continues.is_none(), params.len()).await {
-        Ok(p) => p,
-        Err(f) => {
-            let free = neutral(Method::SendMessage, Ok(Value::Null));
-            idempotency::settle(state, &key, &free, false).await;
-            return Err(f);
-        }
-    };
-    let out = match agent::request(agent, &held, ctx, headers, &call) {
-        Ok(out) => out,
-        Err(e) => {
-            let res = e.into_response();
-            idempotency::settle(state, &key, &res, false).await;
-            if let Some(p) = &pending {
-                a2a_ledger::drop_context(state, p).await;
-            }
-            return Err(ApiError::new(
-                Code::AgentUnreachable,
-                "the agent request could not be built",
-            )
-            .into());
-        }
-    };
-    let a2a_agents = state
-        .registry
-        .agents()
-        .iter()
-        .filter(|a| a.cfg.protocol == Protocol::A2a)
-        .map(|a| Arc::from(a.cfg.name.as_str()))
-        .collect();
-    let finish = SendFinish {
-        call,
-        rpc_id: out.rpc_id,
-        continues,
-        a2a_agents,
-        pending,
-    };
-    match drive(state, ctx, agent.clone(), finish, out.request, Some(key)).await {
-        Ok(res) => Ok(res),
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// Whether a failure is the ledger's being unreachable (UNAVAILABLE), after which a created
-/// task is recorded later rather than refused.
-fn is_unavailable(f: &Failure) -> bool {
-    matches!(&f.error.kind, ErrorKind::Gateway { reason, .. } if reason == "UNAVAILABLE")
-}
-
-/// The most tasks one message may name (`taskId` and `referenceTaskIds`): each is a ledger read.
-const MAX_NAMED_TASKS: usize = 64;
-
-/// Whether the ledger takes this message: room for a new task (`new_task`: the client's
-/// `max_live_tasks`, the ledger's bounds) and the context it names, claimed for the caller
-/// (another client's is TaskNotFoundError, worded like an unknown task).
-async fn admit(
-    state: &State,
-    ctx: &Ctx,
-    agent: &Agent,
-    call: &Call,
-    new_task: bool,
-    bytes: usize,
-) -> Result<Option<PendingContext>, Failure> {
-    if new_task {
-        crate::http::create::admit_task(state, &ctx.caller, bytes).await?;
-    }
-    let Some(context) = named_context_id(&call.params) else {
-        return Ok(None);
-    };
-    // Held while the message is with the agent (and its late answer awaited); kept once it is
-    // answered, freed otherwise: a message the agent never took claims nothing for long.
-    let hold = agent.cfg.timeout + state.config.late_answer + std::time::Duration::from_secs(5);
-    match a2a_ledger::claim_context(state, ctx, &agent.cfg.name, context, hold).await? {
-        ContextOwner::Other => Err(A2aError::new(
-            ErrorKind::TaskNotFound,
-            format!(
-                "context {:?} is not known to the gateway",
-                context.chars().take(64).collect::<String>()
-            ),
-        )
-        .into()),
-        ContextOwner::Claimed(p) => Ok(Some(p)),
-        ContextOwner::Caller => Ok(None),
-    }
-}
-
-/// The context an answer names, for the caller: another client's is refused; a new one is
-/// the caller's from now.
-async fn answered_context(
-    state: &State,
-    ctx: &Ctx,
-    agent: &str,
-    context: &str,
-    at: &str,
-) -> Result<(), Failure> {
-    let hold = context_ttl_hold(state);
-    match a2a_ledger::claim_context(state, ctx, agent, context, hold).await? {
-        ContextOwner::Other => Err(a2a_ledger::invalid_answer(
-            at,
-            "owner",
-            "the agent answered in another client's context",
-        )),
-        ContextOwner::Claimed(p) => a2a_ledger::keep_context(state, &p).await,
-        ContextOwner::Caller => Ok(()),
-    }
-}
-
-/// How long an answer's context is held before it is kept (at once, in `answered_context`).
-fn context_ttl_hold(state: &State) -> std::time::Duration {
-    state.config.late_answer + std::time::Duration::from_secs(60)
-}
-
-/// SendMessage's step from the agent's answer to the neutral answer: judged, the task's
-/// ownership checked, recorded with the caller as its owner.
-struct SendFinish {
-    call: Call,
-    rpc_id: Option<crate::protocol::a2a::jsonrpc::RpcId>,
-    /// The task the message continues (`message.taskId`).
-    continues: Option<String>,
-    /// The A2A agents' names, among which a new task's id must not be another client's.
-    a2a_agents: Vec<Arc<str>>,
-    /// The context the message named, claimed for the caller until it is answered.
-    pending: Option<PendingContext>,
-}
-
-impl Finish for SendFinish {
-    async fn finish(
-        &self,
-        state: &Arc<State>,
-        agent: &Arc<Agent>,
-        ctx: &Ctx,
-        res: Parts,
-        body: Bytes,
-    ) -> ApiResult {
-        let reply =
-            agent::read(&self.call, self.rpc_id.as_ref(), &res, &body).map_err(Failure::from);
-        let answer = match reply {
-            Ok(v) => self.judge(state, agent, ctx, v).await,
-            Err(f) => Err(f),
-        };
-        if let Some(p) = &self.pending {
-            match &answer {
-                Ok(_) => {
-                    if let Err(f) = a2a_ledger::keep_context(state, p).await {
-                        tracing::warn!(error = %f.error.message, "a context claim was not kept");
-                    }
-                }
-                Err(_) => a2a_ledger::drop_context(state, p).await,
-            }
-        }
-        // The gateway's own failure after the agent answered (the ledger could not be asked):
-        // not an answer for the messageId to replay.
-        let unsettled = matches!(&answer, Err(f) if matches!(&f.error.kind,
-            ErrorKind::Gateway { status, .. } if *status >= 500));
-        let mut res = neutral(Method::SendMessage, answer);
-        if unsettled {
-            res.extensions_mut().insert(crate::http::create::Unsettled);
-        }
-        Ok(res)
-    }
-}
-
-impl SendFinish {
-    async fn judge(
-        &self,
-        state: &Arc<State>,
-        agent: &Arc<Agent>,
-        ctx: &Ctx,
-        answer: Value,
-    ) -> Result<Value, Failure> {
-        let name = agent.cfg.name.as_str();
-        conform(
-            state,
-            ctx,
-            agent,
-            Method::SendMessage,
-            &answer,
-            self.continues.as_deref(),
-        )?;
-        match payload(&answer) {
-            Some(Payload::Task(task)) => {
-                // Whatever the conformance mode: an answer about another task than the one the
-                // message continues is never recorded nor relayed (read from the raw id, so an
-                // unreadable state does not skip it).
-                let named = task.get("id").and_then(Value::as_str);
-                if let (Some(want), Some(got)) = (self.continues.as_deref(), named) {
-                    if want != got {
-                        return Err(a2a_ledger::invalid_answer(
-                            "/task/id",
-                            "task",
-                            "the answer is about another task than the one the message continues",
-                        ));
-                    }
-                }
-                // An unreadable task (report mode) is relayed unrecorded, unless the ledger holds
-                // that id for another client.
-                let Some(head) = task_of(&answer) else {
-                    if let Some(got) = named {
-                        if a2a_ledger::held_by_another(state, ctx, &self.a2a_agents, got).await? {
-                            return Err(a2a_ledger::invalid_answer(
-                                "/task/id",
-                                "owner",
-                                "the agent answered with the id of a task the gateway holds for another client",
-                            ));
-                        }
-                    }
-                    return Ok(answer);
-                };
-                if self.continues.is_none()
-                    && a2a_ledger::held_by_another(state, ctx, &self.a2a_agents, head.id).await?
-                {
-                    return Err(a2a_ledger::invalid_answer(
-                        "/task/id",
-                        "owner",
-                        "the agent answered a new task with the id of a task the gateway holds for another client",
-                    ));
-                }
-                answered_context(state, ctx, name, head.context_id, "/task/contextId").await?;
-                let owner = ctx.caller.owner().map(|o| &**o);
-                match a2a_ledger::record(state, ctx, name, &head, task, owner).await {
-                    Ok(recorded) => Ok(json!({ "task": recorded.task })),
-                    // The agent has the task: an error now would make the client send the
-                    // message again and the agent make a second task. The answer goes on, and
-                    // the task is recorded as soon as the ledger answers (its webhooks follow).
-                    Err(f) if is_unavailable(&f) => {
-                        let raw = a2a_ledger::bounded(task, state.config.max_task_document_bytes);
-                        let pending = record_later(
-                            state,
-                            agent,
-                            ctx,
-                            Some(a2a_ledger::task_ref(name, &head)),
-                            raw,
-                        );
-                        tracing::warn!(agent = %name, request_id = ?ctx.request_id, pending,
-                            "A2A task made but not recorded yet: the ledger is unavailable");
-                        Ok(answer)
-                    }
-                    Err(f) => Err(f),
-                }
-            }
-            Some(Payload::Message(m)) => {
-                if let Some(context) = m.get("contextId").and_then(Value::as_str) {
-                    answered_context(state, ctx, name, context, "/message/contextId").await?;
-                }
-                Ok(answer)
-            }
-            _ => Ok(answer),
-        }
-    }
-}
-
-impl From<crate::ledger::LedgerError> for Failure {
-    fn from(e: crate::ledger::LedgerError) -> Failure {
-        frame::from_api(e.into())
-    }
 }
