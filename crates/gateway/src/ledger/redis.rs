@@ -8,8 +8,9 @@
 //! slot. Terminal tasks expire after the retention; live tasks after a longer bound, refreshed
 //! by every accepted update, so an abandoned task cannot stay forever. Per-state sorted sets
 //! (score = expiry), one per partition, give exact counts without scanning. Idempotency keys of
-//! creates are hashes under `{prefix}idem:`, claimed, completed and released by one script
-//! ([`idempotency.lua`](idempotency.lua)), so replicas racing on one key never both call the agent.
+//! creates (and A2A messages and context claims) are hashes under `{prefix}idem:`, claimed,
+//! completed, released and renewed by one script ([`idempotency.lua`](idempotency.lua)), so
+//! replicas racing on one key never both take it (`keys.rs`).
 //!
 //! Every write is idempotent (the scripts judge against what is stored), so a write that failed
 //! on a broken connection is sent once more on a fresh one ([`Store::idempotent`]); with
@@ -27,6 +28,8 @@ use super::{
 use crate::protocol::task::{Head, Refusal, Status, Verdict};
 use crate::store::{Conn, Store, StoreResult};
 use crate::webhook::queue::{entry_version, message_id_prefix, Outbox};
+
+mod keys;
 
 /// How long a task that never reaches a terminal state is kept after its last update.
 const LIVE_TTL: Duration = Duration::from_secs(30 * 86_400);
@@ -188,62 +191,6 @@ impl RedisLedger {
         Fut: std::future::Future<Output = StoreResult<T>>,
     {
         self.store.idempotent(call).await.map_err(unavailable)
-    }
-
-    async fn claim_inner(
-        &self,
-        scope: &str,
-        key: &str,
-        fingerprint: Fingerprint,
-        token: &str,
-        lease: Duration,
-    ) -> Result<Claim, LedgerError> {
-        let idem = self.idem_key(scope, key);
-        let fence = self.fence(&idem);
-        let mut inv = self.keys.key(idem);
-        inv.arg("claim")
-            .arg(hex(&fingerprint))
-            .arg(token)
-            .arg(millis(lease));
-        let inv = &inv;
-        let reply: Vec<RValue> = self
-            .write(fence.as_deref(), |mut c| async move {
-                Ok((inv.invoke_async(&mut c).await?, c))
-            })
-            .await?;
-        let bad = || LedgerError::Unavailable("redis: unexpected reply from the key script".into());
-        let bytes = |i: usize| -> Option<Vec<u8>> {
-            reply
-                .get(i)
-                .and_then(|v| redis::from_redis_value_ref::<Vec<u8>>(v).ok())
-        };
-        let state = bytes(0).ok_or_else(bad)?;
-        if state == b"claimed" {
-            return Ok(Claim::Claimed);
-        }
-        let fingerprint = bytes(1).and_then(|h| unhex(&h)).ok_or_else(bad)?;
-        match &state[..] {
-            b"inflight" => Ok(Claim::InFlight { fingerprint }),
-            b"done" => {
-                let status = bytes(2)
-                    .and_then(|s| String::from_utf8(s).ok())
-                    .and_then(|s| s.parse::<u16>().ok())
-                    .ok_or_else(bad)?;
-                let content_type = bytes(3)
-                    .and_then(|s| String::from_utf8(s).ok())
-                    .ok_or_else(bad)?;
-                let body = Bytes::from(bytes(4).ok_or_else(bad)?);
-                Ok(Claim::Done {
-                    fingerprint,
-                    answer: Answer {
-                        status,
-                        content_type,
-                        body,
-                    },
-                })
-            }
-            _ => Err(bad()),
-        }
     }
 
     async fn apply_inner(
@@ -591,25 +538,7 @@ impl TaskLedger for RedisLedger {
         answer: Answer,
         ttl: Duration,
     ) -> LedgerFuture<'a, bool> {
-        Box::pin(async move {
-            let idem = self.idem_key(scope, key);
-            let fence = self.fence(&idem);
-            let mut inv = self.keys.key(idem);
-            inv.arg("complete")
-                .arg(hex(&fingerprint))
-                .arg(token)
-                .arg(millis(ttl))
-                .arg(answer.status)
-                .arg(&answer.content_type)
-                .arg(answer.body.as_ref());
-            let inv = &inv;
-            let stored: i64 = self
-                .write(fence.as_deref(), |mut c| async move {
-                    Ok((inv.invoke_async(&mut c).await?, c))
-                })
-                .await?;
-            Ok(stored == 1)
-        })
+        Box::pin(self.complete_inner(scope, key, token, fingerprint, answer, ttl))
     }
 
     fn release_key<'a>(
@@ -618,19 +547,7 @@ impl TaskLedger for RedisLedger {
         key: &'a str,
         token: &'a str,
     ) -> LedgerFuture<'a, ()> {
-        Box::pin(async move {
-            let idem = self.idem_key(scope, key);
-            let fence = self.fence(&idem);
-            let mut inv = self.keys.key(idem);
-            inv.arg("release").arg("").arg(token);
-            let inv = &inv;
-            let _: i64 = self
-                .write(fence.as_deref(), |mut c| async move {
-                    Ok((inv.invoke_async(&mut c).await?, c))
-                })
-                .await?;
-            Ok(())
-        })
+        Box::pin(self.release_inner(scope, key, token))
     }
 
     fn renew_key<'a>(
@@ -640,19 +557,7 @@ impl TaskLedger for RedisLedger {
         fingerprint: Fingerprint,
         ttl: Duration,
     ) -> LedgerFuture<'a, bool> {
-        Box::pin(async move {
-            let idem = self.idem_key(scope, key);
-            let fence = self.fence(&idem);
-            let mut inv = self.keys.key(idem);
-            inv.arg("renew").arg(hex(&fingerprint)).arg(millis(ttl));
-            let inv = &inv;
-            let renewed: i64 = self
-                .write(fence.as_deref(), |mut c| async move {
-                    Ok((inv.invoke_async(&mut c).await?, c))
-                })
-                .await?;
-            Ok(renewed == 1)
-        })
+        Box::pin(self.renew_inner(scope, key, fingerprint, ttl))
     }
 
     fn counts(&self) -> LedgerFuture<'_, [u64; Status::COUNT]> {
