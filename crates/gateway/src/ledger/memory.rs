@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use super::changes::{Change, ChangeFeed, Refused};
+use super::changes::ChangeFeed;
 use super::idempotency::{MemoryKeys, CONTEXT_SCOPE};
 use super::{
     decide, next_look, notifies, Answer, Applied, ArtifactRef, Claim, Fingerprint, LedgerError,
@@ -29,6 +29,7 @@ use super::{
 use crate::protocol::task::{Head, Refusal, Status, Verdict};
 use crate::webhook::queue::{self, MemoryQueue, Message, Outbox};
 
+mod announce;
 mod bounds;
 mod quiet;
 
@@ -145,46 +146,6 @@ impl MemoryLedger {
     pub fn with_changes(mut self, feed: Arc<ChangeFeed>) -> Self {
         self.changes = Some(feed);
         self
-    }
-
-    fn announce(&self, task_id: &str, record: &Record, verdict: Verdict) {
-        let head = record.head;
-        if let Some(feed) = self
-            .changes
-            .as_ref()
-            .filter(|f| notifies(verdict) && f.wanted(head.status))
-        {
-            feed.publish(Change {
-                agent: record.agent.clone(),
-                task_id: task_id.into(),
-                status: head.status,
-                owner: record.owner.clone(),
-                task: record.task.clone(),
-            });
-        }
-    }
-
-    /// Tell the feed's listeners of a refused update, under the lock that judged it (as the
-    /// Redis ledger's script publishes it in its atomic step).
-    fn announce_refusal(
-        &self,
-        agent: &str,
-        task_id: &str,
-        recorded: &Record,
-        offered: Head,
-        reason: Refusal,
-    ) {
-        if let Some(feed) = self.changes.as_ref().filter(|f| f.wants_refusals()) {
-            feed.publish_refused(Refused {
-                agent: agent.into(),
-                recorded_agent: recorded.agent.clone(),
-                task_id: task_id.into(),
-                recorded: recorded.head.status,
-                offered: offered.status,
-                reason,
-                at: crate::protocol::time::now().into(),
-            });
-        }
     }
 
     /// Queue each accepted status change for the subscribers of its agent, under the same lock
