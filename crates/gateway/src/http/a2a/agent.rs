@@ -22,7 +22,7 @@ use crate::http::error::{ApiError, Code};
 use crate::protocol::a2a::card::Binding;
 use crate::protocol::a2a::held::HeldCard;
 use crate::protocol::a2a::jsonrpc::{self, RpcId};
-use crate::protocol::a2a::{rest, Call, Reply, EXTENSIONS_HEADER, VERSION_HEADER};
+use crate::protocol::a2a::{rest, Call, Reply};
 use crate::registry::Agent;
 use crate::upstream::upstream_headers;
 
@@ -75,16 +75,7 @@ pub fn request(
         }
     };
     let has_body = !body.is_empty();
-    let mut request = Request::builder()
-        .method(method)
-        .uri(url)
-        .body(Full::new(body))
-        .map_err(|e| {
-            ApiError::new(
-                Code::AgentUnreachable,
-                format!("cannot build the agent request: {e}"),
-            )
-        })?;
+    let mut request = crate::http::exchange::call::new_request(method, url, body)?;
     // Of the client's headers only the extensions it asks for go on.
     let mut kept = HeaderMap::new();
     let extensions = HeaderName::from_static("a2a-extensions");
@@ -105,8 +96,6 @@ pub fn request(
     }
     *request.headers_mut() = headers;
     agent.authorize(request.headers_mut());
-    debug_assert!(VERSION_HEADER.eq_ignore_ascii_case("a2a-version"));
-    debug_assert!(EXTENSIONS_HEADER.eq_ignore_ascii_case("a2a-extensions"));
     Ok(Outgoing { request, rpc_id })
 }
 

@@ -62,7 +62,21 @@ pub fn build_request(
         Some("") | None => format!("{}{path}", agent.cfg.url),
         Some(q) => format!("{}{path}?{q}", agent.cfg.url),
     };
-    let mut req = Request::builder()
+    let mut req = new_request(method, url, body)?;
+    let headers = req.headers_mut();
+    *headers = upstream_headers(client, &ctx.peer_ip, ctx.https, &ctx.request_id, reads_body);
+    agent.authorize(headers);
+    Ok(req)
+}
+
+/// A request to an agent at `url` (every agent request is built here): a URL that does not
+/// parse is AGENT_UNREACHABLE, since nothing can be sent.
+pub fn new_request(
+    method: Method,
+    url: String,
+    body: Bytes,
+) -> Result<Request<Full<Bytes>>, ApiError> {
+    Request::builder()
         .method(method)
         .uri(url)
         .body(Full::new(body))
@@ -71,11 +85,7 @@ pub fn build_request(
                 Code::AgentUnreachable,
                 format!("cannot build the agent request: {e}"),
             )
-        })?;
-    let headers = req.headers_mut();
-    *headers = upstream_headers(client, &ctx.peer_ip, ctx.https, &ctx.request_id, reads_body);
-    agent.authorize(headers);
-    Ok(req)
+        })
 }
 
 /// Ask `agent` for `path` with no body, on behalf of the client's `client` side: build the
