@@ -12,18 +12,15 @@ use crate::a2a_sdk::{comparable, expected};
 use crate::support::a2a_sdk::{run_client, run_clients, Run, Sdk, SdkAgent, HTTP_JSON, JSONRPC};
 use crate::support::Http;
 
-/// The scenarios that neither stream nor push nor list (those come with later routes).
-pub const UNARY: &[&str] = &[
-    "send-hello",
-    "get",
-    "get-missing",
-    "cancel",
-    "cancel-final",
-    "multi-turn",
-    "fail",
-    "reject",
-    "message",
-];
+/// The drivers' scenarios that neither stream nor push nor list (those come with later
+/// routes): `a2a_sdk::SCENARIOS` less `list`, `stream` and `subscribe`.
+pub fn unary() -> Vec<&'static str> {
+    crate::a2a_sdk::SCENARIOS
+        .iter()
+        .copied()
+        .filter(|s| !matches!(*s, "list" | "stream" | "subscribe"))
+        .collect()
+}
 
 /// An A2A agent entry for the gateway.
 pub fn a2a_agent(name: &str, base: &str) -> AgentConfig {
@@ -56,6 +53,8 @@ async fn both_sdks_over_both_bindings_get_through_the_gateway_what_they_get_dire
         |_| {},
     )
     .await;
+    let unary = unary();
+    assert_eq!(unary.len(), 9, "{unary:?}");
     let rpc_card = card_url(&http, "rpc");
     let rest_card = card_url(&http, "rest");
     // Every client binding towards every agent binding: the gateway translates.
@@ -69,12 +68,12 @@ async fn both_sdks_over_both_bindings_get_through_the_gateway_what_they_get_dire
                 (sdk, rest_card.as_str(), HTTP_JSON),
             ]
         })
-        .map(|(sdk, url, binding)| (sdk, url, binding, None, UNARY))
+        .map(|(sdk, url, binding)| (sdk, url, binding, None, unary.as_slice()))
         .collect();
     // The clients are processes: wait for them off the runtime's async threads.
     let outs = tokio::task::block_in_place(|| run_clients(&runs));
     for out in &outs {
-        for s in UNARY {
+        for s in &unary {
             let doc = &out["scenarios"][s];
             assert_eq!(comparable(&doc["result"]), expected(s), "{s}: {doc}");
         }
@@ -87,7 +86,7 @@ async fn both_sdks_over_both_bindings_get_through_the_gateway_what_they_get_dire
             .into_iter()
             .filter(|r| r["path"] != "/.well-known/agent-card.json")
             .collect();
-        assert!(calls.len() >= 4 * UNARY.len(), "{}", calls.len());
+        assert!(calls.len() >= 4 * unary.len(), "{}", calls.len());
         for r in &calls {
             assert!(
                 r["path"].as_str().is_some_and(|p| p.starts_with(prefix)),

@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use crate::support::a2a_sdk::{run_clients, Sdk, SdkAgent, HTTP_JSON, JSONRPC};
 
 /// Every scenario the drivers know but `card`.
-const SCENARIOS: &[&str] = &[
+pub(crate) const SCENARIOS: &[&str] = &[
     "send-hello",
     "get",
     "get-missing",

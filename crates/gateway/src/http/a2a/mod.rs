@@ -129,13 +129,12 @@ async fn json_rpc(
         }
     };
     let front = Front::JsonRpc(parsed.id);
-    let version = rest::query_param(query.as_deref(), VERSION_HEADER);
     Ok(answer(
         state,
         ctx,
         agent,
         &parts.headers,
-        version.as_deref(),
+        query.as_deref(),
         parsed.call,
         &front,
     )
@@ -172,13 +171,12 @@ async fn rest_call(
             return Ok(frame::neutral(Method::SendMessage, Err(e.into())));
         }
     };
-    let version = rest::query_param(query.as_deref(), VERSION_HEADER);
     Ok(answer(
         state,
         ctx,
         agent,
         &parts.headers,
-        version.as_deref(),
+        query.as_deref(),
         call,
         &Front::Rest,
     )
@@ -191,12 +189,13 @@ async fn answer(
     ctx: &Ctx,
     agent: &Arc<Agent>,
     headers: &hyper::HeaderMap,
-    query_version: Option<&str>,
+    query: Option<&str>,
     call: Call,
     front: &Front,
 ) -> Response<Body> {
     let method = call.method;
-    let refused = version::check(version_of(headers), query_version)
+    let query_version = rest::query_param(query, VERSION_HEADER);
+    let refused = version::check(version_of(headers), query_version.as_deref())
         .err()
         .or_else(|| {
             let found = check_request(&call);
