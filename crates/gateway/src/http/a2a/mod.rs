@@ -372,19 +372,22 @@ pub async fn fleet(state: &Arc<State>, ctx: &mut Ctx, req: Request) -> ApiResult
                 .filter(|a| a.cfg.protocol == Protocol::A2a && ctx.caller.may_use(a))
                 .cloned()
                 .collect();
-            for a in candidates {
-                let record = match state.ledger.get(&ledger::key(&a.cfg.name, &id)).await {
-                    Ok(r) => r,
-                    // After admission: a protocol error carrying the client's id.
-                    Err(e) => {
-                        let f = frame::from_api(e.into());
-                        let mut res = error(*f.error);
-                        for (name, value) in f.headers {
-                            res.headers_mut().insert(name, value);
-                        }
-                        return Ok(res);
+            let names: Vec<Arc<str>> = candidates
+                .iter()
+                .map(|a| Arc::from(a.cfg.name.as_str()))
+                .collect();
+            let records = match ledger::records_under(state, &names, &id).await {
+                Ok(r) => r,
+                // After admission: a protocol error carrying the client's id.
+                Err(f) => {
+                    let mut res = error(*f.error);
+                    for (name, value) in f.headers {
+                        res.headers_mut().insert(name, value);
                     }
-                };
+                    return Ok(res);
+                }
+            };
+            for (a, record) in candidates.into_iter().zip(records) {
                 if record.is_some_and(|r| ctx.caller.sees(r.owner.as_deref())) {
                     holders.push(a);
                 }
