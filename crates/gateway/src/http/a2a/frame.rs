@@ -173,18 +173,7 @@ pub fn reframe(res: Response<Body>, front: &Front, method: Method) -> Response<B
         _ => Bytes::new(),
     };
     let Front::JsonRpc(id) = front else {
-        // The create driver's own refusals (AGENT_BUSY, AGENT_TIMEOUT) come in the gateway's
-        // Clawpedia shape: a google.rpc.Status in their place.
-        if parts.status.is_success() || kept.is_some() || !is_gateway_shaped(&bytes) {
-            return Response::from_parts(parts, body);
-        }
-        let Err(error) = read_neutral(parts.status.as_u16(), &bytes) else {
-            return Response::from_parts(parts, body);
-        };
-        let mut out = neutral(method, Err(Failure::from(error)));
-        *out.status_mut() = parts.status;
-        copy_headers(&parts.headers, out.headers_mut());
-        return out;
+        return Response::from_parts(parts, body);
     };
     let reply = match kept {
         Some(Neutral(reply)) => reply,
@@ -221,36 +210,12 @@ fn copy_headers(from: &hyper::HeaderMap, to: &mut hyper::HeaderMap) {
     }
 }
 
-/// Whether an error body is the gateway's own Clawpedia-shaped one (`error.code` a string).
-fn is_gateway_shaped(body: &[u8]) -> bool {
-    json::parse(body)
-        .ok()
-        .and_then(|v| {
-            v.get("error")
-                .map(|e| e.get("code").is_some_and(Value::is_string))
-        })
-        .unwrap_or(false)
-}
-
-/// A neutral answer read back as a reply. It may also be a Clawpedia-shaped error the create
-/// driver answered itself (`{"error": {"code": "AGENT_TIMEOUT", ...}}`, its code a string),
-/// which becomes the gateway's error of that code.
+/// A neutral answer read back as a reply (one replayed from the key store, whose reply is not
+/// beside it).
 pub fn read_neutral(status: u16, body: &[u8]) -> Reply {
     let doc = json::parse(body).unwrap_or(Value::Null);
     if (200..300).contains(&status) {
         return Ok(doc);
-    }
-    if let Some(e) = doc
-        .get("error")
-        .filter(|e| e.get("code").is_some_and(Value::is_string))
-    {
-        let code = e["code"].as_str().unwrap_or("INTERNAL");
-        let message = e.get("message").and_then(Value::as_str).unwrap_or("");
-        let mut err = gateway_error(code, status, message);
-        if let Some(Value::Object(d)) = e.get("details") {
-            err.metadata = metadata_of(d);
-        }
-        return Err(err);
     }
     Err(A2aError::from_status(status, &doc).unwrap_or_else(|| {
         A2aError::gateway("INTERNAL", status, "an answer the gateway could not read")
@@ -324,9 +289,14 @@ mod tests {
     }
 
     #[test]
-    fn the_drivers_own_answers_become_gateway_errors_and_results_pass() {
-        let timeout = br#"{"error":{"code":"AGENT_TIMEOUT","message":"late","details":{"task_may_exist":true}}}"#;
-        let e = read_neutral(504, timeout).expect_err("an error");
+    fn a_neutral_answer_read_back_is_the_reply_it_was_written_from() {
+        // The create driver's AGENT_TIMEOUT, as a2a's Finish::refused writes it, and replayed.
+        let timeout =
+            ApiError::new(Code::AgentTimeout, "late").with_details(json!({"task_may_exist": true}));
+        let res = neutral(Method::SendMessage, Err(from_api(timeout)));
+        assert_eq!(res.status(), 504);
+        let (status, v) = body(res);
+        let e = read_neutral(status, v.to_string().as_bytes()).expect_err("an error");
         assert_eq!(e.kind.reason(), "AGENT_TIMEOUT");
         assert_eq!(e.kind.http_status(), 504);
         assert_eq!(e.metadata["task_may_exist"], "true");

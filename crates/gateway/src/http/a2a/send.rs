@@ -250,6 +250,12 @@ struct SendFinish {
 }
 
 impl Finish for SendFinish {
+    /// The driver's own refusals (AGENT_BUSY, AGENT_TIMEOUT, no connection) as the neutral
+    /// A2A answer, so that its replay and its framing are every other answer's.
+    fn refused(&self, e: ApiError) -> Response<Body> {
+        neutral(Method::SendMessage, Err(e.into()))
+    }
+
     async fn finish(
         &self,
         state: &Arc<State>,

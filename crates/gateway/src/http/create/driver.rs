@@ -90,7 +90,7 @@ pub async fn drive<F: Finish>(
             let Some(held) = &held else {
                 return Err(refused);
             };
-            let res = refused.into_response();
+            let res = finish.refused(refused);
             settle(state, held, &res, false).await;
             return Ok(res);
         }
@@ -185,7 +185,10 @@ impl<F: Finish> Create<F> {
         }
         let late = self.state.config.late_answer;
         let permit = late_permit(&self.state);
-        let _ = tx.send(self.timed_out(timeout, permit.is_some()).into_response());
+        let _ = tx.send(
+            self.finish
+                .refused(self.timed_out(timeout, permit.is_some())),
+        );
         let name = self.agent.cfg.name.as_str();
         let count = |outcome: &str| {
             self.state
@@ -234,7 +237,8 @@ impl<F: Finish> Create<F> {
             // Nothing came back: a retry should try again (the agent may still have made the
             // task; without an answer the gateway cannot know).
             Err(e) => (
-                ApiError::from(e.at(&self.agent.cfg.name)).into_response(),
+                self.finish
+                    .refused(ApiError::from(e.at(&self.agent.cfg.name))),
                 false,
             ),
             Ok((parts, body)) => {
@@ -245,7 +249,7 @@ impl<F: Finish> Create<F> {
                     .finish
                     .finish(&self.state, &self.agent, &self.ctx, parts, body)
                     .await
-                    .unwrap_or_else(ApiError::into_response);
+                    .unwrap_or_else(|e| self.finish.refused(e));
                 let keep = keep && res.extensions().get::<super::Unsettled>().is_none();
                 (res, keep)
             }

@@ -42,6 +42,13 @@ pub trait Finish: Send + Sync + 'static {
         res: Parts,
         body: Bytes,
     ) -> impl Future<Output = ApiResult> + Send;
+
+    /// The client's answer to the driver's own refusal of the create (the agent busy or
+    /// ejected, no connection, no answer in time), in the protocol's error shape: the
+    /// gateway's `{"error": ...}` unless the protocol says otherwise.
+    fn refused(&self, e: super::error::ApiError) -> hyper::Response<super::body::Body> {
+        e.into_response()
+    }
 }
 
 /// The mark of a create's answer its idempotency key must not keep: the gateway's own failure
