@@ -60,6 +60,8 @@ mod ledger_fairness;
 /// `max_in_flight` (503 AGENT_BUSY), and ejection after consecutive failures with the half-open
 /// probe that brings an agent back; `GET /agents` and the metrics at each step.
 mod limits;
+/// The ledger's listing on both backends: the same history listed alike, once, in order.
+mod listing;
 /// What deploy/ ships for monitoring against a live scrape: every metric family the Grafana
 /// dashboard and the alert rules name is exported, with the labels they use.
 mod monitoring;

@@ -11,7 +11,7 @@
 --         msg_id prefix, timestamp (RFC 3339, always given), max_queued, max_dead (both this partition's share), change
 --         channel, owner ('' for none), publish command (SPUBLISH on a cluster, PUBLISH on one
 --         node), lane entry format version (with the trace context after it, if any: see
---         webhook::queue::entry_version), subscriber...
+--         webhook::queue::entry_version), the task's A2A contextId ('' for none), subscriber...
 -- Every key is in the task's partition (one hash tag): a script may touch one slot only.
 -- The owner is the client whose create this answers: recorded if the task has none yet,
 -- whatever the verdict (a push may have recorded the task first), except on another agent's
@@ -25,16 +25,36 @@
 -- every refusal ("agent \n task_id \n ~refused \n reason \n RECORDED OFFERED timestamp
 -- recorded_agent"), for
 -- the operators' live feed.
--- Returns {verdict, agent, status, updated_ms, task, previous status or '', owner or ''}: the record after
+-- The listing index (ledger::listing) is kept here too: the task in {part}ls:*:{agent}:{STATUS}
+-- and, once it has an owner, {part}ls:o:{owner}:{agent}:{STATUS} (score minus the status
+-- timestamp, so ZRANGE's ascending order is newest first, ties by key), and in {part}lsx
+-- ("STATUS \n agent \n owner \n task_id", score its expiry) so list.lua can drop it from both
+-- once the task hash has expired.
+-- Returns {verdict, agent, status, updated_ms, task, previous status or '', owner or '', created_ms}: the record after
 --   the call (the new one when accepted, with task left empty since the caller has it; the
 --   standing one otherwise) and the state it left.
 
 local TERMINAL = { COMPLETED = true, FAILED = true, CANCELLED = true, REJECTED = true }
 local agent, status, updated = ARGV[1], ARGV[2], tonumber(ARGV[3])
-local rec = redis.call('HMGET', KEYS[1], 'agent', 'status', 'updated_ms', 'task', 'owner')
+local rec = redis.call('HMGET', KEYS[1], 'agent', 'status', 'updated_ms', 'task', 'owner', 'created_ms')
 local owner = rec[5] or ''
 local claims = ARGV[14] ~= '' and owner == ''
-local FIRST_SUB = 17
+local FIRST_SUB = 18
+local created = rec[6] or rec[3] or ARGV[5]
+
+local LS = KEYS[4] .. 'ls:'
+-- Out of (or into, with `score` and `expiry`) the listing index.
+local function relist(st, ag, ow, id, score, expiry)
+  local sets = { LS .. '*:' .. ag .. ':' .. st }
+  if ow ~= '' then sets[2] = LS .. 'o:' .. ow .. ':' .. ag .. ':' .. st end
+  local member = st .. '\n' .. ag .. '\n' .. ow .. '\n' .. id
+  for _, k in ipairs(sets) do
+    if score then redis.call('ZADD', k, score, id) else redis.call('ZREM', k, id) end
+  end
+  if score then redis.call('ZADD', KEYS[4] .. 'lsx', expiry, member)
+  else redis.call('ZREM', KEYS[4] .. 'lsx', member) end
+end
+local function score_of(updated_ms) return string.format('%d', -tonumber(updated_ms)) end
 
 local function reaches(from, to)
   if from == to then return true end
@@ -67,6 +87,11 @@ if verdict ~= 'new' and verdict ~= 'transition' and verdict ~= 'refresh' then
   if claims and verdict ~= 'foreign_agent' then
     owner = ARGV[14]
     redis.call('HSET', KEYS[1], 'owner', owner)
+    local pttl = redis.call('PTTL', KEYS[1])
+    if pttl > 0 then
+      relist(rec[2], rec[1], '', ARGV[8])
+      relist(rec[2], rec[1], owner, ARGV[8], score_of(rec[3]), tonumber(ARGV[5]) + pttl)
+    end
     if not TERMINAL[rec[2]] then
       redis.call('ZADD', KEYS[4] .. 'live:' .. owner, tonumber(ARGV[5]) + tonumber(ARGV[7]), ARGV[8])
     end
@@ -76,7 +101,7 @@ if verdict ~= 'new' and verdict ~= 'transition' and verdict ~= 'refresh' then
     redis.call(ARGV[15], ARGV[13], agent .. '\n' .. ARGV[8] .. '\n~refused\n' .. verdict .. '\n'
       .. rec[2] .. ' ' .. status .. ' ' .. ARGV[10] .. ' ' .. rec[1])
   end
-  return { verdict, rec[1], rec[2], rec[3], rec[4], rec[2] or '', owner }
+  return { verdict, rec[1], rec[2], rec[3], rec[4], rec[2] or '', owner, created }
 end
 
 local wh, nsubs = KEYS[3], #ARGV - FIRST_SUB + 1
@@ -85,7 +110,7 @@ local notify = nsubs > 0 and changed
 if notify then
   local queued = tonumber(redis.call('GET', wh .. 'queued') or '0')
   if queued + nsubs > tonumber(ARGV[11]) then
-    return { 'queue_full', rec[1] or agent, rec[2] or status, rec[3] or ARGV[3], '', rec[2] or '', owner }
+    return { 'queue_full', rec[1] or agent, rec[2] or status, rec[3] or ARGV[3], '', rec[2] or '', owner, created }
   end
 end
 
@@ -93,8 +118,12 @@ end
 if claims then owner = ARGV[14] end
 local now = tonumber(ARGV[5])
 local ttl = tonumber(TERMINAL[status] and ARGV[6] or ARGV[7])
-redis.call('HSET', KEYS[1], 'agent', agent, 'status', status, 'updated_ms', ARGV[3], 'task', ARGV[4], 'owner', owner)
+redis.call('HSET', KEYS[1], 'agent', agent, 'status', status, 'updated_ms', ARGV[3], 'task', ARGV[4], 'owner', owner,
+  'created_ms', created)
+if ARGV[17] ~= '' then redis.call('HSET', KEYS[1], 'ctx', ARGV[17]) else redis.call('HDEL', KEYS[1], 'ctx') end
 redis.call('PEXPIRE', KEYS[1], ttl)
+if rec[1] then relist(rec[2], rec[1], rec[5] or '', ARGV[8]) end
+relist(status, agent, owner, ARGV[8], score_of(ARGV[3]), now + ttl)
 if rec[2] and rec[2] ~= status then
   redis.call('ZREM', KEYS[2] .. rec[2], ARGV[8])
 end
@@ -150,4 +179,4 @@ if changed and ARGV[13] ~= '' then
   redis.call(ARGV[15], ARGV[13], agent .. '\n' .. ARGV[8] .. '\n' .. status .. '\n' .. owner .. '\n' .. ARGV[4])
 end
 -- The caller holds the accepted document already: do not send it back.
-return { verdict, agent, status, ARGV[3], '', rec[2] or '', owner }
+return { verdict, agent, status, ARGV[3], '', rec[2] or '', owner, created }

@@ -31,6 +31,7 @@ use crate::webhook::queue::{self, MemoryQueue, Message, Outbox};
 
 mod announce;
 mod bounds;
+mod listing;
 mod quiet;
 
 pub use bounds::Evictions;
@@ -56,6 +57,10 @@ struct Entry {
     checks: u32,
     /// Counted among its owner's live tasks.
     owned_live: bool,
+    /// Its official A2A contextId, for ListTasks' filter.
+    context: Option<Arc<str>>,
+    /// Where the listing index holds it (see `listing.rs`).
+    listed: Option<listing::Place>,
 }
 
 #[derive(Default)]
@@ -69,6 +74,8 @@ struct Shard {
     expiry: VecDeque<(Instant, u64, Arc<str>)>,
     /// Live tasks that are not INPUT_REQUIRED, by (agent, quiet since ms, seq).
     quiet: BTreeMap<(Arc<str>, i64, u64), Arc<str>>,
+    /// The listing index: per (owner or every task, agent, status), by status timestamp.
+    listing: listing::Index,
     artifacts: HashMap<Arc<str>, (ArtifactRef, Instant)>,
     artifact_order: VecDeque<Arc<str>>,
     counts: [u64; Status::COUNT],
@@ -237,6 +244,7 @@ impl MemoryLedger {
                     head,
                     task,
                     owner: None,
+                    created_ms: now_ms,
                 },
             };
             if let Verdict::Refused(reason) = verdict {
@@ -273,6 +281,7 @@ impl MemoryLedger {
             let old = e.record.head.status;
             let grown = task.len() as isize - e.record.task.len() as isize;
             e.record.head = head;
+            e.context = super::listing::context_of(&key, &task);
             e.record.task = task;
             claim(&mut e.record, owner);
             e.expires = expires;
@@ -302,11 +311,13 @@ impl MemoryLedger {
         let key: Arc<str> = task_id.into();
         let seq = s.next_seq;
         s.next_seq += 1;
+        let context = super::listing::context_of(task_id, &task);
         let record = Record {
             agent: agent.into(),
             head,
             task,
             owner: owner.map(Into::into),
+            created_ms: now_ms,
         };
         s.counts[head.status.index()] += 1;
         self.held.fetch_add(1, Ordering::Relaxed);
@@ -326,6 +337,8 @@ impl MemoryLedger {
                 quiet: None,
                 checks: 0,
                 owned_live: false,
+                context,
+                listed: None,
             },
         );
         self.sync(&mut s, &key, Some(now_ms));
@@ -352,7 +365,12 @@ impl MemoryLedger {
         let owned = live && e.record.owner.is_some();
         let owner_moved = (e.owned_live != owned).then(|| e.record.owner.clone());
         e.owned_live = owned;
+        let place = listing::Place::of(&e.record);
+        let listed = (e.listed.as_ref() != Some(&place)).then(|| e.listed.replace(place.clone()));
         let (agent, seq) = (e.record.agent.clone(), e.seq);
+        if let Some(old) = listed {
+            s.listing.relist(key, old.as_ref(), Some(&place));
+        }
         if was != next {
             if let Some(at) = was {
                 s.quiet.remove(&(agent.clone(), at, seq));
@@ -394,6 +412,10 @@ impl MemoryLedger {
             .fetch_sub(entry_size(key, &e.record.task), Ordering::Relaxed);
         if let Some(at) = e.quiet {
             s.quiet.remove(&(e.record.agent.clone(), at, e.seq));
+        }
+        if let Some(place) = &e.listed {
+            let key: Arc<str> = key.into();
+            s.listing.relist(&key, Some(place), None);
         }
         if e.owned_live {
             if let Some(o) = &e.record.owner {
@@ -527,6 +549,13 @@ impl TaskLedger for MemoryLedger {
         Box::pin(std::future::ready(Ok(
             self.lease_now(task_id, before_ms, after, floor)
         )))
+    }
+
+    fn list<'a>(
+        &'a self,
+        query: &'a super::listing::Query,
+    ) -> LedgerFuture<'a, super::listing::Page> {
+        Box::pin(std::future::ready(Ok(self.list_now(query))))
     }
 
     fn counts(&self) -> LedgerFuture<'_, [u64; Status::COUNT]> {

@@ -7,6 +7,7 @@
 
 pub mod changes;
 pub mod idempotency;
+pub mod listing;
 mod memory;
 mod redis;
 
@@ -35,6 +36,9 @@ pub struct Record {
     /// The client that created the task through the gateway; `None` for a task first seen
     /// some other way (a push, a passthrough read) or created while no clients were configured.
     pub owner: Option<Arc<str>>,
+    /// When the ledger first recorded the task (ms since the epoch, the recording replica's
+    /// clock).
+    pub created_ms: i64,
 }
 
 /// Where an artifact was listed: its agent and its task.
@@ -194,6 +198,9 @@ pub trait TaskLedger: Send + Sync + 'static {
         let _ = (agent, task_id, before_ms, after, floor);
         Box::pin(std::future::ready(Ok(false)))
     }
+    /// A page of the tasks `query` matches, in the listing order (see [`listing`]): tasks
+    /// evicted or expired are neither listed nor counted.
+    fn list<'a>(&'a self, query: &'a listing::Query) -> LedgerFuture<'a, listing::Page>;
     /// Tasks held, by state (indexed like [`crate::protocol::task::Status::ALL`]).
     fn counts(&self) -> LedgerFuture<'_, [u64; Status::COUNT]>;
     /// Claim idempotency key `key` in `scope` for the request with this `fingerprint`, atomically:

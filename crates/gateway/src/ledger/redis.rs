@@ -30,6 +30,7 @@ use crate::store::{Conn, Store, StoreResult};
 use crate::webhook::queue::{entry_version, message_id_prefix, Outbox};
 
 mod keys;
+mod listing;
 
 /// How long a task that never reaches a terminal state is kept after its last update.
 const LIVE_TTL: Duration = Duration::from_secs(30 * 86_400);
@@ -43,6 +44,8 @@ pub struct RedisLedger {
     lease: Script,
     /// Claims, completes and releases idempotency keys ([`idempotency.lua`](idempotency.lua)).
     keys: Script,
+    /// A page of one partition's listing index ([`list.lua`](list.lua)).
+    list: Script,
     outbox: Option<Arc<Outbox>>,
     /// The command the apply script publishes changes with: `SPUBLISH` (sharded pub/sub, to
     /// the partition's shard only) on a cluster, `PUBLISH` on one node.
@@ -103,6 +106,7 @@ impl RedisLedger {
             apply: Script::new(include_str!("apply.lua")),
             lease: Script::new(include_str!("lease.lua")),
             keys: Script::new(include_str!("idempotency.lua")),
+            list: Script::new(include_str!("list.lua")),
             outbox: None,
         }
     }
@@ -206,6 +210,7 @@ impl RedisLedger {
         let part = keys.prefixes(keys.of(task_id));
         let task_key = format!("{}task:{task_id}", part.prefix);
         let fence = self.fence(&task_key);
+        let context = super::listing::context_of(task_id, &task);
         let mut inv = self.apply.key(task_key);
         inv.key(&*part.state)
             .key(&*part.wh)
@@ -229,7 +234,8 @@ impl RedisLedger {
                     .arg(&*part.changes)
                     .arg(owner.unwrap_or(""))
                     .arg(self.publish)
-                    .arg(&*entry_version(trace));
+                    .arg(&*entry_version(trace))
+                    .arg(context.as_deref().unwrap_or(""));
                 for s in subs.iter() {
                     inv.arg(s.as_ref());
                 }
@@ -242,7 +248,8 @@ impl RedisLedger {
                     .arg(&*part.changes)
                     .arg(owner.unwrap_or(""))
                     .arg(self.publish)
-                    .arg("1");
+                    .arg("1")
+                    .arg(context.as_deref().unwrap_or(""));
             }
         }
         let inv = &inv;
@@ -294,6 +301,11 @@ impl RedisLedger {
             .and_then(text)
             .filter(|o| !o.is_empty())
             .map(Arc::<str>::from);
+        let created_ms = reply
+            .get(7)
+            .and_then(text)
+            .and_then(|s| s.parse::<i64>().ok())
+            .unwrap_or(rec_updated);
         // On acceptance the script leaves the document out: it is the one just sent.
         let rec_task = if verdict.is_accepted() {
             task
@@ -310,6 +322,7 @@ impl RedisLedger {
                 },
                 task: rec_task,
                 owner: rec_owner,
+                created_ms,
             },
         })
     }
@@ -439,6 +452,7 @@ impl TaskLedger for RedisLedger {
                 Option<i64>,
                 Option<Vec<u8>>,
                 Option<String>,
+                Option<i64>,
             );
             let mut cmd = redis::cmd("HMGET");
             cmd.arg(self.task_key(task_id)).arg(&[
@@ -447,9 +461,10 @@ impl TaskLedger for RedisLedger {
                 "updated_ms",
                 "task",
                 "owner",
+                "created_ms",
             ]);
             let cmd = &cmd;
-            let (agent, status, updated, task, owner): Fields = self
+            let (agent, status, updated, task, owner, created): Fields = self
                 .read(|mut c| async move { cmd.query_async(&mut c).await })
                 .await?;
             Ok(
@@ -464,6 +479,7 @@ impl TaskLedger for RedisLedger {
                         head: Head { status, updated_ms },
                         task: Bytes::from(task),
                         owner: owner.filter(|o| !o.is_empty()).map(Into::into),
+                        created_ms: created.unwrap_or(updated_ms),
                     }),
                     _ => None,
                 },
@@ -558,6 +574,13 @@ impl TaskLedger for RedisLedger {
         ttl: Duration,
     ) -> LedgerFuture<'a, bool> {
         Box::pin(self.renew_inner(scope, key, fingerprint, ttl))
+    }
+
+    fn list<'a>(
+        &'a self,
+        query: &'a super::listing::Query,
+    ) -> LedgerFuture<'a, super::listing::Page> {
+        Box::pin(self.list_inner(query))
     }
 
     fn counts(&self) -> LedgerFuture<'_, [u64; Status::COUNT]> {

@@ -1,0 +1,101 @@
+-- A page of one partition's listing index (kept by apply.lua; see ledger::listing): entries of
+-- expired tasks are dropped first, then, for each set asked, how many of its tasks match and the
+-- first `limit` + 1 of them after the cursor, in the set's order (ZRANGE's: minus the status
+-- timestamp, then task_id bytewise). The merge of the sets and partitions is the caller's: Lua's
+-- string comparison follows the server's locale, not bytes.
+--
+-- KEYS[1] the partition's prefix
+-- ARGV    now_ms, limit, scope ('*' or 'o:{owner}'), the highest score listed ('+inf', or minus
+--         statusTimestampAfter), contextId ('' for any), the cursor's score and task_id ('' ''
+--         for none), then per set: agent, STATUS, and where it resumes: F (from its first task),
+--         O (older than the cursor), A (at the cursor's timestamp or older), K (after the
+--         cursor's task_id at its timestamp, then older)
+-- Returns {total, {score, task_id, ...} per set}
+local P = KEYS[1]
+local LS = P .. 'ls:'
+local now, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
+local scope, upper, ctx, cs, ck = ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+local upper_n = tonumber(upper)
+
+-- Tasks whose hash expired (a bounded batch per call).
+local gone = redis.call('ZRANGEBYSCORE', P .. 'lsx', '-inf', now, 'LIMIT', 0, 10000)
+for _, m in ipairs(gone) do
+  local st, ag, ow, id = string.match(m, '^([^\n]*)\n([^\n]*)\n([^\n]*)\n(.*)$')
+  if st then
+    redis.call('ZREM', LS .. '*:' .. ag .. ':' .. st, id)
+    if ow ~= '' then redis.call('ZREM', LS .. 'o:' .. ow .. ':' .. ag .. ':' .. st, id) end
+  end
+  redis.call('ZREM', P .. 'lsx', m)
+end
+
+local function matches(id)
+  if ctx == '' then return true end
+  return redis.call('HGET', P .. 'task:' .. id, 'ctx') == ctx
+end
+
+-- a > b, bytewise.
+local function after(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x > y end
+  end
+  return #a > #b
+end
+
+local function start(key, mode)
+  if mode == 'F' then return 0 end
+  if mode == 'O' then return redis.call('ZCOUNT', key, '-inf', cs) end
+  if mode == 'A' then return redis.call('ZCOUNT', key, '-inf', '(' .. cs) end
+  local s = redis.call('ZSCORE', key, ck)
+  if s and tonumber(s) == tonumber(cs) then return redis.call('ZRANK', key, ck) + 1 end
+  -- The cursor's task moved since: past the ones of its timestamp that sort before it.
+  local r = redis.call('ZCOUNT', key, '-inf', '(' .. cs)
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', key, cs, cs)) do
+    if after(id, ck) then break end
+    r = r + 1
+  end
+  return r
+end
+
+local function count(key)
+  if ctx == '' then return redis.call('ZCOUNT', key, '-inf', upper) end
+  local n, off = 0, 0
+  while true do
+    local ids = redis.call('ZRANGEBYSCORE', key, '-inf', upper, 'LIMIT', off, 1000)
+    for _, id in ipairs(ids) do
+      if matches(id) then n = n + 1 end
+    end
+    if #ids < 1000 then return n end
+    off = off + 1000
+  end
+end
+
+local function take(key, from)
+  local out, r = {}, from
+  while true do
+    local rows = redis.call('ZRANGE', key, r, r + limit, 'WITHSCORES')
+    for i = 1, #rows, 2 do
+      if upper_n and tonumber(rows[i + 1]) > upper_n then return out end
+      if matches(rows[i]) then
+        out[#out + 1] = rows[i + 1]
+        out[#out + 1] = rows[i]
+        if #out >= 2 * (limit + 1) then return out end
+      end
+    end
+    if #rows < 2 * (limit + 1) then return out end
+    r = r + limit + 1
+  end
+end
+
+local total, reply = 0, { 0 }
+for i = 8, #ARGV, 3 do
+  local key = LS .. scope .. ':' .. ARGV[i] .. ':' .. ARGV[i + 1]
+  if redis.call('EXISTS', key) == 1 then
+    total = total + count(key)
+    reply[#reply + 1] = take(key, start(key, ARGV[i + 2]))
+  else
+    reply[#reply + 1] = {}
+  end
+end
+reply[1] = total
+return reply
