@@ -13,6 +13,9 @@ mod a2a_gateway;
 /// Final states, ownership on one gateway and two replicas, hostile agents, messageId
 /// idempotency and the gateway's own errors, for official A2A tasks.
 mod a2a_guarantees;
+/// ListTasks and GET /tasks from the ledger: 250 tasks, three clients, two replicas, pages of
+/// 100, 50 and 7 while tasks keep arriving; tokens bound to their caller and filters.
+mod a2a_listing;
 /// The official A2A SDKs as test peers (a2a-sdk agents, a2a-sdk and @a2a-js/sdk clients),
 /// direct to each other: the harness the gateway's A2A tests stand on.
 mod a2a_sdk;

@@ -1065,7 +1065,8 @@ async fn wrong_methods_are_method_not_allowed_with_allow() {
         (Method::DELETE, format!("/tasks/{id}"), "GET"),
         (Method::POST, format!("/agents/a/tasks/{id}"), "GET"),
         (Method::GET, "/agents/a/tasks".to_owned(), "POST"),
-        (Method::PUT, "/tasks".to_owned(), "POST"),
+        // One path, two routes: GET lists the tasks, POST creates one.
+        (Method::PUT, "/tasks".to_owned(), "GET, POST"),
         (Method::GET, format!("/tasks/{id}/cancel"), "POST"),
         (Method::POST, format!("/artifacts/{id}/content"), "GET"),
         (Method::POST, "/healthz".to_owned(), "GET"),

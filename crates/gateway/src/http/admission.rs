@@ -63,6 +63,7 @@ fn needs(route: &Route<'_>) -> Needs {
         Route::A2a(..) | Route::A2aFleet => Needs::Right(Right::Tasks),
         Route::Metrics => Needs::Right(Right::Metrics),
         Route::CreateTask(_)
+        | Route::ListTasks
         | Route::GetTask(..)
         | Route::CancelTask(..)
         | Route::ListArtifacts(..)

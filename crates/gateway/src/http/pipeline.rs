@@ -38,7 +38,7 @@ use super::context::{Conn, Ctx};
 use super::cors;
 use super::error::{ApiError, ApiResult, Code};
 use super::exchange::AgentError;
-use super::handlers::{admin, catalog, events, probes, ui};
+use super::handlers::{admin, catalog, events, listing, probes, ui};
 use super::request::{request_id, Request, X_REQUEST_ID};
 use super::route::Route;
 use crate::auth::Caller;
@@ -72,7 +72,8 @@ pub async fn handle(state: &Arc<State>, conn: &Conn, req: Request) -> Response<B
             .registry
             .by_name(name)
             .is_some_and(|a| a.cfg.protocol == crate::config::Protocol::A2a)
-    });
+    })
+    .with_method(req.method());
     let (label, method) = route.meta();
     // Which shape the gateway's own errors take here: an official A2A route's (JSON-RPC at
     // its `jsonrpc` endpoint and `/a2a`, google.rpc.Status elsewhere), or the gateway's own.
@@ -225,7 +226,12 @@ fn check_method(
     if got == want || (got == Method::HEAD && want == Method::GET && route.is_local()) {
         return Ok(());
     }
-    let allow = if want == Method::POST { "POST" } else { "GET" };
+    let allow = match route {
+        // One path, two routes (`Route::with_method`).
+        Route::CreateTask(None) | Route::ListTasks => "GET, POST",
+        _ if want == Method::POST => "POST",
+        _ => "GET",
+    };
     Err(ApiError::new(
         Code::MethodNotAllowed,
         format!("{got} is not allowed here; use {want}"),
@@ -244,6 +250,7 @@ async fn dispatch(state: &Arc<State>, ctx: &mut Ctx, route: Route<'_>, req: Requ
         Route::Fleet => catalog::fleet(state, ctx, req.headers()).await,
         Route::Ui(asset) => ui::asset(asset, req.headers()),
         Route::CreateTask(a) => create::create(state, ctx, a, req).await,
+        Route::ListTasks => listing::tasks(state, ctx, req).await,
         Route::GetTask(a, t) => tasks::get(state, ctx, a, t, req).await,
         Route::CancelTask(a, t) => tasks::cancel(state, ctx, a, t, req).await,
         Route::ListArtifacts(a, t) => artifacts::list(state, ctx, a, t, req).await,

@@ -20,6 +20,9 @@ pub enum Route<'a> {
     Card(&'a str),
     /// `POST [/agents/{name}]/tasks`: create a task, on the named agent if the path names one.
     CreateTask(Option<&'a str>),
+    /// `GET /tasks`: the gateway's listing of tasks, of both protocols. Its path is the
+    /// create's: [`Route::with_method`] tells them apart.
+    ListTasks,
     /// `GET [/agents/{name}]/tasks/{id}`: (agent, task id).
     GetTask(Option<&'a str>, &'a str),
     /// `POST [/agents/{name}]/tasks/{id}/cancel`: (agent, task id).
@@ -86,6 +89,15 @@ impl<'a> Route<'a> {
             }
         }
         Route::parse(path)
+    }
+
+    /// The route a request's method chooses where one path is two routes: `GET /tasks` lists
+    /// tasks, `POST /tasks` creates one.
+    pub fn with_method(self, method: &Method) -> Route<'a> {
+        match self {
+            Route::CreateTask(None) if method == Method::GET => Route::ListTasks,
+            other => other,
+        }
     }
 
     /// The route of a request path, with no agent of the official A2A protocol: every route of
@@ -200,6 +212,7 @@ impl<'a> Route<'a> {
             Route::Catalog => ("catalog", Method::GET),
             Route::Card(_) => ("card", Method::GET),
             Route::CreateTask(_) => ("create_task", Method::POST),
+            Route::ListTasks => ("list_tasks", Method::GET),
             Route::GetTask(..) => ("get_task", Method::GET),
             Route::CancelTask(..) => ("cancel_task", Method::POST),
             Route::ListArtifacts(..) => ("list_artifacts", Method::GET),
@@ -236,6 +249,7 @@ impl<'a> Route<'a> {
             Route::Catalog => Some("/agents"),
             Route::Card(_) => Some("/agents/{name}/agent-card.json"),
             Route::CreateTask(a) => agent(a, "/tasks", "/agents/{name}/tasks"),
+            Route::ListTasks => Some("/tasks"),
             Route::GetTask(a, _) => agent(a, "/tasks/{task_id}", "/agents/{name}/tasks/{task_id}"),
             Route::CancelTask(a, _) => agent(
                 a,
@@ -313,12 +327,14 @@ fn a2a_template(tail: &str) -> &'static str {
 }
 
 /// The documented path templates of official A2A agents' routes (`Route::A2a`, `Route::A2aFleet`)
-/// and the methods each takes there. Two are also Clawpedia templates, with the same method
-/// (`/agents/{name}/tasks/{task_id}` and the card: GET): the route depends on the agent.
-/// `GET /agents/{name}/tasks` (ListTasks) is routed but answers UnsupportedOperationError, and
-/// is documented once it is served.
-pub const A2A_TEMPLATES: [(&str, &[&str]); 10] = [
+/// and the methods each takes there. Three are also Clawpedia templates: two with the same
+/// method (`/agents/{name}/tasks/{task_id}` and the card: GET), so the route depends on the
+/// agent.
+/// `/agents/{name}/tasks` is both: ListTasks (GET) on an A2A agent, a create (POST) on a
+/// Clawpedia agent.
+pub const A2A_TEMPLATES: [(&str, &[&str]); 11] = [
     ("/agents/{name}/.well-known/agent-card.json", &["GET"]),
+    ("/agents/{name}/tasks", &["GET"]),
     ("/agents/{name}/agent-card.json", &["GET"]),
     ("/agents/{name}/jsonrpc", &["POST"]),
     ("/agents/{name}/message:send", &["POST"]),

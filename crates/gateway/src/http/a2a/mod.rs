@@ -17,6 +17,7 @@ pub mod agent;
 pub mod card;
 pub mod frame;
 pub mod ledger;
+pub mod list;
 pub mod ops;
 pub mod send;
 
@@ -260,7 +261,8 @@ fn count(state: &State, agent: &str, method: Option<Method>, binding: &str, outc
 /// the agent gets its own interface's tenant, never the client's. SendMessage and
 /// GetExtendedAgentCard need it; the methods that name a task may leave it out: the gateway
 /// finds the caller's task with that id (none is TaskNotFoundError, more than one is
-/// InvalidParams "tenant required"). ListTasks is not served here yet.
+/// InvalidParams "tenant required"). ListTasks without a tenant lists the caller's tasks on
+/// every A2A agent it may use.
 pub async fn fleet(state: &Arc<State>, ctx: &mut Ctx, req: Request) -> ApiResult {
     if req.method() != hyper::Method::POST {
         return Err(not_allowed(&["POST"]));
@@ -289,12 +291,6 @@ pub async fn fleet(state: &Arc<State>, ctx: &mut Ctx, req: Request) -> ApiResult
     let version = rest::query_param(query.as_deref(), VERSION_HEADER);
     if let Err(e) = version::check(version_of(&parts.headers), version.as_deref()) {
         return Ok(error(e));
-    }
-    if method == Method::ListTasks {
-        return Ok(error(A2aError::new(
-            ErrorKind::UnsupportedOperation,
-            "ListTasks is not served at /a2a yet",
-        )));
     }
     let found = check_request(&parsed.call);
     if !found.is_empty() {
@@ -349,6 +345,22 @@ pub async fn fleet(state: &Arc<State>, ctx: &mut Ctx, req: Request) -> ApiResult
                 }
                 _ => return Ok(error(no_such_tenant(&name))),
             }
+        }
+        // Without a tenant: the caller's tasks on every A2A agent it may use.
+        None if method == Method::ListTasks => {
+            let agents = state
+                .registry
+                .agents()
+                .iter()
+                .filter(|a| a.cfg.protocol == Protocol::A2a && ctx.caller.may_use(a))
+                .map(|a| Arc::from(a.cfg.name.as_str()))
+                .collect();
+            let neutral = frame::neutral(
+                method,
+                list::list(state, ctx, agents, "", &parsed.call).await,
+            );
+            count(state, "", Some(method), "JSONRPC", &outcome_of(&neutral));
+            return Ok(reframe(neutral, &front, method));
         }
         // The methods that name no task need the agent named.
         None if method.task_field().is_none() => {

@@ -54,9 +54,10 @@ pub async fn run(
         Method::SendMessage => return super::send::send(state, ctx, agent, headers, call).await,
         Method::GetTask => get(state, ctx, agent, headers, &call).await,
         Method::CancelTask => cancel(state, ctx, agent, headers, &call).await,
-        Method::ListTasks => Err(unsupported(
-            "ListTasks is not served on this route yet; GetTask reads one task",
-        )),
+        Method::ListTasks => {
+            let name: Arc<str> = Arc::from(agent.cfg.name.as_str());
+            super::list::list(state, ctx, vec![name.clone()], &name, &call).await
+        }
         Method::SendStreamingMessage | Method::SubscribeToTask => Err(unsupported(
             "streaming is not served by this gateway yet (capabilities.streaming is false)",
         )),

@@ -7,5 +7,6 @@
 pub mod admin;
 pub mod catalog;
 pub mod events;
+pub mod listing;
 pub mod probes;
 pub mod ui;

@@ -265,7 +265,8 @@ fn decode_segment(seg: &str) -> Result<String, RouteError> {
         .ok_or_else(|| invalid("/id", "rest/path", "a path id is percent-encoded UTF-8"))
 }
 
-fn decode_query(s: &str) -> Option<String> {
+/// A query string's name or value, decoded (`+` is a space); `None` for a bad escape or UTF-8.
+pub fn decode_query(s: &str) -> Option<String> {
     percent_decode(s, true)
 }
 
