@@ -46,6 +46,7 @@ const SCENARIOS = [
   'reject',
   'message',
   'list',
+  'list-pages',
   'stream',
   'subscribe',
 ];
@@ -191,6 +192,24 @@ class Driver {
         );
         const ids = new Set((listed.tasks ?? []).map((t) => t.id));
         return { sent_listed: sent.every((s) => ids.has(s.task.id)) };
+      }
+      case 'list-pages': {
+        // Every COMPLETED task the caller may see, 7 a page, following the tokens.
+        const ids = [];
+        const totals = [];
+        let pageToken = '';
+        for (let n = 0; n < 1000; n++) {
+          const page = ListTasksResponse.toJSON(
+            await this.client.listTasks(
+              ListTasksRequest.fromJSON({ status: 'TASK_STATE_COMPLETED', pageSize: 7, pageToken }),
+            ),
+          );
+          ids.push(...(page.tasks ?? []).map((t) => t.id));
+          totals.push(page.totalSize);
+          pageToken = page.nextPageToken ?? '';
+          if (!pageToken) break;
+        }
+        return { ids, totals };
       }
       case 'stream': {
         const params = SendMessageRequest.fromJSON({ message: Message.toJSON(userMessage('hello')) });

@@ -46,6 +46,7 @@ SCENARIOS = [
     'reject',
     'message',
     'list',
+    'list-pages',
     'stream',
     'subscribe',
 ]
@@ -184,6 +185,24 @@ class Driver:
             listed = MessageToDict(await self.client.list_tasks(ListTasksRequest()))
             ids = {t['id'] for t in listed.get('tasks', [])}
             return {'sent_listed': all(s['task']['id'] in ids for s in sent)}
+        if scenario == 'list-pages':
+            # Every COMPLETED task the caller may see, 7 a page, following the tokens.
+            ids, totals, token = [], [], ''
+            for _ in range(1000):
+                page = MessageToDict(
+                    await self.client.list_tasks(
+                        ListTasksRequest(
+                            status='TASK_STATE_COMPLETED', page_size=7, page_token=token
+                        )
+                    ),
+                    always_print_fields_with_no_presence=True,
+                )
+                ids += [t['id'] for t in page.get('tasks', [])]
+                totals.append(page.get('totalSize'))
+                token = page.get('nextPageToken', '')
+                if not token:
+                    break
+            return {'ids': ids, 'totals': totals}
         if scenario == 'stream':
             req = SendMessageRequest(message=user_message('hello'))
             events = [

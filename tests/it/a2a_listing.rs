@@ -2,7 +2,8 @@
 //! clients, created through two replicas on one redis-server, paged by 100, 50 and 7 (each page
 //! from either replica) while new tasks keep arriving. Every caller sees each of its final tasks
 //! exactly once and no other client's, through JSON-RPC (`/a2a` and the agent's endpoint), the
-//! REST binding and `GET /tasks`; a token from another caller or with other filters is refused.
+//! REST binding, `GET /tasks`, and the clients of `a2a-sdk` and `@a2a-js/sdk`; a token from
+//! another caller or with other filters is refused.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,6 +19,7 @@ use crate::a2a_gateway::{a2a_agent, gateway};
 use crate::auth::client;
 use crate::support::a2a_calls::*;
 use crate::support::a2a_script::{task, Answer, ScriptedAgent};
+use crate::support::a2a_sdk::{run_clients, Run, Sdk, HTTP_JSON, JSONRPC};
 use crate::support::redis_server::RedisServer;
 use crate::support::Http;
 
@@ -323,6 +325,36 @@ async fn every_caller_pages_through_its_own_tasks_once_across_two_replicas() {
                 }
             }
         }
+    }
+    // Through both official SDKs' clients, over both bindings, from the served card.
+    let card = format!("{}/agents/one/.well-known/agent-card.json", r2.base);
+    let runs: Vec<Run<'_>> = [Sdk::Python, Sdk::Js]
+        .into_iter()
+        .flat_map(|sdk| {
+            [JSONRPC, HTTP_JSON].map(|b| (sdk, card.as_str(), b, Some(ALICE), &["list-pages"][..]))
+        })
+        .collect();
+    let want: BTreeSet<String> = mine["alice"]
+        .iter()
+        .filter(|(a, _)| a == "one")
+        .map(|(_, id)| id.clone())
+        .collect();
+    for (run, out) in runs.iter().zip(run_clients(&runs)) {
+        let ids: Vec<String> = out["result"]["ids"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{:?} {}: {out}", run.0, run.2))
+            .iter()
+            .filter_map(|v| v.as_str().map(str::to_owned))
+            .collect();
+        let set: BTreeSet<String> = ids.iter().cloned().collect();
+        assert_eq!(set.len(), ids.len(), "{:?} {}: listed twice", run.0, run.2);
+        assert!(want.is_subset(&set), "{:?} {}: {out}", run.0, run.2);
+        assert!(
+            set.iter().all(|id| id.starts_with("one-alice-")),
+            "{:?} {}: {set:?}",
+            run.0,
+            run.2
+        );
     }
     stop.store(true, Ordering::Relaxed);
     let arrived = arriving.await.expect("sender");
