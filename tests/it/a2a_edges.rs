@@ -624,6 +624,45 @@ async fn the_fleet_endpoint_takes_every_method_with_its_tenant() {
     assert_eq!(sent["result"]["task"]["id"], "fleet-1", "{sent}");
     let got = rpc(&http, "", Some(ALICE), "GetTask", json!({"id": "fleet-1"})).await;
     assert_eq!(got["result"]["id"], "fleet-1", "{got}");
+    // CancelTask finds it too: final, so not cancelable (an unknown id would be not found).
+    let cancel = rpc(
+        &http,
+        "",
+        Some(ALICE),
+        "CancelTask",
+        json!({"id": "fleet-1"}),
+    )
+    .await;
+    assert_eq!(error_code(&cancel), -32002, "{cancel}");
+    let missing = rpc(
+        &http,
+        "",
+        Some(ALICE),
+        "CancelTask",
+        json!({"id": "no-such"}),
+    )
+    .await;
+    assert_eq!(error_code(&missing), -32001, "{missing}");
+    // ListTasks lists it, with a tenant or without; another agent's listing does not.
+    for (params, listed) in [(json!({}), true), (json!({"tenant": "one"}), true)] {
+        let v = rpc(&http, "", Some(ALICE), "ListTasks", params.clone()).await;
+        let ids: Vec<&str> = v["result"]["tasks"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{params}: {v}"))
+            .iter()
+            .filter_map(|t| t["id"].as_str())
+            .collect();
+        assert_eq!(ids.contains(&"fleet-1"), listed, "{params}: {v}");
+    }
+    let v = rpc(
+        &http,
+        "",
+        Some(ALICE),
+        "ListTasks",
+        json!({"tenant": "two"}),
+    )
+    .await;
+    assert_eq!(error_code(&v), -32602, "a tenant alice may not use: {v}");
     let push = rpc(
         &http,
         "",
