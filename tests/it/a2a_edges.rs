@@ -643,8 +643,8 @@ async fn the_fleet_endpoint_takes_every_method_with_its_tenant() {
     )
     .await;
     assert_eq!(error_code(&missing), -32001, "{missing}");
-    // ListTasks lists it, with a tenant or without; another agent's listing does not.
-    for (params, listed) in [(json!({}), true), (json!({"tenant": "one"}), true)] {
+    // ListTasks lists it, with a tenant or without.
+    for params in [json!({}), json!({"tenant": "one"})] {
         let v = rpc(&http, "", Some(ALICE), "ListTasks", params.clone()).await;
         let ids: Vec<&str> = v["result"]["tasks"]
             .as_array()
@@ -652,7 +652,7 @@ async fn the_fleet_endpoint_takes_every_method_with_its_tenant() {
             .iter()
             .filter_map(|t| t["id"].as_str())
             .collect();
-        assert_eq!(ids.contains(&"fleet-1"), listed, "{params}: {v}");
+        assert!(ids.contains(&"fleet-1"), "{params}: {v}");
     }
     let v = rpc(
         &http,
