@@ -725,3 +725,56 @@ async fn the_fleet_endpoint_takes_every_method_with_its_tenant() {
     .await;
     assert_eq!(v["result"]["id"], "dup", "{v}");
 }
+
+#[tokio::test]
+async fn the_catalog_gives_each_agent_its_protocol_served_card_and_binding() {
+    let scripted = ScriptedAgent::start(Arc::new(|_, _| {
+        Answer::Result(task("t", "c", "TASK_STATE_WORKING"))
+    }))
+    .await;
+    let base = scripted.base.clone();
+    let (_claw, g) = crate::support::single("claw", move |cfg| {
+        cfg.agents.push(a2a_agent("echo", &base));
+    })
+    .await;
+    let r = g
+        .http
+        .send(
+            Method::GET,
+            "/agents",
+            &[("host", "gw.example.test:8443")],
+            bytes::Bytes::new(),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    // Built from the request's Host (no public_url): the answer says so.
+    assert_eq!(r.header("vary"), Some("host"));
+    let agents = r.json()["agents"].as_array().cloned().expect("agents");
+    let by = |name: &str| {
+        agents
+            .iter()
+            .find(|a| a["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("{name} in {agents:?}"))
+    };
+    let (claw, echo) = (by("claw"), by("echo"));
+    assert_eq!(claw["protocol"], "clawpedia");
+    assert_eq!(
+        claw["card_url"],
+        "http://gw.example.test:8443/agents/claw/agent-card.json"
+    );
+    assert!(claw.get("binding").is_none(), "{claw}");
+    assert_eq!(echo["protocol"], "a2a");
+    assert_eq!(echo["binding"], "JSONRPC");
+    assert_eq!(
+        echo["card_url"],
+        "http://gw.example.test:8443/agents/echo/.well-known/agent-card.json"
+    );
+    // Each is the card the gateway serves.
+    for entry in [claw, echo] {
+        let url = entry["card_url"].as_str().expect("card_url");
+        let path = url.trim_start_matches("http://gw.example.test:8443");
+        let card = g.http.get(path).await;
+        assert_eq!(card.status, 200, "{path}: {card:?}");
+    }
+}

@@ -6,7 +6,7 @@
 use hyper::header::{
     HeaderMap, HeaderValue, ACCESS_CONTROL_ALLOW_HEADERS, ACCESS_CONTROL_ALLOW_METHODS,
     ACCESS_CONTROL_ALLOW_ORIGIN, ACCESS_CONTROL_EXPOSE_HEADERS, ACCESS_CONTROL_MAX_AGE,
-    ACCESS_CONTROL_REQUEST_METHOD, ORIGIN, VARY,
+    ACCESS_CONTROL_REQUEST_METHOD, ORIGIN,
 };
 use hyper::{Method, Response, StatusCode};
 
@@ -88,7 +88,7 @@ pub fn answer(state: &State, h: &mut HeaderMap, origin: Option<HeaderValue>) {
     if state.config.cors.is_none() {
         return;
     }
-    h.append(VARY, HeaderValue::from_static("origin"));
+    crate::http::response::vary(h, "origin");
     if let Some(origin) = origin {
         h.insert(ACCESS_CONTROL_ALLOW_ORIGIN, origin);
         h.insert(

@@ -245,7 +245,7 @@ async fn dispatch(state: &Arc<State>, ctx: &mut Ctx, route: Route<'_>, req: Requ
         Route::Readyz => probes::readyz(state),
         Route::Metrics => probes::metrics(state).await,
         Route::OpenApi => probes::openapi(),
-        Route::Catalog => catalog::agents(state, ctx),
+        Route::Catalog => catalog::agents(state, ctx, &req),
         Route::Card(a) => catalog::card(state, ctx, a),
         Route::Fleet => catalog::fleet(state, ctx, req.headers()).await,
         Route::Ui(asset) => ui::asset(asset, req.headers()),

@@ -9,7 +9,7 @@
 
 use std::borrow::Cow;
 
-use hyper::header::{HeaderMap, HeaderValue, HOST, VARY};
+use hyper::header::{HeaderMap, HOST};
 use hyper::Uri;
 use serde_json::Value;
 
@@ -64,7 +64,7 @@ impl<'a> Base<'a> {
     /// `Vary: Host` on `headers` when the base came from the request.
     pub fn mark(&self, headers: &mut HeaderMap) {
         if self.from_host {
-            headers.append(VARY, HeaderValue::from_static("host"));
+            crate::http::response::vary(headers, "host");
         }
     }
 }

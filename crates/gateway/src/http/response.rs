@@ -18,6 +18,32 @@ pub fn json(status: StatusCode, body: impl Into<bytes::Bytes>) -> Response<Body>
     res
 }
 
+/// Name `token` in the answer's `Vary` (once, and in one header: a list, RFC 9110 §12.5.5),
+/// keeping what it already names (an agent's own `Vary` included).
+pub fn vary(h: &mut header::HeaderMap, token: &'static str) {
+    let mut named: Vec<&str> = h
+        .get_all(header::VARY)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .collect();
+    if named.iter().any(|t| t.eq_ignore_ascii_case(token)) {
+        return;
+    }
+    named.push(token);
+    match HeaderValue::from_str(&named.join(", ")) {
+        Ok(v) => {
+            h.insert(header::VARY, v);
+        }
+        // Not visible ASCII (an agent's): its own headers stay, ours is added beside them.
+        Err(_) => {
+            h.append(header::VARY, HeaderValue::from_static(token));
+        }
+    }
+}
+
 /// `v` serialized, or 503 if it cannot be (it always can for the gateway's own types).
 pub fn to_json(v: &impl Serialize) -> Result<Vec<u8>, ApiError> {
     serde_json::to_vec(v)

@@ -11,11 +11,14 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::auth::{Agents, Caller};
+use crate::config::Protocol;
 use crate::config::Right;
 use crate::http::admission;
 use crate::http::context::Ctx;
 use crate::http::error::{ApiError, ApiResult, Code};
 use crate::http::exchange::named_agent;
+use crate::http::public::Base;
+use crate::http::request::Request;
 use crate::http::response::{self, to_json};
 use crate::limits::Health;
 use crate::protocol::task::Status;
@@ -30,6 +33,9 @@ struct Entry<'a> {
     /// An A2A agent's binding towards the agent (the card's interface the gateway uses).
     #[serde(skip_serializing_if = "Option::is_none")]
     binding: Option<&'static str>,
+    /// The card as the gateway serves it (on `GET /agents`): the URL a client starts from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    card_url: Option<String>,
     agent_id: Option<&'a str>,
     display_name: Option<&'a str>,
     capabilities: Option<&'a [String]>,
@@ -74,6 +80,7 @@ fn entry<'a>(a: &'a Agent, s: &'a CardSlot, h: &'a Health, errors: bool, live: b
     Entry {
         name: &a.cfg.name,
         protocol: a.cfg.protocol.as_str(),
+        card_url: None,
         binding: s
             .card
             .as_deref()
@@ -128,17 +135,31 @@ fn usable<'a>(state: &'a State, ctx: &Ctx) -> Vec<(&'a Arc<Agent>, CardSlot, Hea
 
 /// GET /agents: the agents the caller may use, with their cards' state and their health on this
 /// replica (ejected or not: `limits::agent`).
-pub fn agents(state: &State, ctx: &Ctx) -> ApiResult {
+pub fn agents(state: &State, ctx: &Ctx, req: &Request) -> ApiResult {
     let errors = sees_errors(ctx);
     let usable = usable(state, ctx);
+    let base = Base::of(state, req.headers(), req.uri());
     let entries: Vec<Entry<'_>> = usable
         .iter()
-        .map(|(a, s, h)| entry(a, s, h, errors, false))
+        .map(|(a, s, h)| Entry {
+            card_url: Some(format!(
+                "{}/agents/{}/{}",
+                base.url(),
+                a.cfg.name,
+                match a.cfg.protocol {
+                    Protocol::A2a => ".well-known/agent-card.json",
+                    Protocol::Clawpedia => "agent-card.json",
+                }
+            )),
+            ..entry(a, s, h, errors, false)
+        })
         .collect();
-    Ok(response::json(
+    let mut res = response::json(
         StatusCode::OK,
         to_json(&serde_json::json!({ "agents": entries }))?,
-    ))
+    );
+    base.mark(res.headers_mut());
+    Ok(res)
 }
 
 /// POST /admin/agents/{name}/refresh: fetch the agent's card now (an operator who knows the
