@@ -206,6 +206,7 @@ pub fn redirect(agent: &Agent, base: &Base<'_>, artifact_id: &str, location: &st
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hyper::header::HeaderValue;
     use crate::config::AgentConfig;
     use crate::registry::Registry;
     use std::sync::Arc;
