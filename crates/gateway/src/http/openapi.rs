@@ -70,11 +70,17 @@ mod tests {
         let mut out: BTreeMap<&'static str, BTreeSet<String>> = BTreeMap::new();
         for template in TEMPLATES {
             let path = instantiate(template);
-            let route = Route::parse(&path);
-            assert_eq!(route.template(), Some(template), "{path}");
-            out.entry(template)
-                .or_default()
-                .insert(route.meta().1.as_str().to_ascii_lowercase());
+            assert_eq!(Route::parse(&path).template(), Some(template), "{path}");
+            // Each method that chooses a route of this template taking that method (`/tasks`:
+            // GET lists, POST creates).
+            for method in [hyper::Method::GET, hyper::Method::POST] {
+                let route = Route::parse(&path).with_method(&method);
+                if route.template() == Some(template) && route.meta().1 == method {
+                    out.entry(template)
+                        .or_default()
+                        .insert(method.as_str().to_ascii_lowercase());
+                }
+            }
         }
         for (template, methods) in A2A_TEMPLATES {
             let path = instantiate_a2a(template);

@@ -206,9 +206,9 @@ pub fn redirect(agent: &Agent, base: &Base<'_>, artifact_id: &str, location: &st
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hyper::header::HeaderValue;
     use crate::config::AgentConfig;
     use crate::registry::Registry;
+    use hyper::header::HeaderValue;
     use std::sync::Arc;
 
     fn agent(url: &str) -> Arc<Agent> {
