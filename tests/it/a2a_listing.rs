@@ -405,3 +405,124 @@ async fn every_caller_pages_through_its_own_tasks_once_across_two_replicas() {
         assert_eq!(v["error"]["code"], "INVALID_REQUEST", "{v}");
     }
 }
+
+/// `GET /tasks` lists both protocols' tasks, each status in its own protocol's words, and takes
+/// a status in either; its parameters are checked.
+#[tokio::test]
+async fn the_gateways_listing_speaks_both_protocols() {
+    let scripted = completing().await;
+    let base = scripted.base.clone();
+    let (_claw, g) = crate::support::single("claw", move |cfg| {
+        cfg.agents.push(a2a_agent("echo", &base));
+    })
+    .await;
+    let created = g
+        .http
+        .post_json(
+            "/agents/claw/tasks",
+            &json!({"input": crate::support::good_input()}),
+        )
+        .await;
+    assert_eq!(created.status, 202, "{created:?}");
+    let claw_id = created.json()["task_id"]
+        .as_str()
+        .expect("task_id")
+        .to_owned();
+    let mut m = message("echo-1", json!({}));
+    m["tenant"] = json!("echo");
+    let sent = rpc(&g.http, "", None, "SendMessage", m).await;
+    assert_eq!(sent["result"]["task"]["id"], "echo-1", "{sent}");
+    let list = |query: &'static str| {
+        let http = g.http.clone();
+        async move {
+            let r = http.get(&format!("/tasks{query}")).await;
+            assert_eq!(r.status, 200, "{query}: {r:?}");
+            let v = r.json();
+            let pairs: Vec<(String, String, String)> = v["tasks"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{v}"))
+                .iter()
+                .map(|t| {
+                    let s = |k: &str| t[k].as_str().unwrap_or("").to_owned();
+                    (
+                        s("agent"),
+                        s("task_id"),
+                        format!("{}/{}", s("protocol"), s("status")),
+                    )
+                })
+                .collect();
+            (pairs, v["total_size"].as_u64().expect("total_size"))
+        }
+    };
+    let (all, total) = list("").await;
+    assert_eq!(total, 2, "{all:?}");
+    assert!(
+        all.contains(&("claw".into(), claw_id.clone(), "clawpedia/SUBMITTED".into())),
+        "{all:?}"
+    );
+    assert!(
+        all.contains(&(
+            "echo".into(),
+            "echo-1".into(),
+            "a2a/TASK_STATE_COMPLETED".into()
+        )),
+        "{all:?}"
+    );
+    // Either protocol's word for a state matches both protocols' tasks in it.
+    for query in ["?status=COMPLETED", "?status=TASK_STATE_COMPLETED"] {
+        let (found, _) = list(query).await;
+        assert_eq!(
+            found.iter().map(|t| t.1.as_str()).collect::<Vec<_>>(),
+            ["echo-1"],
+            "{query}"
+        );
+    }
+    for query in [
+        "?status=SUBMITTED",
+        "?status=TASK_STATE_SUBMITTED",
+        "?agent=claw",
+    ] {
+        let (found, _) = list(query).await;
+        assert_eq!(
+            found.iter().map(|t| t.1.as_str()).collect::<Vec<_>>(),
+            [claw_id.as_str()],
+            "{query}"
+        );
+    }
+    let cancel = g
+        .http
+        .post_json(&format!("/agents/claw/tasks/{claw_id}/cancel"), &json!({}))
+        .await;
+    assert!(cancel.status < 300, "{cancel:?}");
+    for query in ["?status=CANCELLED", "?status=TASK_STATE_CANCELED"] {
+        let (found, total) = list(query).await;
+        assert_eq!(
+            found.iter().map(|t| t.1.as_str()).collect::<Vec<_>>(),
+            [claw_id.as_str()],
+            "{query}"
+        );
+        assert_eq!(total, 1);
+    }
+    // Bad parameters are the gateway's 400; an unknown agent its 404.
+    for query in [
+        "?status=",
+        "?status=DONE",
+        "?agent=",
+        "?page_size=0",
+        "?page_size=101",
+        "?page_size=ten",
+        "?page_token=garbage",
+        "?limit=5",
+        "?status=COMPLETED&status=FAILED",
+    ] {
+        let r = g.http.get(&format!("/tasks{query}")).await;
+        assert_eq!(r.status, 400, "{query}: {r:?}");
+        assert_eq!(r.json()["error"]["code"], "INVALID_REQUEST", "{query}");
+    }
+    let r = g.http.get("/tasks?agent=nope").await;
+    assert_eq!(r.status, 404, "{r:?}");
+    // A Clawpedia agent's own /tasks takes POST only.
+    let r = g.http.get("/agents/claw/tasks").await;
+    assert_eq!(r.status, 405, "{r:?}");
+    assert_eq!(r.header("allow"), Some("POST"));
+}

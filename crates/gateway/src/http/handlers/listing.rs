@@ -102,7 +102,13 @@ pub async fn tasks(state: &State, ctx: &mut Ctx, req: Request) -> ApiResult {
             return Err(invalid(format!("query parameter {k} is given twice")));
         }
     }
-    let agents: Vec<Arc<str>> = match agent.as_deref().filter(|a| !a.is_empty()) {
+    // Given empty is not left out: it names no agent, no state, no size.
+    for (name, given) in [("agent", &agent), ("status", &status), ("page_size", &size)] {
+        if given.as_deref() == Some("") {
+            return Err(invalid(format!("{name} is empty; leave it out for any")));
+        }
+    }
+    let agents: Vec<Arc<str>> = match agent.as_deref() {
         Some(name) => vec![Arc::from(named_agent(state, ctx, name)?.cfg.name.as_str())],
         None => state
             .registry
@@ -112,14 +118,14 @@ pub async fn tasks(state: &State, ctx: &mut Ctx, req: Request) -> ApiResult {
             .map(|a| Arc::from(a.cfg.name.as_str()))
             .collect(),
     };
-    let statuses = match status.as_deref().filter(|s| !s.is_empty()) {
+    let statuses = match status.as_deref() {
         Some(s) => vec![status_of(s).ok_or_else(|| {
             invalid("status is a task state in either protocol's words (COMPLETED, TASK_STATE_COMPLETED)")
         })?],
         None => Status::ALL.to_vec(),
     };
     let limit = match size.as_deref() {
-        None | Some("") => DEFAULT_PAGE,
+        None => DEFAULT_PAGE,
         Some(s) => s
             .parse::<usize>()
             .ok()
