@@ -1,13 +1,23 @@
-//! `a2a-gateway demo`: the gateway on the in-process store in front of two sample agents on
-//! loopback, one finished sample task, and curl commands that work as printed.
+//! `a2a-gateway demo`: the gateway on the in-process store in front of three sample agents on
+//! loopback (two Clawpedia agents and one official A2A 1.0 agent), a finished sample task of
+//! each protocol, and curl commands that work as printed.
 //! `a2a-gateway sample-agent`: one sample agent on its own, for load runs and experiments.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use a2a_gateway::config::{AgentConfig, ClientConfig, Config, Right, Secret};
+use a2a_gateway::config::{AgentConfig, ClientConfig, Config, Protocol, Right, Secret};
 use a2a_gateway::Gateway;
 use a2a_sample_agent::{card_for, AgentOptions, NewArtifact, Progress, SampleAgent};
+
+/// The protocol a sample agent speaks (`sample-agent --protocol`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum AgentProtocol {
+    /// Clawpedia A2A 1.0 (the REST task protocol with schemas on the card).
+    Clawpedia,
+    /// The official A2A 1.0 protocol: JSON-RPC and HTTP+JSON.
+    A2a,
+}
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::Request;
@@ -68,6 +78,12 @@ pub async fn demo(listen: String, key: Option<String>) -> Result<(), String> {
         "Writes a short script and a summary of it for a given topic.",
     )
     .await?;
+    let echo = SampleAgent::start(AgentOptions {
+        progress: Some(Progress::default()),
+        ..AgentOptions::a2a("Echo")
+    })
+    .await
+    .map_err(|e| format!("cannot start the sample A2A agent: {e}"))?;
     // The agents may push notifications with this token (printed below, so a push can be
     // tried by hand); a new one each run.
     let ingest = format!("demo-ingest-{}", uuid::Uuid::new_v4().simple());
@@ -78,6 +94,9 @@ pub async fn demo(listen: String, key: Option<String>) -> Result<(), String> {
     for a in &mut agents {
         a.ingest_token = Some(Secret::new(ingest.clone()));
     }
+    let mut official = AgentConfig::new("echo", &echo.base_url());
+    official.protocol = Protocol::A2a;
+    agents.push(official);
     let mut cfg = Config::with_agents(listen, agents);
     if let Some(k) = &key {
         cfg.clients = vec![operator(k)];
@@ -86,9 +105,10 @@ pub async fn demo(listen: String, key: Option<String>) -> Result<(), String> {
     let base = format!("http://{}", gw.addr());
     announce(&format!("listening on {base}"));
     announce(&format!(
-        "sample agents: scripts at {}, summaries at {}",
+        "sample agents: scripts at {}, summaries at {} (Clawpedia); echo at {} (official A2A)",
         scripts.base_url(),
-        summaries.base_url()
+        summaries.base_url(),
+        echo.base_url()
     ));
     // With the gateway's address known, the agents' cards ask for push notifications to it,
     // as a deployed agent's would: the ledger, `/events` and the fleet page hear of every
@@ -106,6 +126,7 @@ pub async fn demo(listen: String, key: Option<String>) -> Result<(), String> {
     let auth = key.as_deref().map(|k| format!("Bearer {k}"));
     let (task, artifact_id) = sample_task(&base, auth.as_deref()).await?;
     let task_id = task["task_id"].as_str().unwrap_or_default().to_owned();
+    let a2a_task = sample_a2a_task(&base, auth.as_deref()).await?;
     // The finished task, as a late push would bring it back: WORKING again, and newer.
     let mut reopened = task.clone();
     reopened["status"] = json!("WORKING");
@@ -120,6 +141,13 @@ pub async fn demo(listen: String, key: Option<String>) -> Result<(), String> {
     let agentless =
         r#"{"agent":"summaries","input":{"topic":"word count of a text file","filename":"wc.py"}}"#;
     let json_h = "-H 'Content-Type: application/json'";
+    let a2a_h = "-H 'A2A-Version: 1.0'";
+    let rpc = |id: u32, method: &str, params: &str| {
+        format!(r#"'{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":{params}}}'"#)
+    };
+    let hello =
+        r#"{"message":{"messageId":"demo-hello","role":"ROLE_USER","parts":[{"text":"hello"}]}}"#;
+    let need_input = r#"'{"message":{"messageId":"demo-need-input","role":"ROLE_USER","parts":[{"text":"need input"}]}}'"#;
     // With --key, every command sends it (the stream as well: curl can set the header).
     let h = auth
         .as_deref()
@@ -157,6 +185,19 @@ pub async fn demo(listen: String, key: Option<String>) -> Result<(), String> {
             "curl -s -X POST {base}/agents/scripts/notifications -H 'Authorization: Bearer {ingest}' {json_h} -d {}",
             quoted(&late_push.to_string())
         ),
+        "# the official A2A agent: its card as the gateway serves it (what a2a-sdk and @a2a-js/sdk start from)".into(),
+        format!("curl -s{h} {base}/agents/echo/.well-known/agent-card.json"),
+        "# SendMessage over JSON-RPC: COMPLETED, with an echo artifact (the same messageId again is answered once)".into(),
+        format!("curl -s{h} -X POST {base}/agents/echo/jsonrpc {json_h} {a2a_h} -d {}", rpc(1, "SendMessage", hello)),
+        "# the same agent over HTTP+JSON: a task that asks for input (INPUT_REQUIRED)".into(),
+        format!("curl -s{h} -X POST {base}/agents/echo/message:send -H 'Content-Type: application/a2a+json' {a2a_h} -d {need_input}"),
+        "# the finished A2A sample task, from the ledger".into(),
+        format!("curl -s{h} {base}/agents/echo/tasks/{a2a_task} {a2a_h}"),
+        "# ListTasks, from the ledger: the caller's tasks, newest first (REST, and JSON-RPC at /a2a for the whole fleet)".into(),
+        format!("curl -s{h} '{base}/agents/echo/tasks?pageSize=5' {a2a_h}"),
+        format!("curl -s{h} -X POST {base}/a2a {json_h} {a2a_h} -d {}", rpc(2, "ListTasks", r#"{"pageSize":5}"#)),
+        "# every task of both protocols, each status in its own protocol's words".into(),
+        format!("curl -s{h} '{base}/tasks?page_size=10'"),
         "# metrics".into(),
         format!("curl -s{h} {base}/metrics | grep ^a2a_gateway_requests_total"),
         String::new(),
@@ -164,8 +205,47 @@ pub async fn demo(listen: String, key: Option<String>) -> Result<(), String> {
     ];
     announce(&lines.join("\n"));
     gw.run_until_signal().await;
-    drop((scripts, summaries));
+    drop((scripts, summaries, echo));
     Ok(())
+}
+
+/// Send one message to the official A2A agent through the gateway (with `auth`, if any) and
+/// return the id of its task, COMPLETED.
+async fn sample_a2a_task(base: &str, auth: Option<&str>) -> Result<String, String> {
+    let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
+        "messageId": uuid::Uuid::new_v4().to_string(), "role": "ROLE_USER",
+        "parts": [{"text": "hello"}]}}});
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let mut req = Request::builder()
+            .method("POST")
+            .uri(format!("{base}/agents/echo/jsonrpc"))
+            .header("content-type", "application/json")
+            .header("a2a-version", "1.0");
+        if let Some(a) = auth {
+            req = req.header("authorization", a);
+        }
+        let req = req
+            .body(Full::new(Bytes::from(body.to_string())))
+            .map_err(|e| e.to_string())?;
+        let res = client.request(req).await.map_err(|e| e.to_string())?;
+        let raw = res
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| e.to_string())?
+            .to_bytes();
+        let v: Value = serde_json::from_slice(&raw).map_err(|e| e.to_string())?;
+        if let Some(id) = v["result"]["task"]["id"].as_str() {
+            return Ok(id.to_owned());
+        }
+        // The card is fetched in the background: the first message may race it.
+        if Instant::now() > deadline {
+            return Err(format!("the sample A2A message failed: {v}"));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 }
 
 /// Create a task through the gateway (with `auth` as its `Authorization`, if any), wait for it
@@ -256,6 +336,8 @@ pub struct Standalone {
     pub agent_id: Option<uuid::Uuid>,
     /// Where to push status changes, and the bearer token to push with.
     pub push: Option<(String, String)>,
+    /// The protocol it speaks.
+    pub protocol: AgentProtocol,
 }
 
 pub async fn sample_agent(run: Standalone) -> Result<(), String> {
@@ -265,7 +347,32 @@ pub async fn sample_agent(run: Standalone) -> Result<(), String> {
         file_bytes,
         agent_id,
         push,
+        protocol,
     } = run;
+    if protocol == AgentProtocol::A2a {
+        if file_bytes > 0 || agent_id.is_some() || push.is_some() {
+            return Err(
+                "--file-bytes, --agent-id and --push are the Clawpedia agent's: not with --protocol a2a"
+                    .into(),
+            );
+        }
+        let opts = AgentOptions {
+            listen: parse_addr(&listen)?,
+            progress: progress.then(Progress::default),
+            record_capacity: 0,
+            ..AgentOptions::a2a("Sample A2A Agent")
+        };
+        let agent = SampleAgent::start(opts).await.map_err(|e| e.to_string())?;
+        announce(&format!(
+            "sample A2A agent listening on {} (card {}{}, JSON-RPC /a2a/jsonrpc, HTTP+JSON /a2a/rest)",
+            agent.base_url(),
+            agent.base_url(),
+            a2a_sample_agent::A2A_CARD_PATH
+        ));
+        let _ = tokio::signal::ctrl_c().await;
+        agent.shutdown().await;
+        return Ok(());
+    }
     let auth = push
         .as_ref()
         .map(|(url, token)| (url.clone(), format!("Authorization: Bearer {token}")));

@@ -89,6 +89,11 @@ enum Command {
         /// The bearer token sent with each push (the agent's `ingest_token` in the gateway).
         #[arg(long, value_name = "T", requires = "push")]
         ingest_token: Option<String>,
+        /// The protocol it speaks: `a2a` is the official A2A 1.0 (JSON-RPC at /a2a/jsonrpc,
+        /// HTTP+JSON under /a2a/rest, the card at /.well-known/agent-card.json; --file-bytes,
+        /// --agent-id and --push are Clawpedia's).
+        #[arg(long, value_enum, default_value = "clawpedia")]
+        protocol: demo::AgentProtocol,
     },
     /// Health check: exit 0 if URL answers 2xx, 1 otherwise (for a container HEALTHCHECK).
     Probe {
@@ -141,6 +146,7 @@ fn main() -> ExitCode {
             agent_id,
             push,
             ingest_token,
+            protocol,
         }) => {
             logs::init(LogFormat::Text);
             let standalone = demo::Standalone {
@@ -149,6 +155,7 @@ fn main() -> ExitCode {
                 file_bytes,
                 agent_id,
                 push: push.zip(ingest_token),
+                protocol,
             };
             run(demo::sample_agent(standalone))
         }

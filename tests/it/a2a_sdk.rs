@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 
-use crate::support::a2a_sdk::{run_clients, Sdk, SdkAgent, HTTP_JSON, JSONRPC};
+use crate::support::a2a_sdk::{run_clients, Run, Sdk, SdkAgent, HTTP_JSON, JSONRPC};
 
 /// Every scenario the drivers know but `card`.
 pub(crate) const SCENARIOS: &[&str] = &[
@@ -201,4 +201,57 @@ fn the_card_can_name_another_host_than_the_agent_listens_on() {
         format!("http://agent.public.invalid:{port}/a2a/jsonrpc")
     );
     assert_eq!(out["card"]["capabilities"]["streaming"], true);
+}
+
+/// Our sample agent in its official A2A mode (`sample-agent --protocol a2a`), direct and through
+/// the gateway: both official clients over both of its bindings give what they give an agent
+/// on a2a-sdk's own server classes.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_sample_agent_answers_the_sdks_as_an_sdk_agent_does() {
+    use a2a_gateway::config::Binding;
+    let sample =
+        a2a_sample_agent::SampleAgent::start(a2a_sample_agent::AgentOptions::a2a("Sample"))
+            .await
+            .expect("sample agent starts");
+    let direct = format!("{}{}", sample.base_url(), a2a_sample_agent::A2A_CARD_PATH);
+    let mut via_rest = crate::a2a_gateway::a2a_agent("rest", &sample.base_url());
+    via_rest.binding = Some(Binding::HttpJson);
+    let mut via_rpc = crate::a2a_gateway::a2a_agent("rpc", &sample.base_url());
+    via_rpc.binding = Some(Binding::JsonRpc);
+    let (_gw, http) = crate::a2a_gateway::gateway(vec![via_rpc, via_rest], |_| {}).await;
+    let (rpc_card, rest_card) = (
+        crate::a2a_gateway::card_url(&http, "rpc"),
+        crate::a2a_gateway::card_url(&http, "rest"),
+    );
+    let scenarios: Vec<&str> = SCENARIOS
+        .iter()
+        .copied()
+        .filter(|s| !matches!(*s, "stream" | "subscribe"))
+        .collect();
+    let runs: Vec<Run<'_>> = [Sdk::Python, Sdk::Js]
+        .into_iter()
+        .flat_map(|sdk| {
+            [
+                (sdk, direct.as_str(), JSONRPC),
+                (sdk, direct.as_str(), HTTP_JSON),
+                (sdk, rpc_card.as_str(), JSONRPC),
+                (sdk, rest_card.as_str(), HTTP_JSON),
+            ]
+        })
+        .map(|(sdk, url, binding)| (sdk, url, binding, None, scenarios.as_slice()))
+        .collect();
+    let outs = tokio::task::block_in_place(|| run_clients(&runs));
+    for (run, out) in runs.iter().zip(&outs) {
+        for s in &scenarios {
+            let doc = &out["scenarios"][s];
+            assert_eq!(
+                comparable(&doc["result"]),
+                expected(s),
+                "{:?} {} {}: {s}: {doc}",
+                run.0,
+                run.1,
+                run.2
+            );
+        }
+    }
 }

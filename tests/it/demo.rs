@@ -1,5 +1,5 @@
-//! `a2a-gateway demo` prints curl commands that work when pasted: run each one with sh and check
-//! what it prints.
+//! `a2a-gateway demo` prints curl commands that work when pasted, for both protocols: run each
+//! one with sh and check what it prints.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -77,6 +77,7 @@ fn commands_work_as_printed(args: &[&str]) -> Vec<String> {
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
     let mut seen_stream_event = false;
+    let mut a2a_commands = 0;
     for cmd in &commands {
         let out = run(cmd);
         assert!(!out.trim().is_empty(), "{cmd} printed nothing");
@@ -98,6 +99,50 @@ fn commands_work_as_printed(args: &[&str]) -> Vec<String> {
         }
         let v: serde_json::Value = serde_json::from_str(&out)
             .unwrap_or_else(|e| panic!("{cmd} printed non-JSON ({e}): {out}"));
+        // The official A2A agent's commands: its card, both bindings, the listings.
+        if cmd.contains("A2A-Version") || cmd.contains("/.well-known/") {
+            assert!(v.get("error").is_none(), "{cmd} failed: {out}");
+            let state = |t: &serde_json::Value| t["status"]["state"].clone();
+            if cmd.contains("/.well-known/") {
+                assert!(v["supportedInterfaces"].is_array(), "{out}");
+            } else if cmd.contains("\"SendMessage\"") {
+                assert_eq!(state(&v["result"]["task"]), "TASK_STATE_COMPLETED", "{out}");
+            } else if cmd.contains("message:send") {
+                assert_eq!(state(&v["task"]), "TASK_STATE_INPUT_REQUIRED", "{out}");
+            } else if cmd.contains("\"ListTasks\"") {
+                assert!(
+                    v["result"]["tasks"]
+                        .as_array()
+                        .is_some_and(|t| !t.is_empty()),
+                    "{out}"
+                );
+                assert!(v["result"]["nextPageToken"].is_string(), "{out}");
+            } else if cmd.contains("/agents/echo/tasks?") {
+                assert!(
+                    v["tasks"].as_array().is_some_and(|t| !t.is_empty()),
+                    "{out}"
+                );
+                assert!(v["nextPageToken"].is_string(), "{out}");
+            } else {
+                assert_eq!(state(&v), "TASK_STATE_COMPLETED", "{out}");
+            }
+            a2a_commands += 1;
+            continue;
+        }
+        if cmd.contains("/tasks?page_size") {
+            let protocols: std::collections::BTreeSet<&str> = v["tasks"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{out}"))
+                .iter()
+                .filter_map(|t| t["protocol"].as_str())
+                .collect();
+            assert_eq!(
+                protocols,
+                ["a2a", "clawpedia"].into(),
+                "both protocols: {out}"
+            );
+            continue;
+        }
         if cmd.contains("\"topic\":7") {
             assert_eq!(v["error"]["code"], "INPUT_SCHEMA_VIOLATION", "{out}");
         } else if cmd.contains("/cancel") || cmd.contains("/notifications") {
@@ -111,5 +156,9 @@ fn commands_work_as_printed(args: &[&str]) -> Vec<String> {
         }
     }
     assert!(seen_stream_event);
+    assert_eq!(
+        a2a_commands, 6,
+        "the official A2A agent's commands: {commands:#?}"
+    );
     commands
 }

@@ -13,6 +13,7 @@
 
 #![warn(missing_docs)]
 
+mod a2a;
 mod body;
 mod notify;
 mod progress;
@@ -32,12 +33,27 @@ use serde_json::{json, Value};
 
 use shared::{lock, Shared};
 
+pub use a2a::{a2a_card, CARD_PATH as A2A_CARD_PATH};
+
+/// Which protocol the agent speaks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Protocol {
+    /// Clawpedia A2A 1.0: the REST task protocol with input and output schemas on the card.
+    #[default]
+    Clawpedia,
+    /// The official A2A 1.0 protocol (a2aproject): JSON-RPC at `/a2a/jsonrpc` and HTTP+JSON
+    /// under `/a2a/rest`, the card at `/.well-known/agent-card.json` (see [`a2a_card`]).
+    A2a,
+}
+
 /// How to start a [`SampleAgent`]. Every field has a default so callers set only what their
 /// scenario is about.
 #[derive(Clone, Debug)]
 pub struct AgentOptions {
     /// Where to listen; the default `127.0.0.1:0` lets parallel tests each get a free port.
     pub listen: SocketAddr,
+    /// The protocol spoken; [`AgentOptions::a2a`] sets the official one with its card.
+    pub protocol: Protocol,
     /// The AgentCard served at `card_path`; [`card_for`] builds a valid one. Tests may put an
     /// invalid card here on purpose: the agent serves it as given.
     pub card: Value,
@@ -64,6 +80,7 @@ impl Default for AgentOptions {
     fn default() -> Self {
         AgentOptions {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            protocol: Protocol::Clawpedia,
             card: card_for("Sample Agent", None),
             card_path: "/agent-card.json".to_string(),
             card_max_age: None,
@@ -71,6 +88,19 @@ impl Default for AgentOptions {
             max_tasks: 100_000,
             ping_every: Duration::from_secs(15),
             record_capacity: 10_000,
+        }
+    }
+}
+
+impl AgentOptions {
+    /// An official A2A 1.0 agent: its card (built once the port is known, [`a2a_card`] with
+    /// this name unless `card` is set to another) at `/.well-known/agent-card.json`.
+    pub fn a2a(name: &str) -> AgentOptions {
+        AgentOptions {
+            protocol: Protocol::A2a,
+            card: json!({ "name": name }),
+            card_path: A2A_CARD_PATH.to_string(),
+            ..AgentOptions::default()
         }
     }
 }
@@ -117,13 +147,17 @@ pub enum Route {
     Stream,
     /// `GET /downloads/{id}`, where redirected file artifacts are served.
     Download,
+    /// `POST /a2a/jsonrpc`: the official protocol's JSON-RPC binding (an A2A agent's).
+    A2aJsonRpc,
+    /// Anything under `/a2a/rest/`: the official protocol's HTTP+JSON binding.
+    A2aRest,
     /// Anything else (answered 404 by default; tests use it e.g. as a webhook sink).
     Other,
 }
 
 impl Route {
     /// Number of routes, for the per-route counters.
-    pub(crate) const COUNT: usize = 9;
+    pub(crate) const COUNT: usize = 11;
 }
 
 /// A scripted answer for a route (see [`SampleAgent::script`]).

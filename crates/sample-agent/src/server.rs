@@ -22,7 +22,7 @@ use tokio::task::JoinSet;
 use super::body::{EventBody, OutBody};
 use super::shared::{lock, Shared};
 use super::state::{Cancel, Content, Opened};
-use super::{progress, Recorded, Reply, Route};
+use super::{a2a, progress, Recorded, Reply, Route};
 
 /// Largest request body read; larger ones get 413 (a test agent has no use for more).
 const MAX_BODY: usize = 8 * 1024 * 1024;
@@ -70,11 +70,26 @@ pub(crate) async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     conns.shutdown().await;
 }
 
-/// Which route a request is, and the id in its path.
-fn classify(card_path: &str, method: &Method, path: &str) -> (Route, String) {
+/// Which route a request is, and the id in its path (for an A2A agent: its binding's route,
+/// the path after its base).
+fn classify(
+    protocol: crate::Protocol,
+    card_path: &str,
+    method: &Method,
+    path: &str,
+) -> (Route, String) {
     let get = method == Method::GET;
     if path == card_path && (get || method == Method::HEAD) {
         return (Route::Card, String::new());
+    }
+    if protocol == crate::Protocol::A2a {
+        if path == a2a::JSONRPC_PATH && method == Method::POST {
+            return (Route::A2aJsonRpc, String::new());
+        }
+        return match path.strip_prefix(a2a::REST_BASE) {
+            Some(tail) if tail.starts_with('/') => (Route::A2aRest, tail.to_owned()),
+            _ => (Route::Other, String::new()),
+        };
     }
     let post = method == Method::POST;
     let mut segs = path.strip_prefix('/').unwrap_or(path).split('/');
@@ -96,7 +111,12 @@ fn classify(card_path: &str, method: &Method, path: &str) -> (Route, String) {
 }
 
 async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<OutBody>, Dropped> {
-    let (route, id) = classify(&shared.card_path, req.method(), req.uri().path());
+    let (route, id) = classify(
+        shared.protocol,
+        &shared.card_path,
+        req.method(),
+        req.uri().path(),
+    );
     shared.counts[route as usize].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let (parts, body) = req.into_parts();
     let body = if body.is_end_stream() {
@@ -132,7 +152,15 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<
                 }
                 reply = *inner;
             }
-            Reply::Default => return Ok(answer(&shared, route, &id, &parts.headers, &body)),
+            Reply::Default => {
+                return Ok(match route {
+                    Route::A2aJsonRpc => a2a::jsonrpc(&shared, &body),
+                    Route::A2aRest => {
+                        a2a::rest(&shared, &parts.method, &id, parts.uri.query(), &body)
+                    }
+                    _ => answer(&shared, route, &id, &parts.headers, &body),
+                })
+            }
             Reply::Json(status, value) => return Ok(json_response(status_code(status), &value)),
             Reply::Raw {
                 status,
@@ -208,7 +236,10 @@ fn answer(
             _ => artifact_not_found(),
         },
         Route::Stream => stream(shared, id),
-        Route::Other => error(StatusCode::NOT_FOUND, "NOT_FOUND", "no such endpoint"),
+        // Answered by `a2a` before this (an A2A agent's routes).
+        Route::A2aJsonRpc | Route::A2aRest | Route::Other => {
+            error(StatusCode::NOT_FOUND, "NOT_FOUND", "no such endpoint")
+        }
     }
 }
 

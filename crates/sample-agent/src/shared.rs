@@ -126,6 +126,9 @@ pub(crate) struct Shared {
     card: Mutex<Arc<CardSnapshot>>,
     pub(crate) card_not_modified: AtomicUsize,
     pub(crate) store: Mutex<Store>,
+    /// The official A2A tasks (an A2A agent's).
+    pub(crate) a2a: Mutex<super::a2a::Tasks>,
+    pub(crate) protocol: super::Protocol,
     pub(crate) scripts: Scripts,
     ring: Mutex<VecDeque<Recorded>>,
     record_capacity: usize,
@@ -144,10 +147,22 @@ impl Shared {
             ip => ip,
         };
         let (notify_tx, notify_rx) = mpsc::channel(notify::QUEUE);
-        let card = CardSnapshot::new(&opts.card, new_etag(), opts.card_max_age);
+        let base_url = format!("http://{}", SocketAddr::new(ip, addr.port()));
+        // An A2A card names the agent's own URLs: built here, once the port is known, unless
+        // the caller gave a whole card (one with interfaces).
+        let card = match (&opts.protocol, opts.card.get("supportedInterfaces")) {
+            (super::Protocol::A2a, None) => {
+                let name = opts.card["name"].as_str().unwrap_or("Sample A2A Agent");
+                super::a2a::a2a_card(name, &base_url)
+            }
+            _ => opts.card.clone(),
+        };
+        let card = CardSnapshot::new(&card, new_etag(), opts.card_max_age);
         let shared = Shared {
             addr,
-            base_url: format!("http://{}", SocketAddr::new(ip, addr.port())),
+            base_url,
+            a2a: Mutex::new(super::a2a::Tasks::new(opts.max_tasks)),
+            protocol: opts.protocol,
             card_path: opts.card_path,
             progress: opts.progress,
             ping_every: opts.ping_every,

@@ -857,3 +857,165 @@ async fn http2_prior_knowledge_is_served() {
     assert_eq!(r.status, 200);
     assert_eq!(r.json()["agent_id"], agent.agent_id().as_str());
 }
+
+// ---------------------------------------------------------------------------------------------
+// The official A2A 1.0 protocol (`AgentOptions::a2a`)
+// ---------------------------------------------------------------------------------------------
+
+async fn a2a_agent(max_tasks: usize) -> SampleAgent {
+    SampleAgent::start(AgentOptions {
+        max_tasks,
+        ..AgentOptions::a2a("Echo")
+    })
+    .await
+    .unwrap()
+}
+
+async fn rpc(c: &HttpClient, agent: &SampleAgent, method: &str, params: Value) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
+    let url = format!("{}/a2a/jsonrpc", agent.base_url());
+    let r = call(
+        c,
+        "POST",
+        &url,
+        &[("content-type", "application/json")],
+        &body.to_string(),
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    let v = r.json();
+    assert_eq!(v["id"], 7, "{v}");
+    v
+}
+
+fn say(text: &str, task: Option<&str>) -> Value {
+    let mut m = json!({"messageId": uuid::Uuid::new_v4().to_string(), "role": "ROLE_USER",
+        "parts": [{"text": text}]});
+    if let Some(t) = task {
+        m["taskId"] = json!(t);
+    }
+    json!({ "message": m })
+}
+
+#[tokio::test]
+async fn a2a_card_names_both_bindings_at_the_agents_own_paths() {
+    let (c, agent) = (client(), a2a_agent(10).await);
+    let card = get(&c, &format!("{}{}", agent.base_url(), A2A_CARD_PATH))
+        .await
+        .json();
+    let base = agent.base_url();
+    assert_eq!(
+        card["supportedInterfaces"],
+        json!([
+            {"url": format!("{base}/a2a/jsonrpc"), "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+            {"url": format!("{base}/a2a/rest"), "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"}
+        ])
+    );
+    assert_eq!(card["capabilities"]["streaming"], false);
+    // The Clawpedia routes are not this agent's.
+    assert_eq!(create(&c, &agent, json!({})).await.status, 404);
+}
+
+#[tokio::test]
+async fn a2a_tasks_take_turns_cancel_and_refuse_in_the_protocols_errors() {
+    let (c, agent) = (client(), a2a_agent(10).await);
+    let asked = rpc(&c, &agent, "SendMessage", say("need input", None)).await;
+    let task = &asked["result"]["task"];
+    assert_eq!(
+        task["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{asked}"
+    );
+    let id = task["id"].as_str().unwrap().to_owned();
+    let done = rpc(&c, &agent, "SendMessage", say("blue", Some(&id))).await;
+    assert_eq!(
+        done["result"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+    assert_eq!(
+        done["result"]["task"]["artifacts"][0]["parts"][0]["text"],
+        "got: blue"
+    );
+    assert_eq!(done["result"]["task"]["contextId"], task["contextId"]);
+    // A final task: not cancelable, and takes no more messages.
+    let again = rpc(&c, &agent, "CancelTask", json!({"id": id})).await;
+    assert_eq!(again["error"]["code"], -32002, "{again}");
+    let more = rpc(&c, &agent, "SendMessage", say("more", Some(&id))).await;
+    assert_eq!(more["error"]["code"], -32602, "{more}");
+    // A slow one works until canceled, over the REST binding.
+    let base = agent.base_url();
+    let slow = call(
+        &c,
+        "POST",
+        &format!("{base}/a2a/rest/message:send"),
+        &[("content-type", "application/a2a+json")],
+        &say("slow", None).to_string(),
+    )
+    .await;
+    assert_eq!(slow.status, 200);
+    let slow_id = slow.json()["task"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(slow.json()["task"]["status"]["state"], "TASK_STATE_WORKING");
+    let canceled = call(
+        &c,
+        "POST",
+        &format!("{base}/a2a/rest/tasks/{slow_id}:cancel"),
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(
+        canceled.json()["status"]["state"],
+        "TASK_STATE_CANCELED",
+        "{:?}",
+        canceled.body
+    );
+    let read = get(
+        &c,
+        &format!("{base}/a2a/rest/tasks/{slow_id}?historyLength=0"),
+    )
+    .await;
+    assert_eq!(read.json()["status"]["state"], "TASK_STATE_CANCELED");
+    assert_eq!(read.json()["history"], json!([]));
+    // Errors in each binding's own shape.
+    let missing = get(&c, &format!("{base}/a2a/rest/tasks/nope")).await;
+    assert_eq!(missing.status, 404);
+    assert_eq!(missing.json()["error"]["status"], "NOT_FOUND");
+    assert_eq!(
+        missing.json()["error"]["details"][0]["reason"],
+        "TASK_NOT_FOUND"
+    );
+    let v = rpc(&c, &agent, "GetTask", json!({"id": "nope"})).await;
+    assert_eq!(v["error"]["code"], -32001);
+    let v = rpc(&c, &agent, "NoSuchMethod", json!({})).await;
+    assert_eq!(v["error"]["code"], -32601);
+    let v = rpc(&c, &agent, "SendStreamingMessage", say("x", None)).await;
+    assert_eq!(v["error"]["code"], -32004);
+    let r = call(&c, "POST", &format!("{base}/a2a/jsonrpc"), &[], "{not json").await;
+    assert_eq!(r.json()["error"]["code"], -32700);
+    // A Message answer, no task.
+    let m = rpc(&c, &agent, "SendMessage", say("message", None)).await;
+    assert_eq!(
+        m["result"]["message"]["parts"][0]["text"],
+        "you said: message"
+    );
+}
+
+#[tokio::test]
+async fn a2a_tasks_are_bounded_oldest_first() {
+    let (c, agent) = (client(), a2a_agent(2).await);
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        let v = rpc(&c, &agent, "SendMessage", say(&format!("t{n}"), None)).await;
+        ids.push(v["result"]["task"]["id"].as_str().unwrap().to_owned());
+    }
+    let first = rpc(&c, &agent, "GetTask", json!({"id": ids[0]})).await;
+    assert_eq!(
+        first["error"]["code"], -32001,
+        "the oldest is gone: {first}"
+    );
+    for id in &ids[1..] {
+        let v = rpc(&c, &agent, "GetTask", json!({"id": id})).await;
+        assert_eq!(v["result"]["id"], id.as_str());
+    }
+    let listed = rpc(&c, &agent, "ListTasks", json!({})).await;
+    assert_eq!(listed["result"]["totalSize"], 2, "{listed}");
+}

@@ -1,0 +1,529 @@
+//! The official A2A 1.0 protocol (a2aproject), which the agent speaks with
+//! `AgentOptions::protocol = Protocol::A2a`: its card at `/.well-known/agent-card.json` names
+//! two interfaces, the JSON-RPC binding at `/a2a/jsonrpc` and the HTTP+JSON binding under
+//! `/a2a/rest`, with the same tasks behind both.
+//!
+//! What a message does, by its text, as tests/a2a/agent.py (an agent on a2a-sdk's own server
+//! classes) does, so the official SDKs' clients see the same from both:
+//! - `hello`: COMPLETED with an artifact `Hello, world!`;
+//! - `need input`: INPUT_REQUIRED, asking `what else?`; the next message on the task completes
+//!   it with an artifact `got: {text}` (multi-turn);
+//! - `slow`: WORKING until canceled (with `progress`, completed after the demo's delays);
+//! - `fail`: FAILED (`it failed`); `reject`: REJECTED;
+//! - `message`: a Message (`you said: message`), no task;
+//! - anything else: COMPLETED with an artifact `echo: {text}`.
+//!
+//! CancelTask cancels a live task (TaskNotCancelableError for a final one), GetTask reads one
+//! (`historyLength` applied), ListTasks lists the agent's own tasks newest first (one page: a
+//! gateway serves ListTasks from its ledger). Streaming and push configs are not served (the
+//! card says so). Tasks are bounded by `max_tasks`, the oldest evicted first.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::{Response, StatusCode};
+use serde_json::{json, Map, Value};
+
+use super::body::OutBody;
+use super::shared::{lock, Shared};
+
+/// Where the JSON-RPC binding is served.
+pub(crate) const JSONRPC_PATH: &str = "/a2a/jsonrpc";
+/// Where the HTTP+JSON binding's routes are served (`{REST_BASE}/message:send`...).
+pub(crate) const REST_BASE: &str = "/a2a/rest";
+/// The card path of the official protocol.
+pub const CARD_PATH: &str = "/.well-known/agent-card.json";
+
+/// A valid A2A 1.0 AgentCard for an agent at `base_url`: both bindings, no streaming, no push.
+pub fn a2a_card(name: &str, base_url: &str) -> Value {
+    json!({
+        "name": name,
+        "description": "A sample official A2A 1.0 agent: echoes a message, asks for input when told to, fails and rejects on request.",
+        "version": "1.0.0",
+        "supportedInterfaces": [
+            {"url": format!("{base_url}{JSONRPC_PATH}"), "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+            {"url": format!("{base_url}{REST_BASE}"), "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"}
+        ],
+        "capabilities": {"streaming": false, "pushNotifications": false},
+        "defaultInputModes": ["text/plain"],
+        "defaultOutputModes": ["text/plain"],
+        "skills": [{
+            "id": "echo",
+            "name": "Echo",
+            "description": "Answers a message with its text; `need input` asks a question first, `slow` works until canceled.",
+            "tags": ["echo", "multi-turn"],
+            "examples": ["hello", "need input", "slow"]
+        }]
+    })
+}
+
+/// The agent's official A2A tasks, bounded (the oldest evicted first).
+pub(crate) struct Tasks {
+    map: HashMap<String, Value>,
+    order: VecDeque<String>,
+    max: usize,
+}
+
+impl Tasks {
+    pub(crate) fn new(max: usize) -> Tasks {
+        Tasks {
+            map: HashMap::new(),
+            order: VecDeque::new(),
+            max: max.max(1),
+        }
+    }
+
+    fn insert(&mut self, id: String, task: Value) {
+        while self.map.len() >= self.max {
+            match self.order.pop_front() {
+                Some(old) => {
+                    self.map.remove(&old);
+                }
+                None => break,
+            }
+        }
+        self.order.push_back(id.clone());
+        self.map.insert(id, task);
+    }
+}
+
+/// An A2A error: the JSON-RPC code, the HTTP status, the google.rpc code name and reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Parse,
+    InvalidRequest,
+    MethodNotFound,
+    InvalidParams,
+    TaskNotFound,
+    TaskNotCancelable,
+    PushNotSupported,
+    Unsupported,
+}
+
+impl Kind {
+    fn row(self) -> (i64, u16, &'static str, &'static str) {
+        match self {
+            Kind::Parse => (-32700, 400, "INVALID_ARGUMENT", "PARSE_ERROR"),
+            Kind::InvalidRequest => (-32600, 400, "INVALID_ARGUMENT", "INVALID_REQUEST"),
+            Kind::MethodNotFound => (-32601, 404, "NOT_FOUND", "METHOD_NOT_FOUND"),
+            Kind::InvalidParams => (-32602, 400, "INVALID_ARGUMENT", "INVALID_PARAMS"),
+            Kind::TaskNotFound => (-32001, 404, "NOT_FOUND", "TASK_NOT_FOUND"),
+            Kind::TaskNotCancelable => (-32002, 400, "FAILED_PRECONDITION", "TASK_NOT_CANCELABLE"),
+            Kind::PushNotSupported => (
+                -32003,
+                400,
+                "FAILED_PRECONDITION",
+                "PUSH_NOTIFICATION_NOT_SUPPORTED",
+            ),
+            Kind::Unsupported => (-32004, 400, "FAILED_PRECONDITION", "UNSUPPORTED_OPERATION"),
+        }
+    }
+}
+
+struct Failure(Kind, String);
+
+type Answer = Result<Value, Failure>;
+
+fn fail(kind: Kind, message: impl Into<String>) -> Failure {
+    Failure(kind, message.into())
+}
+
+fn error_info(reason: &str) -> Value {
+    json!({"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": reason, "domain": "a2a-protocol.org"})
+}
+
+fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+fn id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+fn agent_message(text: &str, task_id: &str, context_id: &str) -> Value {
+    json!({"messageId": id(), "role": "ROLE_AGENT", "parts": [{"text": text}],
+        "taskId": task_id, "contextId": context_id})
+}
+
+fn state_of(task: &Value) -> &str {
+    task["status"]["state"].as_str().unwrap_or("")
+}
+
+fn is_final(state: &str) -> bool {
+    matches!(
+        state,
+        "TASK_STATE_COMPLETED"
+            | "TASK_STATE_FAILED"
+            | "TASK_STATE_CANCELED"
+            | "TASK_STATE_REJECTED"
+    )
+}
+
+fn set_status(task: &mut Value, state: &str, message: Option<Value>) {
+    let mut status = json!({"state": state, "timestamp": now()});
+    if let Some(m) = message {
+        status["message"] = m;
+    }
+    task["status"] = status;
+}
+
+fn history_push(task: &mut Value, message: Value) {
+    if let Some(h) = task["history"].as_array_mut() {
+        h.push(message);
+    } else {
+        task["history"] = json!([message]);
+    }
+}
+
+fn complete(task: &mut Value, artifact: Option<(&str, String)>) {
+    if let Some((name, text)) = artifact {
+        task["artifacts"] = json!([{"artifactId": id(), "name": name, "parts": [{"text": text}]}]);
+    }
+    set_status(task, "TASK_STATE_COMPLETED", None);
+}
+
+/// What `text` does to `task` (a new one, or a live one it continues).
+fn act(task: &mut Value, text: &str) {
+    let (tid, ctx) = (
+        task["id"].as_str().unwrap_or("").to_owned(),
+        task["contextId"].as_str().unwrap_or("").to_owned(),
+    );
+    if state_of(task) == "TASK_STATE_INPUT_REQUIRED" {
+        return complete(task, Some(("answer", format!("got: {text}"))));
+    }
+    match text {
+        "hello" | "hello slowly" => complete(task, Some(("greeting", "Hello, world!".into()))),
+        "need input" => {
+            let ask = agent_message("what else?", &tid, &ctx);
+            history_push(task, ask.clone());
+            set_status(task, "TASK_STATE_INPUT_REQUIRED", Some(ask));
+        }
+        "fail" => {
+            let why = agent_message("it failed", &tid, &ctx);
+            history_push(task, why.clone());
+            set_status(task, "TASK_STATE_FAILED", Some(why));
+        }
+        "reject" => set_status(task, "TASK_STATE_REJECTED", None),
+        "slow" => set_status(task, "TASK_STATE_WORKING", None),
+        other => complete(task, Some(("echo", format!("echo: {other}")))),
+    }
+}
+
+/// SendMessage: a new task, the next turn of one, or (`message`) a Message.
+fn send(shared: &Arc<Shared>, params: &Map<String, Value>) -> Answer {
+    let Some(msg) = params.get("message").and_then(Value::as_object) else {
+        return Err(fail(Kind::InvalidParams, "params.message is required"));
+    };
+    if msg
+        .get("messageId")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
+        return Err(fail(Kind::InvalidParams, "message.messageId is required"));
+    }
+    let text = msg
+        .get("parts")
+        .and_then(Value::as_array)
+        .map(|parts| {
+            parts
+                .iter()
+                .filter_map(|p| p["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default();
+    let text = text.trim();
+    let asked_context = msg
+        .get("contextId")
+        .and_then(Value::as_str)
+        .filter(|c| !c.is_empty());
+    let mut user = Value::Object(msg.clone());
+    if let Some(task_id) = msg
+        .get("taskId")
+        .and_then(Value::as_str)
+        .filter(|t| !t.is_empty())
+    {
+        let mut tasks = lock(&shared.a2a);
+        let Some(task) = tasks.map.get_mut(task_id) else {
+            return Err(fail(Kind::TaskNotFound, format!("no task {task_id:?}")));
+        };
+        if is_final(state_of(task)) {
+            return Err(fail(
+                Kind::InvalidParams,
+                format!("task {task_id} is in a final state: it takes no more messages"),
+            ));
+        }
+        if asked_context.is_some_and(|c| Some(c) != task["contextId"].as_str()) {
+            return Err(fail(
+                Kind::InvalidParams,
+                "the message's contextId is not the task's",
+            ));
+        }
+        user["contextId"] = task["contextId"].clone();
+        history_push(task, user);
+        act(task, text);
+        return Ok(json!({ "task": task.clone() }));
+    }
+    let context = asked_context.map_or_else(id, str::to_owned);
+    if text == "message" {
+        let mut m = agent_message("you said: message", "", &context);
+        if let Some(o) = m.as_object_mut() {
+            o.remove("taskId");
+        }
+        return Ok(json!({ "message": m }));
+    }
+    let task_id = id();
+    user["taskId"] = json!(task_id);
+    user["contextId"] = json!(context);
+    let mut task = json!({"id": task_id, "contextId": context, "history": [user],
+        "status": {"state": "TASK_STATE_SUBMITTED", "timestamp": now()}});
+    act(&mut task, text);
+    let slow = state_of(&task) == "TASK_STATE_WORKING";
+    lock(&shared.a2a).insert(task_id.clone(), task.clone());
+    if let (true, Some(p)) = (slow, shared.progress) {
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(p.to_working + p.to_completed).await;
+            if let Some(t) = lock(&shared.a2a).map.get_mut(&task_id) {
+                if state_of(t) == "TASK_STATE_WORKING" {
+                    complete(t, Some(("echo", "slow, and done".into())));
+                }
+            }
+        });
+    }
+    Ok(json!({ "task": task }))
+}
+
+fn task_id(params: &Map<String, Value>) -> Result<&str, Failure> {
+    params
+        .get("id")
+        .and_then(Value::as_str)
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| fail(Kind::InvalidParams, "params.id is required"))
+}
+
+fn with_history(mut task: Value, n: Option<u64>) -> Value {
+    if let (Some(n), Some(h)) = (n, task["history"].as_array_mut()) {
+        let keep = usize::try_from(n).unwrap_or(usize::MAX);
+        let drop = h.len().saturating_sub(keep);
+        h.drain(..drop);
+    }
+    task
+}
+
+fn get(shared: &Shared, params: &Map<String, Value>) -> Answer {
+    let id = task_id(params)?;
+    let task = lock(&shared.a2a).map.get(id).cloned();
+    let task = task.ok_or_else(|| fail(Kind::TaskNotFound, format!("no task {id:?}")))?;
+    Ok(with_history(
+        task,
+        params.get("historyLength").and_then(Value::as_u64),
+    ))
+}
+
+fn cancel(shared: &Shared, params: &Map<String, Value>) -> Answer {
+    let id = task_id(params)?;
+    let mut tasks = lock(&shared.a2a);
+    let task = tasks
+        .map
+        .get_mut(id)
+        .ok_or_else(|| fail(Kind::TaskNotFound, format!("no task {id:?}")))?;
+    if is_final(state_of(task)) {
+        return Err(fail(Kind::TaskNotCancelable, "the task is final"));
+    }
+    set_status(task, "TASK_STATE_CANCELED", None);
+    Ok(task.clone())
+}
+
+fn list(shared: &Shared, params: &Map<String, Value>) -> Answer {
+    let context = params.get("contextId").and_then(Value::as_str);
+    let status = params
+        .get("status")
+        .and_then(Value::as_str)
+        .filter(|s| *s != "TASK_STATE_UNSPECIFIED");
+    let size = params
+        .get("pageSize")
+        .and_then(Value::as_u64)
+        .unwrap_or(50)
+        .clamp(1, 100) as usize;
+    let mut tasks: Vec<Value> = lock(&shared.a2a)
+        .map
+        .values()
+        .filter(|t| context.is_none_or(|c| t["contextId"] == c))
+        .filter(|t| status.is_none_or(|s| state_of(t) == s))
+        .cloned()
+        .collect();
+    let total = tasks.len();
+    tasks.sort_by(|a, b| {
+        let at = |t: &Value| t["status"]["timestamp"].as_str().unwrap_or("").to_owned();
+        at(b).cmp(&at(a))
+    });
+    tasks.truncate(size);
+    Ok(json!({"tasks": tasks, "nextPageToken": "", "pageSize": size, "totalSize": total}))
+}
+
+/// One call, whichever binding it came in.
+fn call(shared: &Arc<Shared>, method: &str, params: &Map<String, Value>) -> Answer {
+    match method {
+        "SendMessage" => send(shared, params),
+        "GetTask" => get(shared, params),
+        "CancelTask" => cancel(shared, params),
+        "ListTasks" => list(shared, params),
+        "SendStreamingMessage" | "SubscribeToTask" => Err(fail(
+            Kind::Unsupported,
+            "streaming is not served (capabilities.streaming is false)",
+        )),
+        "CreateTaskPushNotificationConfig"
+        | "GetTaskPushNotificationConfig"
+        | "ListTaskPushNotificationConfigs"
+        | "DeleteTaskPushNotificationConfig" => Err(fail(
+            Kind::PushNotSupported,
+            "push notifications are not served (capabilities.pushNotifications is false)",
+        )),
+        "GetExtendedAgentCard" => Err(fail(Kind::Unsupported, "no extended card")),
+        other => Err(fail(
+            Kind::MethodNotFound,
+            format!("no method {:?}", other.chars().take(64).collect::<String>()),
+        )),
+    }
+}
+
+fn json(status: u16, content_type: &'static str, v: &Value) -> Response<OutBody> {
+    let mut res = Response::new(OutBody::full(Bytes::from(
+        serde_json::to_vec(v).unwrap_or_default(),
+    )));
+    *res.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+    res.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    res
+}
+
+/// `POST /a2a/jsonrpc`: one JSON-RPC 2.0 request (§9).
+pub(crate) fn jsonrpc(shared: &Arc<Shared>, body: &[u8]) -> Response<OutBody> {
+    let reply = |id: &Value, out: Answer| {
+        let v = match out {
+            Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+            Err(Failure(kind, message)) => {
+                let (code, _, _, reason) = kind.row();
+                json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message,
+                    "data": [error_info(reason)]}})
+            }
+        };
+        json(200, "application/json", &v)
+    };
+    let req: Value = match serde_json::from_slice(body) {
+        Ok(v) => v,
+        Err(_) => return reply(&Value::Null, Err(fail(Kind::Parse, "not JSON"))),
+    };
+    let id = req.get("id").cloned().unwrap_or(Value::Null);
+    let (Some("2.0"), Some(method)) = (
+        req.get("jsonrpc").and_then(Value::as_str),
+        req.get("method").and_then(Value::as_str),
+    ) else {
+        return reply(
+            &id,
+            Err(fail(Kind::InvalidRequest, "not a JSON-RPC 2.0 request")),
+        );
+    };
+    let empty = Map::new();
+    let params = match req.get("params") {
+        None => &empty,
+        Some(Value::Object(p)) => p,
+        Some(_) => return reply(&id, Err(fail(Kind::InvalidParams, "params is an object"))),
+    };
+    reply(&id, call(shared, method, params))
+}
+
+/// The HTTP+JSON binding (§11.3) under `/a2a/rest`: `tail` is the path after it.
+pub(crate) fn rest(
+    shared: &Arc<Shared>,
+    http_method: &hyper::Method,
+    tail: &str,
+    query: Option<&str>,
+    body: &[u8],
+) -> Response<OutBody> {
+    let out = rest_call(shared, http_method, tail, query, body);
+    match out {
+        Ok(v) => json(200, "application/a2a+json", &v),
+        Err(Failure(kind, message)) => {
+            let (_, status, grpc, reason) = kind.row();
+            json(
+                status,
+                "application/json",
+                &json!({"error": {"code": status, "status": grpc, "message": message,
+                    "details": [error_info(reason)]}}),
+            )
+        }
+    }
+}
+
+fn rest_call(
+    shared: &Arc<Shared>,
+    http_method: &hyper::Method,
+    tail: &str,
+    query: Option<&str>,
+    body: &[u8],
+) -> Answer {
+    use hyper::Method as M;
+    let mut params = Map::new();
+    for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        let v = decode(v).unwrap_or_default();
+        let typed = match k {
+            "pageSize" | "historyLength" => {
+                v.parse::<u64>().map(Value::from).unwrap_or(Value::Null)
+            }
+            _ => Value::from(v),
+        };
+        params.insert(k.to_owned(), typed);
+    }
+    let body_params = || -> Result<Map<String, Value>, Failure> {
+        match serde_json::from_slice::<Value>(body) {
+            Ok(Value::Object(o)) => Ok(o),
+            _ => Err(fail(Kind::InvalidParams, "the body is a JSON object")),
+        }
+    };
+    let segs: Vec<&str> = tail.trim_start_matches('/').split('/').collect();
+    match (http_method, segs.as_slice()) {
+        (&M::POST, ["message:send"]) => send(shared, &body_params()?),
+        (&M::POST, ["message:stream"]) => call(shared, "SendStreamingMessage", &params),
+        (&M::GET, ["tasks"]) => list(shared, &params),
+        (&M::POST, ["tasks", t]) if t.ends_with(":cancel") => {
+            let id = decode(&t[..t.len() - ":cancel".len()]).unwrap_or_default();
+            params.insert("id".into(), Value::from(id));
+            cancel(shared, &params)
+        }
+        (&M::GET, ["tasks", t]) if t.ends_with(":subscribe") => {
+            call(shared, "SubscribeToTask", &params)
+        }
+        (&M::GET, ["tasks", t]) => {
+            params.insert("id".into(), Value::from(decode(t).unwrap_or_default()));
+            get(shared, &params)
+        }
+        (_, ["tasks", _, "pushNotificationConfigs", ..]) => {
+            call(shared, "GetTaskPushNotificationConfig", &params)
+        }
+        (&M::GET, ["extendedAgentCard"]) => call(shared, "GetExtendedAgentCard", &params),
+        _ => Err(fail(Kind::MethodNotFound, "no such route")),
+    }
+}
+
+/// `%XX` decoding of a path segment or query value; `None` for a bad escape or UTF-8.
+fn decode(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
