@@ -521,6 +521,18 @@ async fn the_gateways_listing_speaks_both_protocols() {
     }
     let r = g.http.get("/tasks?agent=nope").await;
     assert_eq!(r.status, 404, "{r:?}");
+    // A Clawpedia create naming an A2A agent is the client's mistake, said as such.
+    let r = g
+        .http
+        .post_json("/tasks", &json!({"agent": "echo", "input": {}}))
+        .await;
+    assert_eq!(r.status, 400, "{r:?}");
+    assert!(
+        r.json()["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("SendMessage")),
+        "{r:?}"
+    );
     // A Clawpedia agent's own /tasks takes POST only.
     let r = g.http.get("/agents/claw/tasks").await;
     assert_eq!(r.status, 405, "{r:?}");

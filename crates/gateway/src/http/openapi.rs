@@ -262,12 +262,19 @@ mod tests {
             for (status, r) in op["responses"].as_object().expect("responses") {
                 let r = resolve(&d, r);
                 let schema = &r["content"]["application/json"]["schema"];
-                let Some(codes) = schema["allOf"]
+                // The gateway's narrowed Error, alone or beside an A2A shape (`anyOf`).
+                let narrowed = schema["anyOf"]
                     .as_array()
-                    .and_then(|all| all.get(1))
-                    .and_then(|narrow| narrow.pointer("/properties/error/properties/code/enum"))
-                    .and_then(Value::as_array)
-                else {
+                    .map_or(std::slice::from_ref(schema), Vec::as_slice)
+                    .iter()
+                    .find_map(|s| {
+                        s["allOf"]
+                            .as_array()
+                            .and_then(|all| all.get(1))
+                            .and_then(|n| n.pointer("/properties/error/properties/code/enum"))
+                            .and_then(Value::as_array)
+                    });
+                let Some(codes) = narrowed else {
                     continue;
                 };
                 for code in codes.iter().filter_map(Value::as_str) {

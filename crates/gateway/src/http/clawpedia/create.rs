@@ -68,7 +68,19 @@ pub async fn create(
                 "POST /tasks needs `agent` (a route name or agent_id) and `input`",
             )
         })?;
-        agent = Some(named_agent(state, ctx, name)?);
+        let named = named_agent(state, ctx, name)?;
+        // An official A2A agent takes messages, not Clawpedia creates: the client's mistake,
+        // said with where to go (its route under /agents/{name}/ is the A2A protocol's).
+        if named.cfg.protocol != crate::config::Protocol::Clawpedia {
+            return Err(ApiError::new(
+                Code::InvalidRequest,
+                format!(
+                    "agent {:?} speaks the official A2A protocol: send it a message (SendMessage at /agents/{}/jsonrpc or /agents/{}/message:send)",
+                    named.cfg.name, named.cfg.name, named.cfg.name
+                ),
+            ));
+        }
+        agent = Some(named);
     }
     let Some(agent) = agent else {
         return Err(ApiError::new(Code::UnknownAgent, "no agent"));
