@@ -21,6 +21,9 @@
 # builds in front of the same agent) RESULTS_DIR (target/load-results/<date>)
 # RECONCILE_AFTER_MS (unset: the default, 15000; 0 turns the reconciler off; the agent's tasks
 # never move, so with a short value every task is checked again and again during the run).
+# A2A_RUN (1; 0 skips them): an official A2A SendMessage over JSON-RPC (send_message.lua, a new
+# messageId each) to an official A2A sample agent (`sample-agent --protocol a2a`), direct,
+# through nginx and through the gateway (`[[agents]] protocol = "a2a"`), in the same rounds.
 # Everything listens on 127.0.0.1 only; every process started here is killed on exit.
 set -euo pipefail
 
@@ -46,6 +49,8 @@ FILE_CONNS="${FILE_CONNS:-8}"
 RATE_RUN="${RATE_RUN:-0}"
 RATE_SHARE="${RATE_SHARE:-0.5}"
 POST_RUN="${POST_RUN:-1}"
+A2A_RUN="${A2A_RUN:-1}"
+A2A_NAME=echo
 TELEMETRY="${TELEMETRY:-off}"
 TELEMETRY_RATIO="${TELEMETRY_RATIO:-1.0}"
 AGENT_NAME=scripts
@@ -156,14 +161,23 @@ if [[ "$FILE_RUN" == 1 ]]; then
     FILE_PATH="$(wait_line "$TMP/agent.out" '/artifacts/[0-9a-f-]+/content' "$AGENT_PID")"
 fi
 AGENT_ADDR="${AGENT_URL#http://}"
+# The official A2A agent (A2A_RUN), always started: nginx names it.
+"${ON_REST[@]}" "$AGENT_BIN" sample-agent --protocol a2a --listen 127.0.0.1:0 >"$TMP/a2a-agent.out" 2>"$TMP/a2a-agent.err" &
+PIDS+=($!)
+A2A_AGENT_PID=$!
+A2A_AGENT_URL="$(wait_line "$TMP/a2a-agent.out" 'http://127\.0\.0\.1:[0-9]+' "$A2A_AGENT_PID")"
 
 # --- nginx ----------------------------------------------------------------------------------------
 NGINX_PORT="$(free_port)"
+NGINX_A2A_PORT="$(free_port)"
+while [[ "$NGINX_A2A_PORT" == "$NGINX_PORT" ]]; do NGINX_A2A_PORT="$(free_port)"; done
 mkdir -p "$TMP/nginx/tmp" "$TMP/nginx/logs"
 if [[ "$(id -u)" == 0 ]]; then USER_LINE="user root root;"; else USER_LINE=""; fi
 sed -e "s|@USER_LINE@|$USER_LINE|" \
     -e "s|@LISTEN@|127.0.0.1:$NGINX_PORT|" \
     -e "s|@UPSTREAM@|$AGENT_ADDR|" \
+    -e "s|@LISTEN_A2A@|127.0.0.1:$NGINX_A2A_PORT|" \
+    -e "s|@UPSTREAM_A2A@|${A2A_AGENT_URL#http://}|" \
     -e "s|^worker_processes auto;|worker_processes $NGINX_WORKERS;|" \
     "$HERE/nginx.conf" >"$TMP/nginx/nginx.conf"
 cp "$TMP/nginx/nginx.conf" "$RESULTS/nginx.conf"
@@ -172,6 +186,7 @@ cp "$TMP/nginx/nginx.conf" "$RESULTS/nginx.conf"
 PIDS+=($!)
 NGINX_PID=$!
 NGINX_URL="http://127.0.0.1:$NGINX_PORT"
+NGINX_A2A_URL="http://127.0.0.1:$NGINX_A2A_PORT"
 
 # --- the gateway ----------------------------------------------------------------------------------
 cat >"$TMP/gateway.toml" <<EOF
@@ -181,6 +196,11 @@ listen = "127.0.0.1:0"
 [[agents]]
 name = "$AGENT_NAME"
 url = "$AGENT_URL"
+
+[[agents]]
+name = "$A2A_NAME"
+url = "$A2A_AGENT_URL"
+protocol = "a2a"
 EOF
 if [[ -n "${RECONCILE_AFTER_MS:-}" ]]; then
     printf 'reconcile_after_ms = %d\n' "$RECONCILE_AFTER_MS" >>"$TMP/gateway.toml"
@@ -269,6 +289,20 @@ ready() {
 ready "$AGENT_URL/tasks"
 ready "$NGINX_URL/tasks"
 ready "$GATEWAY_URL/agents/$AGENT_NAME/tasks"
+# One SendMessage through each A2A target must answer a task.
+send() { curl -s -X POST -H 'Content-Type: application/json' -H 'A2A-Version: 1.0' \
+    ${WRK_AUTH:+-H "Authorization: $WRK_AUTH"} \
+    -d "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"SendMessage\",\"params\":{\"message\":{\"messageId\":\"ready-$RANDOM$RANDOM\",\"role\":\"ROLE_USER\",\"parts\":[{\"text\":\"hello\"}]}}}" "$1" || true; }
+if [[ "$A2A_RUN" == 1 ]]; then
+    for url in "$A2A_AGENT_URL/a2a/jsonrpc" "$NGINX_A2A_URL/a2a/jsonrpc" "$GATEWAY_URL/agents/$A2A_NAME/jsonrpc"; do
+        for _ in $(seq 100); do
+            answer="$(send "$url")"
+            [[ "$answer" == *'"result"'* ]] && break
+            sleep 0.1
+        done
+        [[ "$answer" == *'"result"'* ]] || { echo "$url never answered a SendMessage: $answer" >&2; exit 1; }
+    done
+fi
 
 {
     echo "date: $(date -Is)"
@@ -282,7 +316,7 @@ ready "$GATEWAY_URL/agents/$AGENT_NAME/tasks"
     if [[ -n "$(cd "$ROOT" && git status --porcelain -- src 2>/dev/null)" ]]; then dirty=" (src/ has uncommitted changes)"; fi
     echo "work tree: $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo '?')$dirty"
     echo "params: THREADS=$THREADS CONNS=$CONNS DURATION=$DURATION WARMUP=$WARMUP PIN=$PIN ROUNDS=$ROUNDS ORDER=\"$ORDER\" AUTH=$AUTH LEDGER=$LEDGER FILE_RUN=$FILE_RUN RATE_RUN=$RATE_RUN nginx worker_processes=$NGINX_WORKERS"
-    echo "agent=$AGENT_URL nginx=$NGINX_URL gateway=$GATEWAY_URL"
+    echo "agent=$AGENT_URL nginx=$NGINX_URL gateway=$GATEWAY_URL a2a-agent=$A2A_AGENT_URL a2a-nginx=$NGINX_A2A_URL A2A_RUN=$A2A_RUN"
 } | tee "$RESULTS/env.txt"
 
 # --- CPU accounting: user+system time of a process and its children (nginx's workers) ----------
@@ -348,13 +382,13 @@ bench() {
     out="$RESULTS/$label.txt"
     wait_quiet
     # shellcheck disable=SC2086  # proxy_pid may list two processes (the gateway and its redis)
-    a0="$(cpu_ticks "$AGENT_PID")"; [[ -n "$proxy_pid" ]] && p0="$(cpu_ticks $proxy_pid)"
+    a0="$(cpu_ticks "${BENCH_AGENT_PID:-$AGENT_PID}")"; [[ -n "$proxy_pid" ]] && p0="$(cpu_ticks $proxy_pid)"
     children_ticks w0; read -r m0 mt0 <<<"$(machine_ticks)"
     WRK_LUA_DIR="$HERE" WRK_PATH="$path" "${ON_REST[@]}" "${cmd[@]}" -d"$DURATION" "$base" \
         >"$out" 2>&1
     read -r m1 mt1 <<<"$(machine_ticks)"; children_ticks w1
     # shellcheck disable=SC2086
-    a1="$(cpu_ticks "$AGENT_PID")"; [[ -n "$proxy_pid" ]] && p1="$(cpu_ticks $proxy_pid)"
+    a1="$(cpu_ticks "${BENCH_AGENT_PID:-$AGENT_PID}")"; [[ -n "$proxy_pid" ]] && p1="$(cpu_ticks $proxy_pid)"
     summary="$(grep '^SUMMARY ' "$out" || true)"
     if [[ -z "$summary" ]]; then
         echo "wrk gave no summary for $label; see $out" >&2
@@ -409,13 +443,23 @@ if [[ "$FILE_RUN" == 1 ]]; then
 fi
 
 for round in $(seq "$ROUNDS"); do
-    [[ "$POST_RUN" == 1 ]] || break
     for target in $ORDER; do
+        [[ "$POST_RUN" == 1 ]] || break
         case "$target" in
             agent)   bench "post-agent$(suffix "$round")"   post_task.lua "$AGENT_URL"   "/tasks" "" ;;
             nginx)   bench "post-nginx$(suffix "$round")"   post_task.lua "$NGINX_URL"   "/tasks" "$NGINX_PID" ;;
             gateway) bench "post-gateway$(suffix "$round")" post_task.lua "$GATEWAY_URL" "/agents/$AGENT_NAME/tasks" "$GATEWAY_CPU" ;;
             *) echo "unknown target in ORDER: $target" >&2; exit 2 ;;
+        esac
+    done
+    # The same round: SendMessage to the official A2A agent, direct, through nginx, through the
+    # gateway, so both protocols' ratios to nginx come from the same minutes of the machine.
+    [[ "$A2A_RUN" == 1 ]] || continue
+    for target in $ORDER; do
+        case "$target" in
+            agent)   BENCH_AGENT_PID=$A2A_AGENT_PID bench "a2a-agent$(suffix "$round")"   send_message.lua "$A2A_AGENT_URL" "/a2a/jsonrpc" "" ;;
+            nginx)   BENCH_AGENT_PID=$A2A_AGENT_PID bench "a2a-nginx$(suffix "$round")"   send_message.lua "$NGINX_A2A_URL" "/a2a/jsonrpc" "$NGINX_PID" ;;
+            gateway) BENCH_AGENT_PID=$A2A_AGENT_PID bench "a2a-gateway$(suffix "$round")" send_message.lua "$GATEWAY_URL" "/agents/$A2A_NAME/jsonrpc" "$GATEWAY_CPU" ;;
         esac
     done
 done
@@ -514,7 +558,7 @@ fi
         done
         echo "$best"
     }
-    for kind in post get file; do
+    for kind in post a2a get file; do
         g="$(best_of "$kind-gateway")"; n="$(best_of "$kind-nginx")"
         if [[ "$g" != - && "$n" != - ]]; then
             awk -v g="$g" -v n="$n" -v k="$kind" -v r="$ROUNDS" 'BEGIN{

@@ -1,19 +1,20 @@
 -- A page of one partition's listing index (kept by apply.lua; see ledger::listing): entries of
--- expired tasks are dropped first, then, for each set asked, how many of its tasks match and the
--- first `limit` + 1 of them after the cursor, in the set's order (ZRANGE's: minus the status
--- timestamp, then task_id bytewise). The merge of the sets and partitions is the caller's: Lua's
--- string comparison follows the server's locale, not bytes.
+-- expired tasks are dropped first, then, over the sets asked, how many of their tasks match and
+-- the first `n` of them after the cursor, merged in the listing order: minus the status
+-- timestamp, then the agent (the caller gives each set its agent's rank: Lua's string
+-- comparison follows the server's locale, not bytes), then task_id bytewise. The merge of the
+-- partitions is the caller's.
 --
 -- KEYS[1] the partition's prefix
--- ARGV    now_ms, limit, scope ('*' or 'o:{owner}'), the highest score listed ('+inf', or minus
+-- ARGV    now_ms, n, scope ('*' or 'o:{owner}'), the highest score listed ('+inf', or minus
 --         statusTimestampAfter), contextId ('' for any), the cursor's score and task_id ('' ''
---         for none), then per set: agent, STATUS, and where it resumes: F (from its first task),
+--         for none), then per set: agent, STATUS, where it resumes: F (from its first task),
 --         O (older than the cursor), A (at the cursor's timestamp or older), K (after the
---         cursor's task_id at its timestamp, then older)
--- Returns {total, {score, task_id, ...} per set}
+--         cursor's task_id at its timestamp, then older), and its agent's rank in the order
+-- Returns {total, set number (1-based), score, task_id, ...}: at most n entries
 local P = KEYS[1]
 local LS = P .. 'ls:'
-local now, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
+local now, n = tonumber(ARGV[1]), tonumber(ARGV[2])
 local scope, upper, ctx, cs, ck = ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 local upper_n = tonumber(upper)
 
@@ -73,29 +74,55 @@ end
 local function take(key, from)
   local out, r = {}, from
   while true do
-    local rows = redis.call('ZRANGE', key, r, r + limit, 'WITHSCORES')
+    local rows = redis.call('ZRANGE', key, r, r + n - 1, 'WITHSCORES')
     for i = 1, #rows, 2 do
       if upper_n and tonumber(rows[i + 1]) > upper_n then return out end
       if matches(rows[i]) then
         out[#out + 1] = rows[i + 1]
         out[#out + 1] = rows[i]
-        if #out >= 2 * (limit + 1) then return out end
+        if #out >= 2 * n then return out end
       end
     end
-    if #rows < 2 * (limit + 1) then return out end
-    r = r + limit + 1
+    if #rows < 2 * n then return out end
+    r = r + n
   end
 end
 
-local total, reply = 0, { 0 }
-for i = 8, #ARGV, 3 do
+local total, lists, set = 0, {}, 0
+for i = 8, #ARGV, 4 do
+  set = set + 1
   local key = LS .. scope .. ':' .. ARGV[i] .. ':' .. ARGV[i + 1]
   if redis.call('EXISTS', key) == 1 then
     total = total + count(key)
-    reply[#reply + 1] = take(key, start(key, ARGV[i + 2]))
-  else
-    reply[#reply + 1] = {}
+    local rows = take(key, start(key, ARGV[i + 2]))
+    if #rows > 0 then
+      local num = {}
+      for j = 1, #rows, 2 do num[j] = tonumber(rows[j]) end
+      lists[#lists + 1] = { rows = rows, num = num, n = #rows, i = 1, rank = tonumber(ARGV[i + 3]), set = set }
+    end
   end
 end
-reply[1] = total
+-- Each set is in order already: a k-way merge of their heads, n times.
+local reply = { total }
+for _ = 1, n do
+  local best
+  for _, l in ipairs(lists) do
+    if l.i < l.n then
+      if not best then
+        best = l
+      else
+        local x, y = l.num[l.i], best.num[best.i]
+        if x < y or (x == y and (l.rank < best.rank
+            or (l.rank == best.rank and after(best.rows[best.i + 1], l.rows[l.i + 1])))) then
+          best = l
+        end
+      end
+    end
+  end
+  if not best then break end
+  reply[#reply + 1] = best.set
+  reply[#reply + 1] = best.rows[best.i]
+  reply[#reply + 1] = best.rows[best.i + 1]
+  best.i = best.i + 2
+end
 return reply
