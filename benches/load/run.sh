@@ -552,6 +552,8 @@ fi
         for r in "${ROWS[@]}"; do
             label="${r%%|*}"
             [[ "$label" == "$1" || "$label" == "$1"-r* ]] || continue
+            # A round with non-2xx answers or socket errors does not count (INVALID below).
+            [[ "$(cut -d'|' -f5 <<<"$r")" == 0 && "$(cut -d'|' -f6 <<<"$r")" == 0 ]] || continue
             r="$(cut -d'|' -f2 <<<"$r")"
             [[ "$r" == - ]] && continue
             if [[ "$best" == - ]] || awk -v a="$r" -v b="$best" 'BEGIN{exit !(a > b)}'; then best="$r"; fi
