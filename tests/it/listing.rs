@@ -271,3 +271,56 @@ async fn expired_tasks_are_neither_listed_nor_counted() {
         assert_eq!(page.total, 1);
     }
 }
+
+/// A task whose record expired and is then recorded again (a late push, without its owner) is
+/// listed as it is now: in every task's listing, and no longer in its former owner's.
+#[tokio::test]
+async fn a_task_recorded_again_after_it_expired_is_listed_as_it_is_now() {
+    let r = RedisServer::start();
+    let redis = RedisLedger::connect(&r.url(), "again:", Duration::from_millis(300))
+        .await
+        .expect("redis ledger connects");
+    let memory = MemoryLedger::new(100, Duration::from_millis(300), Evictions::unregistered());
+    for l in [&redis as &dyn TaskLedger, &memory] {
+        let done = |ms| Head {
+            status: Status::Completed,
+            updated_ms: ms,
+        };
+        l.apply(
+            "alpha",
+            "t-x",
+            done(7_000),
+            doc("t-x", None, done(7_000)),
+            Some("alice"),
+        )
+        .await
+        .expect("apply");
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        l.apply(
+            "alpha",
+            "t-x",
+            done(8_000),
+            doc("t-x", None, done(8_000)),
+            None,
+        )
+        .await
+        .expect("apply again");
+        let q = |scope| Query {
+            scope,
+            agents: vec!["alpha".into()],
+            statuses: Status::ALL.to_vec(),
+            since_ms: None,
+            context: None,
+            after: None,
+            limit: 10,
+        };
+        let all = l.list(&q(Scope::All)).await.expect("list");
+        let keys: Vec<_> = all.tasks.iter().map(|t| t.key.to_string()).collect();
+        assert_eq!((keys, all.total), (vec!["t-x".to_owned()], 1));
+        let alice = l
+            .list(&q(Scope::Owner("alice".into())))
+            .await
+            .expect("list");
+        assert_eq!((alice.tasks.len(), alice.total), (0, 0));
+    }
+}

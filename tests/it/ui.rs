@@ -161,11 +161,12 @@ async fn accessibility(b: &mut Browser) {
     );
 }
 
-/// Wait for the demo's two agents' rows, and check what they say.
+/// Wait for the demo's three agents' rows (two Clawpedia agents, one official A2A agent), and
+/// check what they say.
 async fn expect_demo_agents(b: &mut Browser) {
     b.wait_for(
-        "both agents' rows",
-        "document.querySelectorAll('#agents tbody tr').length === 2",
+        "the three agents' rows",
+        "document.querySelectorAll('#agents tbody tr').length === 3",
         WAIT,
     )
     .await;
@@ -173,7 +174,8 @@ async fn expect_demo_agents(b: &mut Browser) {
         agent_rows(b).await,
         json!([
             ["scripts", "Python Script Generator", "fresh", "ok"],
-            ["summaries", "Script Summarizer", "fresh", "ok"]
+            ["summaries", "Script Summarizer", "fresh", "ok"],
+            ["echo", "Echo", "fresh", "ok"]
         ])
     );
 }
@@ -201,10 +203,10 @@ async fn the_fleet_page_shows_the_demo_live_without_a_key() {
             .await,
         "none"
     );
-    // The demo's finished sample task is counted.
+    // The demo's finished sample tasks (one of each protocol) are counted.
     b.wait_for(
         "the task counts",
-        "document.querySelector('#task-counts li[data-state=COMPLETED] .n')?.textContent === '1'",
+        "document.querySelector('#task-counts li[data-state=COMPLETED] .n')?.textContent === '2'",
         WAIT,
     )
     .await;
@@ -231,7 +233,7 @@ async fn the_fleet_page_shows_the_demo_live_without_a_key() {
     );
     b.wait_for(
         "the COMPLETED count to include it",
-        "document.querySelector('#task-counts li[data-state=COMPLETED] .n')?.textContent === '2'",
+        "document.querySelector('#task-counts li[data-state=COMPLETED] .n')?.textContent === '3'",
         WAIT,
     )
     .await;
@@ -397,7 +399,7 @@ async fn the_fleet_page_asks_for_a_key_and_keeps_it_for_the_session() {
     b.navigate(&format!("{base}/ui")).await;
     b.wait_for(
         "the agents again, without a prompt",
-        "document.querySelectorAll('#agents tbody tr').length === 2 && \
+        "document.querySelectorAll('#agents tbody tr').length === 3 && \
          !document.getElementById('key-dialog').open",
         WAIT,
     )

@@ -18,15 +18,27 @@ local now, n = tonumber(ARGV[1]), tonumber(ARGV[2])
 local scope, upper, ctx, cs, ck = ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 local upper_n = tonumber(upper)
 
--- Tasks whose hash expired (a bounded batch per call).
+-- Places due to expire (a bounded batch per call), judged against the task as it is now: the
+-- place of a task whose hash still lives (the caller's clock ahead of the server's) is kept and
+-- due again when the hash is; a place the task no longer has (its hash expired, or it was
+-- recorded again elsewhere since) leaves the sets the task is not in now.
 local gone = redis.call('ZRANGEBYSCORE', P .. 'lsx', '-inf', now, 'LIMIT', 0, 10000)
 for _, m in ipairs(gone) do
   local st, ag, ow, id = string.match(m, '^([^\n]*)\n([^\n]*)\n([^\n]*)\n(.*)$')
   if st then
-    redis.call('ZREM', LS .. '*:' .. ag .. ':' .. st, id)
-    if ow ~= '' then redis.call('ZREM', LS .. 'o:' .. ow .. ':' .. ag .. ':' .. st, id) end
+    local tk = P .. 'task:' .. id
+    local cur = redis.call('HMGET', tk, 'status', 'agent', 'owner')
+    local same = cur[1] == st and cur[2] == ag
+    if same and (cur[3] or '') == ow then
+      redis.call('ZADD', P .. 'lsx', now + math.max(redis.call('PTTL', tk), 1000), m)
+    else
+      if not same then redis.call('ZREM', LS .. '*:' .. ag .. ':' .. st, id) end
+      if ow ~= '' then redis.call('ZREM', LS .. 'o:' .. ow .. ':' .. ag .. ':' .. st, id) end
+      redis.call('ZREM', P .. 'lsx', m)
+    end
+  else
+    redis.call('ZREM', P .. 'lsx', m)
   end
-  redis.call('ZREM', P .. 'lsx', m)
 end
 
 local function matches(id)
@@ -60,15 +72,17 @@ end
 
 local function count(key)
   if ctx == '' then return redis.call('ZCOUNT', key, '-inf', upper) end
+  -- With a context: each task of the set within `upper` is asked (by rank, so linear).
   local n, off = 0, 0
-  while true do
-    local ids = redis.call('ZRANGEBYSCORE', key, '-inf', upper, 'LIMIT', off, 1000)
+  local last = redis.call('ZCOUNT', key, '-inf', upper)
+  while off < last do
+    local ids = redis.call('ZRANGE', key, off, math.min(off + 999, last - 1))
     for _, id in ipairs(ids) do
       if matches(id) then n = n + 1 end
     end
-    if #ids < 1000 then return n end
     off = off + 1000
   end
+  return n
 end
 
 local function take(key, from)

@@ -93,7 +93,13 @@ pub async fn list(
         .and_then(Value::as_bool)
         .unwrap_or(false);
     let mut tasks = Vec::with_capacity(page.tasks.len());
-    for t in &page.tasks {
+    // A key without `/` is a Clawpedia task of an agent that spoke Clawpedia before a reload:
+    // not an A2A Task.
+    for t in page
+        .tasks
+        .iter()
+        .filter(|t| crate::protocol::a2a::split_ledger_key(&t.key).is_some())
+    {
         let mut task = a2a_ledger::with_history(
             crate::protocol::json::parse(&t.record.task).map_err(ApiError::from)?,
             history,

@@ -22,11 +22,15 @@ use crate::protocol::task::Status;
 use crate::state::State;
 
 /// Whose tasks the caller lists: every task with `all_tasks` (or with no clients configured),
-/// else its own.
+/// else its own; an unauthenticated caller none.
 pub fn scope(caller: &Caller) -> Scope {
-    match caller.owner() {
-        Some(name) if !caller.can(Right::AllTasks) => Scope::Owner(name.clone()),
-        _ => Scope::All,
+    match caller {
+        Caller::Open => Scope::All,
+        Caller::Client(_) if caller.can(Right::AllTasks) => Scope::All,
+        Caller::Client(c) => Scope::Owner(c.name.clone()),
+        // Never admitted to a listing (it needs the `tasks` right); were it, an owner no task
+        // has: nothing.
+        Caller::Public => Scope::Owner(Arc::from("")),
     }
 }
 
