@@ -25,18 +25,19 @@
 -- every refusal ("agent \n task_id \n ~refused \n reason \n RECORDED OFFERED timestamp
 -- recorded_agent"), for
 -- the operators' live feed.
--- The listing index (ledger::listing) is kept here too: the task in {part}ls:*:{agent}:{STATUS}
--- and, once it has an owner, {part}ls:o:{owner}:{agent}:{STATUS} (score minus the status
--- timestamp, so ZRANGE's ascending order is newest first, ties by key), and in {part}lsx
--- ("STATUS \n agent \n owner \n task_id", score its expiry) so list.lua can drop it from both
--- once the task hash has expired.
+-- The listing index (ledger::listing) is kept here too: the task in {part}ls:*:{agent}:{STATUS},
+-- once it has an owner in {part}ls:o:{owner}:{agent}:{STATUS}, and an A2A task with a context
+-- in {part}ls:c:{agent}:{contextId} (score minus the status timestamp, so ZRANGE's ascending
+-- order is newest first, ties by key), and in {part}lsx ("STATUS \n agent \n owner \n
+-- contextId \n task_id", score its expiry) so list.lua can drop it from them once the task
+-- hash has expired.
 -- Returns {verdict, agent, status, updated_ms, task, previous status or '', owner or '', created_ms}: the record after
 --   the call (the new one when accepted, with task left empty since the caller has it; the
 --   standing one otherwise) and the state it left.
 
 local TERMINAL = { COMPLETED = true, FAILED = true, CANCELLED = true, REJECTED = true }
 local agent, status, updated = ARGV[1], ARGV[2], tonumber(ARGV[3])
-local rec = redis.call('HMGET', KEYS[1], 'agent', 'status', 'updated_ms', 'task', 'owner', 'created_ms')
+local rec = redis.call('HMGET', KEYS[1], 'agent', 'status', 'updated_ms', 'task', 'owner', 'created_ms', 'ctx')
 local owner = rec[5] or ''
 local claims = ARGV[14] ~= '' and owner == ''
 local FIRST_SUB = 18
@@ -44,10 +45,11 @@ local created = rec[6] or rec[3] or ARGV[5]
 
 local LS = KEYS[4] .. 'ls:'
 -- Out of (or into, with `score` and `expiry`) the listing index.
-local function relist(st, ag, ow, id, score, expiry)
+local function relist(st, ag, ow, cx, id, score, expiry)
   local sets = { LS .. '*:' .. ag .. ':' .. st }
-  if ow ~= '' then sets[2] = LS .. 'o:' .. ow .. ':' .. ag .. ':' .. st end
-  local member = st .. '\n' .. ag .. '\n' .. ow .. '\n' .. id
+  if ow ~= '' then sets[#sets + 1] = LS .. 'o:' .. ow .. ':' .. ag .. ':' .. st end
+  if cx ~= '' then sets[#sets + 1] = LS .. 'c:' .. ag .. ':' .. cx end
+  local member = st .. '\n' .. ag .. '\n' .. ow .. '\n' .. cx .. '\n' .. id
   for _, k in ipairs(sets) do
     if score then redis.call('ZADD', k, score, id) else redis.call('ZREM', k, id) end
   end
@@ -89,8 +91,8 @@ if verdict ~= 'new' and verdict ~= 'transition' and verdict ~= 'refresh' then
     redis.call('HSET', KEYS[1], 'owner', owner)
     local pttl = redis.call('PTTL', KEYS[1])
     if pttl > 0 then
-      relist(rec[2], rec[1], '', ARGV[8])
-      relist(rec[2], rec[1], owner, ARGV[8], score_of(rec[3]), tonumber(ARGV[5]) + pttl)
+      relist(rec[2], rec[1], '', rec[7] or '', ARGV[8])
+      relist(rec[2], rec[1], owner, rec[7] or '', ARGV[8], score_of(rec[3]), tonumber(ARGV[5]) + pttl)
     end
     if not TERMINAL[rec[2]] then
       redis.call('ZADD', KEYS[4] .. 'live:' .. owner, tonumber(ARGV[5]) + tonumber(ARGV[7]), ARGV[8])
@@ -122,8 +124,8 @@ redis.call('HSET', KEYS[1], 'agent', agent, 'status', status, 'updated_ms', ARGV
   'created_ms', created)
 if ARGV[17] ~= '' then redis.call('HSET', KEYS[1], 'ctx', ARGV[17]) else redis.call('HDEL', KEYS[1], 'ctx') end
 redis.call('PEXPIRE', KEYS[1], ttl)
-if rec[1] then relist(rec[2], rec[1], rec[5] or '', ARGV[8]) end
-relist(status, agent, owner, ARGV[8], score_of(ARGV[3]), now + ttl)
+if rec[1] then relist(rec[2], rec[1], rec[5] or '', rec[7] or '', ARGV[8]) end
+relist(status, agent, owner, ARGV[17], ARGV[8], score_of(ARGV[3]), now + ttl)
 if rec[2] and rec[2] ~= status then
   redis.call('ZREM', KEYS[2] .. rec[2], ARGV[8])
 end

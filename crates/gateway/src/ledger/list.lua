@@ -8,7 +8,8 @@
 -- KEYS[1] the partition's prefix
 -- ARGV    now_ms, n, scope ('*' or 'o:{owner}'), the highest score listed ('+inf', or minus
 --         statusTimestampAfter), contextId ('' for any), the cursor's score and task_id ('' ''
---         for none), then per set: agent, STATUS, where it resumes: F (from its first task),
+--         for none), then per set: agent, STATUS (with a contextId: the agent's context set, and
+--         the states listed, comma-separated), where it resumes: F (from its first task),
 --         O (older than the cursor), A (at the cursor's timestamp or older), K (after the
 --         cursor's task_id at its timestamp, then older), and its agent's rank in the order
 -- Returns {total, set number (1-based), score, task_id, ...}: at most n entries
@@ -24,16 +25,19 @@ local upper_n = tonumber(upper)
 -- recorded again elsewhere since) leaves the sets the task is not in now.
 local gone = redis.call('ZRANGEBYSCORE', P .. 'lsx', '-inf', now, 'LIMIT', 0, 10000)
 for _, m in ipairs(gone) do
-  local st, ag, ow, id = string.match(m, '^([^\n]*)\n([^\n]*)\n([^\n]*)\n(.*)$')
+  local st, ag, ow, cx, id = string.match(m, '^([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n(.*)$')
   if st then
     local tk = P .. 'task:' .. id
-    local cur = redis.call('HMGET', tk, 'status', 'agent', 'owner')
+    local cur = redis.call('HMGET', tk, 'status', 'agent', 'owner', 'ctx')
     local same = cur[1] == st and cur[2] == ag
-    if same and (cur[3] or '') == ow then
+    if same and (cur[3] or '') == ow and (cur[4] or '') == cx then
       redis.call('ZADD', P .. 'lsx', now + math.max(redis.call('PTTL', tk), 1000), m)
     else
       if not same then redis.call('ZREM', LS .. '*:' .. ag .. ':' .. st, id) end
       if ow ~= '' then redis.call('ZREM', LS .. 'o:' .. ow .. ':' .. ag .. ':' .. st, id) end
+      if cx ~= '' and not (cur[2] == ag and (cur[4] or '') == cx) then
+        redis.call('ZREM', LS .. 'c:' .. ag .. ':' .. cx, id)
+      end
       redis.call('ZREM', P .. 'lsx', m)
     end
   else
@@ -41,9 +45,15 @@ for _, m in ipairs(gone) do
   end
 end
 
+-- With a context, the sets are the context's (every owner's, every state): each task is asked
+-- for its state (one of those listed) and, for one owner's scope, its owner.
+local wanted, owner = {}, nil
+if scope ~= '*' then owner = string.sub(scope, 3) end
 local function matches(id)
   if ctx == '' then return true end
-  return redis.call('HGET', P .. 'task:' .. id, 'ctx') == ctx
+  local cur = redis.call('HMGET', P .. 'task:' .. id, 'status', 'owner')
+  if not cur[1] or not wanted[cur[1]] then return false end
+  return owner == nil or cur[2] == owner
 end
 
 -- a > b, bytewise.
@@ -106,6 +116,10 @@ local total, lists, set = 0, {}, 0
 for i = 8, #ARGV, 4 do
   set = set + 1
   local key = LS .. scope .. ':' .. ARGV[i] .. ':' .. ARGV[i + 1]
+  if ctx ~= '' then
+    key = LS .. 'c:' .. ARGV[i] .. ':' .. ctx
+    for st in string.gmatch(ARGV[i + 1], '[^,]+') do wanted[st] = true end
+  end
   if redis.call('EXISTS', key) == 1 then
     total = total + count(key)
     local rows = take(key, start(key, ARGV[i + 2]))

@@ -365,7 +365,7 @@ impl MemoryLedger {
         let owned = live && e.record.owner.is_some();
         let owner_moved = (e.owned_live != owned).then(|| e.record.owner.clone());
         e.owned_live = owned;
-        let place = listing::Place::of(&e.record);
+        let place = listing::Place::of(&e.record, e.context.clone());
         let listed = (e.listed.as_ref() != Some(&place)).then(|| e.listed.replace(place.clone()));
         let (agent, seq) = (e.record.agent.clone(), e.seq);
         if let Some(old) = listed {

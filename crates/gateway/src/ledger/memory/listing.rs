@@ -1,6 +1,8 @@
 //! The in-process listing index (see `ledger::listing`): per shard, one ordered set per (owner
-//! or every task, agent, status), kept in line with each record by `MemoryLedger::sync` and
-//! emptied by `remove`, so an evicted or expired task is neither listed nor counted.
+//! or every task, agent, status), and one per (agent, A2A context) for the `contextId` filter
+//! (a context is one client's conversation: its set is as large as that client made it), kept
+//! in line with each record by `MemoryLedger::sync` and emptied by `remove`, so an evicted or
+//! expired task is neither listed nor counted.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, HashMap};
@@ -20,15 +22,17 @@ pub(super) struct Place {
     owner: Option<Arc<str>>,
     status: Status,
     updated_ms: i64,
+    context: Option<Arc<str>>,
 }
 
 impl Place {
-    pub(super) fn of(record: &Record) -> Place {
+    pub(super) fn of(record: &Record, context: Option<Arc<str>>) -> Place {
         Place {
             agent: record.agent.clone(),
             owner: record.owner.clone(),
             status: record.head.status,
             updated_ms: record.head.updated_ms,
+            context,
         }
     }
 }
@@ -37,27 +41,47 @@ impl Place {
 type Set = (Arc<str>, Option<Arc<str>>, Status);
 type Entries = BTreeSet<(Reverse<i64>, Arc<str>)>;
 
-/// A shard's listing index. Empty sets are dropped, so it holds at most two sets per task.
+/// A shard's listing index. Empty sets are dropped, so it holds at most three sets per task.
 #[derive(Default)]
-pub(super) struct Index(HashMap<Set, Entries>);
+pub(super) struct Index {
+    sets: HashMap<Set, Entries>,
+    /// By (agent, contextId), every owner's.
+    contexts: HashMap<(Arc<str>, Arc<str>), Entries>,
+}
 
 impl Index {
     /// Move `key` from `was` to `now` (either may be none).
     pub(super) fn relist(&mut self, key: &Arc<str>, was: Option<&Place>, now: Option<&Place>) {
         if let Some(p) = was {
+            let entry = (Reverse(p.updated_ms), key.clone());
             for set in sets(p) {
-                if let Some(entries) = self.0.get_mut(&set) {
-                    entries.remove(&(Reverse(p.updated_ms), key.clone()));
+                if let Some(entries) = self.sets.get_mut(&set) {
+                    entries.remove(&entry);
                     if entries.is_empty() {
-                        self.0.remove(&set);
+                        self.sets.remove(&set);
+                    }
+                }
+            }
+            if let Some(c) = &p.context {
+                let set = (p.agent.clone(), c.clone());
+                if let Some(entries) = self.contexts.get_mut(&set) {
+                    entries.remove(&entry);
+                    if entries.is_empty() {
+                        self.contexts.remove(&set);
                     }
                 }
             }
         }
         if let Some(p) = now {
             for set in sets(p) {
-                self.0
+                self.sets
                     .entry(set)
+                    .or_default()
+                    .insert((Reverse(p.updated_ms), key.clone()));
+            }
+            if let Some(c) = &p.context {
+                self.contexts
+                    .entry((p.agent.clone(), c.clone()))
                     .or_default()
                     .insert((Reverse(p.updated_ms), key.clone()));
             }
@@ -104,31 +128,43 @@ impl MemoryLedger {
             let s: &Shard = &s;
             let mut found: Vec<(Position, ())> = Vec::new();
             for agent in &q.agents {
-                for &status in &q.statuses {
-                    let Some(entries) = s.listing.0.get(&(agent.clone(), owner.clone(), status))
-                    else {
-                        continue;
-                    };
-                    let matches = |key: &Arc<str>| match &q.context {
-                        None => true,
-                        Some(c) => s
-                            .tasks
-                            .get(key)
-                            .is_some_and(|e| e.context.as_deref() == Some(&**c)),
-                    };
+                let start = Start::of(agent, q.after.as_ref());
+                // The sets to read, and the test a task of them passes: with a context, its one
+                // set (every owner's, every state), each task asked; without, the scope's set of
+                // each state asked, every task of which passes.
+                let chosen: Vec<&Entries> = match &q.context {
+                    Some(c) => s
+                        .listing
+                        .contexts
+                        .get(&(agent.clone(), c.clone()))
+                        .into_iter()
+                        .collect(),
+                    None => q
+                        .statuses
+                        .iter()
+                        .filter_map(|st| s.listing.sets.get(&(agent.clone(), owner.clone(), *st)))
+                        .collect(),
+                };
+                let passes = |key: &Arc<str>| match &q.context {
+                    None => true,
+                    Some(_) => s.tasks.get(key).is_some_and(|e| {
+                        q.statuses.contains(&e.record.head.status)
+                            && (owner.is_none() || e.record.owner == owner)
+                    }),
+                };
+                for entries in chosen {
                     total += if q.since_ms.is_none() && q.context.is_none() {
                         entries.len() as u64
                     } else {
                         entries
                             .iter()
                             .take_while(|(Reverse(ms), _)| q.within(*ms))
-                            .filter(|(_, k)| matches(k))
+                            .filter(|(_, k)| passes(k))
                             .count() as u64
                     };
-                    let start = Start::of(agent, q.after.as_ref());
                     let picked = after(entries, &start)
                         .take_while(|(Reverse(ms), _)| q.within(*ms))
-                        .filter(|(_, k)| matches(k))
+                        .filter(|(_, k)| passes(k))
                         .map(|(Reverse(ms), k)| {
                             let at = Position {
                                 updated_ms: *ms,

@@ -16,7 +16,9 @@ fn bad() -> LedgerError {
     LedgerError::Unavailable("redis: unexpected reply from the listing script".into())
 }
 
-type Sets<'a> = [(&'a Arc<str>, usize, crate::protocol::task::Status)];
+/// The sets a page reads, in the script's order: (agent, its rank in the listing order, the
+/// set's state, or with a contextId the states listed, comma-separated).
+type Sets<'a> = [(&'a Arc<str>, usize, String)];
 
 impl RedisLedger {
     /// One partition's answer: its count, and its tasks in the listing order.
@@ -65,14 +67,29 @@ impl RedisLedger {
             Some(p) => (p.updated_ms.saturating_neg().to_string(), &*p.key),
             None => (String::new(), ""),
         };
-        // The sets asked: (agent, its rank in the listing order, status).
+        // The sets asked: per agent, one per state of the scope's; with a contextId, the
+        // agent's context set (every owner's, every state: the script asks each task).
         let mut agents: Vec<&Arc<str>> = q.agents.iter().collect();
         agents.sort();
-        let sets: Vec<(&Arc<str>, usize, crate::protocol::task::Status)> = agents
-            .iter()
-            .enumerate()
-            .flat_map(|(rank, a)| q.statuses.iter().map(move |s| (*a, rank, *s)))
-            .collect();
+        let sets: Vec<(&Arc<str>, usize, String)> = if q.context.is_some() {
+            let states: Vec<&str> = q.statuses.iter().map(|s| s.as_str()).collect();
+            let states = states.join(",");
+            agents
+                .iter()
+                .enumerate()
+                .map(|(rank, a)| (*a, rank, states.clone()))
+                .collect()
+        } else {
+            agents
+                .iter()
+                .enumerate()
+                .flat_map(|(rank, a)| {
+                    q.statuses
+                        .iter()
+                        .map(move |s| (*a, rank, s.as_str().to_owned()))
+                })
+                .collect()
+        };
         let sets: &Sets<'_> = &sets;
         let now = now_ms();
         // Distributed top-k: each partition is asked for a few more than its share of the page
@@ -98,7 +115,7 @@ impl RedisLedger {
                     Start::AtOrOlder(_) => "A",
                     Start::After(..) => "K",
                 };
-                inv.arg(&***agent).arg(status.as_str()).arg(mode).arg(rank);
+                inv.arg(&***agent).arg(status.as_str()).arg(mode).arg(*rank);
             }
             async move {
                 let inv = &inv;
