@@ -18,7 +18,6 @@
 //! gateway serves ListTasks from its ledger). Streaming and push configs are not served (the
 //! card says so). Tasks are bounded by `max_tasks`, the oldest evicted first.
 
-use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -28,66 +27,6 @@ use serde_json::{json, Map, Value};
 
 use super::body::OutBody;
 use super::shared::{lock, Shared};
-
-/// Where the JSON-RPC binding is served.
-pub(crate) const JSONRPC_PATH: &str = "/a2a/jsonrpc";
-/// Where the HTTP+JSON binding's routes are served (`{REST_BASE}/message:send`...).
-pub(crate) const REST_BASE: &str = "/a2a/rest";
-/// The card path of the official protocol.
-pub const CARD_PATH: &str = "/.well-known/agent-card.json";
-
-/// A valid A2A 1.0 AgentCard for an agent at `base_url`: both bindings, no streaming, no push.
-pub fn a2a_card(name: &str, base_url: &str) -> Value {
-    json!({
-        "name": name,
-        "description": "A sample official A2A 1.0 agent: echoes a message, asks for input when told to, fails and rejects on request.",
-        "version": "1.0.0",
-        "supportedInterfaces": [
-            {"url": format!("{base_url}{JSONRPC_PATH}"), "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
-            {"url": format!("{base_url}{REST_BASE}"), "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"}
-        ],
-        "capabilities": {"streaming": false, "pushNotifications": false},
-        "defaultInputModes": ["text/plain"],
-        "defaultOutputModes": ["text/plain"],
-        "skills": [{
-            "id": "echo",
-            "name": "Echo",
-            "description": "Answers a message with its text; `need input` asks a question first, `slow` works until canceled.",
-            "tags": ["echo", "multi-turn"],
-            "examples": ["hello", "need input", "slow"]
-        }]
-    })
-}
-
-/// The agent's official A2A tasks, bounded (the oldest evicted first).
-pub(crate) struct Tasks {
-    map: HashMap<String, Value>,
-    order: VecDeque<String>,
-    max: usize,
-}
-
-impl Tasks {
-    pub(crate) fn new(max: usize) -> Tasks {
-        Tasks {
-            map: HashMap::new(),
-            order: VecDeque::new(),
-            max: max.max(1),
-        }
-    }
-
-    fn insert(&mut self, id: String, task: Value) {
-        while self.map.len() >= self.max {
-            match self.order.pop_front() {
-                Some(old) => {
-                    self.map.remove(&old);
-                }
-                None => break,
-            }
-        }
-        self.order.push_back(id.clone());
-        self.map.insert(id, task);
-    }
-}
 
 /// An A2A error: the JSON-RPC code, the HTTP status, the google.rpc code name and reason.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

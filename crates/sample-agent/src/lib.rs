@@ -16,6 +16,7 @@
 mod a2a;
 mod body;
 mod notify;
+mod official;
 mod progress;
 mod server;
 mod shared;
@@ -33,7 +34,7 @@ use serde_json::{json, Value};
 
 use shared::{lock, Shared};
 
-pub use a2a::{a2a_card, CARD_PATH as A2A_CARD_PATH};
+pub use official::{a2a_card, CARD_PATH as A2A_CARD_PATH};
 
 /// Which protocol the agent speaks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

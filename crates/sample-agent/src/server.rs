@@ -22,7 +22,7 @@ use tokio::task::JoinSet;
 use super::body::{EventBody, OutBody};
 use super::shared::{lock, Shared};
 use super::state::{Cancel, Content, Opened};
-use super::{a2a, progress, Recorded, Reply, Route};
+use super::{a2a, official, progress, Recorded, Reply, Route};
 
 /// Largest request body read; larger ones get 413 (a test agent has no use for more).
 const MAX_BODY: usize = 8 * 1024 * 1024;
@@ -83,10 +83,10 @@ fn classify(
         return (Route::Card, String::new());
     }
     if protocol == crate::Protocol::A2a {
-        if path == a2a::JSONRPC_PATH && method == Method::POST {
+        if path == official::JSONRPC_PATH && method == Method::POST {
             return (Route::A2aJsonRpc, String::new());
         }
-        return match path.strip_prefix(a2a::REST_BASE) {
+        return match path.strip_prefix(official::REST_BASE) {
             Some(tail) if tail.starts_with('/') => (Route::A2aRest, tail.to_owned()),
             _ => (Route::Other, String::new()),
         };

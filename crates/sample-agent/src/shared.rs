@@ -127,7 +127,7 @@ pub(crate) struct Shared {
     pub(crate) card_not_modified: AtomicUsize,
     pub(crate) store: Mutex<Store>,
     /// The official A2A tasks (an A2A agent's).
-    pub(crate) a2a: Mutex<super::a2a::Tasks>,
+    pub(crate) a2a: Mutex<super::official::Tasks>,
     pub(crate) protocol: super::Protocol,
     pub(crate) scripts: Scripts,
     ring: Mutex<VecDeque<Recorded>>,
@@ -153,7 +153,7 @@ impl Shared {
         let card = match (&opts.protocol, opts.card.get("supportedInterfaces")) {
             (super::Protocol::A2a, None) => {
                 let name = opts.card["name"].as_str().unwrap_or("Sample A2A Agent");
-                super::a2a::a2a_card(name, &base_url)
+                super::official::a2a_card(name, &base_url)
             }
             _ => opts.card.clone(),
         };
@@ -161,7 +161,7 @@ impl Shared {
         let shared = Shared {
             addr,
             base_url,
-            a2a: Mutex::new(super::a2a::Tasks::new(opts.max_tasks)),
+            a2a: Mutex::new(super::official::Tasks::new(opts.max_tasks)),
             protocol: opts.protocol,
             card_path: opts.card_path,
             progress: opts.progress,

@@ -17,13 +17,22 @@ use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
 use hyper::http::response::Parts;
 use hyper::Request;
 
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::frame::Failure;
 use crate::http::context::Ctx;
 use crate::http::error::{ApiError, Code};
+use crate::http::exchange::conformance;
+use crate::protocol::a2a::answer::check_answer;
 use crate::protocol::a2a::card::Binding;
 use crate::protocol::a2a::held::HeldCard;
 use crate::protocol::a2a::jsonrpc::{self, RpcId};
 use crate::protocol::a2a::{rest, Call, Reply};
+use crate::protocol::a2a::{A2aError, Method};
 use crate::registry::Agent;
+use crate::state::State;
 use crate::upstream::upstream_headers;
 
 /// The gateway's JSON-RPC ids towards agents: `gw-{n}`, unique within the process.
@@ -149,4 +158,37 @@ fn transport(status: u16) -> crate::protocol::a2a::A2aError {
         format!("the agent answered HTTP {status} without an A2A error"),
     )
     .with_metadata("httpStatus", &status.to_string())
+}
+
+/// The A2A card of `agent`, or AGENT_UNAVAILABLE while it has none.
+pub fn held_card(agent: &Agent) -> Result<Arc<HeldCard>, Failure> {
+    let card = agent.card().map_err(ApiError::from)?;
+    if !agent.fits_binding(&card) {
+        // Compiled for the binding before a reload: served until the new one is fetched,
+        // which is asked for now (at most once per registry::REFETCH_EVERY).
+        agent.ask_refetch();
+    }
+    card.a2a().ok_or_else(|| {
+        ApiError::new(
+            Code::AgentUnavailable,
+            "the agent's card is not an official A2A card",
+        )
+        .into()
+    })
+}
+
+/// The agent's answer within A2A 1.0 (about `task` when the call names one), or counted;
+/// InvalidAgentResponseError in `enforce` mode.
+pub(super) fn conform(
+    state: &State,
+    ctx: &Ctx,
+    agent: &Agent,
+    method: Method,
+    answer: &Value,
+    task: Option<&str>,
+) -> Result<(), Failure> {
+    let found = check_answer(method, answer, task);
+    let kept = found.clone();
+    conformance(state, agent, ctx, method.as_str(), found)
+        .map_err(|_| A2aError::invalid_agent_response(kept).into())
 }

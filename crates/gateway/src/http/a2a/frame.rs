@@ -255,6 +255,16 @@ pub fn json_response(status: StatusCode, content_type: &'static str, v: &Value) 
     res
 }
 
+/// PushNotificationNotSupportedError: push configs are not served yet (the served card says
+/// `pushNotifications: false`).
+pub fn push_not_supported() -> Failure {
+    A2aError::new(
+        ErrorKind::PushNotificationNotSupported,
+        "push notifications are not served by this gateway yet (capabilities.pushNotifications is false)",
+    )
+    .into()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

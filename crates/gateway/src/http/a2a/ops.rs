@@ -10,36 +10,19 @@ use hyper::header::HeaderMap;
 use hyper::Response;
 use serde_json::Value;
 
-use super::agent;
-use super::frame::{neutral, Failure};
+use super::agent::{self, conform, held_card};
+use super::frame::{neutral, push_not_supported, Failure};
 use super::ledger as a2a_ledger;
 use crate::http::body::Body;
 use crate::http::context::Ctx;
-use crate::http::error::{ApiError, Code};
-use crate::http::exchange::{self, conformance};
+use crate::http::error::ApiError;
+use crate::http::exchange;
 use crate::ledger::Record;
-use crate::protocol::a2a::answer::{check_answer, task_of};
+use crate::protocol::a2a::answer::task_of;
 use crate::protocol::a2a::held::HeldCard;
 use crate::protocol::a2a::{A2aError, Call, ErrorKind, Method};
 use crate::registry::Agent;
 use crate::state::State;
-
-/// The A2A card of `agent`, or AGENT_UNAVAILABLE while it has none.
-pub fn held_card(agent: &Agent) -> Result<Arc<HeldCard>, Failure> {
-    let card = agent.card().map_err(ApiError::from)?;
-    if !agent.fits_binding(&card) {
-        // Compiled for the binding before a reload: served until the new one is fetched,
-        // which is asked for now (at most once per registry::REFETCH_EVERY).
-        agent.ask_refetch();
-    }
-    card.a2a().ok_or_else(|| {
-        ApiError::new(
-            Code::AgentUnavailable,
-            "the agent's card is not an official A2A card",
-        )
-        .into()
-    })
-}
 
 /// Run `call` on `agent` for the caller; `headers` are the client's (its `A2A-Extensions`).
 pub async fn run(
@@ -74,14 +57,6 @@ fn unsupported(message: &str) -> Failure {
     A2aError::new(ErrorKind::UnsupportedOperation, message).into()
 }
 
-pub(super) fn push_not_supported() -> Failure {
-    A2aError::new(
-        ErrorKind::PushNotificationNotSupported,
-        "push notifications are not served by this gateway yet (capabilities.pushNotifications is false)",
-    )
-    .into()
-}
-
 /// One exchange of `call` with the agent, its answer read back (not yet judged).
 async fn ask(
     state: &State,
@@ -94,22 +69,6 @@ async fn ask(
     let out = agent::request(agent, held, ctx, headers, call)?;
     let (parts, body) = exchange::call::exchange(state, agent, ctx, out.request).await?;
     Ok(agent::read(call, out.rpc_id.as_ref(), &parts, &body)?)
-}
-
-/// The agent's answer within A2A 1.0 (about `task` when the call names one), or counted;
-/// InvalidAgentResponseError in `enforce` mode.
-pub(super) fn conform(
-    state: &State,
-    ctx: &Ctx,
-    agent: &Agent,
-    method: Method,
-    answer: &Value,
-    task: Option<&str>,
-) -> Result<(), Failure> {
-    let found = check_answer(method, answer, task);
-    let kept = found.clone();
-    conformance(state, agent, ctx, method.as_str(), found)
-        .map_err(|_| A2aError::invalid_agent_response(kept).into())
 }
 
 fn history_length(call: &Call) -> Option<u64> {

@@ -13,9 +13,10 @@ use hyper::Response;
 use serde_json::{json, Value};
 
 use super::agent;
+use super::agent::{conform, held_card};
+use super::frame::push_not_supported;
 use super::frame::{neutral, Failure};
 use super::ledger::{self as a2a_ledger, ContextOwner, PendingContext};
-use super::ops::{conform, held_card, push_not_supported};
 use crate::config::Protocol;
 use crate::http::body::Body;
 use crate::http::context::Ctx;
