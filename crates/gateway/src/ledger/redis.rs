@@ -31,6 +31,7 @@ use crate::webhook::queue::{entry_version, message_id_prefix, Outbox};
 
 mod keys;
 mod listing;
+mod quiet;
 
 /// How long a task that never reaches a terminal state is kept after its last update.
 const LIVE_TTL: Duration = Duration::from_secs(30 * 86_400);
@@ -371,34 +372,7 @@ impl TaskLedger for RedisLedger {
         before_ms: i64,
         limit: usize,
     ) -> LedgerFuture<'a, Vec<Arc<str>>> {
-        Box::pin(async move {
-            let per = self.store.keys.parts().map(|part| {
-                let mut cmd = redis::cmd("ZRANGEBYSCORE");
-                cmd.arg(format!("{part}quiet:{agent}"))
-                    .arg("-inf")
-                    .arg(format!("({before_ms}"))
-                    .arg("WITHSCORES")
-                    .arg("LIMIT")
-                    .arg(0)
-                    .arg(limit);
-                async move {
-                    let cmd = &cmd;
-                    self.read(
-                        |mut c| async move { cmd.query_async::<Vec<(String, f64)>>(&mut c).await },
-                    )
-                    .await
-                }
-            });
-            let mut found: Vec<(f64, String)> = futures_util::future::try_join_all(per)
-                .await?
-                .into_iter()
-                .flatten()
-                .map(|(id, at)| (at, id))
-                .collect();
-            found.sort_by(|a, b| a.0.total_cmp(&b.0));
-            found.truncate(limit);
-            Ok(found.into_iter().map(|(_, id)| id.into()).collect())
-        })
+        Box::pin(self.quiet_inner(agent, before_ms, limit))
     }
 
     fn lease<'a>(
@@ -409,27 +383,7 @@ impl TaskLedger for RedisLedger {
         after: Duration,
         floor: Duration,
     ) -> LedgerFuture<'a, bool> {
-        Box::pin(async move {
-            let keys = &self.store.keys;
-            let part = keys.prefixes(keys.of(task_id));
-            let task_key = format!("{}task:{task_id}", part.prefix);
-            let fence = self.fence(&task_key);
-            let mut inv = self.lease.key(task_key);
-            inv.key(format!("{}quiet:{agent}", part.prefix))
-                .arg(task_id)
-                .arg(before_ms)
-                .arg(now_ms())
-                .arg(millis(after))
-                .arg(millis(floor))
-                .arg(millis(super::MAX_RECONCILE_BACKOFF));
-            let inv = &inv;
-            let taken: i64 = self
-                .write(fence.as_deref(), |mut c| async move {
-                    Ok((inv.invoke_async(&mut c).await?, c))
-                })
-                .await?;
-            Ok(taken == 1)
-        })
+        Box::pin(self.lease_inner(agent, task_id, before_ms, after, floor))
     }
 
     fn apply_traced<'a>(
