@@ -59,8 +59,7 @@ pub fn request(
     let (method, url, body, rpc_id) = match held.interface.binding {
         Binding::JsonRpc => {
             let id = RpcId::Str(format!("gw-{}", NEXT_ID.fetch_add(1, Ordering::Relaxed)));
-            let body = serde_json::to_vec(&jsonrpc::agent_request(&id, call, tenant))
-                .map_err(|e| ApiError::new(Code::InvalidRequest, e.to_string()))?;
+            let body = jsonrpc::agent_request(&id, call, tenant);
             (hyper::Method::POST, base, Bytes::from(body), Some(id))
         }
         Binding::HttpJson => {

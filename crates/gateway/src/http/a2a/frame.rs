@@ -142,7 +142,7 @@ pub fn neutral(method: Method, reply: Result<Value, Failure>) -> Response<Body> 
                 v
             };
             let mut res = json_response(StatusCode::OK, A2A_JSON, &v);
-            res.extensions_mut().insert(Neutral(Ok(v)));
+            res.extensions_mut().insert(Neutral(Ok(())));
             res
         }
         Err(f) => {
@@ -158,39 +158,68 @@ pub fn neutral(method: Method, reply: Result<Value, Failure>) -> Response<Body> 
     }
 }
 
-/// The reply a neutral answer was written from, kept beside its body so that reframing it for
-/// a JSON-RPC client does not read the body back. A replayed answer (from the ledger's key
-/// store) has none: its body is read.
-#[derive(Clone, Debug)]
-pub struct Neutral(pub Reply);
+/// The neutral answer whose response message is already written: `json` is its JSON (a
+/// SendMessageResponse built around the recorded Task's own bytes, say), so it is not written
+/// twice.
+pub fn neutral_written(json: Bytes) -> Response<Body> {
+    let mut res = Response::new(Body::full(json));
+    res.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(A2A_JSON));
+    res.extensions_mut().insert(Neutral(Ok(())));
+    res
+}
 
-/// The neutral answer `res` in the client's binding.
+/// What a neutral answer was written from, kept beside its body: its error, so that reframing
+/// it for a JSON-RPC client does not read the body back (a success's body is the JSON-RPC
+/// result as it is). A replayed answer (from the ledger's key store) has none: its body is read.
+#[derive(Clone, Debug)]
+pub struct Neutral(pub Result<(), A2aError>);
+
+/// The neutral answer `res` in the client's binding. A success's JSON-RPC response is written
+/// around the neutral body's bytes (the response message is not written again).
 pub fn reframe(res: Response<Body>, front: &Front, method: Method) -> Response<Body> {
+    let Front::JsonRpc(id) = front else {
+        let (mut parts, body) = res.into_parts();
+        parts.extensions.remove::<Neutral>();
+        return Response::from_parts(parts, body);
+    };
     let (mut parts, body) = res.into_parts();
     let kept = parts.extensions.remove::<Neutral>();
     let bytes = match &body {
         Body::Full(Some(b)) => b.clone(),
         _ => Bytes::new(),
     };
-    let Front::JsonRpc(id) = front else {
-        return Response::from_parts(parts, body);
+    let success = parts.status.is_success();
+    let mut out = if success && !method.answers_empty() && !bytes.is_empty() {
+        let mut w = Vec::with_capacity(bytes.len() + 48);
+        w.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+        // An id is a string or an integer: writing it cannot fail.
+        let _ = serde_json::to_writer(&mut w, id);
+        w.extend_from_slice(br#","result":"#);
+        w.extend_from_slice(&bytes);
+        w.push(b'}');
+        let mut out = Response::new(Body::full(w));
+        out.headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        out
+    } else {
+        let reply = match kept {
+            Some(Neutral(Err(e))) => Err(e),
+            _ => read_neutral(parts.status.as_u16(), &bytes),
+        };
+        let envelope = match reply {
+            Ok(v) => {
+                let result = if method.answers_empty() {
+                    Value::Null
+                } else {
+                    v
+                };
+                serde_json::json!({"jsonrpc": "2.0", "id": id.to_value(), "result": result})
+            }
+            Err(e) => jsonrpc::error_response(Some(id), &e),
+        };
+        json_response(StatusCode::OK, "application/json", &envelope)
     };
-    let reply = match kept {
-        Some(Neutral(reply)) => reply,
-        None => read_neutral(parts.status.as_u16(), &bytes),
-    };
-    let envelope = match reply {
-        Ok(v) => {
-            let result = if method.answers_empty() {
-                Value::Null
-            } else {
-                v
-            };
-            serde_json::json!({"jsonrpc": "2.0", "id": id.to_value(), "result": result})
-        }
-        Err(e) => jsonrpc::error_response(Some(id), &e),
-    };
-    let mut out = json_response(StatusCode::OK, "application/json", &envelope);
     copy_headers(&parts.headers, out.headers_mut());
     out
 }

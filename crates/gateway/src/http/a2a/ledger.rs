@@ -191,10 +191,21 @@ pub async fn drop_context(state: &State, p: &PendingContext) {
 /// A task document as the ledger keeps it: at most `max` bytes, its `history` dropped past it
 /// (and, should the rest still be over, only id, contextId, status and kind kept).
 pub fn bounded(task: &Value, max: usize) -> Bytes {
+    bounded_whole(task, max).0
+}
+
+/// [`bounded`], and whether the document is the task whole (then it is the task's JSON, which
+/// the answer to the client can reuse rather than write again).
+fn bounded_whole(task: &Value, max: usize) -> (Bytes, bool) {
     let whole = serde_json::to_vec(task).unwrap_or_default();
     if whole.len() <= max {
-        return Bytes::from(whole);
+        return (Bytes::from(whole), true);
     }
+    (cut(task, max), false)
+}
+
+/// A task over `max` bytes, cut down (see [`bounded`]).
+fn cut(task: &Value, max: usize) -> Bytes {
     let mut t = task.clone();
     if let Some(o) = t.as_object_mut() {
         o.remove("history");
@@ -231,13 +242,41 @@ pub fn task_ref(agent: &str, head: &TaskHead<'_>) -> TaskRef {
     }
 }
 
-/// What recording an agent's Task gave: the verdict, and the document to answer with (the
+/// What recording an agent's Task gave: the verdict, and which document to answer with (the
 /// agent's, or the ledger's when it refused the update: the client sees the ledger's state).
 pub struct Recorded {
     /// The ledger's verdict.
     pub applied: Applied,
-    /// The Task to relay.
-    pub task: Value,
+    /// What the ledger was given: the agent's Task, written.
+    raw: Bytes,
+    /// Whether `raw` is the agent's Task whole (not cut down to the bound).
+    whole: bool,
+    /// Whether the client sees the agent's Task (else the ledger's record).
+    agents: bool,
+}
+
+impl Recorded {
+    /// The Task to relay; `task` is the agent's, as recorded.
+    pub fn task(&self, task: &Value) -> Value {
+        if self.agents {
+            return task.clone();
+        }
+        crate::protocol::json::parse(&self.applied.record.task).unwrap_or_else(|_| task.clone())
+    }
+
+    /// The Task to relay, written: the bytes the ledger was given when they are the agent's
+    /// Task whole, so the answer does not write the Task a second time.
+    pub fn task_json(&self, task: &Value) -> Bytes {
+        match (self.agents, self.whole) {
+            (true, true) => self.raw.clone(),
+            (true, false) => Bytes::from(serde_json::to_vec(task).unwrap_or_default()),
+            // A refusal, the rare path: the record is read to be sure it is one document.
+            (false, _) => match crate::protocol::json::parse(&self.applied.record.task) {
+                Ok(_) => self.applied.record.task.clone(),
+                Err(_) => Bytes::from(serde_json::to_vec(task).unwrap_or_default()),
+            },
+        }
+    }
 }
 
 /// Record the agent's Task `task` (read as `head`) of `agent` through the ledger's one rule,
@@ -264,14 +303,14 @@ pub async fn record(
             ));
         }
     }
-    let raw = bounded(task, state.config.max_task_document_bytes);
+    let (raw, whole) = bounded_whole(task, state.config.max_task_document_bytes);
     let request_id = ctx.request_id.to_str().ok();
     let applied = ledger::apply_counted(
         state.ledger.as_ref(),
         &state.metrics,
         agent,
         &task_ref,
-        raw,
+        raw.clone(),
         owner,
         Origin {
             request_id,
@@ -281,32 +320,33 @@ pub async fn record(
     .await?;
     // Refused, or a duplicate of a final task: what the ledger holds is what the client sees
     // (a live task's duplicate is the agent's, which may say more at the same time).
-    let final_duplicate = matches!(applied.verdict, crate::protocol::task::Verdict::Duplicate)
-        && applied.record.head.status.is_terminal();
-    let task = if applied.verdict.is_accepted()
-        || (matches!(applied.verdict, crate::protocol::task::Verdict::Duplicate)
-            && !final_duplicate)
-    {
-        task.clone()
-    } else {
-        crate::protocol::json::parse(&applied.record.task).unwrap_or_else(|_| task.clone())
-    };
-    Ok(Recorded { applied, task })
+    let duplicate = matches!(applied.verdict, crate::protocol::task::Verdict::Duplicate);
+    let final_duplicate = duplicate && applied.record.head.status.is_terminal();
+    let agents = applied.verdict.is_accepted() || (duplicate && !final_duplicate);
+    Ok(Recorded {
+        applied,
+        raw,
+        whole,
+        agents,
+    })
 }
 
 /// Whether task `id` is held in the ledger for another client than the caller's under any of
-/// the A2A agents `agents` (a new task an agent hands out must not be one the ledger keeps for
-/// someone else, on whatever agent).
-pub async fn held_by_another(
-    state: &State,
-    ctx: &Ctx,
-    agents: &[Arc<str>],
-    id: &str,
-) -> Result<bool, Failure> {
+/// the A2A agents (a new task an agent hands out must not be one the ledger keeps for someone
+/// else, on whatever agent). Without an owner (no clients) nobody else holds anything, and the
+/// agents are not even listed.
+pub async fn held_by_another(state: &State, ctx: &Ctx, id: &str) -> Result<bool, Failure> {
     let Some(me) = ctx.caller.owner() else {
         return Ok(false);
     };
-    Ok(records_under(state, agents, id).await?.iter().any(|r| {
+    let agents: Vec<Arc<str>> = state
+        .registry
+        .agents()
+        .iter()
+        .filter(|a| a.cfg.protocol == crate::config::Protocol::A2a)
+        .map(|a| Arc::from(a.cfg.name.as_str()))
+        .collect();
+    Ok(records_under(state, &agents, id).await?.iter().any(|r| {
         r.as_ref()
             .and_then(|r| r.owner.as_deref())
             .is_some_and(|o| o != &**me)

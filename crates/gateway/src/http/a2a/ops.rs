@@ -170,7 +170,7 @@ async fn relay_task(
         Some(head) => {
             let recorded =
                 a2a_ledger::record(state, ctx, &agent.cfg.name, &head, answer, None).await?;
-            Ok(recorded.task)
+            Ok(recorded.task(answer))
         }
         None => Ok(answer.clone()),
     }

@@ -10,14 +10,13 @@ use bytes::Bytes;
 use hyper::header::HeaderMap;
 use hyper::http::response::Parts;
 use hyper::Response;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::agent;
 use super::agent::{conform, held_card};
 use super::frame::push_not_supported;
-use super::frame::{neutral, Failure};
+use super::frame::{neutral, neutral_written, Failure};
 use super::ledger::{self as a2a_ledger, ContextOwner, PendingContext};
-use crate::config::Protocol;
 use crate::http::body::Body;
 use crate::http::context::Ctx;
 use crate::http::create::idempotency::{self, Claimed};
@@ -148,18 +147,10 @@ async fn send_checked(
             .into());
         }
     };
-    let a2a_agents = state
-        .registry
-        .agents()
-        .iter()
-        .filter(|a| a.cfg.protocol == Protocol::A2a)
-        .map(|a| Arc::from(a.cfg.name.as_str()))
-        .collect();
     let finish = SendFinish {
         call,
         rpc_id: out.rpc_id,
         continues,
-        a2a_agents,
         pending,
     };
     match drive(state, ctx, agent.clone(), finish, out.request, Some(key)).await {
@@ -244,8 +235,6 @@ struct SendFinish {
     rpc_id: Option<crate::protocol::a2a::jsonrpc::RpcId>,
     /// The task the message continues (`message.taskId`).
     continues: Option<String>,
-    /// The A2A agents' names, among which a new task's id must not be another client's.
-    a2a_agents: Vec<Arc<str>>,
     /// The context the message named, claimed for the caller until it is answered.
     pending: Option<PendingContext>,
 }
@@ -285,7 +274,11 @@ impl Finish for SendFinish {
         // not an answer for the messageId to replay.
         let unsettled = matches!(&answer, Err(f) if matches!(&f.error.kind,
             ErrorKind::Gateway { status, .. } if *status >= 500));
-        let mut res = neutral(Method::SendMessage, answer);
+        let mut res = match answer {
+            Ok(Answer::Doc(v)) => neutral(Method::SendMessage, Ok(v)),
+            Ok(Answer::Written(json)) => neutral_written(json),
+            Err(f) => neutral(Method::SendMessage, Err(f)),
+        };
         if unsettled {
             res.extensions_mut().insert(crate::http::create::Unsettled);
         }
@@ -300,7 +293,7 @@ impl SendFinish {
         agent: &Arc<Agent>,
         ctx: &Ctx,
         answer: Value,
-    ) -> Result<Value, Failure> {
+    ) -> Result<Answer, Failure> {
         let name = agent.cfg.name.as_str();
         conform(
             state,
@@ -329,7 +322,7 @@ impl SendFinish {
                 // that id for another client.
                 let Some(head) = task_of(&answer) else {
                     if let Some(got) = named {
-                        if a2a_ledger::held_by_another(state, ctx, &self.a2a_agents, got).await? {
+                        if a2a_ledger::held_by_another(state, ctx, got).await? {
                             return Err(a2a_ledger::invalid_answer(
                                 "/task/id",
                                 "owner",
@@ -337,10 +330,10 @@ impl SendFinish {
                             ));
                         }
                     }
-                    return Ok(answer);
+                    return Ok(Answer::Doc(answer));
                 };
                 if self.continues.is_none()
-                    && a2a_ledger::held_by_another(state, ctx, &self.a2a_agents, head.id).await?
+                    && a2a_ledger::held_by_another(state, ctx, head.id).await?
                 {
                     return Err(a2a_ledger::invalid_answer(
                         "/task/id",
@@ -351,7 +344,7 @@ impl SendFinish {
                 answered_context(state, ctx, name, head.context_id, "/task/contextId").await?;
                 let owner = ctx.caller.owner().map(|o| &**o);
                 match a2a_ledger::record(state, ctx, name, &head, task, owner).await {
-                    Ok(recorded) => Ok(json!({ "task": recorded.task })),
+                    Ok(recorded) => Ok(Answer::Written(task_response(&recorded.task_json(task)))),
                     // The agent has the task: an error now would make the client send the
                     // message again and the agent make a second task. The answer goes on, and
                     // the task is recorded as soon as the ledger answers (its webhooks follow).
@@ -366,7 +359,7 @@ impl SendFinish {
                         );
                         tracing::warn!(agent = %name, request_id = ?ctx.request_id, pending,
                             "A2A task made but not recorded yet: the ledger is unavailable");
-                        Ok(answer)
+                        Ok(Answer::Doc(answer))
                     }
                     Err(f) => Err(f),
                 }
@@ -375,9 +368,25 @@ impl SendFinish {
                 if let Some(context) = m.get("contextId").and_then(Value::as_str) {
                     answered_context(state, ctx, name, context, "/message/contextId").await?;
                 }
-                Ok(answer)
+                Ok(Answer::Doc(answer))
             }
-            _ => Ok(answer),
+            _ => Ok(Answer::Doc(answer)),
         }
     }
+}
+
+/// What SendMessage relays: a document, or the SendMessageResponse already written around the
+/// recorded Task's bytes.
+enum Answer {
+    Doc(Value),
+    Written(Bytes),
+}
+
+/// The SendMessageResponse `{"task": …}` around a Task's JSON.
+fn task_response(task: &[u8]) -> Bytes {
+    let mut w = Vec::with_capacity(task.len() + 9);
+    w.extend_from_slice(br#"{"task":"#);
+    w.extend_from_slice(task);
+    w.push(b'}');
+    Bytes::from(w)
 }

@@ -102,62 +102,74 @@ fn esc(key: &str) -> String {
     key.replace('~', "~0").replace('/', "~1")
 }
 
-/// Checks `obj` (at `at`) against `fields`; `rule` names the message.
+/// Checks `obj` (at `at`) against `fields`; `rule` names the message. A field's pointer is
+/// written only when it is needed (a violation, or a message to descend into): the checks run
+/// on every request and every answer, and nearly all of them pass.
 pub(crate) fn fields(ck: &mut Ck, obj: &Map<String, Value>, at: &str, rule: &str, table: &[F]) {
+    // A proto name differs from its JSON name where it has an underscore (ProtoJSON's
+    // lowerCamelCase): an object none of whose keys has one cannot hold such a spelling, and
+    // needs no lookup of it (nearly every object).
+    let snake = obj.keys().any(|k| k.contains('_'));
     for f in table {
-        if f.proto != f.json && obj.contains_key(f.proto) {
+        let may_hold = snake || !f.proto.contains('_');
+        if f.proto != f.json && may_hold && obj.contains_key(f.proto) {
             ck.push(
                 &format!("{at}/{}", esc(f.proto)),
                 rule,
                 format!("A2A JSON spells this field {:?} (camelCase, §5.5)", f.json),
             );
         }
-        let fat = format!("{at}/{}", f.json);
         match obj.get(f.json) {
             None | Some(Value::Null) => {
                 if f.required {
-                    ck.push(&fat, rule, format!("{} is required", f.json));
+                    ck.push(
+                        &format!("{at}/{}", f.json),
+                        rule,
+                        format!("{} is required", f.json),
+                    );
                 }
             }
-            Some(v) => value(ck, v, &fat, rule, f),
+            Some(v) => value(ck, v, at, rule, f),
         }
     }
 }
 
-fn value(ck: &mut Ck, v: &Value, at: &str, rule: &str, f: &F) {
+/// Checks field `f` of the object at `parent`, whose value is `v`.
+fn value(ck: &mut Ck, v: &Value, parent: &str, rule: &str, f: &F) {
     let name = f.json;
+    let at = || format!("{parent}/{name}");
     match f.ty {
         T::Str => match v.as_str() {
-            Some("") if f.required => ck.push(at, rule, format!("{name} must not be empty")),
+            Some("") if f.required => ck.push(&at(), rule, format!("{name} must not be empty")),
             Some(_) => {}
-            None => ck.push(at, rule, format!("{name} is a string")),
+            None => ck.push(&at(), rule, format!("{name} is a string")),
         },
         T::Id => match v.as_str() {
             Some(s) => {
                 if let Some(p) = id_problem(s) {
-                    ck.push(at, rule, format!("{name}: {p}"));
+                    ck.push(&at(), rule, format!("{name}: {p}"));
                 }
             }
-            None => ck.push(at, rule, format!("{name} is a string")),
+            None => ck.push(&at(), rule, format!("{name} is a string")),
         },
         T::Int(min, max) => match v.as_i64() {
             Some(n) if (min..=max).contains(&n) => {}
             Some(n) => ck.push(
-                at,
+                &at(),
                 rule,
                 format!("{name} is between {min} and {max}, not {n}"),
             ),
-            None => ck.push(at, rule, format!("{name} is an integer")),
+            None => ck.push(&at(), rule, format!("{name} is an integer")),
         },
         T::Bool => {
             if !v.is_boolean() {
-                ck.push(at, rule, format!("{name} is true or false"));
+                ck.push(&at(), rule, format!("{name} is true or false"));
             }
         }
         T::Enum(names) => match v.as_str() {
             Some(s) if names.contains(&s) => {}
             Some(s) => ck.push(
-                at,
+                &at(),
                 rule,
                 format!(
                     "{name}: {:?} is not one of {}",
@@ -166,7 +178,7 @@ fn value(ck: &mut Ck, v: &Value, at: &str, rule: &str, f: &F) {
                 ),
             ),
             None => ck.push(
-                at,
+                &at(),
                 rule,
                 format!(
                     "{name} is an enum name (a string), one of {}",
@@ -176,11 +188,11 @@ fn value(ck: &mut Ck, v: &Value, at: &str, rule: &str, f: &F) {
         },
         T::Time => match v.as_str() {
             Some(s) if parse_lenient(s).is_some() => {}
-            _ => ck.push(at, rule, format!("{name} is an RFC 3339 timestamp")),
+            _ => ck.push(&at(), rule, format!("{name} is an RFC 3339 timestamp")),
         },
         T::Struct => {
             if !v.is_object() {
-                ck.push(at, rule, format!("{name} is an object"));
+                ck.push(&at(), rule, format!("{name} is an object"));
             }
         }
         T::Any => {}
@@ -189,49 +201,51 @@ fn value(ck: &mut Ck, v: &Value, at: &str, rule: &str, f: &F) {
                 if s.bytes().all(|b| {
                     b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=' | b'-' | b'_')
                 }) => {}
-            _ => ck.push(at, rule, format!("{name} is base64")),
+            _ => ck.push(&at(), rule, format!("{name} is base64")),
         },
         T::Strs | T::Ids => match v.as_array() {
             Some(items) => {
                 if f.required && items.is_empty() {
-                    ck.push(at, rule, format!("{name} needs at least one element"));
+                    ck.push(&at(), rule, format!("{name} needs at least one element"));
                 }
                 for (i, item) in items.iter().enumerate() {
-                    let iat = format!("{at}/{i}");
+                    let iat = || format!("{parent}/{name}/{i}");
                     match (item.as_str(), f.ty) {
                         (Some(s), T::Ids) => {
                             if let Some(p) = id_problem(s) {
-                                ck.push(&iat, rule, format!("{name}: {p}"));
+                                ck.push(&iat(), rule, format!("{name}: {p}"));
                             }
                         }
                         (Some(_), _) => {}
-                        (None, _) => ck.push(&iat, rule, format!("{name} holds strings")),
+                        (None, _) => ck.push(&iat(), rule, format!("{name} holds strings")),
                     }
                 }
             }
-            None => ck.push(at, rule, format!("{name} is a list")),
+            None => ck.push(&at(), rule, format!("{name} is a list")),
         },
         T::Msg(check) => match v.as_object() {
-            Some(o) => check(ck, o, at),
-            None => ck.push(at, rule, format!("{name} is an object")),
+            Some(o) => below(parent, Seg::Name(name), |at| check(ck, o, at)),
+            None => ck.push(&at(), rule, format!("{name} is an object")),
         },
         T::Msgs(check) => match v.as_array() {
             Some(items) => {
                 if f.required && items.is_empty() {
-                    ck.push(at, rule, format!("{name} needs at least one element"));
+                    ck.push(&at(), rule, format!("{name} needs at least one element"));
                 }
-                for (i, item) in items.iter().enumerate() {
-                    let iat = format!("{at}/{i}");
-                    match item.as_object() {
-                        Some(o) => check(ck, o, &iat),
-                        None => ck.push(&iat, rule, format!("{name} holds objects")),
+                below(parent, Seg::Name(name), |at| {
+                    for (i, item) in items.iter().enumerate() {
+                        below(at, Seg::Index(i), |iat| match item.as_object() {
+                            Some(o) => check(ck, o, iat),
+                            None => ck.push(iat, rule, format!("{name} holds objects")),
+                        });
                     }
-                }
+                });
             }
-            None => ck.push(at, rule, format!("{name} is a list")),
+            None => ck.push(&at(), rule, format!("{name} is a list")),
         },
         T::MapOf(check) => match v.as_object() {
             Some(m) => {
+                let at = at();
                 for (k, item) in m {
                     let iat = format!("{at}/{}", esc(k));
                     match item.as_object() {
@@ -240,19 +254,58 @@ fn value(ck: &mut Ck, v: &Value, at: &str, rule: &str, f: &F) {
                     }
                 }
             }
-            None => ck.push(at, rule, format!("{name} is an object")),
+            None => ck.push(&at(), rule, format!("{name} is an object")),
         },
     }
 }
 
+/// One step of a JSON pointer.
+#[derive(Clone, Copy)]
+enum Seg<'a> {
+    Name(&'a str),
+    Index(usize),
+}
+
+/// `f` called with the pointer `parent/seg`, written on the stack when it fits (the pointers
+/// the checks descend through are short): no allocation per sub-message checked.
+fn below<R>(parent: &str, seg: Seg<'_>, f: impl FnOnce(&str) -> R) -> R {
+    let mut buf = [0u8; 160];
+    let mut digits = [0u8; 20];
+    let tail: &[u8] = match seg {
+        Seg::Name(n) => n.as_bytes(),
+        Seg::Index(mut i) => {
+            let mut at = digits.len();
+            loop {
+                at -= 1;
+                digits[at] = b'0' + (i % 10) as u8;
+                i /= 10;
+                if i == 0 {
+                    break;
+                }
+            }
+            &digits[at..]
+        }
+    };
+    let len = parent.len() + 1 + tail.len();
+    if len > buf.len() {
+        let mut owned = String::with_capacity(len);
+        owned.push_str(parent);
+        owned.push('/');
+        owned.push_str(std::str::from_utf8(tail).unwrap_or_default());
+        return f(&owned);
+    }
+    buf[..parent.len()].copy_from_slice(parent.as_bytes());
+    buf[parent.len()] = b'/';
+    buf[parent.len() + 1..len].copy_from_slice(tail);
+    // Whole UTF-8 strings and a '/' joined: always UTF-8.
+    f(std::str::from_utf8(&buf[..len]).unwrap_or_default())
+}
+
 /// Exactly one of `members` is set (a proto oneof).
 pub(crate) fn oneof(ck: &mut Ck, obj: &Map<String, Value>, at: &str, rule: &str, members: &[&str]) {
-    let set: Vec<&str> = members
-        .iter()
-        .copied()
-        .filter(|m| obj.get(*m).is_some_and(|v| !v.is_null()))
-        .collect();
-    if set.len() != 1 {
+    let is_set = |m: &str| obj.get(m).is_some_and(|v| !v.is_null());
+    if members.iter().filter(|m| is_set(m)).count() != 1 {
+        let set: Vec<&str> = members.iter().copied().filter(|m| is_set(m)).collect();
         let what = if set.is_empty() {
             "none".to_owned()
         } else {
@@ -784,6 +837,21 @@ mod tests {
             paths(&check(Method::GetExtendedAgentCard, json!({"tenant": 3}))),
             ["/tenant"]
         );
+    }
+
+    #[test]
+    fn pointers_below_are_written_whole() {
+        let at = |parent: &str, seg| below(parent, seg, str::to_owned);
+        assert_eq!(at("/message", Seg::Name("parts")), "/message/parts");
+        assert_eq!(at("", Seg::Index(0)), "/0");
+        assert_eq!(at("/a", Seg::Index(10)), "/a/10");
+        assert_eq!(
+            at("/a", Seg::Index(usize::MAX)),
+            format!("/a/{}", usize::MAX)
+        );
+        let long = format!("/{}", "é".repeat(100));
+        assert_eq!(at(&long, Seg::Name("x")), format!("{long}/x"));
+        assert_eq!(at(&long, Seg::Index(7)), format!("{long}/7"));
     }
 
     #[test]

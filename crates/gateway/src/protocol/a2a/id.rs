@@ -15,7 +15,9 @@ pub const MAX_ID_BYTES: usize = 256;
 
 /// Whether `s` is an id the gateway accepts: 1..=256 bytes, every character visible.
 pub fn valid_id(s: &str) -> bool {
-    !s.is_empty() && s.len() <= MAX_ID_BYTES && s.chars().all(visible)
+    !s.is_empty()
+        && s.len() <= MAX_ID_BYTES
+        && (s.bytes().all(|b| b.is_ascii_graphic()) || s.chars().all(visible))
 }
 
 /// Why `s` is not a valid id, for a violation message; `None` when it is one.
@@ -28,6 +30,10 @@ pub fn id_problem(s: &str) -> Option<String> {
             "an id is at most {MAX_ID_BYTES} bytes, this one is {}",
             s.len()
         ));
+    }
+    // Nearly every id is printable ASCII (a UUID): visible, read a byte at a time.
+    if s.bytes().all(|b| b.is_ascii_graphic()) {
+        return None;
     }
     s.chars().find(|c| !visible(*c)).map(|c| {
         format!(

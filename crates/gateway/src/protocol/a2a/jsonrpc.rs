@@ -28,6 +28,15 @@ pub enum RpcId {
     Int(serde_json::Number),
 }
 
+impl serde::Serialize for RpcId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            RpcId::Str(v) => s.serialize_str(v),
+            RpcId::Int(n) => n.serialize(s),
+        }
+    }
+}
+
 impl RpcId {
     /// The id as a JSON value.
     pub fn to_value(&self) -> Value {
@@ -84,7 +93,7 @@ pub fn parse_request(body: &[u8]) -> Result<Request, Refused> {
             format!("Invalid JSON payload: {e}"),
         )
     })?;
-    let obj = match doc {
+    let mut obj = match doc {
         Value::Object(o) => o,
         Value::Array(_) => {
             return Err(refused(
@@ -138,9 +147,10 @@ pub fn parse_request(body: &[u8]) -> Result<Request, Refused> {
             format!("Method not found: {shown:?}"),
         ));
     };
-    let params = match obj.get("params") {
+    // Moved out of the document, not copied: the params are the bulk of a request.
+    let params = match obj.remove("params") {
         None => Map::new(),
-        Some(Value::Object(p)) => p.clone(),
+        Some(Value::Object(p)) => p,
         Some(_) => {
             return Err(Refused {
                 id: Some(id),
@@ -189,13 +199,22 @@ pub fn reply_response(id: &RpcId, method: Method, reply: &Reply) -> Value {
 
 /// The gateway's request to a JSON-RPC agent: its own `id`, the method, and the params with the
 /// agent interface's tenant (see [`Call::with_tenant`]).
-pub fn agent_request(id: &RpcId, call: &Call, tenant: Option<&str>) -> Value {
-    json!({
-        "jsonrpc": "2.0",
-        "id": id.to_value(),
-        "method": call.method.as_str(),
-        "params": Value::Object(call.with_tenant(tenant)),
-    })
+pub fn agent_request(id: &RpcId, call: &Call, tenant: Option<&str>) -> Vec<u8> {
+    #[derive(serde::Serialize)]
+    struct Outgoing<'a> {
+        jsonrpc: &'static str,
+        id: &'a RpcId,
+        method: &'static str,
+        params: super::WithTenant<'a>,
+    }
+    let out = Outgoing {
+        jsonrpc: "2.0",
+        id,
+        method: call.method.as_str(),
+        params: call.params_with_tenant(tenant),
+    };
+    // Serializing strings and a map of Values cannot fail.
+    serde_json::to_vec(&out).unwrap_or_default()
 }
 
 /// Reads an agent's JSON-RPC response (or one SSE event of its stream) to the request with id
@@ -218,13 +237,14 @@ pub fn parse_agent_response(body: &[u8], sent: &RpcId, method: Method) -> Reply 
             )
         }
     };
-    let Value::Object(obj) = doc else {
+    let Value::Object(mut obj) = doc else {
         return bad("", "a JSON-RPC response is an object".to_owned());
     };
     if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
         return bad("/jsonrpc", "'jsonrpc' must be \"2.0\"".to_owned());
     }
-    match (obj.get("result"), obj.get("error")) {
+    // Moved out of the document, not copied: the result is the bulk of an answer.
+    match (obj.remove("result"), obj.remove("error")) {
         (Some(_), Some(_)) => bad("", "a response holds result or error, not both".to_owned()),
         (None, Some(Value::Object(err))) => {
             // An error may carry id null when the agent could not read ours.
@@ -233,11 +253,14 @@ pub fn parse_agent_response(body: &[u8], sent: &RpcId, method: Method) -> Reply 
                 Some(v) if RpcId::from_value(v).as_ref() == Ok(sent) => {}
                 Some(_) => return bad("/id", "the error answers another request's id".to_owned()),
             }
-            Err(A2aError::from_jsonrpc(&Value::Object(err.clone())))
+            Err(A2aError::from_jsonrpc(&Value::Object(err)))
         }
         (None, Some(_)) => bad("/error", "error must be an object".to_owned()),
         (Some(result), None) => {
-            if obj.get("id").map(RpcId::from_value) != Some(Ok(sent.clone())) {
+            if !obj
+                .get("id")
+                .is_some_and(|v| RpcId::from_value(v).as_ref() == Ok(sent))
+            {
                 return bad(
                     "/id",
                     "the response answers another request's id".to_owned(),
@@ -245,7 +268,7 @@ pub fn parse_agent_response(body: &[u8], sent: &RpcId, method: Method) -> Reply 
             }
             match result {
                 Value::Null if method.answers_empty() => Ok(json!({})),
-                Value::Object(_) => Ok(result.clone()),
+                result @ Value::Object(_) => Ok(result),
                 _ => bad(
                     "/result",
                     format!("the result of {} is an object", method.as_str()),
@@ -382,14 +405,21 @@ mod tests {
             unreachable!()
         };
         let call = Call::new(Method::CancelTask, params);
-        let req = agent_request(&RpcId::Str("gw-1".into()), &call, Some("tenant-a"));
+        let read = |b: Vec<u8>| serde_json::from_slice::<Value>(&b).expect("json");
+        let req = read(agent_request(
+            &RpcId::Str("gw-1".into()),
+            &call,
+            Some("tenant-a"),
+        ));
         assert_eq!(
             req,
             json!({"jsonrpc": "2.0", "id": "gw-1", "method": "CancelTask",
                    "params": {"id": "t", "tenant": "tenant-a"}})
         );
-        let req = agent_request(&RpcId::Str("gw-1".into()), &call, None);
+        let req = read(agent_request(&RpcId::Str("gw-1".into()), &call, None));
         assert_eq!(req["params"], json!({"id": "t"}));
+        let n = RpcId::from_value(&json!(7)).expect("id");
+        assert_eq!(read(agent_request(&n, &call, None))["id"], json!(7));
     }
 
     #[test]

@@ -72,6 +72,37 @@ impl Call {
         }
         params
     }
+
+    /// The params as [`Call::with_tenant`] gives them, written without copying them.
+    pub fn params_with_tenant<'a>(&'a self, tenant: Option<&'a str>) -> WithTenant<'a> {
+        WithTenant {
+            params: &self.params,
+            tenant: tenant.filter(|t| !t.is_empty()),
+        }
+    }
+}
+
+/// A call's params with the agent interface's tenant in place of the client's, serialized from
+/// the call's own map (a request's params are its bulk: a copy of them per request shows).
+pub struct WithTenant<'a> {
+    params: &'a Map<String, Value>,
+    tenant: Option<&'a str>,
+}
+
+impl serde::Serialize for WithTenant<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(None)?;
+        for (k, v) in self.params {
+            if k != "tenant" {
+                map.serialize_entry(k, v)?;
+            }
+        }
+        if let Some(t) = self.tenant {
+            map.serialize_entry("tenant", t)?;
+        }
+        map.end()
+    }
 }
 
 /// An answer: the proto response message (Task, SendMessageResponse, ListTasksResponse,
