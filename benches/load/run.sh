@@ -19,7 +19,7 @@
 # POST_RUN (1; 0 skips the create runs) A2A_GATEWAY_BIN (target/release/a2a-gateway)
 # AGENT_BIN (A2A_GATEWAY_BIN: whose `sample-agent` is the agent; set it to compare two gateway
 # builds in front of the same agent) RESULTS_DIR (target/load-results/<date>)
-# RECONCILE_AFTER_MS (unset: the default, 15000; 0 turns the reconciler off; the agent's tasks
+# MAX_TASKS (4000000, and max_ledger_bytes 4 GiB: the ledger's bounds, above what five rounds make) RECONCILE_AFTER_MS (unset: the default, 15000; 0 turns the reconciler off; the agent's tasks
 # never move, so with a short value every task is checked again and again during the run).
 # A2A_RUN (1; 0 skips them): an official A2A SendMessage over JSON-RPC (send_message.lua, a new
 # messageId each) to an official A2A sample agent (`sample-agent --protocol a2a`), direct,
@@ -192,6 +192,10 @@ NGINX_A2A_URL="http://127.0.0.1:$NGINX_A2A_PORT"
 cat >"$TMP/gateway.toml" <<EOF
 # Written by benches/load/run.sh: config/examples/minimal.toml with a free port and the bench agent.
 listen = "127.0.0.1:0"
+# Five rounds of creates and messages make about 1.3M tasks, and a created task stays SUBMITTED
+# (the agent never moves it): past the default 1M the ledger rightly refuses (LEDGER_FULL).
+max_tasks = ${MAX_TASKS:-4000000}
+max_ledger_bytes = 4294967296
 
 [[agents]]
 name = "$AGENT_NAME"
