@@ -408,13 +408,22 @@ async fn tasks_and_contexts_are_their_creators_across_two_replicas() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_sdks_surface_the_gateways_own_errors_on_both_bindings() {
-    let agent = ScriptedAgent::start(Arc::new(|_, params| {
+    let release = Arc::new(tokio::sync::Notify::new());
+    let go = release.clone();
+    let agent = ScriptedAgent::start(Arc::new(move |_, params| {
         let text = params["message"]["parts"][0]["text"].as_str().unwrap_or("");
-        let t =
-            json!({"task": task(&uuid::Uuid::new_v4().to_string(), "c", "TASK_STATE_COMPLETED")});
-        // The holder keeps the busy agent's one slot while every SDK client runs.
-        let wait = if text == "hold" { 9000 } else { 1500 };
-        Answer::Later(Duration::from_millis(wait), Box::new(Answer::Result(t)))
+        let t = Box::new(Answer::Result(json!({"task": task(
+            &uuid::Uuid::new_v4().to_string(),
+            "c",
+            "TASK_STATE_COMPLETED"
+        )})));
+        // The holder keeps the busy agent's one slot until every SDK client has run (sixteen
+        // client processes on a loaded machine can take longer than any fixed hold).
+        if text == "hold" {
+            Answer::Until(go.clone(), Duration::from_secs(25), t)
+        } else {
+            Answer::Later(Duration::from_millis(1500), t)
+        }
     }))
     .await;
     let mut slow = a2a_agent("slow", &agent.base);
@@ -481,6 +490,7 @@ async fn the_sdks_surface_the_gateways_own_errors_on_both_bindings() {
             "{sdk:?} {binding} {url} {token:?}: {want} readable in {out}"
         );
     }
+    release.notify_one();
     let held = holder.await.expect("holder");
     assert!(held.get("result").is_some(), "{held}");
 }

@@ -25,6 +25,9 @@ pub enum Answer {
     Status(u16, Vec<u8>),
     /// After a delay.
     Later(Duration, Box<Answer>),
+    /// Once the test lets it go (or after the delay, whichever is first): a hold that lasts
+    /// exactly as long as the test needs it, however slow the machine.
+    Until(Arc<tokio::sync::Notify>, Duration, Box<Answer>),
 }
 
 /// The script: (method, params) to an answer.
@@ -151,6 +154,10 @@ async fn handle(
         match answer {
             Answer::Later(d, next) => {
                 tokio::time::sleep(d).await;
+                answer = *next;
+            }
+            Answer::Until(go, most, next) => {
+                let _ = tokio::time::timeout(most, go.notified()).await;
                 answer = *next;
             }
             Answer::Result(v) => {
