@@ -235,14 +235,21 @@ async fn both_ledgers_list_every_task_once_in_order_with_its_count() {
     assert_eq!(a, b);
 }
 
-/// A task that leaves the ledger (its retention over) is neither listed nor counted, on both.
-#[tokio::test]
-async fn expired_tasks_are_neither_listed_nor_counted() {
+/// Both stores keeping a final task for 300 ms: a redis-server of their own (kept alive by the
+/// first value) with `prefix`, and the in-process ledger.
+async fn both_keeping_final_tasks_300ms(prefix: &str) -> (RedisServer, RedisLedger, MemoryLedger) {
     let r = RedisServer::start();
-    let redis = RedisLedger::connect(&r.url(), "x:", Duration::from_millis(300))
+    let redis = RedisLedger::connect(&r.url(), prefix, Duration::from_millis(300))
         .await
         .expect("redis ledger connects");
     let memory = MemoryLedger::new(100, Duration::from_millis(300), Evictions::unregistered());
+    (r, redis, memory)
+}
+
+/// A task that leaves the ledger (its retention over) is neither listed nor counted, on both.
+#[tokio::test]
+async fn expired_tasks_are_neither_listed_nor_counted() {
+    let (_r, redis, memory) = both_keeping_final_tasks_300ms("x:").await;
     for l in [&redis as &dyn TaskLedger, &memory] {
         for (i, status) in [Status::Completed, Status::Working].into_iter().enumerate() {
             let key = format!("t-{i}");
@@ -276,11 +283,7 @@ async fn expired_tasks_are_neither_listed_nor_counted() {
 /// listed as it is now: in every task's listing, and no longer in its former owner's.
 #[tokio::test]
 async fn a_task_recorded_again_after_it_expired_is_listed_as_it_is_now() {
-    let r = RedisServer::start();
-    let redis = RedisLedger::connect(&r.url(), "again:", Duration::from_millis(300))
-        .await
-        .expect("redis ledger connects");
-    let memory = MemoryLedger::new(100, Duration::from_millis(300), Evictions::unregistered());
+    let (_r, redis, memory) = both_keeping_final_tasks_300ms("again:").await;
     for l in [&redis as &dyn TaskLedger, &memory] {
         let done = |ms| Head {
             status: Status::Completed,
