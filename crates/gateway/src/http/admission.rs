@@ -22,6 +22,7 @@
 //! | push notifications | the agent's `ingest_token` (its handler checks it) |
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use hyper::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION, WWW_AUTHENTICATE};
 
@@ -29,7 +30,7 @@ use super::context::Ctx;
 use super::error::{ApiError, Code};
 use super::request::Request;
 use super::route::Route;
-use crate::auth::{Caller, Client, Credential, Failure};
+use crate::auth::{Caller, Client, Credential, Failure, StreamPermit};
 use crate::config::Right;
 use crate::ledger::Record;
 use crate::limits::Quota;
@@ -129,32 +130,75 @@ pub fn admit(
         ));
     }
     if let Needs::Stream(right) = needs {
-        // Kept with the stream, to judge it again when credentials change.
-        let proved = match (&bearer, ctx.cert_subject.as_deref()) {
-            (Ok(b), _) => Credential::Bearer(b),
-            (Err(_), Some(subject)) => Credential::Cert(subject),
-            (Err(_), None) => Credential::Bearer(b""),
-        };
-        match state.auth.open_stream(&client, proved, right) {
-            Some(permit) => ctx.permit = Some(permit),
-            None => {
-                state
-                    .metrics
-                    .streams_refused
-                    .with_label_values(&[&client.label])
-                    .inc();
-                return Err(ApiError::new(
-                    Code::TooManyStreams,
-                    format!(
-                        "client {:?} already holds its {} open streams (max_streams)",
-                        client.name, client.max_streams
-                    ),
-                )
-                .with_details(serde_json::json!({ "max_streams": client.max_streams })));
-            }
-        }
+        ctx.permit = Some(slot(state, ctx, &client, &bearer, right)?);
     }
     Ok(())
+}
+
+/// A stream slot of `client` (`max_streams`), kept with the stream to judge it again when
+/// credentials change; TOO_MANY_STREAMS when it holds them all.
+fn slot(
+    state: &State,
+    ctx: &Ctx,
+    client: &Arc<Client>,
+    bearer: &Result<Cow<'_, [u8]>, Failure>,
+    right: Right,
+) -> Result<StreamPermit, ApiError> {
+    let proved = match (bearer, ctx.cert_subject.as_deref()) {
+        (Ok(b), _) => Credential::Bearer(b),
+        (Err(_), Some(subject)) => Credential::Cert(subject),
+        (Err(_), None) => Credential::Bearer(b""),
+    };
+    state.auth.open_stream(client, proved, right).ok_or_else(|| {
+        state
+            .metrics
+            .streams_refused
+            .with_label_values(&[&client.label])
+            .inc();
+        ApiError::new(
+            Code::TooManyStreams,
+            format!(
+                "client {:?} already holds its {} open streams (max_streams)",
+                client.name, client.max_streams
+            ),
+        )
+        .with_details(serde_json::json!({ "max_streams": client.max_streams }))
+    })
+}
+
+/// The stream slot of an A2A streaming method, which is known only once the call is read (the
+/// route needed `tasks`): the `streams` right, and a slot of the client's `max_streams`.
+/// `None` without clients.
+pub fn a2a_stream(
+    state: &State,
+    ctx: &Ctx,
+    headers: &HeaderMap,
+) -> Result<Option<StreamPermit>, ApiError> {
+    let Caller::Client(client) = &ctx.caller else {
+        return Ok(None);
+    };
+    if !client.can(Right::Streams) {
+        state
+            .metrics
+            .auth_failures
+            .with_label_values(&["forbidden"])
+            .inc();
+        return Err(ApiError::new(
+            Code::Forbidden,
+            format!(
+                "client {:?} lacks the `{}` right",
+                client.name,
+                Right::Streams.as_str()
+            ),
+        ));
+    }
+    let bearer = match headers.get(AUTHORIZATION) {
+        Some(v) => bearer(v.as_bytes())
+            .map(Cow::Borrowed)
+            .ok_or(Failure::Invalid("Authorization must be Bearer")),
+        None => Err(Failure::Missing),
+    };
+    slot(state, ctx, client, &bearer, Right::Streams).map(Some)
 }
 
 /// A token from `client`'s bucket, if it has a rate; 429 RATE_LIMITED past it. Before the

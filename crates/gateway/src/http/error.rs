@@ -339,6 +339,7 @@ impl From<StreamError> for ApiError {
             StreamError::NoSuchTask { .. } => Code::TaskNotFound,
             StreamError::NotAnEventStream { .. } => Code::AgentProtocolViolation,
             StreamError::OpenTimeout { .. } => Code::AgentTimeout,
+            StreamError::A2a(_) => Code::AgentProtocolViolation,
         };
         ApiError::new(code, e.to_string())
     }

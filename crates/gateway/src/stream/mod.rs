@@ -13,6 +13,8 @@
 
 pub mod events;
 pub(crate) mod source;
+
+pub(crate) use source::is_event_stream;
 pub mod topic;
 
 use std::collections::HashMap;
@@ -26,7 +28,7 @@ use crate::ledger::TaskLedger;
 use crate::metrics::Metrics;
 use crate::registry::Agent;
 use crate::upstream::{AgentError, Upstream};
-use topic::{Key, Limits, Phase, Subscription, Topic};
+use topic::{Dialect, Framing, Key, Limits, Phase, Subscription, Topic};
 
 /// Why a subscription could not be served.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -66,6 +68,10 @@ pub enum StreamError {
     /// The exchange with the agent failed.
     #[error(transparent)]
     Agent(#[from] AgentError),
+    /// An A2A agent answered the stream request with an error of its own (or one the gateway
+    /// read in its answer), relayed as it is.
+    #[error("{}", .0.message)]
+    A2a(Arc<crate::protocol::a2a::A2aError>),
 }
 
 /// `[streams]` in the config: plain sizes and durations, used as they are.
@@ -210,49 +216,10 @@ impl Hub {
         last_event_id: Option<&str>,
         kill: Option<Arc<tokio::sync::Notify>>,
     ) -> Result<Option<Subscription>, StreamError> {
-        if *self.stop.borrow() {
-            return Err(StreamError::ShuttingDown);
-        }
         let key: Key = (Arc::from(agent.cfg.name.as_str()), Arc::from(task_id));
-        // Subscribed under the map lock: a topic found here cannot be closed as abandoned
-        // before it counts this subscriber (see `remove_if_abandoned`).
-        let (topic, fresh, sub) = {
-            let mut map = self.map();
-            let (topic, fresh) = match map.get(&key) {
-                Some(t) if !t.is_closed() => (t.clone(), false),
-                _ => {
-                    let limits = Limits {
-                        replay_events: self.cfg.replay_events.max(1),
-                        replay_bytes: self.cfg.replay_bytes,
-                        lag_bytes: self.cfg.lag_bytes,
-                        hub_bytes: self.buffered.clone(),
-                        hub_budget: self.cfg.max_buffer_bytes,
-                    };
-                    let given_up = self.given_up().get(&key, Instant::now());
-                    if let Some(data) = given_up {
-                        // A topic of its own, never registered and never connected: the one
-                        // event, then the end.
-                        let t = Arc::new(Topic::new(key, limits, self.metrics.clone()));
-                        t.finish(UPSTREAM_ERROR, &data);
-                        (t, false)
-                    } else {
-                        if agent.is_retired() {
-                            // The request resolved the agent before a reload replaced it: the
-                            // next try finds the new config.
-                            return Err(StreamError::Reloaded(agent.cfg.name.clone()));
-                        }
-                        if map.len() >= self.cfg.max_topics {
-                            return Err(StreamError::TooManyTopics(map.len()));
-                        }
-                        let t = Arc::new(Topic::new(key.clone(), limits, self.metrics.clone()));
-                        map.insert(key, t.clone());
-                        (t, true)
-                    }
-                }
-            };
-            let sub = topic.subscribe(last_event_id, kill);
-            (topic, fresh, sub)
-        };
+        let (topic, fresh, sub) = self.enter(agent, key, Dialect::Clawpedia, |t| {
+            t.subscribe(last_event_id, kill)
+        })?;
         if fresh {
             self.metrics.stream_upstreams.inc();
             tokio::spawn(source::run(
@@ -262,13 +229,93 @@ impl Hub {
                 client.clone(),
             ));
         }
+        Ok(self.opened(agent, &topic).await?.then_some(sub))
+    }
+
+    fn limits(&self) -> Limits {
+        Limits {
+            replay_events: self.cfg.replay_events.max(1),
+            replay_bytes: self.cfg.replay_bytes,
+            lag_bytes: self.cfg.lag_bytes,
+            hub_bytes: self.buffered.clone(),
+            hub_budget: self.cfg.max_buffer_bytes,
+        }
+    }
+
+    /// The open topic of `key` with a new subscriber (`subscribe`), or a new topic registered
+    /// for it (`true`: the caller starts its upstream). Subscribed under the map lock: a topic
+    /// found here cannot be closed as abandoned before it counts this subscriber (see
+    /// `remove_if_abandoned`). A stream given up on within its cool-off is a topic of its own,
+    /// never registered nor connected, that ends at once.
+    fn enter(
+        &self,
+        agent: &Agent,
+        key: Key,
+        dialect: Dialect,
+        subscribe: impl FnOnce(&Arc<Topic>) -> Subscription,
+    ) -> Result<(Arc<Topic>, bool, Subscription), StreamError> {
+        if *self.stop.borrow() {
+            return Err(StreamError::ShuttingDown);
+        }
+        let mut map = self.map();
+        let (topic, fresh) = match map.get(&key) {
+            Some(t) if !t.is_closed() => (t.clone(), false),
+            _ => {
+                let given_up = self.given_up().get(&key, Instant::now());
+                if let Some(data) = given_up {
+                    let t = Arc::new(Topic::speaking(
+                        dialect,
+                        key,
+                        self.limits(),
+                        self.metrics.clone(),
+                    ));
+                    t.finish(UPSTREAM_ERROR, &data);
+                    (t, false)
+                } else {
+                    (self.register(&mut map, agent, key, dialect)?, true)
+                }
+            }
+        };
+        let sub = subscribe(&topic);
+        Ok((topic, fresh, sub))
+    }
+
+    /// A new topic registered under `key`, within `streams.max_topics`.
+    fn register(
+        &self,
+        map: &mut HashMap<Key, Arc<Topic>>,
+        agent: &Agent,
+        key: Key,
+        dialect: Dialect,
+    ) -> Result<Arc<Topic>, StreamError> {
+        if agent.is_retired() {
+            // The request resolved the agent before a reload replaced it: the next try finds
+            // the new config.
+            return Err(StreamError::Reloaded(agent.cfg.name.clone()));
+        }
+        if map.len() >= self.cfg.max_topics {
+            return Err(StreamError::TooManyTopics(map.len()));
+        }
+        let t = Arc::new(Topic::speaking(
+            dialect,
+            key.clone(),
+            self.limits(),
+            self.metrics.clone(),
+        ));
+        map.insert(key, t.clone());
+        Ok(t)
+    }
+
+    /// Wait for the first connection's outcome of `topic`: `true` once it streams (or has
+    /// closed), `false` if the task turned out to be over; the failure otherwise.
+    async fn opened(&self, agent: &Agent, topic: &Topic) -> Result<bool, StreamError> {
         let mut phase = topic.phase();
         let deadline = tokio::time::Instant::now() + agent.cfg.timeout + Duration::from_secs(1);
         loop {
             let now = phase.borrow_and_update().clone();
             match now {
-                Phase::Open | Phase::Closed => return Ok(Some(sub)),
-                Phase::Ended => return Ok(None),
+                Phase::Open | Phase::Closed => return Ok(true),
+                Phase::Ended => return Ok(false),
                 Phase::Failed(e) => return Err(e),
                 Phase::Connecting => {}
             }
@@ -281,6 +328,71 @@ impl Hub {
                 }
             }
         }
+    }
+
+    /// A2A: join the stream of the task under ledger key `key` of `agent` (the task as it is
+    /// now, then its events). `Some(topic)`: nobody streams the task here yet, and the caller
+    /// feeds the new topic (`feed` 1), opening the agent's stream; `Ok(None)`: the task turned
+    /// out to be over.
+    pub async fn join_a2a(
+        &self,
+        agent: &Agent,
+        key: &str,
+        framing: Framing,
+        kill: Option<Arc<tokio::sync::Notify>>,
+        feed: impl FnOnce(Arc<Topic>, u64),
+    ) -> Result<Option<Subscription>, StreamError> {
+        let key: Key = (Arc::from(agent.cfg.name.as_str()), Arc::from(key));
+        let (topic, fresh, sub) = self.enter(agent, key, Dialect::A2a, |t| t.join(framing, kill))?;
+        if fresh {
+            self.metrics.stream_upstreams.inc();
+            let n = topic.take_feed();
+            feed(topic.clone(), n);
+        }
+        Ok(self.opened(agent, &topic).await?.then_some(sub))
+    }
+
+    /// A2A: the topic a new upstream of the task under ledger key `key` feeds (the creator's
+    /// `message:stream`): the open one, whose feed it supersedes, or a new one. Its feed number.
+    pub fn feed_a2a(&self, agent: &Agent, key: &str) -> Result<(Arc<Topic>, u64), StreamError> {
+        if *self.stop.borrow() {
+            return Err(StreamError::ShuttingDown);
+        }
+        let key: Key = (Arc::from(agent.cfg.name.as_str()), Arc::from(key));
+        let mut map = self.map();
+        let topic = match map.get(&key) {
+            Some(t) if !t.is_closed() => t.clone(),
+            _ => {
+                let t = self.register(&mut map, agent, key, Dialect::A2a)?;
+                self.metrics.stream_upstreams.inc();
+                t
+            }
+        };
+        drop(map);
+        let feed = topic.take_feed();
+        Ok((topic, feed))
+    }
+
+    /// The `[streams]` tick of a topic's upstream loop, for feeds outside this module (A2A).
+    pub fn tick(&self) -> tokio::time::Interval {
+        let mut tick = tokio::time::interval(source::tick_every(self));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick
+    }
+
+    /// The clock's work on `topic` (pings, slow consumers, the linger): whether it goes on.
+    pub fn tend(&self, topic: &Arc<Topic>) -> bool {
+        source::on_tick(self, topic)
+    }
+
+    /// Forget `topic` once its feed `feed` ends, if that feed still feeds it (a superseded
+    /// feed leaves the topic to its successor): it closes, and the upstream is counted gone.
+    pub fn feed_ended(&self, topic: &Arc<Topic>, feed: u64) {
+        if topic.fed_by(feed) {
+            topic.close();
+            self.remove(topic);
+        }
+        self.metrics.stream_upstreams.dec();
     }
 
     /// Close and forget a topic that has had no subscriber for the linger time, in one step

@@ -53,7 +53,8 @@ fn request(
     Some(req)
 }
 
-fn is_event_stream(h: &hyper::HeaderMap) -> bool {
+/// Whether an answer's `Content-Type` is `text/event-stream`.
+pub(crate) fn is_event_stream(h: &hyper::HeaderMap) -> bool {
     h.get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| {
@@ -64,14 +65,14 @@ fn is_event_stream(h: &hyper::HeaderMap) -> bool {
 }
 
 /// How often the loop looks at the clock (pings, linger, idle upstream).
-fn tick_every(hub: &Hub) -> Duration {
+pub(super) fn tick_every(hub: &Hub) -> Duration {
     (hub.cfg.ping_interval / 4).clamp(Duration::from_millis(20), Duration::from_secs(1))
 }
 
 /// The clock's work, done on every tick whatever the loop is waiting for: the gateway's pings
 /// on a quiet stream, cutting slow subscribers, and closing the topic once it has had no
 /// subscriber for the linger time. Whether the topic goes on.
-fn on_tick(hub: &Hub, topic: &Arc<Topic>) -> bool {
+pub(super) fn on_tick(hub: &Hub, topic: &Arc<Topic>) -> bool {
     if hub.remove_if_abandoned(topic) {
         return false;
     }

@@ -6,6 +6,14 @@
 //! with no gap and no duplicate, by construction. A subscriber whose cursor falls out of the
 //! ring, or more than `lag_bytes` behind its head, is a slow consumer: it is cut (it can resume
 //! with its last id) so it never holds the others or the upstream back.
+//!
+//! A topic speaks one [`Dialect`]. A Clawpedia topic's events are written whole, with their
+//! `id:` and `event:` lines, and read as they are. An A2A topic stores each StreamResponse once,
+//! as a REST subscriber reads it (`data: {json}`), keeps the task as it is now (its snapshot,
+//! the first event of every subscriber that joins: §3.1.6), and each subscriber writes its own
+//! framing on the way out ([`Framing`]: a JSON-RPC response carrying its own request id, or
+//! the bare StreamResponse). Its pings are SSE comments, and the gateway's own endings an
+//! `event: error` in the subscriber's binding ([`Ending`]).
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -19,10 +27,90 @@ use hyper::body::Frame;
 use tokio::sync::{watch, Notify};
 
 use crate::metrics::Metrics;
+use crate::protocol::a2a::stream as a2a;
+use crate::protocol::a2a::A2aError;
 use crate::protocol::sse;
 
 /// A task's stream key: (agent route name, task id).
 pub type Key = (Arc<str>, Arc<str>);
+
+/// How a topic's events are written (see the module doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// Clawpedia A2A 1.0: named, numbered events, read as stored.
+    Clawpedia,
+    /// The official A2A 1.0: StreamResponses, framed per subscriber.
+    A2a,
+}
+
+/// How one subscriber reads its topic's events.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Framing {
+    /// As stored (a Clawpedia topic).
+    Stored,
+    /// The bare StreamResponse (A2A over HTTP+JSON).
+    Rest,
+    /// A JSON-RPC response to the subscriber's request id, written as JSON.
+    JsonRpc(Box<str>),
+}
+
+impl Framing {
+    /// The subscriber's JSON-RPC id, written as JSON, if it has one.
+    fn rpc_id(&self) -> Option<&str> {
+        match self {
+            Framing::JsonRpc(id) => Some(id),
+            _ => None,
+        }
+    }
+
+    /// A stored A2A frame as this subscriber reads it.
+    fn frame(&self, stored: &Bytes) -> Bytes {
+        match self {
+            Framing::JsonRpc(id) => a2a::jsonrpc_frame(id, stored)
+                .map(Bytes::from)
+                .unwrap_or_else(|| stored.clone()),
+            _ => stored.clone(),
+        }
+    }
+
+    /// The gateway's last event of an A2A stream, `event: error` in this subscriber's binding.
+    fn error(&self, e: &A2aError) -> Bytes {
+        Bytes::from(a2a::error_frame(self.rpc_id(), e))
+    }
+}
+
+/// Why the gateway ends an A2A topic's streams itself (each subscriber gets it as an
+/// `event: error` whose ErrorInfo reason says which).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ending {
+    /// The gateway is draining (SIGTERM), or the agent changed by a reload: subscribe again.
+    Draining,
+    /// The agent's stream broke the protocol, or the agent went: why.
+    Upstream(Arc<str>),
+}
+
+impl Ending {
+    /// The error a subscriber reads.
+    pub fn error(&self) -> A2aError {
+        match self {
+            Ending::Draining => A2aError::gateway(
+                DRAINING,
+                503,
+                "the gateway is draining its streams: subscribe to the task again",
+            ),
+            Ending::Upstream(why) => A2aError::gateway(UPSTREAM_ERROR, 502, &**why),
+        }
+    }
+}
+
+/// The ErrorInfo reasons of the gateway's own endings of an A2A stream.
+pub const DRAINING: &str = "DRAINING";
+/// See [`DRAINING`].
+pub const UPSTREAM_ERROR: &str = "UPSTREAM_ERROR";
+/// See [`DRAINING`].
+pub const SLOW_CONSUMER: &str = "SLOW_CONSUMER";
+/// See [`DRAINING`].
+pub const ACCESS_REVOKED: &str = "ACCESS_REVOKED";
 
 struct Stored {
     seq: u64,
@@ -76,6 +164,12 @@ struct Inner {
     last_event: Instant,
     last_left: Option<Instant>,
     closed: bool,
+    /// A2A: the task as it is now (its JSON), the first event of a subscriber that joins.
+    snapshot: Option<Bytes>,
+    /// A2A: why the gateway ended the stream, when it did.
+    ending: Option<Ending>,
+    /// A2A: the feed (upstream) that may publish; a newer one supersedes it.
+    feed: u64,
 }
 
 /// What the topic knows of one subscriber, to cut it when it falls behind even though its
@@ -90,6 +184,8 @@ struct Cursor {
 pub struct Topic {
     /// The (agent, task) it streams.
     pub key: Key,
+    /// How its events are written.
+    pub dialect: Dialect,
     cursors: Mutex<Vec<Weak<Cursor>>>,
     /// Distinguishes this topic's event ids from an earlier one's for the same task (or another
     /// replica's): a `Last-Event-ID` of another epoch replays the whole buffer.
@@ -104,11 +200,17 @@ pub struct Topic {
 }
 
 impl Topic {
-    /// An empty topic in phase `Connecting`, with a fresh epoch for its event ids.
+    /// An empty Clawpedia topic in phase `Connecting`, with a fresh epoch for its event ids.
     pub fn new(key: Key, limits: Limits, metrics: Arc<Metrics>) -> Topic {
+        Topic::speaking(Dialect::Clawpedia, key, limits, metrics)
+    }
+
+    /// An empty topic of `dialect` in phase `Connecting`.
+    pub fn speaking(dialect: Dialect, key: Key, limits: Limits, metrics: Arc<Metrics>) -> Topic {
         let (phase, _) = watch::channel(Phase::Connecting);
         Topic {
             key,
+            dialect,
             cursors: Mutex::new(Vec::new()),
             epoch: format!("{:08x}", uuid::Uuid::new_v4().as_u64_pair().0 as u32),
             inner: Mutex::new(Inner {
@@ -123,6 +225,9 @@ impl Topic {
                 last_event: Instant::now(),
                 last_left: None,
                 closed: false,
+                snapshot: None,
+                ending: None,
+                feed: 0,
             }),
             subscribers: AtomicUsize::new(0),
             limits,
@@ -181,9 +286,28 @@ impl Topic {
 
     /// Publish a last event and close, in one step: of two sources that learn the task ended
     /// (the change feed, the upstream's end), only the first one's event goes out.
+    /// On an A2A topic, `status` (the task ended, as the ledger heard) publishes the final Task
+    /// as a StreamResponse; any other event ends the streams with UPSTREAM_ERROR.
     pub fn finish(&self, event: &str, data: &str) {
         let mut inner = self.lock();
         if inner.closed {
+            return;
+        }
+        if self.dialect == Dialect::A2a {
+            let woken = if event == "status" {
+                inner.snapshot = Some(Bytes::copy_from_slice(data.as_bytes()));
+                self.store_locked(&mut inner, a2a::task_frame(data.as_bytes()))
+            } else {
+                let why = serde_json::from_str::<serde_json::Value>(data)
+                    .ok()
+                    .and_then(|v| v.get("reason")?.as_str().map(Arc::<str>::from))
+                    .unwrap_or_else(|| Arc::from(event));
+                inner.ending = Some(Ending::Upstream(why));
+                Vec::new()
+            };
+            drop(inner);
+            self.wake(woken);
+            self.close();
             return;
         }
         let woken = self.publish_locked(&mut inner, Some(event), data);
@@ -196,6 +320,9 @@ impl Topic {
     /// drain, or an agent changed by a reload): an EventSource reconnects after `ms`, to another
     /// replica or to the agent's new config, with its Last-Event-ID.
     pub fn end_with_retry(&self, ms: u64) {
+        if self.dialect == Dialect::A2a {
+            return self.end(Ending::Draining);
+        }
         let mut inner = self.lock();
         if inner.closed {
             return;
@@ -203,6 +330,73 @@ impl Topic {
         let woken = self.store_locked(&mut inner, format!("retry: {ms}\n\n").into_bytes());
         drop(inner);
         self.wake(woken);
+        self.close();
+    }
+
+    /// A2A: make a new feed the one that publishes (a message continuing the task opened a new
+    /// upstream); the feed it supersedes stops at its next event. Its number.
+    pub fn take_feed(&self) -> u64 {
+        let mut inner = self.lock();
+        inner.feed += 1;
+        inner.feed
+    }
+
+    /// A2A: whether `feed` is still the one that publishes, on an open topic.
+    pub fn feeds(&self, feed: u64) -> bool {
+        let inner = self.lock();
+        inner.feed == feed && !inner.closed
+    }
+
+    /// A2A: whether `feed` is the newest feed, open or closed.
+    pub fn fed_by(&self, feed: u64) -> bool {
+        self.lock().feed == feed
+    }
+
+    /// A2A: publish one StreamResponse (`json`) from `feed`, with the task as it is after it
+    /// (`snapshot`, when the event changed it), in one step: a subscriber that joins gets either
+    /// the task before the event and then the event, or the task after it. Whether it went out
+    /// (not if the topic is closed or `feed` superseded).
+    pub fn publish_a2a(&self, feed: u64, json: &[u8], snapshot: Option<Bytes>) -> bool {
+        let mut inner = self.lock();
+        if inner.closed || inner.feed != feed {
+            return false;
+        }
+        if let Some(s) = snapshot {
+            inner.snapshot = Some(s);
+        }
+        let woken = self.store_locked(&mut inner, a2a::rest_frame(json));
+        drop(inner);
+        self.wake(woken);
+        true
+    }
+
+    /// A2A: the task as it is now, without an event (a subscription upstream's first Task, which
+    /// every subscriber gets as its own first event). Wakes the subscribers waiting for it.
+    pub fn set_snapshot(&self, feed: u64, snapshot: Bytes) -> bool {
+        let mut inner = self.lock();
+        if inner.closed || inner.feed != feed {
+            return false;
+        }
+        inner.snapshot = Some(snapshot);
+        let woken = take_wakers(&mut inner);
+        drop(inner);
+        self.wake(woken);
+        true
+    }
+
+    /// A2A: the task as the topic knows it now.
+    pub fn snapshot(&self) -> Option<Bytes> {
+        self.lock().snapshot.clone()
+    }
+
+    /// A2A: end every subscriber's stream with `ending` (after what is buffered), and close.
+    pub fn end(&self, ending: Ending) {
+        let mut inner = self.lock();
+        if inner.closed {
+            return;
+        }
+        inner.ending = Some(ending);
+        drop(inner);
         self.close();
     }
 
@@ -250,10 +444,16 @@ impl Topic {
     /// A gateway ping (`event: ping` with the time), sent to subscribers only: not numbered,
     /// not kept for replay.
     pub fn ping(&self) {
-        let mut out = Vec::with_capacity(64);
-        sse::write_ping(&mut out, &crate::protocol::time::now());
+        let ping = match self.dialect {
+            Dialect::A2a => Bytes::from_static(a2a::PING),
+            Dialect::Clawpedia => {
+                let mut out = Vec::with_capacity(64);
+                sse::write_ping(&mut out, &crate::protocol::time::now());
+                Bytes::from(out)
+            }
+        };
         let mut inner = self.lock();
-        inner.ping = Bytes::from(out);
+        inner.ping = ping;
         inner.ping_gen += 1;
         inner.last_event = Instant::now();
         let woken = take_wakers(&mut inner);
@@ -344,6 +544,44 @@ impl Topic {
             .find(|s| inner.total - s.end <= self.limits.lag_bytes)
             .map_or(inner.next_seq, |s| s.seq);
         let next = resume.map_or(oldest, |s| s + 1).max(window);
+        self.subscription(inner, next, Framing::Stored, false, kill)
+    }
+
+    /// A2A: a subscriber that joins: the task as it is now first (once the topic has it), then
+    /// the events after it.
+    pub fn join(self: &Arc<Self>, framing: Framing, kill: Option<Arc<Notify>>) -> Subscription {
+        let inner = self.lock();
+        let next = inner.next_seq;
+        self.subscription(inner, next, framing, true, kill)
+    }
+
+    /// A2A: a subscriber that reads from event `seq` on (the creator of the stream, from the
+    /// agent's first event).
+    pub fn subscribe_from(
+        self: &Arc<Self>,
+        seq: u64,
+        framing: Framing,
+        kill: Option<Arc<Notify>>,
+    ) -> Subscription {
+        let inner = self.lock();
+        let oldest = inner.ring.front().map_or(inner.next_seq, |s| s.seq);
+        let next = seq.max(oldest);
+        self.subscription(inner, next, framing, false, kill)
+    }
+
+    /// A2A: the number the next event published will have.
+    pub fn next_seq(&self) -> u64 {
+        self.lock().next_seq
+    }
+
+    fn subscription(
+        self: &Arc<Self>,
+        inner: MutexGuard<'_, Inner>,
+        next: u64,
+        framing: Framing,
+        snapshot_first: bool,
+        kill: Option<Arc<Notify>>,
+    ) -> Subscription {
         let ping_gen = inner.ping_gen;
         // Counted under the lock that `idle_since` reads, so a linger check never sees a
         // subscriber half-added.
@@ -366,6 +604,8 @@ impl Topic {
             ping_gen,
             round: u64::MAX,
             done: false,
+            snapshot_first,
+            framing,
             permit: None,
         }
     }
@@ -403,6 +643,9 @@ pub struct Subscription {
     /// The round in which this subscriber's waker was registered.
     round: u64,
     done: bool,
+    /// A2A: the task as it is now comes first (a subscriber that joined).
+    snapshot_first: bool,
+    framing: Framing,
     /// The client's stream slot (`max_streams`): free again when the subscription ends.
     permit: Option<crate::auth::StreamPermit>,
 }
@@ -438,14 +681,42 @@ impl Subscription {
         // Credentials withdrawn: the last event says so, and the stream ends.
         if let Some(Poll::Ready(why)) = self.permit.as_ref().map(|p| p.poll_revoked(cx)) {
             self.done = true;
+            if self.topic.dialect == Dialect::A2a {
+                let e = A2aError::gateway(
+                    ACCESS_REVOKED,
+                    403,
+                    format!(
+                        "the credentials that opened this stream were withdrawn ({})",
+                        why.reason()
+                    ),
+                );
+                return Poll::Ready(Some(Ok(self.framing.error(&e))));
+            }
             return Poll::Ready(Some(Ok(why.event())));
         }
         if self.cursor.cut.load(Ordering::Acquire) {
-            self.done = true;
-            return Poll::Ready(Some(Err(SlowConsumer)));
+            return self.cut_now();
         }
         let topic = self.topic.clone();
         let mut inner = topic.lock();
+        if self.snapshot_first {
+            if let Some(task) = inner.snapshot.clone() {
+                // The task as it is now, then what comes after it.
+                self.snapshot_first = false;
+                self.next = inner.next_seq;
+                self.cursor.next.store(self.next, Ordering::Release);
+                drop(inner);
+                let stored = Bytes::from(a2a::task_frame(&task));
+                return Poll::Ready(Some(Ok(self.framing.frame(&stored))));
+            }
+            if !inner.closed {
+                if self.round != inner.round {
+                    self.round = inner.round;
+                    inner.wakers.push(cx.waker().clone());
+                }
+                return Poll::Pending;
+            }
+        }
         let oldest = inner.ring.front().map_or(inner.next_seq, |s| s.seq);
         if self.next < oldest {
             return self.cut(inner);
@@ -464,7 +735,7 @@ impl Subscription {
                 let m = &topic.metrics;
                 m.stream_events_out.inc();
                 m.stream_fanout_seconds.observe(at.elapsed().as_secs_f64());
-                return Poll::Ready(Some(Ok(bytes)));
+                return Poll::Ready(Some(Ok(self.framing.frame(&bytes))));
             }
         }
         if inner.ping_gen != self.ping_gen {
@@ -473,7 +744,9 @@ impl Subscription {
         }
         if inner.closed {
             self.done = true;
-            return Poll::Ready(None);
+            let ending = inner.ending.as_ref().map(Ending::error);
+            drop(inner);
+            return Poll::Ready(ending.map(|e| Ok(self.framing.error(&e))));
         }
         if self.round != inner.round {
             self.round = inner.round;
@@ -484,9 +757,24 @@ impl Subscription {
 
     fn cut(&mut self, inner: MutexGuard<'_, Inner>) -> Poll<Option<Result<Bytes, SlowConsumer>>> {
         drop(inner);
-        self.done = true;
         if !self.cursor.cut.swap(true, Ordering::AcqRel) {
             self.topic.metrics.stream_slow_consumers.inc();
+        }
+        self.cut_now()
+    }
+
+    /// The end of a subscriber cut as a slow consumer: a Clawpedia stream ends incomplete (the
+    /// client resumes with its last id); an A2A stream ends with `event: error` SLOW_CONSUMER
+    /// (its client subscribes again, and gets the task as it is now).
+    fn cut_now(&mut self) -> Poll<Option<Result<Bytes, SlowConsumer>>> {
+        self.done = true;
+        if self.topic.dialect == Dialect::A2a {
+            let e = A2aError::gateway(
+                SLOW_CONSUMER,
+                429,
+                "this subscriber fell too far behind the stream: subscribe again",
+            );
+            return Poll::Ready(Some(Ok(self.framing.error(&e))));
         }
         Poll::Ready(Some(Err(SlowConsumer)))
     }

@@ -54,6 +54,29 @@ pub fn request(
     client: &HeaderMap,
     call: &Call,
 ) -> Result<Outgoing, ApiError> {
+    build(agent, held, Some(ctx), client, call, "application/json")
+}
+
+/// The request of a streaming `call` (it asks for `text/event-stream`); without `ctx`, the
+/// gateway's own (a shared stream reconnecting): no client's forwarding headers.
+pub fn stream_request(
+    agent: &Agent,
+    held: &HeldCard,
+    ctx: Option<&Ctx>,
+    client: &HeaderMap,
+    call: &Call,
+) -> Result<Outgoing, ApiError> {
+    build(agent, held, ctx, client, call, "text/event-stream")
+}
+
+fn build(
+    agent: &Agent,
+    held: &HeldCard,
+    ctx: Option<&Ctx>,
+    client: &HeaderMap,
+    call: &Call,
+    accept: &'static str,
+) -> Result<Outgoing, ApiError> {
     let tenant = held.interface.tenant.as_deref();
     let base = format!("{}{}", agent.cfg.url, held.interface_path());
     let (method, url, body, rpc_id) = match held.interface.binding {
@@ -90,12 +113,21 @@ pub fn request(
     for v in client.get_all(&extensions) {
         kept.append(extensions.clone(), v.clone());
     }
-    let mut headers = upstream_headers(&kept, &ctx.peer_ip, ctx.https, &ctx.request_id, true);
+    let mut headers = match ctx {
+        Some(ctx) => upstream_headers(&kept, &ctx.peer_ip, ctx.https, &ctx.request_id, true),
+        None => {
+            kept.insert(
+                header::USER_AGENT,
+                HeaderValue::from_static(concat!("a2a-gateway/", env!("CARGO_PKG_VERSION"))),
+            );
+            kept
+        }
+    };
     headers.insert(
         HeaderName::from_static("a2a-version"),
         HeaderValue::from_static(crate::protocol::a2a::version::SERVED),
     );
-    headers.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
+    headers.insert(header::ACCEPT, HeaderValue::from_static(accept));
     if has_body {
         headers.insert(
             header::CONTENT_TYPE,
@@ -135,7 +167,7 @@ pub fn read(call: &Call, rpc_id: Option<&RpcId>, parts: &Parts, body: &[u8]) -> 
 
 /// An error read from an agent's body: one in the gateway's own domain becomes an error of no
 /// known kind in the domain `agent`.
-fn the_agents(mut e: crate::protocol::a2a::A2aError) -> crate::protocol::a2a::A2aError {
+pub(super) fn the_agents(mut e: crate::protocol::a2a::A2aError) -> crate::protocol::a2a::A2aError {
     if let crate::protocol::a2a::ErrorKind::Gateway { reason, status } = &e.kind {
         e.kind = crate::protocol::a2a::ErrorKind::Other(Box::new(
             crate::protocol::a2a::error::OtherError {

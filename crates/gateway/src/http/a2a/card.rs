@@ -51,8 +51,12 @@ pub fn rewrite<'a>(
             name: &agent.cfg.name,
             agent_host: &agent_host,
             bearer: state.auth.enabled(),
-            // Until the gateway serves A2A streams and push configs itself.
-            streaming: false,
+            // The gateway serves the agent's streams itself, when the agent streams.
+            streaming: card
+                .pointer("/capabilities/streaming")
+                .and_then(serde_json::Value::as_bool)
+                .unwrap_or(false),
+            // Until the gateway serves push configs itself.
             push_notifications: false,
         },
     );

@@ -15,11 +15,13 @@
 
 pub mod agent;
 pub mod card;
+pub mod feed;
 pub mod frame;
 pub mod ledger;
 pub mod list;
 pub mod ops;
 pub mod send;
+pub mod stream;
 
 use std::sync::Arc;
 
@@ -138,6 +140,7 @@ async fn json_rpc(
         query.as_deref(),
         parsed.call,
         &front,
+        parts.version < hyper::Version::HTTP_2,
     )
     .await)
 }
@@ -180,6 +183,7 @@ async fn rest_call(
         query.as_deref(),
         call,
         &Front::Rest,
+        parts.version < hyper::Version::HTTP_2,
     )
     .await)
 }
@@ -193,6 +197,7 @@ async fn answer(
     query: Option<&str>,
     call: Call,
     front: &Front,
+    http1: bool,
 ) -> Response<Body> {
     let method = call.method;
     let query_version = rest::query_param(query, VERSION_HEADER);
@@ -204,6 +209,15 @@ async fn answer(
         });
     let neutral = match refused {
         Some(e) => frame::neutral(method, Err(e.into())),
+        None if method.is_streaming() => {
+            match stream::run(state, ctx, agent, headers, call, front, http1).await {
+                stream::Streamed::Events(res) => {
+                    count(state, &agent.cfg.name, Some(method), front.label(), "ok");
+                    return res;
+                }
+                stream::Streamed::Neutral(n) => n,
+            }
+        }
         None => ops::run(state, ctx, agent, headers, call).await,
     };
     let outcome = outcome_of(&neutral);
@@ -422,7 +436,18 @@ pub async fn fleet(state: &Arc<State>, ctx: &mut Ctx, req: Request) -> ApiResult
     ctx.agent = Some(agent.clone());
     let mut call = parsed.call;
     call.params.remove("tenant");
-    let neutral = ops::run(state, ctx, &agent, &parts.headers, call).await;
+    let neutral = if method.is_streaming() {
+        let http1 = parts.version < hyper::Version::HTTP_2;
+        match stream::run(state, ctx, &agent, &parts.headers, call, &front, http1).await {
+            stream::Streamed::Events(res) => {
+                count(state, &agent.cfg.name, Some(method), "JSONRPC", "ok");
+                return Ok(res);
+            }
+            stream::Streamed::Neutral(n) => n,
+        }
+    } else {
+        ops::run(state, ctx, &agent, &parts.headers, call).await
+    };
     let outcome = outcome_of(&neutral);
     count(state, &agent.cfg.name, Some(method), "JSONRPC", &outcome);
     Ok(reframe(neutral, &front, method))

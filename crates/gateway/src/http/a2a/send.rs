@@ -26,6 +26,7 @@ use crate::http::error::{ApiError, ApiResult, Code};
 use crate::ledger::idempotency::fingerprint;
 use crate::protocol::a2a::answer::{payload, task_of, Payload};
 use crate::protocol::a2a::check::{inline_push_config, named_context_id, named_task_ids};
+use crate::protocol::a2a::held::HeldCard;
 use crate::protocol::a2a::{A2aError, Call, ErrorKind, Method};
 use crate::registry::Agent;
 use crate::state::State;
@@ -53,36 +54,8 @@ async fn send_checked(
     headers: &HeaderMap,
     call: Call,
 ) -> Result<Response<Body>, Failure> {
+    let held = before_agent(state, ctx, agent, &call).await?;
     let name = agent.cfg.name.as_str();
-    if inline_push_config(&call.params).is_some() {
-        // Never forwarded: the agent would call the client directly, around the ledger and
-        // the SSRF guard.
-        return Err(push_not_supported());
-    }
-    let named = named_task_ids(&call.params);
-    if named.len() > MAX_NAMED_TASKS {
-        return Err(
-            A2aError::invalid_params(vec![crate::protocol::Violation::new(
-                "/message/referenceTaskIds",
-                "maxItems",
-                format!("a message names at most {MAX_NAMED_TASKS} tasks"),
-            )])
-            .into(),
-        );
-    }
-    let pass = agent.cfg.passthrough_unknown_tasks;
-    for id in named {
-        a2a_ledger::visible(state, ctx, name, pass, id).await?;
-    }
-    let held = held_card(agent)?;
-    if !state.ledger.available() {
-        return Err(ApiError::new(
-            Code::Unavailable,
-            "the task ledger (Redis) is unreachable: the message was not sent to the agent; retry shortly",
-        )
-        .with_header(hyper::header::RETRY_AFTER, hyper::header::HeaderValue::from_static("1"))
-        .into());
-    }
     let continues = call
         .params
         .get("message")
@@ -159,6 +132,48 @@ async fn send_checked(
     }
 }
 
+/// What a message (SendMessage, SendStreamingMessage) must pass before the agent is called:
+/// no inline push config, the tasks it names the caller's, the agent's A2A card, the ledger
+/// reachable. The card.
+pub(super) async fn before_agent(
+    state: &State,
+    ctx: &Ctx,
+    agent: &Agent,
+    call: &Call,
+) -> Result<Arc<HeldCard>, Failure> {
+    let name = agent.cfg.name.as_str();
+    if inline_push_config(&call.params).is_some() {
+        // Never forwarded: the agent would call the client directly, around the ledger and
+        // the SSRF guard.
+        return Err(push_not_supported());
+    }
+    let named = named_task_ids(&call.params);
+    if named.len() > MAX_NAMED_TASKS {
+        return Err(
+            A2aError::invalid_params(vec![crate::protocol::Violation::new(
+                "/message/referenceTaskIds",
+                "maxItems",
+                format!("a message names at most {MAX_NAMED_TASKS} tasks"),
+            )])
+            .into(),
+        );
+    }
+    let pass = agent.cfg.passthrough_unknown_tasks;
+    for id in named {
+        a2a_ledger::visible(state, ctx, name, pass, id).await?;
+    }
+    let held = held_card(agent)?;
+    if !state.ledger.available() {
+        return Err(ApiError::new(
+            Code::Unavailable,
+            "the task ledger (Redis) is unreachable: the message was not sent to the agent; retry shortly",
+        )
+        .with_header(hyper::header::RETRY_AFTER, hyper::header::HeaderValue::from_static("1"))
+        .into());
+    }
+    Ok(held)
+}
+
 /// Whether a failure is the ledger's being unreachable (UNAVAILABLE), after which a created
 /// task is recorded later rather than refused.
 fn is_unavailable(f: &Failure) -> bool {
@@ -171,7 +186,7 @@ const MAX_NAMED_TASKS: usize = 64;
 /// Whether the ledger takes this message: room for a new task (`new_task`: the client's
 /// `max_live_tasks`, the ledger's bounds) and the context it names, claimed for the caller
 /// (another client's is TaskNotFoundError, worded like an unknown task).
-async fn admit(
+pub(super) async fn admit(
     state: &State,
     ctx: &Ctx,
     agent: &Agent,
@@ -204,7 +219,7 @@ async fn admit(
 
 /// The context an answer names, for the caller: another client's is refused; a new one is
 /// the caller's from now.
-async fn answered_context(
+pub(super) async fn answered_context(
     state: &State,
     ctx: &Ctx,
     agent: &str,

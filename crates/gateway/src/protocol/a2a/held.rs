@@ -98,6 +98,14 @@ impl HeldCard {
         })
     }
 
+    /// `capabilities.streaming`: the agent's streams are served only then.
+    pub fn streams(&self) -> bool {
+        self.doc
+            .pointer("/capabilities/streaming")
+            .and_then(Value::as_bool)
+            == Some(true)
+    }
+
     /// The path of the chosen interface's URL (`/a2a/jsonrpc`), without a trailing `/`, to be
     /// put after the agent's configured origin: a card never names the host the gateway calls.
     pub fn interface_path(&self) -> &str {

@@ -28,6 +28,7 @@ pub mod jsonrpc;
 pub mod method;
 pub mod rest;
 pub mod state;
+pub mod stream;
 pub mod version;
 
 pub use error::{A2aError, ErrorKind};

@@ -1,0 +1,496 @@
+//! The upstream of an A2A task's shared stream: the one connection to the agent (the creator's
+//! `message:stream`, or the gateway's `SubscribeToTask`) whose events every subscriber of the
+//! task reads.
+//!
+//! Each event is read in the agent's binding, checked as a StreamResponse of this task, folded
+//! into the task as it is now (`protocol::a2a::stream::fold`), and, when it moves the task's
+//! state, applied to the ledger through its one rule before it is published: an event the
+//! ledger refuses (it would move a final task) is dropped and counted, and shows on `/events`
+//! as a refusal. An event that is not a valid StreamResponse of the task is never relayed: it
+//! is counted (`a2a_gateway_stream_upstream_errors_total`) and the stream ends with
+//! `event: error` UPSTREAM_ERROR. The stream closes after a final or an interrupted state
+//! (§11.7); for a short grace after it the agent's stream is still read, so that what it sends
+//! past the end is judged (and refused, and counted) rather than unseen. An agent's stream that
+//! ends while the task is live is opened again with `SubscribeToTask`.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::header::HeaderMap;
+use hyper::{Request, StatusCode};
+use serde_json::{json, Value};
+
+use super::agent;
+use super::ledger as a2a_ledger;
+use crate::ledger::{apply_counted, Origin};
+use crate::protocol::a2a::answer::{check_answer, payload, task_of};
+use crate::protocol::a2a::held::HeldCard;
+use crate::protocol::a2a::jsonrpc::RpcId;
+use crate::protocol::a2a::stream::fold;
+use crate::protocol::a2a::{A2aError, Call, Method, TaskState};
+use crate::protocol::sse::{Event, Parser};
+use crate::protocol::task::Verdict;
+use crate::registry::Agent;
+use crate::state::State;
+use crate::stream::topic::{Ending, Phase, Topic};
+use crate::stream::StreamError;
+use crate::upstream::MAX_AGENT_JSON;
+
+/// After the task's last state, how long the agent's stream is still read (and judged).
+const AFTER_END: Duration = Duration::from_millis(500);
+/// Reconnects in a row that bring no event before the gateway gives up on the agent's stream.
+const MAX_RECONNECTS: u32 = 3;
+const FIRST_BACKOFF: Duration = Duration::from_millis(250);
+
+/// Where a feed starts.
+pub enum Upstream {
+    /// The gateway's `SubscribeToTask`, to be sent (its first Task is every joiner's first
+    /// event, not published again).
+    Subscribe {
+        /// The request, built for the agent's binding.
+        request: Request<Full<Bytes>>,
+        /// For a JSON-RPC agent: the id sent.
+        rpc_id: Option<RpcId>,
+    },
+    /// The creator's `message:stream`, its first event already read and published.
+    Reading {
+        /// The rest of the agent's stream.
+        body: Incoming,
+        /// Its parser, as the first event left it.
+        parser: Parser,
+        /// Events read with the first, after it.
+        pending: VecDeque<Event>,
+        /// For a JSON-RPC agent: the id sent.
+        rpc_id: Option<RpcId>,
+    },
+}
+
+/// Reads one agent stream's events, one at a time.
+pub struct Reader {
+    /// The SSE parser (bounded by `streams.max_event_bytes`).
+    pub parser: Parser,
+    /// Events parsed and not yet handed out.
+    pub pending: VecDeque<Event>,
+}
+
+impl Reader {
+    /// A reader of a new stream, events at most `max_event_bytes`.
+    pub fn new(max_event_bytes: usize) -> Reader {
+        Reader {
+            parser: Parser::new(max_event_bytes),
+            pending: VecDeque::new(),
+        }
+    }
+
+    /// The next event; `Ok(None)` at the stream's end, `Err` when it broke the event-stream
+    /// rules (or the connection failed).
+    pub async fn next(&mut self, body: &mut Incoming) -> Result<Option<Event>, String> {
+        loop {
+            if let Some(e) = self.pending.pop_front() {
+                return Ok(Some(e));
+            }
+            match body.frame().await {
+                Some(Ok(frame)) => {
+                    let Ok(data) = frame.into_data() else {
+                        continue;
+                    };
+                    let mut out = Vec::new();
+                    self.parser
+                        .feed(&data, &mut out)
+                        .map_err(|e| e.to_string())?;
+                    self.pending.extend(out);
+                }
+                Some(Err(e)) => return Err(format!("the agent's stream failed: {e}")),
+                None => return Ok(None),
+            }
+        }
+    }
+}
+
+/// The agent's answer to a stream request: its event stream, or what it answered instead
+/// read as the error it is (an agent refuses a stream with a plain error answer).
+pub async fn stream_or_answer(
+    res: hyper::Response<Incoming>,
+    call: &Call,
+    rpc_id: Option<&RpcId>,
+) -> Result<Incoming, A2aError> {
+    if res.status() == StatusCode::OK && crate::stream::is_event_stream(res.headers()) {
+        return Ok(res.into_body());
+    }
+    let (parts, body) = res.into_parts();
+    let body = crate::upstream::read_limited(body, MAX_AGENT_JSON)
+        .await
+        .unwrap_or_default();
+    match agent::read(call, rpc_id, &parts, &body) {
+        Err(e) => Err(e),
+        Ok(_) => Err(A2aError::invalid_agent_response(vec![
+            crate::protocol::Violation::new(
+                "",
+                "stream",
+                "the agent answered a stream request with one answer, not an event stream",
+            ),
+        ])),
+    }
+}
+
+/// One event of the agent's stream read back in its binding: the StreamResponse, or the error
+/// the agent sent (`event: error`, or a JSON-RPC error), as the agent's.
+pub fn read_event(e: &Event, method: Method, rpc_id: Option<&RpcId>) -> Result<Value, A2aError> {
+    let call = Call::new(method, serde_json::Map::new());
+    let status = if e.event == "error" { 500 } else { 200 };
+    let parts = {
+        let mut r = hyper::Response::new(());
+        *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+        r.into_parts().0
+    };
+    match rpc_id {
+        // JSON-RPC: every event is a whole response; an error event carries an error.
+        Some(id) => crate::protocol::a2a::jsonrpc::parse_agent_response(e.data.as_bytes(), id, method)
+            .map_err(agent::the_agents),
+        None => agent::read(&call, None, &parts, e.data.as_bytes()),
+    }
+}
+
+fn state_of(task: &Value) -> Option<TaskState> {
+    task_of(task).map(|h| h.state)
+}
+
+/// Whether the stream closes at this state: a final one, or an interrupted one (§11.7).
+fn closes_at(task: &Value) -> bool {
+    state_of(task).is_some_and(|s| s.is_final() || s.is_interrupted())
+}
+
+/// What to do after an event.
+enum Next {
+    On,
+    /// The stream is over for subscribers (closed, or ended with the reason).
+    Over,
+}
+
+struct Feed {
+    state: Arc<State>,
+    agent: Arc<Agent>,
+    topic: Arc<Topic>,
+    n: u64,
+    id: String,
+    method: Method,
+    rpc_id: Option<RpcId>,
+    /// The task as it is now.
+    task: Value,
+    /// Whether an event went out (a subscription's first Task is not published).
+    published: bool,
+}
+
+impl Drop for Feed {
+    fn drop(&mut self) {
+        self.state.hub.feed_ended(&self.topic, self.n);
+    }
+}
+
+/// Feed `topic` (feed number `n`) with the agent's stream of task `id`, starting from `up`, the
+/// task as it was known `task`.
+#[allow(clippy::too_many_arguments)]
+pub async fn run(
+    state: Arc<State>,
+    agent: Arc<Agent>,
+    held: Arc<HeldCard>,
+    topic: Arc<Topic>,
+    n: u64,
+    id: String,
+    task: Value,
+    up: Upstream,
+) {
+    let hub = state.hub.clone();
+    let mut tick = hub.tick();
+    let method = match up {
+        Upstream::Reading { .. } => Method::SendStreamingMessage,
+        Upstream::Subscribe { .. } => Method::SubscribeToTask,
+    };
+    let mut feed = Feed {
+        state,
+        agent,
+        topic: topic.clone(),
+        n,
+        id,
+        method,
+        rpc_id: None,
+        published: method == Method::SendStreamingMessage,
+        task,
+    };
+    let (mut body, mut reader) = match up {
+        Upstream::Reading {
+            body,
+            parser,
+            pending,
+            rpc_id,
+        } => {
+            feed.rpc_id = rpc_id;
+            let reader = Reader { parser, pending };
+            if closes_at(&feed.task) {
+                feed.after_end(body, reader).await;
+                return;
+            }
+            (body, reader)
+        }
+        Upstream::Subscribe { request, rpc_id } => {
+            let opened = tokio::select! {
+                b = feed.open(request, rpc_id) => b,
+                _ = topic.closed.notified() => None,
+            };
+            match opened {
+                Some(b) => (b, Reader::new(hub.config().max_event_bytes)),
+                None => return,
+            }
+        }
+    };
+    let mut reconnects = 0u32;
+    loop {
+        let next = tokio::select! {
+            ev = reader.next(&mut body) => ev,
+            _ = tick.tick() => {
+                if !hub.tend(&feed.topic) {
+                    return;
+                }
+                continue;
+            }
+            _ = feed.topic.closed.notified() => return,
+        };
+        match next {
+            Ok(Some(e)) => {
+                reconnects = 0;
+                match feed.event(&e).await {
+                    Next::On => {}
+                    Next::Over => {
+                        if feed.topic.is_closed() && closes_at(&feed.task) {
+                            feed.after_end(body, reader).await;
+                        }
+                        return;
+                    }
+                }
+            }
+            Ok(None) | Err(_) => {
+                if let Err(why) = &next {
+                    tracing::warn!(agent = %feed.agent.cfg.name, task_id = %feed.id, error = %why, "agent stream refused");
+                    feed.upstream_error(why.clone());
+                    return;
+                }
+                // The agent's stream ended with the task live: subscribe again.
+                reconnects += 1;
+                if reconnects > MAX_RECONNECTS {
+                    feed.upstream_error(
+                        "the agent's stream keeps ending before the task does".to_owned(),
+                    );
+                    return;
+                }
+                let wait = FIRST_BACKOFF * 2u32.pow(reconnects - 1);
+                tokio::time::sleep(wait).await;
+                match feed.resubscribe(&held).await {
+                    Some((b, r)) => {
+                        body = b;
+                        reader = r;
+                    }
+                    None => return,
+                }
+            }
+        }
+    }
+}
+
+impl Feed {
+    /// Count an event the gateway will not relay, and end every subscriber's stream with
+    /// UPSTREAM_ERROR.
+    fn upstream_error(&self, why: String) {
+        self.state
+            .metrics
+            .stream_upstream_errors
+            .with_label_values(&[&self.agent.cfg.name])
+            .inc();
+        self.topic.end(Ending::Upstream(Arc::from(format!(
+            "agent {:?}: {why}",
+            self.agent.cfg.name
+        ))));
+    }
+
+    /// Judge, record and publish one event of the agent's stream.
+    async fn event(&mut self, e: &Event) -> Next {
+        let v = match read_event(e, self.method, self.rpc_id.as_ref()) {
+            Ok(v) => v,
+            Err(err) => {
+                self.upstream_error(format!("its stream carried an error: {}", err.message));
+                return Next::Over;
+            }
+        };
+        let found = check_answer(self.method, &v, Some(&self.id));
+        if let Some(first) = found.first() {
+            self.upstream_error(format!(
+                "it sent an event that is not a StreamResponse of task {:?}: {} at {:?}",
+                self.id, first.message, first.instance_path
+            ));
+            return Next::Over;
+        }
+        let Some(p) = payload(&v) else {
+            self.upstream_error("it sent an event with no payload".to_owned());
+            return Next::Over;
+        };
+        if state_of(&self.task).is_some_and(TaskState::is_final) {
+            // Past the end: never relayed, counted as the ledger counts its refusals.
+            self.refused_past_end();
+            return Next::On;
+        }
+        let mut next = self.task.clone();
+        let folded = fold(&mut next, p);
+        if folded.moves_state() && !self.record(&next).await {
+            return Next::On;
+        }
+        self.task = next;
+        let snapshot = Bytes::from(serde_json::to_vec(&self.task).unwrap_or_default());
+        if !self.published && folded == crate::protocol::a2a::stream::Folded::Task {
+            // A subscription's first Task: every joiner's first event already.
+            self.published = true;
+            self.topic.set_snapshot(self.n, snapshot);
+            self.topic.set_phase(Phase::Open);
+        } else {
+            self.published = true;
+            self.topic.set_phase(Phase::Open);
+            let json = serde_json::to_vec(&v).unwrap_or_default();
+            if !self.topic.publish_a2a(self.n, &json, Some(snapshot)) {
+                // Superseded by a newer upstream, or closed.
+                return Next::Over;
+            }
+        }
+        if closes_at(&self.task) {
+            self.topic.close();
+            return Next::Over;
+        }
+        Next::On
+    }
+
+    fn refused_past_end(&self) {
+        self.state
+            .metrics
+            .refused
+            .with_label_values(&[&self.agent.cfg.name, "terminal"])
+            .inc();
+    }
+
+    /// Apply the task as an event left it; whether the ledger took it (refused: the event is
+    /// dropped). A ledger that cannot be reached does not stop the stream: the reconciler
+    /// learns the state later.
+    async fn record(&self, task: &Value) -> bool {
+        let name = self.agent.cfg.name.as_str();
+        let Some(head) = task_of(task) else {
+            return true;
+        };
+        let task_ref = a2a_ledger::task_ref(name, &head);
+        let raw = a2a_ledger::bounded(task, self.state.config.max_task_document_bytes);
+        match apply_counted(
+            self.state.ledger.as_ref(),
+            &self.state.metrics,
+            name,
+            &task_ref,
+            raw,
+            None,
+            Origin::default(),
+        )
+        .await
+        {
+            Ok(a) => !matches!(a.verdict, Verdict::Refused(_)),
+            Err(e) => {
+                tracing::warn!(agent = %name, task_id = %self.id, error = %e, "a streamed event was relayed unrecorded: the ledger is unavailable");
+                true
+            }
+        }
+    }
+
+    /// After the task's last state: read what the agent still sends for a short grace, and
+    /// judge it (a state past a final one is refused by the ledger, and counted).
+    async fn after_end(&mut self, mut body: Incoming, mut reader: Reader) {
+        self.topic.close();
+        let _ = tokio::time::timeout(AFTER_END, async {
+            while let Ok(Some(e)) = reader.next(&mut body).await {
+                let Ok(v) = read_event(&e, self.method, self.rpc_id.as_ref()) else {
+                    continue;
+                };
+                let Some(p) = payload(&v) else { continue };
+                let mut next = self.task.clone();
+                if fold(&mut next, p).moves_state() {
+                    if state_of(&self.task) == state_of(&next) {
+                        continue;
+                    }
+                    self.record(&next).await;
+                } else {
+                    self.refused_past_end();
+                }
+            }
+        })
+        .await;
+    }
+
+    /// Open the agent's stream of the task again (`SubscribeToTask`): its reader, or `None`
+    /// when the agent will not (the task is then finished from the ledger's word, or the
+    /// stream ends with UPSTREAM_ERROR).
+    async fn resubscribe(&mut self, held: &HeldCard) -> Option<(Incoming, Reader)> {
+        self.state.metrics.stream_upstream_reconnects.inc();
+        self.method = Method::SubscribeToTask;
+        let call = Call::new(
+            Method::SubscribeToTask,
+            json!({ "id": self.id }).as_object().cloned().unwrap_or_default(),
+        );
+        let out = agent::stream_request(&self.agent, held, None, &HeaderMap::new(), &call).ok()?;
+        self.rpc_id = out.rpc_id.clone();
+        let sent = self
+            .state
+            .upstream
+            .send(out.request, self.agent.cfg.timeout)
+            .await;
+        let body = match sent {
+            Ok(res) => stream_or_answer(res, &call, out.rpc_id.as_ref()).await.ok(),
+            Err(_) => None,
+        };
+        match body {
+            Some(b) => Some((b, Reader::new(self.state.hub.config().max_event_bytes))),
+            None => {
+                let key = a2a_ledger::key(&self.agent.cfg.name, &self.id);
+                match self.state.ledger.get(&key).await {
+                    Ok(Some(r)) if r.head.status.is_terminal() => {
+                        self.topic
+                            .finish("status", &String::from_utf8_lossy(&r.task));
+                    }
+                    _ => self.upstream_error(
+                        "its stream ended before the task did, and it would not stream the task again"
+                            .to_owned(),
+                    ),
+                }
+                None
+            }
+        }
+    }
+
+    /// Send the gateway's `SubscribeToTask`: the agent's stream, or the phase that tells the
+    /// waiting subscribers why not.
+    async fn open(&mut self, request: Request<Full<Bytes>>, rpc_id: Option<RpcId>) -> Option<Incoming> {
+        let call = Call::new(
+            Method::SubscribeToTask,
+            json!({ "id": self.id }).as_object().cloned().unwrap_or_default(),
+        );
+        let sent = self
+            .state
+            .upstream
+            .send(request, self.agent.cfg.timeout)
+            .await;
+        self.rpc_id = rpc_id;
+        let failed = match sent {
+            Ok(res) => match stream_or_answer(res, &call, self.rpc_id.as_ref()).await {
+                Ok(body) => return Some(body),
+                Err(e) => StreamError::A2a(Arc::new(e)),
+            },
+            Err(e) => StreamError::Agent(e.at(&self.agent.cfg.name)),
+        };
+        self.topic.set_phase(Phase::Failed(failed));
+        None
+    }
+}

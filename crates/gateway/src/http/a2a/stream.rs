@@ -1,0 +1,414 @@
+//! A2A streams (§3.1.2, §3.1.6): `SendStreamingMessage` (`POST message:stream`) and
+//! `SubscribeToTask` (`tasks/{id}:subscribe`), over either binding, on one shared stream per
+//! task per replica (`crate::stream`'s A2A topics).
+//!
+//! - **The creator's `message:stream` is the upstream.** Its first event makes (or continues)
+//!   the task: judged, its ownership checked and recorded with the caller as owner like a
+//!   SendMessage answer; then the stream becomes the task's topic, fed by [`feed`], and the
+//!   creator reads it from that first event on. A first event that is a Message is the whole
+//!   stream (no task).
+//! - **A subscriber joins** the task's topic: the task as it is now first, then the live
+//!   events. With no topic yet, the gateway opens one upstream `SubscribeToTask` for all.
+//! - **Plain answers, not streams**, for what is refused before: another client's task or an
+//!   unknown one (TaskNotFoundError), a final task (UnsupportedOperationError: it has no more
+//!   events, and the agent is not called), the `streams` right or a stream slot, the agent's own
+//!   error to the stream request.
+//!
+//! Each subscriber holds a stream slot (`max_streams`) judged again when credentials change.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use hyper::header::HeaderMap;
+use hyper::Response;
+use serde_json::{json, Value};
+
+use super::agent::{self, conform};
+use super::feed::{self, Upstream};
+use super::frame::{neutral, Failure, Front};
+use super::ledger as a2a_ledger;
+use super::send::{admit, answered_context, before_agent};
+use crate::http::admission;
+use crate::http::body::Body;
+use crate::http::context::Ctx;
+use crate::http::error::{ApiError, Code};
+use crate::http::response::event_stream;
+use crate::protocol::a2a::answer::{payload, task_of, Payload};
+use crate::protocol::a2a::stream as a2a_stream;
+use crate::protocol::a2a::{A2aError, Call, ErrorKind, Method};
+use crate::registry::Agent;
+use crate::state::State;
+use crate::stream::topic::{Framing, Subscription};
+use crate::stream::StreamError;
+
+/// What a streaming call answered: an event stream (framed already), or a neutral answer
+/// for the route to frame (a refusal before the stream).
+pub enum Streamed {
+    /// `text/event-stream`, framed for the subscriber's binding.
+    Events(Response<Body>),
+    /// A plain answer, to be reframed.
+    Neutral(Response<Body>),
+}
+
+/// Run the streaming `call` on `agent` for the caller, framed for `front`.
+pub async fn run(
+    state: &Arc<State>,
+    ctx: &Ctx,
+    agent: &Arc<Agent>,
+    headers: &HeaderMap,
+    call: Call,
+    front: &Front,
+    http1: bool,
+) -> Streamed {
+    let method = call.method;
+    let framing = match front {
+        Front::Rest => Framing::Rest,
+        Front::JsonRpc(id) => Framing::JsonRpc(
+            serde_json::to_string(id)
+                .unwrap_or_else(|_| "null".to_owned())
+                .into(),
+        ),
+    };
+    match agent::held_card(agent) {
+        Ok(held) if held.streams() => {}
+        Ok(_) => {
+            let e = A2aError::new(
+                ErrorKind::UnsupportedOperation,
+                "the agent does not stream (its card's capabilities.streaming is not true)",
+            );
+            return Streamed::Neutral(neutral(method, Err(e.into())));
+        }
+        Err(f) => return Streamed::Neutral(neutral(method, Err(f))),
+    }
+    let permit = match admission::a2a_stream(state, ctx, headers) {
+        Ok(p) => p,
+        Err(e) => return Streamed::Neutral(neutral(method, Err(e.into()))),
+    };
+    let opened = match method {
+        Method::SendStreamingMessage => {
+            send(state, ctx, agent, headers, call, framing, http1).await
+        }
+        _ => subscribe(state, ctx, agent, headers, &call, framing, http1).await,
+    };
+    match opened {
+        Ok(Opened::Stream(mut sub, owner)) => {
+            // What the stream stands on, judged again when credentials change: this agent,
+            // and `all_tasks` for a task that is not the caller's own.
+            if let Some(p) = &permit {
+                p.relies_on_agents(Some(vec![agent.cfg.name.as_str().into()]));
+                if owner.is_none() || owner.as_deref() != ctx.caller.owner().map(|o| &**o) {
+                    p.relies_on_all_tasks();
+                }
+                p.settle();
+            }
+            sub.hold(permit);
+            Streamed::Events(event_stream(Body::Events(sub)))
+        }
+        Ok(Opened::One(frame)) => {
+            Streamed::Events(event_stream(Body::Full(Some(Bytes::from(frame)))))
+        }
+        Err(f) => Streamed::Neutral(neutral(method, Err(f))),
+    }
+}
+
+/// A stream opened: a subscription (with the task's owner, for the permit), or a stream of one
+/// event (the agent answered the message with a Message).
+enum Opened {
+    Stream(Box<Subscription>, Option<Arc<str>>),
+    One(Vec<u8>),
+}
+
+/// Ending the connection cuts only this subscriber over HTTP/1; over HTTP/2 it would cut every
+/// stream multiplexed with it, so there a slow subscriber is cut when next polled.
+fn kill_of(ctx: &Ctx, http1: bool) -> Option<Arc<tokio::sync::Notify>> {
+    http1.then(|| ctx.kill.clone())
+}
+
+fn unsupported_final(id: &str) -> Failure {
+    A2aError::new(
+        ErrorKind::UnsupportedOperation,
+        format!(
+            "task {:?} is in a final state: it has no more events to stream; GetTask reads it",
+            id.chars().take(64).collect::<String>()
+        ),
+    )
+    .into()
+}
+
+fn from_stream(e: StreamError) -> Failure {
+    match e {
+        StreamError::A2a(e) => (*e).clone().into(),
+        StreamError::NoSuchTask { task, .. } => a2a_ledger::not_found(&task),
+        e => ApiError::from(e).into(),
+    }
+}
+
+/// SubscribeToTask: the caller's live task's stream, joined.
+async fn subscribe(
+    state: &Arc<State>,
+    ctx: &Ctx,
+    agent: &Arc<Agent>,
+    headers: &HeaderMap,
+    call: &Call,
+    framing: Framing,
+    http1: bool,
+) -> Result<Opened, Failure> {
+    let name = agent.cfg.name.as_str();
+    let id = call.task_id().unwrap_or_default();
+    let Some(record) = a2a_ledger::visible(state, ctx, name, false, id).await? else {
+        return Err(a2a_ledger::not_found(id));
+    };
+    if record.head.status.is_terminal() {
+        return Err(unsupported_final(id));
+    }
+    let held = agent::held_card(agent)?;
+    // Built now, with this caller's forwarding headers, and used only if nobody streams the
+    // task here yet.
+    let upstream_call = Call::new(
+        Method::SubscribeToTask,
+        json!({ "id": id }).as_object().cloned().unwrap_or_default(),
+    );
+    let out = agent::stream_request(agent, &held, Some(ctx), headers, &upstream_call)?;
+    let key = a2a_ledger::key(name, id);
+    let task = crate::protocol::json::parse(&record.task).unwrap_or_else(|_| json!({}));
+    let owner = record.owner.clone();
+    let sub = state
+        .hub
+        .join_a2a(agent, &key, framing, kill_of(ctx, http1), |topic, n| {
+            let up = Upstream::Subscribe {
+                request: out.request,
+                rpc_id: out.rpc_id,
+            };
+            tokio::spawn(feed::run(
+                state.clone(),
+                agent.clone(),
+                held,
+                topic,
+                n,
+                id.to_owned(),
+                task,
+                up,
+            ));
+        })
+        .await
+        .map_err(from_stream)?;
+    match sub {
+        Some(sub) => Ok(Opened::Stream(Box::new(sub), owner)),
+        None => Err(unsupported_final(id)),
+    }
+}
+
+/// SendStreamingMessage: the message's checks, the agent's stream opened, its first event
+/// judged and recorded, then the stream shared as the task's topic.
+async fn send(
+    state: &Arc<State>,
+    ctx: &Ctx,
+    agent: &Arc<Agent>,
+    headers: &HeaderMap,
+    call: Call,
+    framing: Framing,
+    http1: bool,
+) -> Result<Opened, Failure> {
+    let held = before_agent(state, ctx, agent, &call).await?;
+    let continues = call
+        .params
+        .get("message")
+        .and_then(|m| m.get("taskId"))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let size = serde_json::to_vec(&call.params).map_or(0, |v| v.len());
+    let pending = admit(state, ctx, agent, &call, continues.is_none(), size).await?;
+    let opened = open(state, ctx, agent, &held, headers, &call, continues.as_deref()).await;
+    let first = match opened {
+        Ok(f) => f,
+        Err(f) => {
+            if let Some(p) = &pending {
+                a2a_ledger::drop_context(state, p).await;
+            }
+            return Err(f);
+        }
+    };
+    let judged = first_event(state, ctx, agent, &first, continues.as_deref(), &framing).await;
+    if let Some(p) = &pending {
+        match &judged {
+            Ok(_) => {
+                if let Err(f) = a2a_ledger::keep_context(state, p).await {
+                    tracing::warn!(error = %f.error.message, "a context claim was not kept");
+                }
+            }
+            Err(_) => a2a_ledger::drop_context(state, p).await,
+        }
+    }
+    match judged? {
+        First::Message(frame) => Ok(Opened::One(frame)),
+        First::Task { id, task, json } => {
+            let key = a2a_ledger::key(&agent.cfg.name, &id);
+            let (topic, n) = state.hub.feed_a2a(agent, &key).map_err(from_stream)?;
+            topic.set_phase(crate::stream::topic::Phase::Open);
+            let seq = topic.next_seq();
+            let snapshot = Bytes::from(serde_json::to_vec(&task).unwrap_or_default());
+            topic.publish_a2a(n, &json, Some(snapshot));
+            let sub = topic.subscribe_from(seq, framing, kill_of(ctx, http1));
+            let up = Upstream::Reading {
+                body: first.body,
+                parser: first.parser,
+                pending: first.pending,
+                rpc_id: first.rpc_id,
+            };
+            tokio::spawn(feed::run(
+                state.clone(),
+                agent.clone(),
+                held,
+                topic,
+                n,
+                id,
+                task,
+                up,
+            ));
+            let owner = ctx.caller.owner().cloned();
+            Ok(Opened::Stream(Box::new(sub), owner))
+        }
+    }
+}
+
+/// The agent's stream, opened, with its first event read.
+pub(super) struct FirstRead {
+    pub body: hyper::body::Incoming,
+    pub parser: crate::protocol::sse::Parser,
+    /// Events read with the first, after it.
+    pub pending: std::collections::VecDeque<crate::protocol::sse::Event>,
+    pub rpc_id: Option<crate::protocol::a2a::jsonrpc::RpcId>,
+    /// The first event, read back (JSON-RPC: its result).
+    pub event: Value,
+}
+
+/// Send the message to the agent as a stream request, and read its first event. An answer
+/// that is not an event stream is the agent's error (or an invalid answer).
+async fn open(
+    state: &State,
+    ctx: &Ctx,
+    agent: &Agent,
+    held: &crate::protocol::a2a::held::HeldCard,
+    headers: &HeaderMap,
+    call: &Call,
+    continues: Option<&str>,
+) -> Result<FirstRead, Failure> {
+    let out = agent::stream_request(agent, held, Some(ctx), headers, call)?;
+    let timeout = agent.cfg.timeout;
+    let res = state
+        .upstream
+        .send(out.request, timeout)
+        .await
+        .map_err(|e| Failure::from(ApiError::from(e.at(&agent.cfg.name))))?;
+    let mut read = feed::Reader::new(state.hub.config().max_event_bytes);
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut body = match feed::stream_or_answer(res, call, out.rpc_id.as_ref()).await {
+        Ok(body) => body,
+        Err(e) => return Err(e.into()),
+    };
+    let first = tokio::time::timeout_at(deadline, read.next(&mut body))
+        .await
+        .map_err(|_| {
+            Failure::from(ApiError::new(
+                Code::AgentTimeout,
+                format!("agent {:?} sent no event in time", agent.cfg.name),
+            ))
+        })?;
+    let event = match first {
+        Ok(Some(e)) => e,
+        Ok(None) => {
+            return Err(a2a_ledger::invalid_answer(
+                "",
+                "stream",
+                "the agent's stream ended before its first event",
+            ))
+        }
+        Err(why) => return Err(a2a_ledger::invalid_answer("", "stream", why)),
+    };
+    let value = feed::read_event(&event, call.method, out.rpc_id.as_ref())?;
+    let _ = continues;
+    Ok(FirstRead {
+        body,
+        parser: read.parser,
+        pending: read.pending,
+        rpc_id: out.rpc_id,
+        event: value,
+    })
+}
+
+/// What the first event of the creator's stream was.
+enum First {
+    /// A Message: the whole answer, framed.
+    Message(Vec<u8>),
+    /// A task: its id, the Task as recorded, and the event's JSON.
+    Task { id: String, task: Value, json: Vec<u8> },
+}
+
+/// The first event judged as a SendMessage answer is: within the protocol, about the task the
+/// message continues, not another client's task or context; its task recorded for the caller.
+async fn first_event(
+    state: &State,
+    ctx: &Ctx,
+    agent: &Agent,
+    first: &FirstRead,
+    continues: Option<&str>,
+    framing: &Framing,
+) -> Result<First, Failure> {
+    let name = agent.cfg.name.as_str();
+    let ev = &first.event;
+    conform(state, ctx, agent, Method::SendStreamingMessage, ev, continues)?;
+    let json = serde_json::to_vec(ev).unwrap_or_default();
+    let task = match payload(ev) {
+        Some(Payload::Message(m)) => {
+            if let Some(context) = m.get("contextId").and_then(Value::as_str) {
+                answered_context(state, ctx, name, context, "/message/contextId").await?;
+            }
+            let stored = a2a_stream::rest_frame(&json);
+            let frame = match framing {
+                Framing::JsonRpc(id) => a2a_stream::jsonrpc_frame(id, &stored).unwrap_or(stored),
+                _ => stored,
+            };
+            return Ok(First::Message(frame));
+        }
+        Some(Payload::Task(t)) => t.clone(),
+        // A stream may open with the task's first status rather than the Task itself.
+        Some(Payload::StatusUpdate(e)) => json!({
+            "id": e.get("taskId"), "contextId": e.get("contextId"), "status": e.get("status"),
+        }),
+        _ => {
+            return Err(a2a_ledger::invalid_answer(
+                "",
+                "stream",
+                "the agent's stream opens with neither a Task, a status update nor a Message",
+            ))
+        }
+    };
+    let Some(head) = task_of(&task).map(|h| (h.id.to_owned(), h)) else {
+        return Err(a2a_ledger::invalid_answer(
+            "/task",
+            "task",
+            "the stream's first event names no task with a state and a context",
+        ));
+    };
+    let (id, head) = head;
+    if let Some(want) = continues {
+        if want != id {
+            return Err(a2a_ledger::invalid_answer(
+                "/task/id",
+                "task",
+                "the stream is about another task than the one the message continues",
+            ));
+        }
+    } else if a2a_ledger::held_by_another(state, ctx, &id).await? {
+        return Err(a2a_ledger::invalid_answer(
+            "/task/id",
+            "owner",
+            "the agent answered a new task with the id of a task the gateway holds for another client",
+        ));
+    }
+    answered_context(state, ctx, name, head.context_id, "/task/contextId").await?;
+    let owner = ctx.caller.owner().map(|o| &**o);
+    let recorded = a2a_ledger::record(state, ctx, name, &head, &task, owner).await?;
+    let task = recorded.task(&task);
+    Ok(First::Task { id, task, json })
+}

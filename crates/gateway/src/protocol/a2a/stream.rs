@@ -1,0 +1,269 @@
+//! A2A task streams as data (§3.1.2, §3.1.6, §3.5, §9.4): what one StreamResponse does to the
+//! Task it is about ([`fold`]), and how an event is written for a subscriber of either binding
+//! (§3.5: REST sends the bare StreamResponse as each event's data, JSON-RPC a whole JSON-RPC
+//! response carrying the subscriber's own request id).
+//!
+//! The gateway writes an event once, in the REST form (`data: {json}\n\n`), and derives the
+//! JSON-RPC form from it per subscriber ([`jsonrpc_frame`]): the shared part is never copied
+//! into a second stored form. Pings are SSE comments (`: ping`): both SDKs parse the data of
+//! every event as a response, and skip comments. The gateway's own endings are `event: error`,
+//! whose data is the error in the subscriber's binding (both SDKs read it as an error).
+
+use serde_json::{Map, Value};
+
+use super::answer::Payload;
+use super::A2aError;
+
+/// An SSE comment keeping a quiet stream open; no SDK reads it as an event.
+pub const PING: &[u8] = b": ping\n\n";
+
+/// What one StreamResponse did to the task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Folded {
+    /// A whole Task: it replaced what was known.
+    Task,
+    /// A status update: the task's state moved (or was said again).
+    Status,
+    /// An artifact update: added, replaced or extended an artifact.
+    Artifact,
+    /// A message: appended to the history.
+    Message,
+}
+
+impl Folded {
+    /// Whether the task's state may have changed (what the ledger judges and records).
+    pub fn moves_state(self) -> bool {
+        matches!(self, Folded::Task | Folded::Status)
+    }
+}
+
+/// Apply one (checked) StreamResponse payload to `task`, as a2a-sdk's task manager does: a Task
+/// replaces it; a status update takes its place as the status, the message of the status it
+/// replaces going to the history; an artifact update replaces the artifact of its
+/// `artifactId`, or with `append` extends its parts (an artifact not known yet is added); a
+/// message joins the history.
+pub fn fold(task: &mut Value, event: Payload<'_>) -> Folded {
+    let Some(t) = task.as_object_mut() else {
+        if let Payload::Task(v) = event {
+            *task = v.clone();
+        }
+        return Folded::Task;
+    };
+    match event {
+        Payload::Task(v) => {
+            *task = v.clone();
+            Folded::Task
+        }
+        Payload::StatusUpdate(e) => {
+            if let Some(status) = e.get("status") {
+                let old = t.insert("status".to_owned(), status.clone());
+                if let Some(msg) = old.as_ref().and_then(|s| s.get("message")).cloned() {
+                    history(t).push(msg);
+                }
+            }
+            Folded::Status
+        }
+        Payload::ArtifactUpdate(e) => {
+            if let Some(artifact) = e.get("artifact") {
+                let append = e.get("append").and_then(Value::as_bool) == Some(true);
+                add_artifact(t, artifact, append);
+            }
+            Folded::Artifact
+        }
+        Payload::Message(m) => {
+            history(t).push(m.clone());
+            Folded::Message
+        }
+    }
+}
+
+fn history(t: &mut Map<String, Value>) -> &mut Vec<Value> {
+    let h = t
+        .entry("history")
+        .or_insert_with(|| Value::Array(Vec::new()));
+    if !h.is_array() {
+        *h = Value::Array(Vec::new());
+    }
+    match h {
+        Value::Array(a) => a,
+        _ => unreachable!("made an array above"),
+    }
+}
+
+fn add_artifact(t: &mut Map<String, Value>, artifact: &Value, append: bool) {
+    let id = artifact.get("artifactId").and_then(Value::as_str);
+    let list = t
+        .entry("artifacts")
+        .or_insert_with(|| Value::Array(Vec::new()));
+    if !list.is_array() {
+        *list = Value::Array(Vec::new());
+    }
+    let Value::Array(list) = list else { return };
+    let known = id.and_then(|id| {
+        list.iter()
+            .position(|a| a.get("artifactId").and_then(Value::as_str) == Some(id))
+    });
+    match known {
+        Some(i) if append => {
+            let more = artifact
+                .get("parts")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            if let Some(Value::Array(parts)) = list[i].get_mut("parts") {
+                parts.extend(more);
+            } else if let Some(o) = list[i].as_object_mut() {
+                o.insert("parts".to_owned(), Value::Array(more));
+            }
+        }
+        Some(i) => list[i] = artifact.clone(),
+        None => list.push(artifact.clone()),
+    }
+}
+
+/// One event as a REST subscriber reads it, and as the gateway stores it: `data: {json}`.
+/// `json` is one line (serde_json writes no raw newline).
+pub fn rest_frame(json: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(json.len() + 8);
+    out.extend_from_slice(b"data: ");
+    out.extend_from_slice(json);
+    out.extend_from_slice(b"\n\n");
+    out
+}
+
+/// The JSON of a stored [`rest_frame`], if it is one.
+pub fn frame_json(frame: &[u8]) -> Option<&[u8]> {
+    frame.strip_prefix(b"data: ")?.strip_suffix(b"\n\n")
+}
+
+/// The same event for a JSON-RPC subscriber whose request id is `id` (written as JSON): the
+/// StreamResponse as the `result` of a response to that id. `None` if `stored` is not a
+/// [`rest_frame`] (a comment, say).
+pub fn jsonrpc_frame(id: &str, stored: &[u8]) -> Option<Vec<u8>> {
+    let json = frame_json(stored)?;
+    let mut out = Vec::with_capacity(json.len() + id.len() + 48);
+    out.extend_from_slice(br#"data: {"jsonrpc":"2.0","id":"#);
+    out.extend_from_slice(id.as_bytes());
+    out.extend_from_slice(br#","result":"#);
+    out.extend_from_slice(json);
+    out.extend_from_slice(b"}\n\n");
+    Some(out)
+}
+
+/// The StreamResponse `{"task": …}` around a Task's JSON, as a stored frame: the first event
+/// of a subscription (§3.1.6: the task as it is now).
+pub fn task_frame(task: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(task.len() + 18);
+    out.extend_from_slice(br#"data: {"task":"#);
+    out.extend_from_slice(task);
+    out.extend_from_slice(b"}\n\n");
+    out
+}
+
+/// The last event of a stream the gateway ends itself: `event: error`, its data the error as
+/// the subscriber's binding writes one (JSON-RPC: a response to `id` carrying it; REST, with
+/// no id: the google.rpc.Status body).
+pub fn error_frame(id: Option<&str>, e: &A2aError) -> Vec<u8> {
+    let body = match id {
+        Some(id) => format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"error":{}}}"#,
+            e.to_jsonrpc()
+        ),
+        None => e.to_status().to_string(),
+    };
+    let mut out = Vec::with_capacity(body.len() + 20);
+    out.extend_from_slice(b"event: error\ndata: ");
+    out.extend_from_slice(body.as_bytes());
+    out.extend_from_slice(b"\n\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::a2a::answer::payload;
+    use serde_json::json;
+
+    fn folded(mut task: Value, events: &[Value]) -> Value {
+        for e in events {
+            fold(&mut task, payload(e).expect("a payload"));
+        }
+        task
+    }
+
+    #[test]
+    fn events_fold_into_the_task_as_the_sdk_keeps_it() {
+        let t0 = json!({"id": "t", "contextId": "c", "status": {"state": "TASK_STATE_SUBMITTED",
+            "message": {"messageId": "s", "role": "ROLE_AGENT", "parts": [{"text": "queued"}]}}});
+        let t = folded(
+            t0,
+            &[
+                json!({"statusUpdate": {"taskId": "t", "contextId": "c",
+                    "status": {"state": "TASK_STATE_WORKING"}}}),
+                json!({"artifactUpdate": {"taskId": "t", "contextId": "c",
+                    "artifact": {"artifactId": "a", "parts": [{"text": "Hel"}]}}}),
+                json!({"artifactUpdate": {"taskId": "t", "contextId": "c", "append": true,
+                    "artifact": {"artifactId": "a", "parts": [{"text": "lo"}]}}}),
+                json!({"artifactUpdate": {"taskId": "t", "contextId": "c",
+                    "artifact": {"artifactId": "b", "parts": [{"text": "x"}]}}}),
+                json!({"artifactUpdate": {"taskId": "t", "contextId": "c",
+                    "artifact": {"artifactId": "b", "parts": [{"text": "y"}]}}}),
+                json!({"statusUpdate": {"taskId": "t", "contextId": "c",
+                    "status": {"state": "TASK_STATE_COMPLETED"}}}),
+            ],
+        );
+        assert_eq!(t["status"], json!({"state": "TASK_STATE_COMPLETED"}));
+        // The replaced status's message went to the history.
+        assert_eq!(t["history"][0]["messageId"], "s");
+        assert_eq!(
+            t["artifacts"],
+            json!([{"artifactId": "a", "parts": [{"text": "Hel"}, {"text": "lo"}]},
+                {"artifactId": "b", "parts": [{"text": "y"}]}])
+        );
+        let whole = json!({"task": {"id": "t", "contextId": "c",
+            "status": {"state": "TASK_STATE_CANCELED"}}});
+        let mut again = t.clone();
+        assert_eq!(
+            fold(&mut again, payload(&whole).expect("task")),
+            Folded::Task
+        );
+        assert_eq!(again, whole["task"]);
+        let msg = json!({"message": {"messageId": "m", "role": "ROLE_AGENT", "parts": []}});
+        let with_msg = folded(t, &[msg]);
+        assert_eq!(with_msg["history"][1]["messageId"], "m");
+    }
+
+    #[test]
+    fn frames_for_both_bindings_and_the_gateways_endings() {
+        let stored = rest_frame(br#"{"statusUpdate":{"taskId":"t"}}"#);
+        assert_eq!(stored, b"data: {\"statusUpdate\":{\"taskId\":\"t\"}}\n\n");
+        let rpc = jsonrpc_frame("7", &stored).expect("an event");
+        let data = std::str::from_utf8(&rpc).expect("utf8");
+        let doc: Value = serde_json::from_str(
+            data.strip_prefix("data: ")
+                .and_then(|d| d.strip_suffix("\n\n"))
+                .expect("framed"),
+        )
+        .expect("json");
+        assert_eq!(
+            doc,
+            json!({"jsonrpc": "2.0", "id": 7, "result": {"statusUpdate": {"taskId": "t"}}})
+        );
+        assert_eq!(jsonrpc_frame("7", PING), None);
+        assert_eq!(
+            task_frame(br#"{"id":"t"}"#),
+            rest_frame(br#"{"task":{"id":"t"}}"#)
+        );
+        let e = A2aError::gateway("DRAINING", 503, "the gateway is draining");
+        let rpc = String::from_utf8(error_frame(Some("\"x\""), &e)).expect("utf8");
+        let data = rpc.strip_prefix("event: error\ndata: ").expect("an error event");
+        let doc: Value = serde_json::from_str(data.trim_end()).expect("json");
+        assert_eq!(doc["id"], "x");
+        assert_eq!(doc["error"]["data"][0]["reason"], "DRAINING");
+        let rest = String::from_utf8(error_frame(None, &e)).expect("utf8");
+        let data = rest.strip_prefix("event: error\ndata: ").expect("an error event");
+        let doc: Value = serde_json::from_str(data.trim_end()).expect("json");
+        assert_eq!(doc["error"]["status"], "UNAVAILABLE");
+        assert_eq!(doc["error"]["details"][0]["reason"], "DRAINING");
+    }
+}
