@@ -49,6 +49,7 @@ const SCENARIOS = [
   'list-pages',
   'stream',
   'subscribe',
+  'follow',
 ];
 
 function parseArgs(argv) {
@@ -58,6 +59,7 @@ function parseArgs(argv) {
     if (a === '--card-url') out.cardUrl = argv[++i];
     else if (a === '--binding') out.binding = argv[++i];
     else if (a === '--token') out.token = argv[++i];
+    else if (a === '--task') out.task = argv[++i];
     else (out.scenarios ??= []).push(a);
   }
   if (
@@ -67,7 +69,7 @@ function parseArgs(argv) {
     !out.scenarios.every((s) => SCENARIOS.includes(s))
   ) {
     process.stderr.write(
-      `usage: client.mjs --card-url URL --binding JSONRPC|HTTP+JSON [--token T] (${SCENARIOS.join('|')})...\n`,
+      `usage: client.mjs --card-url URL --binding JSONRPC|HTTP+JSON [--token T] [--task ID] (${SCENARIOS.join('|')})...\n`,
     );
     process.exit(2);
   }
@@ -123,8 +125,9 @@ function userMessage(text, taskId, contextId) {
 }
 
 class Driver {
-  constructor(client) {
+  constructor(client, task) {
     this.client = client;
+    this.task = task;
   }
 
   async send(text, { taskId, contextId, immediately } = {}) {
@@ -227,6 +230,19 @@ class Driver {
         }
         return { first: events.slice(0, 1), last: events.slice(-1), count_at_least_2: events.length >= 2 };
       }
+      case 'follow': {
+        // Subscribe to --task and read until the stream ends: the events, and the error the
+        // SDK raised if it ended with one.
+        const events = [];
+        try {
+          for await (const e of this.client.resubscribeTask({ id: this.task, tenant: '' })) {
+            events.push(summary(StreamResponse.toJSON(e)));
+          }
+        } catch (e) {
+          return { events, error: errorData(e) };
+        }
+        return { events };
+      }
       default:
         throw new Error(`unknown scenario ${scenario}`);
     }
@@ -262,7 +278,7 @@ async function runOne(args, scenario, fetchImpl, resolver, card) {
       preferredTransports: [args.binding],
     });
     const client = await factory.createFromAgentCard(card);
-    const result = await new Driver(client).run(scenario);
+    const result = await new Driver(client, args.task).run(scenario);
     return { scenario, binding: args.binding, result };
   } catch (e) {
     return { scenario, error: errorData(e) };

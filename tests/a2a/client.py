@@ -49,6 +49,7 @@ SCENARIOS = [
     'list-pages',
     'stream',
     'subscribe',
+    'follow',
 ]
 
 
@@ -116,9 +117,10 @@ def user_message(text, task_id=None, context_id=None):
 
 
 class Driver:
-    def __init__(self, client, streaming_client):
+    def __init__(self, client, streaming_client, task=None):
         self.client = client
         self.streaming_client = streaming_client
+        self.task = task
 
     async def send(self, text, *, task_id=None, context_id=None, immediately=False):
         """The first (non-streaming: only) response of a send, as ProtoJSON."""
@@ -217,6 +219,16 @@ class Driver:
                 summary(MessageToDict(e)) async for e in self.streaming_client.subscribe(sub)
             ]
             return {'first': events[:1], 'last': events[-1:], 'count_at_least_2': len(events) >= 2}
+        if scenario == 'follow':
+            # Subscribe to --task and read until the stream ends: the events, and the error
+            # the SDK raised if it ended with one.
+            events = []
+            try:
+                async for e in self.streaming_client.subscribe(SubscribeToTaskRequest(id=self.task)):
+                    events.append(summary(MessageToDict(e)))
+            except Exception as e:  # noqa: BLE001 - the error is the result
+                return {'events': events, 'error': error_data(e)}
+            return {'events': events}
         raise SystemExit(f'unknown scenario {scenario!r}; known: {", ".join(SCENARIOS)}')
 
 
@@ -242,7 +254,7 @@ async def run_one(args, scenario, http, card):
 
     try:
         client, streaming_client = make(False), make(True)
-        result = await Driver(client, streaming_client).run(scenario)
+        result = await Driver(client, streaming_client, args.task).run(scenario)
     except Exception as e:  # noqa: BLE001
         return {'scenario': scenario, 'error': error_data(e)}
     return {'scenario': scenario, 'binding': args.binding, 'result': result}
@@ -271,6 +283,7 @@ def main():
     p.add_argument('--card-url', required=True, help='the full URL of the agent card')
     p.add_argument('--binding', choices=['JSONRPC', 'HTTP+JSON'], required=True)
     p.add_argument('--token', help='send Authorization: Bearer TOKEN on every request')
+    p.add_argument('--task', help='the task id `follow` subscribes to')
     p.add_argument('scenario', nargs='+', choices=SCENARIOS)
     args = p.parse_args()
     out = asyncio.run(main_async(args))

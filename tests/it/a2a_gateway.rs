@@ -129,7 +129,8 @@ async fn the_served_card_names_only_the_gateway() {
             ]),
             "{card}"
         );
-        assert_eq!(card["capabilities"]["streaming"], false);
+        // The agent streams, and the gateway serves its streams; push is not served yet.
+        assert_eq!(card["capabilities"]["streaming"], true);
         assert_eq!(card["capabilities"]["pushNotifications"], false);
         assert!(
             card.get("securitySchemes").is_none(),

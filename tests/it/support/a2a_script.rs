@@ -28,6 +28,39 @@ pub enum Answer {
     /// Once the test lets it go (or after the delay, whichever is first): a hold that lasts
     /// exactly as long as the test needs it, however slow the machine.
     Until(Arc<tokio::sync::Notify>, Duration, Box<Answer>),
+    /// An event stream (`text/event-stream`) of what the test sends, for as long as it keeps
+    /// the sender: each value as `data: {"jsonrpc","id","result": v}`, a string as the raw
+    /// data line it is (anything, valid or not).
+    Events(tokio::sync::mpsc::Receiver<Value>),
+}
+
+/// An agent's event stream for [`Answer::Events`]: the sender the test feeds, the answer.
+pub fn events() -> (tokio::sync::mpsc::Sender<Value>, Answer) {
+    let (tx, rx) = tokio::sync::mpsc::channel(64);
+    (tx, Answer::Events(rx))
+}
+
+/// A response body fed by a channel, ending when the sender is dropped.
+struct Fed(tokio::sync::mpsc::Receiver<Bytes>);
+
+impl hyper::body::Body for Fed {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Infallible>>> {
+        self.0
+            .poll_recv(cx)
+            .map(|o| o.map(|b| Ok(hyper::body::Frame::data(b))))
+    }
+}
+
+type Out = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+
+fn full(b: impl Into<Bytes>) -> Out {
+    Full::new(b.into()).boxed()
 }
 
 /// The script: (method, params) to an answer.
@@ -124,10 +157,7 @@ impl ScriptedAgent {
     }
 }
 
-async fn handle(
-    s: Arc<Shared>,
-    req: Request<Incoming>,
-) -> Result<Response<Full<Bytes>>, Infallible> {
+async fn handle(s: Arc<Shared>, req: Request<Incoming>) -> Result<Response<Out>, Infallible> {
     let path = req.uri().path().to_owned();
     let headers = req.headers().clone();
     let body = req
@@ -138,7 +168,7 @@ async fn handle(
         .unwrap_or_default();
     if path == "/.well-known/agent-card.json" {
         let card = s.card.lock().expect("lock").clone();
-        return Ok(Response::new(Full::new(Bytes::from(card.to_string()))));
+        return Ok(Response::new(full(card.to_string())));
     }
     let call: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let mut recorded = call.clone();
@@ -162,11 +192,36 @@ async fn handle(
             }
             Answer::Result(v) => {
                 let body = json!({"jsonrpc": "2.0", "id": call["id"], "result": v});
-                return Ok(Response::new(Full::new(Bytes::from(body.to_string()))));
+                return Ok(Response::new(full(body.to_string())));
             }
-            Answer::Raw(bytes) => return Ok(Response::new(Full::new(Bytes::from(bytes)))),
+            Answer::Raw(bytes) => return Ok(Response::new(full(bytes))),
+            Answer::Events(mut rx) => {
+                let (tx, body) = tokio::sync::mpsc::channel::<Bytes>(64);
+                let id = call["id"].clone();
+                tokio::spawn(async move {
+                    while let Some(v) = rx.recv().await {
+                        let data = match v {
+                            Value::String(s) => s,
+                            v => json!({"jsonrpc": "2.0", "id": id, "result": v}).to_string(),
+                        };
+                        if tx
+                            .send(Bytes::from(format!("data: {data}\n\n")))
+                            .await
+                            .is_err()
+                        {
+                            return;
+                        }
+                    }
+                });
+                let mut res = Response::new(Fed(body).boxed());
+                res.headers_mut().insert(
+                    hyper::header::CONTENT_TYPE,
+                    hyper::header::HeaderValue::from_static("text/event-stream"),
+                );
+                return Ok(res);
+            }
             Answer::Status(status, bytes) => {
-                let mut res = Response::new(Full::new(Bytes::from(bytes)));
+                let mut res = Response::new(full(bytes));
                 *res.status_mut() =
                     hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::BAD_GATEWAY);
                 return Ok(res);

@@ -184,6 +184,18 @@ pub fn run_client(
     token: Option<&str>,
     scenarios: &[&str],
 ) -> Value {
+    run_client_with(sdk, card_url, binding, token, &[], scenarios)
+}
+
+/// [`run_client`] with more arguments for the driver (`--task ID` for `follow`).
+pub fn run_client_with(
+    sdk: Sdk,
+    card_url: &str,
+    binding: &str,
+    token: Option<&str>,
+    extra: &[&str],
+    scenarios: &[&str],
+) -> Value {
     require_sdks();
     let mut cmd = match sdk {
         Sdk::Python => {
@@ -201,6 +213,7 @@ pub fn run_client(
     if let Some(t) = token {
         cmd.args(["--token", t]);
     }
+    cmd.args(extra);
     cmd.args(scenarios).stdin(Stdio::null());
     let (tx, rx) = mpsc::channel();
     let what = format!("{sdk:?} client {binding} {scenarios:?}");

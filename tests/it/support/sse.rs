@@ -18,6 +18,15 @@ pub struct Events {
     pub failed: bool,
 }
 
+impl std::fmt::Debug for Events {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Events")
+            .field("raw", &self.raw)
+            .field("ended", &self.ended)
+            .finish()
+    }
+}
+
 impl Events {
     pub fn new(res: hyper::Response<Incoming>) -> Events {
         assert_eq!(res.status(), 200, "an event stream");

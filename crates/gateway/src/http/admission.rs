@@ -149,21 +149,24 @@ fn slot(
         (Err(_), Some(subject)) => Credential::Cert(subject),
         (Err(_), None) => Credential::Bearer(b""),
     };
-    state.auth.open_stream(client, proved, right).ok_or_else(|| {
-        state
-            .metrics
-            .streams_refused
-            .with_label_values(&[&client.label])
-            .inc();
-        ApiError::new(
-            Code::TooManyStreams,
-            format!(
-                "client {:?} already holds its {} open streams (max_streams)",
-                client.name, client.max_streams
-            ),
-        )
-        .with_details(serde_json::json!({ "max_streams": client.max_streams }))
-    })
+    state
+        .auth
+        .open_stream(client, proved, right)
+        .ok_or_else(|| {
+            state
+                .metrics
+                .streams_refused
+                .with_label_values(&[&client.label])
+                .inc();
+            ApiError::new(
+                Code::TooManyStreams,
+                format!(
+                    "client {:?} already holds its {} open streams (max_streams)",
+                    client.name, client.max_streams
+                ),
+            )
+            .with_details(serde_json::json!({ "max_streams": client.max_streams }))
+        })
 }
 
 /// The stream slot of an A2A streaming method, which is known only once the call is read (the

@@ -343,7 +343,8 @@ impl Hub {
         feed: impl FnOnce(Arc<Topic>, u64),
     ) -> Result<Option<Subscription>, StreamError> {
         let key: Key = (Arc::from(agent.cfg.name.as_str()), Arc::from(key));
-        let (topic, fresh, sub) = self.enter(agent, key, Dialect::A2a, |t| t.join(framing, kill))?;
+        let (topic, fresh, sub) =
+            self.enter(agent, key, Dialect::A2a, |t| t.join(framing, kill))?;
         if fresh {
             self.metrics.stream_upstreams.inc();
             let n = topic.take_feed();

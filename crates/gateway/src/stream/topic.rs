@@ -93,14 +93,20 @@ impl Ending {
     /// The error a subscriber reads.
     pub fn error(&self) -> A2aError {
         match self {
-            Ending::Draining => A2aError::gateway(
+            Ending::Draining => ending(
                 DRAINING,
                 503,
                 "the gateway is draining its streams: subscribe to the task again",
             ),
-            Ending::Upstream(why) => A2aError::gateway(UPSTREAM_ERROR, 502, &**why),
+            Ending::Upstream(why) => ending(UPSTREAM_ERROR, 502, why),
         }
     }
+}
+
+/// One of the gateway's endings: its reason as the ErrorInfo's and as the message's first word
+/// (a2a-sdk keeps only the message of an error code it does not know, the gateway's -32000).
+fn ending(reason: &str, status: u16, why: &str) -> A2aError {
+    A2aError::gateway(reason, status, format!("{reason}: {why}"))
 }
 
 /// The ErrorInfo reasons of the gateway's own endings of an A2A stream.
@@ -178,6 +184,9 @@ struct Cursor {
     next: AtomicU64,
     cut: AtomicBool,
     kill: Option<Arc<Notify>>,
+    /// How this subscriber reads the events (here, not inline in the subscription: a lean
+    /// subscriber's connection future holds the subscription, and is bounded by a test).
+    framing: Framing,
 }
 
 /// One task's shared stream (see the module doc).
@@ -592,6 +601,7 @@ impl Topic {
             next: AtomicU64::new(next),
             cut: AtomicBool::new(false),
             kill,
+            framing,
         });
         self.cursors
             .lock()
@@ -605,7 +615,6 @@ impl Topic {
             round: u64::MAX,
             done: false,
             snapshot_first,
-            framing,
             permit: None,
         }
     }
@@ -645,7 +654,6 @@ pub struct Subscription {
     done: bool,
     /// A2A: the task as it is now comes first (a subscriber that joined).
     snapshot_first: bool,
-    framing: Framing,
     /// The client's stream slot (`max_streams`): free again when the subscription ends.
     permit: Option<crate::auth::StreamPermit>,
 }
@@ -682,15 +690,15 @@ impl Subscription {
         if let Some(Poll::Ready(why)) = self.permit.as_ref().map(|p| p.poll_revoked(cx)) {
             self.done = true;
             if self.topic.dialect == Dialect::A2a {
-                let e = A2aError::gateway(
+                let e = ending(
                     ACCESS_REVOKED,
                     403,
-                    format!(
+                    &format!(
                         "the credentials that opened this stream were withdrawn ({})",
                         why.reason()
                     ),
                 );
-                return Poll::Ready(Some(Ok(self.framing.error(&e))));
+                return Poll::Ready(Some(Ok(self.cursor.framing.error(&e))));
             }
             return Poll::Ready(Some(Ok(why.event())));
         }
@@ -707,7 +715,7 @@ impl Subscription {
                 self.cursor.next.store(self.next, Ordering::Release);
                 drop(inner);
                 let stored = Bytes::from(a2a::task_frame(&task));
-                return Poll::Ready(Some(Ok(self.framing.frame(&stored))));
+                return Poll::Ready(Some(Ok(self.cursor.framing.frame(&stored))));
             }
             if !inner.closed {
                 if self.round != inner.round {
@@ -735,7 +743,7 @@ impl Subscription {
                 let m = &topic.metrics;
                 m.stream_events_out.inc();
                 m.stream_fanout_seconds.observe(at.elapsed().as_secs_f64());
-                return Poll::Ready(Some(Ok(self.framing.frame(&bytes))));
+                return Poll::Ready(Some(Ok(self.cursor.framing.frame(&bytes))));
             }
         }
         if inner.ping_gen != self.ping_gen {
@@ -746,7 +754,7 @@ impl Subscription {
             self.done = true;
             let ending = inner.ending.as_ref().map(Ending::error);
             drop(inner);
-            return Poll::Ready(ending.map(|e| Ok(self.framing.error(&e))));
+            return Poll::Ready(ending.map(|e| Ok(self.cursor.framing.error(&e))));
         }
         if self.round != inner.round {
             self.round = inner.round;
@@ -769,12 +777,12 @@ impl Subscription {
     fn cut_now(&mut self) -> Poll<Option<Result<Bytes, SlowConsumer>>> {
         self.done = true;
         if self.topic.dialect == Dialect::A2a {
-            let e = A2aError::gateway(
+            let e = ending(
                 SLOW_CONSUMER,
                 429,
                 "this subscriber fell too far behind the stream: subscribe again",
             );
-            return Poll::Ready(Some(Ok(self.framing.error(&e))));
+            return Poll::Ready(Some(Ok(self.cursor.framing.error(&e))));
         }
         Poll::Ready(Some(Err(SlowConsumer)))
     }

@@ -149,8 +149,10 @@ pub fn read_event(e: &Event, method: Method, rpc_id: Option<&RpcId>) -> Result<V
     };
     match rpc_id {
         // JSON-RPC: every event is a whole response; an error event carries an error.
-        Some(id) => crate::protocol::a2a::jsonrpc::parse_agent_response(e.data.as_bytes(), id, method)
-            .map_err(agent::the_agents),
+        Some(id) => {
+            crate::protocol::a2a::jsonrpc::parse_agent_response(e.data.as_bytes(), id, method)
+                .map_err(agent::the_agents)
+        }
         None => agent::read(&call, None, &parts, e.data.as_bytes()),
     }
 }
@@ -183,6 +185,11 @@ struct Feed {
     task: Value,
     /// Whether an event went out (a subscription's first Task is not published).
     published: bool,
+    /// The status time last recorded for the task (ms): an event later on the one stream is
+    /// newer by the stream's order, whatever its own clock says (a first Task without a
+    /// timestamp is recorded at the gateway's time of recording, which a busy gateway reaches
+    /// after the agent stamped its next status).
+    last_ms: i64,
 }
 
 impl Drop for Feed {
@@ -191,19 +198,38 @@ impl Drop for Feed {
     }
 }
 
-/// Feed `topic` (feed number `n`) with the agent's stream of task `id`, starting from `up`, the
-/// task as it was known `task`.
-#[allow(clippy::too_many_arguments)]
-pub async fn run(
-    state: Arc<State>,
-    agent: Arc<Agent>,
-    held: Arc<HeldCard>,
-    topic: Arc<Topic>,
-    n: u64,
-    id: String,
-    task: Value,
-    up: Upstream,
-) {
+/// What a feed starts from: the task's topic and feed number, the task as known.
+pub struct Start {
+    /// The gateway's state.
+    pub state: Arc<State>,
+    /// The task's agent.
+    pub agent: Arc<Agent>,
+    /// Its card, for the requests the feed makes (a resubscription).
+    pub held: Arc<HeldCard>,
+    /// The task's topic.
+    pub topic: Arc<Topic>,
+    /// This feed's number on the topic.
+    pub n: u64,
+    /// The task's id (the agent's).
+    pub id: String,
+    /// The task as it is known.
+    pub task: Value,
+    /// Its status time as recorded (ms).
+    pub last_ms: i64,
+}
+
+/// Feed the topic of `start` with the agent's stream of the task, starting from `up`.
+pub async fn run(start: Start, up: Upstream) {
+    let Start {
+        state,
+        agent,
+        held,
+        topic,
+        n,
+        id,
+        task,
+        last_ms,
+    } = start;
     let hub = state.hub.clone();
     let mut tick = hub.tick();
     let method = match up {
@@ -220,6 +246,7 @@ pub async fn run(
         rpc_id: None,
         published: method == Method::SendStreamingMessage,
         task,
+        last_ms,
     };
     let (mut body, mut reader) = match up {
         Upstream::Reading {
@@ -326,9 +353,10 @@ impl Feed {
         };
         let found = check_answer(self.method, &v, Some(&self.id));
         if let Some(first) = found.first() {
+            // Named by where and which rule: the agent's own words are not relayed.
             self.upstream_error(format!(
-                "it sent an event that is not a StreamResponse of task {:?}: {} at {:?}",
-                self.id, first.message, first.instance_path
+                "it sent an event that is not a StreamResponse of this task ({} at {:?})",
+                first.schema_path, first.instance_path
             ));
             return Next::Over;
         }
@@ -380,12 +408,13 @@ impl Feed {
     /// Apply the task as an event left it; whether the ledger took it (refused: the event is
     /// dropped). A ledger that cannot be reached does not stop the stream: the reconciler
     /// learns the state later.
-    async fn record(&self, task: &Value) -> bool {
+    async fn record(&mut self, task: &Value) -> bool {
         let name = self.agent.cfg.name.as_str();
         let Some(head) = task_of(task) else {
             return true;
         };
-        let task_ref = a2a_ledger::task_ref(name, &head);
+        let mut task_ref = a2a_ledger::task_ref(name, &head);
+        task_ref.head.updated_ms = task_ref.head.updated_ms.max(self.last_ms);
         let raw = a2a_ledger::bounded(task, self.state.config.max_task_document_bytes);
         match apply_counted(
             self.state.ledger.as_ref(),
@@ -398,7 +427,11 @@ impl Feed {
         )
         .await
         {
-            Ok(a) => !matches!(a.verdict, Verdict::Refused(_)),
+            Ok(a) if matches!(a.verdict, Verdict::Refused(_)) => false,
+            Ok(a) => {
+                self.last_ms = a.record.head.updated_ms;
+                true
+            }
             Err(e) => {
                 tracing::warn!(agent = %name, task_id = %self.id, error = %e, "a streamed event was relayed unrecorded: the ledger is unavailable");
                 true
@@ -438,7 +471,10 @@ impl Feed {
         self.method = Method::SubscribeToTask;
         let call = Call::new(
             Method::SubscribeToTask,
-            json!({ "id": self.id }).as_object().cloned().unwrap_or_default(),
+            json!({ "id": self.id })
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
         );
         let out = agent::stream_request(&self.agent, held, None, &HeaderMap::new(), &call).ok()?;
         self.rpc_id = out.rpc_id.clone();
@@ -472,10 +508,17 @@ impl Feed {
 
     /// Send the gateway's `SubscribeToTask`: the agent's stream, or the phase that tells the
     /// waiting subscribers why not.
-    async fn open(&mut self, request: Request<Full<Bytes>>, rpc_id: Option<RpcId>) -> Option<Incoming> {
+    async fn open(
+        &mut self,
+        request: Request<Full<Bytes>>,
+        rpc_id: Option<RpcId>,
+    ) -> Option<Incoming> {
         let call = Call::new(
             Method::SubscribeToTask,
-            json!({ "id": self.id }).as_object().cloned().unwrap_or_default(),
+            json!({ "id": self.id })
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
         );
         let sent = self
             .state

@@ -136,11 +136,10 @@ async fn json_rpc(
         state,
         ctx,
         agent,
-        &parts.headers,
+        &parts,
         query.as_deref(),
         parsed.call,
         &front,
-        parts.version < hyper::Version::HTTP_2,
     )
     .await)
 }
@@ -179,11 +178,10 @@ async fn rest_call(
         state,
         ctx,
         agent,
-        &parts.headers,
+        &parts,
         query.as_deref(),
         call,
         &Front::Rest,
-        parts.version < hyper::Version::HTTP_2,
     )
     .await)
 }
@@ -193,12 +191,12 @@ async fn answer(
     state: &Arc<State>,
     ctx: &Ctx,
     agent: &Arc<Agent>,
-    headers: &hyper::HeaderMap,
+    parts: &hyper::http::request::Parts,
     query: Option<&str>,
     call: Call,
     front: &Front,
-    http1: bool,
 ) -> Response<Body> {
+    let (headers, http1) = (&parts.headers, parts.version < hyper::Version::HTTP_2);
     let method = call.method;
     let query_version = rest::query_param(query, VERSION_HEADER);
     let refused = version::check(version_of(headers), query_version.as_deref())

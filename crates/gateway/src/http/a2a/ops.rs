@@ -42,7 +42,7 @@ pub async fn run(
             super::list::list(state, ctx, vec![name.clone()], &name, &call).await
         }
         Method::SendStreamingMessage | Method::SubscribeToTask => Err(unsupported(
-            "streaming is not served by this gateway yet (capabilities.streaming is false)",
+            "a streaming method is answered as a stream (http::a2a::stream), not here",
         )),
         Method::CreateTaskPushNotificationConfig
         | Method::GetTaskPushNotificationConfig

@@ -36,6 +36,7 @@ use crate::http::response::event_stream;
 use crate::protocol::a2a::answer::{payload, task_of, Payload};
 use crate::protocol::a2a::stream as a2a_stream;
 use crate::protocol::a2a::{A2aError, Call, ErrorKind, Method};
+use crate::protocol::task::Verdict;
 use crate::registry::Agent;
 use crate::state::State;
 use crate::stream::topic::{Framing, Subscription};
@@ -172,6 +173,7 @@ async fn subscribe(
     let key = a2a_ledger::key(name, id);
     let task = crate::protocol::json::parse(&record.task).unwrap_or_else(|_| json!({}));
     let owner = record.owner.clone();
+    let last_ms = record.head.updated_ms;
     let sub = state
         .hub
         .join_a2a(agent, &key, framing, kill_of(ctx, http1), |topic, n| {
@@ -179,16 +181,17 @@ async fn subscribe(
                 request: out.request,
                 rpc_id: out.rpc_id,
             };
-            tokio::spawn(feed::run(
-                state.clone(),
-                agent.clone(),
+            let start = feed::Start {
+                state: state.clone(),
+                agent: agent.clone(),
                 held,
                 topic,
                 n,
-                id.to_owned(),
+                id: id.to_owned(),
                 task,
-                up,
-            ));
+                last_ms,
+            };
+            tokio::spawn(feed::run(start, up));
         })
         .await
         .map_err(from_stream)?;
@@ -218,7 +221,7 @@ async fn send(
         .map(str::to_owned);
     let size = serde_json::to_vec(&call.params).map_or(0, |v| v.len());
     let pending = admit(state, ctx, agent, &call, continues.is_none(), size).await?;
-    let opened = open(state, ctx, agent, &held, headers, &call, continues.as_deref()).await;
+    let opened = open(state, ctx, agent, &held, headers, &call).await;
     let first = match opened {
         Ok(f) => f,
         Err(f) => {
@@ -241,7 +244,12 @@ async fn send(
     }
     match judged? {
         First::Message(frame) => Ok(Opened::One(frame)),
-        First::Task { id, task, json } => {
+        First::Task {
+            id,
+            task,
+            json,
+            last_ms,
+        } => {
             let key = a2a_ledger::key(&agent.cfg.name, &id);
             let (topic, n) = state.hub.feed_a2a(agent, &key).map_err(from_stream)?;
             topic.set_phase(crate::stream::topic::Phase::Open);
@@ -255,16 +263,17 @@ async fn send(
                 pending: first.pending,
                 rpc_id: first.rpc_id,
             };
-            tokio::spawn(feed::run(
-                state.clone(),
-                agent.clone(),
+            let start = feed::Start {
+                state: state.clone(),
+                agent: agent.clone(),
                 held,
                 topic,
                 n,
                 id,
                 task,
-                up,
-            ));
+                last_ms,
+            };
+            tokio::spawn(feed::run(start, up));
             let owner = ctx.caller.owner().cloned();
             Ok(Opened::Stream(Box::new(sub), owner))
         }
@@ -272,14 +281,17 @@ async fn send(
 }
 
 /// The agent's stream, opened, with its first event read.
-pub(super) struct FirstRead {
-    pub body: hyper::body::Incoming,
-    pub parser: crate::protocol::sse::Parser,
+struct FirstRead {
+    /// The rest of the agent's stream.
+    body: hyper::body::Incoming,
+    /// Its parser, as the first event left it.
+    parser: crate::protocol::sse::Parser,
     /// Events read with the first, after it.
-    pub pending: std::collections::VecDeque<crate::protocol::sse::Event>,
-    pub rpc_id: Option<crate::protocol::a2a::jsonrpc::RpcId>,
+    pending: std::collections::VecDeque<crate::protocol::sse::Event>,
+    /// For a JSON-RPC agent: the id sent.
+    rpc_id: Option<crate::protocol::a2a::jsonrpc::RpcId>,
     /// The first event, read back (JSON-RPC: its result).
-    pub event: Value,
+    event: Value,
 }
 
 /// Send the message to the agent as a stream request, and read its first event. An answer
@@ -291,7 +303,6 @@ async fn open(
     held: &crate::protocol::a2a::held::HeldCard,
     headers: &HeaderMap,
     call: &Call,
-    continues: Option<&str>,
 ) -> Result<FirstRead, Failure> {
     let out = agent::stream_request(agent, held, Some(ctx), headers, call)?;
     let timeout = agent.cfg.timeout;
@@ -326,7 +337,6 @@ async fn open(
         Err(why) => return Err(a2a_ledger::invalid_answer("", "stream", why)),
     };
     let value = feed::read_event(&event, call.method, out.rpc_id.as_ref())?;
-    let _ = continues;
     Ok(FirstRead {
         body,
         parser: read.parser,
@@ -340,8 +350,14 @@ async fn open(
 enum First {
     /// A Message: the whole answer, framed.
     Message(Vec<u8>),
-    /// A task: its id, the Task as recorded, and the event's JSON.
-    Task { id: String, task: Value, json: Vec<u8> },
+    /// A task: its id, the Task as recorded, the event's JSON (the ledger's Task when it
+    /// refused the agent's), and the status time recorded.
+    Task {
+        id: String,
+        task: Value,
+        json: Vec<u8>,
+        last_ms: i64,
+    },
 }
 
 /// The first event judged as a SendMessage answer is: within the protocol, about the task the
@@ -356,7 +372,14 @@ async fn first_event(
 ) -> Result<First, Failure> {
     let name = agent.cfg.name.as_str();
     let ev = &first.event;
-    conform(state, ctx, agent, Method::SendStreamingMessage, ev, continues)?;
+    conform(
+        state,
+        ctx,
+        agent,
+        Method::SendStreamingMessage,
+        ev,
+        continues,
+    )?;
     let json = serde_json::to_vec(ev).unwrap_or_default();
     let task = match payload(ev) {
         Some(Payload::Message(m)) => {
@@ -409,6 +432,19 @@ async fn first_event(
     answered_context(state, ctx, name, head.context_id, "/task/contextId").await?;
     let owner = ctx.caller.owner().map(|o| &**o);
     let recorded = a2a_ledger::record(state, ctx, name, &head, &task, owner).await?;
+    let refused = matches!(recorded.applied.verdict, Verdict::Refused(_));
     let task = recorded.task(&task);
-    Ok(First::Task { id, task, json })
+    // Refused (a message that reopens a final task): the creator reads the task as the ledger
+    // holds it, not the agent's event.
+    let json = if refused {
+        serde_json::to_vec(&json!({ "task": &task })).unwrap_or_default()
+    } else {
+        json
+    };
+    Ok(First::Task {
+        id,
+        task,
+        json,
+        last_ms: recorded.applied.record.head.updated_ms,
+    })
 }

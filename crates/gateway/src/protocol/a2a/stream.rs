@@ -256,12 +256,16 @@ mod tests {
         );
         let e = A2aError::gateway("DRAINING", 503, "the gateway is draining");
         let rpc = String::from_utf8(error_frame(Some("\"x\""), &e)).expect("utf8");
-        let data = rpc.strip_prefix("event: error\ndata: ").expect("an error event");
+        let data = rpc
+            .strip_prefix("event: error\ndata: ")
+            .expect("an error event");
         let doc: Value = serde_json::from_str(data.trim_end()).expect("json");
         assert_eq!(doc["id"], "x");
         assert_eq!(doc["error"]["data"][0]["reason"], "DRAINING");
         let rest = String::from_utf8(error_frame(None, &e)).expect("utf8");
-        let data = rest.strip_prefix("event: error\ndata: ").expect("an error event");
+        let data = rest
+            .strip_prefix("event: error\ndata: ")
+            .expect("an error event");
         let doc: Value = serde_json::from_str(data.trim_end()).expect("json");
         assert_eq!(doc["error"]["status"], "UNAVAILABLE");
         assert_eq!(doc["error"]["details"][0]["reason"], "DRAINING");
