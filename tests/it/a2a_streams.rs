@@ -252,6 +252,13 @@ async fn a_hundred_subscribers_of_both_bindings_share_the_one_upstream_and_final
         assert_eq!(first["task"]["id"], "t-1");
     }
     assert_eq!(subscribers(&http).await, 100.0);
+    // Every subscription form over plaintext HTTP/1.1 is on the lean path (the creator's
+    // message:stream is hyper's).
+    assert_eq!(
+        http.metric("a2a_gateway_connections_open", &[("transport", "lean")])
+            .await,
+        99.0
+    );
     for e in [
         status("t-1", "TASK_STATE_WORKING"),
         artifact("t-1", "half"),
@@ -728,4 +735,55 @@ async fn an_agent_that_does_not_stream_is_not_asked_to() {
         "UNSUPPORTED_OPERATION"
     );
     assert!(agent.methods().is_empty(), "{:?}", agent.methods());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_jsonrpc_connection_that_does_not_subscribe_is_served_and_kept_alive() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let a = streaming(refuse_all()).await;
+    let (gw, _http) = gateway(vec![a2a_agent("s", &a.agent.base)], |_| {}).await;
+    let mut socket = tokio::net::TcpStream::connect(gw.addr())
+        .await
+        .expect("connect");
+    for (i, path) in ["/a2a", "/agents/s/jsonrpc", "/a2a"]
+        .into_iter()
+        .enumerate()
+    {
+        let body = json!({"jsonrpc": "2.0", "id": i, "method": "GetTask",
+            "params": {"id": "t-none", "tenant": "s"}})
+        .to_string();
+        let req = format!(
+            "POST {path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\na2a-version: 1.0\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        socket.write_all(req.as_bytes()).await.expect("write");
+        // One answer, on the same connection each time.
+        let mut got = Vec::new();
+        let mut chunk = [0u8; 4096];
+        let answer = loop {
+            let n = tokio::time::timeout(WAIT, socket.read(&mut chunk))
+                .await
+                .expect("an answer in time")
+                .expect("read");
+            assert!(n > 0, "the connection stayed open for request {i}");
+            got.extend_from_slice(&chunk[..n]);
+            let text = String::from_utf8_lossy(&got).into_owned();
+            if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                let len: usize = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length: "))
+                    .and_then(|v| v.trim().parse().ok())
+                    .expect("a length");
+                if body.len() >= len {
+                    break (head.to_owned(), body[..len].to_owned());
+                }
+            }
+        };
+        assert!(answer.0.starts_with("HTTP/1.1 200"), "{answer:?}");
+        assert!(!answer.0.contains("connection: close"), "{answer:?}");
+        let doc: Value = serde_json::from_str(&answer.1).expect("JSON");
+        assert_eq!(doc["id"], i, "{doc}");
+        assert_eq!(error_code(&doc), -32001, "{doc}");
+    }
+    assert!(a.agent.methods().is_empty());
 }

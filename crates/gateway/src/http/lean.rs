@@ -11,6 +11,14 @@
 //! byte framing is this module's own; request ids, routing, checks, metrics and error bodies are
 //! the pipeline's. The connection closes when the stream ends. Anything else (HTTP/2, other
 //! routes) is hyper's.
+//!
+//! The official A2A protocol's subscriptions come here too: `tasks/{id}:subscribe` by GET or
+//! POST (both SDKs POST), and JSON-RPC `SubscribeToTask`, which is a POST to
+//! `/agents/{name}/jsonrpc` or `/a2a` like every other JSON-RPC call. So a plaintext HTTP/1.1
+//! connection whose first request is such a POST is read here, its small body included, and
+//! only a `SubscribeToTask` stays: any other call is handed to hyper with the bytes already
+//! read put back in front of the socket ([`Rewind`]), so keep-alive JSON-RPC clients pay one
+//! copy of their first request, nothing after.
 
 use std::future::poll_fn;
 use std::io::IoSlice;
@@ -38,10 +46,18 @@ use crate::state::State;
 const MAX_HEAD: usize = 16 * 1024;
 const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Whether the first bytes of a connection are an HTTP/1.1 GET of a task stream.
+/// The largest body read on this path: a subscription's (`{"jsonrpc", "id", "method",
+/// "params": {"id", "tenant"}}`) is far smaller; a larger one goes to hyper.
+const MAX_BODY: usize = 16 * 1024;
+
+/// Whether the first bytes of a connection are an HTTP/1.1 request this path may serve: a GET
+/// of a task stream, a GET or POST of an A2A `tasks/{id}:subscribe`, or a POST to a JSON-RPC
+/// endpoint (kept only if it is a `SubscribeToTask`, see the module doc).
 pub(super) fn wants(peeked: &[u8]) -> bool {
-    let Some(rest) = peeked.strip_prefix(b"GET ") else {
-        return false;
+    let (get, rest) = match (peeked.strip_prefix(b"GET "), peeked.strip_prefix(b"POST ")) {
+        (Some(rest), _) => (true, rest),
+        (_, Some(rest)) => (false, rest),
+        _ => return false,
     };
     let Some(end) = rest.iter().position(|&b| b == b' ') else {
         return false;
@@ -53,7 +69,104 @@ pub(super) fn wants(peeked: &[u8]) -> bool {
         return false;
     };
     let path = target.split('?').next().unwrap_or(target);
-    stream_route(path).is_some()
+    (get && stream_route(path).is_some()) || is_subscribe(path) || (!get && is_jsonrpc(path))
+}
+
+/// `/agents/{name}/tasks/{id}:subscribe`.
+fn is_subscribe(path: &str) -> bool {
+    let mut segs = path.split('/');
+    matches!(
+        (segs.next(), segs.next(), segs.next(), segs.next(), segs.next(), segs.next()),
+        (Some(""), Some("agents"), Some(n), Some("tasks"), Some(t), None)
+            if !n.is_empty() && t.len() > ":subscribe".len() && t.ends_with(":subscribe")
+    )
+}
+
+/// `/a2a` or `/agents/{name}/jsonrpc`.
+fn is_jsonrpc(path: &str) -> bool {
+    if path == "/a2a" {
+        return true;
+    }
+    let mut segs = path.split('/');
+    matches!(
+        (segs.next(), segs.next(), segs.next(), segs.next(), segs.next()),
+        (Some(""), Some("agents"), Some(n), Some("jsonrpc"), None) if !n.is_empty()
+    )
+}
+
+/// Whether a JSON-RPC body calls `SubscribeToTask` (anything else, or no JSON, is hyper's).
+fn subscribes(body: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Called<'a> {
+        #[serde(borrow)]
+        method: Option<&'a str>,
+    }
+    serde_json::from_slice::<Called<'_>>(body).is_ok_and(|c| c.method == Some("SubscribeToTask"))
+}
+
+/// A connection handed to hyper after this path read its first bytes: those bytes first, then
+/// the socket.
+pub(super) struct Rewind {
+    read: Vec<u8>,
+    at: usize,
+    stream: TcpStream,
+}
+
+impl tokio::io::AsyncRead for Rewind {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let me = self.get_mut();
+        if me.at < me.read.len() {
+            let n = (me.read.len() - me.at).min(buf.remaining());
+            buf.put_slice(&me.read[me.at..me.at + n]);
+            me.at += n;
+            if me.at == me.read.len() {
+                me.read = Vec::new();
+                me.at = 0;
+            }
+            return std::task::Poll::Ready(Ok(()));
+        }
+        std::pin::Pin::new(&mut me.stream).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for Rewind {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.get_mut().stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+    }
 }
 
 /// How reading the head ended.
@@ -102,19 +215,23 @@ async fn read_head(stream: &mut TcpStream) -> HeadRead {
         .unwrap_or(HeadRead::Gone)
 }
 
-/// The request a head describes, as hyper would build it (a GET with no body); a malformed head
-/// is refused here, as hyper refuses a malformed head itself.
-fn parse_head(buf: &[u8]) -> Result<Request, ApiError> {
+/// The request a head describes, as hyper would build it (a GET or a POST, its body not read
+/// yet), and the head's length; a malformed head is refused here, as hyper refuses a malformed
+/// head itself.
+fn parse_head(buf: &[u8]) -> Result<(Request, usize), ApiError> {
     let bad = |m: &str| ApiError::new(Code::InvalidRequest, m.to_owned());
     let mut slots = [httparse::EMPTY_HEADER; 100];
     let mut parsed = httparse::Request::new(&mut slots);
-    match parsed.parse(buf) {
-        Ok(httparse::Status::Complete(_)) => {}
+    let len = match parsed.parse(buf) {
+        Ok(httparse::Status::Complete(len)) => len,
         _ => return Err(bad("malformed request head")),
-    }
+    };
     let target = parsed.path.ok_or_else(|| bad("no request target"))?;
     let mut req = hyper::Request::new(RequestBody::Empty);
-    *req.method_mut() = Method::GET;
+    *req.method_mut() = match parsed.method {
+        Some("POST") => Method::POST,
+        _ => Method::GET,
+    };
     *req.version_mut() = Version::HTTP_11;
     *req.uri_mut() = target.parse().map_err(|_| bad("bad request target"))?;
     let headers = req.headers_mut();
@@ -124,16 +241,58 @@ fn parse_head(buf: &[u8]) -> Result<Request, ApiError> {
         let value = HeaderValue::from_bytes(h.value).map_err(|_| bad("bad header value"))?;
         headers.append(name, value);
     }
-    Ok(req)
+    Ok((req, len))
 }
 
-/// Whether a head declares a body: a stream request has none, and one that declares a body is
-/// refused rather than read.
-fn declares_body(headers: &HeaderMap) -> bool {
-    headers.contains_key(hyper::header::TRANSFER_ENCODING)
-        || headers
-            .get(hyper::header::CONTENT_LENGTH)
-            .is_some_and(|v| v.as_bytes() != b"0")
+/// What a head says of its body: none, `Content-Length` bytes, or anything else (chunked, or
+/// a length this path does not read).
+enum Declared {
+    None,
+    Length(usize),
+    Other,
+}
+
+fn declared(headers: &HeaderMap) -> Declared {
+    if headers.contains_key(hyper::header::TRANSFER_ENCODING) {
+        return Declared::Other;
+    }
+    let mut lengths = headers.get_all(hyper::header::CONTENT_LENGTH).iter();
+    match (lengths.next(), lengths.next()) {
+        (None, _) => Declared::None,
+        (Some(v), None) => match std::str::from_utf8(v.as_bytes())
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+        {
+            Some(0) => Declared::None,
+            Some(n) if n <= MAX_BODY => Declared::Length(n),
+            _ => Declared::Other,
+        },
+        _ => Declared::Other,
+    }
+}
+
+/// Read the rest of a `len`-byte body after the head (`buf[head..]` holds its first bytes).
+async fn read_body(stream: &mut TcpStream, buf: &mut Vec<u8>, head: usize, len: usize) -> bool {
+    let want = head + len;
+    let read = async {
+        while buf.len() < want {
+            if stream.readable().await.is_err() {
+                return false;
+            }
+            let have = buf.len();
+            buf.resize(want, 0);
+            match stream.try_read(&mut buf[have..]) {
+                Ok(0) => return false,
+                Ok(n) => buf.truncate(have + n),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => buf.truncate(have),
+                Err(_) => return false,
+            }
+        }
+        true
+    };
+    tokio::time::timeout(HEAD_TIMEOUT, read)
+        .await
+        .unwrap_or(false)
 }
 
 /// A refusal of this path's own, made before the pipeline, with a request id like every answer:
@@ -145,11 +304,90 @@ fn refusal(headers: &HeaderMap, e: ApiError) -> Response<Body> {
     res
 }
 
-/// Serve one stream request on `stream`, then close it.
-pub(super) async fn serve(mut stream: TcpStream, state: &Arc<State>, conn: &Conn) {
-    let buf = match read_head(&mut stream).await {
+/// What the head (and a subscription's body) said.
+enum Read {
+    /// A request for the pipeline.
+    Serve(Request),
+    /// Refused before the pipeline; whether a body it declared is left unread.
+    Refuse(Response<Body>, bool),
+    /// Not this path's: hyper serves the connection.
+    Handoff,
+}
+
+/// Parse the head in `buf` and read a POST's small body: the request, its refusal, or a
+/// handoff to hyper (`None`: the client left).
+async fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Read> {
+    let (mut req, head) = match parse_head(buf) {
+        Ok(r) => r,
+        Err(e) => return Some(Read::Refuse(refusal(&HeaderMap::new(), e), false)),
+    };
+    let post = req.method() == Method::POST;
+    let jsonrpc = post && is_jsonrpc(req.uri().path());
+    match declared(req.headers()) {
+        Declared::Length(len) if post => {
+            if !read_body(stream, buf, head, len).await {
+                return None;
+            }
+            let body = Bytes::copy_from_slice(&buf[head..head + len]);
+            if jsonrpc && !subscribes(&body) {
+                return Some(Read::Handoff);
+            }
+            *req.body_mut() = RequestBody::Read(Some(body));
+            Some(Read::Serve(req))
+        }
+        Declared::None if !jsonrpc => Some(Read::Serve(req)),
+        // hyper reads anything else of a POST (a JSON-RPC call without a body, a chunked
+        // body), and answers it on a connection it keeps.
+        _ if post => Some(Read::Handoff),
+        _ => Some(Read::Refuse(
+            refusal(
+                req.headers(),
+                ApiError::new(Code::InvalidRequest, "a stream request takes no body"),
+            ),
+            true,
+        )),
+    }
+}
+
+/// Serve one stream request on `stream`, then close it; or hand the connection back for hyper
+/// (`Some`): its first request is not a subscription after all.
+pub(super) async fn serve(stream: TcpStream, state: &Arc<State>, conn: &Conn) -> Option<Rewind> {
+    // Everything before the answer is written is boxed: the request, its body, the head's
+    // buffer and the pipeline's future must not size this future, which a subscriber keeps for
+    // as long as it subscribes.
+    let (mut stream, res, unread_body) = match Box::pin(prepare(stream, state, conn)).await {
+        Prepared::Answer(stream, res, unread) => (stream, res, unread),
+        Prepared::Handoff(rewound) => return Some(rewound),
+        Prepared::Done => return None,
+    };
+    // A client that stops reading is let go after this long stuck on one write (the sweep
+    // cuts slow subscribers only while the topic lives; this also covers the last writes).
+    let deadline = (state.hub.config().ping_interval * 2).max(Duration::from_secs(10));
+    let _ = respond(&mut stream, res, &conn.kill, deadline).await;
+    if unread_body {
+        Box::pin(linger::close(stream)).await;
+        return None;
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(1), stream.shutdown()).await;
+    None
+}
+
+/// What a connection's first request came to before its answer is written.
+enum Prepared {
+    /// The answer to write, and whether the request's body is left unread (a refusal: the
+    /// connection then closes lingering, see linger.rs).
+    Answer(TcpStream, Response<Body>, bool),
+    /// Not this path's request: hyper serves the connection.
+    Handoff(Rewind),
+    /// Answered already, or the client left.
+    Done,
+}
+
+/// Read the head (and a subscription's small body) and answer it through the pipeline.
+async fn prepare(mut stream: TcpStream, state: &Arc<State>, conn: &Conn) -> Prepared {
+    let mut buf = match read_head(&mut stream).await {
         HeadRead::Done(buf) => buf,
-        HeadRead::Gone => return,
+        HeadRead::Gone => return Prepared::Done,
         HeadRead::TooLarge => {
             let too_large = ApiError::new(
                 Code::InvalidRequest,
@@ -158,39 +396,26 @@ pub(super) async fn serve(mut stream: TcpStream, state: &Arc<State>, conn: &Conn
             let mut res = refusal(&HeaderMap::new(), too_large);
             *res.status_mut() = StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE;
             let _ = respond(&mut stream, res, &conn.kill, Duration::from_secs(10)).await;
-            // Boxed, like every path but the subscriber's: its buffer must not size this
-            // future.
-            Box::pin(linger::close(stream)).await;
-            return;
+            linger::close(stream).await;
+            return Prepared::Done;
         }
     };
-    // A refusal of a request whose body is still coming: closed lingering (see linger.rs).
-    let mut unread_body = false;
-    let res = match parse_head(&buf) {
-        // Boxed: the pipeline's future holds any handler's state (a create's exchange, say),
-        // and inline it would size this future, which lives as long as the subscription.
-        Ok(req) if !declares_body(req.headers()) => {
-            Box::pin(pipeline::handle(state, conn, req)).await
-        }
-        Ok(req) => {
-            unread_body = true;
-            refusal(
-                req.headers(),
-                ApiError::new(Code::InvalidRequest, "a stream request takes no body"),
-            )
-        }
-        Err(e) => refusal(&HeaderMap::new(), e),
+    let Some(read) = read_request(&mut stream, &mut buf).await else {
+        return Prepared::Done;
     };
-    drop(buf);
-    // A client that stops reading is let go after this long stuck on one write (the sweep
-    // cuts slow subscribers only while the topic lives; this also covers the last writes).
-    let deadline = (state.hub.config().ping_interval * 2).max(Duration::from_secs(10));
-    let _ = respond(&mut stream, res, &conn.kill, deadline).await;
-    if unread_body {
-        Box::pin(linger::close(stream)).await;
-        return;
+    match read {
+        Read::Handoff => Prepared::Handoff(Rewind {
+            read: buf,
+            at: 0,
+            stream,
+        }),
+        // Boxed: the pipeline's future holds any handler's state (a create's exchange, say).
+        Read::Serve(req) => {
+            let res = Box::pin(pipeline::handle(state, conn, req)).await;
+            Prepared::Answer(stream, res, false)
+        }
+        Read::Refuse(res, unread) => Prepared::Answer(stream, res, unread),
     }
-    let _ = tokio::time::timeout(Duration::from_secs(1), stream.shutdown()).await;
 }
 
 fn head_bytes(status: StatusCode, headers: &HeaderMap, framing: &str) -> Vec<u8> {

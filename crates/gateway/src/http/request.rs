@@ -22,6 +22,8 @@ pub enum RequestBody {
     Incoming(Incoming),
     /// No body.
     Empty,
+    /// A body read whole already (the lean path reads a subscription's small body itself).
+    Read(Option<Bytes>),
 }
 
 impl HttpBody for RequestBody {
@@ -35,6 +37,7 @@ impl HttpBody for RequestBody {
         match self.get_mut() {
             RequestBody::Incoming(b) => Pin::new(b).poll_frame(cx),
             RequestBody::Empty => Poll::Ready(None),
+            RequestBody::Read(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
         }
     }
 
@@ -42,6 +45,7 @@ impl HttpBody for RequestBody {
         match self {
             RequestBody::Incoming(b) => b.is_end_stream(),
             RequestBody::Empty => true,
+            RequestBody::Read(b) => b.is_none(),
         }
     }
 
@@ -49,6 +53,7 @@ impl HttpBody for RequestBody {
         match self {
             RequestBody::Incoming(b) => b.size_hint(),
             RequestBody::Empty => SizeHint::with_exact(0),
+            RequestBody::Read(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
         }
     }
 }
