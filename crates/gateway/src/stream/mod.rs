@@ -363,13 +363,11 @@ impl Hub {
         let mut map = self.map();
         let topic = match map.get(&key) {
             Some(t) if !t.is_closed() => t.clone(),
-            _ => {
-                let t = self.register(&mut map, agent, key, Dialect::A2a)?;
-                self.metrics.stream_upstreams.inc();
-                t
-            }
+            _ => self.register(&mut map, agent, key, Dialect::A2a)?,
         };
         drop(map);
+        // Each feed counts while it runs (`feed_ended`), a superseded one too.
+        self.metrics.stream_upstreams.inc();
         let feed = topic.take_feed();
         Ok((topic, feed))
     }

@@ -350,12 +350,6 @@ impl Topic {
         inner.feed
     }
 
-    /// A2A: whether `feed` is still the one that publishes, on an open topic.
-    pub fn feeds(&self, feed: u64) -> bool {
-        let inner = self.lock();
-        inner.feed == feed && !inner.closed
-    }
-
     /// A2A: whether `feed` is the newest feed, open or closed.
     pub fn fed_by(&self, feed: u64) -> bool {
         self.lock().feed == feed
@@ -813,5 +807,110 @@ impl Drop for Subscription {
         }
         drop(inner);
         self.topic.metrics.stream_subscribers.dec();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn topic() -> Arc<Topic> {
+        let limits = Limits {
+            replay_events: 16,
+            replay_bytes: 1 << 20,
+            lag_bytes: 1 << 20,
+            hub_bytes: Arc::new(AtomicU64::new(0)),
+            hub_budget: 1 << 30,
+        };
+        let metrics = Arc::new(Metrics::new().expect("metrics"));
+        Arc::new(Topic::speaking(
+            Dialect::A2a,
+            (Arc::from("a"), Arc::from("a/t")),
+            limits,
+            metrics,
+        ))
+    }
+
+    /// Everything the subscriber has ready now, as text.
+    fn ready(sub: &mut Subscription) -> Vec<String> {
+        let waker = std::task::Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        let mut out = Vec::new();
+        while let Poll::Ready(Some(frame)) = sub.poll_next(&mut cx) {
+            let bytes = frame.expect("not cut");
+            out.push(String::from_utf8_lossy(&bytes).into_owned());
+        }
+        out
+    }
+
+    #[test]
+    fn a_joiner_reads_the_task_as_it_is_then_what_follows_in_its_own_framing() {
+        let t = topic();
+        let feed = t.take_feed();
+        let mut early = t.join(Framing::Rest, None);
+        assert!(ready(&mut early).is_empty(), "no task yet: it waits");
+        t.set_snapshot(feed, Bytes::from_static(br#"{"id":"t","v":1}"#));
+        t.publish_a2a(
+            feed,
+            br#"{"statusUpdate":{"v":2}}"#,
+            Some(Bytes::from_static(br#"{"id":"t","v":2}"#)),
+        );
+        // The task is read as it is at the subscriber's first read, with every event before it
+        // in it, and no event twice.
+        let mut late = t.join(Framing::JsonRpc("7".into()), None);
+        assert_eq!(
+            ready(&mut early),
+            ["data: {\"task\":{\"id\":\"t\",\"v\":2}}\n\n"]
+        );
+        t.publish_a2a(
+            feed,
+            br#"{"statusUpdate":{"v":3}}"#,
+            Some(Bytes::from_static(br#"{"id":"t","v":3}"#)),
+        );
+        assert_eq!(
+            ready(&mut early),
+            ["data: {\"statusUpdate\":{\"v\":3}}\n\n"]
+        );
+        assert_eq!(
+            ready(&mut late),
+            ["data: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"task\":{\"id\":\"t\",\"v\":3}}}\n\n"]
+        );
+        // A superseded feed publishes nothing.
+        let newer = t.take_feed();
+        assert!(!t.publish_a2a(feed, br#"{"x":1}"#, None));
+        assert!(t.publish_a2a(newer, br#"{"x":2}"#, None));
+        assert_eq!(ready(&mut late).len(), 1);
+        // The gateway's ending, in each subscriber's binding, then the end.
+        t.end(Ending::Draining);
+        let rest = ready(&mut early);
+        assert_eq!(rest.len(), 2, "{rest:?}");
+        assert!(
+            rest[1].starts_with("event: error\ndata: {\"error\":"),
+            "{rest:?}"
+        );
+        assert!(rest[1].contains("\"reason\":\"DRAINING\""), "{rest:?}");
+        let rpc = ready(&mut late);
+        assert!(
+            rpc[0].starts_with("event: error\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"error\":"),
+            "{rpc:?}"
+        );
+        assert!(
+            rpc[0].contains("DRAINING: "),
+            "the reason leads the message: {rpc:?}"
+        );
+        let waker = std::task::Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        assert!(matches!(late.poll_next(&mut cx), Poll::Ready(None)));
+    }
+
+    #[test]
+    fn an_a2a_ping_is_a_comment() {
+        let t = topic();
+        let feed = t.take_feed();
+        t.set_snapshot(feed, Bytes::from_static(b"{}"));
+        let mut sub = t.join(Framing::Rest, None);
+        ready(&mut sub);
+        t.ping();
+        assert_eq!(ready(&mut sub), [": ping\n\n"]);
     }
 }
