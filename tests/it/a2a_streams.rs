@@ -90,6 +90,18 @@ async fn open(
     task: Option<&str>,
     token: Option<&str>,
 ) -> Result<Events, (u16, Value)> {
+    open_over(base, agent, via, task, token, false).await
+}
+
+/// [`open`], over HTTP/2 (h2c) when `h2`.
+async fn open_over(
+    base: &str,
+    agent: &str,
+    via: Via,
+    task: Option<&str>,
+    token: Option<&str>,
+    h2: bool,
+) -> Result<Events, (u16, Value)> {
     let (method, path, body) = match (via, task) {
         (Via::RestPost, None) => (
             Method::POST,
@@ -120,7 +132,9 @@ async fn open(
         }
         (Via::RestGet, None) => unreachable!("message:stream is a POST"),
     };
-    let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
+    let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new())
+        .http2_only(h2)
+        .build_http();
     let mut req = hyper::Request::builder()
         .method(method)
         .uri(format!("{base}{path}"))
@@ -379,55 +393,96 @@ async fn a_subscriber_that_comes_back_gets_the_task_as_it_is_now_then_the_live_e
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_event_outside_the_protocol_is_never_relayed_and_ends_the_stream_with_upstream_error() {
-    let a = streaming(refuse_all()).await;
-    let (_gw, http) = gateway(vec![a2a_agent("s", &a.agent.base)], |_| {}).await;
-    let base = http.base.clone();
-    let mut creator = creating(&a, &base, Via::RestPost, None, "TASK_STATE_WORKING").await;
-    let mut rpc_sub = open(&base, "s", Via::Rpc(3), Some("t-1"), None)
-        .await
-        .expect("joins");
-    next_response(&mut rpc_sub, Via::Rpc(3))
-        .await
-        .expect("task");
-    // About another task.
-    a.feed
-        .send(status("t-other", "TASK_STATE_COMPLETED"))
-        .await
-        .expect("streams");
-    for (via, s) in [(Via::RestPost, &mut creator), (Via::Rpc(3), &mut rpc_sub)] {
-        let e = s.next_event(WAIT).await.expect("an ending");
-        assert_eq!(e.event, "error", "{via:?}: {e:?}");
-        let doc: Value = serde_json::from_str(&e.data).expect("JSON");
-        match via {
-            Via::Rpc(id) => {
-                assert_eq!(doc["id"], id, "{doc}");
-                assert_eq!(reason(&doc), "UPSTREAM_ERROR", "{doc}");
-            }
-            _ => {
-                assert_eq!(
-                    doc["error"]["details"][0]["reason"], "UPSTREAM_ERROR",
-                    "{doc}"
-                );
-            }
+    // What a hostile agent may put on its stream, each with the marker it must not relay: the
+    // reason each subscriber's ending carries, and whether it counts as the agent's breach.
+    let cases: [(&str, Value, &str, &str, bool); 5] = [
+        (
+            "another task's event",
+            status("t-other", "TASK_STATE_COMPLETED"),
+            "t-other",
+            "UPSTREAM_ERROR",
+            true,
+        ),
+        (
+            "not JSON",
+            json!("<html>oops MARK</html>"),
+            "MARK",
+            "UPSTREAM_ERROR",
+            true,
+        ),
+        (
+            "an unknown state",
+            json!({"statusUpdate": {"taskId": "t-1", "contextId": "ctx-1",
+                "status": {"state": "TASK_STATE_MARK"}}}),
+            "TASK_STATE_MARK",
+            "UPSTREAM_ERROR",
+            true,
+        ),
+        (
+            "two payloads",
+            json!({"statusUpdate": {"taskId": "t-1", "contextId": "ctx-1",
+                "status": {"state": "TASK_STATE_WORKING"}},
+                "message": {"messageId": "MARK", "role": "ROLE_AGENT", "parts": []}}),
+            "MARK",
+            "UPSTREAM_ERROR",
+            true,
+        ),
+        // The agent's own error ends the stream as the agent's, in each binding.
+        (
+            "the agent's error",
+            json!(r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"boom"}}"#),
+            "no marker",
+            "INTERNAL_ERROR",
+            false,
+        ),
+    ];
+    for (what, event, marker, why, breach) in cases {
+        let a = streaming(refuse_all()).await;
+        let (_gw, http) = gateway(vec![a2a_agent("s", &a.agent.base)], |_| {}).await;
+        let base = http.base.clone();
+        let mut creator = creating(&a, &base, Via::RestPost, None, "TASK_STATE_WORKING").await;
+        let mut rpc_sub = open(&base, "s", Via::Rpc(3), Some("t-1"), None)
+            .await
+            .expect("joins");
+        next_response(&mut rpc_sub, Via::Rpc(3))
+            .await
+            .expect("task");
+        a.feed.send(event).await.expect("streams");
+        for (via, s) in [(Via::RestPost, &mut creator), (Via::Rpc(3), &mut rpc_sub)] {
+            let e = s.next_event(WAIT).await.expect("an ending");
+            assert_eq!(e.event, "error", "{what}, {via:?}: {e:?}");
+            let doc: Value = serde_json::from_str(&e.data).expect("JSON");
+            let got = match via {
+                Via::Rpc(id) => {
+                    assert_eq!(doc["id"], id, "{doc}");
+                    reason(&doc).to_owned()
+                }
+                _ => doc["error"]["details"][0]["reason"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_owned(),
+            };
+            assert_eq!(got, why, "{what}, {via:?}: {doc}");
+            assert!(!s.raw.contains(marker), "{what}: never relayed: {}", s.raw);
+            assert!(s.until_end(WAIT).await, "{what}, {via:?}: the stream ends");
         }
-        assert!(!s.raw.contains("t-other"), "never relayed: {}", s.raw);
-        assert!(s.until_end(WAIT).await, "{via:?}: the stream ends");
+        assert_eq!(
+            http.metric(
+                "a2a_gateway_stream_upstream_errors_total",
+                &[("agent", "s")]
+            )
+            .await,
+            if breach { 1.0 } else { 0.0 },
+            "{what}"
+        );
+        // The ledger kept what came before.
+        let listed = http.get("/tasks?agent=s").await.json();
+        assert_eq!(listed["total_size"], 1, "{what}: {listed}");
+        assert_eq!(
+            listed["tasks"][0]["status"], "TASK_STATE_WORKING",
+            "{what}: {listed}"
+        );
     }
-    assert_eq!(
-        http.metric(
-            "a2a_gateway_stream_upstream_errors_total",
-            &[("agent", "s")]
-        )
-        .await,
-        1.0
-    );
-    // The ledger kept what came before, and nothing of the other task.
-    let listed = http.get("/tasks?agent=s").await.json();
-    assert_eq!(listed["total_size"], 1, "{listed}");
-    assert_eq!(
-        listed["tasks"][0]["status"], "TASK_STATE_WORKING",
-        "{listed}"
-    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -786,4 +841,49 @@ async fn a_jsonrpc_connection_that_does_not_subscribe_is_served_and_kept_alive()
         assert_eq!(error_code(&doc), -32001, "{doc}");
     }
     assert!(a.agent.methods().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_subscriber_too_far_behind_is_cut_with_slow_consumer() {
+    let a = streaming(refuse_all()).await;
+    let (_gw, http) = gateway(vec![a2a_agent("s", &a.agent.base)], |cfg| {
+        cfg.streams.lag_bytes = 4096;
+        cfg.streams.ping_interval = Duration::from_millis(200);
+    })
+    .await;
+    let base = http.base.clone();
+    let _creator = creating(&a, &base, Via::RestPost, None, "TASK_STATE_WORKING").await;
+    // Over HTTP/2, where cutting the connection would cut every stream on it: the subscriber
+    // is cut when its stream is next polled.
+    let mut slow = open_over(&base, "s", Via::Rpc(8), Some("t-1"), None, true)
+        .await
+        .expect("joins");
+    next_response(&mut slow, Via::Rpc(8)).await.expect("task");
+    // It stops reading while the agent sends far more than the window and the lag bound.
+    let big = "x".repeat(2000);
+    for i in 0..200 {
+        a.feed
+            .send(artifact("t-1", &format!("{i} {big}")))
+            .await
+            .expect("streams");
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut ending = None;
+    while let Some(e) = slow.next_event(WAIT).await {
+        if e.event == "error" {
+            ending = Some(e);
+            break;
+        }
+    }
+    let e = ending.expect("an event: error before the end");
+    let doc: Value = serde_json::from_str(&e.data).expect("JSON");
+    assert_eq!(doc["id"], 8, "{doc}");
+    assert_eq!(reason(&doc), "SLOW_CONSUMER", "{doc}");
+    assert!(slow.until_end(WAIT).await, "the stream ends after it");
+    assert!(
+        http.metric("a2a_gateway_stream_slow_consumer_disconnects_total", &[])
+            .await
+            >= 1.0,
+        "counted"
+    );
 }

@@ -81,12 +81,14 @@ impl Framing {
 
 /// Why the gateway ends an A2A topic's streams itself (each subscriber gets it as an
 /// `event: error` whose ErrorInfo reason says which).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Ending {
     /// The gateway is draining (SIGTERM), or the agent changed by a reload: subscribe again.
     Draining,
     /// The agent's stream broke the protocol, or the agent went: why.
     Upstream(Arc<str>),
+    /// The agent ended its stream with an error of its own: relayed as it came.
+    Agent(Arc<A2aError>),
 }
 
 impl Ending {
@@ -99,6 +101,7 @@ impl Ending {
                 "the gateway is draining its streams: subscribe to the task again",
             ),
             Ending::Upstream(why) => ending(UPSTREAM_ERROR, 502, why),
+            Ending::Agent(e) => (**e).clone(),
         }
     }
 }

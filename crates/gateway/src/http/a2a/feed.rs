@@ -346,8 +346,20 @@ impl Feed {
     async fn event(&mut self, e: &Event) -> Next {
         let v = match read_event(e, self.method, self.rpc_id.as_ref()) {
             Ok(v) => v,
+            // The agent's own error ends the stream, relayed as the agent's (an error in the
+            // gateway's domain is the agent's too, `agent::the_agents`).
+            Err(err)
+                if !matches!(
+                    err.kind,
+                    crate::protocol::a2a::ErrorKind::InvalidAgentResponse
+                ) =>
+            {
+                self.topic.end(Ending::Agent(Arc::new(err)));
+                return Next::Over;
+            }
             Err(err) => {
-                self.upstream_error(format!("its stream carried an error: {}", err.message));
+                let at = err.details.first().map_or("", |v| v.instance_path.as_str());
+                self.upstream_error(format!("it sent an event that is not a response ({at:?})"));
                 return Next::Over;
             }
         };
