@@ -132,8 +132,11 @@ async fn open_over(
         }
         (Via::RestGet, None) => unreachable!("message:stream is a POST"),
     };
+    // Over HTTP/2, a small window: a subscriber that stops reading stops the gateway's writes
+    // after 16 KiB, as a full socket would.
     let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new())
         .http2_only(h2)
+        .http2_initial_stream_window_size(16 * 1024)
         .build_http();
     let mut req = hyper::Request::builder()
         .method(method)
@@ -885,5 +888,100 @@ async fn a_subscriber_too_far_behind_is_cut_with_slow_consumer() {
             .await
             >= 1.0,
         "counted"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_replicas_on_redis_each_stream_the_task_once_and_final_stays_final() {
+    let redis = crate::support::redis_server::RedisServer::start();
+    // The second replica subscribes the agent itself (it has no stream of the task).
+    let (sub_tx, sub_answer) = events();
+    let sub_answer = Arc::new(Mutex::new(Some(sub_answer)));
+    let other: Other = Arc::new(move |method, _| match method {
+        "SubscribeToTask" => sub_answer
+            .lock()
+            .expect("lock")
+            .take()
+            .unwrap_or(Answer::Status(500, b"one subscription".to_vec())),
+        _ => Answer::Status(500, b"not scripted".to_vec()),
+    });
+    let a = streaming(other).await;
+    let store = |cfg: &mut a2a_gateway::config::Config| {
+        cfg.redis = Some(redis.config("a2a-streams"));
+    };
+    let (_g1, one) = gateway(vec![a2a_agent("s", &a.agent.base)], store).await;
+    let (_g2, two) = gateway(vec![a2a_agent("s", &a.agent.base)], store).await;
+    let mut on_one = creating(&a, &one.base, Via::RestPost, None, "TASK_STATE_SUBMITTED").await;
+    let joined = tokio::spawn({
+        let base = two.base.clone();
+        async move { open(&base, "s", Via::Fleet(2), Some("t-1"), None).await }
+    });
+    sub_tx
+        .send(json!({"task": task("t-1", "ctx-1", "TASK_STATE_SUBMITTED")}))
+        .await
+        .expect("the agent streams to the second replica");
+    let mut on_two = joined
+        .await
+        .expect("joined")
+        .expect("a stream on the second replica");
+    assert_eq!(
+        kind(
+            &next_response(&mut on_two, Via::Fleet(2))
+                .await
+                .expect("task")
+        ),
+        "task:TASK_STATE_SUBMITTED"
+    );
+    // Both upstreams carry the work (the second's first); the first replica's the completion;
+    // the second's lags behind it and then says WORKING again: the ledger they share refuses it.
+    sub_tx
+        .send(status("t-1", "TASK_STATE_WORKING"))
+        .await
+        .expect("streams");
+    assert_eq!(
+        kind(
+            &next_response(&mut on_two, Via::Fleet(2))
+                .await
+                .expect("work")
+        ),
+        "status:TASK_STATE_WORKING"
+    );
+    a.feed
+        .send(status("t-1", "TASK_STATE_WORKING"))
+        .await
+        .expect("streams");
+    a.feed
+        .send(status("t-1", "TASK_STATE_COMPLETED"))
+        .await
+        .expect("streams");
+    assert_eq!(
+        rest_of(&mut on_one, Via::RestPost).await,
+        ["status:TASK_STATE_WORKING", "status:TASK_STATE_COMPLETED"]
+    );
+    let listed = one.get("/tasks?agent=s").await.json();
+    assert_eq!(
+        listed["tasks"][0]["status"], "TASK_STATE_COMPLETED",
+        "{listed}"
+    );
+    sub_tx
+        .send(status("t-1", "TASK_STATE_WORKING"))
+        .await
+        .expect("streams");
+    // The second replica's subscriber: the completion it heard of from the ledger (the change
+    // feed), never a WORKING after it.
+    assert_eq!(
+        rest_of(&mut on_two, Via::Fleet(2)).await,
+        ["task:TASK_STATE_COMPLETED"]
+    );
+    let listed = two.get("/tasks?agent=s").await.json();
+    assert_eq!(
+        listed["tasks"][0]["status"], "TASK_STATE_COMPLETED",
+        "{listed}"
+    );
+    let methods = a.agent.methods();
+    assert_eq!(
+        methods,
+        ["SendStreamingMessage", "SubscribeToTask"],
+        "one upstream per replica"
     );
 }
