@@ -498,6 +498,7 @@ async fn a_task_the_ledger_holds_final_is_not_moved_by_the_stream() {
     let a = streaming(other).await;
     let (_gw, http) = gateway(vec![a2a_agent("s", &a.agent.base)], |_| {}).await;
     let base = http.base.clone();
+    let mut events = Events::new(http.open("/events").await);
     let mut s = creating(&a, &base, Via::RestPost, None, "TASK_STATE_SUBMITTED").await;
     let got = rest(&http, Method::GET, "/agents/s/tasks/t-1", None, None).await;
     assert_eq!(got.json()["status"]["state"], "TASK_STATE_COMPLETED");
@@ -514,6 +515,21 @@ async fn a_task_the_ledger_holds_final_is_not_moved_by_the_stream() {
     );
     assert!(s.ended);
     refused_past_end(&http, "the refusal counted").await;
+    // On /events, the refusal in A2A's words.
+    loop {
+        let e = events
+            .next_event(WAIT)
+            .await
+            .expect("the refusal on /events");
+        if e.event == "task.transition.refused" {
+            let d: Value = serde_json::from_str(&e.data).expect("json");
+            assert_eq!(d["protocol"], "a2a", "{d}");
+            assert_eq!(d["task_id"], "t-1", "{d}");
+            assert_eq!(d["recorded"], "TASK_STATE_COMPLETED", "{d}");
+            assert_eq!(d["offered"], "TASK_STATE_WORKING", "{d}");
+            break;
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
