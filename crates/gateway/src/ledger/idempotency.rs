@@ -90,8 +90,16 @@ struct Keys {
 
 /// The in-process key store of the memory ledger: bounded by a count and by bytes (the oldest
 /// key goes first), expired lazily.
+///
+/// A large store is [`SHARDS`] stores by the key's hash, each with its share of the bounds:
+/// every official A2A message claims and completes its `messageId` here, and one map under one
+/// lock made every message wait for every other, and for the map's doubling (a rehash of a
+/// million keys under the lock, tens of ms: the SendMessage p99 of the load runs). A store of
+/// fewer than [`SHARD_FROM`] keys is one shard, so that its oldest key goes first exactly.
 pub(super) struct MemoryKeys {
-    inner: Mutex<Keys>,
+    shards: Box<[Mutex<Keys>]>,
+    hasher: std::collections::hash_map::RandomState,
+    /// Each shard's bounds.
     max_entries: usize,
     max_bytes: usize,
     /// Whether a new key may push the oldest out (idempotency keys: a lost one costs a retry
@@ -109,11 +117,19 @@ fn map_key(scope: &str, key: &str) -> String {
     format!("{scope}\n{key}")
 }
 
+/// Shards of a large key store (see [`MemoryKeys`]).
+const SHARDS: usize = 16;
+/// The smallest store that is sharded.
+const SHARD_FROM: usize = 16 * 1024;
+
 impl MemoryKeys {
     pub(super) fn new(max_entries: usize) -> Self {
+        let max_entries = max_entries.max(1);
+        let shards = if max_entries >= SHARD_FROM { SHARDS } else { 1 };
         MemoryKeys {
-            inner: Mutex::new(Keys::default()),
-            max_entries: max_entries.max(1),
+            shards: (0..shards).map(|_| Mutex::new(Keys::default())).collect(),
+            hasher: std::collections::hash_map::RandomState::new(),
+            max_entries: max_entries.div_ceil(shards),
             max_bytes: usize::MAX,
             evicts: true,
         }
@@ -126,12 +142,17 @@ impl MemoryKeys {
     }
 
     pub(super) fn with_byte_budget(mut self, max_bytes: usize) -> Self {
-        self.max_bytes = max_bytes.max(1);
+        self.max_bytes = (max_bytes / self.shards.len()).max(1);
         self
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Keys> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    /// The shard of map key `k`, locked.
+    fn lock(&self, k: &str) -> std::sync::MutexGuard<'_, Keys> {
+        let i = match self.shards.len() {
+            1 => 0,
+            n => (std::hash::BuildHasher::hash_one(&self.hasher, k) as usize) % n,
+        };
+        self.shards[i].lock().unwrap_or_else(|p| p.into_inner())
     }
 
     pub(super) fn claim(
@@ -144,7 +165,7 @@ impl MemoryKeys {
     ) -> Claim {
         let now = Instant::now();
         let k = map_key(scope, key);
-        let mut s = self.lock();
+        let mut s = self.lock(&k);
         s.expire(now);
         if let Some(slot) = s.map.get(k.as_str()).filter(|e| e.expires > now) {
             return match &slot.state {
@@ -179,7 +200,7 @@ impl MemoryKeys {
     ) -> bool {
         let now = Instant::now();
         let k = map_key(scope, key);
-        let mut s = self.lock();
+        let mut s = self.lock(&k);
         s.expire(now);
         match s.map.get(k.as_str()).filter(|e| e.expires > now) {
             Some(Slot {
@@ -213,7 +234,7 @@ impl MemoryKeys {
     ) -> bool {
         let now = Instant::now();
         let k = map_key(scope, key);
-        let mut s = self.lock();
+        let mut s = self.lock(&k);
         match s.map.get_mut(k.as_str()) {
             Some(slot)
                 if slot.expires > now
@@ -229,7 +250,7 @@ impl MemoryKeys {
 
     pub(super) fn release(&self, scope: &str, key: &str, token: &str) {
         let k = map_key(scope, key);
-        let mut s = self.lock();
+        let mut s = self.lock(&k);
         if matches!(s.map.get(k.as_str()), Some(Slot { state: State::InFlight { token: held }, .. }) if held == token)
         {
             s.remove(&k);
@@ -293,8 +314,10 @@ impl MemoryKeys {
 
     #[cfg(test)]
     fn held(&self) -> (usize, usize) {
-        let s = self.lock();
-        (s.map.len(), s.bytes)
+        self.shards.iter().fold((0, 0), |(n, b), s| {
+            let s = s.lock().unwrap_or_else(|p| p.into_inner());
+            (n + s.map.len(), b + s.bytes)
+        })
     }
 }
 
@@ -444,6 +467,36 @@ mod tests {
         assert_eq!(k.claim("a", "k", fp, "t3", LONG), Claim::Claimed);
         // The first holder, whose lease ended, cannot overwrite the new holder's claim.
         assert!(!k.complete("a", "k", "t2", fp, answer("{}"), LONG));
+    }
+
+    #[test]
+    fn a_large_store_is_sharded_and_bounded_as_a_whole() {
+        let max = SHARD_FROM * 2;
+        let k = MemoryKeys::new(max);
+        assert_eq!(k.shards.len(), SHARDS);
+        let fp = fingerprint(b"");
+        for i in 0..max * 3 {
+            let key = format!("m{i}");
+            assert_eq!(k.claim("msg:a", &key, fp, "t", LONG), Claim::Claimed);
+            assert!(k.complete("msg:a", &key, "t", fp, answer("{}"), LONG));
+        }
+        let (n, _) = k.held();
+        assert!(n <= max && n > max * 9 / 10, "held {n} of {max}");
+        // The newest keys replay whichever shard they are in.
+        for i in max * 3 - 100..max * 3 {
+            assert!(matches!(
+                k.claim("msg:a", &format!("m{i}"), fp, "t2", LONG),
+                Claim::Done { .. }
+            ));
+        }
+        let k = MemoryKeys::new(max).with_byte_budget(SHARDS * 4096);
+        for i in 0..2000 {
+            let key = format!("b{i}");
+            k.claim("a", &key, fp, "t", LONG);
+            k.complete("a", &key, "t", fp, answer("{}"), LONG);
+        }
+        assert!(k.held().1 <= SHARDS * 4096, "{:?}", k.held());
+        assert_eq!(MemoryKeys::new(SHARD_FROM - 1).shards.len(), 1, "small stores are exact");
     }
 
     #[test]
