@@ -496,7 +496,11 @@ mod tests {
             k.complete("a", &key, "t", fp, answer("{}"), LONG);
         }
         assert!(k.held().1 <= SHARDS * 4096, "{:?}", k.held());
-        assert_eq!(MemoryKeys::new(SHARD_FROM - 1).shards.len(), 1, "small stores are exact");
+        assert_eq!(
+            MemoryKeys::new(SHARD_FROM - 1).shards.len(),
+            1,
+            "small stores are exact"
+        );
     }
 
     #[test]
