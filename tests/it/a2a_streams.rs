@@ -1001,3 +1001,50 @@ async fn two_replicas_on_redis_each_stream_the_task_once_and_final_stays_final()
         "one upstream per replica"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agent_stream_that_keeps_ending_before_the_task_is_given_up_on() {
+    // Each SubscribeToTask sends the task (still WORKING) and closes at once.
+    let other: Other = Arc::new(|method, _| match method {
+        "SubscribeToTask" => {
+            let (tx, answer) = events();
+            let _ = tx.try_send(json!({"task": task("t-1", "ctx-1", "TASK_STATE_WORKING")}));
+            answer
+        }
+        _ => Answer::Status(500, b"not scripted".to_vec()),
+    });
+    let Streaming { agent, feed } = streaming(other).await;
+    let (_gw, http) = gateway(vec![a2a_agent("s", &agent.base)], |_| {}).await;
+    let a = Streaming { agent, feed };
+    let mut s = creating(&a, &http.base, Via::Rpc(4), None, "TASK_STATE_WORKING").await;
+    // The creator's stream ends with the task live.
+    let Streaming { agent, feed } = a;
+    drop(feed);
+    let mut ending = None;
+    while let Some(e) = s.next_event(Duration::from_secs(15)).await {
+        if e.event == "error" {
+            ending = Some(e);
+            break;
+        }
+    }
+    let e = ending.expect("given up on, with an ending");
+    let doc: Value = serde_json::from_str(&e.data).expect("JSON");
+    assert_eq!(reason(&doc), "UPSTREAM_ERROR", "{doc}");
+    assert!(s.until_end(WAIT).await);
+    let subscribes = agent
+        .methods()
+        .iter()
+        .filter(|m| *m == "SubscribeToTask")
+        .count();
+    assert_eq!(
+        subscribes,
+        3,
+        "three tries, not forever: {:?}",
+        agent.methods()
+    );
+    assert_eq!(
+        http.metric("a2a_gateway_stream_upstream_reconnects_total", &[])
+            .await,
+        3.0
+    );
+}

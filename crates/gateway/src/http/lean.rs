@@ -259,14 +259,17 @@ fn declared(headers: &HeaderMap) -> Declared {
     let mut lengths = headers.get_all(hyper::header::CONTENT_LENGTH).iter();
     match (lengths.next(), lengths.next()) {
         (None, _) => Declared::None,
-        (Some(v), None) => match std::str::from_utf8(v.as_bytes())
-            .ok()
-            .and_then(|v| v.parse::<usize>().ok())
-        {
-            Some(0) => Declared::None,
-            Some(n) if n <= MAX_BODY => Declared::Length(n),
-            _ => Declared::Other,
-        },
+        // Digits only, as hyper reads it (`parse` would take a leading `+`).
+        (Some(v), None) if !v.is_empty() && v.as_bytes().iter().all(u8::is_ascii_digit) => {
+            match std::str::from_utf8(v.as_bytes())
+                .ok()
+                .and_then(|v| v.parse::<usize>().ok())
+            {
+                Some(0) => Declared::None,
+                Some(n) if n <= MAX_BODY => Declared::Length(n),
+                _ => Declared::Other,
+            }
+        }
         _ => Declared::Other,
     }
 }
@@ -323,6 +326,10 @@ async fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Read>
     };
     let post = req.method() == Method::POST;
     let jsonrpc = post && is_jsonrpc(req.uri().path());
+    // A client that waits for `100 Continue` before its body is hyper's to answer.
+    if post && req.headers().contains_key(hyper::header::EXPECT) {
+        return Some(Read::Handoff);
+    }
     match declared(req.headers()) {
         Declared::Length(len) if post => {
             if !read_body(stream, buf, head, len).await {
@@ -547,4 +554,69 @@ async fn write_chunk(stream: &mut TcpStream, data: &Bytes) -> std::io::Result<()
         written += n;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_requests_this_path_takes() {
+        let took = |head: &str| wants(head.as_bytes());
+        assert!(took("GET /agents/a/tasks/t/stream HTTP/1.1\r\n"));
+        assert!(took("GET /tasks/t/stream?last_event_id=x HTTP/1.1\r\n"));
+        assert!(took("GET /agents/a/tasks/t:subscribe HTTP/1.1\r\n"));
+        assert!(took("POST /agents/a/tasks/t%2Fu:subscribe HTTP/1.1\r\n"));
+        assert!(took("POST /agents/a/jsonrpc HTTP/1.1\r\n"));
+        assert!(took("POST /a2a HTTP/1.1\r\n"));
+        // Not this path's: HTTP/2's preface, other versions and methods, other routes.
+        assert!(!took("PRI * HTTP/2.0\r\n"));
+        assert!(!took("GET /agents/a/tasks/t/stream HTTP/1.0\r\n"));
+        assert!(!took("POST /agents/a/tasks/t/stream HTTP/1.1\r\n"));
+        assert!(!took("GET /agents/a/jsonrpc HTTP/1.1\r\n"));
+        assert!(!took("POST /agents/a/message:stream HTTP/1.1\r\n"));
+        assert!(!took("POST /agents/a/tasks/:subscribe HTTP/1.1\r\n"));
+        assert!(!took("POST /agents/a/x/jsonrpc HTTP/1.1\r\n"));
+        assert!(!took("DELETE /a2a HTTP/1.1\r\n"));
+    }
+
+    #[test]
+    fn only_a_subscribe_call_stays_and_lengths_are_read_as_hyper_reads_them() {
+        assert!(subscribes(
+            br#"{"jsonrpc":"2.0","id":1,"method":"SubscribeToTask","params":{"id":"t"}}"#
+        ));
+        assert!(!subscribes(
+            br#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{}}"#
+        ));
+        assert!(!subscribes(b"not json"));
+        assert!(
+            !subscribes(br#"[{"method":"SubscribeToTask"}]"#),
+            "a batch is hyper's"
+        );
+        let with = |pairs: &[(&str, &str)]| {
+            let mut h = HeaderMap::new();
+            for (k, v) in pairs {
+                h.append(
+                    HeaderName::from_bytes(k.as_bytes()).expect("name"),
+                    HeaderValue::from_str(v).expect("value"),
+                );
+            }
+            declared(&h)
+        };
+        assert!(matches!(with(&[]), Declared::None));
+        assert!(matches!(with(&[("content-length", "0")]), Declared::None));
+        assert!(matches!(
+            with(&[("content-length", "42")]),
+            Declared::Length(42)
+        ));
+        for odd in [
+            &[("content-length", "+42")][..],
+            &[("content-length", " 42")][..],
+            &[("content-length", "42"), ("content-length", "42")][..],
+            &[("content-length", "42"), ("transfer-encoding", "chunked")][..],
+            &[("content-length", "99999999")][..],
+        ] {
+            assert!(matches!(with(odd), Declared::Other), "{odd:?}");
+        }
+    }
 }

@@ -117,13 +117,17 @@ pub async fn stream_or_answer(
     res: hyper::Response<Incoming>,
     call: &Call,
     rpc_id: Option<&RpcId>,
+    timeout: Duration,
 ) -> Result<Incoming, A2aError> {
     if res.status() == StatusCode::OK && crate::stream::is_event_stream(res.headers()) {
         return Ok(res.into_body());
     }
     let (parts, body) = res.into_parts();
-    let body = crate::upstream::read_limited(body, MAX_AGENT_JSON)
+    // Bounded in time too: an agent that sends a head and stalls its body holds nothing long.
+    let body = tokio::time::timeout(timeout, crate::upstream::read_limited(body, MAX_AGENT_JSON))
         .await
+        .ok()
+        .and_then(Result::ok)
         .unwrap_or_default();
     match agent::read(call, rpc_id, &parts, &body) {
         Err(e) => Err(e),
@@ -275,6 +279,9 @@ pub async fn run(start: Start, up: Upstream) {
         }
     };
     let mut reconnects = 0u32;
+    // After a resubscription, its first event (the Task again) does not count as progress:
+    // an agent whose SubscribeToTask sends the Task and closes is given up on.
+    let mut fresh = false;
     loop {
         let next = tokio::select! {
             ev = reader.next(&mut body) => ev,
@@ -288,7 +295,9 @@ pub async fn run(start: Start, up: Upstream) {
         };
         match next {
             Ok(Some(e)) => {
-                reconnects = 0;
+                if !std::mem::take(&mut fresh) {
+                    reconnects = 0;
+                }
                 match feed.event(&e).await {
                     Next::On => {}
                     Next::Over => {
@@ -314,11 +323,29 @@ pub async fn run(start: Start, up: Upstream) {
                     return;
                 }
                 let wait = FIRST_BACKOFF * 2u32.pow(reconnects - 1);
-                tokio::time::sleep(wait).await;
-                match feed.resubscribe(&held).await {
+                let topic = feed.topic.clone();
+                let again = async {
+                    tokio::time::sleep(wait).await;
+                    feed.resubscribe(&held).await
+                };
+                // The clock's work goes on meanwhile (pings, the sweep, the linger).
+                tokio::pin!(again);
+                let again = loop {
+                    tokio::select! {
+                        r = &mut again => break r,
+                        _ = tick.tick() => {
+                            if !hub.tend(&topic) {
+                                return;
+                            }
+                        }
+                        _ = topic.closed.notified() => return,
+                    }
+                };
+                match again {
                     Some((b, r)) => {
                         body = b;
                         reader = r;
+                        fresh = true;
                     }
                     None => return,
                 }
@@ -336,14 +363,37 @@ impl Feed {
             .stream_upstream_errors
             .with_label_values(&[&self.agent.cfg.name])
             .inc();
-        self.topic.end(Ending::Upstream(Arc::from(format!(
+        self.end(Ending::Upstream(Arc::from(format!(
             "agent {:?}: {why}",
             self.agent.cfg.name
         ))));
     }
 
+    /// Whether this feed still feeds its topic: a superseded one (a newer `message:stream` of
+    /// the task took the topic over) ends nothing and publishes nothing.
+    fn owns(&self) -> bool {
+        self.topic.fed_by(self.n)
+    }
+
+    /// End the topic's streams with `ending`, if this feed still feeds it.
+    fn end(&self, ending: Ending) {
+        if self.owns() {
+            self.topic.end(ending);
+        }
+    }
+
+    /// Close the topic (its last state went out), if this feed still feeds it.
+    fn close(&self) {
+        if self.owns() {
+            self.topic.close();
+        }
+    }
+
     /// Judge, record and publish one event of the agent's stream.
     async fn event(&mut self, e: &Event) -> Next {
+        if !self.owns() {
+            return Next::Over;
+        }
         let v = match read_event(e, self.method, self.rpc_id.as_ref()) {
             Ok(v) => v,
             // The agent's own error ends the stream, relayed as the agent's (an error in the
@@ -354,7 +404,7 @@ impl Feed {
                     crate::protocol::a2a::ErrorKind::InvalidAgentResponse
                 ) =>
             {
-                self.topic.end(Ending::Agent(Arc::new(err)));
+                self.end(Ending::Agent(Arc::new(err)));
                 return Next::Over;
             }
             Err(err) => {
@@ -384,10 +434,26 @@ impl Feed {
         let mut next = self.task.clone();
         let folded = fold(&mut next, p);
         if folded.moves_state() && !self.record(&next).await {
+            if !self.published {
+                // A subscription's first Task the ledger refused (the task ended meanwhile):
+                // its joiners get the ledger's task, and the end.
+                let key = a2a_ledger::key(&self.agent.cfg.name, &self.id);
+                if let Ok(Some(r)) = self.state.ledger.get(&key).await {
+                    self.topic.set_phase(Phase::Open);
+                    self.topic
+                        .finish("status", &String::from_utf8_lossy(&r.task));
+                }
+                return Next::Over;
+            }
             return Next::On;
         }
+        // The task as the topic keeps it is bounded as the ledger's is: history goes first.
+        let max = self.state.config.max_task_document_bytes;
+        let snapshot = a2a_ledger::bounded(&next, max);
+        if snapshot.len() < serde_json::to_vec(&next).map_or(0, |v| v.len()) {
+            next = crate::protocol::json::parse(&snapshot).unwrap_or(next);
+        }
         self.task = next;
-        let snapshot = Bytes::from(serde_json::to_vec(&self.task).unwrap_or_default());
         if !self.published && folded == crate::protocol::a2a::stream::Folded::Task {
             // A subscription's first Task: every joiner's first event already.
             self.published = true;
@@ -403,7 +469,7 @@ impl Feed {
             }
         }
         if closes_at(&self.task) {
-            self.topic.close();
+            self.close();
             return Next::Over;
         }
         Next::On
@@ -454,7 +520,7 @@ impl Feed {
     /// After the task's last state: read what the agent still sends for a short grace, and
     /// judge it (a state past a final one is refused by the ledger, and counted).
     async fn after_end(&mut self, mut body: Incoming, mut reader: Reader) {
-        self.topic.close();
+        self.close();
         let _ = tokio::time::timeout(AFTER_END, async {
             while let Ok(Some(e)) = reader.next(&mut body).await {
                 let Ok(v) = read_event(&e, self.method, self.rpc_id.as_ref()) else {
@@ -496,7 +562,9 @@ impl Feed {
             .send(out.request, self.agent.cfg.timeout)
             .await;
         let body = match sent {
-            Ok(res) => stream_or_answer(res, &call, out.rpc_id.as_ref()).await.ok(),
+            Ok(res) => stream_or_answer(res, &call, out.rpc_id.as_ref(), self.agent.cfg.timeout)
+                .await
+                .ok(),
             Err(_) => None,
         };
         match body {
@@ -504,7 +572,7 @@ impl Feed {
             None => {
                 let key = a2a_ledger::key(&self.agent.cfg.name, &self.id);
                 match self.state.ledger.get(&key).await {
-                    Ok(Some(r)) if r.head.status.is_terminal() => {
+                    Ok(Some(r)) if r.head.status.is_terminal() && self.owns() => {
                         self.topic
                             .finish("status", &String::from_utf8_lossy(&r.task));
                     }
@@ -539,10 +607,14 @@ impl Feed {
             .await;
         self.rpc_id = rpc_id;
         let failed = match sent {
-            Ok(res) => match stream_or_answer(res, &call, self.rpc_id.as_ref()).await {
-                Ok(body) => return Some(body),
-                Err(e) => StreamError::A2a(Arc::new(e)),
-            },
+            Ok(res) => {
+                match stream_or_answer(res, &call, self.rpc_id.as_ref(), self.agent.cfg.timeout)
+                    .await
+                {
+                    Ok(body) => return Some(body),
+                    Err(e) => StreamError::A2a(Arc::new(e)),
+                }
+            }
             Err(e) => StreamError::Agent(e.at(&self.agent.cfg.name)),
         };
         self.topic.set_phase(Phase::Failed(failed));

@@ -219,6 +219,11 @@ async fn send(
         .and_then(|m| m.get("taskId"))
         .and_then(Value::as_str)
         .map(str::to_owned);
+    // Room for the task's stream, before the agent takes the message (a refusal after would be
+    // an error about a task that exists; the room may still go meanwhile, rarely).
+    if state.hub.topics() >= state.hub.config().max_topics {
+        return Err(ApiError::from(StreamError::TooManyTopics(state.hub.topics())).into());
+    }
     let size = serde_json::to_vec(&call.params).map_or(0, |v| v.len());
     let pending = admit(state, ctx, agent, &call, continues.is_none(), size).await?;
     let opened = open(state, ctx, agent, &held, headers, &call).await;
@@ -313,7 +318,7 @@ async fn open(
         .map_err(|e| Failure::from(ApiError::from(e.at(&agent.cfg.name))))?;
     let mut read = feed::Reader::new(state.hub.config().max_event_bytes);
     let deadline = tokio::time::Instant::now() + timeout;
-    let mut body = match feed::stream_or_answer(res, call, out.rpc_id.as_ref()).await {
+    let mut body = match feed::stream_or_answer(res, call, out.rpc_id.as_ref(), timeout).await {
         Ok(body) => body,
         Err(e) => return Err(e.into()),
     };
