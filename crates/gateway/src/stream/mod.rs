@@ -354,8 +354,17 @@ impl Hub {
     }
 
     /// A2A: the topic a new upstream of the task under ledger key `key` feeds (the creator's
-    /// `message:stream`): the open one, whose feed it supersedes, or a new one. Its feed number.
-    pub fn feed_a2a(&self, agent: &Agent, key: &str) -> Result<(Arc<Topic>, u64), StreamError> {
+    /// `message:stream`): the open one, whose feed it supersedes, or a new one; its feed
+    /// number; and the creator's subscription, from the event the feed publishes next. Taken
+    /// under the map lock, as [`Hub::enter`] does: a lingering topic cannot be closed as
+    /// abandoned before it counts the creator.
+    pub fn feed_a2a(
+        &self,
+        agent: &Agent,
+        key: &str,
+        framing: Framing,
+        kill: Option<Arc<tokio::sync::Notify>>,
+    ) -> Result<(Arc<Topic>, u64, Subscription), StreamError> {
         if *self.stop.borrow() {
             return Err(StreamError::ShuttingDown);
         }
@@ -365,11 +374,12 @@ impl Hub {
             Some(t) if !t.is_closed() => t.clone(),
             _ => self.register(&mut map, agent, key, Dialect::A2a)?,
         };
-        drop(map);
         // Each feed counts while it runs (`feed_ended`), a superseded one too.
         self.metrics.stream_upstreams.inc();
         let feed = topic.take_feed();
-        Ok((topic, feed))
+        let sub = topic.subscribe_from(topic.next_seq(), framing, kill);
+        drop(map);
+        Ok((topic, feed, sub))
     }
 
     /// The `[streams]` tick of a topic's upstream loop, for feeds outside this module (A2A).

@@ -256,12 +256,13 @@ async fn send(
             last_ms,
         } => {
             let key = a2a_ledger::key(&agent.cfg.name, &id);
-            let (topic, n) = state.hub.feed_a2a(agent, &key).map_err(from_stream)?;
+            let (topic, n, sub) = state
+                .hub
+                .feed_a2a(agent, &key, framing, kill_of(ctx, http1))
+                .map_err(from_stream)?;
             topic.set_phase(crate::stream::topic::Phase::Open);
-            let seq = topic.next_seq();
             let snapshot = Bytes::from(serde_json::to_vec(&task).unwrap_or_default());
             topic.publish_a2a(n, &json, Some(snapshot));
-            let sub = topic.subscribe_from(seq, framing, kill_of(ctx, http1));
             let up = Upstream::Reading {
                 body: first.body,
                 parser: first.parser,
