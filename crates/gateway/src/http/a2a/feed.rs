@@ -449,8 +449,8 @@ impl Feed {
         }
         // The task as the topic keeps it is bounded as the ledger's is: history goes first.
         let max = self.state.config.max_task_document_bytes;
-        let snapshot = a2a_ledger::bounded(&next, max);
-        if snapshot.len() < serde_json::to_vec(&next).map_or(0, |v| v.len()) {
+        let (snapshot, whole) = a2a_ledger::bounded_whole(&next, max);
+        if !whole {
             next = crate::protocol::json::parse(&snapshot).unwrap_or(next);
         }
         self.task = next;

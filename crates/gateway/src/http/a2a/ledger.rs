@@ -196,7 +196,7 @@ pub fn bounded(task: &Value, max: usize) -> Bytes {
 
 /// [`bounded`], and whether the document is the task whole (then it is the task's JSON, which
 /// the answer to the client can reuse rather than write again).
-fn bounded_whole(task: &Value, max: usize) -> (Bytes, bool) {
+pub(super) fn bounded_whole(task: &Value, max: usize) -> (Bytes, bool) {
     let whole = serde_json::to_vec(task).unwrap_or_default();
     if whole.len() <= max {
         return (Bytes::from(whole), true);
