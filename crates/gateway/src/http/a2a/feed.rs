@@ -18,27 +18,27 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::header::HeaderMap;
-use hyper::{Request, StatusCode};
-use serde_json::{json, Value};
+use hyper::Request;
+use serde_json::Value;
 
 use super::agent;
+use super::agent_stream::{read_event, stream_or_answer, subscribe_call, Reader};
 use super::ledger as a2a_ledger;
 use crate::ledger::{apply_counted, Origin};
 use crate::protocol::a2a::answer::{check_answer, payload, task_of};
 use crate::protocol::a2a::held::HeldCard;
 use crate::protocol::a2a::jsonrpc::RpcId;
 use crate::protocol::a2a::stream::fold;
-use crate::protocol::a2a::{A2aError, Call, Method, TaskState};
+use crate::protocol::a2a::{Method, TaskState};
 use crate::protocol::sse::{Event, Parser};
 use crate::protocol::task::Verdict;
 use crate::registry::Agent;
 use crate::state::State;
 use crate::stream::topic::{Ending, Phase, Topic};
 use crate::stream::StreamError;
-use crate::upstream::MAX_AGENT_JSON;
 
 /// After the task's last state, how long the agent's stream is still read (and judged).
 const AFTER_END: Duration = Duration::from_millis(500);
@@ -67,98 +67,6 @@ pub enum Upstream {
         /// For a JSON-RPC agent: the id sent.
         rpc_id: Option<RpcId>,
     },
-}
-
-/// Reads one agent stream's events, one at a time.
-pub struct Reader {
-    /// The SSE parser (bounded by `streams.max_event_bytes`).
-    pub parser: Parser,
-    /// Events parsed and not yet handed out.
-    pub pending: VecDeque<Event>,
-}
-
-impl Reader {
-    /// A reader of a new stream, events at most `max_event_bytes`.
-    pub fn new(max_event_bytes: usize) -> Reader {
-        Reader {
-            parser: Parser::new(max_event_bytes),
-            pending: VecDeque::new(),
-        }
-    }
-
-    /// The next event; `Ok(None)` at the stream's end, `Err` when it broke the event-stream
-    /// rules (or the connection failed).
-    pub async fn next(&mut self, body: &mut Incoming) -> Result<Option<Event>, String> {
-        loop {
-            if let Some(e) = self.pending.pop_front() {
-                return Ok(Some(e));
-            }
-            match body.frame().await {
-                Some(Ok(frame)) => {
-                    let Ok(data) = frame.into_data() else {
-                        continue;
-                    };
-                    let mut out = Vec::new();
-                    self.parser
-                        .feed(&data, &mut out)
-                        .map_err(|e| e.to_string())?;
-                    self.pending.extend(out);
-                }
-                Some(Err(e)) => return Err(format!("the agent's stream failed: {e}")),
-                None => return Ok(None),
-            }
-        }
-    }
-}
-
-/// The agent's answer to a stream request: its event stream, or what it answered instead
-/// read as the error it is (an agent refuses a stream with a plain error answer).
-pub async fn stream_or_answer(
-    res: hyper::Response<Incoming>,
-    call: &Call,
-    rpc_id: Option<&RpcId>,
-    timeout: Duration,
-) -> Result<Incoming, A2aError> {
-    if res.status() == StatusCode::OK && crate::stream::is_event_stream(res.headers()) {
-        return Ok(res.into_body());
-    }
-    let (parts, body) = res.into_parts();
-    // Bounded in time too: an agent that sends a head and stalls its body holds nothing long.
-    let body = tokio::time::timeout(timeout, crate::upstream::read_limited(body, MAX_AGENT_JSON))
-        .await
-        .ok()
-        .and_then(Result::ok)
-        .unwrap_or_default();
-    match agent::read(call, rpc_id, &parts, &body) {
-        Err(e) => Err(e),
-        Ok(_) => Err(A2aError::invalid_agent_response(vec![
-            crate::protocol::Violation::new(
-                "",
-                "stream",
-                "the agent answered a stream request with one answer, not an event stream",
-            ),
-        ])),
-    }
-}
-
-/// One event of the agent's stream read back in its binding: the StreamResponse, or the error
-/// the agent sent (`event: error`, or a JSON-RPC error), as the agent's.
-pub fn read_event(e: &Event, method: Method, rpc_id: Option<&RpcId>) -> Result<Value, A2aError> {
-    let call = Call::new(method, serde_json::Map::new());
-    let status = if e.event == "error" { 500 } else { 200 };
-    let parts = {
-        let mut r = hyper::Response::new(());
-        *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
-        r.into_parts().0
-    };
-    match rpc_id {
-        // JSON-RPC: every event is a whole response; an error event carries an error.
-        Some(id) => {
-            crate::protocol::a2a::jsonrpc::parse_agent_response(e.data.as_bytes(), id, method)
-                .map_err(agent::the_agents)
-        }
-        None => agent::read(&call, None, &parts, e.data.as_bytes()),
-    }
 }
 
 fn state_of(task: &Value) -> Option<TaskState> {
@@ -547,13 +455,7 @@ impl Feed {
     async fn resubscribe(&mut self, held: &HeldCard) -> Option<(Incoming, Reader)> {
         self.state.metrics.stream_upstream_reconnects.inc();
         self.method = Method::SubscribeToTask;
-        let call = Call::new(
-            Method::SubscribeToTask,
-            json!({ "id": self.id })
-                .as_object()
-                .cloned()
-                .unwrap_or_default(),
-        );
+        let call = subscribe_call(&self.id);
         let out = agent::stream_request(&self.agent, held, None, &HeaderMap::new(), &call).ok()?;
         self.rpc_id = out.rpc_id.clone();
         let sent = self
@@ -593,13 +495,7 @@ impl Feed {
         request: Request<Full<Bytes>>,
         rpc_id: Option<RpcId>,
     ) -> Option<Incoming> {
-        let call = Call::new(
-            Method::SubscribeToTask,
-            json!({ "id": self.id })
-                .as_object()
-                .cloned()
-                .unwrap_or_default(),
-        );
+        let call = subscribe_call(&self.id);
         let sent = self
             .state
             .upstream

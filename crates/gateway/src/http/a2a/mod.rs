@@ -14,6 +14,7 @@
 //! whatever the agent's: [`agent`] speaks the agent's.
 
 pub mod agent;
+pub mod agent_stream;
 pub mod card;
 pub mod feed;
 pub mod frame;

@@ -24,6 +24,7 @@ use hyper::Response;
 use serde_json::{json, Value};
 
 use super::agent::{self, conform};
+use super::agent_stream;
 use super::feed::{self, Upstream};
 use super::frame::{neutral, Failure, Front};
 use super::ledger as a2a_ledger;
@@ -165,10 +166,7 @@ async fn subscribe(
     let held = agent::held_card(agent)?;
     // Built now, with this caller's forwarding headers, and used only if nobody streams the
     // task here yet.
-    let upstream_call = Call::new(
-        Method::SubscribeToTask,
-        json!({ "id": id }).as_object().cloned().unwrap_or_default(),
-    );
+    let upstream_call = agent_stream::subscribe_call(id);
     let out = agent::stream_request(agent, &held, Some(ctx), headers, &upstream_call)?;
     let key = a2a_ledger::key(name, id);
     let task = crate::protocol::json::parse(&record.task).unwrap_or_else(|_| json!({}));
@@ -317,12 +315,13 @@ async fn open(
         .send(out.request, timeout)
         .await
         .map_err(|e| Failure::from(ApiError::from(e.at(&agent.cfg.name))))?;
-    let mut read = feed::Reader::new(state.hub.config().max_event_bytes);
+    let mut read = agent_stream::Reader::new(state.hub.config().max_event_bytes);
     let deadline = tokio::time::Instant::now() + timeout;
-    let mut body = match feed::stream_or_answer(res, call, out.rpc_id.as_ref(), timeout).await {
-        Ok(body) => body,
-        Err(e) => return Err(e.into()),
-    };
+    let mut body =
+        match agent_stream::stream_or_answer(res, call, out.rpc_id.as_ref(), timeout).await {
+            Ok(body) => body,
+            Err(e) => return Err(e.into()),
+        };
     let first = tokio::time::timeout_at(deadline, read.next(&mut body))
         .await
         .map_err(|_| {
@@ -342,7 +341,7 @@ async fn open(
         }
         Err(why) => return Err(a2a_ledger::invalid_answer("", "stream", why)),
     };
-    let value = feed::read_event(&event, call.method, out.rpc_id.as_ref())?;
+    let value = agent_stream::read_event(&event, call.method, out.rpc_id.as_ref())?;
     Ok(FirstRead {
         body,
         parser: read.parser,

@@ -1,0 +1,117 @@
+//! An official A2A agent's event stream, read: the answer to a stream request (its stream, or
+//! the error it answered instead), its events one at a time within the event-stream rules, each
+//! read back in the agent's binding. What the stream's events mean is the feed's (`feed`).
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper::StatusCode;
+use serde_json::Value;
+
+use super::agent;
+use crate::protocol::a2a::jsonrpc::RpcId;
+use crate::protocol::a2a::{A2aError, Call, Method};
+use crate::protocol::sse::{Event, Parser};
+use crate::upstream::MAX_AGENT_JSON;
+
+/// The gateway's own `SubscribeToTask` of task `id` (a shared stream's upstream, or its
+/// resubscription).
+pub fn subscribe_call(id: &str) -> Call {
+    let mut params = serde_json::Map::new();
+    params.insert("id".to_owned(), Value::from(id));
+    Call::new(Method::SubscribeToTask, params)
+}
+
+/// Reads one agent stream's events, one at a time.
+pub struct Reader {
+    /// The SSE parser (bounded by `streams.max_event_bytes`).
+    pub parser: Parser,
+    /// Events parsed and not yet handed out.
+    pub pending: VecDeque<Event>,
+}
+
+impl Reader {
+    /// A reader of a new stream, events at most `max_event_bytes`.
+    pub fn new(max_event_bytes: usize) -> Reader {
+        Reader {
+            parser: Parser::new(max_event_bytes),
+            pending: VecDeque::new(),
+        }
+    }
+
+    /// The next event; `Ok(None)` at the stream's end, `Err` when it broke the event-stream
+    /// rules (or the connection failed).
+    pub async fn next(&mut self, body: &mut Incoming) -> Result<Option<Event>, String> {
+        loop {
+            if let Some(e) = self.pending.pop_front() {
+                return Ok(Some(e));
+            }
+            match body.frame().await {
+                Some(Ok(frame)) => {
+                    let Ok(data) = frame.into_data() else {
+                        continue;
+                    };
+                    let mut out = Vec::new();
+                    self.parser
+                        .feed(&data, &mut out)
+                        .map_err(|e| e.to_string())?;
+                    self.pending.extend(out);
+                }
+                Some(Err(e)) => return Err(format!("the agent's stream failed: {e}")),
+                None => return Ok(None),
+            }
+        }
+    }
+}
+
+/// The agent's answer to a stream request: its event stream, or what it answered instead
+/// read as the error it is (an agent refuses a stream with a plain error answer).
+pub async fn stream_or_answer(
+    res: hyper::Response<Incoming>,
+    call: &Call,
+    rpc_id: Option<&RpcId>,
+    timeout: Duration,
+) -> Result<Incoming, A2aError> {
+    if res.status() == StatusCode::OK && crate::stream::is_event_stream(res.headers()) {
+        return Ok(res.into_body());
+    }
+    let (parts, body) = res.into_parts();
+    // Bounded in time too: an agent that sends a head and stalls its body holds nothing long.
+    let body = tokio::time::timeout(timeout, crate::upstream::read_limited(body, MAX_AGENT_JSON))
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or_default();
+    match agent::read(call, rpc_id, &parts, &body) {
+        Err(e) => Err(e),
+        Ok(_) => Err(A2aError::invalid_agent_response(vec![
+            crate::protocol::Violation::new(
+                "",
+                "stream",
+                "the agent answered a stream request with one answer, not an event stream",
+            ),
+        ])),
+    }
+}
+
+/// One event of the agent's stream read back in its binding: the StreamResponse, or the error
+/// the agent sent (`event: error`, or a JSON-RPC error), as the agent's.
+pub fn read_event(e: &Event, method: Method, rpc_id: Option<&RpcId>) -> Result<Value, A2aError> {
+    let call = Call::new(method, serde_json::Map::new());
+    let status = if e.event == "error" { 500 } else { 200 };
+    let parts = {
+        let mut r = hyper::Response::new(());
+        *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+        r.into_parts().0
+    };
+    match rpc_id {
+        // JSON-RPC: every event is a whole response; an error event carries an error.
+        Some(id) => {
+            crate::protocol::a2a::jsonrpc::parse_agent_response(e.data.as_bytes(), id, method)
+                .map_err(agent::the_agents)
+        }
+        None => agent::read(&call, None, &parts, e.data.as_bytes()),
+    }
+}
