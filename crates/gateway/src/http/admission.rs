@@ -119,20 +119,25 @@ pub fn admit(
         Needs::Client | Needs::Nothing => None,
     };
     if let Some(r) = right.filter(|r| !client.can(*r)) {
-        state
-            .metrics
-            .auth_failures
-            .with_label_values(&["forbidden"])
-            .inc();
-        return Err(ApiError::new(
-            Code::Forbidden,
-            format!("client {:?} lacks the `{}` right", client.name, r.as_str()),
-        ));
+        return Err(lacks(state, &client, r));
     }
     if let Needs::Stream(right) = needs {
         ctx.permit = Some(slot(state, ctx, &client, &bearer, right)?);
     }
     Ok(())
+}
+
+/// 403 FORBIDDEN: `client` lacks right `r` (counted).
+fn lacks(state: &State, client: &Client, r: Right) -> ApiError {
+    state
+        .metrics
+        .auth_failures
+        .with_label_values(&["forbidden"])
+        .inc();
+    ApiError::new(
+        Code::Forbidden,
+        format!("client {:?} lacks the `{}` right", client.name, r.as_str()),
+    )
 }
 
 /// A stream slot of `client` (`max_streams`), kept with the stream to judge it again when
@@ -181,19 +186,7 @@ pub fn a2a_stream(
         return Ok(None);
     };
     if !client.can(Right::Streams) {
-        state
-            .metrics
-            .auth_failures
-            .with_label_values(&["forbidden"])
-            .inc();
-        return Err(ApiError::new(
-            Code::Forbidden,
-            format!(
-                "client {:?} lacks the `{}` right",
-                client.name,
-                Right::Streams.as_str()
-            ),
-        ));
+        return Err(lacks(state, client, Right::Streams));
     }
     let bearer = match headers.get(AUTHORIZATION) {
         Some(v) => bearer(v.as_bytes())
