@@ -12,6 +12,7 @@
 //! for a cool-off so does every new subscriber, at once and without a new upstream connection.
 
 pub mod events;
+pub mod framing;
 pub(crate) mod source;
 
 pub(crate) use source::is_event_stream;

@@ -16,19 +16,23 @@
 //! `event: error` in the subscriber's binding ([`Ending`]).
 
 use std::collections::VecDeque;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
-use std::task::{Context, Poll, Waker};
+use std::task::Waker;
 use std::time::Instant;
 
 use bytes::Bytes;
-use hyper::body::Frame;
 use tokio::sync::{watch, Notify};
 
+use super::framing::ending;
+pub use subscription::{SlowConsumer, Subscription};
+
+mod subscription;
+pub use super::framing::{
+    Ending, Framing, ACCESS_REVOKED, DRAINING, SLOW_CONSUMER, UPSTREAM_ERROR,
+};
 use crate::metrics::Metrics;
 use crate::protocol::a2a::stream as a2a;
-use crate::protocol::a2a::A2aError;
 use crate::protocol::sse;
 
 /// A task's stream key: (agent route name, task id).
@@ -42,84 +46,6 @@ pub enum Dialect {
     /// The official A2A 1.0: StreamResponses, framed per subscriber.
     A2a,
 }
-
-/// How one subscriber reads its topic's events.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Framing {
-    /// As stored (a Clawpedia topic).
-    Stored,
-    /// The bare StreamResponse (A2A over HTTP+JSON).
-    Rest,
-    /// A JSON-RPC response to the subscriber's request id, written as JSON.
-    JsonRpc(Box<str>),
-}
-
-impl Framing {
-    /// The subscriber's JSON-RPC id, written as JSON, if it has one.
-    fn rpc_id(&self) -> Option<&str> {
-        match self {
-            Framing::JsonRpc(id) => Some(id),
-            _ => None,
-        }
-    }
-
-    /// A stored A2A frame as this subscriber reads it.
-    fn frame(&self, stored: &Bytes) -> Bytes {
-        match self {
-            Framing::JsonRpc(id) => a2a::jsonrpc_frame(id, stored)
-                .map(Bytes::from)
-                .unwrap_or_else(|| stored.clone()),
-            _ => stored.clone(),
-        }
-    }
-
-    /// The gateway's last event of an A2A stream, `event: error` in this subscriber's binding.
-    fn error(&self, e: &A2aError) -> Bytes {
-        Bytes::from(a2a::error_frame(self.rpc_id(), e))
-    }
-}
-
-/// Why the gateway ends an A2A topic's streams itself (each subscriber gets it as an
-/// `event: error` whose ErrorInfo reason says which).
-#[derive(Debug, Clone)]
-pub enum Ending {
-    /// The gateway is draining (SIGTERM), or the agent changed by a reload: subscribe again.
-    Draining,
-    /// The agent's stream broke the protocol, or the agent went: why.
-    Upstream(Arc<str>),
-    /// The agent ended its stream with an error of its own: relayed as it came.
-    Agent(Arc<A2aError>),
-}
-
-impl Ending {
-    /// The error a subscriber reads.
-    pub fn error(&self) -> A2aError {
-        match self {
-            Ending::Draining => ending(
-                DRAINING,
-                503,
-                "the gateway is draining its streams: subscribe to the task again",
-            ),
-            Ending::Upstream(why) => ending(UPSTREAM_ERROR, 502, why),
-            Ending::Agent(e) => (**e).clone(),
-        }
-    }
-}
-
-/// One of the gateway's endings: its reason as the ErrorInfo's and as the message's first word
-/// (a2a-sdk keeps only the message of an error code it does not know, the gateway's -32000).
-fn ending(reason: &str, status: u16, why: &str) -> A2aError {
-    A2aError::gateway(reason, status, format!("{reason}: {why}"))
-}
-
-/// The ErrorInfo reasons of the gateway's own endings of an A2A stream.
-pub const DRAINING: &str = "DRAINING";
-/// See [`DRAINING`].
-pub const UPSTREAM_ERROR: &str = "UPSTREAM_ERROR";
-/// See [`DRAINING`].
-pub const SLOW_CONSUMER: &str = "SLOW_CONSUMER";
-/// See [`DRAINING`].
-pub const ACCESS_REVOKED: &str = "ACCESS_REVOKED";
 
 struct Stored {
     seq: u64,
@@ -640,161 +566,6 @@ impl Topic {
     }
 }
 
-/// One subscriber's read position: the response body of its event stream.
-pub struct Subscription {
-    topic: Arc<Topic>,
-    cursor: Arc<Cursor>,
-    next: u64,
-    ping_gen: u64,
-    /// The round in which this subscriber's waker was registered.
-    round: u64,
-    done: bool,
-    /// A2A: the task as it is now comes first (a subscriber that joined).
-    snapshot_first: bool,
-    /// The client's stream slot (`max_streams`): free again when the subscription ends.
-    permit: Option<crate::auth::StreamPermit>,
-}
-
-/// Why a subscription ended early.
-#[derive(Debug)]
-pub struct SlowConsumer;
-
-impl std::fmt::Display for SlowConsumer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("subscriber fell too far behind the stream; resume with Last-Event-ID")
-    }
-}
-
-impl std::error::Error for SlowConsumer {}
-
-impl Subscription {
-    /// Hold the client's stream slot for as long as this subscription lives.
-    pub fn hold(&mut self, permit: Option<crate::auth::StreamPermit>) {
-        self.permit = permit;
-    }
-
-    /// The topic this subscription reads.
-    pub fn topic(&self) -> &Arc<Topic> {
-        &self.topic
-    }
-
-    /// The next frame for this subscriber, `Ready(None)` at the end of the stream.
-    pub fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, SlowConsumer>>> {
-        if self.done {
-            return Poll::Ready(None);
-        }
-        // Credentials withdrawn: the last event says so, and the stream ends.
-        if let Some(Poll::Ready(why)) = self.permit.as_ref().map(|p| p.poll_revoked(cx)) {
-            self.done = true;
-            if self.topic.dialect == Dialect::A2a {
-                let e = ending(
-                    ACCESS_REVOKED,
-                    403,
-                    &format!(
-                        "the credentials that opened this stream were withdrawn ({})",
-                        why.reason()
-                    ),
-                );
-                return Poll::Ready(Some(Ok(self.cursor.framing.error(&e))));
-            }
-            return Poll::Ready(Some(Ok(why.event())));
-        }
-        if self.cursor.cut.load(Ordering::Acquire) {
-            return self.cut_now();
-        }
-        let topic = self.topic.clone();
-        let mut inner = topic.lock();
-        if self.snapshot_first {
-            if let Some(task) = inner.snapshot.clone() {
-                // The task as it is now, then what comes after it.
-                self.snapshot_first = false;
-                self.next = inner.next_seq;
-                self.cursor.next.store(self.next, Ordering::Release);
-                drop(inner);
-                let stored = Bytes::from(a2a::task_frame(&task));
-                return Poll::Ready(Some(Ok(self.cursor.framing.frame(&stored))));
-            }
-            if !inner.closed {
-                if self.round != inner.round {
-                    self.round = inner.round;
-                    inner.wakers.push(cx.waker().clone());
-                }
-                return Poll::Pending;
-            }
-        }
-        let oldest = inner.ring.front().map_or(inner.next_seq, |s| s.seq);
-        if self.next < oldest {
-            return self.cut(inner);
-        }
-        if self.next < inner.next_seq {
-            let i = (self.next - oldest) as usize;
-            if let Some(s) = inner.ring.get(i) {
-                let behind = inner.total - s.end;
-                if behind > topic.limits.lag_bytes {
-                    return self.cut(inner);
-                }
-                self.next += 1;
-                self.cursor.next.store(self.next, Ordering::Release);
-                let (bytes, at) = (s.bytes.clone(), s.at);
-                drop(inner);
-                let m = &topic.metrics;
-                m.stream_events_out.inc();
-                m.stream_fanout_seconds.observe(at.elapsed().as_secs_f64());
-                return Poll::Ready(Some(Ok(self.cursor.framing.frame(&bytes))));
-            }
-        }
-        if inner.ping_gen != self.ping_gen {
-            self.ping_gen = inner.ping_gen;
-            return Poll::Ready(Some(Ok(inner.ping.clone())));
-        }
-        if inner.closed {
-            self.done = true;
-            let ending = inner.ending.as_ref().map(Ending::error);
-            drop(inner);
-            return Poll::Ready(ending.map(|e| Ok(self.cursor.framing.error(&e))));
-        }
-        if self.round != inner.round {
-            self.round = inner.round;
-            inner.wakers.push(cx.waker().clone());
-        }
-        Poll::Pending
-    }
-
-    fn cut(&mut self, inner: MutexGuard<'_, Inner>) -> Poll<Option<Result<Bytes, SlowConsumer>>> {
-        drop(inner);
-        if !self.cursor.cut.swap(true, Ordering::AcqRel) {
-            self.topic.metrics.stream_slow_consumers.inc();
-        }
-        self.cut_now()
-    }
-
-    /// The end of a subscriber cut as a slow consumer: a Clawpedia stream ends incomplete (the
-    /// client resumes with its last id); an A2A stream ends with `event: error` SLOW_CONSUMER
-    /// (its client subscribes again, and gets the task as it is now).
-    fn cut_now(&mut self) -> Poll<Option<Result<Bytes, SlowConsumer>>> {
-        self.done = true;
-        if self.topic.dialect == Dialect::A2a {
-            let e = ending(
-                SLOW_CONSUMER,
-                429,
-                "this subscriber fell too far behind the stream: subscribe again",
-            );
-            return Poll::Ready(Some(Ok(self.cursor.framing.error(&e))));
-        }
-        Poll::Ready(Some(Err(SlowConsumer)))
-    }
-
-    /// As a hyper body frame.
-    pub fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, SlowConsumer>>> {
-        self.get_mut()
-            .poll_next(cx)
-            .map(|o| o.map(|r| r.map(Frame::data)))
-    }
-}
-
 impl Drop for Topic {
     fn drop(&mut self) {
         let held = self.lock().ring_bytes as u64;
@@ -802,20 +573,10 @@ impl Drop for Topic {
     }
 }
 
-impl Drop for Subscription {
-    fn drop(&mut self) {
-        let mut inner = self.topic.lock();
-        if self.topic.subscribers.fetch_sub(1, Ordering::AcqRel) == 1 {
-            inner.last_left = Some(Instant::now());
-        }
-        drop(inner);
-        self.topic.metrics.stream_subscribers.dec();
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::task::{Context, Poll};
 
     fn topic() -> Arc<Topic> {
         let limits = Limits {
