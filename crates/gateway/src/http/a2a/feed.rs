@@ -341,7 +341,11 @@ impl Feed {
         }
         let mut next = self.task.clone();
         let folded = fold(&mut next, p);
-        if folded.moves_state() && !self.record(&next).await {
+        // Written once: the ledger's document and the topic's snapshot are the same bytes,
+        // bounded as the ledger bounds a document (history goes first).
+        let max = self.state.config.max_task_document_bytes;
+        let (snapshot, whole) = a2a_ledger::bounded_whole(&next, max);
+        if folded.moves_state() && !self.record(&next, snapshot.clone()).await {
             if !self.published {
                 // A subscription's first Task the ledger refused (the task ended meanwhile):
                 // its joiners get the ledger's task, and the end.
@@ -355,9 +359,6 @@ impl Feed {
             }
             return Next::On;
         }
-        // The task as the topic keeps it is bounded as the ledger's is: history goes first.
-        let max = self.state.config.max_task_document_bytes;
-        let (snapshot, whole) = a2a_ledger::bounded_whole(&next, max);
         if !whole {
             next = crate::protocol::json::parse(&snapshot).unwrap_or(next);
         }
@@ -391,17 +392,16 @@ impl Feed {
             .inc();
     }
 
-    /// Apply the task as an event left it; whether the ledger took it (refused: the event is
+    /// Apply the task as an event left it (`raw`: its bounded document); whether the ledger took it (refused: the event is
     /// dropped). A ledger that cannot be reached does not stop the stream: the reconciler
     /// learns the state later.
-    async fn record(&mut self, task: &Value) -> bool {
+    async fn record(&mut self, task: &Value, raw: Bytes) -> bool {
         let name = self.agent.cfg.name.as_str();
         let Some(head) = task_of(task) else {
             return true;
         };
         let mut task_ref = a2a_ledger::task_ref(name, &head);
         task_ref.head.updated_ms = task_ref.head.updated_ms.max(self.last_ms);
-        let raw = a2a_ledger::bounded(task, self.state.config.max_task_document_bytes);
         match apply_counted(
             self.state.ledger.as_ref(),
             &self.state.metrics,
@@ -440,7 +440,8 @@ impl Feed {
                     if state_of(&self.task) == state_of(&next) {
                         continue;
                     }
-                    self.record(&next).await;
+                    let raw = a2a_ledger::bounded(&next, self.state.config.max_task_document_bytes);
+                    self.record(&next, raw).await;
                 } else {
                     self.refused_past_end();
                 }
