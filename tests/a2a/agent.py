@@ -6,7 +6,9 @@ with its card at `/.well-known/agent-card.json` naming only that binding. What i
 on the text of the message (see `ScriptedExecutor`). It prints one line, `listening on
 http://127.0.0.1:PORT`, once it accepts connections, and with `--record FILE` writes every
 request it receives as one JSON line (method, path, query, headers with credential values
-redacted, body), so tests can assert what reached the agent.
+redacted, body), so tests can assert what reached the agent. With `--push` the card says
+`capabilities.pushNotifications: true` and the handler gets a2a-sdk's own push config store and
+sender, so the agent itself POSTs each task event to the push configs clients create.
 
 Used by tests/it/support/a2a_sdk.rs; see tests/a2a/README.md.
 """
@@ -17,6 +19,7 @@ import json
 import socket
 import sys
 
+import httpx
 import uvicorn
 from starlette.applications import Starlette
 
@@ -29,7 +32,12 @@ from a2a.server.routes import (
     create_jsonrpc_routes,
     create_rest_routes,
 )
-from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+from a2a.server.tasks import (
+    BasePushNotificationSender,
+    InMemoryPushNotificationConfigStore,
+    InMemoryTaskStore,
+    TaskUpdater,
+)
 from a2a.types.a2a_pb2 import (
     AgentCapabilities,
     AgentCard,
@@ -58,7 +66,8 @@ class ScriptedExecutor(AgentExecutor):
     """What the agent does, by the text of the message.
 
     - "hello": a task, WORKING, a text artifact "Hello, world!", COMPLETED.
-    - "hello slowly": the same, with half a second between the steps (for SubscribeToTask).
+    - "hello slowly": the same, with half a second between the steps (1.5 s in all: for
+      SubscribeToTask, and for attaching a push config before it completes).
     - "need input": INPUT_REQUIRED; the next message on that task completes it, with an
       artifact "got: {text}".
     - "fail": FAILED. "reject": REJECTED.
@@ -191,7 +200,7 @@ class Recorder:
         await self.app(scope, replay, send)
 
 
-def build_card(binding: str, base_url: str) -> AgentCard:
+def build_card(binding: str, base_url: str, push: bool = False) -> AgentCard:
     path = JSONRPC_PATH if binding == 'JSONRPC' else REST_PATH
     return AgentCard(
         name='sdk-scripted-agent',
@@ -204,7 +213,7 @@ def build_card(binding: str, base_url: str) -> AgentCard:
                 protocol_version='1.0',
             )
         ],
-        capabilities=AgentCapabilities(streaming=True, push_notifications=False),
+        capabilities=AgentCapabilities(streaming=True, push_notifications=push),
         default_input_modes=['text/plain'],
         default_output_modes=['text/plain'],
         skills=[
@@ -218,11 +227,22 @@ def build_card(binding: str, base_url: str) -> AgentCard:
     )
 
 
-def build_app(binding: str, card: AgentCard, record: str | None):
+def build_app(binding: str, card: AgentCard, record: str | None, push: bool = False):
+    push_args = {}
+    if push:
+        # a2a-sdk's own store and sender (on a plain httpx client: 5 s timeout, redirects not
+        # followed): the agent POSTs every Task, status and artifact event to each config of
+        # the task. No push_url_validator: the receivers are on 127.0.0.1.
+        store = InMemoryPushNotificationConfigStore()
+        push_args = {
+            'push_config_store': store,
+            'push_sender': BasePushNotificationSender(httpx.AsyncClient(), store),
+        }
     handler = DefaultRequestHandler(
         agent_executor=ScriptedExecutor(),
         task_store=InMemoryTaskStore(),
         agent_card=card,
+        **push_args,
     )
     routes = list(create_agent_card_routes(card))
     if binding == 'JSONRPC':
@@ -238,8 +258,8 @@ async def serve(args) -> None:
     sock.bind(('127.0.0.1', args.port))
     port = sock.getsockname()[1]
     host = args.public_host or '127.0.0.1'
-    card = build_card(args.binding, f'http://{host}:{port}')
-    app = build_app(args.binding, card, args.record)
+    card = build_card(args.binding, f'http://{host}:{port}', args.push)
+    app = build_app(args.binding, card, args.record, args.push)
     server = uvicorn.Server(
         uvicorn.Config(app, log_level='warning', lifespan='off', access_log=False)
     )
@@ -260,6 +280,11 @@ def main() -> None:
     p.add_argument('--binding', choices=['JSONRPC', 'HTTP+JSON'], required=True)
     p.add_argument('--public-host', help="host name the card's interface URL names")
     p.add_argument('--record', help='append each received request to FILE as a JSON line')
+    p.add_argument(
+        '--push',
+        action='store_true',
+        help='pushNotifications: true, with the SDK push config store and sender',
+    )
     args = p.parse_args()
     try:
         asyncio.run(serve(args))

@@ -2,12 +2,15 @@
 // Drive an A2A 1.0 agent (or the gateway) with @a2a-js/sdk's own client, and print what it saw.
 //
 //     node client.mjs --card-url URL --binding JSONRPC|HTTP+JSON [--token T] SCENARIO [SCENARIO...]
+//                     [--task ID] [--text T] [--push-url URL] [--push-id ID] [--push-token T]
+//                     [--push-auth "SCHEME CREDENTIALS"]
 //
 // The same scenarios and the same output document as client.py (a2a-sdk), so a Rust test can
 // compare the two SDKs, and a run direct to the agent with one through the gateway. The client
 // starts from the card at URL (DefaultAgentCardResolver) and is given only the transport of
 // --binding, so it can never fall back to another binding of the card. Errors the SDK raises
-// are printed as data ({"error": {...}}), not crashes.
+// are printed as data ({"error": {...}}), not crashes. The push scenarios print configs and task
+// ids as returned, not normalised: tests need them.
 //
 // @a2a-js/sdk is resolved from tests/node/node_modules (run `npm ci` in tests/node).
 
@@ -25,8 +28,19 @@ if (!existsSync(path.join(sdkRoot, 'package.json'))) {
 const sdk = await import(pathToFileURL(path.join(sdkRoot, 'dist', 'index.js')).href);
 const sdkClient = await import(pathToFileURL(path.join(sdkRoot, 'dist', 'client', 'index.js')).href);
 
-const { Message, SendMessageRequest, StreamResponse, Task, ListTasksRequest, ListTasksResponse } =
-  sdk;
+const {
+  Message,
+  SendMessageRequest,
+  StreamResponse,
+  Task,
+  ListTasksRequest,
+  ListTasksResponse,
+  TaskPushNotificationConfig,
+  GetTaskPushNotificationConfigRequest,
+  ListTaskPushNotificationConfigsRequest,
+  ListTaskPushNotificationConfigsResponse,
+  DeleteTaskPushNotificationConfigRequest,
+} = sdk;
 const {
   ClientFactory,
   DefaultAgentCardResolver,
@@ -50,26 +64,54 @@ const SCENARIOS = [
   'stream',
   'subscribe',
   'follow',
+  'push-set',
+  'push-get',
+  'push-list',
+  'push-delete',
+  'send-push',
 ];
 
+// What each push scenario needs besides --card-url and --binding.
+const PUSH_NEEDS = {
+  'push-set': ['task', 'pushUrl'],
+  'push-get': ['task', 'pushId'],
+  'push-list': ['task'],
+  'push-delete': ['task', 'pushId'],
+  'send-push': ['pushUrl'],
+};
+const FLAGS = {
+  '--card-url': 'cardUrl',
+  '--binding': 'binding',
+  '--token': 'token',
+  '--task': 'task',
+  '--text': 'text',
+  '--push-url': 'pushUrl',
+  '--push-id': 'pushId',
+  '--push-token': 'pushToken',
+  '--push-auth': 'pushAuth',
+};
+
 function parseArgs(argv) {
-  const out = {};
+  const out = { text: 'hello slowly' };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
-    if (a === '--card-url') out.cardUrl = argv[++i];
-    else if (a === '--binding') out.binding = argv[++i];
-    else if (a === '--token') out.token = argv[++i];
-    else if (a === '--task') out.task = argv[++i];
+    if (Object.hasOwn(FLAGS, a)) out[FLAGS[a]] = argv[++i];
     else (out.scenarios ??= []).push(a);
   }
   if (
     !out.cardUrl ||
     !['JSONRPC', 'HTTP+JSON'].includes(out.binding) ||
     !out.scenarios?.length ||
-    !out.scenarios.every((s) => SCENARIOS.includes(s))
+    !out.scenarios.every((s) => SCENARIOS.includes(s)) ||
+    !out.scenarios.every((s) => (PUSH_NEEDS[s] ?? []).every((need) => out[need]))
   ) {
     process.stderr.write(
-      `usage: client.mjs --card-url URL --binding JSONRPC|HTTP+JSON [--token T] [--task ID] (${SCENARIOS.join('|')})...\n`,
+      `usage: client.mjs --card-url URL --binding JSONRPC|HTTP+JSON [--token T] [--task ID] ` +
+        `[--text T] [--push-url URL] [--push-id ID] [--push-token T] ` +
+        `[--push-auth "SCHEME CREDENTIALS"] ` +
+        `(${SCENARIOS.join('|')})...\n` +
+        `  push-set needs --task and --push-url; push-get and push-delete --task and --push-id; ` +
+        `push-list --task; send-push --push-url\n`,
     );
     process.exit(2);
   }
@@ -114,6 +156,28 @@ function sendResult(r) {
   return 'messageId' in r ? { message: Message.toJSON(r) } : { task: Task.toJSON(r) };
 }
 
+// The TaskPushNotificationConfig the --push-* flags describe (for taskId, if given), as
+// ProtoJSON.
+function pushConfig(args, taskId) {
+  const config = {
+    ...(taskId ? { taskId } : {}),
+    ...(args.pushId ? { id: args.pushId } : {}),
+    ...(args.pushUrl ? { url: args.pushUrl } : {}),
+    ...(args.pushToken ? { token: args.pushToken } : {}),
+  };
+  if (args.pushAuth) {
+    const space = args.pushAuth.indexOf(' ');
+    config.authentication =
+      space < 0
+        ? { scheme: args.pushAuth, credentials: '' }
+        : { scheme: args.pushAuth.slice(0, space), credentials: args.pushAuth.slice(space + 1) };
+  }
+  return config;
+}
+
+// A TaskPushNotificationConfig as returned: ProtoJSON, camelCase, absent fields left out.
+const configData = (c) => TaskPushNotificationConfig.toJSON(c);
+
 function userMessage(text, taskId, contextId) {
   return Message.fromJSON({
     messageId: randomUUID(),
@@ -125,15 +189,20 @@ function userMessage(text, taskId, contextId) {
 }
 
 class Driver {
-  constructor(client, task) {
+  constructor(client, args) {
     this.client = client;
-    this.task = task;
+    this.args = args;
+    this.task = args.task;
   }
 
-  async send(text, { taskId, contextId, immediately } = {}) {
+  async send(text, { taskId, contextId, immediately, push } = {}) {
+    const configuration = {
+      ...(immediately ? { returnImmediately: true } : {}),
+      ...(push ? { taskPushNotificationConfig: push } : {}),
+    };
     const params = SendMessageRequest.fromJSON({
       message: Message.toJSON(userMessage(text, taskId, contextId)),
-      ...(immediately ? { configuration: { returnImmediately: true } } : {}),
+      ...(Object.keys(configuration).length ? { configuration } : {}),
     });
     return sendResult(await this.client.sendMessage(params));
   }
@@ -243,6 +312,45 @@ class Driver {
         }
         return { events };
       }
+      case 'push-set': {
+        const created = await this.client.createTaskPushNotificationConfig(
+          TaskPushNotificationConfig.fromJSON(pushConfig(this.args, this.task)),
+        );
+        return configData(created);
+      }
+      case 'push-get': {
+        const got = await this.client.getTaskPushNotificationConfig(
+          GetTaskPushNotificationConfigRequest.fromJSON({
+            taskId: this.task,
+            id: this.args.pushId,
+          }),
+        );
+        return configData(got);
+      }
+      case 'push-list': {
+        const listed = ListTaskPushNotificationConfigsResponse.toJSON(
+          await this.client.listTaskPushNotificationConfig(
+            ListTaskPushNotificationConfigsRequest.fromJSON({ taskId: this.task }),
+          ),
+        );
+        return { configs: listed.configs ?? [], nextPageToken: listed.nextPageToken ?? '' };
+      }
+      case 'push-delete':
+        await this.client.deleteTaskPushNotificationConfig(
+          DeleteTaskPushNotificationConfigRequest.fromJSON({
+            taskId: this.task,
+            id: this.args.pushId,
+          }),
+        );
+        return { deleted: true };
+      case 'send-push': {
+        // The config inline on SendMessage; the answer comes back while the task runs.
+        const sent = await this.send(this.args.text, {
+          immediately: true,
+          push: pushConfig(this.args),
+        });
+        return { task_id: sent.task.id, state: summary(sent).state };
+      }
       default:
         throw new Error(`unknown scenario ${scenario}`);
     }
@@ -278,7 +386,7 @@ async function runOne(args, scenario, fetchImpl, resolver, card) {
       preferredTransports: [args.binding],
     });
     const client = await factory.createFromAgentCard(card);
-    const result = await new Driver(client, args.task).run(scenario);
+    const result = await new Driver(client, args).run(scenario);
     return { scenario, binding: args.binding, result };
   } catch (e) {
     return { scenario, error: errorData(e) };

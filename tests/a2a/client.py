@@ -2,6 +2,8 @@
 """Drive an A2A 1.0 agent (or the gateway) with a2a-sdk's own client, and print what it saw.
 
     client.py --card-url URL --binding JSONRPC|HTTP+JSON [--token T] SCENARIO [SCENARIO...]
+              [--task ID] [--text T] [--push-url URL] [--push-id ID] [--push-token T]
+              [--push-auth "SCHEME CREDENTIALS"]
 
 The client starts from the card at URL (fetched with the SDK's A2ACardResolver), lets
 ClientFactory pick the interface for the binding, runs the scenario, and prints ONE JSON
@@ -9,7 +11,9 @@ document on stdout: the results normalised for comparison (see `summary`), so th
 can compare a run direct to the agent with one through the gateway. With several scenarios the
 document is `{"binding": B, "scenarios": {NAME: <that scenario's document>}}`, one client for all. Errors the SDK raises are
 data (`{"error": {...}}`), not crashes. The same scenarios and the same output shape are in
-client.mjs for @a2a-js/sdk.
+client.mjs for @a2a-js/sdk. The push scenarios (`push-set`, `push-get`, `push-list`,
+`push-delete`, `send-push`) print configs and task ids as returned, not normalised: tests need
+them.
 """
 
 import argparse
@@ -25,13 +29,17 @@ from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.utils.errors import A2A_ERROR_REASONS
 from a2a.types.a2a_pb2 import (
     CancelTaskRequest,
+    DeleteTaskPushNotificationConfigRequest,
+    GetTaskPushNotificationConfigRequest,
     GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest,
     ListTasksRequest,
     Message,
     Part,
     Role,
     SendMessageRequest,
     SubscribeToTaskRequest,
+    TaskPushNotificationConfig,
 )
 
 SCENARIOS = [
@@ -50,7 +58,21 @@ SCENARIOS = [
     'stream',
     'subscribe',
     'follow',
+    'push-set',
+    'push-get',
+    'push-list',
+    'push-delete',
+    'send-push',
 ]
+
+# What each push scenario needs besides --card-url and --binding.
+PUSH_NEEDS = {
+    'push-set': ('task', 'push_url'),
+    'push-get': ('task', 'push_id'),
+    'push-list': ('task',),
+    'push-delete': ('task', 'push_id'),
+    'send-push': ('push_url',),
+}
 
 
 def texts(parts):
@@ -106,6 +128,26 @@ def error_data(e):
     return out
 
 
+def push_config(args, task_id=''):
+    """The TaskPushNotificationConfig the --push-* flags describe (for `task_id`, if given)."""
+    config = TaskPushNotificationConfig(
+        task_id=task_id or '',
+        id=args.push_id or '',
+        url=args.push_url or '',
+        token=args.push_token or '',
+    )
+    if args.push_auth:
+        scheme, _, credentials = args.push_auth.partition(' ')
+        config.authentication.scheme = scheme
+        config.authentication.credentials = credentials
+    return config
+
+
+def config_data(config):
+    """A TaskPushNotificationConfig as returned: ProtoJSON, camelCase, absent fields left out."""
+    return MessageToDict(config)
+
+
 def user_message(text, task_id=None, context_id=None):
     return Message(
         message_id=str(uuid.uuid4()),
@@ -117,16 +159,19 @@ def user_message(text, task_id=None, context_id=None):
 
 
 class Driver:
-    def __init__(self, client, streaming_client, task=None):
+    def __init__(self, client, streaming_client, args):
         self.client = client
         self.streaming_client = streaming_client
-        self.task = task
+        self.args = args
+        self.task = args.task
 
-    async def send(self, text, *, task_id=None, context_id=None, immediately=False):
+    async def send(self, text, *, task_id=None, context_id=None, immediately=False, push=None):
         """The first (non-streaming: only) response of a send, as ProtoJSON."""
         req = SendMessageRequest(message=user_message(text, task_id, context_id))
         if immediately:
             req.configuration.return_immediately = True
+        if push is not None:
+            req.configuration.task_push_notification_config.CopyFrom(push)
         last = None
         async for resp in self.client.send_message(req):
             last = MessageToDict(resp)
@@ -229,6 +274,33 @@ class Driver:
             except Exception as e:  # noqa: BLE001 - the error is the result
                 return {'events': events, 'error': error_data(e)}
             return {'events': events}
+        if scenario == 'push-set':
+            created = await self.client.create_task_push_notification_config(
+                push_config(self.args, self.task)
+            )
+            return config_data(created)
+        if scenario == 'push-get':
+            got = await self.client.get_task_push_notification_config(
+                GetTaskPushNotificationConfigRequest(task_id=self.task, id=self.args.push_id)
+            )
+            return config_data(got)
+        if scenario == 'push-list':
+            listed = await self.client.list_task_push_notification_configs(
+                ListTaskPushNotificationConfigsRequest(task_id=self.task)
+            )
+            return {
+                'configs': [config_data(c) for c in listed.configs],
+                'nextPageToken': listed.next_page_token,
+            }
+        if scenario == 'push-delete':
+            await self.client.delete_task_push_notification_config(
+                DeleteTaskPushNotificationConfigRequest(task_id=self.task, id=self.args.push_id)
+            )
+            return {'deleted': True}
+        if scenario == 'send-push':
+            # The config inline on SendMessage; the answer comes back while the task runs.
+            sent = await self.send(self.args.text, immediately=True, push=push_config(self.args))
+            return {'task_id': sent['task']['id'], 'state': summary(sent)['state']}
         raise SystemExit(f'unknown scenario {scenario!r}; known: {", ".join(SCENARIOS)}')
 
 
@@ -254,7 +326,7 @@ async def run_one(args, scenario, http, card):
 
     try:
         client, streaming_client = make(False), make(True)
-        result = await Driver(client, streaming_client, args.task).run(scenario)
+        result = await Driver(client, streaming_client, args).run(scenario)
     except Exception as e:  # noqa: BLE001
         return {'scenario': scenario, 'error': error_data(e)}
     return {'scenario': scenario, 'binding': args.binding, 'result': result}
@@ -283,9 +355,18 @@ def main():
     p.add_argument('--card-url', required=True, help='the full URL of the agent card')
     p.add_argument('--binding', choices=['JSONRPC', 'HTTP+JSON'], required=True)
     p.add_argument('--token', help='send Authorization: Bearer TOKEN on every request')
-    p.add_argument('--task', help='the task id `follow` subscribes to')
+    p.add_argument('--task', help='the task id of `follow` and the push-config scenarios')
+    p.add_argument('--text', default='hello slowly', help='the message text of `send-push`')
+    p.add_argument('--push-url', help='the push config url (push-set, send-push)')
+    p.add_argument('--push-id', help='the push config id (push-get, push-delete; optional else)')
+    p.add_argument('--push-token', help='the push config token')
+    p.add_argument('--push-auth', help='the push config authentication, "SCHEME CREDENTIALS"')
     p.add_argument('scenario', nargs='+', choices=SCENARIOS)
     args = p.parse_args()
+    for s in args.scenario:
+        for need in PUSH_NEEDS.get(s, ()):
+            if not getattr(args, need):
+                p.error(f'{s} needs --{need.replace("_", "-")}')
     out = asyncio.run(main_async(args))
     json.dump(out, sys.stdout, sort_keys=True)
     sys.stdout.write('\n')
