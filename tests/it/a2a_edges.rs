@@ -397,11 +397,18 @@ async fn the_edges_answer_in_each_bindings_own_shape() {
         "{v}"
     );
     assert!(r.header("retry-after").is_some(), "{r:?}");
-    // An inline push config is refused and never reaches the agent; A2A-Extensions does.
+    // An inline push config the webhook guard refuses is InvalidParams with the reason, and
+    // the message never reaches the agent; A2A-Extensions does.
     let mut m = message("hook me", json!({}));
     m["configuration"] = json!({"taskPushNotificationConfig": {"url": "http://169.254.169.254/"}});
     let v = rpc(&http, "e", Some(ALICE), "SendMessage", m).await;
-    assert_eq!(error_code(&v), -32003, "{v}");
+    assert_eq!(error_code(&v), -32602, "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("169.254.169.254")),
+        "{v}"
+    );
     assert!(agent.calls().is_empty(), "{:?}", agent.calls());
     let ext = [
         ("content-type", "application/a2a+json"),
@@ -663,6 +670,7 @@ async fn the_fleet_endpoint_takes_every_method_with_its_tenant() {
     )
     .await;
     assert_eq!(error_code(&v), -32602, "a tenant alice may not use: {v}");
+    // Found without a tenant: the task is alice's, and it has no config "c".
     let push = rpc(
         &http,
         "",
@@ -671,7 +679,13 @@ async fn the_fleet_endpoint_takes_every_method_with_its_tenant() {
         json!({"taskId": "fleet-1", "id": "c"}),
     )
     .await;
-    assert_eq!(error_code(&push), -32003, "{push}");
+    assert_eq!(error_code(&push), -32001, "{push}");
+    assert!(
+        push["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("no push config")),
+        "{push}"
+    );
     // The agent got its own interface's tenant (none), never the client's.
     assert!(
         one.calls()[0]["params"].get("tenant").is_none(),

@@ -129,9 +129,10 @@ async fn the_served_card_names_only_the_gateway() {
             ]),
             "{card}"
         );
-        // The agent streams, and the gateway serves its streams; push is not served yet.
+        // The agent streams, and the gateway serves its streams; the gateway keeps and
+        // delivers push configs itself, whatever the agent does.
         assert_eq!(card["capabilities"]["streaming"], true);
-        assert_eq!(card["capabilities"]["pushNotifications"], false);
+        assert_eq!(card["capabilities"]["pushNotifications"], true);
         assert!(
             card.get("securitySchemes").is_none(),
             "no clients: no scheme"

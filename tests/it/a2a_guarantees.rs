@@ -349,6 +349,29 @@ async fn only_the_creator_sees_its_task(first: &Http, second: &Http, agent: &Sdk
         let fleet = rpc(http, "", Some(ALICE), "GetTask", json!({ "id": id })).await;
         assert_eq!(fleet["result"]["id"], id, "{fleet}");
     }
+    // A's push config, kept by the gateway: made on one replica, read on the other; B
+    // neither reads nor deletes it.
+    let url = "http://127.0.0.1:9/hook";
+    let made = rpc(
+        first,
+        "echo",
+        Some(ALICE),
+        "CreateTaskPushNotificationConfig",
+        json!({"taskId": id, "id": "x", "url": url}),
+    )
+    .await;
+    assert_eq!(made["result"]["id"], "x", "{made}");
+    for http in [first, second] {
+        let theirs = rpc(
+            http,
+            "echo",
+            Some(BOB),
+            "DeleteTaskPushNotificationConfig",
+            json!({"taskId": id, "id": "x"}),
+        )
+        .await;
+        assert_eq!(error_code(&theirs), -32001, "{theirs}");
+    }
     let push = rpc(
         second,
         "echo",
@@ -357,7 +380,11 @@ async fn only_the_creator_sees_its_task(first: &Http, second: &Http, agent: &Sdk
         json!({"taskId": id, "id": "x"}),
     )
     .await;
-    assert_eq!(error_code(&push), -32003, "{push}");
+    assert_eq!(
+        (&push["result"]["url"], &push["result"]["taskId"]),
+        (&json!(url), &json!(id)),
+        "{push}"
+    );
     let done = rpc(
         second,
         "echo",
@@ -375,7 +402,11 @@ async fn only_the_creator_sees_its_task(first: &Http, second: &Http, agent: &Sdk
 #[tokio::test(flavor = "multi_thread")]
 async fn tasks_and_contexts_are_their_creators_on_one_gateway() {
     let agent = SdkAgent::start(JSONRPC);
-    let (_gw, http) = gateway(vec![a2a_agent("echo", &agent.base)], two_clients).await;
+    let (_gw, http) = gateway(vec![a2a_agent("echo", &agent.base)], |cfg| {
+        two_clients(cfg);
+        cfg.webhooks.allow = vec!["127.0.0.1/32".into()];
+    })
+    .await;
     only_the_creator_sees_its_task(&http, &http, &agent).await;
     // The card describes the gateway's bearer scheme, not the agent's.
     let card = http
@@ -399,6 +430,7 @@ async fn tasks_and_contexts_are_their_creators_across_two_replicas() {
     let agent = SdkAgent::start(JSONRPC);
     let store = |cfg: &mut Config| {
         two_clients(cfg);
+        cfg.webhooks.allow = vec!["127.0.0.1/32".into()];
         cfg.redis = Some(redis.config("a2a-own"));
     };
     let (_g1, one) = gateway(vec![a2a_agent("echo", &agent.base)], store).await;

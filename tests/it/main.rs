@@ -16,6 +16,9 @@ mod a2a_guarantees;
 /// ListTasks and GET /tasks from the ledger: 250 tasks, three clients, two replicas, pages of
 /// 100, 50 and 7 while tasks keep arriving; tokens bound to their caller and filters.
 mod a2a_listing;
+/// A2A push configs kept and delivered by the gateway: both SDK clients, a real receiver, an
+/// agent that pushes and one that is polled, guards, secrets, a receiver down for 30 s, kill -9.
+mod a2a_push;
 /// The official A2A SDKs as test peers (a2a-sdk agents, a2a-sdk and @a2a-js/sdk clients),
 /// direct to each other: the harness the gateway's A2A tests stand on.
 mod a2a_sdk;

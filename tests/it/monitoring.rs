@@ -6,7 +6,8 @@
 //! series exists, so the test first drives the events behind each one: traffic from three
 //! clients, a 401, a 422, a 429, a protocol violation, a late answer, pushes accepted and
 //! refused, a stream and a refused one, a reload, an agent whose card is refused, and webhook
-//! subscribers that deliver, retry, dead-letter and answer 410; and, on a second gateway with
+//! subscribers that deliver, retry, dead-letter and answer 410, and an official A2A task's push
+//! config delivered (`subscriber="a2a_push"`); and, on a second gateway with
 //! Redis and TLS, the Redis series and a refused handshake.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -18,6 +19,7 @@ use a2a_gateway::config::{Right, SubscriberConfig};
 use sample::{Reply, Route};
 
 use crate::auth::client;
+use crate::support::a2a_script::{task, Answer, ScriptedAgent};
 use crate::support::hook::Hook;
 use crate::support::redis_server::RedisServer;
 use crate::support::tls::{Ca, Files};
@@ -336,7 +338,24 @@ async fn every_metric_the_dashboard_and_alert_rules_name_is_exported() {
     dead.set_status(302);
     let gone = Hook::start().await;
     gone.answer_next(410, None);
+    // An official A2A agent: its task is polled (it neither pushes nor streams) and completes.
+    let echo = ScriptedAgent::start(std::sync::Arc::new(
+        |method: &str, params: &Value| match method {
+            "SendMessage" => {
+                Answer::Result(json!({"task": task("m-1", "c-1", "TASK_STATE_WORKING")}))
+            }
+            _ => Answer::Result(task(
+                params["id"].as_str().unwrap_or(""),
+                "c-1",
+                "TASK_STATE_COMPLETED",
+            )),
+        },
+    ))
+    .await;
     let g = TestGateway::start(&[("a", &a), ("broken", &broken)], |cfg| {
+        let mut e = crate::a2a_gateway::a2a_agent("echo", &echo.base);
+        e.poll_interval = Duration::from_millis(100);
+        cfg.agents.push(e);
         ingest(cfg);
         cfg.agents[0].timeout = Duration::from_secs(1);
         let mut ops = client("ops", OPS, &["*"], &Right::ALL);
@@ -420,6 +439,11 @@ async fn every_metric_the_dashboard_and_alert_rules_name_is_exported() {
     let held = g.http.open(&path).await;
     assert_eq!(held.status(), 200);
     assert_eq!(g.http.open(&path).await.status(), 429);
+    // An A2A push config, delivered.
+    let mut m = crate::support::a2a_calls::message("hook me", json!({}));
+    m["configuration"] = json!({"taskPushNotificationConfig": {"url": ok.url()}});
+    let sent = crate::support::a2a_calls::rpc(&g.http, "echo", Some(OPS), "SendMessage", m).await;
+    assert_eq!(sent["result"]["task"]["id"], "m-1", "{sent}");
     // A reload (the same config).
     g.gw.reload((*g.gw.config()).clone())
         .await
@@ -448,6 +472,17 @@ async fn every_metric_the_dashboard_and_alert_rules_name_is_exported() {
         )
         .await;
     }
+    wait_metric(
+        &g,
+        "a2a_gateway_webhook_deliveries_total",
+        &[
+            ("subscriber", "a2a_push"),
+            ("agent", "echo"),
+            ("outcome", "delivered"),
+        ],
+        1.0,
+    )
+    .await;
     wait_metric(&g, "a2a_gateway_webhook_subscribers_disabled", &[], 1.0).await;
     wait_metric(
         &g,

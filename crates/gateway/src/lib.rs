@@ -253,22 +253,16 @@ impl Gateway {
             metrics.clone(),
             stop_rx.clone(),
         );
-        reconcile::spawn(
-            current.clone(),
-            card_upstream.clone(),
-            ledger.clone(),
-            metrics.clone(),
-            stop_rx.clone(),
-        );
         let draining = Arc::new(AtomicBool::new(false));
         let slots = Arc::new(tokio::sync::Semaphore::new(config.max_connections));
         let late_answers = Arc::new(tokio::sync::Semaphore::new(http::MAX_LATE_ANSWERS));
         let buckets = Arc::new(limits::Buckets::new());
         let mut workers = Vec::with_capacity(listeners.len() + 1);
         let mut webhooks = None;
-        if !config.subscribers.is_empty() {
+        if delivers(&config) {
             let (thread, sender) = start_webhooks(
                 &config,
+                ledger.clone(),
                 queue.clone(),
                 metrics.clone(),
                 telemetry.clone(),
@@ -280,6 +274,7 @@ impl Gateway {
         let grace = config.shutdown_grace;
         let mut states = Vec::with_capacity(listeners.len());
         let fleet_totals = Arc::new(state::FleetTotals::default());
+        let poller = Arc::new(reconcile::Poller::default());
         for (i, listener) in listeners.into_iter().enumerate() {
             let state = State {
                 config: config.clone(),
@@ -296,6 +291,7 @@ impl Gateway {
                 tls: tls.clone(),
                 telemetry: telemetry.clone(),
                 fleet_totals: fleet_totals.clone(),
+                poller: poller.clone(),
             };
             let state = Arc::new(ArcSwap::from_pointee(state));
             states.push(state.clone());
@@ -328,6 +324,23 @@ impl Gateway {
                 })?;
             workers.push(worker);
         }
+        tokio::spawn(http::a2a::poll::run(
+            states[0].clone(),
+            card_upstream.clone(),
+            stop_rx.clone(),
+        ));
+        let a2a_ask = http::a2a::poll::Reconcile {
+            state: states[0].clone(),
+            client: card_upstream.clone(),
+        };
+        reconcile::spawn(
+            current.clone(),
+            card_upstream.clone(),
+            ledger.clone(),
+            metrics.clone(),
+            Some(Arc::new(a2a_ask)),
+            stop_rx.clone(),
+        );
         Ok(Gateway {
             addr,
             hub,
@@ -371,9 +384,20 @@ impl Gateway {
     }
 }
 
+/// Whether a gateway of `config` delivers webhooks: it has subscribers, or official A2A agents
+/// (whose clients' push configs are delivered through the same queue).
+pub(crate) fn delivers(config: &Config) -> bool {
+    !config.subscribers.is_empty()
+        || config
+            .agents
+            .iter()
+            .any(|a| a.protocol == config::Protocol::A2a)
+}
+
 /// Start the webhook worker on its own thread: the thread, and where a reload swaps its sender.
 fn start_webhooks(
     config: &Config,
+    ledger: Arc<dyn TaskLedger>,
     queue: Arc<dyn DeliveryQueue>,
     metrics: Arc<Metrics>,
     telemetry: Option<Arc<telemetry::Telemetry>>,
@@ -387,7 +411,8 @@ fn start_webhooks(
 > {
     let sender = webhook::send::Sender::new(&config.subscribers, &config.webhooks)?;
     let worker = webhook::worker::Worker::new(queue, sender, &config.webhooks, metrics)?
-        .with_telemetry(telemetry);
+        .with_telemetry(telemetry)
+        .with_push(Some(Arc::new(ledger::push::Directory(ledger))));
     let handle = worker.sender_handle();
     let thread = worker.spawn(stop).map_err(|source| StartError::Thread {
         what: "webhook",

@@ -223,13 +223,20 @@ impl Gateway {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .is_some();
-        if running || cfg.subscribers.is_empty() {
+        if running || !crate::delivers(cfg) {
             return Ok(Webhooks::Swap(sender));
         }
-        let queue = self.states[0].load().queue.clone();
-        let worker =
-            webhook::worker::Worker::new(queue, sender, &cfg.webhooks, self.metrics.clone())?
-                .with_telemetry(self.telemetry.clone());
+        let state = self.states[0].load();
+        let worker = webhook::worker::Worker::new(
+            state.queue.clone(),
+            sender,
+            &cfg.webhooks,
+            self.metrics.clone(),
+        )?
+        .with_telemetry(self.telemetry.clone())
+        .with_push(Some(Arc::new(crate::ledger::push::Directory(
+            state.ledger.clone(),
+        ))));
         Ok(Webhooks::Start(worker))
     }
 

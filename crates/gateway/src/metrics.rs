@@ -396,13 +396,13 @@ impl Metrics {
             )?,
             webhook_deliveries: counter(
                 "webhook_deliveries_total",
-                "Webhook delivery outcomes by subscriber: delivered, retry, dead, disabled (a 410), parked (subscriber disabled), unconfigured (subscriber unknown to this replica; retried later), newer_format (queued by a newer version; left for it), duplicate (delivered again after a takeover).",
-                &["subscriber", "outcome"],
+                "Webhook delivery outcomes by subscriber (a2a_push for every A2A push config) and agent (of an official A2A task; empty otherwise): delivered, retry, dead, disabled (a 410: the subscriber disabled, or the push config removed), parked (subscriber disabled), unconfigured (subscriber unknown to this replica; retried later), config_gone (the push config was deleted or expired with its task), newer_format (queued by a newer version; left for it), duplicate (delivered again after a takeover).",
+                &["subscriber", "agent", "outcome"],
             )?,
             webhook_attempts: counter(
                 "webhook_attempts_total",
-                "Webhook HTTP attempts by subscriber and result (2xx, 3xx, 4xx, 5xx, timeout, error).",
-                &["subscriber", "result"],
+                "Webhook HTTP attempts by subscriber (a2a_push for A2A push configs), agent (of an official A2A task) and result (2xx, 3xx, 4xx, 5xx, timeout, error).",
+                &["subscriber", "agent", "result"],
             )?,
             webhook_latency: {
                 let h = HistogramVec::new(
@@ -411,7 +411,7 @@ impl Metrics {
                         "Time from a status change being queued to its delivery (retries included).",
                     )
                     .buckets(DELIVERY_BUCKETS.to_vec()),
-                    &["subscriber"],
+                    &["subscriber", "agent"],
                 )?;
                 registry.register(Box::new(h.clone()))?;
                 h

@@ -18,7 +18,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
@@ -36,6 +36,75 @@ pub const PER_AGENT: usize = 4;
 pub const OVERALL: usize = 64;
 /// The next turn's delay while candidates wait for a free slot.
 const BEHIND_TICK: Duration = Duration::from_millis(20);
+
+/// Tasks one replica polls at most.
+pub const MAX_WATCHED: usize = 10_000;
+
+/// A watched task: its agent and its A2A id.
+pub type Watched = (Arc<str>, Arc<str>);
+
+/// The official A2A tasks with push configs this replica polls (their agent does not push to
+/// the gateway; `http::a2a::poll` asks them): (agent, A2A task id) → when next. The
+/// reconciler, on every replica, is what still learns a task's changes past the bound or after
+/// a restart.
+#[derive(Default)]
+pub struct Poller {
+    watched: Mutex<HashMap<Watched, Instant>>,
+}
+
+impl Poller {
+    /// Poll `id` of `agent` from now on (at once, then every `poll_interval_ms`); false when
+    /// the list is full.
+    pub fn watch(&self, agent: &str, id: &str) -> bool {
+        let mut w = self.watched.lock().unwrap_or_else(|p| p.into_inner());
+        if w.len() >= MAX_WATCHED && !w.contains_key(&(Arc::from(agent), Arc::from(id))) {
+            tracing::warn!(
+                agent,
+                task_id = id,
+                "the push poll list is full; the reconciler will catch this task's changes"
+            );
+            return false;
+        }
+        w.entry((Arc::from(agent), Arc::from(id)))
+            .or_insert_with(Instant::now);
+        true
+    }
+
+    /// How many tasks are watched.
+    pub fn len(&self) -> usize {
+        self.watched.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The tasks due now (at most `max`); the caller moves each on with [`Poller::next`].
+    pub fn due(&self, now: Instant, max: usize) -> Vec<Watched> {
+        let w = self.watched.lock().unwrap_or_else(|p| p.into_inner());
+        w.iter()
+            .filter(|(_, at)| **at <= now)
+            .take(max)
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    /// Poll `key` next at `at`, or (`None`) no more.
+    pub fn next(&self, key: &Watched, at: Option<Instant>) {
+        let mut w = self.watched.lock().unwrap_or_else(|p| p.into_inner());
+        match at {
+            Some(at) => {
+                if let Some(e) = w.get_mut(key) {
+                    *e = at;
+                }
+            }
+            None => {
+                w.remove(key);
+            }
+        }
+    }
+}
 
 /// How a check went (the `outcome` label).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,8 +131,24 @@ impl Outcome {
     }
 }
 
+/// How the reconciler asks an official A2A agent about a task (its ledger key): GetTask in
+/// the agent's own binding, judged and applied to the ledger. Answered by `http::a2a::poll`
+/// and wired by `lib.rs`, since a domain module speaks no binding.
+pub trait A2aAsk: Send + Sync + 'static {
+    /// Ask, and apply what the agent says; `None` without a usable answer.
+    fn ask<'a>(
+        &'a self,
+        agent: &'a Agent,
+        task_id: &'a str,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = Option<crate::ledger::Applied>> + Send + 'a>,
+    >;
+}
+
 /// What the loop needs, shared by the checks it spawns.
 struct Reconciler {
+    /// The official A2A agents' GetTask (none: their tasks are not reconciled).
+    a2a: Option<Arc<dyn A2aAsk>>,
     registry: Arc<ArcSwap<Registry>>,
     upstream: Arc<ArcSwap<Upstream>>,
     ledger: Arc<dyn TaskLedger>,
@@ -82,9 +167,11 @@ pub fn spawn(
     upstream: Arc<ArcSwap<Upstream>>,
     ledger: Arc<dyn TaskLedger>,
     metrics: Arc<Metrics>,
+    a2a: Option<Arc<dyn A2aAsk>>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let r = Arc::new(Reconciler {
+        a2a,
         registry,
         upstream,
         ledger,
@@ -165,9 +252,9 @@ impl Reconciler {
         let reg = self.registry.load_full();
         for agent in reg.agents() {
             let after = agent.cfg.reconcile_after;
-            // It asks by the Clawpedia routes (`Card::task_path`); an official A2A GetTask goes
-            // through the agent's binding, which the reconciler does not speak yet.
-            if agent.cfg.protocol != crate::config::Protocol::Clawpedia {
+            // A Clawpedia agent is asked by its card's routes (`Card::task_path`); an official
+            // A2A agent by GetTask in its binding, when the gateway was given the means.
+            if agent.cfg.protocol == crate::config::Protocol::A2a && self.a2a.is_none() {
                 continue;
             }
             if after.is_zero() || !matches!(agent.limits.health(), Health::Ok) {
@@ -231,14 +318,19 @@ impl Reconciler {
     /// Ask the agent for the task, and apply what it says.
     async fn check(&self, agent: &Agent, task_id: &str) -> Outcome {
         let client = self.upstream.load_full();
-        let applied = crate::stream::source::ask_and_apply(
-            &self.ledger,
-            &self.metrics,
-            agent,
-            &client,
-            task_id,
-        )
-        .await;
+        let applied = match (&self.a2a, agent.cfg.protocol) {
+            (Some(a2a), crate::config::Protocol::A2a) => a2a.ask(agent, task_id).await,
+            _ => {
+                crate::stream::source::ask_and_apply(
+                    &self.ledger,
+                    &self.metrics,
+                    agent,
+                    &client,
+                    task_id,
+                )
+                .await
+            }
+        };
         match applied.map(|a| (a.verdict, a.record.head.status)) {
             Some((Verdict::New | Verdict::Transition { .. }, st)) if st.is_terminal() => {
                 Outcome::Final
@@ -249,5 +341,30 @@ impl Reconciler {
             Some((Verdict::Duplicate | Verdict::Refused(Refusal::Stale), _)) => Outcome::Unchanged,
             Some((Verdict::Refused(_), _)) | None => Outcome::Error,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_watch_list_is_bounded_and_moves_tasks_on() {
+        let p = Poller::default();
+        assert!(p.watch("a", "t1"));
+        assert!(p.watch("a", "t1"), "watching twice is one entry");
+        assert_eq!(p.len(), 1);
+        let now = Instant::now();
+        let due = p.due(now + Duration::from_millis(1), 10);
+        assert_eq!(due.len(), 1);
+        p.next(&due[0], Some(now + Duration::from_secs(60)));
+        assert!(p.due(now + Duration::from_secs(1), 10).is_empty());
+        p.next(&due[0], None);
+        assert!(p.is_empty());
+        for i in 0..MAX_WATCHED {
+            assert!(p.watch("a", &i.to_string()));
+        }
+        assert!(!p.watch("a", "one too many"));
+        assert_eq!(p.len(), MAX_WATCHED);
     }
 }

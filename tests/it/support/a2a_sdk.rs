@@ -83,6 +83,14 @@ impl SdkAgent {
     /// An agent serving only `binding`, its card's interface naming `public_host` (the agent
     /// still listens on 127.0.0.1): for "a card must never steer the gateway".
     pub fn start_with(binding: &str, public_host: Option<&str>) -> SdkAgent {
+        match public_host {
+            Some(host) => SdkAgent::start_args(binding, &["--public-host", host]),
+            None => SdkAgent::start_args(binding, &[]),
+        }
+    }
+
+    /// An agent serving only `binding`, with more of agent.py's flags (`--push`).
+    pub fn start_args(binding: &str, extra: &[&str]) -> SdkAgent {
         require_sdks();
         let dir = tempfile::tempdir().expect("temp dir");
         let record = dir.path().join("requests.jsonl");
@@ -93,9 +101,7 @@ impl SdkAgent {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        if let Some(host) = public_host {
-            cmd.args(["--public-host", host]);
-        }
+        cmd.args(extra);
         let mut child = cmd.spawn().expect("start tests/a2a/agent.py");
         let stderr = Arc::new(Mutex::new(String::new()));
         if let Some(mut err) = child.stderr.take() {

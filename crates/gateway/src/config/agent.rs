@@ -116,6 +116,16 @@ pub struct AgentConfig {
     /// reconciler: for agents that do not push). 0 turns it off for this agent.
     #[serde(rename = "reconcile_after_ms", deserialize_with = "de::millis")]
     pub reconcile_after: Duration,
+    /// The gateway's base URL as this agent reaches it (`"http://gateway.internal:8080"`): an
+    /// official A2A agent that pushes is given `{callback_url}/agents/{name}/notifications` as
+    /// the push config of each task a client follows. Without it, `public_url`; with neither,
+    /// the agent is not asked to push and its tasks are polled.
+    #[serde(deserialize_with = "de::opt_base_url")]
+    pub callback_url: Option<String>,
+    /// How often an official A2A task with push configs is asked for (GetTask) while it is not
+    /// final, when its agent does not push to the gateway.
+    #[serde(rename = "poll_interval_ms", deserialize_with = "de::millis")]
+    pub poll_interval: Duration,
 }
 
 impl Default for AgentConfig {
@@ -139,6 +149,8 @@ impl Default for AgentConfig {
             eject_after: 5,
             eject: Duration::from_secs(10),
             reconcile_after: Duration::from_millis(15_000),
+            callback_url: None,
+            poll_interval: Duration::from_millis(2_000),
         }
     }
 }

@@ -177,6 +177,23 @@ impl WebhookConfig {
     }
 }
 
+/// `[a2a]`: what the gateway keeps for official A2A agents' tasks.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct A2aConfig {
+    /// Push configs a task may hold (CreateTaskPushNotificationConfig past it is
+    /// InvalidParams).
+    pub max_push_configs_per_task: usize,
+}
+
+impl Default for A2aConfig {
+    fn default() -> A2aConfig {
+        A2aConfig {
+            max_push_configs_per_task: 10,
+        }
+    }
+}
+
 /// `[streams]`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -273,6 +290,8 @@ pub struct Config {
     pub subscribers: Vec<SubscriberConfig>,
     /// Task event streams.
     pub streams: StreamsConfig,
+    /// Official A2A agents' tasks: push configs.
+    pub a2a: A2aConfig,
     /// Bearer token of the `/admin/` routes; without one they are disabled. Only without
     /// clients: with them, the `admin` right replaces it.
     pub admin_token: Option<Secret>,
@@ -325,6 +344,7 @@ impl Default for Config {
             webhooks: WebhookConfig::default(),
             subscribers: Vec::new(),
             streams: StreamsConfig::default(),
+            a2a: A2aConfig::default(),
             admin_token: None,
             admin_token_file: None,
             public_url: None,

@@ -69,6 +69,9 @@ pub struct Ctx {
     pub cert_subject: Option<Arc<str>>,
     /// The request's span, when telemetry is on: the parent of the handler's spans.
     pub trace: Option<Trace>,
+    /// When the pipeline took the request: a lower bound of the time of anything an agent
+    /// answered to it (`Ctx::started_ms`).
+    pub started: std::time::Instant,
 }
 
 impl Ctx {
@@ -87,6 +90,13 @@ impl Ctx {
             https: self.https,
             cert_subject: None,
             trace: self.trace.clone(),
+            started: self.started,
         }
+    }
+
+    /// [`Ctx::started`] on the wall clock, in ms since the epoch.
+    pub fn started_ms(&self) -> i64 {
+        let ago = i64::try_from(self.started.elapsed().as_millis()).unwrap_or(i64::MAX / 4);
+        crate::protocol::time::now_ms().saturating_sub(ago)
     }
 }

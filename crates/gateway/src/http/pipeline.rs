@@ -63,6 +63,7 @@ pub async fn handle(state: &Arc<State>, conn: &Conn, req: Request) -> Response<B
         https: conn.https,
         cert_subject: conn.cert_subject.clone(),
         trace: None,
+        started,
     };
     let origin = cors::origin(state, req.headers());
     // 2. route (the path is copied: the route borrows it while the handler owns the request)
@@ -256,7 +257,12 @@ async fn dispatch(state: &Arc<State>, ctx: &mut Ctx, route: Route<'_>, req: Requ
         Route::ListArtifacts(a, t) => artifacts::list(state, ctx, a, t, req).await,
         Route::ArtifactContent(a, id) => artifacts::content(state, ctx, a, id, req).await,
         Route::Stream(a, t) => streams::subscribe(state, ctx, a, t, req).await,
-        Route::Notifications(a) => notifications::ingest(state, ctx, a, req).await,
+        Route::Notifications(a) => match state.registry.resolve(a) {
+            Some(agent) if agent.cfg.protocol == crate::config::Protocol::A2a => {
+                a2a::push::ingest(state, ctx, agent, req).await
+            }
+            _ => notifications::ingest(state, ctx, a, req).await,
+        },
         Route::Events => events::events(state, ctx, req).await,
         Route::DeadLetters => admin::dead_letters(state, req).await,
         Route::Redrive => admin::redrive(state, req).await,

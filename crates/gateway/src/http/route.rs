@@ -85,6 +85,11 @@ impl<'a> Route<'a> {
             .and_then(|rest| rest.split_once('/'))
         {
             if !name.is_empty() && a2a(name) {
+                // An A2A agent's own pushes to the gateway (the config the gateway gave it):
+                // answered to the agent's token, not to a client's credential.
+                if tail == "notifications" {
+                    return Route::Notifications(name);
+                }
                 return Route::A2a(name, tail);
             }
         }

@@ -7,6 +7,10 @@
 -- KEYS[4] the partition's prefix, for its reconciler index ({part}quiet:{agent}, a zset of the
 --         agent's tasks neither final nor INPUT_REQUIRED, score the ms they went quiet; see
 --         lease.lua) and its clients' live tasks ({part}live:{owner}, score expiry ms)
+-- KEYS[5] the task's A2A push configs (a hash: config id -> stored config; fields starting
+--         with '~' are the gateway's own, such as the agent's push token): each accepted change
+--         is queued for each config too, on lane "~push:{id}", as the StreamResponse
+--         {"task": ...}; the hash expires with the task
 -- ARGV    agent, status, updated_ms, task, now_ms, terminal_ttl_ms, live_ttl_ms, task_id,
 --         msg_id prefix, timestamp (RFC 3339, always given), max_queued, max_dead (both this partition's share), change
 --         channel, owner ('' for none), publish command (SPUBLISH on a cluster, PUBLISH on one
@@ -108,6 +112,13 @@ end
 
 local wh, nsubs = KEYS[3], #ARGV - FIRST_SUB + 1
 local changed = verdict == 'new' or verdict == 'transition'
+local pushes = {}
+if changed and ARGV[9] ~= '' then
+  for _, id in ipairs(redis.call('HKEYS', KEYS[5])) do
+    if string.sub(id, 1, 1) ~= '~' then pushes[#pushes + 1] = '~push:' .. id end
+  end
+end
+nsubs = nsubs + #pushes
 local notify = nsubs > 0 and changed
 if notify then
   local queued = tonumber(redis.call('GET', wh .. 'queued') or '0')
@@ -124,6 +135,7 @@ redis.call('HSET', KEYS[1], 'agent', agent, 'status', status, 'updated_ms', ARGV
   'created_ms', created)
 if ARGV[17] ~= '' then redis.call('HSET', KEYS[1], 'ctx', ARGV[17]) else redis.call('HDEL', KEYS[1], 'ctx') end
 redis.call('PEXPIRE', KEYS[1], ttl)
+redis.call('PEXPIRE', KEYS[5], ttl)
 if rec[1] then relist(rec[2], rec[1], rec[5] or '', rec[7] or '', ARGV[8]) end
 relist(status, agent, owner, ARGV[17], ARGV[8], score_of(ARGV[3]), now + ttl)
 if rec[2] and rec[2] ~= status then
@@ -172,6 +184,15 @@ if notify then
       queued = queued + 1
       if redis.call('RPUSH', wh .. 'lane:' .. ARGV[i] .. ':' .. ARGV[8], entry) == 1 then
         redis.call('XADD', wh .. 'stream', '*', 's', ARGV[i], 't', ARGV[8], 'a', '0')
+      end
+    end
+  end
+  if #pushes > 0 then
+    local body = ARGV[5] .. ' ' .. ARGV[16] .. '\n' .. ARGV[9] .. '_' .. n .. '\n{"task":' .. ARGV[4] .. '}'
+    for _, sub in ipairs(pushes) do
+      queued = queued + 1
+      if redis.call('RPUSH', wh .. 'lane:' .. sub .. ':' .. ARGV[8], body) == 1 then
+        redis.call('XADD', wh .. 'stream', '*', 's', sub, 't', ARGV[8], 'a', '0')
       end
     end
   end

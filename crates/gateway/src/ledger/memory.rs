@@ -24,7 +24,7 @@ use super::changes::ChangeFeed;
 use super::idempotency::{MemoryKeys, CONTEXT_SCOPE};
 use super::{
     decide, next_look, notifies, Answer, Applied, ArtifactRef, Claim, Fingerprint, LedgerError,
-    LedgerFuture, Record, TaskLedger,
+    LedgerFuture, PushPut, Record, TaskLedger,
 };
 use crate::protocol::task::{Head, Refusal, Status, Verdict};
 use crate::webhook::queue::{self, MemoryQueue, Message, Outbox};
@@ -33,6 +33,7 @@ mod announce;
 mod bounds;
 mod index;
 mod listing;
+mod push;
 mod quiet;
 
 pub use bounds::Evictions;
@@ -62,6 +63,8 @@ struct Entry {
     context: Option<Arc<str>>,
     /// Where the listing index holds it (see `listing.rs`).
     listed: Option<listing::Place>,
+    /// Its A2A push configs and the agent's push token, if any (`push.rs`).
+    push: Option<Box<push::TaskPush>>,
 }
 
 #[derive(Default)]
@@ -256,17 +259,33 @@ impl MemoryLedger {
         let changes = s.tasks.get(task_id).map_or(0, |e| e.changes) + u64::from(notifies(verdict));
         if let Some((outbox, q)) = self.outbox.as_ref().filter(|_| notifies(verdict)) {
             let subs = outbox.subscribers(agent);
-            if !subs.is_empty() {
+            let pushes = s
+                .tasks
+                .get(task_id)
+                .map(|e| push::lanes(e.push.as_deref()))
+                .unwrap_or_default();
+            if !subs.is_empty() || !pushes.is_empty() {
                 let trace = queue::storable(trace);
-                let message = Message {
+                let message = |payload: Vec<u8>| Message {
                     msg_id: format!("{}_{changes}", queue::message_id_prefix(task_id, head)),
                     enqueued_ms: crate::protocol::time::now_ms(),
-                    payload: queue::payload(&crate::protocol::time::now(), agent, task_id, &task)
-                        .into(),
+                    payload: payload.into(),
                     version: if trace.is_some() { 2 } else { 1 },
                     trace: trace.map(Box::from),
                 };
-                if !q.offer(&subs, task_id, message) {
+                let mut batch = Vec::with_capacity(2);
+                if !subs.is_empty() {
+                    let now = crate::protocol::time::now();
+                    batch.push((
+                        &subs[..],
+                        message(queue::payload(&now, agent, task_id, &task)),
+                    ));
+                }
+                if !pushes.is_empty() {
+                    let body = crate::protocol::a2a::push::task_body(&task);
+                    batch.push((&pushes[..], message(body)));
+                }
+                if !q.offer_all(task_id, batch) {
                     return Err(LedgerError::QueueFull);
                 }
             }
@@ -340,6 +359,7 @@ impl MemoryLedger {
                 owned_live: false,
                 context,
                 listed: None,
+                push: None,
             },
         );
         self.sync(&mut s, &key, Some(now_ms));
@@ -383,6 +403,34 @@ impl TaskLedger for MemoryLedger {
 
     fn get<'a>(&'a self, task_id: &'a str) -> LedgerFuture<'a, Option<Record>> {
         Box::pin(std::future::ready(Ok(self.get_now(task_id))))
+    }
+
+    fn push_configs<'a>(&'a self, task_id: &'a str) -> LedgerFuture<'a, Vec<Bytes>> {
+        Box::pin(std::future::ready(Ok(self.push_configs_now(task_id))))
+    }
+
+    fn put_push_config<'a>(
+        &'a self,
+        task_id: &'a str,
+        id: &'a str,
+        config: Bytes,
+        max: usize,
+    ) -> LedgerFuture<'a, PushPut> {
+        Box::pin(std::future::ready(Ok(
+            self.put_push_now(task_id, id, config, max)
+        )))
+    }
+
+    fn delete_push_config<'a>(&'a self, task_id: &'a str, id: &'a str) -> LedgerFuture<'a, bool> {
+        Box::pin(std::future::ready(Ok(self.delete_push_now(task_id, id))))
+    }
+
+    fn push_token<'a>(
+        &'a self,
+        task_id: &'a str,
+        fresh: Option<&'a str>,
+    ) -> LedgerFuture<'a, Option<String>> {
+        Box::pin(std::future::ready(Ok(self.push_token_now(task_id, fresh))))
     }
 
     fn note_artifacts<'a>(

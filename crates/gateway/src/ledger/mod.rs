@@ -9,6 +9,7 @@ pub mod changes;
 pub mod idempotency;
 pub mod listing;
 mod memory;
+pub mod push;
 mod redis;
 
 pub use self::redis::RedisLedger;
@@ -57,6 +58,20 @@ pub struct Applied {
     pub verdict: Verdict,
     /// The record after the update: the new one if accepted, the standing one otherwise.
     pub record: Record,
+}
+
+/// What [`TaskLedger::put_push_config`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PushPut {
+    /// Stored; `created` unless it replaced a config of the same id.
+    Stored {
+        /// A new id for the task.
+        created: bool,
+    },
+    /// The task holds `max` configs already.
+    Full,
+    /// The task is not in the ledger (never recorded, expired or evicted).
+    NoTask,
 }
 
 /// Why the ledger could not apply or read.
@@ -234,6 +249,30 @@ pub trait TaskLedger: Send + Sync + 'static {
         key: &'a str,
         token: &'a str,
     ) -> LedgerFuture<'a, ()>;
+
+    /// The push configs of an official A2A task (its ledger key), each in its stored form
+    /// (`protocol::a2a::push::PushConfig`), oldest first; none for an unknown task.
+    fn push_configs<'a>(&'a self, task_id: &'a str) -> LedgerFuture<'a, Vec<Bytes>>;
+    /// Store push config `id` of a recorded task (replacing one of the same id), at most `max`
+    /// per task; it lives and expires with the task, and from the next accepted change on,
+    /// each change is queued for it in the same atomic step that records the change.
+    fn put_push_config<'a>(
+        &'a self,
+        task_id: &'a str,
+        id: &'a str,
+        config: Bytes,
+        max: usize,
+    ) -> LedgerFuture<'a, PushPut>;
+    /// Remove push config `id` of a task; whether it was there.
+    fn delete_push_config<'a>(&'a self, task_id: &'a str, id: &'a str) -> LedgerFuture<'a, bool>;
+    /// The token the agent must send with its own push notifications of a task: the one
+    /// standing, or else `fresh` (when given), stored now with the task; `None` when the task
+    /// is unknown, or has none and none was given.
+    fn push_token<'a>(
+        &'a self,
+        task_id: &'a str,
+        fresh: Option<&'a str>,
+    ) -> LedgerFuture<'a, Option<String>>;
 
     /// Make a completed `key` of this `fingerprint` live `ttl` from now (a claim in use, an
     /// A2A context its owner writes in again); false when the key is not that.

@@ -23,7 +23,8 @@ use bytes::Bytes;
 use redis::{Script, Value as RValue};
 
 use super::{
-    Answer, Applied, ArtifactRef, Claim, Fingerprint, LedgerError, LedgerFuture, Record, TaskLedger,
+    Answer, Applied, ArtifactRef, Claim, Fingerprint, LedgerError, LedgerFuture, PushPut, Record,
+    TaskLedger,
 };
 use crate::protocol::task::{Head, Refusal, Status, Verdict};
 use crate::store::{Conn, Store, StoreResult};
@@ -31,6 +32,7 @@ use crate::webhook::queue::{entry_version, message_id_prefix, Outbox};
 
 mod keys;
 mod listing;
+mod push;
 mod quiet;
 
 /// How long a task that never reaches a terminal state is kept after its last update.
@@ -47,6 +49,8 @@ pub struct RedisLedger {
     keys: Script,
     /// A page of one partition's listing index ([`list.lua`](list.lua)).
     list: Script,
+    /// A task's A2A push configs ([`push.lua`](push.lua)).
+    push: Script,
     outbox: Option<Arc<Outbox>>,
     /// The command the apply script publishes changes with: `SPUBLISH` (sharded pub/sub, to
     /// the partition's shard only) on a cluster, `PUBLISH` on one node.
@@ -108,6 +112,7 @@ impl RedisLedger {
             lease: Script::new(include_str!("lease.lua")),
             keys: Script::new(include_str!("idempotency.lua")),
             list: Script::new(include_str!("list.lua")),
+            push: Script::new(include_str!("push.lua")),
             outbox: None,
         }
     }
@@ -212,10 +217,12 @@ impl RedisLedger {
         let task_key = format!("{}task:{task_id}", part.prefix);
         let fence = self.fence(&task_key);
         let context = super::listing::context_of(task_id, &task);
+        let push_key = format!("{}push:{task_id}", part.prefix);
         let mut inv = self.apply.key(task_key);
         inv.key(&*part.state)
             .key(&*part.wh)
             .key(&*part.prefix)
+            .key(push_key)
             .arg(agent)
             .arg(head.status.as_str())
             .arg(head.updated_ms)
@@ -225,8 +232,11 @@ impl RedisLedger {
             .arg(LIVE_TTL.as_millis() as u64)
             .arg(task_id);
         let subs = self.outbox.as_ref().map(|o| (o, o.subscribers(agent)));
+        // An official A2A task (key "{agent}/{id}") may have push configs: the script reads
+        // them, and needs the message id and the bounds for them too.
+        let a2a = task_id.contains('/');
         match &subs {
-            Some((o, subs)) if !subs.is_empty() => {
+            Some((o, subs)) if !subs.is_empty() || a2a => {
                 inv.arg(message_id_prefix(task_id, head))
                     .arg(crate::protocol::time::now())
                     // Per partition: the partitions share the bound evenly.
@@ -396,6 +406,32 @@ impl TaskLedger for RedisLedger {
         trace: Option<&'a str>,
     ) -> LedgerFuture<'a, Applied> {
         Box::pin(self.apply_inner(agent, task_id, head, task, owner, trace))
+    }
+
+    fn push_configs<'a>(&'a self, task_id: &'a str) -> LedgerFuture<'a, Vec<Bytes>> {
+        Box::pin(self.push_configs_inner(task_id))
+    }
+
+    fn put_push_config<'a>(
+        &'a self,
+        task_id: &'a str,
+        id: &'a str,
+        config: Bytes,
+        max: usize,
+    ) -> LedgerFuture<'a, PushPut> {
+        Box::pin(async move { self.put_push_inner(task_id, id, &config, max).await })
+    }
+
+    fn delete_push_config<'a>(&'a self, task_id: &'a str, id: &'a str) -> LedgerFuture<'a, bool> {
+        Box::pin(self.delete_push_inner(task_id, id))
+    }
+
+    fn push_token<'a>(
+        &'a self,
+        task_id: &'a str,
+        fresh: Option<&'a str>,
+    ) -> LedgerFuture<'a, Option<String>> {
+        Box::pin(self.push_token_inner(task_id, fresh))
     }
 
     fn get<'a>(&'a self, task_id: &'a str) -> LedgerFuture<'a, Option<Record>> {

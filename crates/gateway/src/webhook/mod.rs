@@ -11,6 +11,7 @@
 //! design, as built: docs/webhook-delivery.md.
 
 pub mod guard;
+pub mod push;
 pub mod queue;
 pub mod retry;
 pub mod send;

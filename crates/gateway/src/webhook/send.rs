@@ -28,6 +28,7 @@ use super::queue::Message;
 use super::retry::parse_retry_after;
 use super::sign;
 use crate::config::{SubscriberConfig, WebhookConfig};
+use crate::protocol::a2a::push::PushConfig;
 use crate::telemetry::Trace;
 
 /// hyper-util's resolver hook, answered by the URL guard.
@@ -85,6 +86,9 @@ pub struct Sender {
     client: WebhookClient,
     subscribers: HashMap<Arc<str>, Arc<Subscriber>>,
     timeout: Duration,
+    /// The guard of `webhooks.allow`, for the URLs of A2A push configs (checked when stored,
+    /// and again at each attempt: a reload may have narrowed the allow list since).
+    guard: Arc<UrlGuard>,
 }
 
 /// Responses are not read beyond this (enough to keep the connection reusable for small
@@ -147,7 +151,9 @@ impl Sender {
                 }),
             );
         }
-        let mut http = HttpConnector::new_with_resolver(GuardedResolver { guard });
+        let mut http = HttpConnector::new_with_resolver(GuardedResolver {
+            guard: guard.clone(),
+        });
         http.set_nodelay(true);
         http.set_connect_timeout(Some(cfg.timeout.min(Duration::from_secs(10))));
         http.enforce_http(false);
@@ -160,6 +166,7 @@ impl Sender {
             client,
             subscribers,
             timeout: cfg.timeout,
+            guard,
         })
     }
 
@@ -206,6 +213,76 @@ impl Sender {
                 Err(_) => return failed("auth_header is not a valid header value".into()),
             }
         }
+        self.post(req, msg, trace, now).await
+    }
+
+    /// Make one attempt at an A2A push config: the StreamResponse as `application/a2a+json`,
+    /// with the config's `X-A2A-Notification-Token` and `Authorization: {scheme} {credentials}`
+    /// (as a2a-sdk's receivers read them), and `webhook-id` and `webhook-timestamp` (the same
+    /// id on every retry) so a receiver can drop duplicates. The URL is checked by the guard
+    /// again, and its names resolved only through it.
+    pub async fn send_push(
+        &self,
+        cfg: &PushConfig,
+        msg: &Message,
+        trace: Option<&Trace>,
+    ) -> Attempt {
+        let now = SystemTime::now();
+        let ts = now
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        let uri = match self.guard.check_url(&cfg.url) {
+            Ok(u) => u,
+            Err(e) => return failed(format!("push config url refused: {e}")),
+        };
+        let mut req = Request::builder()
+            .method(Method::POST)
+            .uri(uri)
+            .header(header::CONTENT_TYPE, "application/a2a+json")
+            .header(
+                header::USER_AGENT,
+                concat!("a2a-gateway/", env!("CARGO_PKG_VERSION")),
+            );
+        match sign::headers(&[], &msg.msg_id, ts, &msg.payload) {
+            Ok(hs) => {
+                for (k, v) in hs {
+                    req = req.header(k, v);
+                }
+            }
+            Err(e) => return failed(format!("cannot sign: {e}")),
+        }
+        let secret = |v: &str| {
+            HeaderValue::from_str(v).map(|mut v| {
+                v.set_sensitive(true);
+                v
+            })
+        };
+        if let Some(t) = &cfg.token {
+            match secret(t) {
+                Ok(v) => req = req.header("x-a2a-notification-token", v),
+                Err(_) => return failed("the config's token is not a header value".into()),
+            }
+        }
+        if let Some(a) = cfg.authorization() {
+            match secret(&a) {
+                Ok(v) => req = req.header(header::AUTHORIZATION, v),
+                Err(_) => {
+                    return failed("the config's authentication is not a header value".into())
+                }
+            }
+        }
+        self.post(req, msg, trace, now).await
+    }
+
+    /// Send `req` with the message's payload, bounded by the timeout from connect to the end
+    /// of the (drained) response.
+    async fn post(
+        &self,
+        req: hyper::http::request::Builder,
+        msg: &Message,
+        trace: Option<&Trace>,
+        now: SystemTime,
+    ) -> Attempt {
         let mut req = match req.body(Full::new(msg.payload.clone())) {
             Ok(r) => r,
             Err(e) => return failed(format!("cannot build request: {e}")),

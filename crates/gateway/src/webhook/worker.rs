@@ -104,6 +104,8 @@ pub struct Worker {
     paused: Mutex<HashMap<Arc<str>, Instant>>,
     /// The rate limit of the failed-attempt warnings (see [`FAILURE_LOG_EVERY`]).
     failures: Mutex<FailureLog>,
+    /// Where A2A push configs are found (the ledger), when the gateway fronts A2A agents.
+    push: Option<super::push::Directory>,
 }
 
 impl Worker {
@@ -133,7 +135,14 @@ impl Worker {
             disabled: RwLock::new(HashSet::new()),
             paused: Mutex::new(HashMap::new()),
             failures: Mutex::new(FailureLog::default()),
+            push: None,
         })
+    }
+
+    /// Deliver to A2A push configs too, found in `directory`.
+    pub fn with_push(mut self, directory: Option<super::push::Directory>) -> Worker {
+        self.push = directory;
+        self
     }
 
     /// Trace every attempt (when telemetry is on).
@@ -325,18 +334,58 @@ impl Worker {
         );
     }
 
-    fn count(&self, sub: &str, outcome: &str) {
+    fn count(&self, (sub, agent): (&str, &str), outcome: &str) {
         self.metrics
             .webhook_deliveries
-            .with_label_values(&[sub, outcome])
+            .with_label_values(&[sub, agent, outcome])
             .inc();
+    }
+
+    /// Where a job goes: a configured subscriber, or an A2A push config (looked up in the
+    /// ledger now, so a deleted config gets nothing more). `Err`: the job was finished here.
+    async fn target(&self, job: &Job, sender: &Sender) -> Result<Target, ()> {
+        let labels = labels(job);
+        let Some(id) = crate::protocol::a2a::push::lane_config(&job.subscriber) else {
+            return match sender.subscriber(&job.subscriber).cloned() {
+                Some(sub) => Ok(Target::Subscriber(sub)),
+                None => {
+                    // Queued for a subscriber this process has no config for: a replica of
+                    // another config version (a rolling deploy) or a subscriber removed since.
+                    // Not an attempt, and not this replica's call to disable it: look again
+                    // in a minute.
+                    self.count(labels, "unconfigured");
+                    self.retry_in(job, UNCONFIGURED_WAIT, job.attempts).await;
+                    Err(())
+                }
+            };
+        };
+        let Some(directory) = &self.push else {
+            self.count(labels, "unconfigured");
+            self.retry_in(job, UNCONFIGURED_WAIT, job.attempts).await;
+            return Err(());
+        };
+        match directory.config(&job.task_id, id).await {
+            Ok(Some(cfg)) => Ok(Target::Push(Box::new(cfg))),
+            Ok(None) => {
+                // Deleted by its client, or gone with its task: nothing more is sent to it.
+                self.finish(job, Finish::Delivered).await;
+                self.count(labels, "config_gone");
+                Err(())
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "reading a push config failed; retrying");
+                self.retry_in(job, NEWER_FORMAT_WAIT, job.attempts).await;
+                Err(())
+            }
+        }
     }
 
     /// One attempt at a job's first message, and its one atomic finish.
     async fn deliver(&self, job: Job, taken: Instant) {
+        let labels = labels(&job);
         if job.unreadable {
             tracing::error!(subscriber = %job.subscriber, task_id = %job.task_id, "unreadable webhook lane entry moved to the dead letters");
-            self.count(&job.subscriber, "dead");
+            self.count(labels, "dead");
             let error = "unreadable lane entry".to_owned();
             self.finish(
                 &job,
@@ -358,22 +407,17 @@ impl Worker {
         if msg.version > super::queue::FORMAT {
             // Written by a newer version (a rolling upgrade under way): its format may mean
             // more than this version reads. Not an attempt: left for a replica that knows it.
-            self.count(sub_name, "newer_format");
+            self.count(labels, "newer_format");
             self.retry_in(&job, NEWER_FORMAT_WAIT, job.attempts).await;
             return;
         }
         let sender = self.sender.load_full();
-        let Some(sub) = sender.subscriber(sub_name).cloned() else {
-            // Queued for a subscriber this process has no config for: a replica of another
-            // config version (a rolling deploy) or a subscriber removed since. Not an attempt,
-            // and not this replica's call to disable it: look again in a minute.
-            self.count(sub_name, "unconfigured");
-            self.retry_in(&job, UNCONFIGURED_WAIT, job.attempts).await;
+        let Ok(target) = self.target(&job, &sender).await else {
             return;
         };
-        if self.is_disabled(sub_name) {
+        if matches!(target, Target::Subscriber(_)) && self.is_disabled(sub_name) {
             self.finish(&job, Finish::Park { reason: None }).await;
-            self.count(sub_name, "parked");
+            self.count(labels, "parked");
             return;
         }
         if let Some(until) = self.paused_until(&job.subscriber) {
@@ -394,14 +438,17 @@ impl Worker {
                 SpanKind::Client,
                 vec![
                     KeyValue::new(semconv::HTTP_REQUEST_METHOD, "POST"),
-                    KeyValue::new(telemetry::SUBSCRIBER, sub_name.to_owned()),
+                    KeyValue::new(telemetry::SUBSCRIBER, labels.0.to_owned()),
                     KeyValue::new(telemetry::TASK_ID, job.task_id.to_string()),
                     KeyValue::new(telemetry::ATTEMPT, i64::from(job.attempts) + 1),
                     KeyValue::new(telemetry::MESSAGE_ID, msg.msg_id.clone()),
                 ],
             )
         });
-        let attempt = sender.send(&sub, msg, span.as_deref()).await;
+        let attempt = match &target {
+            Target::Subscriber(sub) => sender.send(sub, msg, span.as_deref()).await,
+            Target::Push(cfg) => sender.send_push(cfg, msg, span.as_deref()).await,
+        };
         if let Some(span) = span {
             match attempt.status {
                 Some(status) => telemetry::answered(&span, status, false),
@@ -410,7 +457,7 @@ impl Worker {
         }
         self.metrics
             .webhook_attempts
-            .with_label_values(&[sub_name, attempt.class])
+            .with_label_values(&[labels.0, labels.1, attempt.class])
             .inc();
         let attempts = job.attempts.saturating_add(1);
         match classify(attempt.status) {
@@ -418,33 +465,46 @@ impl Worker {
                 let done = self.finish(&job, Finish::Delivered).await;
                 if done == Some(Finished::Stale) {
                     // Another worker took this job over and has sent or will send it too.
-                    self.count(sub_name, "duplicate");
+                    self.count(labels, "duplicate");
                 } else {
-                    self.count(sub_name, "delivered");
+                    self.count(labels, "delivered");
                 }
                 let waited = crate::protocol::time::now_ms() - msg.enqueued_ms;
                 self.metrics
                     .webhook_latency
-                    .with_label_values(&[sub_name])
+                    .with_label_values(&[labels.0, labels.1])
                     .observe(waited.max(0) as f64 / 1000.0);
             }
-            Outcome::Disable => {
-                tracing::warn!(subscriber = sub_name, "subscriber answered 410 Gone: disabled until re-enabled (POST /admin/subscribers/{sub_name}/enable)");
-                self.disabled
-                    .write()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(sub_name.to_owned());
-                let reason = format!("410 Gone at {}", crate::protocol::time::now());
-                self.finish(
-                    &job,
-                    Finish::Park {
-                        reason: Some(reason),
-                    },
-                )
-                .await;
-                // Counted once it took effect, so the counter never runs ahead of the queue.
-                self.count(sub_name, "disabled");
-            }
+            Outcome::Disable => match (&target, &self.push) {
+                (Target::Push(cfg), Some(directory)) => {
+                    // A push config whose receiver is gone is removed from its task: the
+                    // message goes to the dead letters, and nothing more is queued for it.
+                    tracing::warn!(agent = labels.1, task_id = %job.task_id, config_id = %cfg.id, "push config receiver answered 410 Gone: config removed");
+                    if let Err(e) = directory.remove(&job.task_id, &cfg.id).await {
+                        tracing::warn!(error = %e, "could not remove a push config after a 410");
+                    }
+                    let error = "HTTP 410: push config removed".to_owned();
+                    self.finish(&job, Finish::Dead { attempts, error }).await;
+                    self.count(labels, "disabled");
+                }
+                _ => {
+                    tracing::warn!(subscriber = sub_name, "subscriber answered 410 Gone: disabled until re-enabled (POST /admin/subscribers/{sub_name}/enable)");
+                    self.disabled
+                        .write()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(sub_name.to_owned());
+                    let reason = format!("410 Gone at {}", crate::protocol::time::now());
+                    self.finish(
+                        &job,
+                        Finish::Park {
+                            reason: Some(reason),
+                        },
+                    )
+                    .await;
+                    // Counted once it took effect, so the counter never runs ahead of the queue.
+                    self.count(labels, "disabled");
+                }
+            },
             outcome @ (Outcome::Retry { .. } | Outcome::Failed) => {
                 let rand = uuid::Uuid::new_v4().as_u64_pair().0;
                 match self
@@ -459,10 +519,10 @@ impl Worker {
                         }
                         self.log_failure(&job, attempts, &attempt, wait);
                         self.retry_in(&job, wait, attempts).await;
-                        self.count(sub_name, "retry");
+                        self.count(labels, "retry");
                     }
                     None => {
-                        tracing::warn!(subscriber = sub_name, task_id = %job.task_id, msg_id = %msg.msg_id, attempts, error = %attempt.summary, "webhook delivery exhausted its attempts: dead letter");
+                        tracing::warn!(subscriber = labels.0, agent = labels.1, task_id = %job.task_id, msg_id = %msg.msg_id, attempts, error = %attempt.summary, "webhook delivery exhausted its attempts: dead letter");
                         self.finish(
                             &job,
                             Finish::Dead {
@@ -471,12 +531,31 @@ impl Worker {
                             },
                         )
                         .await;
-                        self.count(sub_name, "dead");
+                        self.count(labels, "dead");
                     }
                 }
             }
         }
     }
+}
+
+/// Where one job is sent.
+enum Target {
+    /// A configured subscriber.
+    Subscriber(Arc<super::send::Subscriber>),
+    /// An A2A push config of the job's task.
+    Push(Box<crate::protocol::a2a::push::PushConfig>),
+}
+
+/// The metric labels of a job: its subscriber (`a2a_push` for every A2A push config: one
+/// series, never one per config) and the agent of an official A2A task (empty otherwise).
+fn labels(job: &Job) -> (&str, &str) {
+    let sub = if crate::protocol::a2a::push::lane_config(&job.subscriber).is_some() {
+        crate::protocol::a2a::push::SUBSCRIBER
+    } else {
+        &job.subscriber
+    };
+    (sub, super::push::agent_of(&job.task_id))
 }
 
 #[cfg(test)]

@@ -194,6 +194,11 @@ impl Validator {
             }
         }
         self.streams(&c.streams);
+        self.range(
+            "a2a.max_push_configs_per_task",
+            c.a2a.max_push_configs_per_task as u64,
+            1000,
+        );
         self.identity(c, rules);
         self.placeholders(c);
         if let Some(u) = &c.public_url {
@@ -379,6 +384,14 @@ impl Validator {
             self.problem(
                 format!("{at}.reconcile_after_ms"),
                 "must be between 0 (off) and 86400000",
+            );
+        }
+        if a.poll_interval < Duration::from_millis(100)
+            || a.poll_interval > Duration::from_secs(3600)
+        {
+            self.problem(
+                format!("{at}.poll_interval_ms"),
+                "must be between 100 and 3600000",
             );
         }
         if let Some(tok) = &a.ingest_token {

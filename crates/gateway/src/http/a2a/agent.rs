@@ -69,6 +69,18 @@ pub fn stream_request(
     build(agent, held, ctx, client, call, "text/event-stream")
 }
 
+/// A call of the gateway's own (a push config it gives the agent, a poll): no client's headers.
+pub fn own_request(agent: &Agent, held: &HeldCard, call: &Call) -> Result<Outgoing, ApiError> {
+    build(
+        agent,
+        held,
+        None,
+        &HeaderMap::new(),
+        call,
+        "application/json",
+    )
+}
+
 fn build(
     agent: &Agent,
     held: &HeldCard,

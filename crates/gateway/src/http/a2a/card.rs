@@ -56,8 +56,9 @@ pub fn rewrite<'a>(
                 .pointer("/capabilities/streaming")
                 .and_then(serde_json::Value::as_bool)
                 .unwrap_or(false),
-            // Until the gateway serves push configs itself.
-            push_notifications: false,
+            // The gateway keeps push configs and delivers them itself, whatever the agent
+            // does (it pushes to the gateway, streams, or is polled).
+            push_notifications: true,
         },
     );
     (doc, base)

@@ -130,6 +130,46 @@ pub struct Start {
     pub last_ms: i64,
 }
 
+/// Join the shared stream of task `id` (recorded as `record`): when nobody streams it on this
+/// replica yet, `out` (the gateway's SubscribeToTask) opens its one upstream, fed by
+/// `feed::run`. `Ok(None)`: the task turned out to be over.
+#[allow(clippy::too_many_arguments)]
+pub async fn join(
+    state: &Arc<State>,
+    agent: &Arc<Agent>,
+    held: Arc<HeldCard>,
+    id: &str,
+    record: &crate::ledger::Record,
+    out: agent::Outgoing,
+    framing: crate::stream::topic::Framing,
+    kill: Option<Arc<tokio::sync::Notify>>,
+) -> Result<Option<crate::stream::topic::Subscription>, StreamError> {
+    let key = a2a_ledger::key(&agent.cfg.name, id);
+    let task = crate::protocol::json::parse(&record.task)
+        .unwrap_or_else(|_| Value::Object(serde_json::Map::new()));
+    let last_ms = record.head.updated_ms;
+    state
+        .hub
+        .join_a2a(agent, &key, framing, kill, |topic, n| {
+            let up = Upstream::Subscribe {
+                request: out.request,
+                rpc_id: out.rpc_id,
+            };
+            let start = Start {
+                state: state.clone(),
+                agent: agent.clone(),
+                held,
+                topic,
+                n,
+                id: id.to_owned(),
+                task,
+                last_ms,
+            };
+            tokio::spawn(run(start, up));
+        })
+        .await
+}
+
 /// Feed the topic of `start` with the agent's stream of the task, starting from `up`.
 pub async fn run(start: Start, up: Upstream) {
     let Start {

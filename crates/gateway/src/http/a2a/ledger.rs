@@ -290,7 +290,14 @@ pub async fn record(
     task: &Value,
     owner: Option<&str>,
 ) -> Result<Recorded, Failure> {
-    let task_ref = task_ref(agent, head);
+    let mut task_ref = task_ref(agent, head);
+    if head.timestamp_ms.is_none() && task_ref.head.status == Status::Submitted {
+        // A SUBMITTED without a time (a2a-sdk's agents stamp none) can only be a task's first
+        // state, and the agent made it after this request began: recorded at "now", it would
+        // be later than the agent's own stamped WORKING made meanwhile, and make that stale
+        // (the task would stay SUBMITTED in the ledger). Recorded at the request's start.
+        task_ref.head.updated_ms = ctx.started_ms().min(task_ref.head.updated_ms);
+    }
     // Another client's task is not moved by an answer to this caller's request, nor shown to
     // it (an agent that answers about another task, in report mode too). Owners never change,
     // so the check holds for the apply below. A caller that sees every task (no clients, or
@@ -335,6 +342,30 @@ pub async fn record(
         whole,
         agents,
     })
+}
+
+/// Apply a Task of `agent` that is news of the gateway's own asking or an agent's push (no
+/// client's answer: no owner), through the ledger's one rule, bounded like every recorded
+/// document.
+pub async fn apply_news(
+    state: &State,
+    agent: &str,
+    head: &TaskHead<'_>,
+    task: &Value,
+    from: Origin<'_>,
+) -> Result<Applied, crate::ledger::LedgerError> {
+    let task_ref = task_ref(agent, head);
+    let raw = bounded(task, state.config.max_task_document_bytes);
+    ledger::apply_counted(
+        state.ledger.as_ref(),
+        &state.metrics,
+        agent,
+        &task_ref,
+        raw,
+        None,
+        from,
+    )
+    .await
 }
 
 /// Whether task `id` is held in the ledger for another client than the caller's under any of

@@ -17,10 +17,13 @@ pub mod agent;
 pub mod agent_stream;
 pub mod card;
 pub mod feed;
+pub mod follow;
 pub mod frame;
 pub mod ledger;
 pub mod list;
 pub mod ops;
+pub mod poll;
+pub mod push;
 pub mod send;
 pub mod stream;
 

@@ -11,7 +11,7 @@ use hyper::Response;
 use serde_json::Value;
 
 use super::agent::{self, conform, held_card};
-use super::frame::{neutral, push_not_supported, Failure};
+use super::frame::{neutral, Failure};
 use super::ledger as a2a_ledger;
 use crate::http::body::Body;
 use crate::http::context::Ctx;
@@ -47,7 +47,9 @@ pub async fn run(
         Method::CreateTaskPushNotificationConfig
         | Method::GetTaskPushNotificationConfig
         | Method::ListTaskPushNotificationConfigs
-        | Method::DeleteTaskPushNotificationConfig => push_config(state, ctx, agent, &call).await,
+        | Method::DeleteTaskPushNotificationConfig => {
+            super::push::op(state, ctx, agent, &call).await
+        }
         Method::GetExtendedAgentCard => extended_card(state, ctx, agent, headers, &call).await,
     };
     neutral(method, answer)
@@ -174,25 +176,6 @@ async fn relay_task(
         }
         None => Ok(answer.clone()),
     }
-}
-
-/// The push-config methods: the task must be the caller's; then PushNotificationNotSupported.
-async fn push_config(
-    state: &State,
-    ctx: &Ctx,
-    agent: &Agent,
-    call: &Call,
-) -> Result<Value, Failure> {
-    let id = call.task_id().unwrap_or_default();
-    a2a_ledger::visible(
-        state,
-        ctx,
-        &agent.cfg.name,
-        agent.cfg.passthrough_unknown_tasks,
-        id,
-    )
-    .await?;
-    Err(push_not_supported())
 }
 
 /// GetExtendedAgentCard: forwarded with the agent's credential when its card offers one, and

@@ -14,7 +14,6 @@ use serde_json::Value;
 
 use super::agent;
 use super::agent::{conform, held_card};
-use super::frame::push_not_supported;
 use super::frame::{neutral, neutral_written, Failure};
 use super::ledger::{self as a2a_ledger, ContextOwner, PendingContext};
 use crate::http::body::Body;
@@ -25,7 +24,7 @@ use crate::http::create::{drive, Finish};
 use crate::http::error::{ApiError, ApiResult, Code};
 use crate::ledger::idempotency::fingerprint;
 use crate::protocol::a2a::answer::{payload, task_of, Payload};
-use crate::protocol::a2a::check::{inline_push_config, named_context_id, named_task_ids};
+use crate::protocol::a2a::check::{named_context_id, named_task_ids};
 use crate::protocol::a2a::held::HeldCard;
 use crate::protocol::a2a::{A2aError, Call, ErrorKind, Method};
 use crate::registry::Agent;
@@ -52,8 +51,11 @@ async fn send_checked(
     ctx: &Ctx,
     agent: &Arc<Agent>,
     headers: &HeaderMap,
-    call: Call,
+    mut call: Call,
 ) -> Result<Response<Body>, Failure> {
+    // An inline push config is the gateway's to keep: checked and guarded now, taken out of
+    // the message (the agent never sees it), stored once the answer names the task.
+    let push = super::push::take_inline(state, &mut call).await?;
     let held = before_agent(state, ctx, agent, &call).await?;
     let name = agent.cfg.name.as_str();
     let continues = call
@@ -62,7 +64,18 @@ async fn send_checked(
         .and_then(|m| m.get("taskId"))
         .and_then(Value::as_str)
         .map(str::to_owned);
-    let params = serde_json::to_vec(&call.params).unwrap_or_default();
+    let mut params = serde_json::to_vec(&call.params).unwrap_or_default();
+    // The same messageId with another push config is another message.
+    let fingerprinted = match &push {
+        Some(p) => {
+            let n = params.len();
+            params.extend_from_slice(&p.encode());
+            let f = fingerprint(&params);
+            params.truncate(n);
+            f
+        }
+        None => fingerprint(&params),
+    };
     // The messageId first: a retry of a message already answered (a send that timed out, say)
     // gets its answer, whatever the client's limits say now.
     let message_id = call
@@ -78,7 +91,7 @@ async fn send_checked(
         name,
         scope,
         message_id,
-        fingerprint(&params),
+        fingerprinted,
         agent.cfg.timeout,
     )
     .await;
@@ -125,6 +138,7 @@ async fn send_checked(
         rpc_id: out.rpc_id,
         continues,
         pending,
+        push,
     };
     match drive(state, ctx, agent.clone(), finish, out.request, Some(key)).await {
         Ok(res) => Ok(res),
@@ -133,7 +147,7 @@ async fn send_checked(
 }
 
 /// What a message (SendMessage, SendStreamingMessage) must pass before the agent is called:
-/// no inline push config, the tasks it names the caller's, the agent's A2A card, the ledger
+/// the tasks it names the caller's, the agent's A2A card, the ledger
 /// reachable. The card.
 pub(super) async fn before_agent(
     state: &State,
@@ -142,11 +156,6 @@ pub(super) async fn before_agent(
     call: &Call,
 ) -> Result<Arc<HeldCard>, Failure> {
     let name = agent.cfg.name.as_str();
-    if inline_push_config(&call.params).is_some() {
-        // Never forwarded: the agent would call the client directly, around the ledger and
-        // the SSRF guard.
-        return Err(push_not_supported());
-    }
     let named = named_task_ids(&call.params);
     if named.len() > MAX_NAMED_TASKS {
         return Err(
@@ -252,6 +261,8 @@ struct SendFinish {
     continues: Option<String>,
     /// The context the message named, claimed for the caller until it is answered.
     pending: Option<PendingContext>,
+    /// The message's inline push config, kept for the task the answer names.
+    push: Option<crate::protocol::a2a::push::PushConfig>,
 }
 
 impl Finish for SendFinish {
@@ -359,7 +370,13 @@ impl SendFinish {
                 answered_context(state, ctx, name, head.context_id, "/task/contextId").await?;
                 let owner = ctx.caller.owner().map(|o| &**o);
                 match a2a_ledger::record(state, ctx, name, &head, task, owner).await {
-                    Ok(recorded) => Ok(Answer::Written(task_response(&recorded.task_json(task)))),
+                    Ok(recorded) => {
+                        if let Some(p) = &self.push {
+                            let live = !recorded.applied.record.head.status.is_terminal();
+                            super::push::keep_inline(state, agent, head.id, p, live).await;
+                        }
+                        Ok(Answer::Written(task_response(&recorded.task_json(task))))
+                    }
                     // The agent has the task: an error now would make the client send the
                     // message again and the agent make a second task. The answer goes on, and
                     // the task is recorded as soon as the ledger answers (its webhooks follow).

@@ -168,31 +168,19 @@ async fn subscribe(
     // task here yet.
     let upstream_call = agent_stream::subscribe_call(id);
     let out = agent::stream_request(agent, &held, Some(ctx), headers, &upstream_call)?;
-    let key = a2a_ledger::key(name, id);
-    let task = crate::protocol::json::parse(&record.task).unwrap_or_else(|_| json!({}));
     let owner = record.owner.clone();
-    let last_ms = record.head.updated_ms;
-    let sub = state
-        .hub
-        .join_a2a(agent, &key, framing, kill_of(ctx, http1), |topic, n| {
-            let up = Upstream::Subscribe {
-                request: out.request,
-                rpc_id: out.rpc_id,
-            };
-            let start = feed::Start {
-                state: state.clone(),
-                agent: agent.clone(),
-                held,
-                topic,
-                n,
-                id: id.to_owned(),
-                task,
-                last_ms,
-            };
-            tokio::spawn(feed::run(start, up));
-        })
-        .await
-        .map_err(from_stream)?;
+    let sub = feed::join(
+        state,
+        agent,
+        held,
+        id,
+        &record,
+        out,
+        framing,
+        kill_of(ctx, http1),
+    )
+    .await
+    .map_err(from_stream)?;
     match sub {
         Some(sub) => Ok(Opened::Stream(Box::new(sub), owner)),
         None => Err(unsupported_final(id)),
@@ -210,6 +198,15 @@ async fn send(
     framing: Framing,
     http1: bool,
 ) -> Result<Opened, Failure> {
+    if crate::protocol::a2a::check::inline_push_config(&call.params).is_some() {
+        // Never forwarded (the agent would call the client around the ledger and the guard);
+        // a stream's task takes its configs with CreateTaskPushNotificationConfig.
+        return Err(A2aError::new(
+            ErrorKind::UnsupportedOperation,
+            "an inline push config is taken on SendMessage; for a streamed message, create it with CreateTaskPushNotificationConfig once the stream names the task",
+        )
+        .into());
+    }
     let held = before_agent(state, ctx, agent, &call).await?;
     let continues = call
         .params

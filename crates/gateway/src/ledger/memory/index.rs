@@ -68,8 +68,9 @@ impl MemoryLedger {
         };
         s.counts[e.record.head.status.index()] -= 1;
         self.held.fetch_sub(1, Ordering::Relaxed);
+        let push = e.push.as_ref().map_or(0, |p| p.bytes());
         self.bytes
-            .fetch_sub(entry_size(key, &e.record.task), Ordering::Relaxed);
+            .fetch_sub(entry_size(key, &e.record.task) + push, Ordering::Relaxed);
         if let Some(at) = e.quiet {
             s.quiet.remove(&(e.record.agent.clone(), at, e.seq));
         }

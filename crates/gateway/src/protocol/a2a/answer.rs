@@ -289,7 +289,8 @@ pub fn task_of(answer: &Value) -> Option<TaskHead<'_>> {
     }
 }
 
-fn of_task(t: &Value) -> Option<TaskHead<'_>> {
+/// The head of a bare Task document.
+pub fn of_task(t: &Value) -> Option<TaskHead<'_>> {
     head(t.get("id"), t.get("contextId"), t.get("status"))
 }
 

@@ -106,6 +106,15 @@ impl HeldCard {
             == Some(true)
     }
 
+    /// `capabilities.pushNotifications`: the agent takes push configs, so it can push each
+    /// task's changes to the gateway.
+    pub fn pushes(&self) -> bool {
+        self.doc
+            .pointer("/capabilities/pushNotifications")
+            .and_then(Value::as_bool)
+            == Some(true)
+    }
+
     /// The path of the chosen interface's URL (`/a2a/jsonrpc`), without a trailing `/`, to be
     /// put after the agent's configured origin: a card never names the host the gateway calls.
     pub fn interface_path(&self) -> &str {

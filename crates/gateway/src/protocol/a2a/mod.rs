@@ -26,6 +26,7 @@ pub mod held;
 pub mod id;
 pub mod jsonrpc;
 pub mod method;
+pub mod push;
 pub mod rest;
 pub mod state;
 pub mod stream;

@@ -66,11 +66,37 @@ impl MemoryQueue {
     /// changes in the order it accepted them. A disabled subscriber's go straight to the dead
     /// letters (as in Redis: its lanes cannot fill the queue every subscriber shares).
     pub fn offer(&self, subscribers: &[Arc<str>], task_id: &str, message: Message) -> bool {
+        self.offer_all(task_id, vec![(subscribers, message)])
+    }
+
+    /// [`MemoryQueue::offer`] of several messages of one change (the configured subscribers'
+    /// notification, the A2A push configs' StreamResponse), all or none.
+    pub fn offer_all(&self, task_id: &str, batch: Vec<(&[Arc<str>], Message)>) -> bool {
         let mut q = self.lock();
-        if q.queued + subscribers.len() > self.max_queued {
+        let n: usize = batch.iter().map(|(subs, _)| subs.len()).sum();
+        if q.queued + n > self.max_queued {
             return false;
         }
         let task: Arc<str> = Arc::from(task_id);
+        for (subscribers, message) in batch {
+            q.offer_locked(subscribers, &task, message, self.max_dead);
+        }
+        drop(q);
+        self.ready.notify_one();
+        true
+    }
+}
+
+impl Inner {
+    fn offer_locked(
+        &mut self,
+        subscribers: &[Arc<str>],
+        task: &Arc<str>,
+        message: Message,
+        max_dead: usize,
+    ) {
+        let q = self;
+        let task_id: &str = task;
         for s in subscribers {
             if q.disabled.contains_key(s) {
                 let letter = DeadLetter {
@@ -86,15 +112,12 @@ impl MemoryQueue {
                     letter,
                     message: message.clone(),
                 });
-                q.dead.truncate(self.max_dead);
+                q.dead.truncate(max_dead);
                 continue;
             }
             q.queued += 1;
             q.append((s.clone(), task.clone()), message.clone());
         }
-        drop(q);
-        self.ready.notify_one();
-        true
     }
 }
 

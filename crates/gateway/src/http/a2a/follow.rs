@@ -1,0 +1,131 @@
+//! Following a task with push configs on its shared stream, for an agent that streams but does
+//! not take push configs: the gateway is one more subscriber of the task's one upstream
+//! (`crate::stream`'s A2A topic, opened with `SubscribeToTask` when nobody streams the task on
+//! this replica yet), so every event the feed applies to the ledger reaches the task's configs
+//! through the same atomic apply as any other change. Clients streaming the task share that
+//! upstream with it: the agent sees one stream.
+//!
+//! While the task is interrupted (INPUT_REQUIRED, AUTH_REQUIRED: its stream closes there) the
+//! follower looks at the ledger every `poll_interval_ms` and subscribes again once the task is
+//! live; when a subscription is refused or the agent's stream fails, it asks the agent with
+//! GetTask (`poll::get_and_apply`) and tries again after `poll_interval_ms`. It ends when the
+//! task is final, has no config left, or its agent is gone. Bounded: at most [`MAX_FOLLOWED`]
+//! tasks per replica (past it, the task is polled).
+
+use std::collections::HashSet;
+use std::future::poll_fn;
+use std::sync::{Arc, LazyLock, Mutex};
+
+use hyper::header::HeaderMap;
+
+use super::agent::{self, held_card};
+use super::agent_stream;
+use super::ledger as a2a_ledger;
+use super::poll::get_and_apply;
+use crate::protocol::task::Status;
+use crate::registry::Agent;
+use crate::state::State;
+use crate::stream::topic::Framing;
+
+/// Tasks one replica follows on their streams at most.
+pub const MAX_FOLLOWED: usize = 10_000;
+
+/// The tasks (ledger keys) this replica follows now: one follower a task.
+static FOLLOWED: LazyLock<Mutex<HashSet<String>>> = LazyLock::new(Mutex::default);
+
+fn followed() -> std::sync::MutexGuard<'static, HashSet<String>> {
+    FOLLOWED.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A task's place in [`FOLLOWED`], given up when its follower ends.
+struct Slot(String);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        followed().remove(&self.0);
+    }
+}
+
+/// Follow task `id` of `agent` on its stream, in a task of its own (once: a task followed
+/// already is left to its follower); false when this replica follows as many as it may (the
+/// caller polls it instead).
+pub fn start(state: &Arc<State>, agent: &Arc<Agent>, id: &str) -> bool {
+    let key = a2a_ledger::key(&agent.cfg.name, id);
+    {
+        let mut set = followed();
+        if set.contains(&key) {
+            return true;
+        }
+        if set.len() >= MAX_FOLLOWED {
+            return false;
+        }
+        set.insert(key.clone());
+    }
+    let slot = Slot(key);
+    let (state, name, id) = (state.clone(), agent.cfg.name.clone(), id.to_owned());
+    tokio::spawn(async move {
+        run(&state, &name, &id).await;
+        drop(slot);
+    });
+    true
+}
+
+/// Whether the task still wants following: live, with configs, its agent configured.
+async fn wanted(state: &State, name: &str, id: &str) -> Option<(Arc<Agent>, Status)> {
+    let agent = state.registry.resolve(name)?;
+    let key = a2a_ledger::key(name, id);
+    let record = state.ledger.get(&key).await.ok()??;
+    if record.head.status.is_terminal() {
+        return None;
+    }
+    if state.ledger.push_configs(&key).await.ok()?.is_empty() {
+        return None;
+    }
+    Some((agent, record.head.status))
+}
+
+async fn run(state: &Arc<State>, name: &str, id: &str) {
+    let mut stop = state.hub.stopping();
+    loop {
+        let Some((agent, status)) = wanted(state, name, id).await else {
+            return;
+        };
+        let interval = agent.cfg.poll_interval;
+        let interrupted = matches!(status, Status::InputRequired | Status::AuthRequired);
+        if !interrupted && !follow_once(state, &agent, id).await {
+            // No stream to be had: the agent is asked instead.
+            get_and_apply(state, &state.upstream, &agent, id).await;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => {}
+            _ = stop.changed() => return,
+        }
+    }
+}
+
+/// One subscription to the task's shared stream, read to its end; false when none could be
+/// opened.
+async fn follow_once(state: &Arc<State>, agent: &Arc<Agent>, id: &str) -> bool {
+    let Ok(held) = held_card(agent) else {
+        return false;
+    };
+    if !held.streams() {
+        return false;
+    }
+    let key = a2a_ledger::key(&agent.cfg.name, id);
+    let Ok(Some(record)) = state.ledger.get(&key).await else {
+        return false;
+    };
+    let call = agent_stream::subscribe_call(id);
+    let Ok(out) = agent::stream_request(agent, &held, None, &HeaderMap::new(), &call) else {
+        return false;
+    };
+    let joined = super::feed::join(state, agent, held, id, &record, out, Framing::Rest, None).await;
+    let Ok(Some(mut sub)) = joined else {
+        return false;
+    };
+    // The events themselves are the feed's business (it applies them to the ledger); the
+    // follower only keeps the stream open until it ends.
+    while let Some(Ok(_)) = poll_fn(|cx| sub.poll_next(cx)).await {}
+    true
+}

@@ -1,0 +1,407 @@
+//! A2A push configs, kept and delivered by the gateway (§3.1.7–§3.1.10): a client's config
+//! never reaches the agent.
+//!
+//! - Create, Get, List and Delete are answered here from the ledger, for the task's owner
+//!   only (another client's task is TaskNotFound, as everywhere), with at most
+//!   `[a2a] max_push_configs_per_task` per task. Every URL passes the webhook guard
+//!   (`[webhooks] allow`) before it is stored; a refused one is InvalidParams with the reason.
+//! - An inline `configuration.taskPushNotificationConfig` of SendMessage is read and checked
+//!   before the agent is called ([`take_inline`]), taken out of the message, and stored once the
+//!   agent's answer names the task ([`keep_inline`]).
+//! - Every accepted change of the task is then queued for each config in the ledger's atomic
+//!   apply, and delivered by the webhook worker (`webhook::worker`, `Sender::send_push`).
+//! - The gateway learns of each change the best way the agent offers ([`follow`]): an agent
+//!   whose card says `pushNotifications` is given one config per task pointing at
+//!   `{callback}/agents/{name}/notifications`, with a token of the gateway's own for that task
+//!   ([`ingest`] compares it in constant time); an agent that streams has the task followed on
+//!   its one shared stream (`follow.rs`); any other agent's task is polled with GetTask
+//!   (`poll.rs`), while it has configs and is not final. The reconciler stays the backstop.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde_json::{Map, Value};
+use subtle::ConstantTimeEq;
+
+use super::agent::{self, held_card};
+use super::frame::Failure;
+use super::ledger as a2a_ledger;
+use hyper::StatusCode;
+use crate::http::context::Ctx;
+use crate::http::error::{ApiError, ApiResult, Code};
+use crate::http::request::{read_body, Request};
+use crate::ledger::{Origin, PushPut};
+use crate::protocol::a2a::answer::{check_answer, of_task, payload, Payload};
+use crate::protocol::a2a::held::HeldCard;
+use crate::protocol::a2a::push::{self, PushConfig};
+use crate::protocol::a2a::{A2aError, Call, ErrorKind, Method};
+use crate::protocol::task::Verdict;
+use crate::registry::Agent;
+use crate::state::State;
+use crate::webhook::guard::UrlGuard;
+
+/// The id of the one config the gateway gives an agent that pushes, per task.
+pub const GATEWAY_CONFIG_ID: &str = "a2a-gateway";
+
+/// The header an agent's push carries the gateway's token in (§4.3.3, as a2a-sdk sends it).
+pub const TOKEN_HEADER: &str = "x-a2a-notification-token";
+
+fn invalid(message: impl Into<String>) -> Failure {
+    A2aError::new(ErrorKind::InvalidParams, message).into()
+}
+
+/// The four push-config methods on `agent`'s task, for the caller.
+pub async fn op(
+    state: &Arc<State>,
+    ctx: &Ctx,
+    agent: &Arc<Agent>,
+    call: &Call,
+) -> Result<Value, Failure> {
+    let id = call.task_id().unwrap_or_default();
+    // Configs belong to a task the ledger holds: an id it never recorded has none, whatever
+    // `passthrough_unknown_tasks` says.
+    let Some(record) = a2a_ledger::visible(state, ctx, &agent.cfg.name, false, id).await? else {
+        return Err(a2a_ledger::not_found(id));
+    };
+    let key = a2a_ledger::key(&agent.cfg.name, id);
+    let config_id = || call.params.get("id").and_then(Value::as_str).unwrap_or("");
+    match call.method {
+        Method::CreateTaskPushNotificationConfig => {
+            // Without an id, the config's id is the task's (as a2a-sdk's servers do): one
+            // config per task, replaced by the next without an id.
+            let cfg = push::read(&call.params, || id.to_owned())?;
+            guard(state, &cfg.url).await?;
+            store(state, &key, &cfg).await?;
+            if !record.head.status.is_terminal() {
+                follow(state, agent, id).await;
+            }
+            Ok(cfg.served(id))
+        }
+        Method::GetTaskPushNotificationConfig => {
+            let want = config_id();
+            configs(state, &key)
+                .await?
+                .into_iter()
+                .find(|c| c.id == want)
+                .map(|c| c.served(id))
+                .ok_or_else(|| {
+                    A2aError::new(
+                        ErrorKind::TaskNotFound,
+                        format!("task {id:?} has no push config {want:?}"),
+                    )
+                    .into()
+                })
+        }
+        Method::ListTaskPushNotificationConfigs => {
+            let list: Vec<Value> = configs(state, &key)
+                .await?
+                .iter()
+                .map(|c| c.served(id))
+                .collect();
+            let mut out = Map::new();
+            out.insert("configs".into(), Value::Array(list));
+            // At most `max_push_configs_per_task` (bounded): always one page.
+            out.insert("nextPageToken".into(), Value::from(""));
+            Ok(Value::Object(out))
+        }
+        Method::DeleteTaskPushNotificationConfig => {
+            // Deleting what is not there is not an error: the client's intent holds.
+            state.ledger.delete_push_config(&key, config_id()).await?;
+            Ok(Value::Object(Map::new()))
+        }
+        _ => Err(A2aError::new(ErrorKind::UnsupportedOperation, "not a push-config method").into()),
+    }
+}
+
+async fn configs(state: &State, key: &str) -> Result<Vec<PushConfig>, Failure> {
+    Ok(state
+        .ledger
+        .push_configs(key)
+        .await?
+        .iter()
+        .filter_map(|c| PushConfig::decode(c))
+        .collect())
+}
+
+/// The webhook guard's verdict on a config URL: its literal address, or every address its
+/// name resolves to now (each attempt resolves through the guard again).
+async fn guard(state: &State, url: &str) -> Result<(), Failure> {
+    let g = UrlGuard::new(&state.config.webhooks.allow).unwrap_or_default();
+    let refused = |e: crate::webhook::guard::GuardError| invalid(format!("url: refused: {e}"));
+    let uri = g.check_url(url).map_err(refused)?;
+    let host = uri.host().unwrap_or_default().trim_matches(['[', ']']);
+    if host.parse::<std::net::IpAddr>().is_err() {
+        g.resolve_host(host, uri.port_u16().unwrap_or(0))
+            .await
+            .map_err(refused)?;
+    }
+    Ok(())
+}
+
+async fn store(state: &State, key: &str, cfg: &PushConfig) -> Result<(), Failure> {
+    let max = state.config.a2a.max_push_configs_per_task;
+    match state
+        .ledger
+        .put_push_config(key, &cfg.id, Bytes::from(cfg.encode()), max)
+        .await?
+    {
+        PushPut::Stored { .. } => Ok(()),
+        PushPut::Full => Err(invalid(format!(
+            "the task holds {max} push configs already (a2a.max_push_configs_per_task)"
+        ))),
+        PushPut::NoTask => Err(a2a_ledger::not_found(
+            crate::protocol::a2a::split_ledger_key(key).map_or(key, |(_, id)| id),
+        )),
+    }
+}
+
+/// SendMessage's inline config, read, checked and guarded before the agent is called, and
+/// taken out of the message: the agent never sees it.
+pub async fn take_inline(state: &State, call: &mut Call) -> Result<Option<PushConfig>, Failure> {
+    let Some(conf) = call
+        .params
+        .get_mut("configuration")
+        .and_then(Value::as_object_mut)
+    else {
+        return Ok(None);
+    };
+    let Some(inline) = conf.remove("taskPushNotificationConfig") else {
+        return Ok(None);
+    };
+    let Value::Object(o) = inline else {
+        return Ok(None);
+    };
+    // Without an id, the task's id once the answer names it (`keep_inline`).
+    let cfg = push::read(&o, String::new).map_err(|mut e| {
+        e.message = format!("configuration.taskPushNotificationConfig.{}", e.message);
+        Failure::from(e)
+    })?;
+    guard(state, &cfg.url).await?;
+    Ok(Some(cfg))
+}
+
+/// Store SendMessage's inline config for the task the agent's answer named, and follow it.
+pub async fn keep_inline(
+    state: &Arc<State>,
+    agent: &Arc<Agent>,
+    id: &str,
+    cfg: &PushConfig,
+    live: bool,
+) {
+    let key = a2a_ledger::key(&agent.cfg.name, id);
+    let named;
+    let cfg = if cfg.id.is_empty() {
+        named = PushConfig {
+            id: id.to_owned(),
+            ..cfg.clone()
+        };
+        &named
+    } else {
+        cfg
+    };
+    match store(state, &key, cfg).await {
+        Ok(()) if live => follow(state, agent, id).await,
+        Ok(()) => {}
+        Err(e) => {
+            tracing::warn!(agent = %agent.cfg.name, task_id = id, error = %e.error.message, "an inline push config could not be kept")
+        }
+    }
+}
+
+/// Where an agent reaches the gateway: `callback_url`, else `public_url`.
+fn callback(state: &State, agent: &Agent) -> Option<String> {
+    agent
+        .cfg
+        .callback_url
+        .clone()
+        .or_else(|| state.config.public_url.clone())
+}
+
+/// Make sure the gateway hears of task `id`'s changes while it has configs, the best way the
+/// agent offers: it pushes them to the gateway; else the gateway follows the task's shared
+/// stream; else it polls the task.
+pub async fn follow(state: &Arc<State>, agent: &Arc<Agent>, id: &str) {
+    let held = held_card(agent).ok();
+    if let (Some(held), Some(base)) = (&held, callback(state, agent)) {
+        if held.pushes() {
+            let key = a2a_ledger::key(&agent.cfg.name, id);
+            let fresh = format!(
+                "{}{}",
+                uuid::Uuid::new_v4().simple(),
+                uuid::Uuid::new_v4().simple()
+            );
+            match state.ledger.push_token(&key, Some(&fresh)).await {
+                // Asked already (by this replica or another).
+                Ok(Some(t)) if t != fresh => return,
+                Ok(Some(t)) if ask_to_push(state, agent, held, id, &base, &t).await => return,
+                _ => {}
+            }
+        }
+    }
+    if held.is_some_and(|h| h.streams()) && super::follow::start(state, agent, id) {
+        return;
+    }
+    state.poller.watch(&agent.cfg.name, id);
+}
+
+/// Give the agent the gateway's own push config of task `id`; whether it took it.
+async fn ask_to_push(
+    state: &State,
+    agent: &Agent,
+    held: &HeldCard,
+    id: &str,
+    base: &str,
+    token: &str,
+) -> bool {
+    let mut params = Map::new();
+    params.insert("taskId".into(), Value::from(id));
+    params.insert("id".into(), Value::from(GATEWAY_CONFIG_ID));
+    params.insert(
+        "url".into(),
+        Value::from(format!("{base}/agents/{}/notifications", agent.cfg.name)),
+    );
+    params.insert("token".into(), Value::from(token));
+    let call = Call::new(Method::CreateTaskPushNotificationConfig, params);
+    let Ok(out) = agent::own_request(agent, held, &call) else {
+        return false;
+    };
+    let answer = match state
+        .upstream
+        .exchange(
+            out.request,
+            agent.cfg.timeout,
+            crate::upstream::MAX_AGENT_JSON,
+        )
+        .await
+    {
+        Ok((parts, body)) => agent::read(&call, out.rpc_id.as_ref(), &parts, &body),
+        Err(e) => {
+            tracing::warn!(agent = %agent.cfg.name, task_id = id, error = %e, "could not ask the agent to push; polling the task");
+            return false;
+        }
+    };
+    match answer {
+        Ok(_) => true,
+        Err(e) => {
+            tracing::warn!(agent = %agent.cfg.name, task_id = id, error = %e.message, "the agent refused the gateway's push config; polling the task");
+            false
+        }
+    }
+}
+
+fn unauthorized(message: &str) -> ApiError {
+    ApiError::new(Code::Unauthorized, message)
+}
+
+/// `POST /agents/{name}/notifications` of an official A2A agent: a StreamResponse the agent
+/// pushes for a task the gateway gave it a config for, with that task's token in
+/// `X-A2A-Notification-Token` (compared in constant time). Judged like any answer of the agent
+/// and applied to the ledger: a change reaches the task's configs (and subscribers, streams,
+/// `/events`) like any other: 202 when taken, 200 for a repeat, 409 when the state machine
+/// refuses it.
+pub async fn ingest(state: &State, ctx: &mut Ctx, agent: Arc<Agent>, req: Request) -> ApiResult {
+    ctx.agent = Some(agent.clone());
+    let name = agent.cfg.name.as_str();
+    let refuse = |reason: &'static str| {
+        state
+            .metrics
+            .notifications_refused
+            .with_label_values(&[name, reason])
+            .inc();
+    };
+    // Without a token there is nothing to read the body for.
+    let Some(presented) = req.headers().get(TOKEN_HEADER).map(|v| v.as_bytes().to_vec()) else {
+        refuse("unauthorized");
+        return Err(unauthorized(
+            "X-A2A-Notification-Token (the token of the gateway's push config of the task) is required",
+        ));
+    };
+    let (_, body) = read_body(req, state.config.max_body_bytes).await?;
+    let event = crate::protocol::json::parse(&body).map_err(|e| {
+        refuse("invalid");
+        ApiError::from(e)
+    })?;
+    let violations = check_answer(Method::SubscribeToTask, &event, None);
+    let Some(p) = payload(&event).filter(|_| violations.is_empty()) else {
+        refuse("invalid");
+        return Err(ApiError::new(
+            Code::InvalidRequest,
+            "the body is not a StreamResponse of a task",
+        )
+        .with_details(violations));
+    };
+    let id = match &p {
+        Payload::Task(t) => t.get("id"),
+        Payload::StatusUpdate(u) | Payload::ArtifactUpdate(u) => u.get("taskId"),
+        Payload::Message(m) => m.get("taskId"),
+    }
+    .and_then(Value::as_str)
+    .unwrap_or_default()
+    .to_owned();
+    let key = a2a_ledger::key(name, &id);
+    // The token is the task's: an unknown task and a wrong token are answered alike.
+    let expected = state
+        .ledger
+        .push_token(&key, None)
+        .await
+        .map_err(ApiError::from)?;
+    let good = expected
+        .as_ref()
+        .is_some_and(|e| bool::from(e.as_bytes().ct_eq(presented.as_slice())));
+    if !good {
+        refuse("unauthorized");
+        return Err(unauthorized(
+            "X-A2A-Notification-Token must be the token of the gateway's push config of this task",
+        ));
+    }
+    let Some(record) = state.ledger.get(&key).await.map_err(ApiError::from)? else {
+        refuse("unauthorized");
+        return Err(unauthorized("no such task"));
+    };
+    // The event folded into the task as the ledger holds it (a2a-sdk's task-manager rules).
+    let mut task = crate::protocol::json::parse(&record.task).map_err(ApiError::from)?;
+    crate::protocol::a2a::stream::fold(&mut task, p);
+    let Some(head) = of_task(&task) else {
+        refuse("invalid");
+        return Err(ApiError::new(
+            Code::InvalidRequest,
+            "the event leaves no readable task",
+        ));
+    };
+    let from = Origin {
+        request_id: ctx.request_id.to_str().ok(),
+        trace: None,
+    };
+    let applied = a2a_ledger::apply_news(state, name, &head, &task, from)
+        .await
+        .map_err(ApiError::from)?;
+    if let Verdict::Refused(reason) = applied.verdict {
+        refuse(reason.as_str());
+        let code = if reason == crate::protocol::task::Refusal::Terminal {
+            Code::TaskTerminal
+        } else {
+            Code::TransitionRefused
+        };
+        return Err(ApiError::new(
+            code,
+            format!("the ledger refused the update: {}", reason.as_str()),
+        ));
+    }
+    // Answered as a Clawpedia push is: 202 for news taken, 200 for a repeat.
+    let (status, verdict) = match applied.verdict {
+        Verdict::Duplicate => (StatusCode::OK, "duplicate"),
+        Verdict::New => (StatusCode::ACCEPTED, "new"),
+        Verdict::Refresh => (StatusCode::ACCEPTED, "refresh"),
+        _ => (StatusCode::ACCEPTED, "transition"),
+    };
+    state
+        .metrics
+        .notifications_ingested
+        .with_label_values(&[name])
+        .inc();
+    let body = serde_json::json!({"task_id": id, "status": applied.record.head.status.as_str(), "verdict": verdict});
+    Ok(crate::http::response::json(
+        status,
+        serde_json::to_vec(&body).unwrap_or_default(),
+    ))
+}

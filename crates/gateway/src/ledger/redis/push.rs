@@ -1,0 +1,96 @@
+//! A task's A2A push configs in the Redis ledger: a hash beside the task hash, in its partition
+//! (`{part}push:{task}`), written by [`push.lua`](../push.lua) only beside a recorded task and
+//! expiring with it; `apply.lua` reads it to queue each change for every config.
+
+use bytes::Bytes;
+
+use super::RedisLedger;
+use crate::ledger::{LedgerError, PushPut};
+
+impl RedisLedger {
+    fn push_keys(&self, task_id: &str) -> (String, String) {
+        let keys = &self.store.keys;
+        let part = keys.prefixes(keys.of(task_id));
+        (
+            format!("{}task:{task_id}", part.prefix),
+            format!("{}push:{task_id}", part.prefix),
+        )
+    }
+
+    async fn push_script<T: redis::FromRedisValue + Send>(
+        &self,
+        task_id: &str,
+        args: &[&[u8]],
+    ) -> Result<T, LedgerError> {
+        let (task_key, push_key) = self.push_keys(task_id);
+        let fence = self.fence(&task_key);
+        let mut inv = self.push.key(task_key);
+        inv.key(push_key);
+        for a in args {
+            inv.arg(*a);
+        }
+        let inv = &inv;
+        self.write(fence.as_deref(), |mut c| async move {
+            Ok((inv.invoke_async(&mut c).await?, c))
+        })
+        .await
+    }
+
+    pub(super) async fn push_configs_inner(
+        &self,
+        task_id: &str,
+    ) -> Result<Vec<Bytes>, LedgerError> {
+        let (_, push_key) = self.push_keys(task_id);
+        let push_key = &push_key;
+        let mut all: Vec<(String, Vec<u8>)> = self
+            .read(|mut c| async move {
+                redis::cmd("HGETALL")
+                    .arg(push_key)
+                    .query_async(&mut c)
+                    .await
+            })
+            .await?;
+        all.retain(|(id, _)| !id.starts_with('~'));
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(all.into_iter().map(|(_, c)| Bytes::from(c)).collect())
+    }
+
+    pub(super) async fn put_push_inner(
+        &self,
+        task_id: &str,
+        id: &str,
+        config: &[u8],
+        max: usize,
+    ) -> Result<PushPut, LedgerError> {
+        let max = max.to_string();
+        let done: String = self
+            .push_script(task_id, &[b"put", id.as_bytes(), config, max.as_bytes()])
+            .await?;
+        Ok(match done.as_str() {
+            "created" => PushPut::Stored { created: true },
+            "replaced" => PushPut::Stored { created: false },
+            "full" => PushPut::Full,
+            _ => PushPut::NoTask,
+        })
+    }
+
+    pub(super) async fn delete_push_inner(
+        &self,
+        task_id: &str,
+        id: &str,
+    ) -> Result<bool, LedgerError> {
+        let n: i64 = self.push_script(task_id, &[b"del", id.as_bytes()]).await?;
+        Ok(n == 1)
+    }
+
+    pub(super) async fn push_token_inner(
+        &self,
+        task_id: &str,
+        fresh: Option<&str>,
+    ) -> Result<Option<String>, LedgerError> {
+        let t: String = self
+            .push_script(task_id, &[b"token", fresh.unwrap_or("").as_bytes()])
+            .await?;
+        Ok(Some(t).filter(|t| !t.is_empty()))
+    }
+}
