@@ -20,13 +20,13 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
+use hyper::StatusCode;
 use serde_json::{Map, Value};
 use subtle::ConstantTimeEq;
 
 use super::agent::{self, held_card};
 use super::frame::Failure;
 use super::ledger as a2a_ledger;
-use hyper::StatusCode;
 use crate::http::context::Ctx;
 use crate::http::error::{ApiError, ApiResult, Code};
 use crate::http::request::{read_body, Request};
@@ -310,7 +310,11 @@ pub async fn ingest(state: &State, ctx: &mut Ctx, agent: Arc<Agent>, req: Reques
             .inc();
     };
     // Without a token there is nothing to read the body for.
-    let Some(presented) = req.headers().get(TOKEN_HEADER).map(|v| v.as_bytes().to_vec()) else {
+    let Some(presented) = req
+        .headers()
+        .get(TOKEN_HEADER)
+        .map(|v| v.as_bytes().to_vec())
+    else {
         refuse("unauthorized");
         return Err(unauthorized(
             "X-A2A-Notification-Token (the token of the gateway's push config of the task) is required",
