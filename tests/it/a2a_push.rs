@@ -254,6 +254,20 @@ async fn sdk_clients_keep_configs_at_the_gateway_and_a_receiver_gets_every_chang
         ],
         "{got:?}"
     );
+    // The final Task carries the artifact the agent pushed before its last status.
+    let last = hook
+        .received()
+        .into_iter()
+        .rev()
+        .find(|d| d.header("x-a2a-notification-token") == Some("tok-js"))
+        .expect("a delivery");
+    assert!(
+        last.json()["task"]["artifacts"]
+            .to_string()
+            .contains("got: the rest"),
+        "{}",
+        last.json()
+    );
     for d in hook.received() {
         assert_eq!(d.header("content-type"), Some("application/a2a+json"));
         assert!(d
@@ -284,7 +298,7 @@ async fn sdk_clients_keep_configs_at_the_gateway_and_a_receiver_gets_every_chang
     let params = &configs[0]["body"]["params"];
     assert_eq!(
         params["url"],
-        format!("http://127.0.0.1:{port}/agents/echo/notifications")
+        format!("http://127.0.0.1:{port}/agents/echo/notifications?task={id}")
     );
     assert_eq!(
         (params["id"].as_str(), params["taskId"].as_str()),
@@ -380,9 +394,15 @@ async fn an_agent_that_streams_but_does_not_push_is_followed_on_its_stream() {
     })
     .await;
     // Every change after the config, in order, each once: the stream saw WORKING.
+    // The change that made the task (the inline config came with it), then every change
+    // after, in order, each once: the stream saw WORKING.
     assert_eq!(
         by_token(&hook)["tok-stream"],
-        ["TASK_STATE_WORKING", "TASK_STATE_COMPLETED"],
+        [
+            "TASK_STATE_SUBMITTED",
+            "TASK_STATE_WORKING",
+            "TASK_STATE_COMPLETED"
+        ],
         "{:?}",
         by_token(&hook)
     );
@@ -425,19 +445,23 @@ async fn an_agent_that_neither_pushes_nor_streams_is_polled_until_the_task_is_fi
     wait_for_within("WORKING delivered", Duration::from_secs(10), || async {
         by_token(&hook)
             .get("tok-poll")
-            .is_some_and(|s| s.len() == 1)
+            .is_some_and(|s| s.len() == 2)
     })
     .await;
     phase.store(1, Ordering::SeqCst);
     wait_for_within("COMPLETED delivered", Duration::from_secs(10), || async {
         by_token(&hook)
             .get("tok-poll")
-            .is_some_and(|s| s.len() == 2)
+            .is_some_and(|s| s.len() == 3)
     })
     .await;
     assert_eq!(
         by_token(&hook)["tok-poll"],
-        ["TASK_STATE_WORKING", "TASK_STATE_COMPLETED"]
+        [
+            "TASK_STATE_SUBMITTED",
+            "TASK_STATE_WORKING",
+            "TASK_STATE_COMPLETED"
+        ]
     );
     // The agent was asked with GetTask, never given a config; once final, no more polls.
     let methods = agent.methods();
@@ -520,6 +544,34 @@ async fn guards_bounds_and_both_bindings_for_configs() {
             "{v}"
         );
     }
+    // An id of the store's own (`~`) is never a client's.
+    let v = rpc(
+        &http,
+        "e",
+        Some(ALICE),
+        "CreateTaskPushNotificationConfig",
+        json!({"taskId": id, "id": "~token", "url": "http://127.0.0.1:9/x"}),
+    )
+    .await;
+    assert_eq!(error_code(&v), -32602, "{v}");
+    // A name is checked by what it resolves to now, and what that is is not told (on a
+    // gateway that allows no loopback address).
+    let (_strict, strict) = gateway(vec![a2a_agent("e", &agent.base)], two_clients).await;
+    let theirs = new_task(&strict, Some(ALICE)).await;
+    let v = rpc(
+        &strict,
+        "e",
+        Some(ALICE),
+        "CreateTaskPushNotificationConfig",
+        json!({"taskId": theirs, "url": "http://localhost:9/x"}),
+    )
+    .await;
+    assert_eq!(error_code(&v), -32602, "{v}");
+    let m = v["error"]["message"].as_str().unwrap_or("");
+    assert!(
+        m.contains("localhost") && !m.contains("127.0.0.1") && !m.contains("::1"),
+        "{v}"
+    );
     // Over HTTP+JSON: created (201 or 200), listed, read, at most two per task.
     let base = format!("/agents/e/tasks/{id}/pushNotificationConfigs");
     for cid in ["a", "b"] {
@@ -608,7 +660,12 @@ async fn guards_bounds_and_both_bindings_for_configs() {
     .await;
     assert_eq!(error_code(&v), -32001, "{v}");
     // None of this reached the agent.
-    assert_eq!(agent.methods(), ["SendMessage"], "{:?}", agent.methods());
+    assert_eq!(
+        agent.methods(),
+        ["SendMessage", "SendMessage"],
+        "{:?}",
+        agent.methods()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -691,6 +748,69 @@ async fn secrets_stay_out_of_metrics_dead_letters_the_fleet_page_and_answers() {
     assert!(String::from_utf8_lossy(&metrics.body).contains(
         r#"a2a_gateway_webhook_deliveries_total{agent="e",outcome="dead",subscriber="a2a_push"} 1"#
     ));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_full_queue_leaves_push_deliveries_out_and_still_records_the_change() {
+    let phase = Arc::new(AtomicUsize::new(0));
+    let agent = phased(phase.clone(), &["TASK_STATE_WORKING"]).await;
+    let mut e = a2a_agent("e", &agent.base);
+    e.poll_interval = Duration::from_secs(3600);
+    let (_gw, http) = gateway(vec![e], |cfg| {
+        clients_and_receivers(cfg);
+        cfg.webhooks.max_queued = 1;
+        cfg.webhooks.retry_schedule_secs = vec![3600];
+    })
+    .await;
+    // A receiver that is not there: what is queued stays queued.
+    let url = format!("http://127.0.0.1:{}/gone", free_port());
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let id = new_task(&http, Some(ALICE)).await;
+        let v = rpc(
+            &http,
+            "e",
+            Some(ALICE),
+            "CreateTaskPushNotificationConfig",
+            json!({"taskId": id, "url": url}),
+        )
+        .await;
+        assert!(v.get("result").is_some(), "{v}");
+        // The change, learnt through the gateway: the first fills the queue.
+        let got = rpc(&http, "e", Some(ALICE), "GetTask", json!({"id": id})).await;
+        assert_eq!(
+            got["result"]["status"]["state"], "TASK_STATE_WORKING",
+            "{got}"
+        );
+        ids.push(id);
+    }
+    // The second task's change is in the ledger all the same (ListTasks reads the ledger).
+    let listed = rpc(&http, "e", Some(ALICE), "ListTasks", json!({})).await;
+    let states: BTreeMap<String, String> = listed["result"]["tasks"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"))
+        .iter()
+        .map(|t| {
+            (
+                t["id"].as_str().unwrap_or("").to_owned(),
+                t["status"]["state"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect();
+    for id in &ids {
+        assert_eq!(states[id], "TASK_STATE_WORKING", "{listed}");
+    }
+    let scraped = http.get_as("/metrics", ADMIN).await;
+    let left_out = crate::support::metric_value(
+        &String::from_utf8_lossy(&scraped.body),
+        "a2a_gateway_webhook_deliveries_total",
+        &[
+            ("subscriber", "a2a_push"),
+            ("agent", "e"),
+            ("outcome", "queue_full"),
+        ],
+    );
+    assert_eq!(left_out, 1.0);
 }
 
 #[tokio::test(flavor = "multi_thread")]

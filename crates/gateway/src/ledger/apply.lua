@@ -35,7 +35,8 @@
 -- order is newest first, ties by key), and in {part}lsx ("STATUS \n agent \n owner \n
 -- contextId \n task_id", score its expiry) so list.lua can drop it from them once the task
 -- hash has expired.
--- Returns {verdict, agent, status, updated_ms, task, previous status or '', owner or '', created_ms}: the record after
+-- Returns {verdict, agent, status, updated_ms, task, previous status or '', owner or '', created_ms,
+--   push deliveries left out for want of room}: the record after
 --   the call (the new one when accepted, with task left empty since the caller has it; the
 --   standing one otherwise) and the state it left.
 
@@ -118,12 +119,18 @@ if changed and ARGV[9] ~= '' then
     if string.sub(id, 1, 1) ~= '~' then pushes[#pushes + 1] = '~push:' .. id end
   end
 end
-nsubs = nsubs + #pushes
-local notify = nsubs > 0 and changed
+local notify = (nsubs > 0 or #pushes > 0) and changed
+local dropped = 0
 if notify then
   local queued = tonumber(redis.call('GET', wh .. 'queued') or '0')
   if queued + nsubs > tonumber(ARGV[11]) then
     return { 'queue_full', rec[1] or agent, rec[2] or status, rec[3] or ARGV[3], '', rec[2] or '', owner, created }
+  end
+  -- Clients' push configs never make a change unrecordable: without room, their deliveries
+  -- of this change are left out (and counted by the caller).
+  if queued + nsubs + #pushes > tonumber(ARGV[11]) then
+    dropped = #pushes
+    pushes = {}
   end
 end
 
@@ -202,4 +209,4 @@ if changed and ARGV[13] ~= '' then
   redis.call(ARGV[15], ARGV[13], agent .. '\n' .. ARGV[8] .. '\n' .. status .. '\n' .. owner .. '\n' .. ARGV[4])
 end
 -- The caller holds the accepted document already: do not send it back.
-return { verdict, agent, status, ARGV[3], '', rec[2] or '', owner, created }
+return { verdict, agent, status, ARGV[3], '', rec[2] or '', owner, created, dropped }

@@ -254,9 +254,14 @@ impl MemoryLedger {
             if let Verdict::Refused(reason) = verdict {
                 self.announce_refusal(agent, task_id, &record, head, reason);
             }
-            return Ok(Applied { verdict, record });
+            return Ok(Applied {
+                verdict,
+                record,
+                push_dropped: 0,
+            });
         }
         let changes = s.tasks.get(task_id).map_or(0, |e| e.changes) + u64::from(notifies(verdict));
+        let mut push_dropped = 0;
         if let Some((outbox, q)) = self.outbox.as_ref().filter(|_| notifies(verdict)) {
             let subs = outbox.subscribers(agent);
             let pushes = s
@@ -266,27 +271,29 @@ impl MemoryLedger {
                 .unwrap_or_default();
             if !subs.is_empty() || !pushes.is_empty() {
                 let trace = queue::storable(trace);
+                // One id per change, for every subscriber and config alike.
+                let msg_id = format!("{}_{changes}", queue::message_id_prefix(task_id, head));
                 let message = |payload: Vec<u8>| Message {
-                    msg_id: format!("{}_{changes}", queue::message_id_prefix(task_id, head)),
+                    msg_id: msg_id.clone(),
                     enqueued_ms: crate::protocol::time::now_ms(),
                     payload: payload.into(),
                     version: if trace.is_some() { 2 } else { 1 },
                     trace: trace.map(Box::from),
                 };
-                let mut batch = Vec::with_capacity(2);
-                if !subs.is_empty() {
+                let to_subscribers = (!subs.is_empty()).then(|| {
                     let now = crate::protocol::time::now();
-                    batch.push((
+                    (
                         &subs[..],
                         message(queue::payload(&now, agent, task_id, &task)),
-                    ));
-                }
-                if !pushes.is_empty() {
+                    )
+                });
+                let to_configs = (!pushes.is_empty()).then(|| {
                     let body = crate::protocol::a2a::push::task_body(&task);
-                    batch.push((&pushes[..], message(body)));
-                }
-                if !q.offer_all(task_id, batch) {
-                    return Err(LedgerError::QueueFull);
+                    (&pushes[..], message(body))
+                });
+                match q.offer_change(task_id, to_subscribers, to_configs) {
+                    Some(dropped) => push_dropped = dropped,
+                    None => return Err(LedgerError::QueueFull),
                 }
             }
         }
@@ -325,7 +332,11 @@ impl MemoryLedger {
             self.sync(&mut s, &key, Some(now_ms));
             s.compact(self.max_tasks);
             self.announce(task_id, &record, verdict);
-            return Ok(Applied { verdict, record });
+            return Ok(Applied {
+                verdict,
+                record,
+                push_dropped,
+            });
         }
         let size = entry_size(task_id, &task);
         let key: Arc<str> = task_id.into();
@@ -365,7 +376,11 @@ impl MemoryLedger {
         self.sync(&mut s, &key, Some(now_ms));
         s.compact(self.max_tasks);
         self.announce(task_id, &record, verdict);
-        Ok(Applied { verdict, record })
+        Ok(Applied {
+            verdict,
+            record,
+            push_dropped,
+        })
     }
 
     fn get_now(&self, task_id: &str) -> Option<Record> {
@@ -419,6 +434,14 @@ impl TaskLedger for MemoryLedger {
         Box::pin(std::future::ready(Ok(
             self.put_push_now(task_id, id, config, max)
         )))
+    }
+
+    fn push_current<'a>(&'a self, task_id: &'a str, id: &'a str) -> LedgerFuture<'a, bool> {
+        Box::pin(std::future::ready(Ok(self.push_current_now(task_id, id))))
+    }
+
+    fn amend<'a>(&'a self, task_id: &'a str, head: Head, task: Bytes) -> LedgerFuture<'a, bool> {
+        Box::pin(std::future::ready(Ok(self.amend_now(task_id, head, task))))
     }
 
     fn delete_push_config<'a>(&'a self, task_id: &'a str, id: &'a str) -> LedgerFuture<'a, bool> {

@@ -58,6 +58,9 @@ pub struct Applied {
     pub verdict: Verdict,
     /// The record after the update: the new one if accepted, the standing one otherwise.
     pub record: Record,
+    /// A2A push deliveries of this change left out because the webhook queue had no room
+    /// for them (`webhooks.max_queued`): clients' configs never make a change unrecordable.
+    pub push_dropped: usize,
 }
 
 /// What [`TaskLedger::put_push_config`] did.
@@ -251,7 +254,8 @@ pub trait TaskLedger: Send + Sync + 'static {
     ) -> LedgerFuture<'a, ()>;
 
     /// The push configs of an official A2A task (its ledger key), each in its stored form
-    /// (`protocol::a2a::push::PushConfig`), oldest first; none for an unknown task.
+    /// (`protocol::a2a::push::PushConfig`), in the store's order (oldest first in process, by
+    /// id on Redis); none for an unknown task.
     fn push_configs<'a>(&'a self, task_id: &'a str) -> LedgerFuture<'a, Vec<Bytes>>;
     /// Store push config `id` of a recorded task (replacing one of the same id), at most `max`
     /// per task; it lives and expires with the task, and from the next accepted change on,
@@ -263,6 +267,14 @@ pub trait TaskLedger: Send + Sync + 'static {
         config: Bytes,
         max: usize,
     ) -> LedgerFuture<'a, PushPut>;
+    /// Queue the task as it is now for its push config `id`, as one delivery (an inline
+    /// config on the message that created the task hears of that change too); false when the
+    /// task or the config is gone, or the queue has no room.
+    fn push_current<'a>(&'a self, task_id: &'a str, id: &'a str) -> LedgerFuture<'a, bool>;
+    /// Replace the recorded document of a task whose head is still `head` (an agent's event
+    /// that changes no state, such as an artifact: kept for the next change to carry), without
+    /// a change of its own: nothing is queued or published. False when the head moved on.
+    fn amend<'a>(&'a self, task_id: &'a str, head: Head, task: Bytes) -> LedgerFuture<'a, bool>;
     /// Remove push config `id` of a task; whether it was there.
     fn delete_push_config<'a>(&'a self, task_id: &'a str, id: &'a str) -> LedgerFuture<'a, bool>;
     /// The token the agent must send with its own push notifications of a task: the one
@@ -322,6 +334,14 @@ pub async fn apply_counted(
     let applied = ledger
         .apply_traced(agent, &task.task_id, task.head, raw, owner, trace)
         .await?;
+    if applied.push_dropped > 0 {
+        metrics
+            .webhook_deliveries
+            .with_label_values(&[crate::protocol::a2a::push::SUBSCRIBER, agent, "queue_full"])
+            .inc_by(applied.push_dropped as u64);
+        tracing::warn!(agent, task_id = %task.task_id, dropped = applied.push_dropped,
+            "the webhook queue is full (webhooks.max_queued): this change's A2A push deliveries were left out");
+    }
     match applied.verdict {
         Verdict::Refused(reason) => {
             metrics

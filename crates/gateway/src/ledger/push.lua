@@ -7,10 +7,19 @@
 --   put:   ARGV[2] id, ARGV[3] config, ARGV[4] max configs -> 'created' | 'replaced' | 'full' | 'notask'
 --   del:   ARGV[2] id -> 1 if it was there, else 0
 --   token: ARGV[2] a fresh token ('' to only read) -> the standing token, or '' (none, or no task)
+--   amend: ARGV[2] STATUS, ARGV[3] updated_ms, ARGV[4] task -> 1 when the task's head is still
+--          that and its document was replaced (no change: nothing queued or published), else 0
+--   now:   ARGV[2] id, ARGV[3] the lane entry's head ("enqueued_ms version \n msg_id \n"),
+--          ARGV[4] max queued (the partition's share), ARGV[5] the partition's webhook prefix,
+--          ARGV[6] the task's ledger key -> 1 when the task as it is now was queued for config
+--          id (its lane "~push:{id}"), else 0 (no task, no such config, no room). The webhook
+--          keys are named from ARGV: they are the task's partition's, in its slot.
 local function pttl()
   return redis.call('PTTL', KEYS[1])
 end
 local op = ARGV[1]
+-- The store's own fields are never a client's config (`amend` names a status, not a config).
+if (op == 'put' or op == 'del') and string.sub(ARGV[2], 1, 1) == '~' then return 'notask' end
 if op == 'put' then
   local ttl = pttl()
   if ttl == -2 then return 'notask' end
@@ -23,6 +32,24 @@ if op == 'put' then
   redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
   if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) end
   return 'created'
+elseif op == 'amend' then
+  local h = redis.call('HMGET', KEYS[1], 'status', 'updated_ms')
+  if h[1] ~= ARGV[2] or h[2] ~= ARGV[3] then return 0 end
+  redis.call('HSET', KEYS[1], 'task', ARGV[4])
+  return 1
+elseif op == 'now' then
+  if redis.call('HEXISTS', KEYS[2], ARGV[2]) == 0 then return 0 end
+  local task = redis.call('HGET', KEYS[1], 'task')
+  if not task then return 0 end
+  local wh = ARGV[5]
+  local queued = tonumber(redis.call('GET', wh .. 'queued') or '0')
+  if queued + 1 > tonumber(ARGV[4]) then return 0 end
+  local sub = '~push:' .. ARGV[2]
+  if redis.call('RPUSH', wh .. 'lane:' .. sub .. ':' .. ARGV[6], ARGV[3] .. '{"task":' .. task .. '}') == 1 then
+    redis.call('XADD', wh .. 'stream', '*', 's', sub, 't', ARGV[6], 'a', '0')
+  end
+  redis.call('INCRBY', wh .. 'queued', 1)
+  return 1
 elseif op == 'del' then
   return redis.call('HDEL', KEYS[2], ARGV[2])
 else

@@ -323,7 +323,13 @@ impl RedisLedger {
         } else {
             Bytes::from(rec_task)
         };
+        // Push deliveries the queue had no room for (the change is recorded all the same).
+        let push_dropped = reply
+            .get(8)
+            .and_then(|v| redis::from_redis_value_ref::<usize>(v).ok())
+            .unwrap_or(0);
         Ok(Applied {
+            push_dropped,
             verdict,
             record: Record {
                 agent: rec_agent.into(),
@@ -420,6 +426,14 @@ impl TaskLedger for RedisLedger {
         max: usize,
     ) -> LedgerFuture<'a, PushPut> {
         Box::pin(async move { self.put_push_inner(task_id, id, &config, max).await })
+    }
+
+    fn push_current<'a>(&'a self, task_id: &'a str, id: &'a str) -> LedgerFuture<'a, bool> {
+        Box::pin(self.push_current_inner(task_id, id))
+    }
+
+    fn amend<'a>(&'a self, task_id: &'a str, head: Head, task: Bytes) -> LedgerFuture<'a, bool> {
+        Box::pin(async move { self.amend_inner(task_id, head, &task).await })
     }
 
     fn delete_push_config<'a>(&'a self, task_id: &'a str, id: &'a str) -> LedgerFuture<'a, bool> {

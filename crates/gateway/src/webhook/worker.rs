@@ -512,7 +512,10 @@ impl Worker {
                     .next_delay(attempts, attempt.retry_after, rand)
                 {
                     Some(wait) => {
-                        if matches!(outcome, Outcome::Retry { throttle: true }) {
+                        // A throttling subscriber pauses its other lanes; a push config's lane
+                        // is its own (ids are the clients', shared by unrelated configs).
+                        let push = matches!(target, Target::Push(_));
+                        if !push && matches!(outcome, Outcome::Retry { throttle: true }) {
                             let first = self.schedule.delays().first().copied();
                             let pause = attempt.retry_after.or(first).unwrap_or(wait);
                             self.pause(&job.subscriber, pause.min(MAX_DELAY));

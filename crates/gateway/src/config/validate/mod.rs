@@ -186,6 +186,13 @@ impl Validator {
         for (i, s) in c.subscribers.iter().enumerate() {
             let at = format!("subscribers[{i}]");
             self.subscriber(s, &at, &c.webhooks.allow, &c.agents, rules);
+            if s.name == "a2a_push" {
+                // The name every A2A push config's deliveries are counted under.
+                self.problem(
+                    format!("{at}.name"),
+                    "\"a2a_push\" is reserved for official A2A tasks' push configs",
+                );
+            }
             if !s.name.is_empty() && !names.insert(s.name.as_str()) {
                 self.problem(
                     format!("{at}.name"),

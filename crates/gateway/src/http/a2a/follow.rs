@@ -27,7 +27,8 @@ use crate::registry::Agent;
 use crate::state::State;
 use crate::stream::topic::Framing;
 
-/// Tasks one replica follows on their streams at most.
+/// Tasks one replica follows on their streams at most, and never more than half its
+/// `streams.max_topics`: clients' own streams keep the other half.
 pub const MAX_FOLLOWED: usize = 10_000;
 
 /// The tasks (ledger keys) this replica follows now: one follower a task.
@@ -56,7 +57,7 @@ pub fn start(state: &Arc<State>, agent: &Arc<Agent>, id: &str) -> bool {
         if set.contains(&key) {
             return true;
         }
-        if set.len() >= MAX_FOLLOWED {
+        if set.len() >= MAX_FOLLOWED.min(state.hub.config().max_topics / 2) {
             return false;
         }
         set.insert(key.clone());
@@ -70,25 +71,46 @@ pub fn start(state: &Arc<State>, agent: &Arc<Agent>, id: &str) -> bool {
     true
 }
 
-/// Whether the task still wants following: live, with configs, its agent configured.
-async fn wanted(state: &State, name: &str, id: &str) -> Option<(Arc<Agent>, Status)> {
-    let agent = state.registry.resolve(name)?;
+/// Whether the task still wants following: live, with configs, its agent configured and not
+/// retired by a reload (its task then goes to the poll, which reads the current registry).
+/// `Err`: the ledger cannot say now; ask again later.
+async fn wanted(state: &State, name: &str, id: &str) -> Result<Option<(Arc<Agent>, Status)>, ()> {
+    let Some(agent) = state.registry.resolve(name) else {
+        return Ok(None);
+    };
     let key = a2a_ledger::key(name, id);
-    let record = state.ledger.get(&key).await.ok()??;
+    let record = match state.ledger.get(&key).await {
+        Ok(Some(r)) => r,
+        Ok(None) => return Ok(None),
+        Err(_) => return Err(()),
+    };
     if record.head.status.is_terminal() {
-        return None;
+        return Ok(None);
     }
-    if state.ledger.push_configs(&key).await.ok()?.is_empty() {
-        return None;
+    match state.ledger.push_configs(&key).await {
+        Ok(c) if c.is_empty() => return Ok(None),
+        Ok(_) => {}
+        Err(_) => return Err(()),
     }
-    Some((agent, record.head.status))
+    if agent.is_retired() {
+        state.poller.watch(name, id);
+        return Ok(None);
+    }
+    Ok(Some((agent, record.head.status)))
 }
 
 async fn run(state: &Arc<State>, name: &str, id: &str) {
     let mut stop = state.hub.stopping();
     loop {
-        let Some((agent, status)) = wanted(state, name, id).await else {
-            return;
+        let (agent, status) = match wanted(state, name, id).await {
+            Ok(Some(w)) => w,
+            Ok(None) => return,
+            Err(()) => {
+                tokio::select! {
+                    _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => continue,
+                    _ = stop.changed() => return,
+                }
+            }
         };
         let interval = agent.cfg.poll_interval;
         let interrupted = matches!(status, Status::InputRequired | Status::AuthRequired);
@@ -127,5 +149,11 @@ async fn follow_once(state: &Arc<State>, agent: &Arc<Agent>, id: &str) -> bool {
     // The events themselves are the feed's business (it applies them to the ledger); the
     // follower only keeps the stream open until it ends.
     while let Some(Ok(_)) = poll_fn(|cx| sub.poll_next(cx)).await {}
-    true
+    // Ended where a stream ends (a final or an interrupted state)? Otherwise it broke (the
+    // agent's error, UPSTREAM_ERROR, a topic given up): the agent is asked instead.
+    matches!(
+        state.ledger.get(&key).await,
+        Ok(Some(r)) if r.head.status.is_terminal()
+            || matches!(r.head.status, Status::InputRequired | Status::AuthRequired)
+    )
 }

@@ -346,15 +346,29 @@ pub async fn record(
 
 /// Apply a Task of `agent` that is news of the gateway's own asking or an agent's push (no
 /// client's answer: no owner), through the ledger's one rule, bounded like every recorded
-/// document.
+/// document; recorded at `at_least` ms at the earliest (0: as its status says).
 pub async fn apply_news(
     state: &State,
     agent: &str,
     head: &TaskHead<'_>,
     task: &Value,
+    at_least: i64,
     from: Origin<'_>,
 ) -> Result<Applied, crate::ledger::LedgerError> {
-    let task_ref = task_ref(agent, head);
+    let mut task_ref = task_ref(agent, head);
+    task_ref.head.updated_ms = task_ref.head.updated_ms.max(at_least);
+    if head.timestamp_ms.is_none() && task_ref.head.status == Status::Submitted {
+        // A SUBMITTED without a time (a2a-sdk stamps none) of a task the ledger knows says
+        // nothing new, and applied at "now" it would make the agent's stamped next state,
+        // made before now, stale.
+        if let Some(record) = state.ledger.get(&task_ref.task_id).await? {
+            return Ok(Applied {
+                verdict: crate::protocol::task::Verdict::Duplicate,
+                record,
+                push_dropped: 0,
+            });
+        }
+    }
     let raw = bounded(task, state.config.max_task_document_bytes);
     ledger::apply_counted(
         state.ledger.as_ref(),

@@ -37,25 +37,34 @@ pub async fn run(
 ) {
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Each poll a task of its own, at most IN_FLIGHT at once: a slow agent holds its own
+    // polls, never the others'.
+    let slots = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
     loop {
         tokio::select! {
             _ = tick.tick() => {}
             _ = stop.changed() => return,
         }
         let s = state.load_full();
-        if s.poller.is_empty() {
+        let free = slots.available_permits();
+        if s.poller.is_empty() || free == 0 {
             continue;
         }
-        let due = s.poller.due(Instant::now(), IN_FLIGHT);
+        let now = Instant::now();
         let up = client.load_full();
-        let polls = due.into_iter().map(|key| {
+        for key in s.poller.due(now, free) {
+            let Ok(permit) = slots.clone().try_acquire_owned() else {
+                break;
+            };
+            // In flight: not due again until it is done.
+            s.poller.next(&key, Some(now + Duration::from_secs(3600)));
             let (s, up) = (s.clone(), up.clone());
-            async move {
+            tokio::spawn(async move {
                 let again = once(&s, &up, &key.0, &key.1).await;
                 s.poller.next(&key, again.map(|d| Instant::now() + d));
-            }
-        });
-        futures_util::future::join_all(polls).await;
+                drop(permit);
+            });
+        }
     }
 }
 
@@ -63,12 +72,13 @@ pub async fn run(
 async fn once(state: &State, up: &Upstream, name: &str, id: &str) -> Option<Duration> {
     let agent = state.registry.resolve(name)?;
     let key = a2a_ledger::key(name, id);
-    let record = state.ledger.get(&key).await.ok()?;
     let interval = agent.cfg.poll_interval;
-    match record {
-        None => return None,
-        Some(r) if r.head.status.is_terminal() => return None,
-        Some(_) => {}
+    // A ledger that cannot answer now (a failover) is asked again, the task kept.
+    match state.ledger.get(&key).await {
+        Err(_) => return Some(interval),
+        Ok(None) => return None,
+        Ok(Some(r)) if r.head.status.is_terminal() => return None,
+        Ok(Some(_)) => {}
     }
     match state.ledger.push_configs(&key).await {
         Ok(c) if c.is_empty() => return None,
@@ -111,7 +121,7 @@ pub async fn get_and_apply(
         return None;
     }
     let head = of_task(&task).filter(|h| h.id == id)?;
-    a2a_ledger::apply_news(state, &agent.cfg.name, &head, &task, Origin::default())
+    a2a_ledger::apply_news(state, &agent.cfg.name, &head, &task, 0, Origin::default())
         .await
         .ok()
 }

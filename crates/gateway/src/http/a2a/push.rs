@@ -127,13 +127,28 @@ async fn configs(state: &State, key: &str) -> Result<Vec<PushConfig>, Failure> {
 /// name resolves to now (each attempt resolves through the guard again).
 async fn guard(state: &State, url: &str) -> Result<(), Failure> {
     let g = UrlGuard::new(&state.config.webhooks.allow).unwrap_or_default();
-    let refused = |e: crate::webhook::guard::GuardError| invalid(format!("url: refused: {e}"));
-    let uri = g.check_url(url).map_err(refused)?;
+    // The URL itself (scheme, user info, a literal address): the guard's reason.
+    let uri = g
+        .check_url(url)
+        .map_err(|e| invalid(format!("url: refused: {e}")))?;
     let host = uri.host().unwrap_or_default().trim_matches(['[', ']']);
     if host.parse::<std::net::IpAddr>().is_err() {
-        g.resolve_host(host, uri.port_u16().unwrap_or(0))
-            .await
-            .map_err(refused)?;
+        // A name: what it resolves to is not told (a client must not map the gateway's
+        // network by it), and the look-up is bounded.
+        let resolved = tokio::time::timeout(
+            std::time::Duration::from_secs(2),
+            g.resolve_host(host, uri.port_u16().unwrap_or(0)),
+        )
+        .await;
+        if let Err(why) = resolved
+            .map_err(|_| "timed out".to_owned())
+            .and_then(|r| r.map_err(|e| e.to_string()))
+        {
+            tracing::debug!(host, why, "a push config's URL was refused");
+            return Err(invalid(format!(
+                "url: refused: {host} does not resolve to an address the gateway may reach (public, or in [webhooks] allow)"
+            )));
+        }
     }
     Ok(())
 }
@@ -180,31 +195,37 @@ pub async fn take_inline(state: &State, call: &mut Call) -> Result<Option<PushCo
     Ok(Some(cfg))
 }
 
-/// Store SendMessage's inline config for the task the agent's answer named, and follow it.
+/// Store a message's inline config for the task the agent's answer (or a stream's first event)
+/// named, with that change queued for it, and follow the task when `follows` (a live task
+/// answered by SendMessage; a stream tells the gateway the rest itself).
 pub async fn keep_inline(
     state: &Arc<State>,
     agent: &Arc<Agent>,
     id: &str,
     cfg: &PushConfig,
-    live: bool,
+    follows: bool,
 ) {
     let key = a2a_ledger::key(&agent.cfg.name, id);
     let named;
     let cfg = if cfg.id.is_empty() {
         named = PushConfig {
-            id: id.to_owned(),
+            id: push::default_id(id),
             ..cfg.clone()
         };
         &named
     } else {
         cfg
     };
-    match store(state, &key, cfg).await {
-        Ok(()) if live => follow(state, agent, id).await,
-        Ok(()) => {}
-        Err(e) => {
-            tracing::warn!(agent = %agent.cfg.name, task_id = id, error = %e.error.message, "an inline push config could not be kept")
-        }
+    if let Err(e) = store(state, &key, cfg).await {
+        tracing::warn!(agent = %agent.cfg.name, task_id = id, error = %e.error.message, "an inline push config could not be kept");
+        return;
+    }
+    // The config was part of the message that made the task: it hears of that change too.
+    if !matches!(state.ledger.push_current(&key, &cfg.id).await, Ok(true)) {
+        tracing::warn!(agent = %agent.cfg.name, task_id = id, "the task's first change was not queued for its inline push config");
+    }
+    if follows {
+        follow(state, agent, id).await;
     }
 }
 
@@ -233,7 +254,12 @@ pub async fn follow(state: &Arc<State>, agent: &Arc<Agent>, id: &str) {
             match state.ledger.push_token(&key, Some(&fresh)).await {
                 // Asked already (by this replica or another).
                 Ok(Some(t)) if t != fresh => return,
-                Ok(Some(t)) if ask_to_push(state, agent, held, id, &base, &t).await => return,
+                Ok(Some(t)) if ask_to_push(state, agent, held, id, &base, &t).await => {
+                    // What happened before the agent took the config (a fast task may be
+                    // over already) is asked for once.
+                    super::poll::get_and_apply(state, &state.upstream, agent, id).await;
+                    return;
+                }
                 _ => {}
             }
         }
@@ -256,9 +282,14 @@ async fn ask_to_push(
     let mut params = Map::new();
     params.insert("taskId".into(), Value::from(id));
     params.insert("id".into(), Value::from(GATEWAY_CONFIG_ID));
+    // The task is named in the URL, so its token is checked before the body is read.
+    let task = crate::protocol::a2a::rest::encode_component(id);
     params.insert(
         "url".into(),
-        Value::from(format!("{base}/agents/{}/notifications", agent.cfg.name)),
+        Value::from(format!(
+            "{base}/agents/{}/notifications?task={task}",
+            agent.cfg.name
+        )),
     );
     params.insert("token".into(), Value::from(token));
     let call = Call::new(Method::CreateTaskPushNotificationConfig, params);
@@ -289,6 +320,12 @@ async fn ask_to_push(
     }
 }
 
+/// What a pushed event is: a state (a Task, a status) or content (an artifact, a message).
+enum Kind {
+    State,
+    Content,
+}
+
 fn unauthorized(message: &str) -> ApiError {
     ApiError::new(Code::Unauthorized, message)
 }
@@ -309,41 +346,31 @@ pub async fn ingest(state: &State, ctx: &mut Ctx, agent: Arc<Agent>, req: Reques
             .with_label_values(&[name, reason])
             .inc();
     };
-    // Without a token there is nothing to read the body for.
-    let Some(presented) = req
+    // Who may push here at all: an agent the gateway asks to push (its card takes push configs,
+    // and it has a callback address); then the task named in the URL the gateway gave it, and
+    // that task's token, compared in constant time before the body is read. An unknown task
+    // and a wrong token are answered alike.
+    let pushes = held_card(&agent).is_ok_and(|h| h.pushes()) && callback(state, &agent).is_some();
+    let id = req
+        .uri()
+        .query()
+        .and_then(|q| {
+            q.split('&')
+                .find_map(|kv| kv.strip_prefix("task="))
+                .and_then(crate::protocol::a2a::rest::decode_query)
+        })
+        .unwrap_or_default();
+    let presented = req
         .headers()
         .get(TOKEN_HEADER)
-        .map(|v| v.as_bytes().to_vec())
-    else {
+        .map(|v| v.as_bytes().to_vec());
+    let (Some(presented), true, false) = (presented, pushes, id.is_empty()) else {
         refuse("unauthorized");
         return Err(unauthorized(
-            "X-A2A-Notification-Token (the token of the gateway's push config of the task) is required",
+            "this route takes the pushes of an agent the gateway gave a push config: its URL names the task and X-A2A-Notification-Token carries its token",
         ));
     };
-    let (_, body) = read_body(req, state.config.max_body_bytes).await?;
-    let event = crate::protocol::json::parse(&body).map_err(|e| {
-        refuse("invalid");
-        ApiError::from(e)
-    })?;
-    let violations = check_answer(Method::SubscribeToTask, &event, None);
-    let Some(p) = payload(&event).filter(|_| violations.is_empty()) else {
-        refuse("invalid");
-        return Err(ApiError::new(
-            Code::InvalidRequest,
-            "the body is not a StreamResponse of a task",
-        )
-        .with_details(violations));
-    };
-    let id = match &p {
-        Payload::Task(t) => t.get("id"),
-        Payload::StatusUpdate(u) | Payload::ArtifactUpdate(u) => u.get("taskId"),
-        Payload::Message(m) => m.get("taskId"),
-    }
-    .and_then(Value::as_str)
-    .unwrap_or_default()
-    .to_owned();
     let key = a2a_ledger::key(name, &id);
-    // The token is the task's: an unknown task and a wrong token are answered alike.
     let expected = state
         .ledger
         .push_token(&key, None)
@@ -358,11 +385,46 @@ pub async fn ingest(state: &State, ctx: &mut Ctx, agent: Arc<Agent>, req: Reques
             "X-A2A-Notification-Token must be the token of the gateway's push config of this task",
         ));
     }
+    let limit = state
+        .config
+        .max_body_bytes
+        .min(crate::upstream::MAX_AGENT_JSON);
+    let (_, body) = read_body(req, limit).await?;
+    let event = crate::protocol::json::parse(&body).map_err(|e| {
+        refuse("invalid");
+        ApiError::from(e)
+    })?;
+    let violations = check_answer(Method::SubscribeToTask, &event, Some(&id));
+    let Some(p) = payload(&event).filter(|_| violations.is_empty()) else {
+        refuse("invalid");
+        return Err(ApiError::new(
+            Code::InvalidRequest,
+            "the body is not a StreamResponse of the task the URL names",
+        )
+        .with_details(violations));
+    };
+    let named = match &p {
+        Payload::Task(t) => t.get("id"),
+        Payload::StatusUpdate(u) | Payload::ArtifactUpdate(u) => u.get("taskId"),
+        Payload::Message(m) => m.get("taskId"),
+    }
+    .and_then(Value::as_str);
+    if named != Some(id.as_str()) {
+        refuse("invalid");
+        return Err(ApiError::new(
+            Code::InvalidRequest,
+            "the event is about another task than the one the URL names",
+        ));
+    }
     let Some(record) = state.ledger.get(&key).await.map_err(ApiError::from)? else {
         refuse("unauthorized");
         return Err(unauthorized("no such task"));
     };
     // The event folded into the task as the ledger holds it (a2a-sdk's task-manager rules).
+    let p_kind = match p {
+        Payload::ArtifactUpdate(_) | Payload::Message(_) => Kind::Content,
+        Payload::Task(_) | Payload::StatusUpdate(_) => Kind::State,
+    };
     let mut task = crate::protocol::json::parse(&record.task).map_err(ApiError::from)?;
     crate::protocol::a2a::stream::fold(&mut task, p);
     let Some(head) = of_task(&task) else {
@@ -376,7 +438,29 @@ pub async fn ingest(state: &State, ctx: &mut Ctx, agent: Arc<Agent>, req: Reques
         request_id: ctx.request_id.to_str().ok(),
         trace: None,
     };
-    let applied = a2a_ledger::apply_news(state, name, &head, &task, from)
+    // An event that changes no state (an artifact, a message) is still news of the task: its
+    // document is kept as the ledger's (no change of its own, nothing delivered; the next
+    // change carries it), its head untouched, so the agent's next stamped state is not stale.
+    if matches!(p_kind, Kind::Content) && head.state.status() == record.head.status {
+        let raw = a2a_ledger::bounded(&task, state.config.max_task_document_bytes);
+        let kept = state
+            .ledger
+            .amend(&key, record.head, raw)
+            .await
+            .map_err(ApiError::from)?;
+        state
+            .metrics
+            .notifications_ingested
+            .with_label_values(&[name])
+            .inc();
+        let body = serde_json::json!({"task_id": id, "status": record.head.status.as_str(),
+            "verdict": if kept { "refresh" } else { "duplicate" }});
+        return Ok(crate::http::response::json(
+            StatusCode::ACCEPTED,
+            serde_json::to_vec(&body).unwrap_or_default(),
+        ));
+    }
+    let applied = a2a_ledger::apply_news(state, name, &head, &task, 0, from)
         .await
         .map_err(ApiError::from)?;
     if let Verdict::Refused(reason) = applied.verdict {

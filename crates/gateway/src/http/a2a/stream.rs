@@ -194,19 +194,13 @@ async fn send(
     ctx: &Ctx,
     agent: &Arc<Agent>,
     headers: &HeaderMap,
-    call: Call,
+    mut call: Call,
     framing: Framing,
     http1: bool,
 ) -> Result<Opened, Failure> {
-    if crate::protocol::a2a::check::inline_push_config(&call.params).is_some() {
-        // Never forwarded (the agent would call the client around the ledger and the guard);
-        // a stream's task takes its configs with CreateTaskPushNotificationConfig.
-        return Err(A2aError::new(
-            ErrorKind::UnsupportedOperation,
-            "an inline push config is taken on SendMessage; for a streamed message, create it with CreateTaskPushNotificationConfig once the stream names the task",
-        )
-        .into());
-    }
+    // An inline push config is the gateway's, as on SendMessage: taken out of the message,
+    // kept once the first event names the task.
+    let push = super::push::take_inline(state, &mut call).await?;
     let held = before_agent(state, ctx, agent, &call).await?;
     let continues = call
         .params
@@ -251,6 +245,10 @@ async fn send(
             last_ms,
         } => {
             let key = a2a_ledger::key(&agent.cfg.name, &id);
+            if let Some(p) = &push {
+                // Kept before the feed applies the stream's next events: each reaches it.
+                super::push::keep_inline(state, agent, &id, p, false).await;
+            }
             let (topic, n, sub) = state
                 .hub
                 .feed_a2a(agent, &key, framing, kill_of(ctx, http1))

@@ -94,6 +94,57 @@ impl MemoryLedger {
         .unwrap_or(PushPut::NoTask)
     }
 
+    pub(super) fn push_current_now(&self, task_id: &str, id: &str) -> bool {
+        let Some((_, q)) = self.outbox.as_ref() else {
+            return false;
+        };
+        let s = lock(&self.shards[self.shard_of(task_id)]);
+        let Some(e) = s.tasks.get(task_id) else {
+            return false;
+        };
+        if !e
+            .push
+            .as_ref()
+            .is_some_and(|p| p.configs.iter().any(|(i, _)| &**i == id))
+        {
+            return false;
+        }
+        let message = crate::webhook::queue::Message {
+            msg_id: format!("msg_{}", uuid::Uuid::new_v4().simple()),
+            enqueued_ms: crate::protocol::time::now_ms(),
+            payload: crate::protocol::a2a::push::task_body(&e.record.task).into(),
+            version: 1,
+            trace: None,
+        };
+        let lane: Arc<str> = Arc::from(crate::protocol::a2a::push::lane(id));
+        // Under the shard lock, as every change's deliveries are queued: in order with them.
+        q.offer_change(task_id, None, Some((&[lane][..], message))) == Some(0)
+    }
+
+    pub(super) fn amend_now(
+        &self,
+        task_id: &str,
+        head: crate::protocol::task::Head,
+        task: Bytes,
+    ) -> bool {
+        let task = Bytes::copy_from_slice(&task);
+        let mut s = lock(&self.shards[self.shard_of(task_id)]);
+        let Some(e) = s.tasks.get_mut(task_id) else {
+            return false;
+        };
+        if e.record.head != head {
+            return false;
+        }
+        let (old, new) = (e.record.task.len(), task.len());
+        e.record.task = task;
+        if new >= old {
+            self.bytes.fetch_add(new - old, Ordering::Relaxed);
+        } else {
+            self.bytes.fetch_sub(old - new, Ordering::Relaxed);
+        }
+        true
+    }
+
     pub(super) fn delete_push_now(&self, task_id: &str, id: &str) -> bool {
         self.with_push(task_id, |p| {
             let before = p.configs.len();

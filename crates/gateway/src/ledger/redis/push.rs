@@ -74,6 +74,60 @@ impl RedisLedger {
         })
     }
 
+    pub(super) async fn push_current_inner(
+        &self,
+        task_id: &str,
+        id: &str,
+    ) -> Result<bool, LedgerError> {
+        let keys = &self.store.keys;
+        let max = self
+            .outbox
+            .as_ref()
+            .map_or(0, |o| o.max_queued.div_ceil(keys.len()))
+            .to_string();
+        let wh = keys.prefixes(keys.of(task_id)).wh.to_string();
+        let head = format!(
+            "{} 1\nmsg_{}_0\n",
+            crate::protocol::time::now_ms(),
+            uuid::Uuid::new_v4().simple()
+        );
+        let n: i64 = self
+            .push_script(
+                task_id,
+                &[
+                    b"now",
+                    id.as_bytes(),
+                    head.as_bytes(),
+                    max.as_bytes(),
+                    wh.as_bytes(),
+                    task_id.as_bytes(),
+                ],
+            )
+            .await?;
+        Ok(n == 1)
+    }
+
+    pub(super) async fn amend_inner(
+        &self,
+        task_id: &str,
+        head: crate::protocol::task::Head,
+        task: &[u8],
+    ) -> Result<bool, LedgerError> {
+        let ms = head.updated_ms.to_string();
+        let n: i64 = self
+            .push_script(
+                task_id,
+                &[
+                    b"amend",
+                    head.status.as_str().as_bytes(),
+                    ms.as_bytes(),
+                    task,
+                ],
+            )
+            .await?;
+        Ok(n == 1)
+    }
+
     pub(super) async fn delete_push_inner(
         &self,
         task_id: &str,
@@ -88,8 +142,22 @@ impl RedisLedger {
         task_id: &str,
         fresh: Option<&str>,
     ) -> Result<Option<String>, LedgerError> {
+        let Some(fresh) = fresh else {
+            // A read (the agent's pushes check it): no script, no replication fence.
+            let (_, push_key) = self.push_keys(task_id);
+            let push_key = &push_key;
+            return self
+                .read(|mut c| async move {
+                    redis::cmd("HGET")
+                        .arg(push_key)
+                        .arg("~token")
+                        .query_async::<Option<String>>(&mut c)
+                        .await
+                })
+                .await;
+        };
         let t: String = self
-            .push_script(task_id, &[b"token", fresh.unwrap_or("").as_bytes()])
+            .push_script(task_id, &[b"token", fresh.as_bytes()])
             .await?;
         Ok(Some(t).filter(|t| !t.is_empty()))
     }

@@ -27,8 +27,8 @@ pub const MAX_URL: usize = 2048;
 /// Longest `token`, `authentication.scheme` or `authentication.credentials`.
 pub const MAX_SECRET: usize = 4096;
 
-/// One push config of a task, as stored (secrets included).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// One push config of a task, as stored (secrets included; its `Debug` shows neither).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PushConfig {
     /// The config's id, unique within its task.
     pub id: String,
@@ -44,6 +44,21 @@ pub struct PushConfig {
     /// {credentials}`; never served back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credentials: Option<String>,
+}
+
+impl std::fmt::Debug for PushConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PushConfig")
+            .field("id", &self.id)
+            .field("url", &self.url)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("scheme", &self.scheme)
+            .field(
+                "credentials",
+                &self.credentials.as_ref().map(|_| "<redacted>"),
+            )
+            .finish()
+    }
 }
 
 impl PushConfig {
@@ -83,6 +98,20 @@ impl PushConfig {
         }
         Value::Object(o)
     }
+}
+
+/// A config's id when the client gave none (the task's, as a2a-sdk's servers do), made fit for
+/// a lane and the store: at most [`MAX_ID`] printable characters, never starting with `~`.
+pub fn default_id(task_id: &str) -> String {
+    let mut id: String = task_id
+        .chars()
+        .map(|c| if c.is_ascii_graphic() { c } else { '_' })
+        .take(MAX_ID - 1)
+        .collect();
+    if id.is_empty() || id.starts_with('~') {
+        id.insert(0, 't');
+    }
+    id
 }
 
 /// The lane subscriber name of config `id`.
@@ -127,8 +156,13 @@ pub fn read(
         Some(id) if !plain(id) => {
             return Err(invalid("id", "printable ASCII without spaces"));
         }
+        // `~` starts the store's own fields (the agent's push token): never a client's.
+        Some(id) if id.starts_with('~') => return Err(invalid("id", "must not start with ~")),
         Some(id) => id.to_owned(),
-        None => new_id(),
+        // Empty: named later (an inline config takes its task's id once the answer names it).
+        None => Some(new_id())
+            .filter(|n| !n.is_empty())
+            .map_or_else(String::new, |n| default_id(&n)),
     };
     let url = opt_str(o, "url").ok_or_else(|| invalid("url", "required"))?;
     if url.len() > MAX_URL || !plain(url) {
@@ -237,6 +271,7 @@ mod tests {
             json!({"url": "http://h/a b"}),
             json!({"id": "a b", "url": "http://h/"}),
             json!({"id": "x".repeat(129), "url": "http://h/"}),
+            json!({"id": "~token", "url": "http://h/"}),
             json!({"url": "http://h/", "token": "a\r\nX-Evil: 1"}),
             json!({"url": "http://h/", "authentication": {"scheme": "Bea rer", "credentials": "c"}}),
             json!({"url": "http://h/", "authentication": {"scheme": "B", "credentials": "c\n"}}),
@@ -251,6 +286,9 @@ mod tests {
     #[test]
     fn lanes_name_their_config() {
         assert_eq!(lane("c-1"), "~push:c-1");
+        assert_eq!(default_id("~token"), "t~token");
+        assert_eq!(default_id("a b"), "a_b");
+        assert_eq!(default_id(&"x".repeat(300)).len(), MAX_ID - 1);
         assert_eq!(lane_config(&lane("c-1")), Some("c-1"));
         assert_eq!(lane_config("ops"), None);
         assert_eq!(

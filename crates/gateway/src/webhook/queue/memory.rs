@@ -66,24 +66,39 @@ impl MemoryQueue {
     /// changes in the order it accepted them. A disabled subscriber's go straight to the dead
     /// letters (as in Redis: its lanes cannot fill the queue every subscriber shares).
     pub fn offer(&self, subscribers: &[Arc<str>], task_id: &str, message: Message) -> bool {
-        self.offer_all(task_id, vec![(subscribers, message)])
+        self.offer_change(task_id, Some((subscribers, message)), None)
+            .is_some()
     }
 
-    /// [`MemoryQueue::offer`] of several messages of one change (the configured subscribers'
-    /// notification, the A2A push configs' StreamResponse), all or none.
-    pub fn offer_all(&self, task_id: &str, batch: Vec<(&[Arc<str>], Message)>) -> bool {
+    /// The messages of one change: the configured subscribers' notification, all or none
+    /// (`None`: no room, the change is not to be recorded); then the A2A push configs'
+    /// StreamResponse, left out when there is no room for it (`Some(how many were left out)`):
+    /// clients' configs never make a change unrecordable.
+    pub fn offer_change(
+        &self,
+        task_id: &str,
+        subscribers: Option<(&[Arc<str>], Message)>,
+        pushes: Option<(&[Arc<str>], Message)>,
+    ) -> Option<usize> {
         let mut q = self.lock();
-        let n: usize = batch.iter().map(|(subs, _)| subs.len()).sum();
-        if q.queued + n > self.max_queued {
-            return false;
-        }
         let task: Arc<str> = Arc::from(task_id);
-        for (subscribers, message) in batch {
-            q.offer_locked(subscribers, &task, message, self.max_dead);
+        if let Some((subs, message)) = subscribers {
+            if q.queued + subs.len() > self.max_queued {
+                return None;
+            }
+            q.offer_locked(subs, &task, message, self.max_dead);
+        }
+        let mut dropped = 0;
+        if let Some((configs, message)) = pushes {
+            if q.queued + configs.len() > self.max_queued {
+                dropped = configs.len();
+            } else {
+                q.offer_locked(configs, &task, message, self.max_dead);
+            }
         }
         drop(q);
         self.ready.notify_one();
-        true
+        Some(dropped)
     }
 }
 
