@@ -19,6 +19,7 @@ pub mod protocol;
 pub mod reconcile;
 pub mod registry;
 mod reload;
+pub mod samples;
 mod state;
 pub mod store;
 pub mod stream;
@@ -275,6 +276,13 @@ impl Gateway {
         let mut states = Vec::with_capacity(listeners.len());
         let fleet_totals = Arc::new(state::FleetTotals::default());
         let poller = Arc::new(reconcile::Poller::default());
+        let samples = Arc::new(samples::Samples::default());
+        tokio::spawn(samples::run(
+            samples.clone(),
+            metrics.clone(),
+            current.clone(),
+            stop_rx.clone(),
+        ));
         for (i, listener) in listeners.into_iter().enumerate() {
             let state = State {
                 config: config.clone(),
@@ -292,6 +300,7 @@ impl Gateway {
                 telemetry: telemetry.clone(),
                 fleet_totals: fleet_totals.clone(),
                 poller: poller.clone(),
+                samples: samples.clone(),
             };
             let state = Arc::new(ArcSwap::from_pointee(state));
             states.push(state.clone());

@@ -48,6 +48,8 @@ pub struct State {
     pub telemetry: Option<Arc<telemetry::Telemetry>>,
     /// The whole-fleet numbers of `/api/fleet`, shared by every worker for a second.
     pub fleet_totals: Arc<FleetTotals>,
+    /// The fleet page's samples (`crate::samples`), shared by every worker.
+    pub samples: Arc<crate::samples::Samples>,
     /// The A2A tasks with push configs this replica polls (their agents do not push).
     pub poller: Arc<crate::reconcile::Poller>,
 }

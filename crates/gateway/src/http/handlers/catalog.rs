@@ -66,6 +66,9 @@ struct Live {
     requests: u64,
     /// Those that failed (a 5xx, a timeout, no connection).
     errors: u64,
+    /// The last ten minutes, a sample every 10 s, oldest first (`crate::samples`): what the
+    /// page draws its sparklines from.
+    samples: Vec<crate::samples::AgentSample>,
 }
 
 /// Whether the caller may read agents' error texts (which can name internal hosts): without
@@ -76,7 +79,13 @@ fn sees_errors(ctx: &Ctx) -> bool {
 
 /// One catalog entry: the agent, its card's state and its health on this replica; with `live`,
 /// its numbers too.
-fn entry<'a>(a: &'a Agent, s: &'a CardSlot, h: &'a Health, errors: bool, live: bool) -> Entry<'a> {
+fn entry<'a>(
+    a: &'a Agent,
+    s: &'a CardSlot,
+    h: &'a Health,
+    errors: bool,
+    live: Option<&crate::samples::Samples>,
+) -> Entry<'a> {
     Entry {
         name: &a.cfg.name,
         protocol: a.cfg.protocol.as_str(),
@@ -111,12 +120,13 @@ fn entry<'a>(a: &'a Agent, s: &'a CardSlot, h: &'a Health, errors: bool, live: b
             }
             _ => None,
         },
-        live: live.then(|| {
+        live: live.map(|samples| {
             let (requests, errors) = a.limits.totals();
             Live {
                 in_flight: a.limits.in_flight(),
                 requests,
                 errors,
+                samples: samples.agent(&a.cfg.name),
             }
         }),
     }
@@ -151,7 +161,7 @@ pub fn agents(state: &State, ctx: &Ctx, req: &Request) -> ApiResult {
                     Protocol::Clawpedia => "agent-card.json",
                 }
             )),
-            ..entry(a, s, h, errors, false)
+            ..entry(a, s, h, errors, None)
         })
         .collect();
     let mut res = response::json(
@@ -178,7 +188,7 @@ pub async fn refresh(state: &State, ctx: &Ctx, name: &str) -> ApiResult {
         .refresh(agent, &state.upstream, &state.metrics)
         .await;
     let (slot, health) = (agent.slot(), agent.limits.health());
-    let body = to_json(&entry(agent, &slot, &health, sees_errors(ctx), false))?;
+    let body = to_json(&entry(agent, &slot, &health, sees_errors(ctx), None))?;
     Ok(response::json(StatusCode::OK, body))
 }
 
@@ -253,7 +263,7 @@ pub async fn fleet(state: &State, ctx: &Ctx, headers: &hyper::HeaderMap) -> ApiR
     let usable = usable(state, ctx);
     let agents: Vec<Entry<'_>> = usable
         .iter()
-        .map(|(a, s, h)| entry(a, s, h, errors, true))
+        .map(|(a, s, h)| entry(a, s, h, errors, Some(&state.samples)))
         .collect();
     let totals = match sees_all {
         true => Some(totals(state).await),
@@ -271,6 +281,8 @@ pub async fn fleet(state: &State, ctx: &Ctx, headers: &hyper::HeaderMap) -> ApiR
         "tasks": part("tasks"),
         "webhooks": part("webhooks"),
         "streams": part("streams"),
+        // Fleet-wide, like the totals: for a caller that sees every task.
+        "samples": sees_all.then(|| state.samples.fleet()),
     });
     let mut res = response::json(StatusCode::OK, to_json(&body)?);
     res.headers_mut()
