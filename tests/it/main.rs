@@ -122,6 +122,9 @@ mod tls;
 /// The fleet page at `/ui` in headless Chromium: the demo without and with a key (agents, a
 /// task moving live, a refused transition, the key prompt), and 200 agents with a burst.
 mod ui;
+/// The fleet page for both protocols in Chromium: recent tasks from the ledger, A2A and
+/// Clawpedia tasks live, artifacts downloaded, sparklines from real traffic.
+mod ui_fleet;
 /// What operators see: the Redis series as Redis goes and comes back, "Redis answers again"
 /// only after a failure, a failed webhook attempt logged once per retry without secrets, open
 /// connections by transport, and the process collector.

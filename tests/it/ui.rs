@@ -17,7 +17,7 @@ use crate::support::*;
 const WAIT: Duration = Duration::from_secs(30);
 
 /// Where the screenshots go: `target/ui/NAME` (next to the build; CI keeps the directory).
-fn screenshot_path(name: &str) -> PathBuf {
+pub(crate) fn screenshot_path(name: &str) -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| crate::support::child::repo("target"))
@@ -116,7 +116,7 @@ async fn press(b: &mut Browser, key: &str, code: u32) {
 /// What the page promises for accessibility, checked on the page as it stands: every form
 /// control labelled, every button named, and every visible text at a contrast of at least
 /// 4.5:1 against the background it is drawn on (WCAG AA for normal text).
-async fn accessibility(b: &mut Browser) {
+pub(crate) async fn accessibility(b: &mut Browser) {
     let report = b
         .eval(
             r#"(() => {

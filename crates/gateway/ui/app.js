@@ -29,12 +29,19 @@ const el = (tag, props, ...children) => {
   for (const c of children) if (c !== null && c !== undefined) e.append(c);
   return e;
 };
+// Times are UTC, with the date: the same on every screen and in every log.
+const utc = (d) => d.toISOString().replace("T", " ").replace(/\.\d+Z$/, " UTC");
 // An agent's timestamp that JavaScript cannot read (a leap second, say) is shown as sent.
 const time = (iso) => {
   const d = iso ? new Date(iso) : new Date();
   if (isNaN(d)) return el("time", { text: String(iso) });
-  return el("time", { datetime: d.toISOString(), text: d.toLocaleTimeString() });
+  return el("time", { datetime: d.toISOString(), text: utc(d) });
 };
+// Both protocols' states share the page's colours: TASK_STATE_COMPLETED is drawn as COMPLETED
+// (its words stay the protocol's own).
+const stateClass = (s) => "s-" + String(s || "").replace(/^TASK_STATE_/, "").replace(/^CANCELED$/, "CANCELLED");
+const FINAL = new Set(["COMPLETED", "FAILED", "CANCELLED", "REJECTED"]);
+const isFinal = (s) => FINAL.has(stateClass(s).slice(2));
 const setText = (node, text) => { if (node.textContent !== text) node.textContent = text; };
 
 const page = {
@@ -56,6 +63,7 @@ const page = {
   needsKey: false,
   eventsRetryAt: 0,
   firstRender: false,
+  recentLoaded: false,
 };
 
 // ---- talking to the gateway ---------------------------------------------------------------
@@ -126,6 +134,7 @@ function resetView() {
   page.rows.clear();
   page.recent.clear();
   page.firstRender = false;
+  page.recentLoaded = false;
   page.eventsRetryAt = 0;
   for (const id of ["feed", "task-counts", "webhook-stats", "stream-stats", "detail-stream"]) $(id).replaceChildren();
   for (const id of ["agents", "recent", "subscribers"]) $(id).tBodies[0].replaceChildren();
@@ -180,6 +189,10 @@ async function poll() {
   }
   page.fleet = r.body;
   render(r.body);
+  if (!page.recentLoaded) {
+    page.recentLoaded = true;
+    loadRecent(r.body.caller.rights);
+  }
   const mayListen = r.body.caller.rights.includes("events");
   if (!mayListen) setText($("feed-state"), "This key lacks the `events` right: no live feed.");
   else if (!page.events && Date.now() >= page.eventsRetryAt) openEvents();
@@ -197,9 +210,10 @@ function render(f) {
   setText($("enter-key"), f.caller.client ? "Enter a key" : "Admin token");
   // The live region speaks only when the connection changes, not on every poll.
   setText($("status"), "Connected.");
-  setText($("updated"), `Updated ${new Date(f.at).toLocaleTimeString()}`);
+  setText($("updated"), `Updated ${utc(new Date(f.at))}`);
   renderAgents(f.agents);
   renderCounts(f.tasks);
+  renderTransitions(f.samples);
   renderWebhooks(f.webhooks, f.caller.admin);
   renderStreams(f.streams);
 }
@@ -211,7 +225,7 @@ function cardCell(a) {
 
 function healthCell(a) {
   if (a.health === "ok") return ["ok", ""];
-  const until = a.ejected_until ? ` until ${new Date(a.ejected_until).toLocaleTimeString()}` : "";
+  const until = a.ejected_until ? ` until ${utc(new Date(a.ejected_until))}` : "";
   return [a.health, (a.ejection_reason || "") + until];
 }
 
@@ -223,8 +237,21 @@ function rate(name, a, now) {
   return [((a.requests - p.requests) / dt).toFixed(1), ((a.errors - p.errors) / dt).toFixed(1)];
 }
 
+// A task id, shortened on screen: the whole id on hover, to assistive technology, and in a copy
+// button.
+function taskId(id, open) {
+  const short = id.length > 12 ? id.slice(0, 8) + "…" : id;
+  const b = el("button", { type: "button", class: "link", title: id, text: short, "aria-label": `Open task ${id}`, on: { click: open } });
+  const copy = el("button", { type: "button", class: "copy", title: "Copy the task id", "aria-label": `Copy task id ${id}`, text: "Copy" });
+  copy.addEventListener("click", async () => {
+    try { await navigator.clipboard.writeText(id); setText(copy, "Copied"); } catch { setText(copy, "Copy failed"); }
+    setTimeout(() => setText(copy, "Copy"), 1500);
+  });
+  return el("span", { class: "task-id" }, b, copy);
+}
+
 function stateSpan(state, detail) {
-  const s = el("span", { class: `state s-${state}`, text: state });
+  const s = el("span", { class: `state ${stateClass(state)}`, text: state });
   return detail ? [s, el("br"), el("span", { class: "muted", text: detail })] : [s];
 }
 
@@ -240,7 +267,7 @@ function renderAgents(agents) {
     if (a.agent_id) page.agentIds.set(a.agent_id, a.name);
     let row = page.rows.get(a.name);
     if (!row) {
-      const cells = Array.from({ length: 8 }, (_, j) => el(j === 0 ? "th" : "td", j === 0 ? { scope: "row" } : (j >= 5 ? { class: "num" } : j === 2 ? { class: "caps" } : null)));
+      const cells = Array.from({ length: 10 }, (_, j) => el(j === 0 ? "th" : "td", j === 0 ? { scope: "row" } : (j >= 5 && j <= 7 ? { class: "num" } : j === 2 ? { class: "caps" } : j === 9 ? { class: "charts" } : null)));
       const tr = el("tr", { dataset: { agent: a.name } }, ...cells);
       row = { tr, cells, sig: "" };
       page.rows.set(a.name, row);
@@ -249,7 +276,10 @@ function renderAgents(agents) {
     const [health, healthWhy] = healthCell(a);
     const [rps, eps] = rate(a.name, a, now);
     const caps = (a.capabilities || []).join(", ");
-    const sig = [a.display_name, caps, card, cardWhy, health, healthWhy, a.in_flight, rps, eps].join("\u0000");
+    const samples = a.samples || [];
+    const lastAt = samples.length ? samples[samples.length - 1].at : "";
+    const proto = a.protocol === "a2a" ? `A2A${a.binding ? " (" + a.binding + ")" : ""}` : "Clawpedia";
+    const sig = [a.display_name, caps, card, cardWhy, health, healthWhy, a.in_flight, rps, eps, proto, lastAt].join("\u0000");
     if (row.sig !== sig) {
       row.sig = sig;
       const c = row.cells;
@@ -263,6 +293,12 @@ function renderAgents(agents) {
       setText(c[5], String(a.in_flight));
       setText(c[6], rps);
       setText(c[7], eps);
+      setText(c[8], proto);
+      c[9].replaceChildren(
+        spark("requests/s", samples.map((s) => s.requests_per_sec), "requests"),
+        spark("errors/s", samples.map((s) => s.errors_per_sec), "errors"),
+        spark("p99 ms", samples.map((s) => s.p99_ms), "latency"));
+      row.tr.dataset.protocol = a.protocol;
       row.tr.dataset.search = `${a.name} ${a.display_name || ""} ${caps} ${card} ${health}`.toLowerCase();
     }
     // Keep the gateway's order without moving rows that are already in place.
@@ -279,6 +315,67 @@ function renderAgents(agents) {
     performance.mark("a2a:agents-rendered");
     document.body.dataset.agentsRendered = String(agents.length);
   }
+}
+
+// ---- pictures: inline SVG built with DOM calls (no HTML strings, no outside requests) --------
+
+const SVG_NS = "http://www.w3.org/2000/svg";
+const SAMPLES = 60; // ten minutes, one every 10 s (the gateway keeps them: crate::samples)
+const fmt = (v) => v === null || v === undefined ? "–" : v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2);
+
+function svg(tag, attrs) {
+  const e = document.createElementNS(SVG_NS, tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, String(v));
+  return e;
+}
+
+// A sparkline of `values` (oldest first; null for no data), named for assistive technology
+// with what it shows, its last value and its highest.
+function sparkLine(label, values, kind) {
+  const w = 96, h = 24;
+  const nums = values.filter((v) => v !== null && v !== undefined);
+  const max = nums.length ? Math.max(...nums) : 0;
+  const last = nums.length ? nums[nums.length - 1] : null;
+  const s = svg("svg", { class: `line ${kind}`, width: w, height: h, viewBox: `0 0 ${w} ${h}`, role: "img" });
+  s.setAttribute("aria-label", `${label} over the last 10 minutes: now ${fmt(last)}, highest ${fmt(max)}`);
+  s.dataset.max = String(max);
+  s.dataset.last = last === null ? "" : String(last);
+  s.dataset.points = String(nums.length);
+  s.append(svg("line", { class: "base", x1: 0, y1: h - 1, x2: w, y2: h - 1 }));
+  const step = w / (SAMPLES - 1);
+  const x0 = w - (values.length - 1) * step; // the newest at the right edge
+  const pts = [];
+  values.forEach((v, i) => {
+    if (v === null || v === undefined) return;
+    const y = max > 0 ? h - 1 - (v / max) * (h - 3) : h - 1;
+    pts.push(`${(x0 + i * step).toFixed(1)},${y.toFixed(1)}`);
+  });
+  if (pts.length) {
+    s.append(svg("polyline", { points: pts.join(" ") }));
+    // The newest value, marked: one sample is a dot, not an invisible line.
+    const [cx, cy] = pts[pts.length - 1].split(",");
+    s.append(svg("circle", { cx, cy, r: 2 }));
+  }
+  return s;
+}
+
+function spark(label, values, kind) {
+  const nums = values.filter((v) => v !== null && v !== undefined);
+  const last = nums.length ? nums[nums.length - 1] : null;
+  return el("span", { class: "spark", dataset: { chart: kind } }, sparkLine(label, values, kind), `${label} ${fmt(last)}`);
+}
+
+function renderTransitions(samples) {
+  const ul = $("transitions");
+  $("transitions-note").hidden = samples !== null && samples !== undefined;
+  if (!samples) { ul.replaceChildren(); return; }
+  const last = samples.length ? samples[samples.length - 1].at : "";
+  if (ul.dataset.last === last && ul.children.length) return;
+  ul.dataset.last = last;
+  ul.replaceChildren(...STATE_ORDER.map((state) => {
+    const values = samples.map((s) => (s.transitions_per_sec || {})[state] ?? null);
+    return el("li", { dataset: { state } }, el("span", { class: `label state ${stateClass(state)}`, text: state }), sparkLine(`${state} transitions per second`, values, "transitions"), el("span", { class: "muted", text: fmt(values.length ? values[values.length - 1] : null) }));
+  }));
 }
 
 function applyFilter() {
@@ -389,7 +486,12 @@ function openEvents() {
   es.addEventListener("task.status.updated", (e) => {
     const n = JSON.parse(e.data);
     const t = n.data || {};
-    queue({ kind: "transition", task_id: t.task_id, agent: page.agentIds.get(t.agent_id) || t.agent_id || "?", status: t.status, at: t.updated_at || n.timestamp });
+    if (n.protocol === "a2a") {
+      // An official A2A Task: its id is the agent's, its state in the protocol's words.
+      queue({ kind: "transition", task_id: t.id, agent: n.agent, protocol: "a2a", status: t.status && t.status.state, at: (t.status && t.status.timestamp) || n.timestamp });
+    } else {
+      queue({ kind: "transition", task_id: t.task_id, agent: page.agentIds.get(t.agent_id) || t.agent_id || "?", protocol: "clawpedia", status: t.status, at: t.updated_at || n.timestamp });
+    }
   });
   es.addEventListener("task.transition.refused", (e) => {
     const r = JSON.parse(e.data);
@@ -412,14 +514,14 @@ function queue(ev) {
 }
 
 function feedItem(ev) {
-  const open = el("button", { type: "button", class: "link", text: ev.task_id, "aria-label": `Open task ${ev.task_id}`, on: { click: () => openTask(ev.task_id) } });
+  const open = taskId(ev.task_id, () => openTask(ev.task_id, ev.agent, ev.protocol));
   if (ev.kind === "refused") {
     return el("li", { class: "refused", dataset: { kind: "refused", task: ev.task_id, reason: ev.reason } },
       time(ev.at), el("span", { class: "state s-refused", text: "REFUSED" }), open,
       el("span", { text: `${ev.agent}: ${ev.recorded} → ${ev.offered} refused (${ev.reason})` }));
   }
   return el("li", { dataset: { kind: "transition", task: ev.task_id, status: ev.status } },
-    time(ev.at), el("span", { class: `state s-${ev.status}`, text: ev.status }), open, el("span", { class: "muted", text: ev.agent }));
+    time(ev.at), el("span", { class: `state ${stateClass(ev.status)}`, text: ev.status }), open, el("span", { class: "muted", text: ev.agent }));
 }
 
 function flush() {
@@ -447,21 +549,35 @@ function flush() {
     latest.delete(ev.task_id); // re-inserted: the map's order is the order of last change
     latest.set(ev.task_id, ev);
   }
+  for (const ev of latest.values()) recentRow(ev, true);
+  trimRecent();
+  if (page.detail && latest.has(page.detail.id)) refreshDetail();
+}
+
+// One row of "Recent tasks", made or brought up to date; newest first (`top`), or in the order
+// the listing gave (the first load).
+function recentRow(ev, top) {
   const tbody = $("recent").tBodies[0];
-  for (const ev of latest.values()) {
-    let tr = page.recent.get(ev.task_id);
-    if (!tr) {
-      tr = el("tr", { dataset: { task: ev.task_id } },
-        el("th", { scope: "row" }, el("button", { type: "button", class: "link", text: ev.task_id, "aria-label": `Open task ${ev.task_id}`, on: { click: () => openTask(ev.task_id) } })),
-        el("td", { text: ev.agent }), el("td"), el("td"));
-      page.recent.set(ev.task_id, tr);
-    }
-    tr.dataset.status = ev.status;
-    tr.cells[2].replaceChildren(...stateSpan(ev.status));
-    tr.cells[3].replaceChildren(time(ev.at));
-    // A row holding the keyboard focus stays where it is (moving it would drop the focus).
-    if (!tr.contains(document.activeElement)) tbody.prepend(tr);
+  let tr = page.recent.get(ev.task_id);
+  if (!tr) {
+    tr = el("tr", { dataset: { task: ev.task_id } },
+      el("th", { scope: "row" }, taskId(ev.task_id, () => openTask(ev.task_id, tr.dataset.agent, tr.dataset.protocol))),
+      el("td"), el("td", { class: "muted" }), el("td"), el("td"));
+    page.recent.set(ev.task_id, tr);
   }
+  if (ev.agent) { tr.dataset.agent = ev.agent; setText(tr.cells[1], ev.agent); }
+  if (ev.protocol) { tr.dataset.protocol = ev.protocol; setText(tr.cells[2], ev.protocol === "a2a" ? "A2A" : "Clawpedia"); }
+  tr.dataset.status = ev.status;
+  tr.cells[3].replaceChildren(...stateSpan(ev.status));
+  tr.cells[4].replaceChildren(time(ev.at));
+  // A row holding the keyboard focus stays where it is (moving it would drop the focus).
+  if (tr.contains(document.activeElement)) return;
+  if (top) tbody.prepend(tr);
+  else if (tr.parentNode !== tbody) tbody.append(tr);
+}
+
+function trimRecent() {
+  const tbody = $("recent").tBodies[0];
   for (let row = tbody.lastElementChild; page.recent.size > RECENT_MAX && row;) {
     const prev = row.previousElementSibling;
     if (!row.contains(document.activeElement)) {
@@ -470,7 +586,32 @@ function flush() {
     }
     row = prev;
   }
-  if (page.detail && latest.has(page.detail.id)) loadRecord(page.detail.id);
+}
+
+// "Recent tasks" when the page opens: the newest tasks the key may see, from the ledger
+// (GET /tasks, the right `tasks`); the live feed keeps them current from then on.
+async function loadRecent(rights) {
+  const note = $("recent-note");
+  if (!rights.includes("tasks")) {
+    note.hidden = false;
+    setText(note, "This key lacks the `tasks` right: it sees no tasks, so none are listed here.");
+    return;
+  }
+  const gen = page.gen;
+  const r = await api("/tasks?page_size=50");
+  if (gen !== page.gen) return;
+  if (r.status !== 200) {
+    note.hidden = false;
+    setText(note, "Recent tasks could not be loaded: " + errorText(r));
+    return;
+  }
+  note.hidden = true;
+  for (const t of r.body.tasks || []) {
+    // A row the live feed made meanwhile is newer than the listing's.
+    if (page.recent.has(t.task_id)) continue;
+    recentRow({ task_id: t.task_id, agent: t.agent, protocol: t.protocol, status: t.status, at: t.updated_at }, false);
+  }
+  trimRecent();
 }
 setInterval(flush, FLUSH_MS);
 
@@ -482,41 +623,137 @@ $("feed-pause").addEventListener("click", (ev) => {
 
 // ---- one task: record, artifacts, live stream ------------------------------------------------
 
-async function loadRecord(id) {
+// A download through the gateway, with the key: the bytes fetched, then saved under `name`.
+function downloadLink(label, name, fetchBlob) {
+  const a = el("a", { href: "#", class: "download", download: name, text: label });
+  a.addEventListener("click", async (ev) => {
+    if (a.dataset.ready) return; // the second click follows the object URL itself
+    ev.preventDefault();
+    const blob = await fetchBlob();
+    if (!blob) { setText(a, label + " (failed)"); return; }
+    a.href = URL.createObjectURL(blob);
+    a.dataset.ready = "1";
+    a.dataset.size = String(blob.size);
+    a.click();
+  });
+  return a;
+}
+
+const bytes = (n) => n === undefined || n === null ? "size unknown" : n < 1024 ? `${n} B` : n < 1048576 ? `${(n / 1024).toFixed(1)} KiB` : `${(n / 1048576).toFixed(1)} MiB`;
+
+function artifactItem(id, name, type, size, link) {
+  return el("li", { dataset: { artifact: id } },
+    el("span", { class: "artifact-name", text: name || id }), " ",
+    el("span", { class: "muted", text: `${type || "type unknown"}, ${bytes(size)}` }), " ",
+    link);
+}
+
+// A Clawpedia task: /tasks/{id} and its artifacts list; content through /artifacts/{id}/content.
+async function clawpediaDetail(id) {
   const r = await api(`/tasks/${encodeURIComponent(id)}`);
-  if (!page.detail || page.detail.id !== id) return;
+  if (!page.detail || page.detail.id !== id) return null;
+  const a = await api(`/tasks/${encodeURIComponent(id)}/artifacts`);
+  if (!page.detail || page.detail.id !== id) return null;
+  const list = a.status === 200 ? (Array.isArray(a.body) ? a.body : (a.body.artifacts || [])) : null;
+  const items = (list || []).map((x) => {
+    const meta = x.metadata || {};
+    const name = meta.filename || x.name || x.artifact_id;
+    const type = meta.mime_type || x.mime_type || (x.type === "json" ? "application/json" : x.type === "file" ? null : "text/plain");
+    const size = meta.size_bytes ?? (x.type !== "file" && typeof x.content === "string" ? new TextEncoder().encode(x.content).length : undefined);
+    const link = downloadLink("Download", name, async () => {
+      const res = await fetch(`/artifacts/${encodeURIComponent(x.artifact_id)}/content`, { headers: authHeaders(), cache: "no-store" });
+      return res.ok ? res.blob() : null;
+    });
+    return artifactItem(x.artifact_id, name, type, size, link);
+  });
+  return { record: r, status: r.status === 200 ? r.body.status : null, items, artifactsError: list ? null : errorText(a) };
+}
+
+// An official A2A task: its agent's GetTask (HTTP+JSON) through the gateway; its artifacts are
+// in the Task, each part downloadable as it is; the number of its push configs.
+async function a2aDetail(id, agent) {
+  const base = `/agents/${encodeURIComponent(agent)}/tasks/${encodeURIComponent(id)}`;
+  const v = { "A2A-Version": "1.0" };
+  const r = await api(base, { headers: v });
+  if (!page.detail || page.detail.id !== id) return null;
+  const c = await api(`${base}/pushNotificationConfigs`, { headers: v });
+  if (!page.detail || page.detail.id !== id) return null;
+  const task = r.status === 200 ? r.body : {};
+  const items = [];
+  for (const art of task.artifacts || []) {
+    (art.parts || []).forEach((part, n) => {
+      const text = typeof part.text === "string" ? part.text : part.data !== undefined ? JSON.stringify(part.data) : null;
+      const raw = typeof part.raw === "string" ? part.raw : null;
+      const type = part.mediaType || (part.text !== undefined ? "text/plain" : part.data !== undefined ? "application/json" : null);
+      const name = part.filename || art.name || `${art.artifactId}-${n + 1}`;
+      let size, blob;
+      if (text !== null) { blob = () => new Blob([text], { type: type || "text/plain" }); size = new TextEncoder().encode(text).length; }
+      else if (raw !== null) {
+        const bin = Uint8Array.from(atob(raw), (ch) => ch.charCodeAt(0));
+        blob = () => new Blob([bin], { type: type || "application/octet-stream" }); size = bin.length;
+      }
+      const link = blob ? downloadLink("Download", name, async () => blob()) : el("span", { class: "muted", text: part.url ? "a link of the agent's" : "no content" });
+      items.push(artifactItem(`${art.artifactId}/${n}`, name, type, size, link));
+    });
+  }
+  const configs = c.status === 200 ? (c.body.configs || []).length : null;
+  return { record: r, status: r.status === 200 ? task.status && task.status.state : null, items, configs };
+}
+
+async function refreshDetail() {
+  const d = page.detail;
+  if (!d) return;
+  const got = d.protocol === "a2a" ? await a2aDetail(d.id, d.agent) : await clawpediaDetail(d.id);
+  if (!got || page.detail !== d) return;
+  const r = got.record;
   if (r.status === 200) {
-    $("detail-state").replaceChildren(...stateSpan(r.body.status || "?"));
-    $("task-detail").dataset.status = r.body.status || "";
+    $("detail-state").replaceChildren(...stateSpan(got.status || "?"));
+    $("task-detail").dataset.status = got.status || "";
     setText($("detail-record"), JSON.stringify(r.body, null, 2));
   } else {
     $("detail-state").replaceChildren();
     setText($("detail-record"), errorText(r));
   }
-}
-
-async function loadArtifacts(id) {
-  const r = await api(`/tasks/${encodeURIComponent(id)}/artifacts`);
-  if (!page.detail || page.detail.id !== id) return;
+  const push = $("detail-push");
+  push.hidden = got.configs === undefined;
+  if (got.configs !== undefined) setText(push, got.configs === null ? "Push configs: not visible with this key." : `Push configs: ${got.configs}`);
+  $("task-detail").dataset.pushConfigs = got.configs === undefined || got.configs === null ? "" : String(got.configs);
   const ul = $("detail-artifacts");
-  if (r.status !== 200) { ul.replaceChildren(el("li", { text: errorText(r) })); return; }
-  const list = Array.isArray(r.body) ? r.body : (r.body.artifacts || []);
-  ul.replaceChildren(...(list.length ? list.map((a) => el("li", { dataset: { artifact: a.artifact_id } },
-    el("code", { text: a.artifact_id }), ` ${a.name || ""} ${a.mime_type || a.media_type || ""}`)) : [el("li", { class: "muted", text: "None yet." })]));
+  if (got.artifactsError) ul.replaceChildren(el("li", { text: got.artifactsError }));
+  else ul.replaceChildren(...(got.items.length ? got.items : [el("li", { class: "muted", text: "None yet." })]));
+  // A finished task's stream is over: said so, and not opened again.
+  if (isFinal(got.status)) endStream(`ended: the task is ${got.status}`);
 }
 
-function openTask(id) {
+function endStream(why) {
+  if (page.detail && page.detail.stream) { page.detail.stream.close(); page.detail.stream = null; }
+  setText($("detail-stream-state"), `(${why})`);
+}
+
+async function openTask(id, agent, protocol) {
   closeDetail();
   const panel = $("task-detail");
   panel.hidden = false;
   panel.dataset.task = id;
+  panel.dataset.protocol = protocol || "clawpedia";
   setText($("detail-id"), id);
   $("detail-record").textContent = "Loading…";
   $("detail-artifacts").replaceChildren();
   $("detail-stream").replaceChildren();
-  const stream = new EventSource(withToken(`/tasks/${encodeURIComponent(id)}/stream`));
-  page.detail = { id, stream };
+  const d = { id, agent, protocol: protocol || "clawpedia", stream: null };
+  page.detail = d;
+  $("detail-heading").focus();
   const state = $("detail-stream-state");
+  if (d.protocol === "a2a") {
+    // The page's key is a bearer header; an EventSource sends none: the record follows the
+    // live feed instead.
+    setText(state, "(an A2A task: the record follows the live feed)");
+    return refreshDetail();
+  }
+  await refreshDetail();
+  if (page.detail !== d || isFinal($("task-detail").dataset.status)) return;
+  const stream = new EventSource(withToken(`/tasks/${encodeURIComponent(id)}/stream`));
+  d.stream = stream;
   setText(state, "(connecting)");
   stream.onopen = () => setText(state, "(live)");
   // A stream that ends with its task is answered 204 when the EventSource comes back, which
@@ -524,26 +761,21 @@ function openTask(id) {
   stream.onerror = () => {
     if (page.detail?.stream !== stream) return stream.close();
     if (stream.readyState !== EventSource.CLOSED) return setText(state, "(reconnecting)");
-    setText(state, "(ended)");
-    loadRecord(id);
-    loadArtifacts(id);
+    endStream("ended");
+    refreshDetail();
   };
   for (const name of STREAM_EVENTS) {
     stream.addEventListener(name, (e) => {
       const ol = $("detail-stream");
       ol.prepend(el("li", { dataset: { event: name } }, time(), el("span", { class: "state", text: name }), el("code", { text: e.data })));
       while (ol.children.length > STREAM_MAX) ol.lastElementChild.remove();
-      if (name === "artifact.update") loadArtifacts(id);
-      if (name === "status") loadRecord(id);
+      if (name === "artifact.update" || name === "status") refreshDetail();
     });
   }
-  loadRecord(id);
-  loadArtifacts(id);
-  $("detail-heading").focus();
 }
 
 function closeDetail() {
-  if (page.detail) page.detail.stream.close();
+  if (page.detail && page.detail.stream) page.detail.stream.close();
   page.detail = null;
   $("task-detail").hidden = true;
 }
