@@ -381,6 +381,38 @@ async fn the_fleet_page_shows_both_protocols_recent_tasks_artifacts_and_pictures
             .is_some_and(|l| l.starts_with("errors/s over the last 10 minutes")),
         "{label}"
     );
+    // What the page drew is what /api/fleet serves: each agent's samples, oldest first, and
+    // the fleet's; `?samples=false` (the page's polls between two samples) leaves them out.
+    let full = http.get_as("/api/fleet", OPS).await.json();
+    let failing_samples = full["agents"]
+        .as_array()
+        .and_then(|a| a.iter().find(|a| a["name"] == "failing"))
+        .map(|a| a["samples"].clone())
+        .expect("the failing agent");
+    let errs: Vec<f64> = failing_samples
+        .as_array()
+        .expect("samples")
+        .iter()
+        .map(|s| s["errors_per_sec"].as_f64().expect("errors_per_sec"))
+        .collect();
+    assert!(errs.iter().any(|e| *e > 0.0), "{failing_samples}");
+    let at: Vec<&str> = failing_samples
+        .as_array()
+        .expect("samples")
+        .iter()
+        .filter_map(|s| s["at"].as_str())
+        .collect();
+    assert!(at.windows(2).all(|w| w[0] < w[1]), "oldest first: {at:?}");
+    assert!(
+        full["samples"][0]["transitions_per_sec"]["COMPLETED"].is_number(),
+        "{}",
+        full["samples"]
+    );
+    let lean = http.get_as("/api/fleet?samples=false", OPS).await.json();
+    assert!(
+        lean["samples"].is_null() && lean["agents"][0].get("samples").is_none(),
+        "{lean}"
+    );
     crate::ui::accessibility(&mut b).await;
     let path = crate::ui::screenshot_path("fleet-two-protocols.png");
     b.screenshot(&path).await;

@@ -64,6 +64,9 @@ const page = {
   eventsRetryAt: 0,
   firstRender: false,
   recentLoaded: false,
+  samples: new Map(),       // agent -> its samples, asked for every 10 s (`?samples=false` between)
+  fleetSamples: null,
+  samplesAt: 0,
 };
 
 // ---- talking to the gateway ---------------------------------------------------------------
@@ -135,6 +138,9 @@ function resetView() {
   page.recent.clear();
   page.firstRender = false;
   page.recentLoaded = false;
+  page.samples = new Map();
+  page.fleetSamples = null;
+  page.samplesAt = 0;
   page.eventsRetryAt = 0;
   for (const id of ["feed", "task-counts", "webhook-stats", "stream-stats", "detail-stream"]) $(id).replaceChildren();
   for (const id of ["agents", "recent", "subscribers"]) $(id).tBodies[0].replaceChildren();
@@ -160,8 +166,10 @@ async function poll() {
   const gen = page.gen;
   page.polling = true;
   let r;
+  // The samples change every 10 s: asked for only when the last ones are that old.
+  const withSamples = Date.now() - page.samplesAt >= 10000;
   try {
-    r = await api("/api/fleet");
+    r = await api(withSamples ? "/api/fleet" : "/api/fleet?samples=false");
   } catch (e) {
     r = null;
   } finally {
@@ -186,6 +194,11 @@ async function poll() {
   if (r.status !== 200) {
     setText($("status"), "The fleet snapshot failed: " + errorText(r) + "; retrying.");
     return again();
+  }
+  if (withSamples) {
+    page.samplesAt = Date.now();
+    page.fleetSamples = r.body.samples;
+    page.samples = new Map(r.body.agents.map((a) => [a.name, a.samples || []]));
   }
   page.fleet = r.body;
   render(r.body);
@@ -213,7 +226,7 @@ function render(f) {
   setText($("updated"), `Updated ${utc(new Date(f.at))}`);
   renderAgents(f.agents);
   renderCounts(f.tasks);
-  renderTransitions(f.samples);
+  renderTransitions(page.fleetSamples);
   renderWebhooks(f.webhooks, f.caller.admin);
   renderStreams(f.streams);
 }
@@ -276,7 +289,7 @@ function renderAgents(agents) {
     const [health, healthWhy] = healthCell(a);
     const [rps, eps] = rate(a.name, a, now);
     const caps = (a.capabilities || []).join(", ");
-    const samples = a.samples || [];
+    const samples = page.samples.get(a.name) || [];
     const lastAt = samples.length ? samples[samples.length - 1].at : "";
     const proto = a.protocol === "a2a" ? `A2A${a.binding ? " (" + a.binding + ")" : ""}` : "Clawpedia";
     const sig = [a.display_name, caps, card, cardWhy, health, healthWhy, a.in_flight, rps, eps, proto, lastAt].join("\u0000");

@@ -248,7 +248,7 @@ async fn dispatch(state: &Arc<State>, ctx: &mut Ctx, route: Route<'_>, req: Requ
         Route::OpenApi => probes::openapi(),
         Route::Catalog => catalog::agents(state, ctx, &req),
         Route::Card(a) => catalog::card(state, ctx, a),
-        Route::Fleet => catalog::fleet(state, ctx, req.headers()).await,
+        Route::Fleet => catalog::fleet(state, ctx, &req).await,
         Route::Ui(asset) => ui::asset(asset, req.headers()),
         Route::CreateTask(a) => create::create(state, ctx, a, req).await,
         Route::ListTasks => listing::tasks(state, ctx, req).await,

@@ -68,7 +68,8 @@ struct Live {
     errors: u64,
     /// The last ten minutes, a sample every 10 s, oldest first (`crate::samples`): what the
     /// page draws its sparklines from.
-    samples: Vec<crate::samples::AgentSample>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    samples: Option<Vec<crate::samples::AgentSample>>,
 }
 
 /// Whether the caller may read agents' error texts (which can name internal hosts): without
@@ -79,12 +80,13 @@ fn sees_errors(ctx: &Ctx) -> bool {
 
 /// One catalog entry: the agent, its card's state and its health on this replica; with `live`,
 /// its numbers too.
+/// `live`: on `/api/fleet`, with the samples when they are asked for.
 fn entry<'a>(
     a: &'a Agent,
     s: &'a CardSlot,
     h: &'a Health,
     errors: bool,
-    live: Option<&crate::samples::Samples>,
+    live: Option<Option<&crate::samples::Samples>>,
 ) -> Entry<'a> {
     Entry {
         name: &a.cfg.name,
@@ -126,7 +128,7 @@ fn entry<'a>(
                 in_flight: a.limits.in_flight(),
                 requests,
                 errors,
-                samples: samples.agent(&a.cfg.name),
+                samples: samples.map(|s| s.agent(&a.cfg.name)),
             }
         }),
     }
@@ -251,7 +253,14 @@ fn sees_everything(caller: &Caller) -> bool {
 /// only a caller that sees the whole fleet ([`sees_everything`]) gets them (`null`
 /// otherwise). `caller.admin` says whether the page may offer the admin actions (redrive,
 /// enable), `caller.rights` which routes it may use at all.
-pub async fn fleet(state: &State, ctx: &Ctx, headers: &hyper::HeaderMap) -> ApiResult {
+pub async fn fleet(state: &State, ctx: &Ctx, req: &Request) -> ApiResult {
+    let headers = req.headers();
+    // `?samples=false`: the page's polls between two samples (taken every 10 s) leave out
+    // what they already have: at 200 agents the samples are most of the answer.
+    let samples = !req
+        .uri()
+        .query()
+        .is_some_and(|q| q.split('&').any(|kv| kv == "samples=false"));
     let errors = sees_errors(ctx);
     let sees_all = sees_everything(&ctx.caller);
     let admin = admission::is_admin(state, ctx, headers);
@@ -263,7 +272,7 @@ pub async fn fleet(state: &State, ctx: &Ctx, headers: &hyper::HeaderMap) -> ApiR
     let usable = usable(state, ctx);
     let agents: Vec<Entry<'_>> = usable
         .iter()
-        .map(|(a, s, h)| entry(a, s, h, errors, Some(&state.samples)))
+        .map(|(a, s, h)| entry(a, s, h, errors, Some(samples.then_some(&*state.samples))))
         .collect();
     let totals = match sees_all {
         true => Some(totals(state).await),
@@ -282,7 +291,7 @@ pub async fn fleet(state: &State, ctx: &Ctx, headers: &hyper::HeaderMap) -> ApiR
         "webhooks": part("webhooks"),
         "streams": part("streams"),
         // Fleet-wide, like the totals: for a caller that sees every task.
-        "samples": sees_all.then(|| state.samples.fleet()),
+        "samples": (sees_all && samples).then(|| state.samples.fleet()),
     });
     let mut res = response::json(StatusCode::OK, to_json(&body)?);
     res.headers_mut()
