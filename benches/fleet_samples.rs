@@ -59,7 +59,12 @@ fn main() {
             .transition(Some(Status::Working), Status::Completed)
             .inc_by(3);
         let start = Instant::now();
-        samples.take(&metrics, &names, t * 10_000);
+        samples.take(
+            &metrics,
+            &names,
+            t * 10_000,
+            Instant::now() + std::time::Duration::from_secs(10 * t as u64),
+        );
         turns.push(start.elapsed().as_secs_f64() * 1e3);
     }
     // What /api/fleet adds: every agent's samples and the fleet's, written as JSON.

@@ -280,13 +280,13 @@ async fn the_fleet_page_shows_both_protocols_recent_tasks_artifacts_and_pictures
     assert!(allowed.is_ok(), "{allowed:?}");
     b.eval("document.querySelector('#detail-artifacts a.download').click(); true")
         .await;
-    // Saved under the artifact's name (Chromium adds the extension of its type).
+    // Saved under the artifact's name, as bytes (never rendered by the page's origin).
     let deadline = Instant::now() + WAIT;
     let saved = loop {
         let found = std::fs::read_dir(downloads.path())
             .ok()
             .and_then(|mut d| d.find_map(|e| e.ok().map(|e| e.path())))
-            .filter(|p| p.extension().is_some_and(|x| x != "crdownload"));
+            .filter(|p| p.extension().is_none_or(|x| x != "crdownload"));
         match found {
             Some(p) => break p,
             None if Instant::now() < deadline => {

@@ -9,7 +9,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use prometheus::core::Collector;
@@ -61,7 +61,9 @@ type Counts = (u64, u64, Vec<(f64, u64)>);
 /// What one read of the families says: cumulative counts.
 #[derive(Debug, Default, Clone)]
 struct Read {
-    at: i64,
+    /// When, on the monotonic clock: the rates' interval (a wall clock stepped back by NTP
+    /// must not make one sample a spike that scales every line for ten minutes).
+    mono: Option<Instant>,
     /// agent -> its counts.
     agents: HashMap<String, Counts>,
     transitions: [u64; Status::COUNT],
@@ -118,9 +120,9 @@ fn quantile(q: f64, now: &[(f64, u64)], before: Option<&[(f64, u64)]>) -> Option
 
 impl Samples {
     /// Read the families now.
-    fn read(metrics: &Metrics, now_ms: i64) -> Read {
+    fn read(metrics: &Metrics, mono: Instant) -> Read {
         let mut r = Read {
-            at: now_ms,
+            mono: Some(mono),
             ..Read::default()
         };
         let label = |m: &prometheus::proto::Metric, name: &str| -> String {
@@ -177,14 +179,19 @@ impl Samples {
         r
     }
 
-    /// Take a sample of every agent in `agents` (others are forgotten) and of the fleet.
-    pub fn take(&self, metrics: &Metrics, agents: &[Arc<str>], now_ms: i64) {
-        let now = Samples::read(metrics, now_ms);
+    /// Take a sample of every agent in `agents` (others are forgotten) and of the fleet, at
+    /// `now_ms` on the wall clock (its `at`) and `mono` on the monotonic one (its interval).
+    pub fn take(&self, metrics: &Metrics, agents: &[Arc<str>], now_ms: i64, mono: Instant) {
+        let now = Samples::read(metrics, mono);
         let Some(before) = lock(&self.last).replace(now.clone()) else {
             // The first read is the baseline.
             return;
         };
-        let secs = ((now.at - before.at) as f64 / 1000.0).max(0.001);
+        let secs = match (now.mono, before.mono) {
+            (Some(n), Some(b)) => n.saturating_duration_since(b).as_secs_f64(),
+            _ => 0.0,
+        }
+        .max(0.001);
         let rate = |a: u64, b: u64| a.saturating_sub(b) as f64 / secs;
         let mut all = lock(&self.agents);
         all.retain(|name, _| agents.contains(name));
@@ -262,7 +269,12 @@ pub async fn run(
             .iter()
             .map(|a| Arc::from(a.cfg.name.as_str()))
             .collect();
-        samples.take(&metrics, &names, crate::protocol::time::now_ms());
+        samples.take(
+            &metrics,
+            &names,
+            crate::protocol::time::now_ms(),
+            Instant::now(),
+        );
     }
 }
 
@@ -287,9 +299,11 @@ mod tests {
     fn samples_are_rates_of_real_traffic_bounded_and_forget_removed_agents() {
         let m = Metrics::new().expect("metrics");
         let s = Samples::default();
+        let t0 = Instant::now();
+        let at = |ms: i64| t0 + Duration::from_millis(ms as u64);
         let a: Arc<str> = Arc::from("a");
         let b: Arc<str> = Arc::from("b");
-        s.take(&m, &[a.clone(), b.clone()], 0);
+        s.take(&m, &[a.clone(), b.clone()], 0, at(0));
         assert!(s.agent("a").is_empty(), "the first read is the baseline");
         for _ in 0..20 {
             m.requests
@@ -305,7 +319,7 @@ mod tests {
                 .inc();
         }
         m.transition(None, Status::Submitted).inc_by(5);
-        s.take(&m, &[a.clone(), b.clone()], 10_000);
+        s.take(&m, &[a.clone(), b.clone()], 10_000, at(10_000));
         let got = s.agent("a");
         assert_eq!(got.len(), 1);
         assert_eq!((got[0].requests_per_sec, got[0].errors_per_sec), (3.0, 1.0));
@@ -317,7 +331,7 @@ mod tests {
         let json = serde_json::to_value(got[0]).expect("json");
         assert_eq!(json["at"], "1970-01-01T00:00:10.000Z");
         for i in 2..(KEEP as i64 + 10) {
-            s.take(&m, std::slice::from_ref(&a), i * 10_000);
+            s.take(&m, std::slice::from_ref(&a), i * 10_000, at(i * 10_000));
         }
         assert_eq!(s.agent("a").len(), KEEP, "bounded");
         assert_eq!(s.fleet().len(), KEEP);

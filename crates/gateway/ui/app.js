@@ -142,7 +142,9 @@ function resetView() {
   page.fleetSamples = null;
   page.samplesAt = 0;
   page.eventsRetryAt = 0;
-  for (const id of ["feed", "task-counts", "webhook-stats", "stream-stats", "detail-stream"]) $(id).replaceChildren();
+  for (const id of ["feed", "task-counts", "webhook-stats", "stream-stats", "detail-stream", "transitions"]) $(id).replaceChildren();
+  delete $("transitions").dataset.last;
+  for (const id of ["transitions-note", "recent-note", "detail-push"]) $(id).hidden = true;
   for (const id of ["agents", "recent", "subscribers"]) $(id).tBodies[0].replaceChildren();
   for (const id of ["who", "agents-count", "feed-rate", "updated"]) setText($(id), "");
   setText($("feed-state"), "Not connected.");
@@ -204,7 +206,8 @@ async function poll() {
   render(r.body);
   if (!page.recentLoaded) {
     page.recentLoaded = true;
-    loadRecent(r.body.caller.rights);
+    // Asked again at the next poll when it could not be had.
+    loadRecent(r.body.caller.rights).then((ok) => { if (!ok && gen === page.gen) page.recentLoaded = false; }, () => { if (gen === page.gen) page.recentLoaded = false; });
   }
   const mayListen = r.body.caller.rights.includes("events");
   if (!mayListen) setText($("feed-state"), "This key lacks the `events` right: no live feed.");
@@ -292,7 +295,7 @@ function renderAgents(agents) {
     const samples = page.samples.get(a.name) || [];
     const lastAt = samples.length ? samples[samples.length - 1].at : "";
     const proto = a.protocol === "a2a" ? `A2A${a.binding ? " (" + a.binding + ")" : ""}` : "Clawpedia";
-    const sig = [a.display_name, caps, card, cardWhy, health, healthWhy, a.in_flight, rps, eps, proto, lastAt].join("\u0000");
+    const sig = [a.display_name, caps, card, cardWhy, health, healthWhy, a.in_flight, rps, eps, proto].join("\u0000");
     if (row.sig !== sig) {
       row.sig = sig;
       const c = row.cells;
@@ -307,12 +310,16 @@ function renderAgents(agents) {
       setText(c[6], rps);
       setText(c[7], eps);
       setText(c[8], proto);
-      c[9].replaceChildren(
+      row.tr.dataset.protocol = a.protocol;
+      row.tr.dataset.search = `${a.name} ${a.display_name || ""} ${caps} ${card} ${health}`.toLowerCase();
+    }
+    // The pictures change with a new sample (every 10 s), not with every poll.
+    if (row.charts !== lastAt || !row.cells[9].firstChild) {
+      row.charts = lastAt;
+      row.cells[9].replaceChildren(
         spark("requests/s", samples.map((s) => s.requests_per_sec), "requests"),
         spark("errors/s", samples.map((s) => s.errors_per_sec), "errors"),
         spark("p99 ms", samples.map((s) => s.p99_ms), "latency"));
-      row.tr.dataset.protocol = a.protocol;
-      row.tr.dataset.search = `${a.name} ${a.display_name || ""} ${caps} ${card} ${health}`.toLowerCase();
     }
     // Keep the gateway's order without moving rows that are already in place.
     if (row.tr.parentNode !== tbody || row.tr.nextSibling !== before) tbody.insertBefore(row.tr, before);
@@ -559,24 +566,31 @@ function flush() {
   const latest = new Map();
   for (const ev of batch) {
     if (ev.kind !== "transition") continue;
-    latest.delete(ev.task_id); // re-inserted: the map's order is the order of last change
-    latest.set(ev.task_id, ev);
+    const k = taskKey(ev);
+    latest.delete(k); // re-inserted: the map's order is the order of last change
+    latest.set(k, ev);
   }
   for (const ev of latest.values()) recentRow(ev, true);
   trimRecent();
-  if (page.detail && latest.has(page.detail.id)) refreshDetail();
+  if (page.detail && latest.has(page.detail.key)) refreshDetail();
 }
 
 // One row of "Recent tasks", made or brought up to date; newest first (`top`), or in the order
 // the listing gave (the first load).
+// A task on the page: an official A2A id is only unique within its agent.
+function taskKey(ev) {
+  return ev.protocol === "a2a" ? `a2a:${ev.agent}/${ev.task_id}` : `clawpedia:${ev.task_id}`;
+}
+
 function recentRow(ev, top) {
   const tbody = $("recent").tBodies[0];
-  let tr = page.recent.get(ev.task_id);
+  const key = taskKey(ev);
+  let tr = page.recent.get(key);
   if (!tr) {
-    tr = el("tr", { dataset: { task: ev.task_id } },
+    tr = el("tr", { dataset: { task: ev.task_id, key } },
       el("th", { scope: "row" }, taskId(ev.task_id, () => openTask(ev.task_id, tr.dataset.agent, tr.dataset.protocol))),
       el("td"), el("td", { class: "muted" }), el("td"), el("td"));
-    page.recent.set(ev.task_id, tr);
+    page.recent.set(key, tr);
   }
   if (ev.agent) { tr.dataset.agent = ev.agent; setText(tr.cells[1], ev.agent); }
   if (ev.protocol) { tr.dataset.protocol = ev.protocol; setText(tr.cells[2], ev.protocol === "a2a" ? "A2A" : "Clawpedia"); }
@@ -594,7 +608,7 @@ function trimRecent() {
   for (let row = tbody.lastElementChild; page.recent.size > RECENT_MAX && row;) {
     const prev = row.previousElementSibling;
     if (!row.contains(document.activeElement)) {
-      page.recent.delete(row.dataset.task);
+      page.recent.delete(row.dataset.key);
       row.remove();
     }
     row = prev;
@@ -608,23 +622,29 @@ async function loadRecent(rights) {
   if (!rights.includes("tasks")) {
     note.hidden = false;
     setText(note, "This key lacks the `tasks` right: it sees no tasks, so none are listed here.");
-    return;
+    return true;
   }
   const gen = page.gen;
   const r = await api("/tasks?page_size=50");
-  if (gen !== page.gen) return;
+  if (gen !== page.gen) return true;
   if (r.status !== 200) {
     note.hidden = false;
-    setText(note, "Recent tasks could not be loaded: " + errorText(r));
-    return;
+    setText(note, "Recent tasks could not be loaded: " + errorText(r) + "; trying again.");
+    return false;
   }
   note.hidden = true;
   for (const t of r.body.tasks || []) {
     // A row the live feed made meanwhile is newer than the listing's.
-    if (page.recent.has(t.task_id)) continue;
-    recentRow({ task_id: t.task_id, agent: t.agent, protocol: t.protocol, status: t.status, at: t.updated_at }, false);
+    const ev = { task_id: t.task_id, agent: t.agent, protocol: t.protocol, status: t.status, at: t.updated_at };
+    if (page.recent.has(taskKey(ev))) continue;
+    recentRow(ev, false);
   }
   trimRecent();
+  if (!rights.includes("events")) {
+    note.hidden = false;
+    setText(note, "Listed when the page opened: without the `events` right this key gets no live feed to keep them current.");
+  }
+  return true;
 }
 setInterval(flush, FLUSH_MS);
 
@@ -637,17 +657,23 @@ $("feed-pause").addEventListener("click", (ev) => {
 // ---- one task: record, artifacts, live stream ------------------------------------------------
 
 // A download through the gateway, with the key: the bytes fetched, then saved under `name`.
+// The bytes are saved, never shown: whatever type the agent claims, the page's origin (which
+// holds the key) does not render them.
 function downloadLink(label, name, fetchBlob) {
   const a = el("a", { href: "#", class: "download", download: name, text: label });
   a.addEventListener("click", async (ev) => {
-    if (a.dataset.ready) return; // the second click follows the object URL itself
+    if (a.dataset.ready) return; // the click below follows the object URL itself
     ev.preventDefault();
-    const blob = await fetchBlob();
+    let blob = null;
+    try { blob = await fetchBlob(); } catch { blob = null; }
     if (!blob) { setText(a, label + " (failed)"); return; }
-    a.href = URL.createObjectURL(blob);
+    const url = URL.createObjectURL(new Blob([blob], { type: "application/octet-stream" }));
+    a.href = url;
     a.dataset.ready = "1";
     a.dataset.size = String(blob.size);
     a.click();
+    // One download per click: the URL goes, the link fetches again next time.
+    setTimeout(() => { URL.revokeObjectURL(url); a.href = "#"; delete a.dataset.ready; }, 1000);
   });
   return a;
 }
@@ -693,8 +719,8 @@ async function a2aDetail(id, agent) {
   if (!page.detail || page.detail.id !== id) return null;
   const task = r.status === 200 ? r.body : {};
   const items = [];
-  for (const art of task.artifacts || []) {
-    (art.parts || []).forEach((part, n) => {
+  for (const art of Array.isArray(task.artifacts) ? task.artifacts : []) {
+    (Array.isArray(art.parts) ? art.parts : []).forEach((part, n) => {
       const text = typeof part.text === "string" ? part.text : part.data !== undefined ? JSON.stringify(part.data) : null;
       const raw = typeof part.raw === "string" ? part.raw : null;
       const type = part.mediaType || (part.text !== undefined ? "text/plain" : part.data !== undefined ? "application/json" : null);
@@ -702,8 +728,9 @@ async function a2aDetail(id, agent) {
       let size, blob;
       if (text !== null) { blob = () => new Blob([text], { type: type || "text/plain" }); size = new TextEncoder().encode(text).length; }
       else if (raw !== null) {
-        const bin = Uint8Array.from(atob(raw), (ch) => ch.charCodeAt(0));
-        blob = () => new Blob([bin], { type: type || "application/octet-stream" }); size = bin.length;
+        // Decoded when asked for (a bad encoding fails that download, not the panel).
+        blob = () => new Blob([Uint8Array.from(atob(raw.replace(/-/g, "+").replace(/_/g, "/")), (ch) => ch.charCodeAt(0))]);
+        size = Math.floor((raw.replace(/=+$/, "").length * 3) / 4);
       }
       const link = blob ? downloadLink("Download", name, async () => blob()) : el("span", { class: "muted", text: part.url ? "a link of the agent's" : "no content" });
       items.push(artifactItem(`${art.artifactId}/${n}`, name, type, size, link));
@@ -713,11 +740,34 @@ async function a2aDetail(id, agent) {
   return { record: r, status: r.status === 200 ? task.status && task.status.state : null, items, configs };
 }
 
+// One reload of the open task at a time; news meanwhile makes one more after it, so the panel
+// ends with the latest and never paints an older answer over a newer one. The task's state.
 async function refreshDetail() {
   const d = page.detail;
-  if (!d) return;
-  const got = d.protocol === "a2a" ? await a2aDetail(d.id, d.agent) : await clawpediaDetail(d.id);
-  if (!got || page.detail !== d) return;
+  if (!d) return null;
+  if (d.busy) { d.again = true; return null; }
+  d.busy = true;
+  let status = null;
+  try {
+    do {
+      d.again = false;
+      status = await paintDetail(d);
+    } while (d.again && page.detail === d);
+  } finally {
+    d.busy = false;
+  }
+  return status;
+}
+
+async function paintDetail(d) {
+  let got;
+  try {
+    got = d.protocol === "a2a" ? await a2aDetail(d.id, d.agent) : await clawpediaDetail(d.id);
+  } catch (e) {
+    if (page.detail === d) setText($("detail-record"), "The task could not be read: " + e);
+    return null;
+  }
+  if (!got || page.detail !== d) return null;
   const r = got.record;
   if (r.status === 200) {
     $("detail-state").replaceChildren(...stateSpan(got.status || "?"));
@@ -732,10 +782,15 @@ async function refreshDetail() {
   if (got.configs !== undefined) setText(push, got.configs === null ? "Push configs: not visible with this key." : `Push configs: ${got.configs}`);
   $("task-detail").dataset.pushConfigs = got.configs === undefined || got.configs === null ? "" : String(got.configs);
   const ul = $("detail-artifacts");
-  if (got.artifactsError) ul.replaceChildren(el("li", { text: got.artifactsError }));
-  else ul.replaceChildren(...(got.items.length ? got.items : [el("li", { class: "muted", text: "None yet." })]));
+  // A keyboard user on a download link keeps it: the list is redrawn when it does not hold
+  // the focus.
+  if (!ul.contains(document.activeElement)) {
+    if (got.artifactsError) ul.replaceChildren(el("li", { text: got.artifactsError }));
+    else ul.replaceChildren(...(got.items.length ? got.items : [el("li", { class: "muted", text: "None yet." })]));
+  }
   // A finished task's stream is over: said so, and not opened again.
   if (isFinal(got.status)) endStream(`ended: the task is ${got.status}`);
+  return got.status;
 }
 
 function endStream(why) {
@@ -753,7 +808,14 @@ async function openTask(id, agent, protocol) {
   $("detail-record").textContent = "Loading…";
   $("detail-artifacts").replaceChildren();
   $("detail-stream").replaceChildren();
-  const d = { id, agent, protocol: protocol || "clawpedia", stream: null };
+  // Nothing of the task opened before stays.
+  $("detail-state").replaceChildren();
+  panel.dataset.status = "";
+  panel.dataset.pushConfigs = "";
+  $("detail-push").hidden = true;
+  setText($("detail-stream-state"), "");
+  const d = { id, agent, protocol: protocol || "clawpedia", stream: null, seq: 0, busy: false, again: false };
+  d.key = taskKey({ task_id: id, agent, protocol: d.protocol });
   page.detail = d;
   $("detail-heading").focus();
   const state = $("detail-stream-state");
@@ -763,8 +825,8 @@ async function openTask(id, agent, protocol) {
     setText(state, "(an A2A task: the record follows the live feed)");
     return refreshDetail();
   }
-  await refreshDetail();
-  if (page.detail !== d || isFinal($("task-detail").dataset.status)) return;
+  const status = await refreshDetail();
+  if (page.detail !== d || isFinal(status)) return;
   const stream = new EventSource(withToken(`/tasks/${encodeURIComponent(id)}/stream`));
   d.stream = stream;
   setText(state, "(connecting)");
