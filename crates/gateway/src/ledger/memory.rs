@@ -27,12 +27,13 @@ use super::{
     LedgerFuture, PushPut, Record, TaskLedger,
 };
 use crate::protocol::task::{Head, Refusal, Status, Verdict};
-use crate::webhook::queue::{self, MemoryQueue, Message, Outbox};
+use crate::webhook::queue::{MemoryQueue, Outbox};
 
 mod announce;
 mod bounds;
 mod index;
 mod listing;
+mod outbox;
 mod push;
 mod quiet;
 
@@ -261,42 +262,13 @@ impl MemoryLedger {
             });
         }
         let changes = s.tasks.get(task_id).map_or(0, |e| e.changes) + u64::from(notifies(verdict));
-        let mut push_dropped = 0;
-        if let Some((outbox, q)) = self.outbox.as_ref().filter(|_| notifies(verdict)) {
-            let subs = outbox.subscribers(agent);
-            let pushes = s
-                .tasks
-                .get(task_id)
-                .map(|e| push::lanes(e.push.as_deref()))
-                .unwrap_or_default();
-            if !subs.is_empty() || !pushes.is_empty() {
-                let trace = queue::storable(trace);
-                // One id per change, for every subscriber and config alike.
-                let msg_id = format!("{}_{changes}", queue::message_id_prefix(task_id, head));
-                let message = |payload: Vec<u8>| Message {
-                    msg_id: msg_id.clone(),
-                    enqueued_ms: crate::protocol::time::now_ms(),
-                    payload: payload.into(),
-                    version: if trace.is_some() { 2 } else { 1 },
-                    trace: trace.map(Box::from),
-                };
-                let to_subscribers = (!subs.is_empty()).then(|| {
-                    let now = crate::protocol::time::now();
-                    (
-                        &subs[..],
-                        message(queue::payload(&now, agent, task_id, &task)),
-                    )
-                });
-                let to_configs = (!pushes.is_empty()).then(|| {
-                    let body = crate::protocol::a2a::push::task_body(&task);
-                    (&pushes[..], message(body))
-                });
-                match q.offer_change(task_id, to_subscribers, to_configs) {
-                    Some(dropped) => push_dropped = dropped,
-                    None => return Err(LedgerError::QueueFull),
-                }
-            }
-        }
+        // Queued in this same step, under the shard's lock: a change is never recorded
+        // without its deliveries.
+        let push_dropped = if notifies(verdict) {
+            self.queue_change(&s, agent, task_id, head, changes, &task, trace)?
+        } else {
+            0
+        };
         let expires = head.status.is_terminal().then(|| now + self.retention);
         // The agent's answer is usually a slice of the connection's read buffer: holding that
         // slice would pin the whole buffer (several KiB) for as long as the task is retained.
