@@ -46,10 +46,12 @@ pub type Watched = (Arc<str>, Arc<str>);
 /// The official A2A tasks with push configs this replica polls (their agent does not push to
 /// the gateway; `http::a2a::poll` asks them): (agent, A2A task id) → when next. The
 /// reconciler, on every replica, is what still learns a task's changes past the bound or after
-/// a restart.
+/// a restart. It also holds the tasks this replica follows on their streams instead
+/// (`http::a2a::follow`): one follower a task.
 #[derive(Default)]
 pub struct Poller {
     watched: Mutex<HashMap<Watched, Instant>>,
+    followed: Mutex<HashSet<Arc<str>>>,
 }
 
 impl Poller {
@@ -68,6 +70,25 @@ impl Poller {
         w.entry((Arc::from(agent), Arc::from(id)))
             .or_insert_with(Instant::now);
         true
+    }
+
+    /// Take task `key` (its ledger key) for following on its stream: `Some(true)` taken now,
+    /// `Some(false)` followed already, `None` when `max` are followed.
+    pub fn take_follow(&self, key: &str, max: usize) -> Option<bool> {
+        let mut set = lock(&self.followed);
+        if set.contains(key) {
+            return Some(false);
+        }
+        if set.len() >= max {
+            return None;
+        }
+        set.insert(Arc::from(key));
+        Some(true)
+    }
+
+    /// Task `key`'s follower has ended.
+    pub fn end_follow(&self, key: &str) {
+        lock(&self.followed).remove(key);
     }
 
     /// How many tasks are watched.

@@ -12,9 +12,8 @@
 //! task is final, has no config left, or its agent is gone. Bounded: at most [`MAX_FOLLOWED`]
 //! tasks per replica (past it, the task is polled).
 
-use std::collections::HashSet;
 use std::future::poll_fn;
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::Arc;
 
 use hyper::header::HeaderMap;
 
@@ -31,19 +30,12 @@ use crate::stream::topic::Framing;
 /// `streams.max_topics`: clients' own streams keep the other half.
 pub const MAX_FOLLOWED: usize = 10_000;
 
-/// The tasks (ledger keys) this replica follows now: one follower a task.
-static FOLLOWED: LazyLock<Mutex<HashSet<String>>> = LazyLock::new(Mutex::default);
-
-fn followed() -> std::sync::MutexGuard<'static, HashSet<String>> {
-    FOLLOWED.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// A task's place in [`FOLLOWED`], given up when its follower ends.
-struct Slot(String);
+/// A task's place among the followed (`State::poller`), given up when its follower ends.
+struct Slot(String, Arc<crate::reconcile::Poller>);
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        followed().remove(&self.0);
+        self.1.end_follow(&self.0);
     }
 }
 
@@ -52,17 +44,13 @@ impl Drop for Slot {
 /// caller polls it instead).
 pub fn start(state: &Arc<State>, agent: &Arc<Agent>, id: &str) -> bool {
     let key = a2a_ledger::key(&agent.cfg.name, id);
-    {
-        let mut set = followed();
-        if set.contains(&key) {
-            return true;
-        }
-        if set.len() >= MAX_FOLLOWED.min(state.hub.config().max_topics / 2) {
-            return false;
-        }
-        set.insert(key.clone());
+    let max = MAX_FOLLOWED.min(state.hub.config().max_topics / 2);
+    match state.poller.take_follow(&key, max) {
+        None => return false,
+        Some(false) => return true,
+        Some(true) => {}
     }
-    let slot = Slot(key);
+    let slot = Slot(key, state.poller.clone());
     let (state, name, id) = (state.clone(), agent.cfg.name.clone(), id.to_owned());
     tokio::spawn(async move {
         run(&state, &name, &id).await;
