@@ -427,15 +427,12 @@ async fn an_agent_that_streams_but_does_not_push_is_followed_on_its_stream() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_agent_that_neither_pushes_nor_streams_is_polled_until_the_task_is_final() {
-    let phase = Arc::new(AtomicUsize::new(0));
-    let agent = phased(
-        phase.clone(),
+    let (phase, agent, _gw, http) = polled(
         &["TASK_STATE_WORKING", "TASK_STATE_COMPLETED"],
+        Duration::from_millis(100),
+        clients_and_receivers,
     )
     .await;
-    let mut e = a2a_agent("e", &agent.base);
-    e.poll_interval = Duration::from_millis(100);
-    let (_gw, http) = gateway(vec![e], clients_and_receivers).await;
     let hook = Hook::start().await;
     let mut m = message("go", json!({}));
     m["configuration"] =
@@ -480,6 +477,27 @@ async fn an_agent_that_neither_pushes_nor_streams_is_polled_until_the_task_is_fi
     let after = agent.methods().len();
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(agent.methods().len(), after, "no poll of a final task");
+}
+
+/// A scripted agent `e` in `states` by its phase (see [`phased`]), polled every `poll` by a
+/// gateway of Alice, Bob and an admin with `tweak`: the phase, the agent, the gateway, its
+/// client.
+async fn polled(
+    states: &'static [&'static str],
+    poll: Duration,
+    tweak: impl FnOnce(&mut Config),
+) -> (
+    Arc<AtomicUsize>,
+    ScriptedAgent,
+    a2a_gateway::Gateway,
+    crate::support::Http,
+) {
+    let phase = Arc::new(AtomicUsize::new(0));
+    let agent = phased(phase.clone(), states).await;
+    let mut e = a2a_agent("e", &agent.base);
+    e.poll_interval = poll;
+    let (gw, http) = gateway(vec![e], tweak).await;
+    (phase, agent, gw, http)
 }
 
 /// A new task of agent `e`, sent as `token`: its id.
@@ -670,19 +688,15 @@ async fn guards_bounds_and_both_bindings_for_configs() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn secrets_stay_out_of_metrics_dead_letters_the_fleet_page_and_answers() {
-    let phase = Arc::new(AtomicUsize::new(0));
-    let agent = phased(
-        phase.clone(),
+    let (phase, _agent, _gw, http) = polled(
         &["TASK_STATE_WORKING", "TASK_STATE_COMPLETED"],
+        Duration::from_millis(100),
+        |cfg| {
+            clients_and_receivers(cfg);
+            cfg.webhooks.retry_schedule_secs = vec![1];
+            cfg.webhooks.max_attempts = Some(1);
+        },
     )
-    .await;
-    let mut e = a2a_agent("e", &agent.base);
-    e.poll_interval = Duration::from_millis(100);
-    let (_gw, http) = gateway(vec![e], |cfg| {
-        clients_and_receivers(cfg);
-        cfg.webhooks.retry_schedule_secs = vec![1];
-        cfg.webhooks.max_attempts = Some(1);
-    })
     .await;
     let hook = Hook::start().await;
     hook.set_status(500);
