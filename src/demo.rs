@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use a2a_gateway::config::{AgentConfig, ClientConfig, Config, Protocol, Right, Secret};
-use a2a_gateway::Gateway;
+use a2a_gateway::{Gateway, Signals};
 use a2a_sample_agent::{card_for, AgentOptions, NewArtifact, Progress, SampleAgent};
 
 /// The protocol a sample agent speaks (`sample-agent --protocol`).
@@ -203,8 +203,9 @@ pub async fn demo(listen: String, key: Option<String>) -> Result<(), String> {
         String::new(),
         "Ctrl-C stops the demo.".into(),
     ];
+    let signals = Signals::register();
     announce(&lines.join("\n"));
-    gw.run_until_signal().await;
+    gw.run_until_signal(signals).await;
     drop((scripts, summaries, echo));
     Ok(())
 }

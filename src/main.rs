@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use a2a_gateway::config::{Config, LogFormat};
-use a2a_gateway::Gateway;
+use a2a_gateway::{Gateway, Signals};
 use clap::{CommandFactory, Parser, Subcommand};
 
 mod demo;
@@ -345,10 +345,12 @@ async fn serve(path: PathBuf, cfg: Config) -> Result<(), String> {
         tracing::warn!("{w}");
     }
     let gw = Gateway::start(cfg).await.map_err(|e| e.to_string())?;
+    // Before the address is announced: whoever reads it may send SIGTERM at once.
+    let signals = Signals::register();
     let scheme = if gw.is_tls() { "https" } else { "http" };
     loaded.log(gw.addr());
     announce(&format!("listening on {scheme}://{}", gw.addr()));
-    gw.run_with_signals(Some(path)).await;
+    gw.run_with_signals(signals, Some(path)).await;
     Ok(())
 }
 

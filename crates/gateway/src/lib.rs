@@ -44,6 +44,7 @@ use registry::Registry;
 use upstream::Upstream;
 use webhook::queue::{DeliveryQueue, MemoryQueue, Outbox, RedisQueue};
 
+pub use lifecycle::Signals;
 pub use reload::{ReloadError, Reloaded};
 pub use state::State;
 

@@ -304,15 +304,21 @@ impl Gateway {
     }
 
     /// Serve until the process is asked to stop (Ctrl-C or SIGTERM), then drain.
-    pub async fn run_until_signal(self) {
-        self.run_with_signals(None).await
+    pub async fn run_until_signal(self, signals: Signals) {
+        self.run_with_signals(signals, None).await
     }
 
     /// Serve until Ctrl-C or SIGTERM (then drain); on SIGHUP, read `config_path` again and
     /// reload it ([`Gateway::reload`]). A file with problems is refused, each problem logged
     /// with its key, and the running config goes on.
-    pub async fn run_with_signals(self, config_path: Option<std::path::PathBuf>) {
-        let mut signals = Signals::new();
+    ///
+    /// `signals` are registered by the caller before it tells anyone the gateway is up: a
+    /// SIGTERM sent the moment the address is announced must drain, not kill the process.
+    pub async fn run_with_signals(
+        self,
+        mut signals: Signals,
+        config_path: Option<std::path::PathBuf>,
+    ) {
         loop {
             match signals.next().await {
                 Signal::Stop => break,
@@ -363,21 +369,26 @@ enum Signal {
 }
 
 /// The signals the gateway acts on, registered once (a signal that arrives while a reload runs
-/// is not lost).
-struct Signals {
+/// is not lost). Register them before announcing the address: until then, SIGTERM's default
+/// action ends the process without a drain.
+pub struct Signals {
     #[cfg(unix)]
     term: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    int: Option<tokio::signal::unix::Signal>,
     #[cfg(unix)]
     hup: Option<tokio::signal::unix::Signal>,
 }
 
 impl Signals {
-    fn new() -> Signals {
+    /// Take over SIGTERM, SIGINT (Ctrl-C) and SIGHUP for this process from now on.
+    pub fn register() -> Signals {
         #[cfg(unix)]
         {
             use tokio::signal::unix::{signal, SignalKind};
             Signals {
                 term: signal(SignalKind::terminate()).ok(),
+                int: signal(SignalKind::interrupt()).ok(),
                 hup: signal(SignalKind::hangup()).ok(),
             }
         }
@@ -388,26 +399,18 @@ impl Signals {
     async fn next(&mut self) -> Signal {
         #[cfg(unix)]
         {
-            let term = async {
-                match self.term.as_mut() {
-                    Some(t) => {
-                        t.recv().await;
+            async fn on(s: &mut Option<tokio::signal::unix::Signal>) {
+                match s.as_mut() {
+                    Some(s) => {
+                        s.recv().await;
                     }
                     None => std::future::pending::<()>().await,
                 }
-            };
-            let hup = async {
-                match self.hup.as_mut() {
-                    Some(h) => {
-                        h.recv().await;
-                    }
-                    None => std::future::pending::<()>().await,
-                }
-            };
+            }
             tokio::select! {
-                _ = tokio::signal::ctrl_c() => Signal::Stop,
-                _ = term => Signal::Stop,
-                _ = hup => Signal::Reload,
+                _ = on(&mut self.int) => Signal::Stop,
+                _ = on(&mut self.term) => Signal::Stop,
+                _ = on(&mut self.hup) => Signal::Reload,
             }
         }
         #[cfg(not(unix))]
