@@ -6,7 +6,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, HashMap};
-use std::ops::Bound;
+use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -39,14 +39,99 @@ impl Place {
 
 /// One index: (agent, owner or `None` for every task, status).
 type Set = (Arc<str>, Option<Arc<str>>, Status);
-type Entries = BTreeSet<(Reverse<i64>, Arc<str>)>;
+type Entry = (Reverse<i64>, Arc<str>);
+type Entries = BTreeSet<Entry>;
 
 /// A shard's listing index. Empty sets are dropped, so it holds at most three sets per task.
 #[derive(Default)]
 pub(super) struct Index {
     sets: HashMap<Set, Entries>,
     /// By (agent, contextId), every owner's.
-    contexts: HashMap<(Arc<str>, Arc<str>), Entries>,
+    contexts: HashMap<(Arc<str>, Arc<str>), Context>,
+}
+
+/// The tasks of one context. Most contexts hold one task (a message without a `contextId`
+/// starts a new one), so that one is kept inline: a set's first node is about 300 bytes and an
+/// allocation on every new task.
+enum Context {
+    One(Entry),
+    Many(Entries),
+}
+
+impl Context {
+    fn insert(&mut self, e: Entry) {
+        match self {
+            Context::One(one) if *one == e => {}
+            Context::One(one) => {
+                let first = one.clone();
+                *self = Context::Many(BTreeSet::from([first, e]));
+            }
+            Context::Many(set) => {
+                set.insert(e);
+            }
+        }
+    }
+
+    /// Remove `e`; whether the context is empty now.
+    fn remove(&mut self, e: &Entry) -> bool {
+        match self {
+            Context::One(one) => one == e,
+            Context::Many(set) => {
+                set.remove(e);
+                set.is_empty()
+            }
+        }
+    }
+
+    fn view(&self) -> View<'_> {
+        match self {
+            Context::One(one) => View::One(one),
+            Context::Many(set) => View::Set(set),
+        }
+    }
+}
+
+/// One set of entries to read, in the listing order.
+#[derive(Clone, Copy)]
+enum View<'a> {
+    One(&'a Entry),
+    Set(&'a Entries),
+}
+
+impl<'a> View<'a> {
+    fn len(self) -> usize {
+        match self {
+            View::One(_) => 1,
+            View::Set(set) => set.len(),
+        }
+    }
+
+    fn iter(self) -> impl Iterator<Item = &'a Entry> + 'a {
+        let (one, set) = self.parts();
+        one.into_iter().chain(set.into_iter().flatten())
+    }
+
+    /// The entries after the cursor's position.
+    fn after(self, start: &Start<'_>) -> impl Iterator<Item = &'a Entry> + 'a {
+        let from = match *start {
+            Start::First => Bound::Unbounded,
+            Start::Older(ms) => Bound::Included((Reverse(ms.saturating_sub(1)), Arc::from(""))),
+            Start::AtOrOlder(ms) => Bound::Included((Reverse(ms), Arc::from(""))),
+            Start::After(ms, key) => Bound::Excluded((Reverse(ms), Arc::from(key))),
+        };
+        let range = (from, Bound::Unbounded);
+        let (one, set) = self.parts();
+        let one = one.filter(|e| range.contains(*e));
+        one.into_iter()
+            .chain(set.map(|s| s.range(range)).into_iter().flatten())
+    }
+
+    fn parts(self) -> (Option<&'a Entry>, Option<&'a Entries>) {
+        match self {
+            View::One(e) => (Some(e), None),
+            View::Set(s) => (None, Some(s)),
+        }
+    }
 }
 
 impl Index {
@@ -65,8 +150,7 @@ impl Index {
             if let Some(c) = &p.context {
                 let set = (p.agent.clone(), c.clone());
                 if let Some(entries) = self.contexts.get_mut(&set) {
-                    entries.remove(&entry);
-                    if entries.is_empty() {
+                    if entries.remove(&entry) {
                         self.contexts.remove(&set);
                     }
                 }
@@ -80,10 +164,13 @@ impl Index {
                     .insert((Reverse(p.updated_ms), key.clone()));
             }
             if let Some(c) = &p.context {
-                self.contexts
-                    .entry((p.agent.clone(), c.clone()))
-                    .or_default()
-                    .insert((Reverse(p.updated_ms), key.clone()));
+                let entry = (Reverse(p.updated_ms), key.clone());
+                match self.contexts.entry((p.agent.clone(), c.clone())) {
+                    std::collections::hash_map::Entry::Occupied(mut o) => o.get_mut().insert(entry),
+                    std::collections::hash_map::Entry::Vacant(v) => {
+                        v.insert(Context::One(entry));
+                    }
+                }
             }
         }
     }
@@ -97,20 +184,6 @@ fn sets(p: &Place) -> impl Iterator<Item = Set> + '_ {
         .clone()
         .map(|o| (p.agent.clone(), Some(o), p.status));
     std::iter::once(all).chain(own)
-}
-
-/// The entries of one set after the cursor's position, in the listing order.
-fn after<'a>(
-    entries: &'a Entries,
-    start: &Start<'_>,
-) -> impl Iterator<Item = &'a (Reverse<i64>, Arc<str>)> + 'a {
-    let from = match *start {
-        Start::First => Bound::Unbounded,
-        Start::Older(ms) => Bound::Included((Reverse(ms.saturating_sub(1)), Arc::from(""))),
-        Start::AtOrOlder(ms) => Bound::Included((Reverse(ms), Arc::from(""))),
-        Start::After(ms, key) => Bound::Excluded((Reverse(ms), Arc::from(key))),
-    };
-    entries.range((from, Bound::Unbounded))
 }
 
 impl MemoryLedger {
@@ -132,17 +205,19 @@ impl MemoryLedger {
                 // The sets to read, and the test a task of them passes: with a context, its one
                 // set (every owner's, every state), each task asked; without, the scope's set of
                 // each state asked, every task of which passes.
-                let chosen: Vec<&Entries> = match &q.context {
+                let chosen: Vec<View<'_>> = match &q.context {
                     Some(c) => s
                         .listing
                         .contexts
                         .get(&(agent.clone(), c.clone()))
+                        .map(Context::view)
                         .into_iter()
                         .collect(),
                     None => q
                         .statuses
                         .iter()
                         .filter_map(|st| s.listing.sets.get(&(agent.clone(), owner.clone(), *st)))
+                        .map(View::Set)
                         .collect(),
                 };
                 let passes = |key: &Arc<str>| match &q.context {
@@ -162,7 +237,8 @@ impl MemoryLedger {
                             .filter(|(_, k)| passes(k))
                             .count() as u64
                     };
-                    let picked = after(entries, &start)
+                    let picked = entries
+                        .after(&start)
                         .take_while(|(Reverse(ms), _)| q.within(*ms))
                         .filter(|(_, k)| passes(k))
                         .map(|(Reverse(ms), k)| {
@@ -193,5 +269,85 @@ impl MemoryLedger {
                 .collect(),
             total,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use bytes::Bytes;
+
+    use super::super::super::listing::{Query, Scope};
+    use super::super::super::Evictions;
+    use super::*;
+    use crate::protocol::task::Head;
+
+    fn doc(id: &str, ctx: &str) -> Bytes {
+        Bytes::from(format!(r#"{{"id":"{id}","contextId":"{ctx}"}}"#))
+    }
+
+    fn apply(l: &MemoryLedger, id: &str, ctx: &str, status: Status, ms: i64) {
+        let head = Head {
+            status,
+            updated_ms: ms,
+        };
+        l.apply_now(
+            "echo",
+            &format!("echo/{id}"),
+            head,
+            doc(id, ctx),
+            None,
+            None,
+        )
+        .expect("recorded");
+    }
+
+    fn listed(l: &MemoryLedger, ctx: &str, limit: usize) -> (Vec<String>, u64) {
+        let mut q = Query {
+            scope: Scope::All,
+            agents: vec![Arc::from("echo")],
+            statuses: Status::ALL.to_vec(),
+            since_ms: None,
+            context: Some(Arc::from(ctx)),
+            after: None,
+            limit,
+        };
+        let mut keys = Vec::new();
+        loop {
+            let page = l.list_now(&q);
+            keys.extend(page.tasks.iter().map(|t| t.key.to_string()));
+            match page.next {
+                Some(at) => q.after = Some(at),
+                None => return (keys, page.total),
+            }
+        }
+    }
+
+    #[test]
+    fn a_context_of_one_task_then_of_many_lists_each_once_in_order() {
+        let l = MemoryLedger::new(100, Duration::from_secs(60), Evictions::unregistered());
+        apply(&l, "a", "c1", Status::Submitted, 10);
+        apply(&l, "z", "c2", Status::Submitted, 11);
+        assert_eq!(listed(&l, "c1", 2), (vec!["echo/a".to_owned()], 1));
+        // The one task moves (its entry is taken out and put back): still listed once.
+        apply(&l, "a", "c1", Status::Working, 12);
+        assert_eq!(listed(&l, "c1", 2), (vec!["echo/a".to_owned()], 1));
+        apply(&l, "b", "c1", Status::Completed, 14);
+        apply(&l, "c", "c1", Status::InputRequired, 13);
+        let want: Vec<String> = ["echo/b", "echo/c", "echo/a"].map(String::from).to_vec();
+        for limit in [1, 2, 50] {
+            assert_eq!(
+                listed(&l, "c1", limit),
+                (want.clone(), 3),
+                "page size {limit}"
+            );
+        }
+        // A task that moves on within a context of many is listed once, at its new place.
+        apply(&l, "a", "c1", Status::Completed, 15);
+        let want: Vec<String> = ["echo/a", "echo/b", "echo/c"].map(String::from).to_vec();
+        assert_eq!(listed(&l, "c1", 2), (want, 3));
+        assert_eq!(listed(&l, "c2", 2), (vec!["echo/z".to_owned()], 1));
+        assert_eq!(listed(&l, "c3", 2), (vec![], 0));
     }
 }
