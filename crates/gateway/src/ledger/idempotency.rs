@@ -23,6 +23,43 @@ pub fn fingerprint(body: &[u8]) -> Fingerprint {
     Sha256::digest(body).into()
 }
 
+/// A fingerprint written to as JSON is serialized into it (`serde_json::to_writer`): the
+/// digest of the bytes [`fingerprint`] would be given, without building them.
+#[derive(Default)]
+pub struct Fingerprinting {
+    digest: Sha256,
+    len: usize,
+}
+
+impl Fingerprinting {
+    /// How many bytes were written.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether nothing was written.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The fingerprint of everything written.
+    pub fn finish(self) -> Fingerprint {
+        self.digest.finalize().into()
+    }
+}
+
+impl std::io::Write for Fingerprinting {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.digest.update(buf);
+        self.len += buf.len();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// An answer kept for replay.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Answer {
@@ -388,6 +425,19 @@ mod tests {
         for key in ["c1", "c2", "c3"] {
             assert_eq!(e.claim("s", key, fp, "t", LONG), Claim::Claimed);
         }
+    }
+
+    #[test]
+    fn fingerprinting_a_document_is_the_fingerprint_of_its_bytes() {
+        let doc = serde_json::json!({"message": {"messageId": "m-1", "parts": [{"text": "hé"}]}});
+        let bytes = serde_json::to_vec(&doc).expect("json");
+        let mut f = Fingerprinting::default();
+        serde_json::to_writer(&mut f, &doc).expect("json");
+        assert_eq!(f.len(), bytes.len());
+        assert_eq!(f.finish(), fingerprint(&bytes));
+        let mut other = Fingerprinting::default();
+        serde_json::to_writer(&mut other, &serde_json::json!({"message": {}})).expect("json");
+        assert_ne!(other.finish(), fingerprint(&bytes));
     }
 
     #[test]

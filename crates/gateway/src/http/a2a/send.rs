@@ -22,7 +22,7 @@ use crate::http::create::idempotency::{self, Claimed};
 use crate::http::create::pending::record_later;
 use crate::http::create::{drive, Finish};
 use crate::http::error::{ApiError, ApiResult, Code};
-use crate::ledger::idempotency::fingerprint;
+use crate::ledger::idempotency::Fingerprinting;
 use crate::protocol::a2a::answer::{payload, task_of, Payload};
 use crate::protocol::a2a::check::{named_context_id, named_task_ids};
 use crate::protocol::a2a::held::HeldCard;
@@ -64,18 +64,15 @@ async fn send_checked(
         .and_then(|m| m.get("taskId"))
         .and_then(Value::as_str)
         .map(str::to_owned);
-    let mut params = serde_json::to_vec(&call.params).unwrap_or_default();
+    // The message's fingerprint, written as the params are serialized (no copy of them).
+    let mut written = Fingerprinting::default();
+    let _ = serde_json::to_writer(&mut written, &call.params);
+    let params_len = written.len();
     // The same messageId with another push config is another message.
-    let fingerprinted = match &push {
-        Some(p) => {
-            let n = params.len();
-            params.extend_from_slice(&p.encode());
-            let f = fingerprint(&params);
-            params.truncate(n);
-            f
-        }
-        None => fingerprint(&params),
-    };
+    if let Some(p) = &push {
+        let _ = std::io::Write::write_all(&mut written, &p.encode());
+    }
+    let fingerprinted = written.finish();
     // The messageId first: a retry of a message already answered (a send that timed out, say)
     // gets its answer, whatever the client's limits say now.
     let message_id = call
@@ -110,7 +107,7 @@ async fn send_checked(
     };
     // Then what this message may take: room for a new task, and the context it names (claimed
     // only by a message the gateway sends on). Refused, the messageId is free again.
-    let pending = match admit(state, ctx, agent, &call, continues.is_none(), params.len()).await {
+    let pending = match admit(state, ctx, agent, &call, continues.is_none(), params_len).await {
         Ok(p) => p,
         Err(f) => {
             let free = neutral(Method::SendMessage, Ok(Value::Null));
