@@ -247,13 +247,23 @@ impl MemoryKeys {
             Some(_) => return false,
             None => {}
         }
-        if !self.evicts {
+        let held = s.map.get(k.as_str()).map_or(0, |e| e.size(&k));
+        let done = 2 * k.len() + answer.body.len() + answer.content_type.len() + 160;
+        let fits = s.bytes - held + done <= self.max_bytes;
+        if !self.evicts && !fits {
             // Not removed before it is known to fit: the claim in flight (under its own lease)
             // stands rather than vanish.
-            let held = s.map.get(k.as_str()).map_or(0, |e| e.size(&k));
-            let done = 2 * k.len() + answer.body.len() + answer.content_type.len() + 160;
-            if s.bytes - held + done > self.max_bytes {
-                return false;
+            return false;
+        }
+        if fits {
+            // The claim's slot becomes the answer's where it stands (its place in the order is
+            // the claim's): no second map operation, no second item in the order.
+            if let Some(slot) = s.map.get_mut(k.as_str()) {
+                slot.expires = now + ttl;
+                slot.fingerprint = fingerprint;
+                slot.state = State::Done(answer);
+                s.bytes = s.bytes - held + done;
+                return true;
             }
         }
         s.remove(&k);
@@ -405,6 +415,31 @@ mod tests {
     }
 
     const LONG: Duration = Duration::from_secs(60);
+
+    #[test]
+    fn a_completed_key_is_answered_where_its_claim_stood() {
+        let k = MemoryKeys::new(8);
+        let fp = fingerprint(b"m");
+        assert_eq!(k.claim("msg:a", "m1", fp, "tok", LONG), Claim::Claimed);
+        assert!(k.complete("msg:a", "m1", "tok", fp, answer("{}"), LONG));
+        let (n, bytes) = k.held();
+        let key = map_key("msg:a", "m1");
+        assert_eq!(n, 1);
+        assert_eq!(bytes, 2 * key.len() + 2 + "application/json".len() + 160);
+        let order = k.shards[0].lock().expect("lock").order.len();
+        assert_eq!(order, 1, "no second item in the order");
+        assert_eq!(
+            k.claim("msg:a", "m1", fp, "tok2", LONG),
+            Claim::Done {
+                fingerprint: fp,
+                answer: answer("{}")
+            }
+        );
+        // Another holder's token does not complete it.
+        assert_eq!(k.claim("msg:a", "m2", fp, "tok", LONG), Claim::Claimed);
+        assert!(!k.complete("msg:a", "m2", "other", fp, answer("{}"), LONG));
+        assert_eq!(k.held().0, 2);
+    }
 
     #[test]
     fn a_store_without_eviction_refuses_when_full_and_keeps_what_it_holds() {
