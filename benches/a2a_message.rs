@@ -76,8 +76,11 @@ fn bench(c: &mut Criterion) {
                     status: a2a_gateway::protocol::a2a::TaskState::status(head.state),
                     updated_ms: head.timestamp_ms.unwrap_or(0),
                 },
+                // Read with the head, as the gateway does: the ledger does not read the
+                // document again for it.
+                context: Some(head.context_id.into()),
             };
-            rt.block_on(ledger.apply("echo", &key.task_id, key.head, raw.clone(), Some("alice")))
+            rt.block_on(ledger.apply_traced("echo", &key, raw.clone(), Some("alice"), None))
                 .expect("applied")
         })
     });

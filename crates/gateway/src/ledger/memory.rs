@@ -12,6 +12,7 @@
 //! went quiet, for the reconciler ([`TaskLedger::quiet`], [`TaskLedger::lease`]), and the
 //! ledger counts each client's live tasks (`[[clients]] max_live_tasks`).
 
+use crate::protocol::task::TaskRef;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -194,7 +195,10 @@ impl MemoryLedger {
         lock(&self.shards[self.shard_of(key)])
     }
 
-    fn apply_now(
+    /// [`MemoryLedger::apply_now`] of a document read for its context here, as
+    /// [`TaskLedger::apply`] does.
+    #[cfg(test)]
+    fn apply_doc(
         &self,
         agent: &str,
         task_id: &str,
@@ -203,6 +207,23 @@ impl MemoryLedger {
         owner: Option<&str>,
         trace: Option<&str>,
     ) -> Result<Applied, LedgerError> {
+        let task_ref = TaskRef {
+            task_id: task_id.to_owned(),
+            head,
+            context: super::listing::context_of(task_id, &task),
+        };
+        self.apply_now(agent, &task_ref, task, owner, trace)
+    }
+
+    fn apply_now(
+        &self,
+        agent: &str,
+        task_ref: &TaskRef,
+        task: Bytes,
+        owner: Option<&str>,
+        trace: Option<&str>,
+    ) -> Result<Applied, LedgerError> {
+        let (task_id, head) = (task_ref.task_id.as_str(), task_ref.head);
         let now = Instant::now();
         let now_ms = crate::protocol::time::now_ms();
         // Room for a task not seen yet is made before its shard is locked (eviction takes
@@ -270,9 +291,8 @@ impl MemoryLedger {
             0
         };
         let expires = head.status.is_terminal().then(|| now + self.retention);
-        // The agent's answer is usually a slice of the connection's read buffer: holding that
-        // slice would pin the whole buffer (several KiB) for as long as the task is retained.
-        let task = Bytes::copy_from_slice(&task);
+        // Kept as given: a caller gives the document's own buffer, never a slice of a larger
+        // one (see `ledger::apply_counted`).
         if let Some(key) = s.tasks.get_key_value(task_id).map(|(k, _)| k.clone()) {
             let Some(e) = s.tasks.get_mut(&key) else {
                 unreachable!("the key was just read under the same lock")
@@ -280,7 +300,7 @@ impl MemoryLedger {
             let old = e.record.head.status;
             let grown = task.len() as isize - e.record.task.len() as isize;
             e.record.head = head;
-            e.context = super::listing::context_of(&key, &task);
+            e.context = task_ref.context.clone();
             e.record.task = task;
             claim(&mut e.record, owner);
             e.expires = expires;
@@ -314,7 +334,7 @@ impl MemoryLedger {
         let key: Arc<str> = task_id.into();
         let seq = s.next_seq;
         s.next_seq += 1;
-        let context = super::listing::context_of(task_id, &task);
+        let context = task_ref.context.clone();
         let record = Record {
             agent: agent.into(),
             head,
@@ -377,14 +397,13 @@ impl TaskLedger for MemoryLedger {
     fn apply_traced<'a>(
         &'a self,
         agent: &'a str,
-        task_id: &'a str,
-        head: Head,
-        task: Bytes,
+        task: &'a TaskRef,
+        raw: Bytes,
         owner: Option<&'a str>,
         trace: Option<&'a str>,
     ) -> LedgerFuture<'a, Applied> {
         Box::pin(std::future::ready(
-            self.apply_now(agent, task_id, head, task, owner, trace),
+            self.apply_now(agent, task, raw, owner, trace),
         ))
     }
 
@@ -606,7 +625,7 @@ mod tests {
     }
 
     fn apply(l: &MemoryLedger, agent: &str, id: &str, head: Head) -> Applied {
-        l.apply_now(
+        l.apply_doc(
             agent,
             id,
             head,
@@ -679,17 +698,24 @@ mod tests {
 
     #[test]
     fn a_recorded_task_does_not_pin_the_buffer_it_was_read_into() {
+        // A slice of a read buffer reaches the ledger copied (the only way a caller can give
+        // one: `apply_counted` takes a Doc), and the ledger keeps what it is given, no copy
+        // of its own.
         let l = ledger(100, Duration::from_secs(60));
         let read_buffer = Bytes::from(vec![b'x'; 8192]);
         let answer = read_buffer.slice(100..400);
+        let doc = crate::ledger::Doc::copied(&answer);
+        assert_eq!(doc.bytes(), &answer);
+        assert_ne!(doc.bytes().as_ptr(), answer.as_ptr(), "copied, not sliced");
+        let given = doc.bytes().clone();
         let applied = l
-            .apply_now("a", "t", h(Status::Working, 1), answer.clone(), None, None)
+            .apply_doc("a", "t", h(Status::Working, 1), given.clone(), None, None)
             .expect("applied");
         assert_eq!(applied.record.task, answer);
-        assert_ne!(
+        assert_eq!(
             applied.record.task.as_ptr(),
-            answer.as_ptr(),
-            "copied, not sliced"
+            given.as_ptr(),
+            "kept as given"
         );
     }
 
@@ -698,7 +724,7 @@ mod tests {
         let l = ledger(1_000_000, Duration::from_secs(60)).with_byte_budget(SHARDS * 64 * 1024);
         let big = Bytes::from(vec![b'x'; 16 * 1024]);
         for i in 0..2000 {
-            let _ = l.apply_now(
+            let _ = l.apply_doc(
                 "a",
                 &format!("t{i}"),
                 h(Status::Completed, 1),
@@ -713,7 +739,7 @@ mod tests {
         assert!(l.evictions.final_.get() > 1000);
         // Updates that grow a document are accounted too.
         let small = ledger(100, Duration::from_secs(60));
-        let _ = small.apply_now(
+        let _ = small.apply_doc(
             "a",
             "t",
             h(Status::Working, 1),
@@ -721,7 +747,7 @@ mod tests {
             None,
             None,
         );
-        let _ = small.apply_now("a", "t", h(Status::Working, 2), big.clone(), None, None);
+        let _ = small.apply_doc("a", "t", h(Status::Working, 2), big.clone(), None, None);
         assert_eq!(small.bytes.load(Ordering::Relaxed), entry_size("t", &big));
     }
 
@@ -778,7 +804,7 @@ mod tests {
     fn each_clients_live_tasks_are_counted() {
         let l = ledger(100, Duration::from_secs(60));
         let own = |id: &str, st: Status, ms: i64| {
-            l.apply_now(
+            l.apply_doc(
                 "a",
                 id,
                 h(st, ms),

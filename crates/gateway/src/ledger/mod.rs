@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::protocol::task::{judge, Head, Refusal, Status, Verdict};
+use crate::protocol::task::{judge, Head, Refusal, Status, TaskRef, Verdict};
 
 /// What the ledger holds for one task.
 #[derive(Debug, Clone)]
@@ -151,17 +151,22 @@ pub trait TaskLedger: Send + Sync + 'static {
         task: Bytes,
         owner: Option<&'a str>,
     ) -> LedgerFuture<'a, Applied> {
-        self.apply_traced(agent, task_id, head, task, owner, None)
+        let task_ref = TaskRef {
+            task_id: task_id.to_owned(),
+            head,
+            context: listing::context_of(task_id, &task),
+        };
+        Box::pin(async move { self.apply_traced(agent, &task_ref, task, owner, None).await })
     }
     /// [`TaskLedger::apply`], with the W3C trace context (`traceparent[ tracestate]`) of the
     /// news, stored with the change's queued deliveries: their spans join the trace, and the
-    /// subscribers get it as their `traceparent`.
+    /// subscribers get it as their `traceparent`. `task` is what the document was read as
+    /// (its id, head and context), `raw` the document.
     fn apply_traced<'a>(
         &'a self,
         agent: &'a str,
-        task_id: &'a str,
-        head: Head,
-        task: Bytes,
+        task: &'a TaskRef,
+        raw: Bytes,
         owner: Option<&'a str>,
         trace: Option<&'a str>,
     ) -> LedgerFuture<'a, Applied>;
@@ -308,6 +313,31 @@ pub fn decide(recorded: Option<(&str, Head)>, agent: &str, update: Head) -> Verd
     }
 }
 
+/// A task's document on its way into the ledger, as a buffer of its own: the in-process
+/// ledger keeps the bytes it is given for as long as it holds the task, and a slice of a larger
+/// buffer (an agent's body, a connection's read buffer) would pin all of it. Made by the one
+/// who knows which it holds: [`Doc::copied`] for a slice, [`Doc::written`] for a document
+/// written for the ledger.
+pub struct Doc(Bytes);
+
+impl Doc {
+    /// A slice of a larger buffer, copied into one of its own.
+    pub fn copied(slice: &[u8]) -> Doc {
+        Doc(Bytes::copy_from_slice(slice))
+    }
+
+    /// A document written into a buffer of its own (a slice of it may be given when the rest
+    /// is a few bytes around it: the answer written with it).
+    pub fn written(own: Bytes) -> Doc {
+        Doc(own)
+    }
+
+    /// The bytes.
+    pub fn bytes(&self) -> &Bytes {
+        &self.0
+    }
+}
+
 /// The request that brought news about a task (nothing for news an upstream stream brought).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Origin<'a> {
@@ -321,18 +351,20 @@ pub struct Origin<'a> {
 /// what the state machine decided: every caller of the ledger goes through here, so the
 /// transition and refusal metrics agree with the ledger whatever brought the news.
 /// `from` names the request the news came with, if any.
+///
+/// `raw` is the document as a buffer of its own ([`Doc`]).
 pub async fn apply_counted(
     ledger: &dyn TaskLedger,
     metrics: &crate::metrics::Metrics,
     agent: &str,
     task: &crate::protocol::task::TaskRef,
-    raw: Bytes,
+    raw: Doc,
     owner: Option<&str>,
     from: Origin<'_>,
 ) -> Result<Applied, LedgerError> {
     let Origin { request_id, trace } = from;
     let applied = ledger
-        .apply_traced(agent, &task.task_id, task.head, raw, owner, trace)
+        .apply_traced(agent, task, raw.0, owner, trace)
         .await?;
     if applied.push_dropped > 0 {
         metrics

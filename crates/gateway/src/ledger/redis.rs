@@ -16,6 +16,7 @@
 //! on a broken connection is sent once more on a fresh one ([`Store::idempotent`]); with
 //! `[redis] wait_replicas` it also waits for that many replicas before it counts as done.
 
+use crate::protocol::task::TaskRef;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -208,17 +209,17 @@ impl RedisLedger {
     async fn apply_inner(
         &self,
         agent: &str,
-        task_id: &str,
-        head: Head,
+        task_ref: &TaskRef,
         task: Bytes,
         owner: Option<&str>,
         trace: Option<&str>,
     ) -> Result<Applied, LedgerError> {
+        let (task_id, head) = (task_ref.task_id.as_str(), task_ref.head);
         let keys = &self.store.keys;
         let part = keys.prefixes(keys.of(task_id));
         let task_key = format!("{}task:{task_id}", part.prefix);
         let fence = self.fence(&task_key);
-        let context = super::listing::context_of(task_id, &task);
+        let context = task_ref.context.as_deref();
         let push_key = format!("{}push:{task_id}", part.prefix);
         let mut inv = self.apply.key(task_key);
         inv.key(&*part.state)
@@ -248,7 +249,7 @@ impl RedisLedger {
                     .arg(owner.unwrap_or(""))
                     .arg(self.publish)
                     .arg(&*entry_version(trace))
-                    .arg(context.as_deref().unwrap_or(""));
+                    .arg(context.unwrap_or(""));
                 for s in subs.iter() {
                     inv.arg(s.as_ref());
                 }
@@ -262,7 +263,7 @@ impl RedisLedger {
                     .arg(owner.unwrap_or(""))
                     .arg(self.publish)
                     .arg("1")
-                    .arg(context.as_deref().unwrap_or(""));
+                    .arg(context.unwrap_or(""));
             }
         }
         let inv = &inv;
@@ -335,13 +336,12 @@ impl TaskLedger for RedisLedger {
     fn apply_traced<'a>(
         &'a self,
         agent: &'a str,
-        task_id: &'a str,
-        head: Head,
-        task: Bytes,
+        task: &'a TaskRef,
+        raw: Bytes,
         owner: Option<&'a str>,
         trace: Option<&'a str>,
     ) -> LedgerFuture<'a, Applied> {
-        Box::pin(self.apply_inner(agent, task_id, head, task, owner, trace))
+        Box::pin(self.apply_inner(agent, task, raw, owner, trace))
     }
 
     fn push_configs<'a>(&'a self, task_id: &'a str) -> LedgerFuture<'a, Vec<Bytes>> {

@@ -234,6 +234,9 @@ pub struct TaskRef {
     pub task_id: String,
     /// Its state, and when it took it.
     pub head: Head,
+    /// Its A2A `contextId` (none for a Clawpedia task), for the ledger's listing by context:
+    /// read with the head, so the ledger need not read the document again.
+    pub context: Option<std::sync::Arc<str>>,
 }
 
 #[cfg(test)]

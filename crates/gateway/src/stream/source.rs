@@ -379,7 +379,8 @@ pub(crate) async fn ask_and_apply(
         metrics,
         &agent.cfg.name,
         &task,
-        body,
+        // The agent's body, read into a buffer of the exchange's: copied to its own.
+        crate::ledger::Doc::copied(&body),
         None,
         Origin::default(),
     )

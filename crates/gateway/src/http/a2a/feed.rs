@@ -447,7 +447,7 @@ impl Feed {
             &self.state.metrics,
             name,
             &task_ref,
-            raw,
+            crate::ledger::Doc::written(raw),
             None,
             Origin::default(),
         )

@@ -199,9 +199,54 @@ pub fn bounded(task: &Value, max: usize) -> Bytes {
 pub(super) fn bounded_whole(task: &Value, max: usize) -> (Bytes, bool) {
     let whole = serde_json::to_vec(task).unwrap_or_default();
     if whole.len() <= max {
-        return (Bytes::from(whole), true);
+        return (exact(whole), true);
     }
     (cut(task, max), false)
+}
+
+/// The SendMessageResponse's opening, `{"task":`, and its close.
+const TASK_OPEN: &[u8] = br#"{"task":"#;
+const TASK_CLOSE: u8 = b'}';
+
+/// A Task written once, for the ledger and for the answer: the SendMessageResponse
+/// `{"task":…}` around it, and the Task's slice of it, which the ledger keeps (one buffer for
+/// the record, the answer and the messageId's replay of it). `hint`: about how long the Task's
+/// JSON is (the agent's body), so that it is written without growing its buffer. A Task over
+/// `max` is cut down as [`bounded`] cuts it, and has no answer written around it.
+fn framed(task: &Value, max: usize, hint: usize) -> (Bytes, Option<Bytes>) {
+    let mut w = Vec::with_capacity(hint.min(max) + TASK_OPEN.len() + 1);
+    w.extend_from_slice(TASK_OPEN);
+    let _ = serde_json::to_writer(&mut w, task);
+    let len = w.len() - TASK_OPEN.len();
+    if len > max {
+        return (cut(task, max), None);
+    }
+    w.push(TASK_CLOSE);
+    let whole = exact(w);
+    (
+        whole.slice(TASK_OPEN.len()..TASK_OPEN.len() + len),
+        Some(whole),
+    )
+}
+
+/// The SendMessageResponse `{"task":…}` around a Task's JSON.
+pub fn task_response(task: &[u8]) -> Bytes {
+    let mut w = Vec::with_capacity(task.len() + TASK_OPEN.len() + 1);
+    w.extend_from_slice(TASK_OPEN);
+    w.extend_from_slice(task);
+    w.push(TASK_CLOSE);
+    Bytes::from(w)
+}
+
+/// A written document as the ledger keeps it: the in-process ledger holds the bytes it is
+/// given for the task's lifetime, so a buffer that grew past its length by more than an
+/// eighth is copied into one of its size.
+fn exact(v: Vec<u8>) -> Bytes {
+    if v.capacity() - v.len() > v.len() / 8 + 16 {
+        Bytes::copy_from_slice(&v)
+    } else {
+        Bytes::from(v)
+    }
 }
 
 /// A task over `max` bytes, cut down (see [`bounded`]).
@@ -212,7 +257,7 @@ fn cut(task: &Value, max: usize) -> Bytes {
     }
     let less = serde_json::to_vec(&t).unwrap_or_default();
     if less.len() <= max {
-        return Bytes::from(less);
+        return exact(less);
     }
     let mut min = serde_json::Map::new();
     for k in ["id", "contextId", "status", "kind"] {
@@ -220,7 +265,7 @@ fn cut(task: &Value, max: usize) -> Bytes {
             min.insert(k.to_owned(), v.clone());
         }
     }
-    Bytes::from(serde_json::to_vec(&Value::Object(min)).unwrap_or_default())
+    exact(serde_json::to_vec(&Value::Object(min)).unwrap_or_default())
 }
 
 /// What the ledger records of an A2A task's head: its key, its state, and its status time. A
@@ -239,6 +284,7 @@ pub fn task_ref(agent: &str, head: &TaskHead<'_>) -> TaskRef {
             status: status_of(head.state),
             updated_ms,
         },
+        context: (!head.context_id.is_empty()).then(|| head.context_id.into()),
     }
 }
 
@@ -247,10 +293,9 @@ pub fn task_ref(agent: &str, head: &TaskHead<'_>) -> TaskRef {
 pub struct Recorded {
     /// The ledger's verdict.
     pub applied: Applied,
-    /// What the ledger was given: the agent's Task, written.
-    raw: Bytes,
-    /// Whether `raw` is the agent's Task whole (not cut down to the bound).
-    whole: bool,
+    /// The SendMessageResponse written around the agent's Task, whose slice the ledger was
+    /// given; none when the Task was over the bound (the ledger was given less).
+    framed: Option<Bytes>,
     /// Whether the client sees the agent's Task (else the ledger's record).
     agents: bool,
 }
@@ -264,16 +309,17 @@ impl Recorded {
         crate::protocol::json::parse(&self.applied.record.task).unwrap_or_else(|_| task.clone())
     }
 
-    /// The Task to relay, written: the bytes the ledger was given when they are the agent's
-    /// Task whole, so the answer does not write the Task a second time.
-    pub fn task_json(&self, task: &Value) -> Bytes {
-        match (self.agents, self.whole) {
-            (true, true) => self.raw.clone(),
-            (true, false) => Bytes::from(serde_json::to_vec(task).unwrap_or_default()),
+    /// The SendMessageResponse `{"task":…}` to relay, written: the bytes written for the
+    /// ledger when they are the agent's Task whole, so the answer does not write the Task a
+    /// second time.
+    pub fn task_response(&self, task: &Value) -> Bytes {
+        match (self.agents, &self.framed) {
+            (true, Some(framed)) => framed.clone(),
+            (true, None) => task_response(&serde_json::to_vec(task).unwrap_or_default()),
             // A refusal, the rare path: the record is read to be sure it is one document.
             (false, _) => match crate::protocol::json::parse(&self.applied.record.task) {
-                Ok(_) => self.applied.record.task.clone(),
-                Err(_) => Bytes::from(serde_json::to_vec(task).unwrap_or_default()),
+                Ok(_) => task_response(&self.applied.record.task),
+                Err(_) => task_response(&serde_json::to_vec(task).unwrap_or_default()),
             },
         }
     }
@@ -281,7 +327,7 @@ impl Recorded {
 
 /// Record the agent's Task `task` (read as `head`) of `agent` through the ledger's one rule,
 /// for `owner` when the caller's message created it. A missing `status.timestamp` is recorded
-/// as now.
+/// as now. `hint`: about how many bytes the Task's JSON takes (the agent's body), 0 if unknown.
 pub async fn record(
     state: &State,
     ctx: &Ctx,
@@ -289,6 +335,7 @@ pub async fn record(
     head: &TaskHead<'_>,
     task: &Value,
     owner: Option<&str>,
+    hint: usize,
 ) -> Result<Recorded, Failure> {
     let mut task_ref = task_ref(agent, head);
     if head.timestamp_ms.is_none() && task_ref.head.status == Status::Submitted {
@@ -316,14 +363,14 @@ pub async fn record(
             ));
         }
     }
-    let (raw, whole) = bounded_whole(task, state.config.max_task_document_bytes);
+    let (raw, framed) = framed(task, state.config.max_task_document_bytes, hint);
     let request_id = ctx.request_id.to_str().ok();
     let applied = ledger::apply_counted(
         state.ledger.as_ref(),
         &state.metrics,
         agent,
         &task_ref,
-        raw.clone(),
+        ledger::Doc::written(raw),
         owner,
         Origin {
             request_id,
@@ -338,8 +385,7 @@ pub async fn record(
     let agents = applied.verdict.is_accepted() || (duplicate && !final_duplicate);
     Ok(Recorded {
         applied,
-        raw,
-        whole,
+        framed,
         agents,
     })
 }
@@ -375,7 +421,7 @@ pub async fn apply_news(
         &state.metrics,
         agent,
         &task_ref,
-        raw,
+        ledger::Doc::written(raw),
         None,
         from,
     )
@@ -466,6 +512,30 @@ mod tests {
         let kept: Value = serde_json::from_slice(&bounded(&t, 10)).expect("json");
         assert_eq!(kept["status"]["state"], "TASK_STATE_COMPLETED");
         assert!(kept.get("artifacts").is_none());
+    }
+
+    #[test]
+    fn a_task_is_written_once_for_the_ledger_and_the_answer() {
+        let t = json!({"id": "t", "contextId": "c", "status": {"state": "TASK_STATE_WORKING"},
+            "history": [{"text": "x".repeat(2000)}]});
+        for hint in [0, 10, 2100, 1 << 16] {
+            let (raw, framed) = framed(&t, 1 << 20, hint);
+            let framed = framed.expect("under the bound");
+            let read: Value = serde_json::from_slice(&raw).expect("json");
+            assert_eq!(read, t);
+            assert_eq!(
+                serde_json::from_slice::<Value>(&framed).expect("json"),
+                json!({ "task": t })
+            );
+            // The ledger's bytes are the Task's slice of the answer, not a second copy.
+            let at = raw.as_ptr() as usize - framed.as_ptr() as usize;
+            assert_eq!(at, TASK_OPEN.len(), "a slice of the answer (hint {hint})");
+            assert_eq!(raw.len() + TASK_OPEN.len() + 1, framed.len());
+        }
+        // Over the bound: cut as `bounded` cuts it, and no answer written around it.
+        let (raw, framed) = framed(&t, 500, 100);
+        assert!(framed.is_none());
+        assert_eq!(raw, bounded(&t, 500));
     }
 
     #[test]

@@ -171,7 +171,7 @@ async fn relay_task(
     match task_of(answer) {
         Some(head) => {
             let recorded =
-                a2a_ledger::record(state, ctx, &agent.cfg.name, &head, answer, None).await?;
+                a2a_ledger::record(state, ctx, &agent.cfg.name, &head, answer, None, 0).await?;
             Ok(recorded.task(answer))
         }
         None => Ok(answer.clone()),

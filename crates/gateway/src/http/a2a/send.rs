@@ -280,7 +280,7 @@ impl Finish for SendFinish {
         let reply =
             agent::read(&self.call, self.rpc_id.as_ref(), &res, &body).map_err(Failure::from);
         let answer = match reply {
-            Ok(v) => self.judge(state, agent, ctx, v).await,
+            Ok(v) => self.judge(state, agent, ctx, v, body.len()).await,
             Err(f) => Err(f),
         };
         if let Some(p) = &self.pending {
@@ -316,6 +316,7 @@ impl SendFinish {
         agent: &Arc<Agent>,
         ctx: &Ctx,
         answer: Value,
+        hint: usize,
     ) -> Result<Answer, Failure> {
         let name = agent.cfg.name.as_str();
         conform(
@@ -366,13 +367,13 @@ impl SendFinish {
                 }
                 answered_context(state, ctx, name, head.context_id, "/task/contextId").await?;
                 let owner = ctx.caller.owner().map(|o| &**o);
-                match a2a_ledger::record(state, ctx, name, &head, task, owner).await {
+                match a2a_ledger::record(state, ctx, name, &head, task, owner, hint).await {
                     Ok(recorded) => {
                         if let Some(p) = &self.push {
                             let live = !recorded.applied.record.head.status.is_terminal();
                             super::push::keep_inline(state, agent, head.id, p, live).await;
                         }
-                        Ok(Answer::Written(task_response(&recorded.task_json(task))))
+                        Ok(Answer::Written(recorded.task_response(task)))
                     }
                     // The agent has the task: an error now would make the client send the
                     // message again and the agent make a second task. The answer goes on, and
@@ -409,13 +410,4 @@ impl SendFinish {
 enum Answer {
     Doc(Value),
     Written(Bytes),
-}
-
-/// The SendMessageResponse `{"task": …}` around a Task's JSON.
-fn task_response(task: &[u8]) -> Bytes {
-    let mut w = Vec::with_capacity(task.len() + 9);
-    w.extend_from_slice(br#"{"task":"#);
-    w.extend_from_slice(task);
-    w.push(b'}');
-    Bytes::from(w)
 }

@@ -431,7 +431,7 @@ async fn first_event(
     }
     answered_context(state, ctx, name, head.context_id, "/task/contextId").await?;
     let owner = ctx.caller.owner().map(|o| &**o);
-    let recorded = a2a_ledger::record(state, ctx, name, &head, &task, owner).await?;
+    let recorded = a2a_ledger::record(state, ctx, name, &head, &task, owner, 0).await?;
     let refused = matches!(recorded.applied.verdict, Verdict::Refused(_));
     let task = recorded.task(&task);
     // Refused (a message that reopens a final task): the creator reads the task as the ledger

@@ -145,7 +145,8 @@ pub async fn apply(
         &state.metrics,
         &agent.cfg.name,
         task,
-        raw.clone(),
+        // A slice of the agent's body: copied, not to pin the body's buffer.
+        crate::ledger::Doc::copied(raw),
         owner,
         Origin {
             request_id,

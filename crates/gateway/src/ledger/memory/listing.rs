@@ -292,7 +292,7 @@ mod tests {
             status,
             updated_ms: ms,
         };
-        l.apply_now(
+        l.apply_doc(
             "echo",
             &format!("echo/{id}"),
             head,

@@ -16,6 +16,7 @@ pub fn task_ref(task: &Value) -> Option<TaskRef> {
     Some(TaskRef {
         task_id: task_id.to_owned(),
         head: Head { status, updated_ms },
+        context: None,
     })
 }
 
