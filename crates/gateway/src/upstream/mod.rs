@@ -373,7 +373,9 @@ pub fn upstream_headers(
     let rid = HeaderName::from_static("x-request-id");
     // Headers the client's `Connection` names are hop-by-hop too (rarely any).
     let named = connection_named(client);
-    let mut h = HeaderMap::with_capacity(client.len() + 5);
+    // Room for the four added here and the few every caller adds (an A2A call adds three, an
+    // agent's own credential one) without the map growing.
+    let mut h = HeaderMap::with_capacity(client.len() + 9);
     for (name, value) in client {
         let owned = HOP_BY_HOP.contains(name)
             || named.contains(name)
