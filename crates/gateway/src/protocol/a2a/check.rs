@@ -76,6 +76,9 @@ pub(crate) struct F {
     pub(crate) proto: &'static str,
     pub(crate) ty: T,
     pub(crate) required: bool,
+    /// Whether the proto name is spelled otherwise than the JSON name (it has an underscore),
+    /// known when the table is built rather than compared on every check.
+    pub(crate) spelled_apart: bool,
 }
 
 /// An optional field.
@@ -85,6 +88,7 @@ pub(crate) const fn opt(json: &'static str, proto: &'static str, ty: T) -> F {
         proto,
         ty,
         required: false,
+        spelled_apart: !same(json, proto),
     }
 }
 
@@ -95,7 +99,24 @@ pub(crate) const fn req(json: &'static str, proto: &'static str, ty: T) -> F {
         proto,
         ty,
         required: true,
+        spelled_apart: !same(json, proto),
     }
+}
+
+/// `a == b`, for the tables' constants.
+const fn same(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
 }
 
 fn esc(key: &str) -> String {
@@ -109,10 +130,13 @@ pub(crate) fn fields(ck: &mut Ck, obj: &Map<String, Value>, at: &str, rule: &str
     // A proto name differs from its JSON name where it has an underscore (ProtoJSON's
     // lowerCamelCase): an object none of whose keys has one cannot hold such a spelling, and
     // needs no lookup of it (nearly every object).
-    let snake = obj.keys().any(|k| k.contains('_'));
+    // Asked once, and only of an object checked against a field spelled apart.
+    let mut snake = None;
     for f in table {
-        let may_hold = snake || !f.proto.contains('_');
-        if f.proto != f.json && may_hold && obj.contains_key(f.proto) {
+        if f.spelled_apart
+            && *snake.get_or_insert_with(|| obj.keys().any(|k| k.contains('_')))
+            && obj.contains_key(f.proto)
+        {
             ck.push(
                 &format!("{at}/{}", esc(f.proto)),
                 rule,
