@@ -237,37 +237,38 @@ impl MemoryKeys {
     ) -> bool {
         let now = Instant::now();
         let k = map_key(scope, key);
-        let mut s = self.lock(&k);
+        let mut guard = self.lock(&k);
+        let s = &mut *guard;
         s.expire(now);
-        match s.map.get(k.as_str()).filter(|e| e.expires > now) {
-            Some(Slot {
-                state: State::InFlight { token: held },
-                ..
-            }) if held == token => {}
-            Some(_) => return false,
-            None => {}
-        }
-        let held = s.map.get(k.as_str()).map_or(0, |e| e.size(&k));
         let done = 2 * k.len() + answer.body.len() + answer.content_type.len() + 160;
-        let fits = s.bytes - held + done <= self.max_bytes;
-        if !self.evicts && !fits {
+        // One lookup: the holder's claim becomes the answer where it stands (its place in the
+        // order is the claim's), no second map operation, no second item in the order.
+        let held = match s.map.get_mut(k.as_str()) {
+            Some(slot) if slot.expires > now => match &slot.state {
+                State::InFlight { token: held } if held == token => {
+                    let held = slot.size(&k);
+                    if s.bytes - held + done <= self.max_bytes {
+                        slot.expires = now + ttl;
+                        slot.fingerprint = fingerprint;
+                        slot.state = State::Done(answer);
+                        s.bytes = s.bytes - held + done;
+                        return true;
+                    }
+                    held
+                }
+                _ => return false,
+            },
+            // Lapsed, and nobody claimed it since: the answer is still this holder's.
+            Some(slot) => slot.size(&k),
+            None => 0,
+        };
+        if !self.evicts && s.bytes - held + done > self.max_bytes {
             // Not removed before it is known to fit: the claim in flight (under its own lease)
             // stands rather than vanish.
             return false;
         }
-        if fits {
-            // The claim's slot becomes the answer's where it stands (its place in the order is
-            // the claim's): no second map operation, no second item in the order.
-            if let Some(slot) = s.map.get_mut(k.as_str()) {
-                slot.expires = now + ttl;
-                slot.fingerprint = fingerprint;
-                slot.state = State::Done(answer);
-                s.bytes = s.bytes - held + done;
-                return true;
-            }
-        }
         s.remove(&k);
-        self.insert(&mut s, k, now + ttl, fingerprint, State::Done(answer))
+        self.insert(s, k, now + ttl, fingerprint, State::Done(answer))
     }
 
     /// Forget the key if the holder still holds it.
