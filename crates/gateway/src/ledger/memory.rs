@@ -12,7 +12,6 @@
 //! went quiet, for the reconciler ([`TaskLedger::quiet`], [`TaskLedger::lease`]), and the
 //! ledger counts each client's live tasks (`[[clients]] max_live_tasks`).
 
-use crate::protocol::task::TaskRef;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -27,7 +26,7 @@ use super::{
     decide, next_look, notifies, Answer, Applied, ArtifactRef, Claim, Fingerprint, LedgerError,
     LedgerFuture, PushPut, Record, TaskLedger,
 };
-use crate::protocol::task::{Head, Refusal, Status, Verdict};
+use crate::protocol::task::{Head, Refusal, Status, TaskRef, Verdict};
 use crate::webhook::queue::{MemoryQueue, Outbox};
 
 mod announce;

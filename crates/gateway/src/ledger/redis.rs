@@ -16,7 +16,6 @@
 //! on a broken connection is sent once more on a fresh one ([`Store::idempotent`]); with
 //! `[redis] wait_replicas` it also waits for that many replicas before it counts as done.
 
-use crate::protocol::task::TaskRef;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,7 +26,7 @@ use super::{
     Answer, Applied, ArtifactRef, Claim, Fingerprint, LedgerError, LedgerFuture, PushPut, Record,
     TaskLedger,
 };
-use crate::protocol::task::{Head, Status};
+use crate::protocol::task::{Head, Status, TaskRef};
 use crate::store::{Conn, Store, StoreResult};
 use crate::webhook::queue::{entry_version, message_id_prefix, Outbox};
 use applied::applied;
