@@ -8,7 +8,7 @@
 //! Both states remember the request's [`Fingerprint`], so a key reused for another request is
 //! recognised.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -58,6 +58,15 @@ impl std::io::Write for Fingerprinting {
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
+}
+
+/// A holder's token for a claim: a random UUID, written without the formatting machinery
+/// (`to_string`), as every official A2A message takes two.
+pub fn new_token() -> String {
+    uuid::Uuid::new_v4()
+        .hyphenated()
+        .encode_lower(&mut uuid::Uuid::encode_buffer())
+        .to_owned()
 }
 
 /// An answer kept for replay.
@@ -117,10 +126,10 @@ impl Slot {
 
 #[derive(Default)]
 struct Keys {
-    map: HashMap<Arc<str>, Slot>,
-    /// Keys in insertion order, for eviction and expiry; items of removed keys linger until
-    /// popped or compacted.
-    order: VecDeque<(u64, Arc<str>)>,
+    map: super::KeyMap<Arc<str>, Slot>,
+    /// Keys in insertion order, for eviction and expiry, each with its sequence number and the
+    /// expiry it was inserted with; items of removed keys linger until popped or compacted.
+    order: VecDeque<(u64, Instant, Arc<str>)>,
     bytes: usize,
     next_seq: u64,
 }
@@ -135,7 +144,7 @@ struct Keys {
 /// fewer than [`SHARD_FROM`] keys is one shard, so that its oldest key goes first exactly.
 pub(super) struct MemoryKeys {
     shards: Box<[Mutex<Keys>]>,
-    hasher: std::collections::hash_map::RandomState,
+    hasher: ahash::RandomState,
     /// Each shard's bounds.
     max_entries: usize,
     max_bytes: usize,
@@ -151,7 +160,11 @@ pub const CONTEXT_SCOPE: &str = "ctx:";
 
 fn map_key(scope: &str, key: &str) -> String {
     // A scope is a route name, which has no newline.
-    format!("{scope}\n{key}")
+    let mut k = String::with_capacity(scope.len() + 1 + key.len());
+    k.push_str(scope);
+    k.push('\n');
+    k.push_str(key);
+    k
 }
 
 /// Shards of a large key store (see [`MemoryKeys`]).
@@ -165,7 +178,7 @@ impl MemoryKeys {
         let shards = if max_entries >= SHARD_FROM { SHARDS } else { 1 };
         MemoryKeys {
             shards: (0..shards).map(|_| Mutex::new(Keys::default())).collect(),
-            hasher: std::collections::hash_map::RandomState::new(),
+            hasher: ahash::RandomState::new(),
             max_entries: max_entries.div_ceil(shards),
             max_bytes: usize::MAX,
             evicts: true,
@@ -349,13 +362,13 @@ impl MemoryKeys {
         }
         let key: Arc<str> = k.into();
         s.bytes += size;
-        s.order.push_back((seq, key.clone()));
+        s.order.push_back((seq, expires, key.clone()));
         s.map.insert(key, slot);
         let limit = 2 * self.max_entries + 16;
         if s.order.len() > limit {
             let map = &s.map;
             s.order
-                .retain(|(seq, k)| map.get(k).is_some_and(|e| e.seq == *seq));
+                .retain(|(seq, _, k)| map.get(k).is_some_and(|e| e.seq == *seq));
         }
         true
     }
@@ -378,8 +391,17 @@ impl Keys {
 
     /// Drop expired keys from the front of the insertion order (a long-lived key there delays
     /// the expiry of those behind it; lookups check the expiry anyway, and the bounds hold).
+    ///
+    /// An item is not looked up before the expiry it was inserted with: every claim and every
+    /// completion begins here, and the oldest key's slot and name are cold memory (a lookup
+    /// there was a few cache misses per call). A key whose completion shortened its life below
+    /// its claim's lease (an `idempotency_ttl_secs` shorter than the lease) is dropped at the
+    /// lease's end instead; lookups never answer from it after its own expiry.
     fn expire(&mut self, now: Instant) {
-        while let Some((seq, k)) = self.order.front() {
+        while let Some((seq, at, k)) = self.order.front() {
+            if *at > now {
+                break;
+            }
             match self.map.get(k) {
                 Some(e) if e.seq == *seq && e.expires > now => break,
                 Some(e) if e.seq == *seq => {
@@ -393,7 +415,7 @@ impl Keys {
     }
 
     fn evict_oldest(&mut self) -> bool {
-        while let Some((seq, k)) = self.order.pop_front() {
+        while let Some((seq, _, k)) = self.order.pop_front() {
             if self.map.get(&k).is_some_and(|e| e.seq == seq) {
                 self.remove(&k);
                 return true;
@@ -416,6 +438,17 @@ mod tests {
     }
 
     const LONG: Duration = Duration::from_secs(60);
+
+    #[test]
+    fn tokens_are_fresh_hyphenated_uuids() {
+        let (a, b) = (new_token(), new_token());
+        assert_ne!(a, b);
+        for t in [&a, &b] {
+            let parsed = uuid::Uuid::parse_str(t).expect("a UUID");
+            assert_eq!(parsed.get_version_num(), 4);
+            assert_eq!(*t, parsed.to_string());
+        }
+    }
 
     #[test]
     fn a_completed_key_is_answered_where_its_claim_stood() {

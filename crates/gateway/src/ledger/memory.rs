@@ -12,8 +12,7 @@
 //! went quiet, for the reconciler ([`TaskLedger::quiet`], [`TaskLedger::lease`]), and the
 //! ledger counts each client's live tasks (`[[clients]] max_live_tasks`).
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::hash::{BuildHasher, RandomState};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -23,8 +22,8 @@ use bytes::Bytes;
 use super::changes::ChangeFeed;
 use super::idempotency::{MemoryKeys, CONTEXT_SCOPE};
 use super::{
-    decide, next_look, notifies, Answer, Applied, ArtifactRef, Claim, Fingerprint, LedgerError,
-    LedgerFuture, PushPut, Record, TaskLedger,
+    decide, next_look, notifies, Answer, Applied, ArtifactRef, Claim, Fingerprint, KeyMap,
+    LedgerError, LedgerFuture, PushPut, Record, TaskLedger,
 };
 use crate::protocol::task::{Head, Refusal, Status, TaskRef, Verdict};
 use crate::webhook::queue::{MemoryQueue, Outbox};
@@ -70,7 +69,7 @@ struct Entry {
 
 #[derive(Default)]
 struct Shard {
-    tasks: HashMap<Arc<str>, Entry>,
+    tasks: KeyMap<Arc<str>, Entry>,
     /// Live tasks in the order of their last accepted change, for stale eviction (an item is
     /// current while the entry's `seq` and `changed_ms` match and it is still live).
     changed: VecDeque<(i64, u64, Arc<str>)>,
@@ -81,7 +80,7 @@ struct Shard {
     quiet: BTreeMap<(Arc<str>, i64, u64), Arc<str>>,
     /// The listing index: per (owner or every task, agent, status), by status timestamp.
     listing: listing::Index,
-    artifacts: HashMap<Arc<str>, (ArtifactRef, Instant)>,
+    artifacts: KeyMap<Arc<str>, (ArtifactRef, Instant)>,
     artifact_order: VecDeque<Arc<str>>,
     counts: [u64; Status::COUNT],
     next_seq: u64,
@@ -100,7 +99,7 @@ fn size_of_task(id_len: usize, doc_len: usize) -> usize {
 /// The in-process ledger (see the module doc).
 pub struct MemoryLedger {
     shards: Box<[Mutex<Shard>]>,
-    hasher: RandomState,
+    hasher: ahash::RandomState,
     /// The artifact index's bound per shard.
     per_shard: usize,
     max_tasks: usize,
@@ -112,7 +111,7 @@ pub struct MemoryLedger {
     retention: Duration,
     evictions: Evictions,
     /// Each client's live tasks (entries are removed at zero, so it holds live owners only).
-    owners: Mutex<HashMap<Arc<str>, u64>>,
+    owners: Mutex<KeyMap<Arc<str>, u64>>,
     outbox: Option<(Arc<Outbox>, Arc<MemoryQueue>)>,
     changes: Option<Arc<ChangeFeed>>,
     /// Idempotency keys, bounded like the tasks (`max_tasks`; a quarter of the byte budget).
@@ -137,7 +136,7 @@ impl MemoryLedger {
     pub fn new(max_tasks: usize, retention: Duration, evictions: Evictions) -> Self {
         MemoryLedger {
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
-            hasher: RandomState::new(),
+            hasher: ahash::RandomState::new(),
             per_shard: max_tasks.div_ceil(SHARDS).max(1),
             max_tasks: max_tasks.max(1),
             max_bytes: usize::MAX,
@@ -145,7 +144,7 @@ impl MemoryLedger {
             bytes: AtomicUsize::new(0),
             retention,
             evictions,
-            owners: Mutex::new(HashMap::new()),
+            owners: Mutex::new(KeyMap::default()),
             outbox: None,
             changes: None,
             keys: MemoryKeys::new(max_tasks),

@@ -130,7 +130,7 @@ pub async fn claim_context(
     };
     let scope = format!("{CONTEXT_SCOPE}{agent}");
     let mine = fingerprint(owner.as_bytes());
-    let token = uuid::Uuid::new_v4().to_string();
+    let token = crate::ledger::idempotency::new_token();
     let claim = state
         .ledger
         .claim_key(&scope, context_id, mine, &token, hold)

@@ -123,7 +123,7 @@ pub async fn claim(
     fingerprint: Fingerprint,
     timeout: Duration,
 ) -> Result<Claimed, ApiError> {
-    let token = uuid::Uuid::new_v4().to_string();
+    let token = crate::ledger::idempotency::new_token();
     let lease = timeout + state.config.late_answer + LEASE_SLACK;
     let claim = state
         .ledger

@@ -5,13 +5,13 @@
 //! expired task is neither listed nor counted.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 use std::time::Instant;
 
 use super::super::listing::{merge, Listed, Page, Position, Query, Scope, Start};
-use super::super::Record;
+use super::super::{KeyMap, Record};
 use super::{lock, MemoryLedger, Shard};
 use crate::protocol::task::Status;
 
@@ -45,9 +45,9 @@ type Entries = BTreeSet<Entry>;
 /// A shard's listing index. Empty sets are dropped, so it holds at most three sets per task.
 #[derive(Default)]
 pub(super) struct Index {
-    sets: HashMap<Set, Entries>,
+    sets: KeyMap<Set, Entries>,
     /// By (agent, contextId), every owner's.
-    contexts: HashMap<(Arc<str>, Arc<str>), Context>,
+    contexts: KeyMap<(Arc<str>, Arc<str>), Context>,
 }
 
 /// The tasks of one context. Most contexts hold one task (a message without a `contextId`
