@@ -90,14 +90,20 @@ fn build(
     accept: &'static str,
 ) -> Result<Outgoing, ApiError> {
     let tenant = held.interface.tenant.as_deref();
-    let base = format!("{}{}", agent.cfg.url, held.interface_path());
     let (method, url, body, rpc_id) = match held.interface.binding {
         Binding::JsonRpc => {
             let id = RpcId::Str(format!("gw-{}", NEXT_ID.fetch_add(1, Ordering::Relaxed)));
             let body = jsonrpc::agent_request(&id, call, tenant);
-            (hyper::Method::POST, base, Bytes::from(body), Some(id))
+            let url = held.endpoint(&agent.cfg.url).ok_or_else(|| {
+                ApiError::new(
+                    Code::AgentUnreachable,
+                    "cannot build the agent request: the agent's URL does not parse",
+                )
+            })?;
+            (hyper::Method::POST, url, Bytes::from(body), Some(id))
         }
         Binding::HttpJson => {
+            let base = format!("{}{}", agent.cfg.url, held.interface_path());
             let r = rest::agent_request(call, tenant)
                 .map_err(|e| ApiError::new(Code::InvalidRequest, e.message))?;
             let mut url = format!("{base}{}", r.path);
@@ -114,6 +120,12 @@ fn build(
             };
             let method =
                 hyper::Method::from_bytes(r.http_method.as_bytes()).unwrap_or(hyper::Method::POST);
+            let url = url.parse::<hyper::Uri>().map_err(|e| {
+                ApiError::new(
+                    Code::AgentUnreachable,
+                    format!("cannot build the agent request: {e}"),
+                )
+            })?;
             (method, url, body, None)
         }
     };

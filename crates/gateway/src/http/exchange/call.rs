@@ -71,11 +71,11 @@ pub fn build_request(
 
 /// A request to an agent at `url` (every agent request is built here): a URL that does not
 /// parse is AGENT_UNREACHABLE, since nothing can be sent.
-pub fn new_request(
-    method: Method,
-    url: String,
-    body: Bytes,
-) -> Result<Request<Full<Bytes>>, ApiError> {
+pub fn new_request<U>(method: Method, url: U, body: Bytes) -> Result<Request<Full<Bytes>>, ApiError>
+where
+    hyper::Uri: TryFrom<U>,
+    <hyper::Uri as TryFrom<U>>::Error: Into<hyper::http::Error>,
+{
     Request::builder()
         .method(method)
         .uri(url)

@@ -5,6 +5,9 @@
 //! and on the config (whether clients authenticate), so the served card is built per request
 //! from [`HeldCard::doc`] by [`super::card::serve_card`]; nothing served is cached here.
 
+use std::sync::OnceLock;
+
+use hyper::Uri;
 use serde_json::Value;
 
 use super::card::{check_card, choose_interface, Binding, Interface, NoSupportedInterface};
@@ -30,6 +33,9 @@ pub struct HeldCard {
     pub capabilities: Vec<String>,
     /// `capabilities.extendedAgentCard`: GetExtendedAgentCard is forwarded only then.
     pub extended: bool,
+    /// The interface's URL under the agent's configured origin, parsed once (see
+    /// [`HeldCard::endpoint`]), with that origin.
+    endpoint: OnceLock<(Box<str>, Uri)>,
 }
 
 impl HeldCard {
@@ -95,7 +101,23 @@ impl HeldCard {
             display_name,
             capabilities,
             extended,
+            endpoint: OnceLock::new(),
         })
+    }
+
+    /// The interface's URL under `origin` (the agent's configured `url`): where every JSON-RPC
+    /// call goes. Written and parsed on the first call, then cloned (a `Uri` shares its bytes);
+    /// another origin (a reload that moved the agent while this card is still held) is written
+    /// anew each time. `None` when it does not parse.
+    pub fn endpoint(&self, origin: &str) -> Option<Uri> {
+        if let Some((o, uri)) = self.endpoint.get() {
+            if **o == *origin {
+                return Some(uri.clone());
+            }
+        }
+        let uri: Uri = format!("{origin}{}", self.interface_path()).parse().ok()?;
+        let _ = self.endpoint.set((origin.into(), uri.clone()));
+        Some(uri)
     }
 
     /// `capabilities.streaming`: the agent's streams are served only then.
@@ -167,6 +189,22 @@ mod tests {
         )
         .expect("valid");
         assert_eq!(rpc.interface_path(), "/a2a/jsonrpc");
+    }
+
+    #[test]
+    fn the_endpoint_is_the_configured_origin_and_the_interface_path_for_whichever_origin() {
+        let rpc = HeldCard::compile(
+            card(json!([{"url": "https://public.example.com/a2a/jsonrpc/", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}])),
+            None,
+        )
+        .expect("valid");
+        let first = rpc.endpoint("http://127.0.0.1:9000").expect("parses");
+        assert_eq!(first.to_string(), "http://127.0.0.1:9000/a2a/jsonrpc");
+        assert_eq!(rpc.endpoint("http://127.0.0.1:9000"), Some(first));
+        // Another origin (a reload moved the agent) is never answered from the first one's.
+        let moved = rpc.endpoint("http://10.0.0.2:8080").expect("parses");
+        assert_eq!(moved.to_string(), "http://10.0.0.2:8080/a2a/jsonrpc");
+        assert_eq!(rpc.endpoint("http://bad host"), None);
     }
 
     #[test]
