@@ -71,7 +71,7 @@ struct Entry {
 struct Shard {
     /// Entries are boxed: an entry is about 250 bytes, and a map of them that doubles moves
     /// every entry into a fresh table twice the size under the shard's lock, which stalls every
-    /// request of that runtime thread (creates' p99 18.4 ms in the 10 s run that crossed ~57k
+    /// request of that runtime thread (creates' p99 18.4-19.3 ms in the 10 s run that crossed ~57k
     /// tasks per shard, against 5.3-6.6 ms boxed: docs/performance.md). Boxed, a doubling moves
     /// 24-byte slots, and the table's empty slots cost 24 bytes each, not 250.
     tasks: KeyMap<Arc<str>, Box<Entry>>,
