@@ -61,7 +61,8 @@ impl std::io::Write for Fingerprinting {
 }
 
 /// A holder's token for a claim: a random UUID, written without the formatting machinery
-/// (`to_string`), as every official A2A message takes two.
+/// (`to_string`): every official A2A message takes one (its messageId's), and one more for each
+/// context it claims.
 pub fn new_token() -> String {
     uuid::Uuid::new_v4()
         .hyphenated()
@@ -114,13 +115,17 @@ struct Slot {
     state: State,
 }
 
+/// What a key costs the store besides its name and its answer: the map's slot, the order's item
+/// (with its expiry), the Arc's header, the allocator's rounding.
+const SLOT_BYTES: usize = 176;
+
 impl Slot {
     fn size(&self, key: &str) -> usize {
         let answer = match &self.state {
             State::InFlight { token } => token.len(),
             State::Done(a) => a.body.len() + a.content_type.len(),
         };
-        2 * key.len() + answer + 160
+        2 * key.len() + answer + SLOT_BYTES
     }
 }
 
@@ -253,7 +258,7 @@ impl MemoryKeys {
         let mut guard = self.lock(&k);
         let s = &mut *guard;
         s.expire(now);
-        let done = 2 * k.len() + answer.body.len() + answer.content_type.len() + 160;
+        let done = 2 * k.len() + answer.body.len() + answer.content_type.len() + SLOT_BYTES;
         // One lookup: the holder's claim becomes the answer where it stands (its place in the
         // order is the claim's), no second map operation, no second item in the order.
         let held = match s.map.get_mut(k.as_str()) {
@@ -451,6 +456,55 @@ mod tests {
     }
 
     #[test]
+    fn a_key_that_its_completion_shortened_is_never_answered_past_its_expiry_and_goes_by_its_lease()
+    {
+        let k = MemoryKeys::new(8);
+        let fp = fingerprint(b"m");
+        let lease = Duration::from_millis(300);
+        assert_eq!(k.claim("msg:a", "m1", fp, "t1", lease), Claim::Claimed);
+        assert!(k.complete(
+            "msg:a",
+            "m1",
+            "t1",
+            fp,
+            answer("{}"),
+            Duration::from_millis(10)
+        ));
+        std::thread::sleep(Duration::from_millis(40));
+        // Past its own expiry: another key's claim does not drop it yet (its order item holds
+        // the lease's end), but it answers nothing.
+        assert_eq!(k.claim("msg:a", "m2", fp, "t2", LONG), Claim::Claimed);
+        assert_eq!(k.held().0, 2);
+        assert_eq!(k.claim("msg:a", "m1", fp, "t3", LONG), Claim::Claimed);
+        // Claimed anew, it is a key in flight like any other; past the first lease, the first
+        // claim's item goes without taking the new claim with it.
+        std::thread::sleep(Duration::from_millis(320));
+        assert_eq!(k.claim("msg:a", "m3", fp, "t4", LONG), Claim::Claimed);
+        assert_eq!(k.held().0, 3);
+        assert_eq!(
+            k.claim("msg:a", "m1", fingerprint(b"other"), "t5", LONG),
+            Claim::InFlight { fingerprint: fp }
+        );
+    }
+
+    #[test]
+    fn a_key_dropped_at_its_lease_end_frees_its_room() {
+        let k = MemoryKeys::new(8);
+        let fp = fingerprint(b"m");
+        assert_eq!(
+            k.claim("msg:a", "m1", fp, "t1", Duration::from_millis(20)),
+            Claim::Claimed
+        );
+        std::thread::sleep(Duration::from_millis(40));
+        assert_eq!(k.claim("msg:a", "m2", fp, "t2", LONG), Claim::Claimed);
+        assert_eq!(
+            k.held().0,
+            1,
+            "the lapsed claim went when the next call came"
+        );
+    }
+
+    #[test]
     fn a_completed_key_is_answered_where_its_claim_stood() {
         let k = MemoryKeys::new(8);
         let fp = fingerprint(b"m");
@@ -459,7 +513,10 @@ mod tests {
         let (n, bytes) = k.held();
         let key = map_key("msg:a", "m1");
         assert_eq!(n, 1);
-        assert_eq!(bytes, 2 * key.len() + 2 + "application/json".len() + 160);
+        assert_eq!(
+            bytes,
+            2 * key.len() + 2 + "application/json".len() + SLOT_BYTES
+        );
         let order = k.shards[0].lock().expect("lock").order.len();
         assert_eq!(order, 1, "no second item in the order");
         assert_eq!(

@@ -94,10 +94,10 @@ fn build(
         Binding::JsonRpc => {
             let id = RpcId::Str(format!("gw-{}", NEXT_ID.fetch_add(1, Ordering::Relaxed)));
             let body = jsonrpc::agent_request(&id, call, tenant);
-            let url = held.endpoint(&agent.cfg.url).ok_or_else(|| {
+            let url = held.endpoint(&agent.cfg.url).map_err(|e| {
                 ApiError::new(
                     Code::AgentUnreachable,
-                    "cannot build the agent request: the agent's URL does not parse",
+                    format!("cannot build the agent request: {e}"),
                 )
             })?;
             (hyper::Method::POST, url, Bytes::from(body), Some(id))
@@ -120,7 +120,7 @@ fn build(
             };
             let method =
                 hyper::Method::from_bytes(r.http_method.as_bytes()).unwrap_or(hyper::Method::POST);
-            let url = url.parse::<hyper::Uri>().map_err(|e| {
+            let url = hyper::Uri::try_from(url).map_err(|e| {
                 ApiError::new(
                     Code::AgentUnreachable,
                     format!("cannot build the agent request: {e}"),

@@ -7,6 +7,7 @@
 
 use std::sync::OnceLock;
 
+use hyper::http::uri::InvalidUri;
 use hyper::Uri;
 use serde_json::Value;
 
@@ -106,18 +107,18 @@ impl HeldCard {
     }
 
     /// The interface's URL under `origin` (the agent's configured `url`): where every JSON-RPC
-    /// call goes. Written and parsed on the first call, then cloned (a `Uri` shares its bytes);
-    /// another origin (a reload that moved the agent while this card is still held) is written
-    /// anew each time. `None` when it does not parse.
-    pub fn endpoint(&self, origin: &str) -> Option<Uri> {
+    /// call goes. Written and parsed on the first call, then cloned (a `Uri` shares its bytes).
+    /// A card is held for one origin (an agent whose `url` a reload changes starts without a
+    /// card), so another origin is not expected; it is written anew rather than trusted.
+    pub fn endpoint(&self, origin: &str) -> Result<Uri, InvalidUri> {
         if let Some((o, uri)) = self.endpoint.get() {
             if **o == *origin {
-                return Some(uri.clone());
+                return Ok(uri.clone());
             }
         }
-        let uri: Uri = format!("{origin}{}", self.interface_path()).parse().ok()?;
+        let uri = Uri::try_from(format!("{origin}{}", self.interface_path()))?;
         let _ = self.endpoint.set((origin.into(), uri.clone()));
-        Some(uri)
+        Ok(uri)
     }
 
     /// `capabilities.streaming`: the agent's streams are served only then.
@@ -200,11 +201,11 @@ mod tests {
         .expect("valid");
         let first = rpc.endpoint("http://127.0.0.1:9000").expect("parses");
         assert_eq!(first.to_string(), "http://127.0.0.1:9000/a2a/jsonrpc");
-        assert_eq!(rpc.endpoint("http://127.0.0.1:9000"), Some(first));
+        assert_eq!(rpc.endpoint("http://127.0.0.1:9000").ok(), Some(first));
         // Another origin (a reload moved the agent) is never answered from the first one's.
         let moved = rpc.endpoint("http://10.0.0.2:8080").expect("parses");
         assert_eq!(moved.to_string(), "http://10.0.0.2:8080/a2a/jsonrpc");
-        assert_eq!(rpc.endpoint("http://bad host"), None);
+        assert!(rpc.endpoint("http://bad host").is_err());
     }
 
     #[test]
