@@ -281,9 +281,15 @@ impl MemoryKeys {
             None => 0,
         };
         if !self.evicts && s.bytes - held + done > self.max_bytes {
-            // Not removed before it is known to fit: the claim in flight (under its own lease)
-            // stands rather than vanish.
-            return false;
+            // Keys that expired out of the order's sequence still count: dropped before the
+            // answer is refused, as `insert` drops them before it refuses a key.
+            s.drop_expired(now);
+            let held = s.map.get(k.as_str()).map_or(0, |slot| slot.size(&k));
+            if s.bytes - held + done > self.max_bytes {
+                // Not removed before it is known to fit: the claim in flight (under its own
+                // lease) stands rather than vanish.
+                return false;
+            }
         }
         s.remove(&k);
         self.insert(s, k, now + ttl, fingerprint, State::Done(answer))
@@ -344,18 +350,7 @@ impl MemoryKeys {
         let size = slot.size(&k);
         let full = |s: &Keys| s.map.len() >= self.max_entries || s.bytes + size > self.max_bytes;
         if !self.evicts && full(s) {
-            // Renewed keys leave the expiry order unsorted: before refusing, drop every key
-            // that has expired, wherever it stands (a scan, only when full).
-            let now = Instant::now();
-            let gone: Vec<Arc<str>> = s
-                .map
-                .iter()
-                .filter(|(_, e)| e.expires <= now)
-                .map(|(k, _)| k.clone())
-                .collect();
-            for k in gone {
-                s.remove(&k);
-            }
+            s.drop_expired(Instant::now());
             if full(s) {
                 return false;
             }
@@ -416,6 +411,21 @@ impl Keys {
                 _ => {}
             }
             self.order.pop_front();
+        }
+    }
+
+    /// Drop every key that has expired, wherever it stands: renewed keys, and keys whose
+    /// completion shortened their life, leave the order unsorted. A scan: only before a store
+    /// that does not evict refuses something for want of room.
+    fn drop_expired(&mut self, now: Instant) {
+        let gone: Vec<Arc<str>> = self
+            .map
+            .iter()
+            .filter(|(_, e)| e.expires <= now)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in gone {
+            self.remove(&k);
         }
     }
 
@@ -485,6 +495,38 @@ mod tests {
             k.claim("msg:a", "m1", fingerprint(b"other"), "t5", LONG),
             Claim::InFlight { fingerprint: fp }
         );
+    }
+
+    #[test]
+    fn a_store_without_eviction_drops_expired_keys_before_it_refuses_an_answer() {
+        let k = MemoryKeys::new(8).without_eviction().with_byte_budget(500);
+        let fp = fingerprint(b"c");
+        // A: completed with a life shorter than its claim's lease, so it expires while its
+        // order item still holds the lease's end.
+        assert_eq!(k.claim("ctx:x", "A", fp, "t", LONG), Claim::Claimed);
+        assert!(k.complete(
+            "ctx:x",
+            "A",
+            "t",
+            fp,
+            answer("{}"),
+            Duration::from_millis(10)
+        ));
+        std::thread::sleep(Duration::from_millis(30));
+        assert_eq!(k.claim("ctx:x", "B", fp, "t", LONG), Claim::Claimed);
+        // B's answer fits only without A's expired bytes.
+        let big = Answer {
+            status: 200,
+            content_type: "application/json".into(),
+            body: Bytes::from(vec![b'x'; 150]),
+        };
+        assert!(k.held().1 + 150 > 500);
+        assert!(k.complete("ctx:x", "B", "t", fp, big.clone(), LONG));
+        assert_eq!(k.held().0, 1);
+        assert!(matches!(
+            k.claim("ctx:x", "B", fp, "t2", LONG),
+            Claim::Done { answer, .. } if answer == big
+        ));
     }
 
     #[test]
