@@ -131,7 +131,7 @@ impl Slot {
 
 #[derive(Default)]
 struct Keys {
-    map: super::KeyMap<Arc<str>, Slot>,
+    map: super::StrMap<Slot>,
     /// Keys in insertion order, for eviction and expiry, each with its sequence number and the
     /// expiry it was inserted with; items of removed keys linger until popped or compacted.
     order: VecDeque<(u64, Instant, Arc<str>)>,

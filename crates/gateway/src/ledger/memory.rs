@@ -23,7 +23,7 @@ use super::changes::ChangeFeed;
 use super::idempotency::{MemoryKeys, CONTEXT_SCOPE};
 use super::{
     decide, next_look, notifies, Answer, Applied, ArtifactRef, Claim, Fingerprint, KeyMap,
-    LedgerError, LedgerFuture, PushPut, Record, TaskLedger,
+    LedgerError, LedgerFuture, PushPut, Record, StrMap, TaskLedger,
 };
 use crate::protocol::task::{Head, Refusal, Status, TaskRef, Verdict};
 use crate::webhook::queue::{MemoryQueue, Outbox};
@@ -73,9 +73,9 @@ struct Shard {
     /// every entry into a fresh table twice the size under the shard's lock, which stalls every
     /// request of that runtime thread (creates' p99 18.4-19.3 ms in the 10 s run that crossed ~57k
     /// tasks per shard, against 5.3-6.6 ms boxed: docs/performance.md). Boxed, a doubling moves
-    /// 24-byte slots, and the table's empty slots cost 24 bytes each, not 250; it still rehashes
-    /// every key (each a read of cold memory), which is what the stalls left are likely made of.
-    tasks: KeyMap<Arc<str>, Box<Entry>>,
+    /// 32-byte slots (the key, its hash, the box), and the table's empty slots cost 32 bytes
+    /// each, not 250; with the hash in the slot ([`StrMap`]) it reads no key's bytes.
+    tasks: StrMap<Box<Entry>>,
     /// Live tasks in the order of their last accepted change, for stale eviction (an item is
     /// current while the entry's `seq` and `changed_ms` match and it is still live).
     changed: VecDeque<(i64, u64, Arc<str>)>,
@@ -620,13 +620,10 @@ mod tests {
     #[test]
     fn a_task_map_slot_stays_small_whatever_an_entry_holds() {
         // What a doubling of a shard's map moves per task, under the shard's lock (see
-        // `Shard::tasks`): the key and a pointer, not the entry.
-        fn slot_bytes<K, V, S>(_: &std::collections::HashMap<K, V, S>) -> usize {
-            std::mem::size_of::<(K, V)>()
-        }
+        // `Shard::tasks`): the key, its hash and a pointer, not the entry.
         assert!(std::mem::size_of::<Entry>() > 128, "an entry is large");
-        let slot = slot_bytes(&Shard::default().tasks);
-        assert!(slot <= 24, "a slot of the task map is {slot} bytes");
+        let slot = Shard::default().tasks.slot_bytes();
+        assert!(slot <= 32, "a slot of the task map is {slot} bytes");
     }
 
     fn ledger(max: usize, retention: Duration) -> MemoryLedger {

@@ -7,6 +7,7 @@
 
 pub mod changes;
 pub mod idempotency;
+mod keymap;
 pub mod listing;
 mod memory;
 pub mod push;
@@ -31,6 +32,8 @@ use crate::protocol::task::{judge, Head, Refusal, Status, TaskRef, Verdict};
 /// A2A message hashes a few dozen keys here, and a map's doubling rehashes all of its keys under
 /// its shard's lock.
 pub(crate) type KeyMap<K, V> = std::collections::HashMap<K, V, ahash::RandomState>;
+
+pub(crate) use keymap::StrMap;
 
 /// What the ledger holds for one task.
 #[derive(Debug, Clone)]
