@@ -115,9 +115,9 @@ struct Slot {
     state: State,
 }
 
-/// What a key costs the store besides its name and its answer: the map's slot, the order's item
-/// (with its expiry), the Arc's header, the allocator's rounding.
-const SLOT_BYTES: usize = 176;
+/// What a key costs the store besides its name and its answer: the map's slot (with the key's
+/// hash), the order's item (with its expiry); a unit test holds it to at least their sizes.
+const SLOT_BYTES: usize = 184;
 
 impl Slot {
     fn size(&self, key: &str) -> usize {
@@ -453,6 +453,17 @@ mod tests {
     }
 
     const LONG: Duration = Duration::from_secs(60);
+
+    #[test]
+    fn a_keys_fixed_cost_covers_its_slot_and_its_order_item() {
+        let keys = Keys::default();
+        let item = std::mem::size_of::<(u64, Instant, Arc<str>)>();
+        assert!(
+            SLOT_BYTES >= keys.map.slot_bytes() + item,
+            "{SLOT_BYTES} < {} + {item}",
+            keys.map.slot_bytes()
+        );
+    }
 
     #[test]
     fn tokens_are_fresh_hyphenated_uuids() {
