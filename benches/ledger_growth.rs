@@ -19,26 +19,11 @@ use a2a_gateway::ledger::{Answer, Claim, Evictions, MemoryLedger, TaskLedger};
 use a2a_gateway::protocol::task::{Head, Status, TaskRef};
 use bytes::Bytes;
 
+mod support;
+use support::{env, rss_kib};
+
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-fn env(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn rss_kb() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        })
-        .unwrap_or(0)
-}
 
 fn main() {
     let tasks = env("TASKS", 1_500_000);
@@ -52,7 +37,7 @@ fn main() {
         Duration::from_secs(3600),
         Evictions::unregistered(),
     );
-    let rss0 = rss_kb();
+    let rss0 = rss_kib();
     let start = Instant::now();
     let mut times: Vec<u32> = Vec::with_capacity(band);
     let (mut slowest, mut over_1ms) = (Duration::ZERO, 0usize);
@@ -146,6 +131,6 @@ fn main() {
         over_1ms,
         tasks,
         start.elapsed().as_secs_f64(),
-        rss_kb().saturating_sub(rss0) / 1024
+        rss_kib().saturating_sub(rss0) / 1024
     );
 }

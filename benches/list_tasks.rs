@@ -24,15 +24,11 @@ use a2a_gateway::ledger::{Evictions, MemoryLedger, RedisLedger, TaskLedger};
 use a2a_gateway::protocol::task::{Head, Status};
 use bytes::Bytes;
 
+mod support;
+use support::{env, rss_kib};
+
 const AGENTS: [&str; 2] = ["alpha", "beta"];
 const OWNERS: [&str; 3] = ["alice", "bob", "carol"];
-
-fn env(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 fn doc(id: &str, ctx: &str, state: &str) -> Bytes {
     Bytes::from(format!(
@@ -141,17 +137,6 @@ async fn measure(name: &str, l: &Arc<dyn TaskLedger>, samples: usize) {
             times[times.len() - 1].as_secs_f64() * 1e6,
         );
     }
-}
-
-fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        })
-        .unwrap_or(0)
 }
 
 struct Redis(Child, u16);
