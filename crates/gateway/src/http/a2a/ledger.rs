@@ -197,16 +197,13 @@ pub fn bounded(task: &Value, max: usize) -> Bytes {
 /// [`bounded`], and whether the document is the task whole (then it is the task's JSON, which
 /// the answer to the client can reuse rather than write again).
 pub(super) fn bounded_whole(task: &Value, max: usize) -> (Bytes, bool) {
-    let whole = serde_json::to_vec(task).unwrap_or_default();
-    if whole.len() <= max {
-        return (exact(whole), true);
-    }
-    (cut(task, max), false)
+    let (raw, whole) = written(task, max, 0, b"", b"");
+    (raw, whole.is_some())
 }
 
 /// The SendMessageResponse's opening, `{"task":`, and its close.
 const TASK_OPEN: &[u8] = br#"{"task":"#;
-const TASK_CLOSE: u8 = b'}';
+const TASK_CLOSE: &[u8] = b"}";
 
 /// A Task written once, for the ledger and for the answer: the SendMessageResponse
 /// `{"task":…}` around it, and the Task's slice of it, which the ledger keeps (one buffer for
@@ -214,27 +211,37 @@ const TASK_CLOSE: u8 = b'}';
 /// JSON is (the agent's body), so that it is written without growing its buffer. A Task over
 /// `max` is cut down as [`bounded`] cuts it, and has no answer written around it.
 fn framed(task: &Value, max: usize, hint: usize) -> (Bytes, Option<Bytes>) {
-    let mut w = Vec::with_capacity(hint.min(max) + TASK_OPEN.len() + 1);
-    w.extend_from_slice(TASK_OPEN);
+    written(task, max, hint, TASK_OPEN, TASK_CLOSE)
+}
+
+/// The one writer of a task document for the ledger: `task` between `open` and `close` in one
+/// buffer of about `hint` bytes, and the task's slice of it; over `max`, the task cut down
+/// (see [`bounded`]) and no whole.
+fn written(
+    task: &Value,
+    max: usize,
+    hint: usize,
+    open: &[u8],
+    close: &[u8],
+) -> (Bytes, Option<Bytes>) {
+    let mut w = Vec::with_capacity(hint.min(max) + open.len() + close.len());
+    w.extend_from_slice(open);
     let _ = serde_json::to_writer(&mut w, task);
-    let len = w.len() - TASK_OPEN.len();
+    let len = w.len() - open.len();
     if len > max {
         return (cut(task, max), None);
     }
-    w.push(TASK_CLOSE);
+    w.extend_from_slice(close);
     let whole = exact(w);
-    (
-        whole.slice(TASK_OPEN.len()..TASK_OPEN.len() + len),
-        Some(whole),
-    )
+    (whole.slice(open.len()..open.len() + len), Some(whole))
 }
 
 /// The SendMessageResponse `{"task":…}` around a Task's JSON.
 pub fn task_response(task: &[u8]) -> Bytes {
-    let mut w = Vec::with_capacity(task.len() + TASK_OPEN.len() + 1);
+    let mut w = Vec::with_capacity(task.len() + TASK_OPEN.len() + TASK_CLOSE.len());
     w.extend_from_slice(TASK_OPEN);
     w.extend_from_slice(task);
-    w.push(TASK_CLOSE);
+    w.extend_from_slice(TASK_CLOSE);
     Bytes::from(w)
 }
 
