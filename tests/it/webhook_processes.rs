@@ -79,18 +79,25 @@ pub(crate) async fn kill_9_loses_no_delivery(redis: &str) {
     hook.set_delay(Duration::from_millis(700));
     let a = agent().await;
     let cfg = config(redis, &a, &hook, 32);
-    let mut first = GwProc::spawn(cfg.path());
+    // Both logged (warn and above): a failure below says what each gateway saw.
+    let mut first = GwProc::spawn_logged(cfg.path());
     first.ready().await;
+    let began = std::time::Instant::now();
 
     // 1,000 tasks, three changes each: created through the gateway, then two pushes.
     let tasks: Vec<String> = {
         let ids = Arc::new(std::sync::Mutex::new(Vec::new()));
         each_concurrently((0..1000).collect(), 32, |_| {
-            let (ids, http) = (ids.clone(), first.http.clone());
+            let (ids, http, first) = (ids.clone(), first.http.clone(), &first);
             async move {
                 let r = http.post_task("a").await;
-                assert_eq!(r.status, 202, "{r:?}");
-                assert_eq!(r.header("x-a2a-ledger"), None, "recorded");
+                assert_eq!(r.status, 202, "{r:?}\n{}", tail(&first.log()));
+                assert_eq!(
+                    r.header("x-a2a-ledger"),
+                    None,
+                    "recorded: {r:?}\n{}",
+                    tail(&first.log())
+                );
                 let id = r.json()["task_id"].as_str().expect("id").to_owned();
                 ids.lock().expect("lock").push(id);
             }
@@ -99,6 +106,7 @@ pub(crate) async fn kill_9_loses_no_delivery(redis: &str) {
         let v = ids.lock().expect("lock").clone();
         v
     };
+    eprintln!("1000 tasks created in {:?}", began.elapsed());
     let now = a2a_gateway::protocol::time::now_ms();
     for (status, at) in [("WORKING", now + 1), ("COMPLETED", now + 2)] {
         let docs: Vec<Value> = tasks.iter().map(|id| doc_at(&a, id, status, at)).collect();
@@ -106,50 +114,72 @@ pub(crate) async fn kill_9_loses_no_delivery(redis: &str) {
             let p = &first;
             async move {
                 let r = p.push(&d).await;
-                assert_eq!(r.status, 202, "{r:?}");
+                assert_eq!(r.status, 202, "{r:?}\n{}", tail(&p.log()));
             }
         })
         .await;
     }
     let before_kill = hook.count();
+    let first_log = first.log();
     first.kill();
+    eprintln!(
+        "2000 changes pushed; killed at {:?} with {before_kill} of 3000 delivered",
+        began.elapsed()
+    );
     assert!(
         before_kill < 2000,
         "most deliveries were still queued at the kill ({before_kill} of 3000 delivered)"
     );
 
     hook.set_delay(Duration::ZERO);
-    let second = GwProc::spawn(cfg.path());
+    let second = GwProc::spawn_logged(cfg.path());
     second.ready().await;
     let expected: HashSet<(String, String)> = tasks
         .iter()
         .flat_map(|id| ["SUBMITTED", "WORKING", "COMPLETED"].map(|s| (id.clone(), s.to_owned())))
         .collect();
-    wait_for_within(
-        "every change delivered",
-        Duration::from_secs(60),
-        || async { hook.changes().is_superset(&expected) },
-    )
+    // Where the restarted gateway stands, for a wait that fails.
+    let standing = || async {
+        let missing = expected.difference(&hook.changes()).count();
+        format!(
+            "after {:?}: {missing} changes never delivered, {} deliveries in all, reclaimed {}, \
+             queue depth {}, retrying {}, dead {}\nthe killed gateway's log:\n{}\nthe restarted gateway's log:\n{}",
+            began.elapsed(),
+            hook.count(),
+            second.metric("a2a_gateway_webhook_reclaimed_total", &[]).await,
+            second.metric("a2a_gateway_webhook_queue_depth", &[]).await,
+            second.metric("a2a_gateway_webhook_retry_scheduled", &[]).await,
+            second.metric("a2a_gateway_webhook_dead_letters", &[]).await,
+            tail(&first_log),
+            tail(&second.log()),
+        )
+    };
+    let delivered = within(Duration::from_secs(60), || async {
+        hook.changes().is_superset(&expected)
+    })
     .await;
+    assert!(delivered, "every change delivered: {}", standing().await);
     // What the dead process held is taken over once the visibility timeout (6 s) has run.
     // Those deliveries may already have reached the subscriber before the kill (it records
     // on receipt, then answers late), so the set above can be complete before the takeover:
     // wait for it rather than assume it came first.
-    wait_for_within(
-        "the dead worker's deliveries reclaimed",
-        Duration::from_secs(30),
-        || async {
-            second
-                .metric("a2a_gateway_webhook_reclaimed_total", &[])
-                .await
-                >= 1.0
-        },
-    )
+    let reclaimed = within(Duration::from_secs(30), || async {
+        second
+            .metric("a2a_gateway_webhook_reclaimed_total", &[])
+            .await
+            >= 1.0
+    })
     .await;
-    wait_for_within("the queue drained", Duration::from_secs(30), || async {
+    assert!(
+        reclaimed,
+        "the dead worker's deliveries reclaimed: {}",
+        standing().await
+    );
+    let drained = within(Duration::from_secs(30), || async {
         second.metric("a2a_gateway_webhook_queue_depth", &[]).await == 0.0
     })
     .await;
+    assert!(drained, "the queue drained: {}", standing().await);
     let received = hook.received();
     let unique: HashSet<String> = received.iter().map(|d| d.msg_id()).collect();
     assert_eq!(unique.len(), 3000, "one webhook-id per change");
@@ -163,6 +193,12 @@ pub(crate) async fn kill_9_loses_no_delivery(redis: &str) {
     for (t, lane) in seen {
         assert_eq!(lane, ["SUBMITTED", "WORKING", "COMPLETED"], "{t}");
     }
+}
+
+/// The last 40 lines of a gateway's log.
+fn tail(log: &str) -> String {
+    let lines: Vec<&str> = log.lines().collect();
+    lines[lines.len().saturating_sub(40)..].join("\n")
 }
 
 const TERMINAL: [&str; 3] = ["COMPLETED", "FAILED", "CANCELLED"];

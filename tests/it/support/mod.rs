@@ -410,16 +410,29 @@ where
 }
 
 /// Poll `check` every 20 ms for up to `limit`.
-pub async fn wait_for_within<F, Fut>(what: &str, limit: Duration, mut check: F)
+pub async fn wait_for_within<F, Fut>(what: &str, limit: Duration, check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    assert!(within(limit, check).await, "timed out waiting for: {what}");
+}
+
+/// Whether `check` turns true within `limit`, polled every 20 ms: for a test that says more
+/// than what it waited for when the wait fails (the state it reached, a process's log).
+pub async fn within<F, Fut>(limit: Duration, mut check: F) -> bool
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
     let deadline = Instant::now() + limit;
     while !check().await {
-        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        if Instant::now() >= deadline {
+            return false;
+        }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    true
 }
 
 /// A valid input for the sample agents' card.
