@@ -247,9 +247,17 @@ impl Trace {
     }
 
     /// Run `work` with this trace's id as the one log lines name ([`current_trace_id`]).
-    pub async fn scope<F: std::future::Future>(&self, work: F) -> F::Output {
+    ///
+    /// A plain function returning tokio's scope future, not an `async fn`: an `async fn` would
+    /// keep `work` twice in its state (the argument, and the scope future it was moved into),
+    /// and `work` here is a whole request's handler, which the request's future then carries
+    /// (and copies on every move) at twice its size.
+    pub fn scope<F: std::future::Future>(
+        &self,
+        work: F,
+    ) -> impl std::future::Future<Output = F::Output> {
         let id = self.cx.span().span_context().trace_id();
-        TRACE_ID.scope(id, work).await
+        TRACE_ID.scope(id, work)
     }
 
     /// The trace id (32 hex digits), for log lines.
