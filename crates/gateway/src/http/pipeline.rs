@@ -284,16 +284,18 @@ mod tests {
         std::mem::size_of::<F>()
     }
 
-    /// Every request's future is moved whole at least once (into hyper's in-flight slot) and
-    /// read on every poll: its size is paid per request. Trace::scope as an `async fn` once
-    /// held the handler twice (17 KB in a test build, about 9 KB since).
+    /// Every request's future is moved whole at least once (into hyper's in-flight slot), and
+    /// each handler's future is moved into its caller's as it is awaited: the size of the
+    /// largest branch at each level is paid by every request. Trace::scope as an `async fn`
+    /// once held the handler twice (17.4 KB in a test build); with it fixed, 9.6 KB; with the
+    /// A2A stream and the A2A calls other than SendMessage boxed, 7.6 KB.
     #[test]
     fn a_requests_future_stays_small() {
         let size = future_size(|state: Arc<State>, conn: Conn, req: Request| async move {
             handle(&state, &conn, req).await
         });
         assert!(
-            size <= 12 * 1024,
+            size <= 8 * 1024,
             "the future of one request is {size} bytes: box the handler that grew it"
         );
     }

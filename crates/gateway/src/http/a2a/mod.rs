@@ -211,8 +211,10 @@ async fn answer(
         });
     let neutral = match refused {
         Some(e) => frame::neutral(method, Err(e.into())),
+        // Boxed: a stream's future is the largest here, and every unary call's future (a
+        // SendMessage's above all) would otherwise carry its size, moved at each level.
         None if method.is_streaming() => {
-            match stream::run(state, ctx, agent, headers, call, front, http1).await {
+            match Box::pin(stream::run(state, ctx, agent, headers, call, front, http1)).await {
                 stream::Streamed::Events(res) => {
                     count(state, &agent.cfg.name, Some(method), front.label(), "ok");
                     return res;
@@ -440,7 +442,18 @@ pub async fn fleet(state: &Arc<State>, ctx: &mut Ctx, req: Request) -> ApiResult
     call.params.remove("tenant");
     let neutral = if method.is_streaming() {
         let http1 = parts.version < hyper::Version::HTTP_2;
-        match stream::run(state, ctx, &agent, &parts.headers, call, &front, http1).await {
+        // Boxed, as in `answer`: a unary call's future does not carry a stream's size.
+        match Box::pin(stream::run(
+            state,
+            ctx,
+            &agent,
+            &parts.headers,
+            call,
+            &front,
+            http1,
+        ))
+        .await
+        {
             stream::Streamed::Events(res) => {
                 count(state, &agent.cfg.name, Some(method), "JSONRPC", "ok");
                 return Ok(res);

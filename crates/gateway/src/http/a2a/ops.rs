@@ -33,13 +33,23 @@ pub async fn run(
     call: Call,
 ) -> Response<Body> {
     let method = call.method;
+    // SendMessage, the call that makes tasks, runs in this future; the others are boxed
+    // (one allocation each), so that its future, and every future above it, is not the size
+    // of the largest of them (GetTask's and CancelTask's are a third larger).
     let answer = match method {
         Method::SendMessage => return super::send::send(state, ctx, agent, headers, call).await,
-        Method::GetTask => get(state, ctx, agent, headers, &call).await,
-        Method::CancelTask => cancel(state, ctx, agent, headers, &call).await,
+        Method::GetTask => Box::pin(get(state, ctx, agent, headers, &call)).await,
+        Method::CancelTask => Box::pin(cancel(state, ctx, agent, headers, &call)).await,
         Method::ListTasks => {
             let name: Arc<str> = Arc::from(agent.cfg.name.as_str());
-            super::list::list(state, ctx, vec![name.clone()], &name, &call).await
+            Box::pin(super::list::list(
+                state,
+                ctx,
+                vec![name.clone()],
+                &name,
+                &call,
+            ))
+            .await
         }
         Method::SendStreamingMessage | Method::SubscribeToTask => Err(unsupported(
             "a streaming method is answered as a stream (http::a2a::stream), not here",
@@ -48,9 +58,11 @@ pub async fn run(
         | Method::GetTaskPushNotificationConfig
         | Method::ListTaskPushNotificationConfigs
         | Method::DeleteTaskPushNotificationConfig => {
-            super::push::op(state, ctx, agent, &call).await
+            Box::pin(super::push::op(state, ctx, agent, &call)).await
         }
-        Method::GetExtendedAgentCard => extended_card(state, ctx, agent, headers, &call).await,
+        Method::GetExtendedAgentCard => {
+            Box::pin(extended_card(state, ctx, agent, headers, &call)).await
+        }
     };
     neutral(method, answer)
 }
