@@ -371,7 +371,10 @@ impl SendFinish {
                     Ok(recorded) => {
                         if let Some(p) = &self.push {
                             let live = !recorded.applied.record.head.status.is_terminal();
-                            super::push::keep_inline(state, agent, head.id, p, live).await;
+                            // Boxed: the rare message with a push config pays for its
+                            // future (most of this one's size), not every message.
+                            Box::pin(super::push::keep_inline(state, agent, head.id, p, live))
+                                .await;
                         }
                         Ok(Answer::Written(recorded.task_response(task)))
                     }
