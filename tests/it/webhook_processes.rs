@@ -120,8 +120,8 @@ pub(crate) async fn kill_9_loses_no_delivery(redis: &str) {
         .await;
     }
     let before_kill = hook.count();
-    let first_log = first.log();
     first.kill();
+    let first_log = first.log();
     eprintln!(
         "2000 changes pushed; killed at {:?} with {before_kill} of 3000 delivered",
         began.elapsed()
@@ -132,33 +132,20 @@ pub(crate) async fn kill_9_loses_no_delivery(redis: &str) {
     );
 
     hook.set_delay(Duration::ZERO);
-    let second = GwProc::spawn_logged(cfg.path());
+    let mut second = GwProc::spawn_logged(cfg.path());
     second.ready().await;
     let expected: HashSet<(String, String)> = tasks
         .iter()
         .flat_map(|id| ["SUBMITTED", "WORKING", "COMPLETED"].map(|s| (id.clone(), s.to_owned())))
         .collect();
-    // Where the restarted gateway stands, for a wait that fails.
-    let standing = || async {
-        let missing = expected.difference(&hook.changes()).count();
-        format!(
-            "after {:?}: {missing} changes never delivered, {} deliveries in all, reclaimed {}, \
-             queue depth {}, retrying {}, dead {}\nthe killed gateway's log:\n{}\nthe restarted gateway's log:\n{}",
-            began.elapsed(),
-            hook.count(),
-            second.metric("a2a_gateway_webhook_reclaimed_total", &[]).await,
-            second.metric("a2a_gateway_webhook_queue_depth", &[]).await,
-            second.metric("a2a_gateway_webhook_retry_scheduled", &[]).await,
-            second.metric("a2a_gateway_webhook_dead_letters", &[]).await,
-            tail(&first_log),
-            tail(&second.log()),
-        )
-    };
     let delivered = within(Duration::from_secs(60), || async {
         hook.changes().is_superset(&expected)
     })
     .await;
-    assert!(delivered, "every change delivered: {}", standing().await);
+    if !delivered {
+        let at = standing(&hook, &expected, began, &first_log, &mut second).await;
+        panic!("every change delivered: {at}");
+    }
     // What the dead process held is taken over once the visibility timeout (6 s) has run.
     // Those deliveries may already have reached the subscriber before the kill (it records
     // on receipt, then answers late), so the set above can be complete before the takeover:
@@ -170,16 +157,18 @@ pub(crate) async fn kill_9_loses_no_delivery(redis: &str) {
             >= 1.0
     })
     .await;
-    assert!(
-        reclaimed,
-        "the dead worker's deliveries reclaimed: {}",
-        standing().await
-    );
+    if !reclaimed {
+        let at = standing(&hook, &expected, began, &first_log, &mut second).await;
+        panic!("the dead worker's deliveries reclaimed: {at}");
+    }
     let drained = within(Duration::from_secs(30), || async {
         second.metric("a2a_gateway_webhook_queue_depth", &[]).await == 0.0
     })
     .await;
-    assert!(drained, "the queue drained: {}", standing().await);
+    if !drained {
+        let at = standing(&hook, &expected, began, &first_log, &mut second).await;
+        panic!("the queue drained: {at}");
+    }
     let received = hook.received();
     let unique: HashSet<String> = received.iter().map(|d| d.msg_id()).collect();
     assert_eq!(unique.len(), 3000, "one webhook-id per change");
@@ -193,6 +182,47 @@ pub(crate) async fn kill_9_loses_no_delivery(redis: &str) {
     for (t, lane) in seen {
         assert_eq!(lane, ["SUBMITTED", "WORKING", "COMPLETED"], "{t}");
     }
+}
+
+/// Where the restarted gateway stands, for a wait that failed: what never reached the
+/// subscriber, its queue's gauges (from one scrape, bounded in time: a gateway that died or
+/// hangs must not hide the rest), whether it exited, and both gateways' logs.
+async fn standing(
+    hook: &Hook,
+    expected: &HashSet<(String, String)>,
+    began: std::time::Instant,
+    first_log: &str,
+    second: &mut GwProc,
+) -> String {
+    let missing = expected.difference(&hook.changes()).count();
+    let scrape = second
+        .http
+        .try_send(hyper::Method::GET, "/metrics", &[], bytes::Bytes::new());
+    let gauges = match tokio::time::timeout(Duration::from_secs(5), scrape).await {
+        Ok(Ok(r)) => {
+            let text = String::from_utf8_lossy(&r.body);
+            let m = |family: &str| metric_value(&text, family, &[]);
+            format!(
+                "reclaimed {}, queue depth {}, retrying {}, dead {}",
+                m("a2a_gateway_webhook_reclaimed_total"),
+                m("a2a_gateway_webhook_queue_depth"),
+                m("a2a_gateway_webhook_retry_scheduled"),
+                m("a2a_gateway_webhook_dead_letters"),
+            )
+        }
+        Ok(Err(e)) => format!("no metrics: {e}"),
+        Err(_) => "no metrics within 5 s".to_owned(),
+    };
+    format!(
+        "after {:?}: {missing} changes never delivered, {} deliveries in all, {gauges}, \
+         the restarted gateway exited: {:?}\nthe killed gateway's log:\n{}\n\
+         the restarted gateway's log:\n{}",
+        began.elapsed(),
+        hook.count(),
+        second.exit_status(),
+        tail(first_log),
+        tail(&second.log()),
+    )
 }
 
 /// The last 40 lines of a gateway's log.

@@ -372,7 +372,8 @@ impl SendFinish {
                         if let Some(p) = &self.push {
                             let live = !recorded.applied.record.head.status.is_terminal();
                             // Boxed: the rare message with a push config pays for its
-                            // future (most of this one's size), not every message.
+                            // future (most of this one's size, a third of the exchange's),
+                            // not every message.
                             Box::pin(super::push::keep_inline(state, agent, head.id, p, live))
                                 .await;
                         }
