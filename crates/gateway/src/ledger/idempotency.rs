@@ -476,22 +476,28 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_key_that_its_completion_shortened_is_never_answered_past_its_expiry_and_goes_by_its_lease()
-    {
-        let k = MemoryKeys::new(8);
-        let fp = fingerprint(b"m");
-        let lease = Duration::from_millis(300);
-        assert_eq!(k.claim("msg:a", "m1", fp, "t1", lease), Claim::Claimed);
+    /// `key` claimed for `lease` (token `t1`), completed with a life of 10 ms, shorter than
+    /// the lease, then left to expire: it is past its own expiry while its order item still
+    /// holds the lease's end.
+    fn completed_short(scope: &str, key: &str, k: &MemoryKeys, fp: Fingerprint, lease: Duration) {
+        assert_eq!(k.claim(scope, key, fp, "t1", lease), Claim::Claimed);
         assert!(k.complete(
-            "msg:a",
-            "m1",
+            scope,
+            key,
             "t1",
             fp,
             answer("{}"),
             Duration::from_millis(10)
         ));
         std::thread::sleep(Duration::from_millis(40));
+    }
+
+    #[test]
+    fn a_key_that_its_completion_shortened_is_never_answered_past_its_expiry_and_goes_by_its_lease()
+    {
+        let k = MemoryKeys::new(8);
+        let fp = fingerprint(b"m");
+        completed_short("msg:a", "m1", &k, fp, Duration::from_millis(300));
         // Past its own expiry: another key's claim does not drop it yet (its order item holds
         // the lease's end), but it answers nothing.
         assert_eq!(k.claim("msg:a", "m2", fp, "t2", LONG), Claim::Claimed);
@@ -512,18 +518,7 @@ mod tests {
     fn a_store_without_eviction_drops_expired_keys_before_it_refuses_an_answer() {
         let k = MemoryKeys::new(8).without_eviction().with_byte_budget(500);
         let fp = fingerprint(b"c");
-        // A: completed with a life shorter than its claim's lease, so it expires while its
-        // order item still holds the lease's end.
-        assert_eq!(k.claim("ctx:x", "A", fp, "t", LONG), Claim::Claimed);
-        assert!(k.complete(
-            "ctx:x",
-            "A",
-            "t",
-            fp,
-            answer("{}"),
-            Duration::from_millis(10)
-        ));
-        std::thread::sleep(Duration::from_millis(30));
+        completed_short("ctx:x", "A", &k, fp, LONG);
         assert_eq!(k.claim("ctx:x", "B", fp, "t", LONG), Claim::Claimed);
         // B's answer fits only without A's expired bytes.
         let big = Answer {
