@@ -42,13 +42,17 @@
 //! input: an object in the body that uses that key itself stays an object (serde_json's own
 //! `Value` would turn it into a number, which the agent would not see).
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::fmt;
+use std::marker::PhantomData;
 use std::ops::Range;
 
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::map::Entry;
 use serde_json::{Map, Number, Value};
+
+use super::node::{Members, Node};
 
 /// The map key serde_json (with `arbitrary_precision`) uses to hand a number to a visitor.
 const NUMBER_TOKEN: &str = "$serde_json::private::Number";
@@ -109,14 +113,27 @@ fn escape(key: &str) -> String {
 /// Parse `bytes` as exactly one JSON document: serde_json's grammar and limits, with no trailing
 /// data and no object naming a key twice (see the module docs).
 pub fn parse(bytes: &[u8]) -> Result<Value, JsonError> {
+    read::<Value>(bytes)
+}
+
+/// [`parse`], into a [`Node`] that borrows the strings it can from `bytes`: the same documents
+/// read, the same errors, fewer allocations (see [`crate::protocol::node`]).
+pub fn read_in_place(bytes: &[u8]) -> Result<Node<'_>, JsonError> {
+    read::<Node<'_>>(bytes)
+}
+
+fn read<'de, B: Build<'de>>(bytes: &'de [u8]) -> Result<B, JsonError> {
     let cx = Cx {
         input: bytes.as_ptr_range(),
         dup: RefCell::new(None),
     };
     let mut de = serde_json::Deserializer::from_slice(bytes);
-    let out = ValueSeed { cx: &cx }
-        .deserialize(&mut de)
-        .and_then(|v| de.end().map(|()| v));
+    let out = Seed::<B> {
+        cx: &cx,
+        build: PhantomData,
+    }
+    .deserialize(&mut de)
+    .and_then(|v| de.end().map(|()| v));
     out.map_err(|e| match cx.dup.into_inner() {
         Some(Dup { key, mut path }) => {
             path.reverse();
@@ -134,6 +151,99 @@ pub fn parse(bytes: &[u8]) -> Result<Value, JsonError> {
         },
         None => JsonError::Syntax(e),
     })
+}
+
+/// What a parse builds: serde_json's [`Value`], or a [`Node`]. One seed reads both, so both
+/// take exactly the same documents.
+trait Build<'de>: Sized {
+    /// An object being read.
+    type Members: Default;
+    fn null() -> Self;
+    fn bool(v: bool) -> Self;
+    fn number(n: Number) -> Self;
+    fn string(s: Cow<'de, str>) -> Self;
+    fn array(items: Vec<Self>) -> Self;
+    fn object(m: Self::Members) -> Self;
+    /// Puts member `key` in `m`, its value read by `value` (given the key, for an error's
+    /// pointer); `Ok(Some(key))`, nothing read, when `m` holds `key` already.
+    fn member<E>(
+        m: &mut Self::Members,
+        key: Cow<'de, str>,
+        value: impl FnOnce(&str) -> Result<Self, E>,
+    ) -> Result<Option<String>, E>;
+}
+
+impl<'de> Build<'de> for Value {
+    type Members = Map<String, Value>;
+    fn null() -> Self {
+        Value::Null
+    }
+    fn bool(v: bool) -> Self {
+        Value::Bool(v)
+    }
+    fn number(n: Number) -> Self {
+        Value::Number(n)
+    }
+    fn string(s: Cow<'de, str>) -> Self {
+        Value::String(s.into_owned())
+    }
+    fn array(items: Vec<Self>) -> Self {
+        Value::Array(items)
+    }
+    fn object(m: Self::Members) -> Self {
+        Value::Object(m)
+    }
+    #[inline]
+    fn member<E>(
+        m: &mut Self::Members,
+        key: Cow<'de, str>,
+        value: impl FnOnce(&str) -> Result<Self, E>,
+    ) -> Result<Option<String>, E> {
+        // The lookup the insert needs anyway: a duplicate costs nothing until it is found.
+        match m.entry(key.into_owned()) {
+            Entry::Vacant(slot) => {
+                let v = value(slot.key())?;
+                slot.insert(v);
+                Ok(None)
+            }
+            Entry::Occupied(taken) => Ok(Some(taken.key().clone())),
+        }
+    }
+}
+
+impl<'de> Build<'de> for Node<'de> {
+    type Members = Members<'de>;
+    fn null() -> Self {
+        Node::Null
+    }
+    fn bool(v: bool) -> Self {
+        Node::Bool(v)
+    }
+    fn number(n: Number) -> Self {
+        Node::Number(n)
+    }
+    fn string(s: Cow<'de, str>) -> Self {
+        Node::Str(s)
+    }
+    fn array(items: Vec<Self>) -> Self {
+        Node::Array(items)
+    }
+    fn object(m: Self::Members) -> Self {
+        Node::Object(m)
+    }
+    #[inline]
+    fn member<E>(
+        m: &mut Self::Members,
+        key: Cow<'de, str>,
+        value: impl FnOnce(&str) -> Result<Self, E>,
+    ) -> Result<Option<String>, E> {
+        if m.holds(&key) {
+            return Ok(Some(key.into_owned()));
+        }
+        let v = value(&key)?;
+        m.push(key, v);
+        Ok(None)
+    }
 }
 
 /// What every seed of one parse shares: where the input lies (to tell serde_json's number token
@@ -158,80 +268,93 @@ impl Cx {
     }
 }
 
-#[derive(Clone, Copy)]
-struct ValueSeed<'c> {
+struct Seed<'c, B> {
     cx: &'c Cx,
+    build: PhantomData<fn() -> B>,
 }
 
-impl<'de> DeserializeSeed<'de> for ValueSeed<'_> {
-    type Value = Value;
+impl<B> Clone for Seed<'_, B> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<B> Copy for Seed<'_, B> {}
+
+impl<'de, B: Build<'de>> DeserializeSeed<'de> for Seed<'_, B> {
+    type Value = B;
 
     #[inline]
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<B, D::Error> {
         d.deserialize_any(self)
     }
 }
 
-impl<'de> Visitor<'de> for ValueSeed<'_> {
-    type Value = Value;
+impl<'de, B: Build<'de>> Visitor<'de> for Seed<'_, B> {
+    type Value = B;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("any JSON value")
     }
 
     #[inline]
-    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Value, E> {
-        Ok(Value::Bool(v))
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<B, E> {
+        Ok(B::bool(v))
     }
 
     #[inline]
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Value, E> {
-        Ok(Value::Number(v.into()))
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<B, E> {
+        Ok(B::number(v.into()))
     }
 
     #[inline]
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
-        Ok(Value::Number(v.into()))
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<B, E> {
+        Ok(B::number(v.into()))
     }
 
     #[inline]
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<B, E> {
         // serde_json's parser never yields a non-finite f64; its own Value maps one to null.
-        Ok(Number::from_f64(v).map_or(Value::Null, Value::Number))
+        Ok(Number::from_f64(v).map_or_else(B::null, B::number))
     }
 
     #[inline]
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
-        Ok(Value::String(v.to_owned()))
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<B, E> {
+        Ok(B::string(Cow::Borrowed(v)))
     }
 
     #[inline]
-    fn visit_string<E: de::Error>(self, v: String) -> Result<Value, E> {
-        Ok(Value::String(v))
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<B, E> {
+        Ok(B::string(Cow::Owned(v.to_owned())))
     }
 
     #[inline]
-    fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
-        Ok(Value::Null)
+    fn visit_string<E: de::Error>(self, v: String) -> Result<B, E> {
+        Ok(B::string(Cow::Owned(v)))
     }
 
     #[inline]
-    fn visit_none<E: de::Error>(self) -> Result<Value, E> {
-        Ok(Value::Null)
+    fn visit_unit<E: de::Error>(self) -> Result<B, E> {
+        Ok(B::null())
     }
 
     #[inline]
-    fn visit_some<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+    fn visit_none<E: de::Error>(self) -> Result<B, E> {
+        Ok(B::null())
+    }
+
+    #[inline]
+    fn visit_some<D: de::Deserializer<'de>>(self, d: D) -> Result<B, D::Error> {
         self.deserialize(d)
     }
 
     #[inline]
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<B, A::Error> {
         let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
         loop {
             match seq.next_element_seed(self) {
                 Ok(Some(v)) => out.push(v),
-                Ok(None) => return Ok(Value::Array(out)),
+                Ok(None) => return Ok(B::array(out)),
                 Err(e) => {
                     let i = out.len();
                     self.cx.unwind(|| i.to_string());
@@ -242,43 +365,36 @@ impl<'de> Visitor<'de> for ValueSeed<'_> {
     }
 
     #[inline]
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<B, A::Error> {
         let mut key = match map.next_key_seed(FirstKey { cx: self.cx })? {
-            None => return Ok(Value::Object(Map::new())),
+            None => return Ok(B::object(B::Members::default())),
             Some(First::Number) => {
                 let n: String = map.next_value()?;
                 return n
                     .parse::<Number>()
-                    .map(Value::Number)
+                    .map(B::number)
                     .map_err(de::Error::custom);
             }
             Some(First::Key(k)) => k,
         };
-        let mut obj = Map::new();
+        let mut obj = B::Members::default();
         loop {
-            match obj.entry(key) {
-                Entry::Vacant(slot) => match map.next_value_seed(self) {
-                    Ok(v) => {
-                        slot.insert(v);
-                    }
-                    Err(e) => {
-                        self.cx.unwind(|| escape(slot.key()));
-                        return Err(e);
-                    }
-                },
-                Entry::Occupied(taken) => {
-                    let key = taken.key().clone();
-                    let message = format!("duplicate key {key:?}");
-                    *self.cx.dup.borrow_mut() = Some(Dup {
-                        key,
-                        path: Vec::new(),
-                    });
-                    return Err(de::Error::custom(message));
-                }
+            let member = B::member(&mut obj, key, |k| {
+                map.next_value_seed(self).inspect_err(|_| {
+                    self.cx.unwind(|| escape(k));
+                })
+            })?;
+            if let Some(key) = member {
+                let message = format!("duplicate key {key:?}");
+                *self.cx.dup.borrow_mut() = Some(Dup {
+                    key,
+                    path: Vec::new(),
+                });
+                return Err(de::Error::custom(message));
             }
-            key = match map.next_key::<String>()? {
+            key = match map.next_key_seed(Key)? {
                 Some(k) => k,
-                None => return Ok(Value::Object(obj)),
+                None => return Ok(B::object(obj)),
             };
         }
     }
@@ -286,9 +402,9 @@ impl<'de> Visitor<'de> for ValueSeed<'_> {
 
 /// The first key of a map: serde_json's number token (only when it does not come from the
 /// input), or a key.
-enum First {
+enum First<'de> {
     Number,
-    Key(String),
+    Key(Cow<'de, str>),
 }
 
 struct FirstKey<'c> {
@@ -296,40 +412,75 @@ struct FirstKey<'c> {
 }
 
 impl<'de> DeserializeSeed<'de> for FirstKey<'_> {
-    type Value = First;
+    type Value = First<'de>;
 
     #[inline]
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<First, D::Error> {
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<First<'de>, D::Error> {
         d.deserialize_str(self)
     }
 }
 
 impl<'de> Visitor<'de> for FirstKey<'_> {
-    type Value = First;
+    type Value = First<'de>;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("an object key")
     }
 
     #[inline]
-    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<First, E> {
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<First<'de>, E> {
         // serde_json hands its token over as a `&'static str`; a key of the input is borrowed
         // from the input (an escaped one arrives through `visit_str`).
         if v == NUMBER_TOKEN && !self.cx.input.contains(&v.as_ptr()) {
             Ok(First::Number)
         } else {
-            Ok(First::Key(v.to_owned()))
+            Ok(First::Key(Cow::Borrowed(v)))
         }
     }
 
     #[inline]
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<First, E> {
-        Ok(First::Key(v.to_owned()))
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<First<'de>, E> {
+        Ok(First::Key(Cow::Owned(v.to_owned())))
     }
 
     #[inline]
-    fn visit_string<E: de::Error>(self, v: String) -> Result<First, E> {
-        Ok(First::Key(v))
+    fn visit_string<E: de::Error>(self, v: String) -> Result<First<'de>, E> {
+        Ok(First::Key(Cow::Owned(v)))
+    }
+}
+
+/// Every key after the first: borrowed from the input when it has no escape.
+struct Key;
+
+impl<'de> DeserializeSeed<'de> for Key {
+    type Value = Cow<'de, str>;
+
+    #[inline]
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Cow<'de, str>, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Key {
+    type Value = Cow<'de, str>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an object key")
+    }
+
+    #[inline]
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Cow<'de, str>, E> {
+        Ok(Cow::Borrowed(v))
+    }
+
+    #[inline]
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Cow<'de, str>, E> {
+        Ok(Cow::Owned(v.to_owned()))
+    }
+
+    #[inline]
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Cow<'de, str>, E> {
+        Ok(Cow::Owned(v))
     }
 }
 

@@ -20,6 +20,7 @@ pub mod a2a;
 pub mod card;
 pub mod clawpedia;
 pub mod json;
+pub mod node;
 pub mod sse;
 pub mod task;
 pub mod time;
