@@ -31,6 +31,7 @@ use crate::protocol::a2a::held::HeldCard;
 use crate::protocol::a2a::jsonrpc::{self, RpcId};
 use crate::protocol::a2a::{rest, Call, Reply};
 use crate::protocol::a2a::{A2aError, Method};
+use crate::protocol::node::{Json, Node};
 use crate::registry::Agent;
 use crate::state::State;
 use crate::upstream::upstream_headers;
@@ -189,6 +190,51 @@ pub fn read(call: &Call, rpc_id: Option<&RpcId>, parts: &Parts, body: &[u8]) -> 
     }
 }
 
+/// What [`read_answer`] gives: an answer read in place (a JSON-RPC agent's) or as serde_json's
+/// tree (a REST agent's, an error's).
+pub enum Answer<'a> {
+    /// Read in place: its strings borrowed from the agent's body.
+    InPlace(Node<'a>),
+    /// serde_json's tree.
+    Tree(Value),
+}
+
+impl Answer<'_> {
+    /// The answer, to read.
+    pub fn json(&self) -> &dyn Json {
+        match self {
+            Answer::InPlace(n) => n,
+            Answer::Tree(v) => v,
+        }
+    }
+
+    /// serde_json's tree of the answer.
+    pub fn into_value(self) -> Value {
+        match self {
+            Answer::InPlace(n) => n.into_value(),
+            Answer::Tree(v) => v,
+        }
+    }
+}
+
+/// [`read`], with a JSON-RPC agent's successful answer read in place (SendMessage's, which the
+/// gateway checks, records and relays without a tree of its own).
+pub fn read_answer<'a>(
+    call: &Call,
+    rpc_id: Option<&RpcId>,
+    parts: &Parts,
+    body: &'a [u8],
+) -> Result<Answer<'a>, A2aError> {
+    match rpc_id {
+        Some(id) if parts.status.is_success() => {
+            jsonrpc::read_agent_response(body, id, call.method)
+                .map(Answer::InPlace)
+                .map_err(the_agents)
+        }
+        _ => read(call, rpc_id, parts, body).map(Answer::Tree),
+    }
+}
+
 /// An error read from an agent's body: one in the gateway's own domain becomes an error of no
 /// known kind in the domain `agent`.
 pub(super) fn the_agents(mut e: crate::protocol::a2a::A2aError) -> crate::protocol::a2a::A2aError {
@@ -239,7 +285,7 @@ pub(super) fn conform(
     ctx: &Ctx,
     agent: &Agent,
     method: Method,
-    answer: &Value,
+    answer: &dyn crate::protocol::node::Json,
     task: Option<&str>,
 ) -> Result<(), Failure> {
     let found = check_answer(method, answer, task);

@@ -15,6 +15,7 @@
 
 use std::sync::Arc;
 
+use crate::protocol::node::Json;
 use bytes::Bytes;
 use serde_json::Value;
 
@@ -190,13 +191,13 @@ pub async fn drop_context(state: &State, p: &PendingContext) {
 
 /// A task document as the ledger keeps it: at most `max` bytes, its `history` dropped past it
 /// (and, should the rest still be over, only id, contextId, status and kind kept).
-pub fn bounded(task: &Value, max: usize) -> Bytes {
+pub fn bounded(task: &dyn Json, max: usize) -> Bytes {
     bounded_whole(task, max).0
 }
 
 /// [`bounded`], and whether the document is the task whole (then it is the task's JSON, which
 /// the answer to the client can reuse rather than write again).
-pub(super) fn bounded_whole(task: &Value, max: usize) -> (Bytes, bool) {
+pub(super) fn bounded_whole(task: &dyn Json, max: usize) -> (Bytes, bool) {
     let (raw, whole) = written(task, max, 0, b"", b"");
     (raw, whole.is_some())
 }
@@ -210,7 +211,7 @@ const TASK_CLOSE: &[u8] = b"}";
 /// the record, the answer and the messageId's replay of it). `hint`: about how long the Task's
 /// JSON is (the agent's body), so that it is written without growing its buffer. A Task over
 /// `max` is cut down as [`bounded`] cuts it, and has no answer written around it.
-fn framed(task: &Value, max: usize, hint: usize) -> (Bytes, Option<Bytes>) {
+fn framed(task: &dyn Json, max: usize, hint: usize) -> (Bytes, Option<Bytes>) {
     written(task, max, hint, TASK_OPEN, TASK_CLOSE)
 }
 
@@ -218,7 +219,7 @@ fn framed(task: &Value, max: usize, hint: usize) -> (Bytes, Option<Bytes>) {
 /// buffer of about `hint` bytes, and the task's slice of it; over `max`, the task cut down
 /// (see [`bounded`]) and no whole.
 fn written(
-    task: &Value,
+    task: &dyn Json,
     max: usize,
     hint: usize,
     open: &[u8],
@@ -226,7 +227,7 @@ fn written(
 ) -> (Bytes, Option<Bytes>) {
     let mut w = Vec::with_capacity(hint.min(max) + open.len() + close.len());
     w.extend_from_slice(open);
-    let _ = serde_json::to_writer(&mut w, task);
+    task.write_json(&mut w);
     let len = w.len() - open.len();
     if len > max {
         return (cut(task, max), None);
@@ -257,8 +258,8 @@ fn exact(v: Vec<u8>) -> Bytes {
 }
 
 /// A task over `max` bytes, cut down (see [`bounded`]).
-fn cut(task: &Value, max: usize) -> Bytes {
-    let mut t = task.clone();
+fn cut(task: &dyn Json, max: usize) -> Bytes {
+    let mut t = task.to_value();
     if let Some(o) = t.as_object_mut() {
         o.remove("history");
     }
@@ -269,7 +270,7 @@ fn cut(task: &Value, max: usize) -> Bytes {
     let mut min = serde_json::Map::new();
     for k in ["id", "contextId", "status", "kind"] {
         if let Some(v) = task.get(k) {
-            min.insert(k.to_owned(), v.clone());
+            min.insert(k.to_owned(), v.to_value());
         }
     }
     exact(serde_json::to_vec(&Value::Object(min)).unwrap_or_default())
@@ -319,14 +320,19 @@ impl Recorded {
     /// The SendMessageResponse `{"task":…}` to relay, written: the bytes written for the
     /// ledger when they are the agent's Task whole, so the answer does not write the Task a
     /// second time.
-    pub fn task_response(&self, task: &Value) -> Bytes {
+    pub fn task_response(&self, task: &dyn Json) -> Bytes {
+        let agents = || {
+            let mut w = Vec::new();
+            task.write_json(&mut w);
+            task_response(&w)
+        };
         match (self.agents, &self.framed) {
             (true, Some(framed)) => framed.clone(),
-            (true, None) => task_response(&serde_json::to_vec(task).unwrap_or_default()),
+            (true, None) => agents(),
             // A refusal, the rare path: the record is read to be sure it is one document.
             (false, _) => match crate::protocol::json::parse(&self.applied.record.task) {
                 Ok(_) => task_response(&self.applied.record.task),
-                Err(_) => task_response(&serde_json::to_vec(task).unwrap_or_default()),
+                Err(_) => agents(),
             },
         }
     }
@@ -340,7 +346,7 @@ pub async fn record(
     ctx: &Ctx,
     agent: &str,
     head: &TaskHead<'_>,
-    task: &Value,
+    task: &dyn Json,
     owner: Option<&str>,
     hint: usize,
 ) -> Result<Recorded, Failure> {

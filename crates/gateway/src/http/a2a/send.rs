@@ -23,7 +23,7 @@ use crate::http::create::pending::record_later;
 use crate::http::create::{drive, Finish};
 use crate::http::error::{ApiError, ApiResult, Code};
 use crate::ledger::idempotency::Fingerprinting;
-use crate::protocol::a2a::answer::{payload, task_of, Payload};
+use crate::protocol::a2a::answer::of_task;
 use crate::protocol::a2a::check::{named_context_id, named_task_ids};
 use crate::protocol::a2a::held::HeldCard;
 use crate::protocol::a2a::{A2aError, Call, ErrorKind, Method};
@@ -277,10 +277,10 @@ impl Finish for SendFinish {
         res: Parts,
         body: Bytes,
     ) -> ApiResult {
-        let reply =
-            agent::read(&self.call, self.rpc_id.as_ref(), &res, &body).map_err(Failure::from);
+        let reply = agent::read_answer(&self.call, self.rpc_id.as_ref(), &res, &body)
+            .map_err(Failure::from);
         let answer = match reply {
-            Ok(v) => self.judge(state, agent, ctx, v, body.len()).await,
+            Ok(a) => self.judge(state, agent, ctx, a, body.len()).await,
             Err(f) => Err(f),
         };
         if let Some(p) = &self.pending {
@@ -315,24 +315,28 @@ impl SendFinish {
         state: &Arc<State>,
         agent: &Arc<Agent>,
         ctx: &Ctx,
-        answer: Value,
+        read: agent::Answer<'_>,
         hint: usize,
     ) -> Result<Answer, Failure> {
         let name = agent.cfg.name.as_str();
+        let answer = read.json();
         conform(
             state,
             ctx,
             agent,
             Method::SendMessage,
-            &answer,
+            answer,
             self.continues.as_deref(),
         )?;
-        match payload(&answer) {
-            Some(Payload::Task(task)) => {
+        // The payload (a checked SendMessageResponse holds one): the task, else the message.
+        let task = answer.get("task").filter(|t| t.is_object());
+        let message = answer.get("message").filter(|m| m.is_object());
+        match (task, message) {
+            (Some(task), _) => {
                 // Whatever the conformance mode: an answer about another task than the one the
                 // message continues is never recorded nor relayed (read from the raw id, so an
                 // unreadable state does not skip it).
-                let named = task.get("id").and_then(Value::as_str);
+                let named = task.get("id").and_then(|id| id.as_str());
                 if let (Some(want), Some(got)) = (self.continues.as_deref(), named) {
                     if want != got {
                         return Err(a2a_ledger::invalid_answer(
@@ -344,7 +348,7 @@ impl SendFinish {
                 }
                 // An unreadable task (report mode) is relayed unrecorded, unless the ledger holds
                 // that id for another client.
-                let Some(head) = task_of(&answer) else {
+                let Some(head) = of_task(task) else {
                     if let Some(got) = named {
                         if a2a_ledger::held_by_another(state, ctx, got).await? {
                             return Err(a2a_ledger::invalid_answer(
@@ -354,7 +358,7 @@ impl SendFinish {
                             ));
                         }
                     }
-                    return Ok(Answer::Doc(answer));
+                    return Ok(Answer::Doc(read.into_value()));
                 };
                 if self.continues.is_none()
                     && a2a_ledger::held_by_another(state, ctx, head.id).await?
@@ -393,18 +397,18 @@ impl SendFinish {
                         );
                         tracing::warn!(agent = %name, request_id = ?ctx.request_id, pending,
                             "A2A task made but not recorded yet: the ledger is unavailable");
-                        Ok(Answer::Doc(answer))
+                        Ok(Answer::Doc(read.into_value()))
                     }
                     Err(f) => Err(f),
                 }
             }
-            Some(Payload::Message(m)) => {
-                if let Some(context) = m.get("contextId").and_then(Value::as_str) {
+            (None, Some(m)) => {
+                if let Some(context) = m.get("contextId").and_then(|c| c.as_str()) {
                     answered_context(state, ctx, name, context, "/message/contextId").await?;
                 }
-                Ok(Answer::Doc(answer))
+                Ok(Answer::Doc(read.into_value()))
             }
-            _ => Ok(Answer::Doc(answer)),
+            (None, None) => Ok(Answer::Doc(read.into_value())),
         }
     }
 }

@@ -6,15 +6,16 @@
 //! form is read, not only the millisecond one). The task must be the one asked about. Unknown
 //! fields pass.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::check::{self, fields, oneof, opt, req, Ck, T};
 use super::state::TaskState;
 use super::{card, Method};
+use crate::protocol::node::{Json, Object};
 use crate::protocol::time::parse_lenient;
 use crate::protocol::Violation;
 
-fn status(ck: &mut Ck, o: &Map<String, Value>, at: &str) {
+fn status(ck: &mut Ck, o: &dyn Object, at: &str) {
     fields(
         ck,
         o,
@@ -28,7 +29,7 @@ fn status(ck: &mut Ck, o: &Map<String, Value>, at: &str) {
     );
 }
 
-fn artifact(ck: &mut Ck, o: &Map<String, Value>, at: &str) {
+fn artifact(ck: &mut Ck, o: &dyn Object, at: &str) {
     fields(
         ck,
         o,
@@ -45,7 +46,7 @@ fn artifact(ck: &mut Ck, o: &Map<String, Value>, at: &str) {
     );
 }
 
-fn task(ck: &mut Ck, o: &Map<String, Value>, at: &str) {
+fn task(ck: &mut Ck, o: &dyn Object, at: &str) {
     fields(
         ck,
         o,
@@ -62,7 +63,7 @@ fn task(ck: &mut Ck, o: &Map<String, Value>, at: &str) {
     );
 }
 
-fn status_update(ck: &mut Ck, o: &Map<String, Value>, at: &str) {
+fn status_update(ck: &mut Ck, o: &dyn Object, at: &str) {
     fields(
         ck,
         o,
@@ -77,7 +78,7 @@ fn status_update(ck: &mut Ck, o: &Map<String, Value>, at: &str) {
     );
 }
 
-fn artifact_update(ck: &mut Ck, o: &Map<String, Value>, at: &str) {
+fn artifact_update(ck: &mut Ck, o: &dyn Object, at: &str) {
     fields(
         ck,
         o,
@@ -94,7 +95,7 @@ fn artifact_update(ck: &mut Ck, o: &Map<String, Value>, at: &str) {
     );
 }
 
-fn send_response(ck: &mut Ck, o: &Map<String, Value>, at: &str) {
+fn send_response(ck: &mut Ck, o: &dyn Object, at: &str) {
     oneof(ck, o, at, "SendMessageResponse", &["task", "message"]);
     fields(
         ck,
@@ -108,7 +109,7 @@ fn send_response(ck: &mut Ck, o: &Map<String, Value>, at: &str) {
     );
 }
 
-fn stream_response(ck: &mut Ck, o: &Map<String, Value>, at: &str) {
+fn stream_response(ck: &mut Ck, o: &dyn Object, at: &str) {
     oneof(
         ck,
         o,
@@ -130,9 +131,9 @@ fn stream_response(ck: &mut Ck, o: &Map<String, Value>, at: &str) {
     );
 }
 
-fn list_tasks(ck: &mut Ck, o: &Map<String, Value>, at: &str) {
+fn list_tasks(ck: &mut Ck, o: &dyn Object, at: &str) {
     // `tasks` is REQUIRED but an empty page is a valid answer: present, possibly empty.
-    if !o.get("tasks").is_some_and(Value::is_array) {
+    if o.get("tasks").is_none_or(|t| t.array_len().is_none()) {
         ck.push(
             &format!("{at}/tasks"),
             "ListTasksResponse",
@@ -153,7 +154,7 @@ fn list_tasks(ck: &mut Ck, o: &Map<String, Value>, at: &str) {
     );
 }
 
-fn list_configs(ck: &mut Ck, o: &Map<String, Value>, at: &str) {
+fn list_configs(ck: &mut Ck, o: &dyn Object, at: &str) {
     fields(
         ck,
         o,
@@ -169,7 +170,7 @@ fn list_configs(ck: &mut Ck, o: &Map<String, Value>, at: &str) {
 /// Checks an agent's answer to `method` (one StreamResponse for the streaming methods). With
 /// `task`, the answer must be about that task (GetTask, CancelTask, a subscription's events, a
 /// SendMessage continuing it).
-pub fn check_answer(method: Method, answer: &Value, task: Option<&str>) -> Vec<Violation> {
+pub fn check_answer(method: Method, answer: &dyn Json, task: Option<&str>) -> Vec<Violation> {
     let mut ck = Ck::default();
     let Some(o) = answer.as_object() else {
         ck.push("", method.as_str(), "the answer is a JSON object");
@@ -185,7 +186,7 @@ pub fn check_answer(method: Method, answer: &Value, task: Option<&str>) -> Vec<V
         }
         Method::ListTaskPushNotificationConfigs => list_configs(&mut ck, o, ""),
         Method::DeleteTaskPushNotificationConfig => {}
-        Method::GetExtendedAgentCard => ck.out.extend(card::check_card(answer)),
+        Method::GetExtendedAgentCard => ck.out.extend(card::check_card(&answer.to_value())),
     }
     if let Some((at, got)) = task.and_then(|_| answered_task_id(method, answer)) {
         if task != Some(got) {
@@ -200,8 +201,14 @@ pub fn check_answer(method: Method, answer: &Value, task: Option<&str>) -> Vec<V
 }
 
 /// Where the answer names its task, and the id.
-fn answered_task_id(method: Method, answer: &Value) -> Option<(&'static str, &str)> {
-    let pick = |at: &'static str| answer.pointer(at).and_then(Value::as_str).map(|s| (at, s));
+fn answered_task_id(method: Method, answer: &dyn Json) -> Option<(&'static str, &str)> {
+    let pick = |at: &'static str| {
+        let mut v = answer;
+        for name in at.split('/').skip(1) {
+            v = v.get(name)?;
+        }
+        v.as_str().map(|s| (at, s))
+    };
     match method {
         Method::GetTask | Method::CancelTask => pick("/id"),
         Method::SendMessage => pick("/task/id"),
@@ -254,9 +261,9 @@ pub struct TaskHead<'a> {
 }
 
 fn head<'a>(
-    id: Option<&'a Value>,
-    context: Option<&'a Value>,
-    status: Option<&'a Value>,
+    id: Option<&'a dyn Json>,
+    context: Option<&'a dyn Json>,
+    status: Option<&'a dyn Json>,
 ) -> Option<TaskHead<'a>> {
     let status = status?;
     Some(TaskHead {
@@ -265,7 +272,7 @@ fn head<'a>(
         state: TaskState::parse(status.get("state")?.as_str()?)?,
         timestamp_ms: status
             .get("timestamp")
-            .and_then(Value::as_str)
+            .and_then(|t| t.as_str())
             .and_then(parse_lenient),
     })
 }
@@ -277,6 +284,7 @@ pub fn task_of(answer: &Value) -> Option<TaskHead<'_>> {
     match payload(answer) {
         Some(Payload::Task(t)) => of_task(t),
         Some(Payload::StatusUpdate(e)) => {
+            let e: &dyn Json = e;
             head(e.get("taskId"), e.get("contextId"), e.get("status"))
         }
         Some(Payload::Message(_) | Payload::ArtifactUpdate(_)) => None,
@@ -285,7 +293,7 @@ pub fn task_of(answer: &Value) -> Option<TaskHead<'_>> {
 }
 
 /// The head of a bare Task document.
-pub fn of_task(t: &Value) -> Option<TaskHead<'_>> {
+pub fn of_task(t: &dyn Json) -> Option<TaskHead<'_>> {
     head(t.get("id"), t.get("contextId"), t.get("status"))
 }
 
@@ -304,6 +312,41 @@ mod tests {
             "status": {"state": "TASK_STATE_COMPLETED", "timestamp": "2026-12-01T09:50:56.123456Z"},
             "artifacts": [{"artifactId": "a1", "name": "greeting", "parts": [{"text": "Hello, world!"}]}],
             "history": [{"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hello"}]}]})
+    }
+
+    #[test]
+    fn an_answer_read_in_place_is_judged_as_its_tree_is() {
+        let docs = [
+            r#"{"task":{"id":"t","contextId":"c","status":{"state":"TASK_STATE_COMPLETED","timestamp":"2026-12-01T09:50:56.123456Z"},"artifacts":[{"artifactId":"a","parts":[{"text":"x"}]}],"history":[{"messageId":"m","role":"ROLE_USER","parts":[{"text":"hi"}]}]}}"#,
+            r#"{"task":{"id":"t","context_id":"c","status":{"state":"TASK_STATE_DONE"},"artifacts":[{"parts":[]}],"history":[{"messageId":"","role":"USER","parts":[{"text":"a","raw":"b"},{}]}]}}"#,
+            r#"{"task":{"id":"t/../x","contextId":null,"status":{"state":1,"timestamp":"yesterday"},"metadata":[],"history":{}}}"#,
+            r#"{"message":{"messageId":"m","role":"ROLE_AGENT","parts":[{"data":{"k":[1]}}],"extensions":["e",2],"referenceTaskIds":[""]}}"#,
+            r#"{"task":{"id":"t"},"message":{"messageId":"m"}}"#,
+            r#"{}"#,
+            r#"[]"#,
+        ];
+        for doc in docs {
+            let tree = crate::protocol::json::parse(doc.as_bytes()).expect("a tree");
+            let node = crate::protocol::json::read_in_place(doc.as_bytes()).expect("a node");
+            for (method, task) in [
+                (Method::SendMessage, None),
+                (Method::SendMessage, Some("t")),
+                (Method::SendStreamingMessage, Some("other")),
+                (Method::GetTask, Some("t")),
+            ] {
+                let want = check_answer(method, &tree, task);
+                assert_eq!(check_answer(method, &node, task), want, "{doc}");
+            }
+            let head = |j: &dyn Json| {
+                j.get("task")
+                    .and_then(of_task)
+                    .map(|h| (h.id.to_owned(), h.state, h.timestamp_ms))
+            };
+            assert_eq!(head(&node), head(&tree), "{doc}");
+        }
+        // The corpus is not all clean: the checks found something to say.
+        let bad = crate::protocol::json::read_in_place(docs[1].as_bytes()).expect("a node");
+        assert!(check_answer(Method::SendMessage, &bad, None).len() >= 6);
     }
 
     #[test]

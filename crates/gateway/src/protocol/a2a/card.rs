@@ -6,13 +6,14 @@
 //! that; `skills`, `tags` and the media-type lists must be present lists, possibly empty, since
 //! they are descriptive and refusing the card would make the agent unusable for no safety gain.
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use super::check::{fields, oneof, opt, req, Ck, T};
 use super::version::is_served;
+use crate::protocol::node::Object;
 use crate::protocol::Violation;
 
-fn interface(ck: &mut Ck, o: &Map<String, Value>, at: &str) {
+fn interface(ck: &mut Ck, o: &dyn Object, at: &str) {
     fields(
         ck,
         o,
@@ -27,7 +28,7 @@ fn interface(ck: &mut Ck, o: &Map<String, Value>, at: &str) {
     );
 }
 
-fn provider(ck: &mut Ck, o: &Map<String, Value>, at: &str) {
+fn provider(ck: &mut Ck, o: &dyn Object, at: &str) {
     fields(
         ck,
         o,
@@ -40,7 +41,7 @@ fn provider(ck: &mut Ck, o: &Map<String, Value>, at: &str) {
     );
 }
 
-fn extension(ck: &mut Ck, o: &Map<String, Value>, at: &str) {
+fn extension(ck: &mut Ck, o: &dyn Object, at: &str) {
     fields(
         ck,
         o,
@@ -55,7 +56,7 @@ fn extension(ck: &mut Ck, o: &Map<String, Value>, at: &str) {
     );
 }
 
-fn capabilities(ck: &mut Ck, o: &Map<String, Value>, at: &str) {
+fn capabilities(ck: &mut Ck, o: &dyn Object, at: &str) {
     fields(
         ck,
         o,
@@ -70,11 +71,11 @@ fn capabilities(ck: &mut Ck, o: &Map<String, Value>, at: &str) {
     );
 }
 
-fn string_list(ck: &mut Ck, o: &Map<String, Value>, at: &str) {
+fn string_list(ck: &mut Ck, o: &dyn Object, at: &str) {
     fields(ck, o, at, "StringList", &[opt("list", "list", T::Strs)]);
 }
 
-fn requirement(ck: &mut Ck, o: &Map<String, Value>, at: &str) {
+fn requirement(ck: &mut Ck, o: &dyn Object, at: &str) {
     fields(
         ck,
         o,
@@ -84,7 +85,7 @@ fn requirement(ck: &mut Ck, o: &Map<String, Value>, at: &str) {
     );
 }
 
-fn scheme(ck: &mut Ck, o: &Map<String, Value>, at: &str) {
+fn scheme(ck: &mut Ck, o: &dyn Object, at: &str) {
     let members = [
         "apiKeySecurityScheme",
         "httpAuthSecurityScheme",
@@ -116,7 +117,7 @@ fn scheme(ck: &mut Ck, o: &Map<String, Value>, at: &str) {
     );
 }
 
-fn skill(ck: &mut Ck, o: &Map<String, Value>, at: &str) {
+fn skill(ck: &mut Ck, o: &dyn Object, at: &str) {
     fields(
         ck,
         o,
@@ -141,7 +142,7 @@ fn skill(ck: &mut Ck, o: &Map<String, Value>, at: &str) {
     present_string(ck, o, at, "AgentSkill", "description");
 }
 
-fn signature(ck: &mut Ck, o: &Map<String, Value>, at: &str) {
+fn signature(ck: &mut Ck, o: &dyn Object, at: &str) {
     fields(
         ck,
         o,
@@ -155,9 +156,9 @@ fn signature(ck: &mut Ck, o: &Map<String, Value>, at: &str) {
     );
 }
 
-fn present_list(ck: &mut Ck, o: &Map<String, Value>, at: &str, rule: &str, name: &str) {
+fn present_list(ck: &mut Ck, o: &dyn Object, at: &str, rule: &str, name: &str) {
     // Only its absence: a wrong type is already reported by the field table.
-    if o.get(name).is_none_or(Value::is_null) {
+    if o.get(name).is_none_or(|v| v.is_null()) {
         ck.push(
             &format!("{at}/{name}"),
             rule,
@@ -166,8 +167,8 @@ fn present_list(ck: &mut Ck, o: &Map<String, Value>, at: &str, rule: &str, name:
     }
 }
 
-fn present_string(ck: &mut Ck, o: &Map<String, Value>, at: &str, rule: &str, name: &str) {
-    if o.get(name).is_none_or(Value::is_null) {
+fn present_string(ck: &mut Ck, o: &dyn Object, at: &str, rule: &str, name: &str) {
+    if o.get(name).is_none_or(|v| v.is_null()) {
         ck.push(
             &format!("{at}/{name}"),
             rule,

@@ -17,6 +17,7 @@ use serde_json::{Map, Value};
 
 use super::id::id_problem;
 use super::{Call, Method};
+use crate::protocol::node::{Json, Object};
 use crate::protocol::time::parse_lenient;
 use crate::protocol::{Violation, MAX_VIOLATIONS};
 
@@ -35,7 +36,7 @@ impl Ck {
 }
 
 /// A message check: the object, its pointer.
-pub(crate) type MsgFn = fn(&mut Ck, &Map<String, Value>, &str);
+pub(crate) type MsgFn = fn(&mut Ck, &dyn Object, &str);
 
 /// The JSON type of a field.
 #[derive(Clone, Copy)]
@@ -126,7 +127,7 @@ fn esc(key: &str) -> String {
 /// Checks `obj` (at `at`) against `fields`; `rule` names the message. A field's pointer is
 /// written only when it is needed (a violation, or a message to descend into): the checks run
 /// on every request and every answer, and nearly all of them pass.
-pub(crate) fn fields(ck: &mut Ck, obj: &Map<String, Value>, at: &str, rule: &str, table: &[F]) {
+pub(crate) fn fields(ck: &mut Ck, obj: &dyn Object, at: &str, rule: &str, table: &[F]) {
     // A proto name differs from its JSON name where it has an underscore (ProtoJSON's
     // lowerCamelCase): an object none of whose keys has one cannot hold such a spelling, and
     // needs no lookup of it (nearly every object).
@@ -134,7 +135,7 @@ pub(crate) fn fields(ck: &mut Ck, obj: &Map<String, Value>, at: &str, rule: &str
     let mut snake = None;
     for f in table {
         if f.spelled_apart
-            && *snake.get_or_insert_with(|| obj.keys().any(|k| k.contains('_')))
+            && *snake.get_or_insert_with(|| obj.any_key(&|k| k.contains('_')))
             && obj.contains_key(f.proto)
         {
             ck.push(
@@ -143,8 +144,8 @@ pub(crate) fn fields(ck: &mut Ck, obj: &Map<String, Value>, at: &str, rule: &str
                 format!("A2A JSON spells this field {:?} (camelCase, §5.5)", f.json),
             );
         }
-        match obj.get(f.json) {
-            None | Some(Value::Null) => {
+        match obj.get(f.json).filter(|v| !v.is_null()) {
+            None => {
                 if f.required {
                     ck.push(
                         &format!("{at}/{}", f.json),
@@ -159,7 +160,7 @@ pub(crate) fn fields(ck: &mut Ck, obj: &Map<String, Value>, at: &str, rule: &str
 }
 
 /// Checks field `f` of the object at `parent`, whose value is `v`.
-fn value(ck: &mut Ck, v: &Value, parent: &str, rule: &str, f: &F) {
+fn value(ck: &mut Ck, v: &dyn Json, parent: &str, rule: &str, f: &F) {
     let name = f.json;
     let at = || format!("{parent}/{name}");
     match f.ty {
@@ -227,12 +228,12 @@ fn value(ck: &mut Ck, v: &Value, parent: &str, rule: &str, f: &F) {
                 }) => {}
             _ => ck.push(&at(), rule, format!("{name} is base64")),
         },
-        T::Strs | T::Ids => match v.as_array() {
-            Some(items) => {
-                if f.required && items.is_empty() {
+        T::Strs | T::Ids => match v.array_len() {
+            Some(len) => {
+                if f.required && len == 0 {
                     ck.push(&at(), rule, format!("{name} needs at least one element"));
                 }
-                for (i, item) in items.iter().enumerate() {
+                for (i, item) in (0..len).filter_map(|i| Some((i, v.at(i)?))) {
                     let iat = || format!("{parent}/{name}/{i}");
                     match (item.as_str(), f.ty) {
                         (Some(s), T::Ids) => {
@@ -251,13 +252,13 @@ fn value(ck: &mut Ck, v: &Value, parent: &str, rule: &str, f: &F) {
             Some(o) => below(parent, Seg::Name(name), |at| check(ck, o, at)),
             None => ck.push(&at(), rule, format!("{name} is an object")),
         },
-        T::Msgs(check) => match v.as_array() {
-            Some(items) => {
-                if f.required && items.is_empty() {
+        T::Msgs(check) => match v.array_len() {
+            Some(len) => {
+                if f.required && len == 0 {
                     ck.push(&at(), rule, format!("{name} needs at least one element"));
                 }
                 below(parent, Seg::Name(name), |at| {
-                    for (i, item) in items.iter().enumerate() {
+                    for (i, item) in (0..len).filter_map(|i| Some((i, v.at(i)?))) {
                         below(at, Seg::Index(i), |iat| match item.as_object() {
                             Some(o) => check(ck, o, iat),
                             None => ck.push(iat, rule, format!("{name} holds objects")),
@@ -270,13 +271,13 @@ fn value(ck: &mut Ck, v: &Value, parent: &str, rule: &str, f: &F) {
         T::MapOf(check) => match v.as_object() {
             Some(m) => {
                 let at = at();
-                for (k, item) in m {
+                m.for_each(&mut |k, item| {
                     let iat = format!("{at}/{}", esc(k));
                     match item.as_object() {
                         Some(o) => check(ck, o, &iat),
                         None => ck.push(&iat, rule, format!("{name} maps names to objects")),
                     }
-                }
+                });
             }
             None => ck.push(&at(), rule, format!("{name} is an object")),
         },
@@ -326,7 +327,7 @@ fn below<R>(parent: &str, seg: Seg<'_>, f: impl FnOnce(&str) -> R) -> R {
 }
 
 /// Exactly one of `members` is set (a proto oneof).
-pub(crate) fn oneof(ck: &mut Ck, obj: &Map<String, Value>, at: &str, rule: &str, members: &[&str]) {
+pub(crate) fn oneof(ck: &mut Ck, obj: &dyn Object, at: &str, rule: &str, members: &[&str]) {
     let is_set = |m: &str| obj.get(m).is_some_and(|v| !v.is_null());
     if members.iter().filter(|m| is_set(m)).count() != 1 {
         let set: Vec<&str> = members.iter().copied().filter(|m| is_set(m)).collect();
@@ -375,7 +376,7 @@ pub(crate) const ROLES: &[&str] = &["ROLE_USER", "ROLE_AGENT"];
 const NON_NEG: T = T::Int(0, i32::MAX as i64);
 
 /// Part: exactly one of text/raw/url/data, plus metadata, filename, mediaType.
-pub(crate) fn part(ck: &mut Ck, o: &Map<String, Value>, at: &str) {
+pub(crate) fn part(ck: &mut Ck, o: &dyn Object, at: &str) {
     oneof(ck, o, at, "Part", &["text", "raw", "url", "data"]);
     fields(
         ck,
@@ -395,7 +396,7 @@ pub(crate) fn part(ck: &mut Ck, o: &Map<String, Value>, at: &str) {
 }
 
 /// Message (either direction).
-pub(crate) fn message(ck: &mut Ck, o: &Map<String, Value>, at: &str) {
+pub(crate) fn message(ck: &mut Ck, o: &dyn Object, at: &str) {
     fields(
         ck,
         o,
@@ -414,7 +415,7 @@ pub(crate) fn message(ck: &mut Ck, o: &Map<String, Value>, at: &str) {
     );
 }
 
-fn authentication(ck: &mut Ck, o: &Map<String, Value>, at: &str) {
+fn authentication(ck: &mut Ck, o: &dyn Object, at: &str) {
     fields(
         ck,
         o,
@@ -428,7 +429,7 @@ fn authentication(ck: &mut Ck, o: &Map<String, Value>, at: &str) {
 }
 
 /// TaskPushNotificationConfig (the request of Create, the inline config, and answers).
-pub(crate) fn push_config(ck: &mut Ck, o: &Map<String, Value>, at: &str) {
+pub(crate) fn push_config(ck: &mut Ck, o: &dyn Object, at: &str) {
     fields(
         ck,
         o,
@@ -443,7 +444,7 @@ pub(crate) fn push_config(ck: &mut Ck, o: &Map<String, Value>, at: &str) {
             opt("authentication", "authentication", T::Msg(authentication)),
         ],
     );
-    if let Some(url) = o.get("url").and_then(Value::as_str) {
+    if let Some(url) = o.get("url").and_then(|v| v.as_str()) {
         let lower = url.to_ascii_lowercase();
         if !(url.is_empty() || lower.starts_with("https://") || lower.starts_with("http://")) {
             ck.push(
@@ -455,7 +456,7 @@ pub(crate) fn push_config(ck: &mut Ck, o: &Map<String, Value>, at: &str) {
     }
 }
 
-fn configuration(ck: &mut Ck, o: &Map<String, Value>, at: &str) {
+fn configuration(ck: &mut Ck, o: &dyn Object, at: &str) {
     fields(
         ck,
         o,

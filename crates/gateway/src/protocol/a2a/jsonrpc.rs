@@ -14,6 +14,7 @@ use serde_json::{json, Map, Value};
 use super::error::{A2aError, ErrorKind};
 use super::{Call, Method, Reply};
 use crate::protocol::json;
+use crate::protocol::node::{Json, Members, Node};
 use crate::protocol::Violation;
 
 /// The longest JSON-RPC id the gateway echoes: a string's UTF-8 bytes, or an integer's digits.
@@ -226,59 +227,114 @@ pub fn agent_request(id: &RpcId, call: &Call, tenant: Option<&str>) -> Vec<u8> {
 /// another id, both or neither of result and error). The caller bounds the body
 /// (`MAX_AGENT_JSON`); the result's content is judged by [`super::answer`].
 pub fn parse_agent_response(body: &[u8], sent: &RpcId, method: Method) -> Reply {
-    let bad = |at: &str, msg: String| {
-        Err(A2aError::invalid_agent_response(vec![Violation::new(
-            at, "jsonrpc", msg,
-        )]))
-    };
-    let doc = match json::parse(body) {
-        Ok(d) => d,
-        Err(e) => {
-            return bad(
-                &e.pointer(),
-                format!("the agent's answer is not one JSON document: {e}"),
-            )
-        }
-    };
-    let Value::Object(mut obj) = doc else {
-        return bad("", "a JSON-RPC response is an object".to_owned());
-    };
-    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        return bad("/jsonrpc", "'jsonrpc' must be \"2.0\"".to_owned());
+    match json::parse(body) {
+        Ok(doc) => envelope(doc, sent, method),
+        Err(e) => Err(not_one_document(&e)),
     }
-    // Moved out of the document, not copied: the result is the bulk of an answer.
-    match (obj.remove("result"), obj.remove("error")) {
-        (Some(_), Some(_)) => bad("", "a response holds result or error, not both".to_owned()),
-        (None, Some(Value::Object(err))) => {
-            // An error may carry id null when the agent could not read ours.
-            match obj.get("id") {
-                Some(Value::Null) | None => {}
-                Some(v) if RpcId::from_value(v).as_ref() == Ok(sent) => {}
-                Some(_) => return bad("/id", "the error answers another request's id".to_owned()),
-            }
-            Err(A2aError::from_jsonrpc(&Value::Object(err)))
+}
+
+/// [`parse_agent_response`], its result read in place: a [`Node`] that borrows `body`'s
+/// strings (SendMessage's answer, which the gateway checks, records and relays).
+pub fn read_agent_response<'a>(
+    body: &'a [u8],
+    sent: &RpcId,
+    method: Method,
+) -> Result<Node<'a>, A2aError> {
+    match json::read_in_place(body) {
+        Ok(doc) => envelope(doc, sent, method),
+        Err(e) => Err(not_one_document(&e)),
+    }
+}
+
+fn bad(at: &str, msg: String) -> A2aError {
+    A2aError::invalid_agent_response(vec![Violation::new(at, "jsonrpc", msg)])
+}
+
+fn not_one_document(e: &json::JsonError) -> A2aError {
+    bad(
+        &e.pointer(),
+        format!("the agent's answer is not one JSON document: {e}"),
+    )
+}
+
+/// A JSON-RPC response document, whichever tree holds it: what [`envelope`] takes out of it.
+trait Response: Json + Sized {
+    /// Takes member `key` out of the object (the result is the bulk of an answer: moved, not
+    /// copied).
+    fn take(&mut self, key: &str) -> Option<Self>;
+    /// `{}`.
+    fn empty() -> Self;
+}
+
+impl Response for Value {
+    fn take(&mut self, key: &str) -> Option<Self> {
+        self.as_object_mut()?.remove(key)
+    }
+    fn empty() -> Self {
+        json!({})
+    }
+}
+
+impl Response for Node<'_> {
+    fn take(&mut self, key: &str) -> Option<Self> {
+        match self {
+            Node::Object(m) => m.take(key),
+            _ => None,
         }
-        (None, Some(_)) => bad("/error", "error must be an object".to_owned()),
+    }
+    fn empty() -> Self {
+        Node::Object(Members::default())
+    }
+}
+
+/// The result of the response `doc` to the request with id `sent`, or the agent's error read
+/// back, or InvalidAgentResponse naming what is wrong.
+fn envelope<D: Response>(mut doc: D, sent: &RpcId, method: Method) -> Result<D, A2aError> {
+    if !doc.is_object() {
+        return Err(bad("", "a JSON-RPC response is an object".to_owned()));
+    }
+    if doc.get("jsonrpc").and_then(|v| v.as_str()) != Some("2.0") {
+        return Err(bad("/jsonrpc", "'jsonrpc' must be \"2.0\"".to_owned()));
+    }
+    let answers_ours = |doc: &D| {
+        doc.get("id")
+            .is_some_and(|v| RpcId::from_value(&v.to_value()).as_ref() == Ok(sent))
+    };
+    match (doc.take("result"), doc.take("error")) {
+        (Some(_), Some(_)) => Err(bad(
+            "",
+            "a response holds result or error, not both".to_owned(),
+        )),
+        (None, Some(err)) if err.is_object() => {
+            // An error may carry id null when the agent could not read ours.
+            if !doc.get("id").is_none_or(|v| v.is_null()) && !answers_ours(&doc) {
+                return Err(bad(
+                    "/id",
+                    "the error answers another request's id".to_owned(),
+                ));
+            }
+            Err(A2aError::from_jsonrpc(&err.to_value()))
+        }
+        (None, Some(_)) => Err(bad("/error", "error must be an object".to_owned())),
         (Some(result), None) => {
-            if !obj
-                .get("id")
-                .is_some_and(|v| RpcId::from_value(v).as_ref() == Ok(sent))
-            {
-                return bad(
+            if !answers_ours(&doc) {
+                return Err(bad(
                     "/id",
                     "the response answers another request's id".to_owned(),
-                );
+                ));
             }
-            match result {
-                Value::Null if method.answers_empty() => Ok(json!({})),
-                result @ Value::Object(_) => Ok(result),
-                _ => bad(
+            if result.is_null() && method.answers_empty() {
+                Ok(D::empty())
+            } else if result.is_object() {
+                Ok(result)
+            } else {
+                Err(bad(
                     "/result",
                     format!("the result of {} is an object", method.as_str()),
-                ),
+                ))
             }
         }
-        (None, None) => bad("", "a response holds result or error".to_owned()),
+        (None, None) => Err(bad("", "a response holds result or error".to_owned())),
     }
 }
 
@@ -449,6 +505,34 @@ mod tests {
         )
         .expect_err("agent error with null id");
         assert_eq!(err.kind, ErrorKind::InvalidRequest);
+        // Read in place, the same answers and the same refusals (the corpus below).
+        let both = |body: &str, method: Method| {
+            let tree = parse_agent_response(body.as_bytes(), &id, method);
+            let in_place = read_agent_response(body.as_bytes(), &id, method).map(Node::into_value);
+            assert_eq!(in_place, tree, "{body}");
+            tree
+        };
+        assert_eq!(
+            both(
+                r#"{"id":"gw-9","result":{"task":{"id":"t","b":[1,"x\"y"]}},"jsonrpc":"2.0"}"#,
+                Method::SendMessage
+            ),
+            Ok(json!({"task": {"id": "t", "b": [1, "x\"y"]}}))
+        );
+        assert_eq!(
+            both(
+                r#"{"jsonrpc":"2.0","id":"gw-9","result":null}"#,
+                Method::DeleteTaskPushNotificationConfig
+            ),
+            Ok(json!({}))
+        );
+        for body in [
+            r#"{"jsonrpc":"2.0","id":"gw-9","error":{"code":-32001,"message":"nope"}}"#,
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"bad"}}"#,
+            r#"{"jsonrpc":"2.0","error":{"code":-32600,"message":"bad"}}"#,
+        ] {
+            assert!(both(body, Method::SendMessage).is_err());
+        }
         for bad in [
             r#"{"jsonrpc":"2.0","id":"other","result":{}}"#,
             r#"{"jsonrpc":"2.0","result":{}}"#,
@@ -462,7 +546,7 @@ mod tests {
             r#"<html>"#,
             "",
         ] {
-            let e = parse_agent_response(bad.as_bytes(), &id, Method::GetTask).expect_err(bad);
+            let e = both(bad, Method::GetTask).expect_err(bad);
             assert_eq!(e.kind, ErrorKind::InvalidAgentResponse, "{bad}");
             assert!(!e.details.is_empty());
         }
