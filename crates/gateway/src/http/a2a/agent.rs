@@ -47,15 +47,24 @@ pub struct Outgoing {
     pub rpc_id: Option<RpcId>,
 }
 
-/// The request for `call` towards `agent` over `held`'s interface.
+/// The request for `call` towards `agent` over `held`'s interface; `written`: the call's params
+/// as serde_json wrote them already, if they were (see [`jsonrpc::agent_request`]).
 pub fn request(
     agent: &Agent,
     held: &HeldCard,
     ctx: &Ctx,
     client: &HeaderMap,
     call: &Call,
+    written: Option<&[u8]>,
 ) -> Result<Outgoing, ApiError> {
-    build(agent, held, Some(ctx), client, call, "application/json")
+    build(
+        agent,
+        held,
+        Some(ctx),
+        client,
+        (call, written),
+        "application/json",
+    )
 }
 
 /// The request of a streaming `call` (it asks for `text/event-stream`); without `ctx`, the
@@ -67,7 +76,7 @@ pub fn stream_request(
     client: &HeaderMap,
     call: &Call,
 ) -> Result<Outgoing, ApiError> {
-    build(agent, held, ctx, client, call, "text/event-stream")
+    build(agent, held, ctx, client, (call, None), "text/event-stream")
 }
 
 /// A call of the gateway's own (a push config it gives the agent, a poll): no client's headers.
@@ -77,7 +86,7 @@ pub fn own_request(agent: &Agent, held: &HeldCard, call: &Call) -> Result<Outgoi
         held,
         None,
         &HeaderMap::new(),
-        call,
+        (call, None),
         "application/json",
     )
 }
@@ -87,14 +96,14 @@ fn build(
     held: &HeldCard,
     ctx: Option<&Ctx>,
     client: &HeaderMap,
-    call: &Call,
+    (call, written): (&Call, Option<&[u8]>),
     accept: &'static str,
 ) -> Result<Outgoing, ApiError> {
     let tenant = held.interface.tenant.as_deref();
     let (method, url, body, rpc_id) = match held.interface.binding {
         Binding::JsonRpc => {
             let id = RpcId::Str(format!("gw-{}", NEXT_ID.fetch_add(1, Ordering::Relaxed)));
-            let body = jsonrpc::agent_request(&id, call, tenant);
+            let body = jsonrpc::agent_request(&id, call, tenant, written);
             let url = held.endpoint(&agent.cfg.url).map_err(|e| {
                 ApiError::new(
                     Code::AgentUnreachable,

@@ -80,7 +80,7 @@ async fn ask(
     headers: &HeaderMap,
     call: &Call,
 ) -> Result<Value, Failure> {
-    let out = agent::request(agent, held, ctx, headers, call)?;
+    let out = agent::request(agent, held, ctx, headers, call, None)?;
     let (parts, body) = exchange::call::exchange(state, agent, ctx, out.request).await?;
     Ok(agent::read(call, out.rpc_id.as_ref(), &parts, &body)?)
 }

@@ -64,10 +64,13 @@ async fn send_checked(
         .and_then(|m| m.get("taskId"))
         .and_then(Value::as_str)
         .map(str::to_owned);
-    // The message's fingerprint, written as the params are serialized (no copy of them).
+    // The params written once: the message's fingerprint is their digest, and the agent's
+    // request carries them as they are when it can (no tenant to set).
+    let mut params = Vec::with_capacity(256);
+    let _ = serde_json::to_writer(&mut params, &call.params);
     let mut written = Fingerprinting::default();
-    let _ = serde_json::to_writer(&mut written, &call.params);
-    let params_len = written.len();
+    let _ = std::io::Write::write_all(&mut written, &params);
+    let params_len = params.len();
     // The same messageId with another push config is another message.
     if let Some(p) = &push {
         let _ = std::io::Write::write_all(&mut written, &p.encode());
@@ -115,7 +118,7 @@ async fn send_checked(
             return Err(f);
         }
     };
-    let out = match agent::request(agent, &held, ctx, headers, &call) {
+    let out = match agent::request(agent, &held, ctx, headers, &call, Some(&params)) {
         Ok(out) => out,
         Err(e) => {
             let res = e.into_response();

@@ -199,8 +199,28 @@ pub fn reply_response(id: &RpcId, method: Method, reply: &Reply) -> Value {
 }
 
 /// The gateway's request to a JSON-RPC agent: its own `id`, the method, and the params with the
-/// agent interface's tenant (see [`Call::with_tenant`]).
-pub fn agent_request(id: &RpcId, call: &Call, tenant: Option<&str>) -> Vec<u8> {
+/// agent interface's tenant (see [`Call::with_tenant`]). `written`: the call's params as
+/// serde_json wrote them already (a SendMessage's, written once for its fingerprint), put in
+/// as they are when no tenant is to be set or taken out: the same bytes, not written again.
+pub fn agent_request(
+    id: &RpcId,
+    call: &Call,
+    tenant: Option<&str>,
+    written: Option<&[u8]>,
+) -> Vec<u8> {
+    let as_written = tenant.is_none_or(str::is_empty) && !call.params.contains_key("tenant");
+    if let Some(params) = written.filter(|_| as_written) {
+        let mut w = Vec::with_capacity(params.len() + 64);
+        w.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+        // An id is a string or an integer, a method name a string: writing cannot fail.
+        let _ = serde_json::to_writer(&mut w, id);
+        w.extend_from_slice(br#","method":"#);
+        let _ = serde_json::to_writer(&mut w, call.method.as_str());
+        w.extend_from_slice(br#","params":"#);
+        w.extend_from_slice(params);
+        w.push(b'}');
+        return w;
+    }
     #[derive(serde::Serialize)]
     struct Outgoing<'a> {
         jsonrpc: &'static str,
@@ -297,8 +317,11 @@ fn envelope<D: Response>(mut doc: D, sent: &RpcId, method: Method) -> Result<D, 
         return Err(bad("/jsonrpc", "'jsonrpc' must be \"2.0\"".to_owned()));
     }
     let answers_ours = |doc: &D| {
-        doc.get("id")
-            .is_some_and(|v| RpcId::from_value(&v.to_value()).as_ref() == Ok(sent))
+        doc.get("id").is_some_and(|v| match sent {
+            // The gateway's own ids are strings: compared where they lie.
+            RpcId::Str(s) => v.as_str() == Some(s.as_str()),
+            RpcId::Int(_) => RpcId::from_value(&v.to_value()).as_ref() == Ok(sent),
+        })
     };
     match (doc.take("result"), doc.take("error")) {
         (Some(_), Some(_)) => Err(bad(
@@ -469,16 +492,47 @@ mod tests {
             &RpcId::Str("gw-1".into()),
             &call,
             Some("tenant-a"),
+            None,
         ));
         assert_eq!(
             req,
             json!({"jsonrpc": "2.0", "id": "gw-1", "method": "CancelTask",
                    "params": {"id": "t", "tenant": "tenant-a"}})
         );
-        let req = read(agent_request(&RpcId::Str("gw-1".into()), &call, None));
+        let req = read(agent_request(&RpcId::Str("gw-1".into()), &call, None, None));
         assert_eq!(req["params"], json!({"id": "t"}));
         let n = RpcId::from_value(&json!(7)).expect("id");
-        assert_eq!(read(agent_request(&n, &call, None))["id"], json!(7));
+        assert_eq!(read(agent_request(&n, &call, None, None))["id"], json!(7));
+        // Params written already are not taken as they are while a tenant is to go.
+        let written = serde_json::to_vec(&call.params).expect("written");
+        let req = read(agent_request(&n, &call, None, Some(&written)));
+        assert_eq!(req["params"], json!({"id": "t"}));
+    }
+
+    #[test]
+    fn params_written_once_make_the_same_request() {
+        let Value::Object(params) = json!({"message": {"messageId": "m\"1", "role": "ROLE_USER",
+            "parts": [{"text": "héllo"}], "metadata": {"n": 1.5}}, "configuration": {}})
+        else {
+            unreachable!()
+        };
+        let call = Call::new(Method::SendMessage, params);
+        let written = serde_json::to_vec(&call.params).expect("written");
+        for id in [
+            RpcId::Str("gw-1".into()),
+            RpcId::from_value(&json!(7)).expect("id"),
+        ] {
+            for tenant in [None, Some("")] {
+                assert_eq!(
+                    String::from_utf8(agent_request(&id, &call, tenant, Some(&written))),
+                    String::from_utf8(agent_request(&id, &call, tenant, None)),
+                );
+            }
+            // With the agent's tenant to set, the params are written again (the tenant in them).
+            let with = agent_request(&id, &call, Some("t-a"), Some(&written));
+            let read: Value = serde_json::from_slice(&with).expect("json");
+            assert_eq!(read["params"]["tenant"], "t-a");
+        }
     }
 
     #[test]
