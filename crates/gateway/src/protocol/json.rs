@@ -26,6 +26,10 @@
 //! `Map::entry`, the lookup the insert needs anyway: a duplicate costs nothing until it is found.
 //! The path to the object is only assembled when there is an error, as it unwinds.
 //!
+//! [`read_in_place`] drives the same seed to build a [`Node`] instead (the seed is generic over
+//! what it builds, `Build`): its members are checked for a duplicate by a scan of the keys up to
+//! 16 members and by a hash set of them past that, so a large object still reads in linear time.
+//!
 //! # Numbers
 //!
 //! Numbers are read as serde_json reads them: integers within 64 bits exactly, every other number

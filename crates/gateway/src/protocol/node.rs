@@ -80,6 +80,7 @@ impl<'a> Members<'a> {
 
     /// Adds a member whose key is not one yet (the caller asked [`Members::holds`]).
     pub(crate) fn push(&mut self, key: Cow<'a, str>, value: Node<'a>) {
+        debug_assert!(!self.holds(&key), "a member added twice");
         if let Some(index) = &mut self.index {
             index.insert(key.clone());
         } else if self.items.len() == SCAN {
@@ -121,33 +122,48 @@ impl<'a> Members<'a> {
         self.items.is_empty()
     }
 
-    /// The members in the order serde_json's `Map` writes them (by key).
-    fn sorted(&self) -> Cow<'_, [(Cow<'a, str>, Node<'a>)]> {
+    /// The members in the order serde_json's `Map` writes them (by key): as they are when the
+    /// document had them in that order (serde_json's writers do), else references to them
+    /// sorted (never a copy of what they hold: an agent's answer nests up to 128 levels).
+    fn sorted(&self) -> Sorted<'_, 'a> {
         if self.items.is_sorted_by(|a, b| a.0 <= b.0) {
-            return Cow::Borrowed(&self.items);
+            return Sorted::InOrder(&self.items);
         }
-        let mut v = self.items.clone();
+        let mut v: Vec<&(Cow<'a, str>, Node<'a>)> = self.items.iter().collect();
         v.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        Cow::Owned(v)
+        Sorted::Refs(v)
     }
 }
 
+/// An object's members by key (see [`Members::sorted`]).
+enum Sorted<'m, 'a> {
+    InOrder(&'m [(Cow<'a, str>, Node<'a>)]),
+    Refs(Vec<&'m (Cow<'a, str>, Node<'a>)>),
+}
+
 impl Node<'_> {
-    /// The same document as serde_json's own tree.
-    pub fn into_value(self) -> Value {
+    /// serde_json's own tree of the same document, from a reference (one allocation per
+    /// string, list and member, as reading it into a `Value` would make).
+    pub fn to_value_ref(&self) -> Value {
         match self {
             Node::Null => Value::Null,
-            Node::Bool(b) => Value::Bool(b),
-            Node::Number(n) => Value::Number(n),
-            Node::Str(s) => Value::String(s.into_owned()),
-            Node::Array(items) => Value::Array(items.into_iter().map(Node::into_value).collect()),
+            Node::Bool(b) => Value::Bool(*b),
+            Node::Number(n) => Value::Number(n.clone()),
+            Node::Str(s) => Value::String(s.to_string()),
+            Node::Array(items) => Value::Array(items.iter().map(Node::to_value_ref).collect()),
             Node::Object(m) => Value::Object(
                 m.items
-                    .into_iter()
-                    .map(|(k, v)| (k.into_owned(), v.into_value()))
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_value_ref()))
                     .collect::<Map<String, Value>>(),
             ),
         }
+    }
+
+    /// The same document as serde_json's own tree (its strings are copied either way: most
+    /// are borrowed).
+    pub fn into_value(self) -> Value {
+        self.to_value_ref()
     }
 }
 
@@ -167,8 +183,17 @@ impl Serialize for Node<'_> {
             }
             Node::Object(m) => {
                 let mut map = s.serialize_map(Some(m.len()))?;
-                for (k, v) in m.sorted().iter() {
-                    map.serialize_entry(&**k, v)?;
+                match m.sorted() {
+                    Sorted::InOrder(items) => {
+                        for (k, v) in items {
+                            map.serialize_entry(&**k, v)?;
+                        }
+                    }
+                    Sorted::Refs(items) => {
+                        for (k, v) in items {
+                            map.serialize_entry(&**k, v)?;
+                        }
+                    }
                 }
                 map.end()
             }
@@ -182,6 +207,8 @@ pub trait Json: Sync {
     fn as_str(&self) -> Option<&str>;
     /// The number as an i64, if it is an integer within one.
     fn as_i64(&self) -> Option<i64>;
+    /// The number, if it is one.
+    fn as_number(&self) -> Option<&Number>;
     /// Whether it is `true` or `false`.
     fn is_boolean(&self) -> bool;
     /// Whether it is `null`.
@@ -213,7 +240,9 @@ pub trait Object: Sync {
     fn get(&self, key: &str) -> Option<&dyn Json>;
     /// Whether some key passes `f`.
     fn any_key(&self, f: &dyn Fn(&str) -> bool) -> bool;
-    /// Each member, in the object's order.
+    /// Each member, in the object's order: by key for serde_json's `Map`, as the document
+    /// wrote them for a [`Node`]'s members (so a check that reports per member, `T::MapOf`,
+    /// reports in that order).
     fn for_each(&self, f: &mut dyn FnMut(&str, &dyn Json));
 
     /// Whether `key` is a member.
@@ -228,6 +257,12 @@ impl Json for Value {
     }
     fn as_i64(&self) -> Option<i64> {
         Value::as_i64(self)
+    }
+    fn as_number(&self) -> Option<&Number> {
+        match self {
+            Value::Number(n) => Some(n),
+            _ => None,
+        }
     }
     fn is_boolean(&self) -> bool {
         Value::is_boolean(self)
@@ -283,6 +318,12 @@ impl Json for Node<'_> {
             _ => None,
         }
     }
+    fn as_number(&self) -> Option<&Number> {
+        match self {
+            Node::Number(n) => Some(n),
+            _ => None,
+        }
+    }
     fn is_boolean(&self) -> bool {
         matches!(self, Node::Bool(_))
     }
@@ -308,7 +349,7 @@ impl Json for Node<'_> {
         }
     }
     fn to_value(&self) -> Value {
-        self.clone().into_value()
+        self.to_value_ref()
     }
     fn write_json(&self, w: &mut Vec<u8>) {
         // Strings, numbers and string-keyed maps: writing cannot fail.
@@ -348,6 +389,7 @@ mod tests {
         r#"-9223372036854775808"#,
         r#"{"\u0061":1,"b":"x\"y"}"#,
         r#"{"task":{"status":{"state":"TASK_STATE_COMPLETED"},"id":"t","contextId":"c","history":[{"role":"ROLE_USER","messageId":"m","parts":[{"text":"hi"}]}]}}"#,
+        r#"{"z":{"y":{"x":[{"b":1,"a":{"d":null,"c":"\u00e9"}}],"w":2},"\u0062":3},"a":0}"#,
     ];
 
     #[test]
@@ -365,6 +407,44 @@ mod tests {
             assert_eq!(node.to_value(), value, "{doc}");
             assert_eq!(node.clone().into_value(), value, "{doc}");
         }
+    }
+
+    #[test]
+    fn a_deep_document_out_of_key_order_writes_in_one_pass() {
+        // Every level out of order, 120 deep, a long list at the bottom: written as serde_json
+        // writes it, the members sorted by reference (a copy per level would be 120 copies of
+        // the list).
+        let depth = 120;
+        let list = format!("[{}]", vec!["0"; 2_000].join(","));
+        let mut doc = list.clone();
+        for i in 0..depth {
+            doc = format!(r#"{{"z{i}":{i},"a":{doc}}}"#);
+        }
+        let node = read_in_place(doc.as_bytes()).expect("a node");
+        let mut written = Vec::new();
+        node.write_json(&mut written);
+        let value = parse(doc.as_bytes()).expect("a value");
+        assert_eq!(written, serde_json::to_vec(&value).expect("written"));
+        // Out of order, the members are sorted as references to themselves, not copies.
+        let Node::Object(top) = &node else {
+            panic!("an object")
+        };
+        match top.sorted() {
+            Sorted::Refs(refs) => {
+                assert_eq!(refs.len(), 2);
+                assert_eq!(&*refs[0].0, "a");
+                for r in refs {
+                    assert!(top.items.iter().any(|m| std::ptr::eq(m, r)), "a copy");
+                }
+            }
+            Sorted::InOrder(_) => panic!("the document's members are out of order"),
+        }
+        let Node::Object(sorted) = read_in_place(br#"{"a":1,"b":2}"#).expect("read") else {
+            panic!("an object")
+        };
+        assert!(
+            matches!(sorted.sorted(), Sorted::InOrder(items) if std::ptr::eq(items, &*sorted.items))
+        );
     }
 
     #[test]

@@ -201,27 +201,27 @@ pub fn read(call: &Call, rpc_id: Option<&RpcId>, parts: &Parts, body: &[u8]) -> 
 
 /// What [`read_answer`] gives: an answer read in place (a JSON-RPC agent's) or as serde_json's
 /// tree (a REST agent's, an error's).
-pub enum Answer<'a> {
+pub enum AgentAnswer<'a> {
     /// Read in place: its strings borrowed from the agent's body.
     InPlace(Node<'a>),
     /// serde_json's tree.
     Tree(Value),
 }
 
-impl Answer<'_> {
+impl AgentAnswer<'_> {
     /// The answer, to read.
     pub fn json(&self) -> &dyn Json {
         match self {
-            Answer::InPlace(n) => n,
-            Answer::Tree(v) => v,
+            AgentAnswer::InPlace(n) => n,
+            AgentAnswer::Tree(v) => v,
         }
     }
 
     /// serde_json's tree of the answer.
     pub fn into_value(self) -> Value {
         match self {
-            Answer::InPlace(n) => n.into_value(),
-            Answer::Tree(v) => v,
+            AgentAnswer::InPlace(n) => n.into_value(),
+            AgentAnswer::Tree(v) => v,
         }
     }
 }
@@ -233,14 +233,14 @@ pub fn read_answer<'a>(
     rpc_id: Option<&RpcId>,
     parts: &Parts,
     body: &'a [u8],
-) -> Result<Answer<'a>, A2aError> {
+) -> Result<AgentAnswer<'a>, A2aError> {
     match rpc_id {
         Some(id) if parts.status.is_success() => {
             jsonrpc::read_agent_response(body, id, call.method)
-                .map(Answer::InPlace)
+                .map(AgentAnswer::InPlace)
                 .map_err(the_agents)
         }
-        _ => read(call, rpc_id, parts, body).map(Answer::Tree),
+        _ => read(call, rpc_id, parts, body).map(AgentAnswer::Tree),
     }
 }
 
@@ -294,7 +294,7 @@ pub(super) fn conform(
     ctx: &Ctx,
     agent: &Agent,
     method: Method,
-    answer: &dyn crate::protocol::node::Json,
+    answer: &dyn Json,
     task: Option<&str>,
 ) -> Result<(), Failure> {
     let found = check_answer(method, answer, task);

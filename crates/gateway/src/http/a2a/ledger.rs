@@ -15,7 +15,6 @@
 
 use std::sync::Arc;
 
-use crate::protocol::node::Json;
 use bytes::Bytes;
 use serde_json::Value;
 
@@ -25,6 +24,7 @@ use crate::ledger::idempotency::{fingerprint, Answer};
 use crate::ledger::{self, Applied, Claim, Origin, Record, CONTEXT_SCOPE};
 use crate::protocol::a2a::answer::TaskHead;
 use crate::protocol::a2a::{A2aError, ErrorKind, TaskState};
+use crate::protocol::node::Json;
 use crate::protocol::task::{Head, Status, TaskRef};
 use crate::protocol::time::now_ms;
 use crate::protocol::Violation;

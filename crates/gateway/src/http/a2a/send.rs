@@ -133,6 +133,8 @@ async fn send_checked(
             .into());
         }
     };
+    // Not held while the agent answers.
+    drop(params);
     let finish = SendFinish {
         call,
         rpc_id: out.rpc_id,
@@ -318,11 +320,11 @@ impl SendFinish {
         state: &Arc<State>,
         agent: &Arc<Agent>,
         ctx: &Ctx,
-        read: agent::Answer<'_>,
+        reply: agent::AgentAnswer<'_>,
         hint: usize,
     ) -> Result<Answer, Failure> {
         let name = agent.cfg.name.as_str();
-        let answer = read.json();
+        let answer = reply.json();
         conform(
             state,
             ctx,
@@ -361,7 +363,7 @@ impl SendFinish {
                             ));
                         }
                     }
-                    return Ok(Answer::Doc(read.into_value()));
+                    return Ok(Answer::Doc(reply.into_value()));
                 };
                 if self.continues.is_none()
                     && a2a_ledger::held_by_another(state, ctx, head.id).await?
@@ -400,7 +402,7 @@ impl SendFinish {
                         );
                         tracing::warn!(agent = %name, request_id = ?ctx.request_id, pending,
                             "A2A task made but not recorded yet: the ledger is unavailable");
-                        Ok(Answer::Doc(read.into_value()))
+                        Ok(Answer::Doc(reply.into_value()))
                     }
                     Err(f) => Err(f),
                 }
@@ -409,9 +411,9 @@ impl SendFinish {
                 if let Some(context) = m.get("contextId").and_then(|c| c.as_str()) {
                     answered_context(state, ctx, name, context, "/message/contextId").await?;
                 }
-                Ok(Answer::Doc(read.into_value()))
+                Ok(Answer::Doc(reply.into_value()))
             }
-            (None, None) => Ok(Answer::Doc(read.into_value())),
+            (None, None) => Ok(Answer::Doc(reply.into_value())),
         }
     }
 }

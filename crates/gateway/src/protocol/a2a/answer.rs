@@ -186,7 +186,7 @@ pub fn check_answer(method: Method, answer: &dyn Json, task: Option<&str>) -> Ve
         }
         Method::ListTaskPushNotificationConfigs => list_configs(&mut ck, o, ""),
         Method::DeleteTaskPushNotificationConfig => {}
-        Method::GetExtendedAgentCard => ck.out.extend(card::check_card(&answer.to_value())),
+        Method::GetExtendedAgentCard => ck.out.extend(card::check_card(answer)),
     }
     if let Some((at, got)) = task.and_then(|_| answered_task_id(method, answer)) {
         if task != Some(got) {

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use super::check::{fields, oneof, opt, req, Ck, T};
 use super::version::is_served;
-use crate::protocol::node::Object;
+use crate::protocol::node::{Json, Object};
 use crate::protocol::Violation;
 
 fn interface(ck: &mut Ck, o: &dyn Object, at: &str) {
@@ -178,7 +178,7 @@ fn present_string(ck: &mut Ck, o: &dyn Object, at: &str, rule: &str, name: &str)
 }
 
 /// An agent card checked against a2a.proto's AgentCard.
-pub fn check_card(card: &Value) -> Vec<Violation> {
+pub fn check_card(card: &dyn Json) -> Vec<Violation> {
     let mut ck = Ck::default();
     let Some(o) = card.as_object() else {
         ck.push("", "AgentCard", "an agent card is a JSON object");

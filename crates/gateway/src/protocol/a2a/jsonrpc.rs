@@ -320,7 +320,7 @@ fn envelope<D: Response>(mut doc: D, sent: &RpcId, method: Method) -> Result<D, 
         doc.get("id").is_some_and(|v| match sent {
             // The gateway's own ids are strings: compared where they lie.
             RpcId::Str(s) => v.as_str() == Some(s.as_str()),
-            RpcId::Int(_) => RpcId::from_value(&v.to_value()).as_ref() == Ok(sent),
+            RpcId::Int(n) => v.as_number() == Some(n),
         })
     };
     match (doc.take("result"), doc.take("error")) {
