@@ -107,11 +107,6 @@ impl<'a> Members<'a> {
         self.items.iter().find(|(k, _)| k == key).map(|(_, v)| v)
     }
 
-    /// The members, in document order.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &Node<'a>)> {
-        self.items.iter().map(|(k, v)| (&**k, v))
-    }
-
     /// How many members.
     pub fn len(&self) -> usize {
         self.items.len()
@@ -142,28 +137,10 @@ enum Sorted<'m, 'a> {
 }
 
 impl Node<'_> {
-    /// serde_json's own tree of the same document, from a reference (one allocation per
-    /// string, list and member, as reading it into a `Value` would make).
-    pub fn to_value_ref(&self) -> Value {
-        match self {
-            Node::Null => Value::Null,
-            Node::Bool(b) => Value::Bool(*b),
-            Node::Number(n) => Value::Number(n.clone()),
-            Node::Str(s) => Value::String(s.to_string()),
-            Node::Array(items) => Value::Array(items.iter().map(Node::to_value_ref).collect()),
-            Node::Object(m) => Value::Object(
-                m.items
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_value_ref()))
-                    .collect::<Map<String, Value>>(),
-            ),
-        }
-    }
-
     /// The same document as serde_json's own tree (its strings are copied either way: most
     /// are borrowed).
     pub fn into_value(self) -> Value {
-        self.to_value_ref()
+        Json::to_value(&self)
     }
 }
 
@@ -349,7 +326,20 @@ impl Json for Node<'_> {
         }
     }
     fn to_value(&self) -> Value {
-        self.to_value_ref()
+        // One allocation per string, list and member, as reading it into a `Value` makes.
+        match self {
+            Node::Null => Value::Null,
+            Node::Bool(b) => Value::Bool(*b),
+            Node::Number(n) => Value::Number(n.clone()),
+            Node::Str(s) => Value::String(s.to_string()),
+            Node::Array(items) => Value::Array(items.iter().map(Json::to_value).collect()),
+            Node::Object(m) => Value::Object(
+                m.items
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_value()))
+                    .collect::<Map<String, Value>>(),
+            ),
+        }
     }
     fn write_json(&self, w: &mut Vec<u8>) {
         // Strings, numbers and string-keyed maps: writing cannot fail.

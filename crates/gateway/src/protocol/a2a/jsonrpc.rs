@@ -284,6 +284,8 @@ trait Response: Json + Sized {
     fn take(&mut self, key: &str) -> Option<Self>;
     /// `{}`.
     fn empty() -> Self;
+    /// serde_json's tree of it (an agent's error is read back from one).
+    fn into_value(self) -> Value;
 }
 
 impl Response for Value {
@@ -292,6 +294,9 @@ impl Response for Value {
     }
     fn empty() -> Self {
         json!({})
+    }
+    fn into_value(self) -> Value {
+        self
     }
 }
 
@@ -304,6 +309,9 @@ impl Response for Node<'_> {
     }
     fn empty() -> Self {
         Node::Object(Members::default())
+    }
+    fn into_value(self) -> Value {
+        Node::into_value(self)
     }
 }
 
@@ -336,7 +344,7 @@ fn envelope<D: Response>(mut doc: D, sent: &RpcId, method: Method) -> Result<D, 
                     "the error answers another request's id".to_owned(),
                 ));
             }
-            Err(A2aError::from_jsonrpc(&err.to_value()))
+            Err(A2aError::from_jsonrpc(&err.into_value()))
         }
         (None, Some(_)) => Err(bad("/error", "error must be an object".to_owned())),
         (Some(result), None) => {
