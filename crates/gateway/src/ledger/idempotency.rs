@@ -9,7 +9,7 @@
 //! recognised.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -115,41 +115,78 @@ struct Slot {
     state: State,
 }
 
-/// What a key costs the store besides its name and its answer: the map's slot (with the key's
-/// hash), the order's item (with its expiry); a unit test holds it to at least their sizes.
-const SLOT_BYTES: usize = 184;
+/// What a key costs the store besides its answer: the map's slot (with the key's name) and its
+/// control byte, the order's item (with its expiry); a unit test holds it to their sizes.
+const SLOT_BYTES: usize = 177;
 
 impl Slot {
-    fn size(&self, key: &str) -> usize {
+    fn size(&self) -> usize {
         let answer = match &self.state {
             State::InFlight { token } => token.len(),
             State::Done(a) => a.body.len() + a.content_type.len(),
         };
-        2 * key.len() + answer + SLOT_BYTES
+        answer + SLOT_BYTES
     }
 }
 
-#[derive(Default)]
+/// A key as the store knows it: two 64-bit hashes of its scope and its text, each under
+/// random keys of this process's own, kept in place of the text.
+///
+/// Why: every official A2A message claims and completes its `messageId` here, and a key kept
+/// as text was two allocations per message (the joined name, then its `Arc`) and a cache miss
+/// at each lookup (reading the text behind the slot to compare it). A name is compared inside
+/// the slot. Two keys share a name only if both hashes agree: for any two keys about 2^-128,
+/// and no client sees a hash, so none can look for a pair that agrees (aHash under
+/// `runtime-rng` keys: the HashDoS defence of every map here).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+struct Name {
+    /// The table's hash.
+    lo: u64,
+    /// The shard's; with `lo`, the name.
+    hi: u64,
+}
+
+impl std::hash::Hash for Name {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        h.write_u64(self.lo);
+    }
+}
+
+type Table = hashbrown::HashMap<Name, Slot, super::keymap::Written>;
+
 struct Keys {
-    map: super::StrMap<Slot>,
-    /// Keys in insertion order, for eviction and expiry, each with its sequence number and the
-    /// expiry it was inserted with; items of removed keys linger until popped or compacted.
-    order: VecDeque<(u64, Instant, Arc<str>)>,
+    map: Table,
+    /// Keys in insertion order, for eviction and expiry, each with its sequence number and an
+    /// expiry no later than its own (see [`Keys::expire`]); items of removed keys linger until
+    /// popped or compacted.
+    order: VecDeque<(u64, Instant, Name)>,
     bytes: usize,
     next_seq: u64,
+}
+
+impl Default for Keys {
+    fn default() -> Self {
+        Keys {
+            map: Table::with_hasher(super::keymap::Written),
+            order: VecDeque::new(),
+            bytes: 0,
+            next_seq: 0,
+        }
+    }
 }
 
 /// The in-process key store of the memory ledger: bounded by a count and by bytes (the oldest
 /// key goes first), expired lazily.
 ///
-/// A large store is [`SHARDS`] stores by the key's hash, each with its share of the bounds:
+/// A large store is [`SHARDS`] stores by the key's name, each with its share of the bounds:
 /// every official A2A message claims and completes its `messageId` here, and one map under one
 /// lock made every message wait for every other, and for the map's doubling (a rehash of a
 /// million keys under the lock, tens of ms: the SendMessage p99 of the load runs). A store of
 /// fewer than [`SHARD_FROM`] keys is one shard, so that its oldest key goes first exactly.
 pub(super) struct MemoryKeys {
     shards: Box<[Mutex<Keys>]>,
-    hasher: ahash::RandomState,
+    /// The keys of a [`Name`]'s two hashes.
+    names: [ahash::RandomState; 2],
     /// Each shard's bounds.
     max_entries: usize,
     max_bytes: usize,
@@ -163,15 +200,6 @@ pub(super) struct MemoryKeys {
 /// store of their own, which never evicts a claim to make room (see [`Claim::Full`]).
 pub const CONTEXT_SCOPE: &str = "ctx:";
 
-fn map_key(scope: &str, key: &str) -> String {
-    // A scope is a route name, which has no newline.
-    let mut k = String::with_capacity(scope.len() + 1 + key.len());
-    k.push_str(scope);
-    k.push('\n');
-    k.push_str(key);
-    k
-}
-
 /// Shards of a large key store (see [`MemoryKeys`]).
 const SHARDS: usize = 16;
 /// The smallest store that is sharded.
@@ -183,7 +211,7 @@ impl MemoryKeys {
         let shards = if max_entries >= SHARD_FROM { SHARDS } else { 1 };
         MemoryKeys {
             shards: (0..shards).map(|_| Mutex::new(Keys::default())).collect(),
-            hasher: ahash::RandomState::new(),
+            names: [ahash::RandomState::new(), ahash::RandomState::new()],
             max_entries: max_entries.div_ceil(shards),
             max_bytes: usize::MAX,
             evicts: true,
@@ -201,11 +229,21 @@ impl MemoryKeys {
         self
     }
 
-    /// The shard of map key `k`, locked.
-    fn lock(&self, k: &str) -> std::sync::MutexGuard<'_, Keys> {
+    /// The name of `key` in `scope` (hashed as a pair: each `str` ends in a marker byte, so no
+    /// scope and key run into another's).
+    fn name(&self, scope: &str, key: &str) -> Name {
+        let [a, b] = &self.names;
+        Name {
+            lo: a.hash_one((scope, key)),
+            hi: b.hash_one((scope, key)),
+        }
+    }
+
+    /// The shard of `name`, locked.
+    fn lock(&self, name: Name) -> std::sync::MutexGuard<'_, Keys> {
         let i = match self.shards.len() {
             1 => 0,
-            n => (std::hash::BuildHasher::hash_one(&self.hasher, k) as usize) % n,
+            n => (name.hi as usize) % n,
         };
         self.shards[i].lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -219,10 +257,10 @@ impl MemoryKeys {
         lease: Duration,
     ) -> Claim {
         let now = Instant::now();
-        let k = map_key(scope, key);
-        let mut s = self.lock(&k);
+        let name = self.name(scope, key);
+        let mut s = self.lock(name);
         s.expire(now);
-        if let Some(slot) = s.map.get(k.as_str()).filter(|e| e.expires > now) {
+        if let Some(slot) = s.map.get(&name).filter(|e| e.expires > now) {
             return match &slot.state {
                 State::InFlight { .. } => Claim::InFlight {
                     fingerprint: slot.fingerprint,
@@ -236,7 +274,7 @@ impl MemoryKeys {
         let state = State::InFlight {
             token: token.to_owned(),
         };
-        if !self.insert(&mut s, k, now + lease, fingerprint, state) {
+        if !self.insert(&mut s, name, now + lease, fingerprint, state) {
             return Claim::Full;
         }
         Claim::Claimed
@@ -254,17 +292,17 @@ impl MemoryKeys {
         ttl: Duration,
     ) -> bool {
         let now = Instant::now();
-        let k = map_key(scope, key);
-        let mut guard = self.lock(&k);
+        let name = self.name(scope, key);
+        let mut guard = self.lock(name);
         let s = &mut *guard;
         s.expire(now);
-        let done = 2 * k.len() + answer.body.len() + answer.content_type.len() + SLOT_BYTES;
+        let done = answer.body.len() + answer.content_type.len() + SLOT_BYTES;
         // One lookup: the holder's claim becomes the answer where it stands (its place in the
         // order is the claim's), no second map operation, no second item in the order.
-        let held = match s.map.get_mut(k.as_str()) {
+        let held = match s.map.get_mut(&name) {
             Some(slot) if slot.expires > now => match &slot.state {
                 State::InFlight { token: held } if held == token => {
-                    let held = slot.size(&k);
+                    let held = slot.size();
                     if s.bytes - held + done <= self.max_bytes {
                         slot.expires = now + ttl;
                         slot.fingerprint = fingerprint;
@@ -277,25 +315,24 @@ impl MemoryKeys {
                 _ => return false,
             },
             // Lapsed, and nobody claimed it since: the answer is still this holder's.
-            Some(slot) => slot.size(&k),
+            Some(slot) => slot.size(),
             None => 0,
         };
         if !self.evicts && s.bytes - held + done > self.max_bytes {
             // Keys that expired out of the order's sequence still count: dropped before the
             // answer is refused, as `insert` drops them before it refuses a key.
             s.drop_expired(now);
-            let held = s.map.get(k.as_str()).map_or(0, |slot| slot.size(&k));
+            let held = s.map.get(&name).map_or(0, Slot::size);
             if s.bytes - held + done > self.max_bytes {
                 // Not removed before it is known to fit: the claim in flight (under its own
                 // lease) stands rather than vanish.
                 return false;
             }
         }
-        s.remove(&k);
-        self.insert(s, k, now + ttl, fingerprint, State::Done(answer))
+        s.remove(name);
+        self.insert(s, name, now + ttl, fingerprint, State::Done(answer))
     }
 
-    /// Forget the key if the holder still holds it.
     /// A done key of `fingerprint` lives `ttl` from now; false when the key is not that.
     pub(super) fn renew(
         &self,
@@ -305,9 +342,9 @@ impl MemoryKeys {
         ttl: Duration,
     ) -> bool {
         let now = Instant::now();
-        let k = map_key(scope, key);
-        let mut s = self.lock(&k);
-        match s.map.get_mut(k.as_str()) {
+        let name = self.name(scope, key);
+        let mut s = self.lock(name);
+        match s.map.get_mut(&name) {
             Some(slot)
                 if slot.expires > now
                     && slot.fingerprint == fingerprint
@@ -320,25 +357,26 @@ impl MemoryKeys {
         }
     }
 
+    /// Forget the key if the holder still holds it.
     pub(super) fn release(&self, scope: &str, key: &str, token: &str) {
-        let k = map_key(scope, key);
-        let mut s = self.lock(&k);
-        if matches!(s.map.get(k.as_str()), Some(Slot { state: State::InFlight { token: held }, .. }) if held == token)
+        let name = self.name(scope, key);
+        let mut s = self.lock(name);
+        if matches!(s.map.get(&name), Some(Slot { state: State::InFlight { token: held }, .. }) if held == token)
         {
-            s.remove(&k);
+            s.remove(name);
         }
     }
 
-    /// Insert `k`; false (nothing inserted) when the store is full and does not evict.
+    /// Insert `name`; false (nothing inserted) when the store is full and does not evict.
     fn insert(
         &self,
         s: &mut Keys,
-        k: String,
+        name: Name,
         expires: Instant,
         fingerprint: Fingerprint,
         state: State,
     ) -> bool {
-        s.remove(&k);
+        s.remove(name);
         let seq = s.next_seq;
         s.next_seq += 1;
         let slot = Slot {
@@ -347,7 +385,7 @@ impl MemoryKeys {
             fingerprint,
             state,
         };
-        let size = slot.size(&k);
+        let size = slot.size();
         let full = |s: &Keys| s.map.len() >= self.max_entries || s.bytes + size > self.max_bytes;
         if !self.evicts && full(s) {
             s.drop_expired(Instant::now());
@@ -360,10 +398,9 @@ impl MemoryKeys {
                 break;
             }
         }
-        let key: Arc<str> = k.into();
         s.bytes += size;
-        s.order.push_back((seq, expires, key.clone()));
-        s.map.insert(key, slot);
+        s.order.push_back((seq, expires, name));
+        s.map.insert(name, slot);
         let limit = 2 * self.max_entries + 16;
         if s.order.len() > limit {
             let map = &s.map;
@@ -383,30 +420,35 @@ impl MemoryKeys {
 }
 
 impl Keys {
-    fn remove(&mut self, k: &str) {
-        if let Some(slot) = self.map.remove(k) {
-            self.bytes = self.bytes.saturating_sub(slot.size(k));
+    fn remove(&mut self, name: Name) {
+        if let Some(slot) = self.map.remove(&name) {
+            self.bytes = self.bytes.saturating_sub(slot.size());
         }
     }
 
     /// Drop expired keys from the front of the insertion order (a long-lived key there delays
     /// the expiry of those behind it; lookups check the expiry anyway, and the bounds hold).
     ///
-    /// An item is not looked up before the expiry it was inserted with: every claim and every
-    /// completion begins here, and the oldest key's slot and name are cold memory (a lookup
-    /// there was a few cache misses per call). A key whose completion shortened its life below
-    /// its claim's lease (an `idempotency_ttl_secs` shorter than the lease) is dropped at the
-    /// lease's end instead; lookups never answer from it after its own expiry.
+    /// An item is not looked up before the expiry it holds: every claim and every completion
+    /// begins here, and the oldest key's slot is cold memory. An item holds the expiry its key
+    /// was inserted with; once a lookup finds the key alive past it (a completed claim: the
+    /// answer's life is longer than the lease), the item is given the key's own, so that the
+    /// calls after it do not look the same key up again. A key whose completion shortened its
+    /// life below its claim's lease (an `idempotency_ttl_secs` shorter than the lease) is
+    /// dropped at the lease's end instead; lookups never answer from it after its own expiry.
     fn expire(&mut self, now: Instant) {
-        while let Some((seq, at, k)) = self.order.front() {
+        while let Some((seq, at, name)) = self.order.front_mut() {
             if *at > now {
                 break;
             }
-            match self.map.get(k) {
-                Some(e) if e.seq == *seq && e.expires > now => break,
+            match self.map.get(name) {
+                Some(e) if e.seq == *seq && e.expires > now => {
+                    *at = e.expires;
+                    break;
+                }
                 Some(e) if e.seq == *seq => {
-                    let k = k.clone();
-                    self.remove(&k);
+                    let name = *name;
+                    self.remove(name);
                 }
                 _ => {}
             }
@@ -418,21 +460,21 @@ impl Keys {
     /// completion shortened their life, leave the order unsorted. A scan: only before a store
     /// that does not evict refuses something for want of room.
     fn drop_expired(&mut self, now: Instant) {
-        let gone: Vec<Arc<str>> = self
-            .map
-            .iter()
-            .filter(|(_, e)| e.expires <= now)
-            .map(|(k, _)| k.clone())
-            .collect();
-        for k in gone {
-            self.remove(&k);
-        }
+        let mut gone = 0;
+        self.map.retain(|_, e| {
+            let keep = e.expires > now;
+            if !keep {
+                gone += e.size();
+            }
+            keep
+        });
+        self.bytes = self.bytes.saturating_sub(gone);
     }
 
     fn evict_oldest(&mut self) -> bool {
-        while let Some((seq, _, k)) = self.order.pop_front() {
-            if self.map.get(&k).is_some_and(|e| e.seq == seq) {
-                self.remove(&k);
+        while let Some((seq, _, name)) = self.order.pop_front() {
+            if self.map.get(&name).is_some_and(|e| e.seq == seq) {
+                self.remove(name);
                 return true;
             }
         }
@@ -456,13 +498,64 @@ mod tests {
 
     #[test]
     fn a_keys_fixed_cost_covers_its_slot_and_its_order_item() {
-        let keys = Keys::default();
-        let item = std::mem::size_of::<(u64, Instant, Arc<str>)>();
+        let item = std::mem::size_of::<(u64, Instant, Name)>();
+        let slot = std::mem::size_of::<(Name, Slot)>();
+        // With the table's control byte: about the fixed cost, not far above it.
+        assert!(SLOT_BYTES > slot + item, "{SLOT_BYTES} <= {slot} + {item}");
         assert!(
-            SLOT_BYTES >= keys.map.slot_bytes() + item,
-            "{SLOT_BYTES} < {} + {item}",
-            keys.map.slot_bytes()
+            SLOT_BYTES <= slot + item + 16,
+            "{SLOT_BYTES} > {slot} + {item} + 16"
         );
+    }
+
+    #[test]
+    fn a_scope_and_a_key_never_run_into_another_pair() {
+        let k = MemoryKeys::new(100);
+        let fp = fingerprint(b"m");
+        for (scope, key) in [
+            ("ab", "c"),
+            ("a", "bc"),
+            ("a\nb", "c"),
+            ("a", "b\nc"),
+            ("", "abc"),
+        ] {
+            assert_eq!(
+                k.claim(scope, key, fp, "t", LONG),
+                Claim::Claimed,
+                "{scope:?} {key:?}"
+            );
+        }
+        assert_eq!(k.held().0, 5);
+        let (a, b) = (MemoryKeys::new(1), MemoryKeys::new(1));
+        assert_ne!(
+            a.name("s", "k"),
+            b.name("s", "k"),
+            "each store hashes under keys of its own"
+        );
+        assert_eq!(a.name("s", "k"), a.name("s", "k"));
+    }
+
+    #[test]
+    fn a_key_found_alive_past_its_items_expiry_is_not_looked_up_again() {
+        let k = MemoryKeys::new(8);
+        let fp = fingerprint(b"m");
+        assert_eq!(
+            k.claim("msg:a", "m1", fp, "t1", Duration::from_millis(20)),
+            Claim::Claimed
+        );
+        assert!(k.complete("msg:a", "m1", "t1", fp, answer("{}"), LONG));
+        std::thread::sleep(Duration::from_millis(40));
+        // The item still holds the lease's end, which has passed.
+        let front = |k: &MemoryKeys| k.shards[0].lock().expect("lock").order.front().map(|i| i.1);
+        assert!(front(&k).is_some_and(|at| at <= Instant::now()));
+        assert_eq!(k.claim("msg:a", "m2", fp, "t2", LONG), Claim::Claimed);
+        // Found alive, the item holds the key's own expiry now: no lookup until then.
+        assert!(front(&k).is_some_and(|at| at > Instant::now() + LONG / 2));
+        assert!(matches!(
+            k.claim("msg:a", "m1", fp, "t3", LONG),
+            Claim::Done { .. }
+        ));
+        assert_eq!(k.held().0, 2);
     }
 
     #[test]
@@ -559,12 +652,8 @@ mod tests {
         assert_eq!(k.claim("msg:a", "m1", fp, "tok", LONG), Claim::Claimed);
         assert!(k.complete("msg:a", "m1", "tok", fp, answer("{}"), LONG));
         let (n, bytes) = k.held();
-        let key = map_key("msg:a", "m1");
         assert_eq!(n, 1);
-        assert_eq!(
-            bytes,
-            2 * key.len() + 2 + "application/json".len() + SLOT_BYTES
-        );
+        assert_eq!(bytes, 2 + "application/json".len() + SLOT_BYTES);
         let order = k.shards[0].lock().expect("lock").order.len();
         assert_eq!(order, 1, "no second item in the order");
         assert_eq!(
