@@ -24,6 +24,8 @@
 # A2A_RUN (1; 0 skips them): an official A2A SendMessage over JSON-RPC (send_message.lua, a new
 # messageId each) to an official A2A sample agent (`sample-agent --protocol a2a`), direct,
 # through nginx and through the gateway (`[[agents]] protocol = "a2a"`), in the same rounds.
+# CREATE_KEYS (0; 1: every create carries a new Idempotency-Key, so the gateway keeps a key
+# record for each create as it does for each A2A message's messageId).
 # Everything listens on 127.0.0.1 only; every process started here is killed on exit.
 set -euo pipefail
 
@@ -267,6 +269,8 @@ case "$TELEMETRY" in
     *) echo "TELEMETRY must be off or on" >&2; exit 1 ;;
 esac
 export WRK_AUTH
+CREATE_KEYS="${CREATE_KEYS:-0}"
+export CREATE_KEYS
 cp "$TMP/gateway.toml" "$RESULTS/gateway.toml"
 "${ON_PROXY[@]}" "$BIN" --config "$TMP/gateway.toml" >"$TMP/gateway.out" 2>"$TMP/gateway.err" &
 PIDS+=($!)
@@ -319,7 +323,7 @@ fi
     dirty=""
     if [[ -n "$(cd "$ROOT" && git status --porcelain -- src 2>/dev/null)" ]]; then dirty=" (src/ has uncommitted changes)"; fi
     echo "work tree: $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo '?')$dirty"
-    echo "params: THREADS=$THREADS CONNS=$CONNS DURATION=$DURATION WARMUP=$WARMUP PIN=$PIN ROUNDS=$ROUNDS ORDER=\"$ORDER\" AUTH=$AUTH LEDGER=$LEDGER FILE_RUN=$FILE_RUN RATE_RUN=$RATE_RUN nginx worker_processes=$NGINX_WORKERS"
+    echo "params: THREADS=$THREADS CONNS=$CONNS DURATION=$DURATION WARMUP=$WARMUP PIN=$PIN ROUNDS=$ROUNDS ORDER=\"$ORDER\" AUTH=$AUTH LEDGER=$LEDGER FILE_RUN=$FILE_RUN RATE_RUN=$RATE_RUN CREATE_KEYS=$CREATE_KEYS nginx worker_processes=$NGINX_WORKERS"
     echo "agent=$AGENT_URL nginx=$NGINX_URL gateway=$GATEWAY_URL a2a-agent=$A2A_AGENT_URL a2a-nginx=$NGINX_A2A_URL A2A_RUN=$A2A_RUN"
 } | tee "$RESULTS/env.txt"
 
