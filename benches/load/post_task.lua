@@ -20,8 +20,8 @@ common.install()
 
 -- CREATE_KEYS=1 (run.sh): every create carries a new Idempotency-Key, so the gateway claims and
 -- completes a key for each, as it does an official A2A message's messageId. Each thread numbers
--- its keys under a prefix of its own (thread number, start time). The agent and nginx get the
--- same header (the gateway sends the agent a digest of it).
+-- its keys under a prefix of its own (thread number, start time). nginx and the agent get the
+-- same header (the sample agent ignores it).
 if os.getenv("CREATE_KEYS") == "1" then
   local base_setup, base_init = setup, init
   local threads = 0

@@ -135,9 +135,15 @@ impl Slot {
 /// Why: every official A2A message claims and completes its `messageId` here, and a key kept
 /// as text was two allocations per message (the joined name, then its `Arc`) and a cache miss
 /// at each lookup (reading the text behind the slot to compare it). A name is compared inside
-/// the slot. Two keys share a name only if both hashes agree: for any two keys about 2^-128,
-/// and no client sees a hash, so none can look for a pair that agrees (aHash under
-/// `runtime-rng` keys: the HashDoS defence of every map here).
+/// the slot. Two keys share a name only if both hashes agree. For keys nobody picked to
+/// collide that is about 2^-128 per pair. aHash is not a cryptographic hash: inputs can be
+/// crafted to collide more often than chance, under any keys. What a crafted pair can do is
+/// bounded: an idempotency key's scope names its client, so the pair collides only with the
+/// client's own keys, and the second message is then refused as another message under a used
+/// key unless the two are alike byte for byte (fingerprints are SHA-256); a context claim's
+/// scope is the agent, and a context id crafted to collide with another client's context is
+/// refused as that context, which naming that context's id would be as well. No client sees a
+/// hash, and the keys are random per process (`runtime-rng`).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 struct Name {
     /// The table's hash.
@@ -156,9 +162,9 @@ type Table = hashbrown::HashMap<Name, Slot, super::keymap::Written>;
 
 struct Keys {
     map: Table,
-    /// Keys in insertion order, for eviction and expiry, each with its sequence number and an
-    /// expiry no later than its own (see [`Keys::expire`]); items of removed keys linger until
-    /// popped or compacted.
+    /// Keys in insertion order, for eviction and expiry, each with its sequence number and the
+    /// expiry it was inserted with, or the key's own once found alive past that (see
+    /// [`Keys::expire`]); items of removed keys linger until popped or compacted.
     order: VecDeque<(u64, Instant, Name)>,
     bytes: usize,
     next_seq: u64,

@@ -75,7 +75,7 @@ impl Hasher for WrittenHasher {
         // names), with a hash made under random keys. Anything else would be hashed here
         // without them (no HashDoS defence), so tests fail on it; a release build still hashes
         // it rather than lose it.
-        debug_assert!(false, "a StrMap hashes only its precomputed u64s");
+        debug_assert!(false, "a `Written` table hashes only precomputed u64s");
         for b in bytes {
             self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3);
         }
