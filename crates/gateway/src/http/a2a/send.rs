@@ -23,7 +23,7 @@ use crate::http::create::pending::record_later;
 use crate::http::create::{drive, Finish};
 use crate::http::error::{ApiError, ApiResult, Code};
 use crate::ledger::idempotency::Fingerprinting;
-use crate::protocol::a2a::answer::of_task;
+use crate::protocol::a2a::answer::{of_task, payload_of, Payload};
 use crate::protocol::a2a::check::{named_context_id, named_task_ids};
 use crate::protocol::a2a::held::HeldCard;
 use crate::protocol::a2a::{A2aError, Call, ErrorKind, Method};
@@ -333,11 +333,8 @@ impl SendFinish {
             answer,
             self.continues.as_deref(),
         )?;
-        // The payload (a checked SendMessageResponse holds one): the task, else the message.
-        let task = answer.get("task").filter(|t| t.is_object());
-        let message = answer.get("message").filter(|m| m.is_object());
-        match (task, message) {
-            (Some(task), _) => {
+        match payload_of(answer) {
+            Some(Payload::Task(task)) => {
                 // Whatever the conformance mode: an answer about another task than the one the
                 // message continues is never recorded nor relayed (read from the raw id, so an
                 // unreadable state does not skip it).
@@ -407,13 +404,13 @@ impl SendFinish {
                     Err(f) => Err(f),
                 }
             }
-            (None, Some(m)) => {
+            Some(Payload::Message(m)) => {
                 if let Some(context) = m.get("contextId").and_then(|c| c.as_str()) {
                     answered_context(state, ctx, name, context, "/message/contextId").await?;
                 }
                 Ok(Answer::Doc(reply.into_value()))
             }
-            (None, None) => Ok(Answer::Doc(reply.into_value())),
+            _ => Ok(Answer::Doc(reply.into_value())),
         }
     }
 }

@@ -222,23 +222,34 @@ fn answered_task_id(method: Method, answer: &dyn Json) -> Option<(&'static str, 
     }
 }
 
-/// The one member of a SendMessageResponse or StreamResponse.
+/// The one member of a SendMessageResponse or StreamResponse, in serde_json's tree (`J`) or in
+/// the view of either tree (`dyn Json`, [`payload_of`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Payload<'a> {
+pub enum Payload<'a, J: ?Sized = Value> {
     /// A Task.
-    Task(&'a Value),
+    Task(&'a J),
     /// A Message.
-    Message(&'a Value),
+    Message(&'a J),
     /// A TaskStatusUpdateEvent.
-    StatusUpdate(&'a Value),
+    StatusUpdate(&'a J),
     /// A TaskArtifactUpdateEvent.
-    ArtifactUpdate(&'a Value),
+    ArtifactUpdate(&'a J),
 }
 
 /// The payload of a (checked) SendMessageResponse or StreamResponse.
 pub fn payload(answer: &Value) -> Option<Payload<'_>> {
     let o = answer.as_object()?;
-    let get = |k: &str| o.get(k).filter(|v| v.is_object());
+    pick(|k| o.get(k).filter(|v| v.is_object()))
+}
+
+/// [`payload`], of an answer in either tree (an answer read in place).
+pub fn payload_of<'a>(answer: &'a dyn Json) -> Option<Payload<'a, dyn Json + 'a>> {
+    let o = answer.as_object()?;
+    pick(|k| o.get(k).filter(|v| v.is_object()))
+}
+
+/// The first of the oneof's members that `get` finds an object, in the proto's order.
+fn pick<'a, J: ?Sized>(get: impl Fn(&str) -> Option<&'a J>) -> Option<Payload<'a, J>> {
     get("task")
         .map(Payload::Task)
         .or_else(|| get("message").map(Payload::Message))
@@ -322,6 +333,7 @@ mod tests {
             r#"{"task":{"id":"t/../x","contextId":null,"status":{"state":1,"timestamp":"yesterday"},"metadata":[],"history":{}}}"#,
             r#"{"message":{"messageId":"m","role":"ROLE_AGENT","parts":[{"data":{"k":[1]}}],"extensions":["e",2],"referenceTaskIds":[""]}}"#,
             r#"{"task":{"id":"t"},"message":{"messageId":"m"}}"#,
+            r#"{"message":[],"statusUpdate":{"taskId":"t","contextId":"c","status":{"state":"TASK_STATE_WORKING"}}}"#,
             r#"{}"#,
             r#"[]"#,
         ];
@@ -343,6 +355,16 @@ mod tests {
                     .map(|h| (h.id.to_owned(), h.state, h.timestamp_ms))
             };
             assert_eq!(head(&node), head(&tree), "{doc}");
+            fn kind<J: ?Sized>(p: Option<Payload<'_, J>>) -> &'static str {
+                match p {
+                    Some(Payload::Task(_)) => "task",
+                    Some(Payload::Message(_)) => "message",
+                    Some(Payload::StatusUpdate(_)) => "statusUpdate",
+                    Some(Payload::ArtifactUpdate(_)) => "artifactUpdate",
+                    None => "none",
+                }
+            }
+            assert_eq!(kind(payload_of(&node)), kind(payload(&tree)), "{doc}");
         }
         // The corpus is not all clean: the checks found something to say.
         let bad = crate::protocol::json::read_in_place(docs[1].as_bytes()).expect("a node");
