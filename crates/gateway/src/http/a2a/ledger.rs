@@ -259,10 +259,20 @@ fn exact(v: Vec<u8>) -> Bytes {
 
 /// A task over `max` bytes, cut down (see [`bounded`]).
 fn cut(task: &dyn Json, max: usize) -> Bytes {
-    let mut t = task.to_value();
-    if let Some(o) = t.as_object_mut() {
-        o.remove("history");
-    }
+    // Every member but the history copied (the history is what made it long: not copied only
+    // to be dropped).
+    let t = match task.as_object() {
+        Some(o) => {
+            let mut less = serde_json::Map::new();
+            o.for_each(&mut |k, v| {
+                if k != "history" {
+                    less.insert(k.to_owned(), v.to_value());
+                }
+            });
+            Value::Object(less)
+        }
+        None => task.to_value(),
+    };
     let less = serde_json::to_vec(&t).unwrap_or_default();
     if less.len() <= max {
         return exact(less);
@@ -525,6 +535,16 @@ mod tests {
         let kept: Value = serde_json::from_slice(&bounded(&t, 10)).expect("json");
         assert_eq!(kept["status"]["state"], "TASK_STATE_COMPLETED");
         assert!(kept.get("artifacts").is_none());
+        // Read in place (members out of key order, as a2a-sdk's agents write them): the same
+        // bytes kept at every bound.
+        let doc = format!(
+            r#"{{"status":{{"state":"TASK_STATE_COMPLETED"}},"id":"t","history":[{{"text":"{}"}}],"contextId":"c","artifacts":[{{"a":1}}]}}"#,
+            "x".repeat(2000)
+        );
+        let node = crate::protocol::json::read_in_place(doc.as_bytes()).expect("a node");
+        for max in [1 << 20, 500, 10] {
+            assert_eq!(bounded(&node, max), bounded(&t, max), "bound {max}");
+        }
     }
 
     #[test]
