@@ -41,4 +41,24 @@ function M.install()
   end
 end
 
+-- Numbered requests (after install()): each thread numbers its requests under a prefix of its
+-- own, `<label>-<thread>-<start time>`, kept in the thread's globals `prefix` and `n` for the
+-- script's request() (a messageId, an Idempotency-Key: new on every request).
+function M.number(label)
+  local base_setup, base_init = setup, init
+  local threads = 0
+
+  function setup(thread)
+    base_setup(thread)
+    threads = threads + 1
+    thread:set("tid", threads)
+  end
+
+  function init(args)
+    base_init(args)
+    prefix = string.format("%s-%d-%d", label, tid or 0, os.time())
+    n = 0
+  end
+end
+
 return M

@@ -19,23 +19,11 @@ end
 common.install()
 
 -- CREATE_KEYS=1 (run.sh): every create carries a new Idempotency-Key, so the gateway claims and
--- completes a key for each, as it does an official A2A message's messageId. Each thread numbers
--- its keys under a prefix of its own (thread number, start time). nginx and the agent get the
--- same header (the sample agent ignores it).
+-- completes a key for each, as it does an official A2A message's messageId (numbered as
+-- common.number numbers them). nginx and the agent get the same header (the sample agent
+-- ignores it).
 if os.getenv("CREATE_KEYS") == "1" then
-  local base_setup, base_init = setup, init
-  local threads = 0
-  function setup(thread)
-    base_setup(thread)
-    threads = threads + 1
-    thread:set("tid", threads)
-  end
-
-  function init(args)
-    base_init(args)
-    prefix = string.format("create-%d-%d", tid or 0, os.time())
-    n = 0
-  end
+  common.number("create")
 
   function request()
     n = n + 1

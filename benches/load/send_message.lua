@@ -17,20 +17,9 @@ end
 
 common.install()
 
--- Each thread numbers its own messages under a prefix of its own (thread number, start time).
-local base_setup, base_init, base_response = setup, init, response
-local threads = 0
-function setup(thread)
-  base_setup(thread)
-  threads = threads + 1
-  thread:set("tid", threads)
-end
-
-function init(args)
-  base_init(args)
-  prefix = string.format("load-%d-%d", tid or 0, os.time())
-  n = 0
-end
+-- Each thread numbers its own messages (common.number).
+common.number("load")
+local base_response = response
 
 function request()
   n = n + 1
