@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
 
+use super::grow::{GrowTable, Placed};
+
 /// The SHA-256 of a request body: what makes two requests under one key the same request.
 pub type Fingerprint = [u8; 32];
 
@@ -152,14 +154,48 @@ struct Name {
     hi: u64,
 }
 
-impl std::hash::Hash for Name {
-    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
-        h.write_u64(self.lo);
+impl Placed for (Name, Slot) {
+    /// The table's hash: `lo` (`hi` picks the shard).
+    fn placed(&self) -> u64 {
+        self.0.lo
     }
 }
 
-type Table = hashbrown::HashMap<Name, Slot, super::keymap::Written>;
+/// A shard's keys by name, in a table that grows a few entries per operation
+/// ([`GrowTable`]): a shard of a full store holds tens of thousands of 144-byte slots, and
+/// moving them all in one claim held the shard's lock for milliseconds.
+#[derive(Default)]
+struct Table(GrowTable<(Name, Slot)>);
 
+impl Table {
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn get(&self, name: &Name) -> Option<&Slot> {
+        self.0.find(name.lo, |(n, _)| n == name).map(|(_, s)| s)
+    }
+
+    fn get_mut(&mut self, name: &Name) -> Option<&mut Slot> {
+        self.0.find_mut(name.lo, |(n, _)| n == name).map(|(_, s)| s)
+    }
+
+    /// Insert `name`, which the table does not hold (the caller removed it).
+    fn insert(&mut self, name: Name, slot: Slot) {
+        debug_assert!(self.get(&name).is_none());
+        self.0.insert_unique((name, slot));
+    }
+
+    fn remove(&mut self, name: &Name) -> Option<Slot> {
+        self.0.remove(name.lo, |(n, _)| n == name).map(|(_, s)| s)
+    }
+
+    fn retain(&mut self, mut keep: impl FnMut(&Name, &mut Slot) -> bool) {
+        self.0.retain(|(n, s)| keep(n, s));
+    }
+}
+
+#[derive(Default)]
 struct Keys {
     map: Table,
     /// Keys in insertion order, for eviction and expiry, each with its sequence number and the
@@ -168,17 +204,6 @@ struct Keys {
     order: VecDeque<(u64, Instant, Name)>,
     bytes: usize,
     next_seq: u64,
-}
-
-impl Default for Keys {
-    fn default() -> Self {
-        Keys {
-            map: Table::with_hasher(super::keymap::Written),
-            order: VecDeque::new(),
-            bytes: 0,
-            next_seq: 0,
-        }
-    }
 }
 
 /// The in-process key store of the memory ledger: bounded by a count and by bytes (the oldest

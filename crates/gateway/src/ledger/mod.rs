@@ -6,6 +6,7 @@
 //! where the record lives (this process, or Redis for many replicas), never in the rule.
 
 pub mod changes;
+mod grow;
 pub mod idempotency;
 mod keymap;
 pub mod listing;
