@@ -1,156 +1,152 @@
-//! A map keyed by strings that clients and agents choose (task ids, idempotency keys), with each
-//! key's hash kept beside it in its slot.
+//! The in-process ledger's maps: keys that clients and agents choose (task ids, owners, contexts,
+//! artifact ids), each kept with its hash in its slot, in a table that grows a little at a time
+//! ([`GrowTable`]).
 //!
-//! Why: every such map in the in-process ledger holds one entry per task or message, and the
-//! shards of all of them grow alike, so they double at about the same total. A doubling rehashes
-//! every key under its shard's lock, and rehashing a key meant reading its bytes through its
-//! `Arc`, a cache miss per key: perf showed the SendMessage stalls of the load runs (a runtime
-//! thread busy for tens of ms) made of `<Arc<str> as Hash>::hash` and fresh pages. With the hash
-//! in the slot, a doubling reads only the table.
+//! Why: every such map holds about one entry per task, message or client, and is changed under a
+//! lock that requests wait on. A std map that is full moves every entry into a table twice the
+//! size before the insert returns, rehashing every key on the way: reading its bytes through its
+//! `Arc`, a cache miss per key (perf showed the SendMessage stalls of the load runs made of
+//! `<Arc<str> as Hash>::hash` and fresh pages). With the hash in the slot, moving an entry reads
+//! only the table; with [`GrowTable`], no operation moves more than a few entries.
 //!
 //! The hash is aHash's under random per-process keys (HashDoS), one seed per map, so that a map
 //! inside a shard chosen by another hash of the same key still spreads over all its buckets.
 
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::Hash;
 use std::sync::Arc;
 
 use hashbrown::Equivalent;
 
-/// A key and its hash.
-struct Hashed {
+use super::grow::{GrowTable, Placed};
+
+/// A key, its hash and its value: one slot of a [`KeyMap`].
+struct Slot<K, V> {
     hash: u64,
-    key: Arc<str>,
+    key: K,
+    value: V,
 }
 
-impl Hash for Hashed {
-    fn hash<H: Hasher>(&self, h: &mut H) {
-        h.write_u64(self.hash);
+impl<K, V> Placed for Slot<K, V> {
+    fn placed(&self) -> u64 {
+        self.hash
     }
 }
 
-impl PartialEq for Hashed {
-    fn eq(&self, other: &Self) -> bool {
-        self.hash == other.hash && self.key == other.key
-    }
-}
-
-impl Eq for Hashed {}
-
-/// A lookup: a borrowed key and its hash.
-struct Probe<'a> {
-    hash: u64,
-    key: &'a str,
-}
-
-impl Hash for Probe<'_> {
-    fn hash<H: Hasher>(&self, h: &mut H) {
-        h.write_u64(self.hash);
-    }
-}
-
-impl Equivalent<Hashed> for Probe<'_> {
-    fn equivalent(&self, k: &Hashed) -> bool {
-        self.hash == k.hash && *k.key == *self.key
-    }
-}
-
-/// The table's hasher: the hash written by [`Hashed`] or [`Probe`] (or by any key that writes
-/// one `u64` made under random keys, as the idempotency store's names do), as it is.
-#[derive(Clone, Copy, Default)]
-pub(crate) struct Written;
-
-pub(crate) struct WrittenHasher(u64);
-
-impl BuildHasher for Written {
-    type Hasher = WrittenHasher;
-
-    fn build_hasher(&self) -> WrittenHasher {
-        WrittenHasher(0)
-    }
-}
-
-impl Hasher for WrittenHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        // Only `write_u64` is called, by `Hashed` and `Probe` (and the idempotency store's
-        // names), with a hash made under random keys. Anything else would be hashed here
-        // without them (no HashDoS defence), so tests fail on it; a release build still hashes
-        // it rather than lose it.
-        debug_assert!(false, "a `Written` table hashes only precomputed u64s");
-        for b in bytes {
-            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3);
-        }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-/// A map from string keys to `V` (see the module doc).
-pub(crate) struct StrMap<V> {
+/// A map from `K` to `V` (see the module doc). Looked up by anything that hashes as `K` does and
+/// compares with it (hashbrown's [`Equivalent`]: a `&str` for an `Arc<str>` key).
+pub(crate) struct KeyMap<K, V> {
     seed: ahash::RandomState,
-    map: hashbrown::HashMap<Hashed, V, Written>,
+    table: GrowTable<Slot<K, V>>,
 }
 
-impl<V> Default for StrMap<V> {
+/// The map of task ids (and other single ids) to `V`.
+pub(crate) type StrMap<V> = KeyMap<Arc<str>, V>;
+
+impl<K, V> Default for KeyMap<K, V> {
     fn default() -> Self {
-        StrMap {
+        KeyMap {
             seed: ahash::RandomState::new(),
-            map: hashbrown::HashMap::with_hasher(Written),
+            table: GrowTable::default(),
         }
     }
 }
 
-impl<V> StrMap<V> {
-    fn probe<'a>(&self, key: &'a str) -> Probe<'a> {
-        Probe {
-            hash: self.seed.hash_one(key),
-            key,
-        }
+impl<K: Hash + Eq, V> KeyMap<K, V> {
+    fn hash<Q: Hash + ?Sized>(&self, key: &Q) -> u64 {
+        self.seed.hash_one(key)
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.map.len()
+        self.table.len()
     }
 
-    pub(crate) fn get(&self, key: &str) -> Option<&V> {
-        self.map.get(&self.probe(key))
+    fn slot<Q>(&self, key: &Q) -> Option<&Slot<K, V>>
+    where
+        Q: Hash + Equivalent<K> + ?Sized,
+    {
+        let hash = self.hash(key);
+        self.table
+            .find(hash, |s| s.hash == hash && key.equivalent(&s.key))
     }
 
-    pub(crate) fn get_mut(&mut self, key: &str) -> Option<&mut V> {
-        let probe = self.probe(key);
-        self.map.get_mut(&probe)
+    pub(crate) fn get<Q>(&self, key: &Q) -> Option<&V>
+    where
+        Q: Hash + Equivalent<K> + ?Sized,
+    {
+        self.slot(key).map(|s| &s.value)
     }
 
-    pub(crate) fn get_key_value(&self, key: &str) -> Option<(&Arc<str>, &V)> {
-        self.map
-            .get_key_value(&self.probe(key))
-            .map(|(k, v)| (&k.key, v))
+    pub(crate) fn get_mut<Q>(&mut self, key: &Q) -> Option<&mut V>
+    where
+        Q: Hash + Equivalent<K> + ?Sized,
+    {
+        let hash = self.hash(key);
+        self.table
+            .find_mut(hash, |s| s.hash == hash && key.equivalent(&s.key))
+            .map(|s| &mut s.value)
     }
 
-    pub(crate) fn contains_key(&self, key: &str) -> bool {
-        self.map.contains_key(&self.probe(key))
+    pub(crate) fn get_key_value<Q>(&self, key: &Q) -> Option<(&K, &V)>
+    where
+        Q: Hash + Equivalent<K> + ?Sized,
+    {
+        self.slot(key).map(|s| (&s.key, &s.value))
     }
 
-    /// Insert `value` under `key`; the value it replaces, if any.
-    pub(crate) fn insert(&mut self, key: Arc<str>, value: V) -> Option<V> {
-        let hash = self.seed.hash_one(&*key);
-        self.map.insert(Hashed { hash, key }, value)
+    pub(crate) fn contains_key<Q>(&self, key: &Q) -> bool
+    where
+        Q: Hash + Equivalent<K> + ?Sized,
+    {
+        self.slot(key).is_some()
     }
 
-    pub(crate) fn remove(&mut self, key: &str) -> Option<V> {
-        let probe = self.probe(key);
-        self.map.remove(&probe)
+    /// Insert `value` under `key`; the value it replaces, if any (the key held stays).
+    pub(crate) fn insert(&mut self, key: K, value: V) -> Option<V> {
+        let hash = self.hash(&key);
+        if let Some(held) = self
+            .table
+            .find_mut(hash, |s| s.hash == hash && s.key == key)
+        {
+            return Some(std::mem::replace(&mut held.value, value));
+        }
+        self.table.insert_unique(Slot { hash, key, value });
+        None
     }
 
-    /// The bytes of one slot of the table: what a doubling moves per key.
+    /// The value under `key`, inserted by `make` if there is none.
+    pub(crate) fn get_or_insert_with(&mut self, key: K, make: impl FnOnce() -> V) -> &mut V {
+        let hash = self.hash(&key);
+        // Looked up twice when found (the borrow checker cannot yet return a borrow from one
+        // branch and take another in the other); a hit in a table just probed is cheap.
+        if self
+            .table
+            .find(hash, |s| s.hash == hash && s.key == key)
+            .is_some()
+        {
+            return self
+                .table
+                .find_mut(hash, |s| s.hash == hash && s.key == key)
+                .map(|s| &mut s.value)
+                .unwrap_or_else(|| unreachable!("found just above"));
+        }
+        let value = make();
+        &mut self.table.insert_unique(Slot { hash, key, value }).value
+    }
+
+    pub(crate) fn remove<Q>(&mut self, key: &Q) -> Option<V>
+    where
+        Q: Hash + Equivalent<K> + ?Sized,
+    {
+        let hash = self.hash(key);
+        self.table
+            .remove(hash, |s| s.hash == hash && key.equivalent(&s.key))
+            .map(|s| s.value)
+    }
+
+    /// The bytes of one slot of the table: what a growth moves per key.
     #[cfg(test)]
     pub(crate) fn slot_bytes(&self) -> usize {
-        std::mem::size_of::<(Hashed, V)>()
+        std::mem::size_of::<Slot<K, V>>()
     }
 }
 
@@ -159,7 +155,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn keys_are_found_by_their_text_and_a_doubling_keeps_them_all() {
+    fn keys_are_found_by_their_text_and_a_growth_keeps_them_all() {
         let mut m = StrMap::default();
         for i in 0..10_000u32 {
             assert_eq!(m.insert(Arc::from(format!("task-{i}")), i), None);
@@ -167,8 +163,8 @@ mod tests {
         assert_eq!(m.len(), 10_000);
         for i in 0..10_000u32 {
             let k = format!("task-{i}");
-            assert_eq!(m.get(&k), Some(&i));
-            assert!(m.contains_key(&k));
+            assert_eq!(m.get(k.as_str()), Some(&i));
+            assert!(m.contains_key(k.as_str()));
         }
         assert_eq!(m.get("task-10000"), None);
         assert_eq!(m.insert(Arc::from("task-7"), 70), Some(7));
@@ -180,6 +176,43 @@ mod tests {
         assert_eq!(m.remove("task-9"), Some(9));
         assert_eq!(m.remove("task-9"), None);
         assert_eq!(m.len(), 9_999);
+        // An `Arc<str>` finds what its text finds.
+        assert_eq!(m.get(&Arc::<str>::from("task-10")), Some(&10));
+    }
+
+    #[test]
+    fn a_replaced_value_keeps_the_key_held() {
+        let mut m = StrMap::default();
+        let first: Arc<str> = Arc::from("k");
+        m.insert(first.clone(), 1);
+        m.insert(Arc::from("k"), 2);
+        let (k, v) = m.get_key_value("k").expect("held");
+        assert!(Arc::ptr_eq(k, &first));
+        assert_eq!(*v, 2);
+    }
+
+    /// (agent, owner), as the listing index's sets are keyed.
+    type Pair = (Arc<str>, Option<Arc<str>>);
+
+    #[test]
+    fn tuple_keys_and_get_or_insert_with() {
+        let mut m: KeyMap<Pair, Vec<u32>> = KeyMap::default();
+        for i in 0..5_000u32 {
+            let owner = (i % 3 != 0).then(|| Arc::from(format!("o{}", i % 7)));
+            m.get_or_insert_with((Arc::from(format!("a{}", i % 11)), owner), Vec::new)
+                .push(i);
+        }
+        // 11 agents x (7 owners + none), less the pairs that never meet.
+        let total: usize = (0..11)
+            .flat_map(|a| {
+                let o = (0..7).map(|o| Some(Arc::from(format!("o{o}"))));
+                o.chain([None])
+                    .map(move |o| (Arc::from(format!("a{a}")), o))
+            })
+            .filter_map(|k| m.get(&k).map(Vec::len))
+            .sum();
+        assert_eq!(total, 5_000);
+        assert!(m.len() <= 11 * 8);
     }
 
     #[test]
@@ -190,7 +223,7 @@ mod tests {
         let differ = (0..64)
             .filter(|i| {
                 let k = format!("k{i}");
-                a.probe(&k).hash != b.probe(&k).hash
+                a.hash(k.as_str()) != b.hash(k.as_str())
             })
             .count();
         assert!(differ > 60, "{differ} of 64 hashes differ");

@@ -22,8 +22,8 @@ use bytes::Bytes;
 use super::changes::ChangeFeed;
 use super::idempotency::{MemoryKeys, CONTEXT_SCOPE};
 use super::{
-    decide, next_look, notifies, Answer, Applied, ArtifactRef, Claim, Fingerprint, KeyMap,
-    LedgerError, LedgerFuture, PushPut, Record, StrMap, TaskLedger,
+    decide, next_look, notifies, Answer, Applied, ArtifactRef, Claim, Fingerprint, LedgerError,
+    LedgerFuture, PushPut, Record, StrMap, TaskLedger,
 };
 use crate::protocol::task::{Head, Refusal, Status, TaskRef, Verdict};
 use crate::webhook::queue::{MemoryQueue, Outbox};
@@ -69,12 +69,13 @@ struct Entry {
 
 #[derive(Default)]
 struct Shard {
-    /// Entries are boxed: an entry is about 250 bytes, and a map of them that doubles moves
-    /// every entry into a fresh table twice the size under the shard's lock, which stalls every
-    /// request of that runtime thread (creates' p99 18.4-19.3 ms in the 10 s run that crossed ~57k
-    /// tasks per shard, against 5.3-6.6 ms boxed: docs/performance.md). Boxed, a doubling moves
-    /// 32-byte slots (the key, its hash, the box), and the table's empty slots cost 32 bytes
-    /// each, not 250; with the hash in the slot ([`StrMap`]) it reads no key's bytes.
+    /// Entries are boxed: an entry is about 250 bytes, and a map's growth moves its entries
+    /// under the shard's lock (a std map all of them in one insert: creates' p99 18.4-19.3 ms
+    /// in the 10 s run that crossed ~57k tasks per shard unboxed, against 5.3-6.6 ms boxed:
+    /// docs/performance.md). Boxed, a growth moves 32-byte slots (the key, its hash, the box),
+    /// and the table's empty slots cost 32 bytes each, not 250. [`StrMap`] keeps the hash in the
+    /// slot, so moving one reads no key, and moves at most 16 buckets' entries per insert or
+    /// removal while it grows (`ledger/grow.rs`).
     tasks: StrMap<Box<Entry>>,
     /// Live tasks in the order of their last accepted change, for stale eviction (an item is
     /// current while the entry's `seq` and `changed_ms` match and it is still live).
@@ -86,7 +87,9 @@ struct Shard {
     quiet: BTreeMap<(Arc<str>, i64, u64), Arc<str>>,
     /// The listing index: per (owner or every task, agent, status), by status timestamp.
     listing: listing::Index,
-    artifacts: KeyMap<Arc<str>, (ArtifactRef, Instant)>,
+    /// Which task lists an artifact (`per_shard` at most): one entry per artifact listed, so a
+    /// [`StrMap`] like the tasks (it grows under the same lock).
+    artifacts: StrMap<(ArtifactRef, Instant)>,
     artifact_order: VecDeque<Arc<str>>,
     counts: [u64; Status::COUNT],
     next_seq: u64,
@@ -117,7 +120,9 @@ pub struct MemoryLedger {
     retention: Duration,
     evictions: Evictions,
     /// Each client's live tasks (entries are removed at zero, so it holds live owners only).
-    owners: Mutex<KeyMap<Arc<str>, u64>>,
+    /// As many entries as owners, which with JWT subjects can be one per task, behind one lock
+    /// every shard takes: a [`StrMap`], which never moves a whole table at once.
+    owners: Mutex<StrMap<u64>>,
     outbox: Option<(Arc<Outbox>, Arc<MemoryQueue>)>,
     changes: Option<Arc<ChangeFeed>>,
     /// Idempotency keys, bounded like the tasks (`max_tasks`; a quarter of the byte budget).
@@ -150,7 +155,7 @@ impl MemoryLedger {
             bytes: AtomicUsize::new(0),
             retention,
             evictions,
-            owners: Mutex::new(KeyMap::default()),
+            owners: Mutex::new(StrMap::default()),
             outbox: None,
             changes: None,
             keys: MemoryKeys::new(max_tasks),
@@ -619,7 +624,7 @@ mod tests {
 
     #[test]
     fn a_task_map_slot_stays_small_whatever_an_entry_holds() {
-        // What a doubling of a shard's map moves per task, under the shard's lock (see
+        // What a growth of a shard's map moves per task, under the shard's lock (see
         // `Shard::tasks`): the key, its hash and a pointer, not the entry.
         assert!(std::mem::size_of::<Entry>() > 128, "an entry is large");
         let slot = Shard::default().tasks.slot_bytes();

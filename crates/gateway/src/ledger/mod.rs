@@ -27,14 +27,7 @@ use bytes::Bytes;
 
 use crate::protocol::task::{judge, Head, Refusal, Status, TaskRef, Verdict};
 
-/// The in-process maps of the ledger keyed otherwise than by one string (the listing index, the
-/// artifacts, the owners' counts; the tasks and the key stores are [`StrMap`]s). Their keys are
-/// ids that clients and agents choose, so they are hashed under a random per-process key, as
-/// std's maps are (HashDoS), but by aHash rather than SipHash: every official A2A message hashes
-/// a few dozen keys here, and a map's doubling rehashes all of its keys under its shard's lock.
-pub(crate) type KeyMap<K, V> = std::collections::HashMap<K, V, ahash::RandomState>;
-
-pub(crate) use keymap::StrMap;
+pub(crate) use keymap::{KeyMap, StrMap};
 
 /// What the ledger holds for one task.
 #[derive(Debug, Clone)]

@@ -47,7 +47,7 @@ impl MemoryLedger {
     pub(super) fn count_owner(&self, owner: &Arc<str>, up: bool) {
         let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
         if up {
-            *owners.entry(owner.clone()).or_insert(0) += 1;
+            *owners.get_or_insert_with(owner.clone(), || 0) += 1;
         } else if let Some(n) = owners.get_mut(owner) {
             *n = n.saturating_sub(1);
             if *n == 0 {

@@ -43,6 +43,10 @@ type Entry = (Reverse<i64>, Arc<str>);
 type Entries = BTreeSet<Entry>;
 
 /// A shard's listing index. Empty sets are dropped, so it holds at most three sets per task.
+/// Its maps are [`KeyMap`]s, which grow a few entries per change (they change under the shard's
+/// lock): `contexts` holds about one entry per A2A task (a message without a `contextId` starts
+/// a context), `sets` one per (agent, owner, status). The sets themselves are B-trees, which
+/// never move their entries to grow.
 #[derive(Default)]
 pub(super) struct Index {
     sets: KeyMap<Set, Entries>,
@@ -159,18 +163,18 @@ impl Index {
         if let Some(p) = now {
             for set in sets(p) {
                 self.sets
-                    .entry(set)
-                    .or_default()
+                    .get_or_insert_with(set, Entries::default)
                     .insert((Reverse(p.updated_ms), key.clone()));
             }
             if let Some(c) = &p.context {
                 let entry = (Reverse(p.updated_ms), key.clone());
-                match self.contexts.entry((p.agent.clone(), c.clone())) {
-                    std::collections::hash_map::Entry::Occupied(mut o) => o.get_mut().insert(entry),
-                    std::collections::hash_map::Entry::Vacant(v) => {
-                        v.insert(Context::One(entry));
-                    }
-                }
+                // A new context holds its first task inline (`insert` of the same entry again
+                // leaves it so).
+                self.contexts
+                    .get_or_insert_with((p.agent.clone(), c.clone()), || {
+                        Context::One(entry.clone())
+                    })
+                    .insert(entry);
             }
         }
     }
