@@ -472,6 +472,13 @@ for round in $(seq "$ROUNDS"); do
     done
 done
 
+# What the ledger holds after the create and SendMessage rounds (from the gateway's own
+# /metrics: tasks by state, and evictions), so a run meant to grow it past a size can be checked.
+LEDGER_LINE="ledger after the rounds: $(curl -s ${WRK_AUTH:+-H "Authorization: $WRK_AUTH"} "$GATEWAY_URL/metrics" \
+    | awk '/^a2a_gateway_tasks\{/ { held += $2 } /^a2a_gateway_ledger_evictions_total\{/ { gone += $2 }
+        END { printf "%d tasks held, %d evicted", held, gone }'), max_tasks ${MAX_TASKS:-4000000}"
+echo "$LEDGER_LINE" | tee -a "$RESULTS/env.txt"
+
 if [[ "$GET_RUN" == 1 ]]; then
     # One task created through the gateway after the POST runs (the sample agent keeps its newest
     # 100 000 tasks), so the agent and the gateway's ledger both know it. It stays SUBMITTED (no
@@ -579,6 +586,7 @@ fi
     if ((BAD)); then
         echo "INVALID: some run had non-2xx answers or socket errors; its req/s does not count."
     fi
+    echo "$LEDGER_LINE"
     echo "raw wrk outputs: $RESULTS"
 } | tee "$RESULTS/table.txt"
 
