@@ -16,6 +16,11 @@ mod a2a_guarantees;
 /// ListTasks and GET /tasks from the ledger: 250 tasks, three clients, two replicas, pages of
 /// 100, 50 and 7 while tasks keep arriving; tokens bound to their caller and filters.
 mod a2a_listing;
+/// Push receivers hear a task's progress: every tick of a task that reports WORKING with new
+/// status messages, whether the agent pushes, streams or is polled, for a config created on a
+/// running task and an inline config on a blocking message; a cancel heard all three ways; a
+/// resubscription's Task told as updates.
+mod a2a_progress;
 /// A2A push configs kept and delivered by the gateway: both SDK clients, a real receiver, an
 /// agent that pushes and one that is polled, guards, secrets, a receiver down for 30 s, kill -9.
 mod a2a_push;

@@ -34,49 +34,66 @@ async fn the_lua_rule_agrees_with_the_rust_rule_on_every_case() {
     agreement(&redis_ledger(&r, Duration::from_secs(60)).await).await;
 }
 
-/// The agreement above, on any Redis ledger.
+/// The agreement above, on any Redis ledger: with content digests too (`TaskRef::content`,
+/// 0 for none), which turn a live task's same-time update with other content into a refresh.
 pub(crate) async fn agreement(l: &RedisLedger) {
+    use a2a_gateway::protocol::task::TaskRef;
     let mut n = 0;
+    let contents = [(0, 0), (0x11, 0x11), (0x11, 0x22), (0, 0x22), (0x11, 0)];
     for rec in Status::ALL {
         for upd in Status::ALL {
             for dt in [-1i64, 0, 1] {
                 for agent in ["a", "b"] {
-                    n += 1;
-                    let id = format!("case-{n}");
-                    let first = Head {
-                        status: rec,
-                        updated_ms: 1_000,
-                    };
-                    let update = Head {
-                        status: upd,
-                        updated_ms: 1_000 + dt,
-                    };
-                    let a = l
-                        .apply("a", &id, first, doc(&id, first), None)
-                        .await
-                        .expect("apply");
-                    assert_eq!(a.verdict, Verdict::New);
-                    let got = l
-                        .apply(agent, &id, update, doc(&id, update), None)
-                        .await
-                        .expect("apply");
-                    let want = decide(Some(("a", first)), agent, update);
-                    assert_eq!(
-                        got.verdict, want,
-                        "{rec:?} then {upd:?} dt={dt} agent={agent}"
-                    );
-                    let standing = if want.is_accepted() { update } else { first };
-                    assert_eq!(got.record.head, standing);
-                    assert_eq!(got.record.task, doc(&id, standing));
-                    let read = l.get(&id).await.expect("get").expect("recorded");
-                    assert_eq!(read.head, standing);
-                    assert_eq!(&*read.agent, "a");
+                    for (had, content) in contents {
+                        n += 1;
+                        let id = format!("case-{n}");
+                        let first = Head {
+                            status: rec,
+                            updated_ms: 1_000,
+                        };
+                        let update = Head {
+                            status: upd,
+                            updated_ms: 1_000 + dt,
+                        };
+                        let task_ref = |head, content| TaskRef {
+                            task_id: id.clone(),
+                            head,
+                            context: None,
+                            content,
+                        };
+                        let a = l
+                            .apply_traced("a", &task_ref(first, had), doc(&id, first), None, None)
+                            .await
+                            .expect("apply");
+                        assert_eq!(a.verdict, Verdict::New);
+                        let got = l
+                            .apply_traced(
+                                agent,
+                                &task_ref(update, content),
+                                doc(&id, update),
+                                None,
+                                None,
+                            )
+                            .await
+                            .expect("apply");
+                        let want = decide(Some(("a", first, had)), agent, update, content);
+                        assert_eq!(
+                            got.verdict, want,
+                            "{rec:?} then {upd:?} dt={dt} agent={agent} content {had:x} -> {content:x}"
+                        );
+                        let standing = if want.is_accepted() { update } else { first };
+                        assert_eq!(got.record.head, standing);
+                        assert_eq!(got.record.task, doc(&id, standing));
+                        let read = l.get(&id).await.expect("get").expect("recorded");
+                        assert_eq!(read.head, standing);
+                        assert_eq!(&*read.agent, "a");
+                    }
                 }
             }
         }
     }
-    // 8 states (AUTH_REQUIRED and REJECTED of official A2A beside the six) × 8 × 3 × 2.
-    assert_eq!(n, 384);
+    // 8 states (AUTH_REQUIRED and REJECTED of official A2A beside the six) × 8 × 3 × 2 × 5.
+    assert_eq!(n, 1920);
 }
 
 /// The same behaviour from both backends, through the trait.

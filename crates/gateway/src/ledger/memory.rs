@@ -22,10 +22,12 @@ use bytes::Bytes;
 use super::changes::ChangeFeed;
 use super::idempotency::{MemoryKeys, CONTEXT_SCOPE};
 use super::{
-    decide, next_look, notifies, Answer, Applied, ArtifactRef, Claim, Fingerprint, KeyMap,
+    decide, news, next_look, notifies, Answer, Applied, ArtifactRef, Claim, Fingerprint, KeyMap,
     LedgerError, LedgerFuture, PushPut, Record, StrMap, TaskLedger,
 };
-use crate::protocol::task::{Head, Refusal, Status, TaskRef, Verdict};
+#[cfg(test)]
+use crate::protocol::task::Head;
+use crate::protocol::task::{Refusal, Status, TaskRef, Verdict};
 use crate::webhook::queue::{MemoryQueue, Outbox};
 
 mod announce;
@@ -35,6 +37,7 @@ mod listing;
 mod outbox;
 mod push;
 mod quiet;
+mod sends;
 
 pub use bounds::Evictions;
 
@@ -42,14 +45,20 @@ const SHARDS: usize = 16;
 /// Most evictions one new task may cause before it is admitted or refused (each frees a task,
 /// so this bounds the work of one create, not the bound itself).
 const MAX_EVICTIONS_PER_TASK: usize = 1024;
+/// Sends held at once ([`TaskLedger::put_send`]): each is a blocking message with an agent
+/// (bounded by the agents' `max_in_flight`) or its late answer awaited (`MAX_LATE_ANSWERS`),
+/// so this is a backstop, not the working bound.
+const MAX_SENDS: usize = 65_536;
 
 struct Entry {
     record: Record,
     /// Insertion sequence, so queue items left behind by a removed entry are recognised.
     seq: u64,
     expires: Option<Instant>,
-    /// Status changes accepted (numbers the webhook ids).
+    /// Changes queued for the task's subscribers or push configs (numbers the webhook ids).
     changes: u64,
+    /// The content digest of the recorded document (`TaskRef::content`).
+    content: u64,
     /// When an update was last accepted (wall clock, ms): staleness is measured from here.
     changed_ms: i64,
     /// Its place in the shard's quiet index, if it is there (live and not INPUT_REQUIRED): the
@@ -125,6 +134,9 @@ pub struct MemoryLedger {
     /// Official A2A context claims (scope [`CONTEXT_SCOPE`]): as many as tasks at most, and
     /// never one given up for another (a full store refuses new contexts until claims expire).
     contexts: MemoryKeys,
+    /// Blocking messages' inline push configs awaiting the agent's first push
+    /// ([`TaskLedger::put_send`]).
+    sends: sends::Sends,
 }
 
 fn lock(m: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
@@ -155,6 +167,7 @@ impl MemoryLedger {
             changes: None,
             keys: MemoryKeys::new(max_tasks),
             contexts: MemoryKeys::new(max_tasks).without_eviction(),
+            sends: sends::Sends::new(MAX_SENDS),
         }
     }
 
@@ -215,6 +228,7 @@ impl MemoryLedger {
             task_id: task_id.to_owned(),
             head,
             context: super::listing::context_of(task_id, &task),
+            content: 0,
         };
         self.apply_now(agent, &task_ref, task, owner, trace)
     }
@@ -247,8 +261,9 @@ impl MemoryLedger {
         let recorded = s
             .tasks
             .get(task_id)
-            .map(|e| (e.record.agent.as_ref(), e.record.head));
-        let verdict = decide(recorded, agent, head);
+            .map(|e| (e.record.agent.as_ref(), e.record.head, e.content));
+        let had = recorded.map_or(0, |r| r.2);
+        let verdict = decide(recorded, agent, head, task_ref.content);
         if !verdict.is_accepted() {
             let record = match s.tasks.get_key_value(task_id).map(|(k, _)| k.clone()) {
                 Some(key) => {
@@ -286,11 +301,23 @@ impl MemoryLedger {
                 push_dropped: 0,
             });
         }
-        let changes = s.tasks.get(task_id).map_or(0, |e| e.changes) + u64::from(notifies(verdict));
+        // Subscribers hear of status changes; push configs of every change they would read.
+        let (to_subscribers, to_configs) =
+            (notifies(verdict), news(verdict, had, task_ref.content));
+        let changes = s.tasks.get(task_id).map_or(0, |e| e.changes) + u64::from(to_configs);
         // Queued in this same step, under the shard's lock: a change is never recorded
         // without its deliveries.
-        let push_dropped = if notifies(verdict) {
-            self.queue_change(&s, agent, task_id, head, changes, &task, trace)?
+        let push_dropped = if to_configs {
+            let change = outbox::Change {
+                agent,
+                task_id,
+                head,
+                number: changes,
+                task: &task,
+                trace,
+                to_subscribers,
+            };
+            self.queue_change(&s, &change)?
         } else {
             0
         };
@@ -309,6 +336,7 @@ impl MemoryLedger {
             claim(&mut e.record, owner);
             e.expires = expires;
             e.changes = changes;
+            e.content = task_ref.content;
             e.changed_ms = now_ms;
             e.checks = 0;
             let (seq, record) = (e.seq, e.record.clone());
@@ -360,6 +388,7 @@ impl MemoryLedger {
                 seq,
                 expires,
                 changes,
+                content: task_ref.content,
                 changed_ms: now_ms,
                 quiet: None,
                 checks: 0,
@@ -435,8 +464,21 @@ impl TaskLedger for MemoryLedger {
         Box::pin(std::future::ready(Ok(self.push_current_now(task_id, id))))
     }
 
-    fn amend<'a>(&'a self, task_id: &'a str, head: Head, task: Bytes) -> LedgerFuture<'a, bool> {
-        Box::pin(std::future::ready(Ok(self.amend_now(task_id, head, task))))
+    fn put_send<'a>(&'a self, id: &'a str, entry: Bytes, ttl: Duration) -> LedgerFuture<'a, bool> {
+        Box::pin(std::future::ready(Ok(self.sends.put(id, entry, ttl))))
+    }
+
+    fn bind_send<'a>(
+        &'a self,
+        id: &'a str,
+        task_id: &'a str,
+    ) -> LedgerFuture<'a, Option<(Bytes, String)>> {
+        Box::pin(std::future::ready(Ok(self.sends.bind(id, task_id))))
+    }
+
+    fn end_send<'a>(&'a self, id: &'a str) -> LedgerFuture<'a, ()> {
+        self.sends.end(id);
+        Box::pin(std::future::ready(Ok(())))
     }
 
     fn delete_push_config<'a>(&'a self, task_id: &'a str, id: &'a str) -> LedgerFuture<'a, bool> {

@@ -130,8 +130,17 @@ pub fn next_look(now_ms: i64, checks: u32, after: Duration, floor: Duration) -> 
 
 /// Whether an accepted verdict is a status change subscribers hear about: a first sighting or a
 /// transition (a refresh keeps the status; a duplicate or a refusal changes nothing).
+/// `[[subscribers]]` hear of these only.
 pub fn notifies(verdict: Verdict) -> bool {
     matches!(verdict, Verdict::New | Verdict::Transition { .. })
+}
+
+/// Whether an accepted verdict is news for the task's push configs: every status change, and a
+/// refresh whose content (`TaskRef::content`: for A2A the status message and the artifacts)
+/// differs from the record's `had` (0: a record that kept none). A refresh that changes
+/// nothing a receiver reads is not sent.
+pub fn news(verdict: Verdict, had: u64, content: u64) -> bool {
+    notifies(verdict) || (verdict == Verdict::Refresh && content != 0 && content != had)
 }
 
 /// What every [`TaskLedger`] method returns: boxed, so the trait can be used as `dyn`.
@@ -165,6 +174,7 @@ pub trait TaskLedger: Send + Sync + 'static {
             task_id: task_id.to_owned(),
             head,
             context: listing::context_of(task_id, &task),
+            content: 0,
         };
         Box::pin(async move { self.apply_traced(agent, &task_ref, task, owner, None).await })
     }
@@ -286,10 +296,6 @@ pub trait TaskLedger: Send + Sync + 'static {
     /// config on the message that created the task hears of that change too); false when the
     /// task or the config is gone, or the queue has no room.
     fn push_current<'a>(&'a self, task_id: &'a str, id: &'a str) -> LedgerFuture<'a, bool>;
-    /// Replace the recorded document of a task whose head is still `head` (an agent's event
-    /// that changes no state, such as an artifact: kept for the next change to carry), without
-    /// a change of its own: nothing is queued or published. False when the head moved on.
-    fn amend<'a>(&'a self, task_id: &'a str, head: Head, task: Bytes) -> LedgerFuture<'a, bool>;
     /// Remove push config `id` of a task; whether it was there.
     fn delete_push_config<'a>(&'a self, task_id: &'a str, id: &'a str) -> LedgerFuture<'a, bool>;
     /// The token the agent must send with its own push notifications of a task: the one
@@ -300,6 +306,24 @@ pub trait TaskLedger: Send + Sync + 'static {
         task_id: &'a str,
         fresh: Option<&'a str>,
     ) -> LedgerFuture<'a, Option<String>>;
+
+    /// Keep send `id` for `ttl`: a blocking message's inline push config, held while the
+    /// message is with an agent that pushes, until the agent's first push names the task the
+    /// message made (`id` is the random id in the URL of the gateway's config the agent was
+    /// given inline; `entry` what the gateway needs then: the token, the owner, the client's
+    /// config). False when the store holds as many sends as it may (the caller does without).
+    fn put_send<'a>(&'a self, id: &'a str, entry: Bytes, ttl: Duration) -> LedgerFuture<'a, bool>;
+    /// Bind send `id` to task `task_id`, if it is bound to none yet (the first binding wins,
+    /// across replicas): its entry and the task it is bound to now (`task_id`, or the one an
+    /// earlier push bound it to); `None` for a send unknown, ended or expired.
+    fn bind_send<'a>(
+        &'a self,
+        id: &'a str,
+        task_id: &'a str,
+    ) -> LedgerFuture<'a, Option<(Bytes, String)>>;
+    /// End send `id`: its message was answered. An unbound send is forgotten (a later push
+    /// with its URL binds nothing); a bound one lived its purpose and is forgotten too.
+    fn end_send<'a>(&'a self, id: &'a str) -> LedgerFuture<'a, ()>;
 
     /// Make a completed `key` of this `fingerprint` live `ttl` from now (a claim in use, an
     /// A2A context its owner writes in again); false when the key is not that.
@@ -312,13 +336,24 @@ pub trait TaskLedger: Send + Sync + 'static {
     ) -> LedgerFuture<'a, bool>;
 }
 
-/// The ledger's rule: the protocol's [`judge`], plus one of the gateway's own: a task recorded
+/// What the ledger holds of a task to judge an update by: its agent, its head and its content
+/// digest (`TaskRef::content`).
+pub type Standing<'a> = (&'a str, Head, u64);
+
+/// The ledger's rule: the protocol's [`judge`], plus two of the gateway's own: a task recorded
 /// under one agent cannot be rewritten by another (an agent answering with someone else's
-/// task_id must not be able to move that task).
-pub fn decide(recorded: Option<(&str, Head)>, agent: &str, update: Head) -> Verdict {
+/// task_id must not be able to move that task); and a live task's update in the same state at
+/// the same time whose content differs (an artifact added, which moves no status time) is a
+/// refresh, not a duplicate. A final task's content is final too.
+pub fn decide(recorded: Option<Standing<'_>>, agent: &str, update: Head, content: u64) -> Verdict {
     match recorded {
-        Some((owner, _)) if owner != agent => Verdict::Refused(Refusal::ForeignAgent),
-        Some((_, head)) => judge(Some(head), update),
+        Some((owner, ..)) if owner != agent => Verdict::Refused(Refusal::ForeignAgent),
+        Some((_, head, had)) => match judge(Some(head), update) {
+            Verdict::Duplicate if !head.status.is_terminal() && content != 0 && content != had => {
+                Verdict::Refresh
+            }
+            v => v,
+        },
         None => judge(None, update),
     }
 }
@@ -417,14 +452,59 @@ mod tests {
             updated_ms: 2,
         };
         assert_eq!(
-            decide(Some(("a", h)), "b", later),
+            decide(Some(("a", h, 0)), "b", later, 0),
             Verdict::Refused(Refusal::ForeignAgent)
         );
         assert_eq!(
-            decide(Some(("a", h)), "a", later),
+            decide(Some(("a", h, 0)), "a", later, 0),
             Verdict::Transition {
                 from: Status::Working
             }
         );
+    }
+
+    #[test]
+    fn content_makes_a_same_time_update_a_refresh_of_a_live_task_only() {
+        let working = Head {
+            status: Status::Working,
+            updated_ms: 1,
+        };
+        let done = Head {
+            status: Status::Completed,
+            updated_ms: 1,
+        };
+        // The same head, other content: an artifact came. News for push configs.
+        let v = decide(Some(("a", working, 7)), "a", working, 8);
+        assert_eq!(v, Verdict::Refresh);
+        assert!(news(v, 7, 8));
+        assert!(!notifies(v), "subscribers hear of transitions only");
+        // The same head and content: a duplicate, nothing sent.
+        assert_eq!(
+            decide(Some(("a", working, 7)), "a", working, 7),
+            Verdict::Duplicate
+        );
+        // A protocol that keeps no content (0) keeps the old rule.
+        assert_eq!(
+            decide(Some(("a", working, 7)), "a", working, 0),
+            Verdict::Duplicate
+        );
+        // A final task's content is final: the same head is a duplicate whatever it says.
+        assert_eq!(
+            decide(Some(("a", done, 7)), "a", done, 8),
+            Verdict::Duplicate
+        );
+        // A newer time in the same state: a refresh, news only when the content moved.
+        let later = Head {
+            status: Status::Working,
+            updated_ms: 2,
+        };
+        let v = decide(Some(("a", working, 7)), "a", later, 7);
+        assert_eq!(v, Verdict::Refresh);
+        assert!(!news(v, 7, 7), "a refresh that changes nothing is not sent");
+        assert!(news(v, 7, 9));
+        assert!(news(v, 0, 9), "a record that kept no content");
+        // Transitions are news whatever the content.
+        let v = decide(Some(("a", working, 7)), "a", done, 7);
+        assert!(news(v, 7, 7) && notifies(v));
     }
 }

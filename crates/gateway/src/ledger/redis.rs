@@ -36,6 +36,7 @@ mod keys;
 mod listing;
 mod push;
 mod quiet;
+mod sends;
 
 /// How long a task that never reaches a terminal state is kept after its last update.
 const LIVE_TTL: Duration = Duration::from_secs(30 * 86_400);
@@ -53,6 +54,8 @@ pub struct RedisLedger {
     list: Script,
     /// A task's A2A push configs ([`push.lua`](push.lua)).
     push: Script,
+    /// Blocking messages' sends ([`send.lua`](send.lua)).
+    send: Script,
     outbox: Option<Arc<Outbox>>,
     /// The command the apply script publishes changes with: `SPUBLISH` (sharded pub/sub, to
     /// the partition's shard only) on a cluster, `PUBLISH` on one node.
@@ -95,6 +98,15 @@ fn live_members(pipe: &mut redis::Pipeline, key: &str, now: i64) {
     pipe.cmd("ZCARD").arg(key);
 }
 
+/// A task's content digest as the apply script keeps it: 16 hex digits, or '' for none (0).
+fn content_arg(content: u64) -> String {
+    if content == 0 {
+        String::new()
+    } else {
+        format!("{content:016x}")
+    }
+}
+
 fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
@@ -115,6 +127,7 @@ impl RedisLedger {
             keys: Script::new(include_str!("idempotency.lua")),
             list: Script::new(include_str!("list.lua")),
             push: Script::new(include_str!("push.lua")),
+            send: Script::new(include_str!("send.lua")),
             outbox: None,
         }
     }
@@ -248,7 +261,8 @@ impl RedisLedger {
                     .arg(owner.unwrap_or(""))
                     .arg(self.publish)
                     .arg(&*entry_version(trace))
-                    .arg(context.unwrap_or(""));
+                    .arg(context.unwrap_or(""))
+                    .arg(content_arg(task_ref.content));
                 for s in subs.iter() {
                     inv.arg(s.as_ref());
                 }
@@ -262,7 +276,8 @@ impl RedisLedger {
                     .arg(owner.unwrap_or(""))
                     .arg(self.publish)
                     .arg("1")
-                    .arg(context.unwrap_or(""));
+                    .arg(context.unwrap_or(""))
+                    .arg(content_arg(task_ref.content));
             }
         }
         let inv = &inv;
@@ -361,8 +376,20 @@ impl TaskLedger for RedisLedger {
         Box::pin(self.push_current_inner(task_id, id))
     }
 
-    fn amend<'a>(&'a self, task_id: &'a str, head: Head, task: Bytes) -> LedgerFuture<'a, bool> {
-        Box::pin(async move { self.amend_inner(task_id, head, &task).await })
+    fn put_send<'a>(&'a self, id: &'a str, entry: Bytes, ttl: Duration) -> LedgerFuture<'a, bool> {
+        Box::pin(async move { self.put_send_inner(id, &entry, ttl).await })
+    }
+
+    fn bind_send<'a>(
+        &'a self,
+        id: &'a str,
+        task_id: &'a str,
+    ) -> LedgerFuture<'a, Option<(Bytes, String)>> {
+        Box::pin(self.bind_send_inner(id, task_id))
+    }
+
+    fn end_send<'a>(&'a self, id: &'a str) -> LedgerFuture<'a, ()> {
+        Box::pin(self.end_send_inner(id))
     }
 
     fn delete_push_config<'a>(&'a self, task_id: &'a str, id: &'a str) -> LedgerFuture<'a, bool> {

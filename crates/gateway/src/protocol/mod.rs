@@ -19,6 +19,7 @@
 pub mod a2a;
 pub mod card;
 pub mod clawpedia;
+pub mod digest;
 pub mod json;
 pub mod node;
 pub mod sse;

@@ -290,7 +290,10 @@ fn cut(task: &dyn Json, max: usize) -> Bytes {
 /// missing timestamp is the time of recording; so is one further ahead than the clock skew
 /// the gateway allows (`MAX_SKEW_MS`): a far-future time would make every later update of the
 /// task stale, freezing it.
-pub fn task_ref(agent: &str, head: &TaskHead<'_>) -> TaskRef {
+///
+/// `task` is the Task the head was read from: its content digest goes with it
+/// (`answer::content_of`).
+pub fn task_ref(agent: &str, head: &TaskHead<'_>, task: &dyn Json) -> TaskRef {
     let now = now_ms();
     let updated_ms = head
         .timestamp_ms
@@ -303,6 +306,7 @@ pub fn task_ref(agent: &str, head: &TaskHead<'_>) -> TaskRef {
             updated_ms,
         },
         context: (!head.context_id.is_empty()).then(|| head.context_id.into()),
+        content: crate::protocol::a2a::answer::content_of(task),
     }
 }
 
@@ -360,7 +364,7 @@ pub async fn record(
     owner: Option<&str>,
     hint: usize,
 ) -> Result<Recorded, Failure> {
-    let mut task_ref = task_ref(agent, head);
+    let mut task_ref = task_ref(agent, head, task);
     if head.timestamp_ms.is_none() && task_ref.head.status == Status::Submitted {
         // A SUBMITTED without a time (a2a-sdk's agents stamp none) can only be a task's first
         // state, and the agent made it after this request began: recorded at "now", it would
@@ -414,7 +418,8 @@ pub async fn record(
 }
 
 /// Apply a Task of `agent` that is news of the gateway's own asking or an agent's push (no
-/// client's answer: no owner), through the ledger's one rule, bounded like every recorded
+/// client's answer: no owner, but for the first push of a blocking message's send, which
+/// names the message's client), through the ledger's one rule, bounded like every recorded
 /// document; recorded at `at_least` ms at the earliest (0: as its status says).
 pub async fn apply_news(
     state: &State,
@@ -422,20 +427,25 @@ pub async fn apply_news(
     head: &TaskHead<'_>,
     task: &Value,
     at_least: i64,
+    owner: Option<&str>,
     from: Origin<'_>,
 ) -> Result<Applied, crate::ledger::LedgerError> {
-    let mut task_ref = task_ref(agent, head);
+    let mut task_ref = task_ref(agent, head, task);
     task_ref.head.updated_ms = task_ref.head.updated_ms.max(at_least);
     if head.timestamp_ms.is_none() && task_ref.head.status == Status::Submitted {
-        // A SUBMITTED without a time (a2a-sdk stamps none) of a task the ledger knows says
-        // nothing new, and applied at "now" it would make the agent's stamped next state,
-        // made before now, stale.
+        // A SUBMITTED without a time (a2a-sdk stamps none) of a task the ledger knows: applied
+        // at "now" it would make the agent's stamped next state, made before now, stale. Of a
+        // task still SUBMITTED it is applied at the recorded time (news only if its content
+        // changed); of a task past it, it says nothing new.
         if let Some(record) = state.ledger.get(&task_ref.task_id).await? {
-            return Ok(Applied {
-                verdict: crate::protocol::task::Verdict::Duplicate,
-                record,
-                push_dropped: 0,
-            });
+            if record.head.status != Status::Submitted {
+                return Ok(Applied {
+                    verdict: crate::protocol::task::Verdict::Duplicate,
+                    record,
+                    push_dropped: 0,
+                });
+            }
+            task_ref.head.updated_ms = record.head.updated_ms.max(at_least);
         }
     }
     let raw = bounded(task, state.config.max_task_document_bytes);
@@ -445,7 +455,7 @@ pub async fn apply_news(
         agent,
         &task_ref,
         ledger::Doc::written(raw),
-        None,
+        owner,
         from,
     )
     .await

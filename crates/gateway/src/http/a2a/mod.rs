@@ -19,6 +19,7 @@ pub mod card;
 pub mod feed;
 pub mod follow;
 pub mod frame;
+pub mod inline;
 pub mod ledger;
 pub mod list;
 pub mod ops;

@@ -121,9 +121,17 @@ pub async fn get_and_apply(
         return None;
     }
     let head = of_task(&task).filter(|h| h.id == id)?;
-    a2a_ledger::apply_news(state, &agent.cfg.name, &head, &task, 0, Origin::default())
-        .await
-        .ok()
+    a2a_ledger::apply_news(
+        state,
+        &agent.cfg.name,
+        &head,
+        &task,
+        0,
+        None,
+        Origin::default(),
+    )
+    .await
+    .ok()
 }
 
 /// The reconciler's GetTask for official A2A agents (`reconcile::A2aAsk`): the backstop of

@@ -15,6 +15,7 @@ use serde_json::Value;
 use super::agent;
 use super::agent::{conform, held_card};
 use super::frame::{neutral, neutral_written, Failure};
+use super::inline::{self, Plan};
 use super::ledger::{self as a2a_ledger, ContextOwner, PendingContext};
 use crate::http::body::Body;
 use crate::http::context::Ctx;
@@ -108,6 +109,26 @@ async fn send_checked(
         }
         Err(e) => return Err(e.into()),
     };
+    // A blocking message with an inline config: the gateway hears its task while the client
+    // waits (`inline`), and its call to the agent says how.
+    // Boxed, as every rare branch here: a message without one does not carry its size.
+    let plan = match &push {
+        Some(cfg) if inline::blocking(&call) => {
+            Some(Box::pin(inline::plan(state, ctx, agent, &held, &mut call, cfg)).await)
+        }
+        _ => None,
+    };
+    if let (Some(Plan::Streamed), Some(cfg)) = (&plan, &push) {
+        drop(params);
+        let res = Box::pin(inline::streamed(
+            state, ctx, agent, held, headers, &call, cfg,
+        ))
+        .await
+        .unwrap_or_else(|f| neutral(Method::SendMessage, Err(f)));
+        let keep = !res.status().is_server_error();
+        idempotency::settle(state, &key, &res, keep).await;
+        return Ok(res);
+    }
     // Then what this message may take: room for a new task, and the context it names (claimed
     // only by a message the gateway sends on). Refused, the messageId is free again.
     let pending = match admit(state, ctx, agent, &call, continues.is_none(), params_len).await {
@@ -118,13 +139,18 @@ async fn send_checked(
             return Err(f);
         }
     };
-    let out = match agent::request(agent, &held, ctx, headers, &call, Some(&params)) {
+    // The params as written serve the agent's request unless the plan changed the call.
+    let written = plan.is_none().then_some(&params[..]);
+    let out = match agent::request(agent, &held, ctx, headers, &call, written) {
         Ok(out) => out,
         Err(e) => {
             let res = e.into_response();
             idempotency::settle(state, &key, &res, false).await;
             if let Some(p) = &pending {
                 a2a_ledger::drop_context(state, p).await;
+            }
+            if let Some(Plan::Pushed(Some(send))) = &plan {
+                let _ = state.ledger.end_send(send).await;
             }
             return Err(ApiError::new(
                 Code::AgentUnreachable,
@@ -141,6 +167,7 @@ async fn send_checked(
         continues,
         pending,
         push,
+        plan,
     };
     match drive(state, ctx, agent.clone(), finish, out.request, Some(key)).await {
         Ok(res) => Ok(res),
@@ -265,6 +292,9 @@ struct SendFinish {
     pending: Option<PendingContext>,
     /// The message's inline push config, kept for the task the answer names.
     push: Option<crate::protocol::a2a::push::PushConfig>,
+    /// How the gateway hears the task while the client waits, for a blocking message with an
+    /// inline config (`inline`).
+    plan: Option<Plan>,
 }
 
 impl Finish for SendFinish {
@@ -288,6 +318,12 @@ impl Finish for SendFinish {
             Ok(a) => self.judge(state, agent, ctx, a, body.len()).await,
             Err(f) => Err(f),
         };
+        if let Some(Plan::Pushed(Some(send))) = &self.plan {
+            // Answered: a send no push bound binds nothing from now on.
+            if let Err(e) = state.ledger.end_send(send).await {
+                tracing::warn!(error = %e, "a send was not ended; it lapses with its lease");
+            }
+        }
         if let Some(p) = &self.pending {
             match &answer {
                 Ok(_) => {
@@ -376,12 +412,23 @@ impl SendFinish {
                 match a2a_ledger::record(state, ctx, name, &head, task, owner, hint).await {
                     Ok(recorded) => {
                         if let Some(p) = &self.push {
-                            let live = !recorded.applied.record.head.status.is_terminal();
+                            let status = recorded.applied.record.head.status;
+                            let live = !status.is_terminal();
                             // Boxed: the rare message with a push config pays for its
                             // future (most of this one's size, a third of the exchange's),
                             // not every message.
                             Box::pin(super::push::keep_inline(state, agent, head.id, p, live))
                                 .await;
+                            if self.plan == Some(Plan::Polled) && live && !status.is_interrupted() {
+                                // Sent with returnImmediately for the client that waits: it is
+                                // answered once the poll finds the task settled.
+                                let settled =
+                                    Box::pin(inline::polled_answer(state, ctx, agent, head.id))
+                                        .await;
+                                if let Some(answer) = settled {
+                                    return Ok(Answer::Written(answer));
+                                }
+                            }
                         }
                         Ok(Answer::Written(recorded.task_response(task)))
                     }
@@ -394,7 +441,7 @@ impl SendFinish {
                             state,
                             agent,
                             ctx,
-                            Some(a2a_ledger::task_ref(name, &head)),
+                            Some(a2a_ledger::task_ref(name, &head, task)),
                             raw,
                         );
                         tracing::warn!(agent = %name, request_id = ?ctx.request_id, pending,

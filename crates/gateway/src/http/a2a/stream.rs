@@ -93,7 +93,7 @@ pub async fn run(
         _ => subscribe(state, ctx, agent, headers, &call, framing, http1).await,
     };
     match opened {
-        Ok(Opened::Stream(mut sub, owner)) => {
+        Ok(Opened::Stream(mut sub, owner, _)) => {
             // What the stream stands on, judged again when credentials change: this agent,
             // and `all_tasks` for a task that is not the caller's own.
             if let Some(p) = &permit {
@@ -113,10 +113,10 @@ pub async fn run(
     }
 }
 
-/// A stream opened: a subscription (with the task's owner, for the permit), or a stream of one
-/// event (the agent answered the message with a Message).
-enum Opened {
-    Stream(Box<Subscription>, Option<Arc<str>>),
+/// A stream opened: a subscription (with the task's owner, for the permit, and its id), or a
+/// stream of one event (the agent answered the message with a Message).
+pub(super) enum Opened {
+    Stream(Box<Subscription>, Option<Arc<str>>, String),
     One(Vec<u8>),
 }
 
@@ -182,7 +182,7 @@ async fn subscribe(
     .await
     .map_err(from_stream)?;
     match sub {
-        Some(sub) => Ok(Opened::Stream(Box::new(sub), owner)),
+        Some(sub) => Ok(Opened::Stream(Box::new(sub), owner, id.to_owned())),
         None => Err(unsupported_final(id)),
     }
 }
@@ -202,6 +202,39 @@ async fn send(
     // kept once the first event names the task.
     let push = super::push::take_inline(state, &mut call).await?;
     let held = before_agent(state, ctx, agent, &call).await?;
+    let kill = kill_of(ctx, http1);
+    shared(
+        state,
+        ctx,
+        agent,
+        held,
+        headers,
+        &call,
+        push.as_ref(),
+        framing,
+        kill,
+    )
+    .await
+}
+
+/// A message sent to the agent as a stream (the checks before the agent done, `held` its
+/// card): room for the task's stream, the ledger's admission, the agent's stream opened, its
+/// first event judged and recorded for the caller (the context kept, an inline config `push`
+/// kept for the task), then the stream shared as the task's topic, read by the caller from
+/// its first event on with `framing`. A blocking SendMessage whose agent streams is sent this
+/// way too (`inline`).
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn shared(
+    state: &Arc<State>,
+    ctx: &Ctx,
+    agent: &Arc<Agent>,
+    held: Arc<crate::protocol::a2a::held::HeldCard>,
+    headers: &HeaderMap,
+    call: &Call,
+    push: Option<&crate::protocol::a2a::push::PushConfig>,
+    framing: Framing,
+    kill: Option<Arc<tokio::sync::Notify>>,
+) -> Result<Opened, Failure> {
     let continues = call
         .params
         .get("message")
@@ -214,8 +247,8 @@ async fn send(
         return Err(ApiError::from(StreamError::TooManyTopics(state.hub.topics())).into());
     }
     let size = serde_json::to_vec(&call.params).map_or(0, |v| v.len());
-    let pending = admit(state, ctx, agent, &call, continues.is_none(), size).await?;
-    let opened = open(state, ctx, agent, &held, headers, &call).await;
+    let pending = admit(state, ctx, agent, call, continues.is_none(), size).await?;
+    let opened = open(state, ctx, agent, &held, headers, call).await;
     let first = match opened {
         Ok(f) => f,
         Err(f) => {
@@ -245,13 +278,13 @@ async fn send(
             last_ms,
         } => {
             let key = a2a_ledger::key(&agent.cfg.name, &id);
-            if let Some(p) = &push {
+            if let Some(p) = push {
                 // Kept before the feed applies the stream's next events: each reaches it.
                 super::push::keep_inline(state, agent, &id, p, false).await;
             }
             let (topic, n, sub) = state
                 .hub
-                .feed_a2a(agent, &key, framing, kill_of(ctx, http1))
+                .feed_a2a(agent, &key, framing, kill)
                 .map_err(from_stream)?;
             topic.set_phase(crate::stream::topic::Phase::Open);
             let snapshot = Bytes::from(serde_json::to_vec(&task).unwrap_or_default());
@@ -262,6 +295,7 @@ async fn send(
                 pending: first.pending,
                 rpc_id: first.rpc_id,
             };
+            let task_id = id.clone();
             let start = feed::Start {
                 state: state.clone(),
                 agent: agent.clone(),
@@ -274,7 +308,7 @@ async fn send(
             };
             tokio::spawn(feed::run(start, up));
             let owner = ctx.caller.owner().cloned();
-            Ok(Opened::Stream(Box::new(sub), owner))
+            Ok(Opened::Stream(Box::new(sub), owner, task_id))
         }
     }
 }

@@ -121,30 +121,6 @@ impl MemoryLedger {
         q.offer_change(task_id, None, Some((&[lane][..], message))) == Some(0)
     }
 
-    pub(super) fn amend_now(
-        &self,
-        task_id: &str,
-        head: crate::protocol::task::Head,
-        task: Bytes,
-    ) -> bool {
-        let task = Bytes::copy_from_slice(&task);
-        let mut s = lock(&self.shards[self.shard_of(task_id)]);
-        let Some(e) = s.tasks.get_mut(task_id) else {
-            return false;
-        };
-        if e.record.head != head {
-            return false;
-        }
-        let (old, new) = (e.record.task.len(), task.len());
-        e.record.task = task;
-        if new >= old {
-            self.bytes.fetch_add(new - old, Ordering::Relaxed);
-        } else {
-            self.bytes.fetch_sub(old - new, Ordering::Relaxed);
-        }
-        true
-    }
-
     pub(super) fn delete_push_now(&self, task_id: &str, id: &str) -> bool {
         self.with_push(task_id, |p| {
             let before = p.configs.len();

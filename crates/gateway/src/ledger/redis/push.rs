@@ -107,27 +107,6 @@ impl RedisLedger {
         Ok(n == 1)
     }
 
-    pub(super) async fn amend_inner(
-        &self,
-        task_id: &str,
-        head: crate::protocol::task::Head,
-        task: &[u8],
-    ) -> Result<bool, LedgerError> {
-        let ms = head.updated_ms.to_string();
-        let n: i64 = self
-            .push_script(
-                task_id,
-                &[
-                    b"amend",
-                    head.status.as_str().as_bytes(),
-                    ms.as_bytes(),
-                    task,
-                ],
-            )
-            .await?;
-        Ok(n == 1)
-    }
-
     pub(super) async fn delete_push_inner(
         &self,
         task_id: &str,
