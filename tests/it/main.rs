@@ -27,6 +27,9 @@ mod a2a_push;
 /// The official A2A SDKs as test peers (a2a-sdk agents, a2a-sdk and @a2a-js/sdk clients),
 /// direct to each other: the harness the gateway's A2A tests stand on.
 mod a2a_sdk;
+/// Proto field names in requests (`message_id`): read on both bindings, JSON names to the agent,
+/// both spellings of one field refused, another client's task named either way refused alike.
+mod a2a_spelling;
 mod a2a_streams;
 /// No agent address reaches a client: `public_url` (else `Host`, never `X-Forwarded-*`), file
 /// links and content redirects rewritten or refused, and a scan of every route for the address.

@@ -8,10 +8,11 @@
 //! - `POST /a2a`: the fleet's JSON-RPC endpoint ([`fleet`]), `params.tenant` naming the agent.
 //!
 //! Each request goes: the agent and the caller's right to it → the content type and the body
-//! (bounded) → the binding's envelope read into one `protocol::a2a::Call` → `A2A-Version` → the
-//! call checked against the proto → [`ops::run`] (the ledger, the agent) → its neutral answer
-//! reframed in the client's binding ([`frame`]) → counted. A client may use either binding
-//! whatever the agent's: [`agent`] speaks the agent's.
+//! (bounded) → the binding's envelope read into one `protocol::a2a::Call` (proto field names
+//! read as JSON names, `protocol::a2a::spelling`) → `A2A-Version` → the call checked against
+//! the proto → [`ops::run`] (the ledger, the agent) → its neutral answer reframed in the
+//! client's binding ([`frame`]) → counted. A client may use either binding whatever the
+//! agent's: [`agent`] speaks the agent's.
 
 pub mod agent;
 pub mod agent_stream;
