@@ -4,6 +4,9 @@
 
 mod support;
 
+/// Official A2A contexts bounded and fair: a client filling conversations is refused its own
+/// new ones before the agent is called, never another client's; contexts free themselves.
+mod a2a_contexts;
 /// The official A2A routes at their edges: the extended card, reloads of protocol and
 /// binding, subscribers' protocols, report mode, each binding's shapes for refusals.
 mod a2a_edges;

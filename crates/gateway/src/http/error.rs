@@ -88,11 +88,15 @@ pub enum Code {
     /// 429: the client holds its `max_live_tasks` tasks that are not final yet; answered before
     /// the agent is called, with `Retry-After`.
     TooManyTasks,
+    /// 429: the client holds its `max_contexts` official A2A conversations (contexts); a
+    /// message that would start another is answered before the agent is called, with
+    /// `Retry-After`.
+    TooManyContexts,
 }
 
 impl Code {
     /// Every code, in the order of the enum (the OpenAPI document's `ErrorCode` lists each).
-    pub const ALL: [Code; 28] = [
+    pub const ALL: [Code; 29] = [
         Code::InvalidJson,
         Code::InvalidRequest,
         Code::InputSchemaViolation,
@@ -121,6 +125,7 @@ impl Code {
         Code::AgentBusy,
         Code::LedgerFull,
         Code::TooManyTasks,
+        Code::TooManyContexts,
     ];
 
     /// The code as the error body spells it (`INVALID_JSON`...).
@@ -154,6 +159,7 @@ impl Code {
             Code::AgentBusy => "AGENT_BUSY",
             Code::LedgerFull => "LEDGER_FULL",
             Code::TooManyTasks => "TOO_MANY_TASKS",
+            Code::TooManyContexts => "TOO_MANY_CONTEXTS",
         }
     }
 
@@ -170,9 +176,10 @@ impl Code {
             }
             Code::Unauthorized => StatusCode::UNAUTHORIZED,
             Code::Forbidden => StatusCode::FORBIDDEN,
-            Code::TooManyStreams | Code::RateLimited | Code::TooManyTasks => {
-                StatusCode::TOO_MANY_REQUESTS
-            }
+            Code::TooManyStreams
+            | Code::RateLimited
+            | Code::TooManyTasks
+            | Code::TooManyContexts => StatusCode::TOO_MANY_REQUESTS,
             Code::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             Code::InvalidNotification | Code::IdempotencyKeyReused => {
                 StatusCode::UNPROCESSABLE_ENTITY
@@ -271,13 +278,18 @@ impl ApiError {
 pub type ApiResult = Result<Response<Body>, ApiError>;
 
 impl From<LedgerError> for ApiError {
-    /// A full ledger is 503 LEDGER_FULL (`Retry-After: 5`: live tasks finish and make room), a
-    /// client at its `max_live_tasks` 429 TOO_MANY_TASKS (`Retry-After: 1`); anything else 503
+    /// A full ledger (or its store of contexts) is 503 LEDGER_FULL (`Retry-After: 5`: live
+    /// tasks finish and make room), a client at its `max_live_tasks` 429 TOO_MANY_TASKS
+    /// (`Retry-After: 1`), at its `max_contexts` 429 TOO_MANY_CONTEXTS (`Retry-After: 60`: a
+    /// context frees itself only a retention after its last task); anything else 503
     /// UNAVAILABLE.
     fn from(e: LedgerError) -> ApiError {
         let (code, retry) = match e {
-            LedgerError::Full => (Code::LedgerFull, Some("5")),
+            LedgerError::Full | LedgerError::ContextsFull | LedgerError::ClientFull { .. } => {
+                (Code::LedgerFull, Some("5"))
+            }
             LedgerError::TooManyTasks { .. } => (Code::TooManyTasks, Some("1")),
+            LedgerError::TooManyContexts { .. } => (Code::TooManyContexts, Some("60")),
             LedgerError::Unavailable(_) | LedgerError::QueueFull => (Code::Unavailable, None),
         };
         let error = ApiError::new(code, e.to_string());

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use super::changes::ChangeFeed;
-use super::idempotency::{MemoryKeys, CONTEXT_SCOPE};
+use super::idempotency::MemoryKeys;
 use super::{
     decide, news, next_look, notifies, Answer, Applied, ArtifactRef, Claim, Fingerprint, KeyMap,
     LedgerError, LedgerFuture, PushPut, Record, StrMap, TaskLedger,
@@ -32,6 +32,7 @@ use crate::webhook::queue::{MemoryQueue, Outbox};
 
 mod announce;
 mod bounds;
+mod contexts;
 mod index;
 mod listing;
 mod outbox;
@@ -68,6 +69,10 @@ struct Entry {
     checks: u32,
     /// Counted among its owner's live tasks.
     owned_live: bool,
+    /// The context whose claim counts it as a live task of its owner (`contexts.rs`), if any.
+    live_in: Option<Arc<str>>,
+    /// The bytes counted among its owner's live bytes (its size while live and owned).
+    owned_bytes: usize,
     /// Its official A2A contextId, for ListTasks' filter.
     context: Option<Arc<str>>,
     /// Where the listing index holds it (see `listing.rs`).
@@ -125,15 +130,16 @@ pub struct MemoryLedger {
     bytes: AtomicUsize,
     retention: Duration,
     evictions: Evictions,
-    /// Each client's live tasks (entries are removed at zero, so it holds live owners only).
-    owners: Mutex<KeyMap<Arc<str>, u64>>,
+    /// Each client's live tasks and their bytes (entries are removed at zero, so it holds
+    /// live owners only).
+    owners: Mutex<KeyMap<Arc<str>, index::Owned>>,
     outbox: Option<(Arc<Outbox>, Arc<MemoryQueue>)>,
     changes: Option<Arc<ChangeFeed>>,
     /// Idempotency keys, bounded like the tasks (`max_tasks`; a quarter of the byte budget).
     keys: MemoryKeys,
-    /// Official A2A context claims (scope [`CONTEXT_SCOPE`]): as many as tasks at most, and
-    /// never one given up for another (a full store refuses new contexts until claims expire).
-    contexts: MemoryKeys,
+    /// Official A2A context claims: as many as tasks at most, each client's bounded, and
+    /// never one given up for another (`contexts.rs`).
+    contexts: contexts::Contexts,
     /// Blocking messages' inline push configs awaiting the agent's first push
     /// ([`TaskLedger::put_send`]).
     sends: sends::Sends,
@@ -166,7 +172,7 @@ impl MemoryLedger {
             outbox: None,
             changes: None,
             keys: MemoryKeys::new(max_tasks),
-            contexts: MemoryKeys::new(max_tasks).without_eviction(),
+            contexts: contexts::Contexts::new(max_tasks, retention),
             sends: sends::Sends::new(MAX_SENDS),
         }
     }
@@ -191,17 +197,7 @@ impl MemoryLedger {
         self.max_bytes = max_bytes.max(1);
         // Stored answers are mostly copies of task documents: a quarter of the budget on top.
         self.keys = self.keys.with_byte_budget(max_bytes / 4);
-        self.contexts = self.contexts.with_byte_budget(max_bytes / 16);
         self
-    }
-
-    /// The key store of `scope`: A2A context claims apart from idempotency keys.
-    fn store(&self, scope: &str) -> &MemoryKeys {
-        if scope.starts_with(CONTEXT_SCOPE) {
-            &self.contexts
-        } else {
-            &self.keys
-        }
     }
 
     fn shard_of(&self, key: &str) -> usize {
@@ -393,6 +389,8 @@ impl MemoryLedger {
                 quiet: None,
                 checks: 0,
                 owned_live: false,
+                live_in: None,
+                owned_bytes: 0,
                 context,
                 listed: None,
                 push: None,
@@ -462,6 +460,33 @@ impl TaskLedger for MemoryLedger {
 
     fn push_current<'a>(&'a self, task_id: &'a str, id: &'a str) -> LedgerFuture<'a, bool> {
         Box::pin(std::future::ready(Ok(self.push_current_now(task_id, id))))
+    }
+
+    fn claim_context<'a>(
+        &'a self,
+        agent: &'a str,
+        context: &'a str,
+        owner: &'a str,
+        how: super::ContextHold,
+        max: Option<u64>,
+    ) -> LedgerFuture<'a, super::ContextClaim> {
+        Box::pin(std::future::ready(
+            self.contexts.claim(agent, context, owner, how, max),
+        ))
+    }
+
+    fn drop_context<'a>(
+        &'a self,
+        agent: &'a str,
+        context: &'a str,
+        owner: &'a str,
+    ) -> LedgerFuture<'a, ()> {
+        self.contexts.drop_hold(agent, context, owner);
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    fn context_room<'a>(&'a self, owner: &'a str, max: u64) -> LedgerFuture<'a, ()> {
+        Box::pin(std::future::ready(self.contexts.room(owner, max)))
     }
 
     fn put_send<'a>(&'a self, id: &'a str, entry: Bytes, ttl: Duration) -> LedgerFuture<'a, bool> {
@@ -538,20 +563,24 @@ impl TaskLedger for MemoryLedger {
     fn admit<'a>(
         &'a self,
         owner: Option<&'a str>,
-        max_live: Option<u64>,
+        bounds: super::Bounds,
         bytes: usize,
     ) -> LedgerFuture<'a, ()> {
-        let verdict = match (owner, max_live) {
-            (Some(o), Some(limit)) if self.live_of(o) >= limit => {
-                Err(LedgerError::TooManyTasks { limit })
+        let live = owner.map(|o| self.live_of(o)).unwrap_or_default();
+        let size = size_of_task(36, bytes);
+        let verdict = match bounds {
+            super::Bounds {
+                max_live: Some(limit),
+                ..
+            } if owner.is_some() && live.tasks >= limit => Err(LedgerError::TooManyTasks { limit }),
+            super::Bounds {
+                max_bytes: Some(limit),
+                ..
+            } if owner.is_some() && live.bytes as usize + size > limit => {
+                Err(LedgerError::ClientFull { limit })
             }
             // The task's document echoes its input: room for about that much.
-            _ if !self.make_room(
-                size_of_task(36, bytes),
-                Instant::now(),
-                crate::protocol::time::now_ms(),
-            ) =>
-            {
+            _ if !self.make_room(size, Instant::now(), crate::protocol::time::now_ms()) => {
                 Err(LedgerError::Full)
             }
             _ => Ok(()),
@@ -611,9 +640,7 @@ impl TaskLedger for MemoryLedger {
         token: &'a str,
         lease: Duration,
     ) -> LedgerFuture<'a, Claim> {
-        let claim = self
-            .store(scope)
-            .claim(scope, key, fingerprint, token, lease);
+        let claim = self.keys.claim(scope, key, fingerprint, token, lease);
         Box::pin(std::future::ready(Ok(claim)))
     }
 
@@ -627,7 +654,7 @@ impl TaskLedger for MemoryLedger {
         ttl: Duration,
     ) -> LedgerFuture<'a, bool> {
         let stored = self
-            .store(scope)
+            .keys
             .complete(scope, key, token, fingerprint, answer, ttl);
         Box::pin(std::future::ready(Ok(stored)))
     }
@@ -638,7 +665,7 @@ impl TaskLedger for MemoryLedger {
         key: &'a str,
         token: &'a str,
     ) -> LedgerFuture<'a, ()> {
-        self.store(scope).release(scope, key, token);
+        self.keys.release(scope, key, token);
         Box::pin(std::future::ready(Ok(())))
     }
 
@@ -649,7 +676,7 @@ impl TaskLedger for MemoryLedger {
         fingerprint: Fingerprint,
         ttl: Duration,
     ) -> LedgerFuture<'a, bool> {
-        let renewed = self.store(scope).renew(scope, key, fingerprint, ttl);
+        let renewed = self.keys.renew(scope, key, fingerprint, ttl);
         Box::pin(std::future::ready(Ok(renewed)))
     }
 }
@@ -842,13 +869,13 @@ mod tests {
             std::thread::sleep(Duration::from_millis(3));
         }
         assert!(matches!(
-            futures_block_err(l.admit(None, None, 10)),
+            futures_block_err(l.admit(None, super::super::Bounds::default(), 10)),
             Some(LedgerError::Full)
         ));
         std::thread::sleep(Duration::from_millis(250));
         // live1 changes: the others are stale now, the stalest goes first.
         apply(&l, "a", "live1", h(Status::Working, 2));
-        futures_block(l.admit(None, None, 10));
+        futures_block(l.admit(None, super::super::Bounds::default(), 10));
         apply(&l, "a", "new", h(Status::Working, 1));
         assert!(l.get_now("live0").is_none(), "the stalest was evicted");
         assert!(l.get_now("live1").is_some(), "the fresh one was kept");
@@ -872,13 +899,47 @@ mod tests {
         own("t1", Status::Submitted, 1);
         own("t2", Status::Working, 1);
         assert!(matches!(
-            futures_block_err(l.admit(Some("c"), Some(2), 10)),
+            futures_block_err(l.admit(Some("c"), live(2), 10)),
             Some(LedgerError::TooManyTasks { limit: 2 })
         ));
-        futures_block(l.admit(Some("other"), Some(2), 10));
+        futures_block(l.admit(Some("other"), live(2), 10));
         own("t1", Status::Completed, 2);
-        futures_block(l.admit(Some("c"), Some(2), 10));
-        assert_eq!(l.live_of("c"), 1);
+        futures_block(l.admit(Some("c"), live(2), 10));
+        assert_eq!(l.live_of("c").tasks, 1);
+    }
+
+    #[test]
+    fn each_clients_live_bytes_are_bounded_and_its_alone() {
+        let l = ledger(100, Duration::from_secs(60));
+        let doc = Bytes::from(vec![b' '; 1000]);
+        let own = |id: &str, st: Status, ms: i64, doc: &Bytes| {
+            l.apply_doc("a", id, h(st, ms), doc.clone(), Some("c"), None)
+                .expect("applied")
+        };
+        let bytes = |max: usize| super::super::Bounds {
+            max_live: None,
+            max_bytes: Some(max),
+        };
+        own("t1", Status::Working, 1, &doc);
+        own("t2", Status::Working, 1, &doc);
+        let held = l.live_of("c").bytes;
+        assert_eq!(held as usize, 2 * entry_size("t1", &doc), "{held}");
+        // A third task of about 1000 bytes would pass a bound of 2,500: refused, for it alone.
+        assert!(matches!(
+            futures_block_err(l.admit(Some("c"), bytes(2500), 1000)),
+            Some(LedgerError::ClientFull { limit: 2500 })
+        ));
+        futures_block(l.admit(Some("other"), bytes(2500), 1000));
+        // A document that grows while live counts as it grows; a final one not at all.
+        own("t2", Status::Working, 2, &Bytes::from(vec![b' '; 3000]));
+        assert_eq!(
+            l.live_of("c").bytes as usize,
+            entry_size("t1", &doc) + entry_size("t2", &Bytes::from(vec![b' '; 3000]))
+        );
+        own("t2", Status::Completed, 3, &doc);
+        own("t1", Status::Completed, 3, &doc);
+        assert_eq!(l.live_of("c").bytes, 0);
+        futures_block(l.admit(Some("c"), bytes(2500), 1000));
     }
 
     #[test]
@@ -908,6 +969,14 @@ mod tests {
         assert_eq!(futures_block(l.quiet("a", later, 10)).len(), 1);
         apply(&l, "a", "t1", h(Status::Completed, 3));
         assert!(futures_block(l.quiet("a", later + 10_000_000, 10)).is_empty());
+    }
+
+    /// Bounds of `n` live tasks.
+    fn live(n: u64) -> super::super::Bounds {
+        super::super::Bounds {
+            max_live: Some(n),
+            max_bytes: None,
+        }
     }
 
     fn futures_block_err<T>(f: LedgerFuture<'_, T>) -> Option<LedgerError> {

@@ -100,7 +100,7 @@ pub enum LedgerError {
     /// A new task would pass `max_tasks` or `max_ledger_bytes`, and only live tasks changed
     /// within `task_retention_secs` are left to evict: nothing of a live task is given up to
     /// admit another (asked before the agent is called, by [`TaskLedger::admit`]).
-    #[error("the task ledger is full of live tasks (max_tasks / max_ledger_bytes)")]
+    #[error("the task ledger is full of live tasks changed within task_retention_secs (max_tasks / max_ledger_bytes)")]
     Full,
     /// The client holds `limit` tasks that are not final (`[[clients]] max_live_tasks`).
     #[error("the client has {limit} tasks that are not final yet (max_live_tasks)")]
@@ -108,6 +108,55 @@ pub enum LedgerError {
         /// Its `max_live_tasks`.
         limit: u64,
     },
+    /// The client's live tasks hold `limit` bytes of the in-process ledger already
+    /// (`[[clients]] max_ledger_bytes`): its new task is refused; another client's is not.
+    #[error("the client's tasks that are not final hold its share of the task ledger already ({limit} bytes, max_ledger_bytes)")]
+    ClientFull {
+        /// Its `max_ledger_bytes`.
+        limit: usize,
+    },
+    /// The client holds `limit` official A2A contexts (`[[clients]] max_contexts`): a message
+    /// that would start another is refused before the agent is called.
+    #[error("the client holds {limit} conversations (contexts) already (max_contexts); each frees itself task_retention_secs after its last task ends")]
+    TooManyContexts {
+        /// Its `max_contexts`.
+        limit: u64,
+    },
+    /// The in-process store of A2A context claims holds as many as it may (one per task the
+    /// ledger may hold), none of which it gives up for a new one.
+    #[error("the ledger's store of conversations (contexts) is full (as many as max_tasks); each frees itself task_retention_secs after its last task ends")]
+    ContextsFull,
+}
+
+/// A client's bounds a new task is admitted within ([`TaskLedger::admit`]).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Bounds {
+    /// Its `max_live_tasks`.
+    pub max_live: Option<u64>,
+    /// Its `max_ledger_bytes`: the bytes its live tasks may hold in the in-process ledger.
+    pub max_bytes: Option<usize>,
+}
+
+/// How a context is claimed ([`TaskLedger::claim_context`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContextHold {
+    /// For a message on its way to the agent: held this long, then freed unless kept (by an
+    /// answer that names it, or a task recorded in it) or dropped sooner
+    /// ([`TaskLedger::drop_context`]).
+    Hold(Duration),
+    /// Kept at least this long from now: an answer named it.
+    Keep(Duration),
+}
+
+/// Whose a context is, as [`TaskLedger::claim_context`] found it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContextClaim {
+    /// Nobody's: it is the owner's now (counted against its `max_contexts`).
+    Claimed,
+    /// The owner's already (held or kept longer, as asked).
+    Owned,
+    /// Another client's: never given to another while it lives.
+    Other,
 }
 
 /// How the reconciler checks a quiet task again when the agent's answer changed nothing: the
@@ -203,16 +252,18 @@ pub trait TaskLedger: Send + Sync + 'static {
     /// The agent that listed this artifact, and the task it was listed under.
     fn artifact<'a>(&'a self, artifact_id: &'a str) -> LedgerFuture<'a, Option<ArtifactRef>>;
     /// Whether a new task may be created now, asked before its agent is called: `owner` (the
-    /// creating client, if any) holds fewer than `max_live` tasks that are not final
-    /// ([`LedgerError::TooManyTasks`]), and a task of about `bytes` fits in the ledger's bounds,
-    /// evicting final or stale tasks if need be ([`LedgerError::Full`]).
+    /// creating client, if any) holds fewer than its `bounds.max_live` tasks that are not final
+    /// ([`LedgerError::TooManyTasks`]), its live tasks and one of about `bytes` fit in its
+    /// `bounds.max_bytes` of the in-process ledger ([`LedgerError::ClientFull`]), and the task
+    /// fits in the ledger's bounds, evicting final or stale tasks if need be
+    /// ([`LedgerError::Full`]).
     fn admit<'a>(
         &'a self,
         owner: Option<&'a str>,
-        max_live: Option<u64>,
+        bounds: Bounds,
         bytes: usize,
     ) -> LedgerFuture<'a, ()> {
-        let _ = (owner, max_live, bytes);
+        let _ = (owner, bounds, bytes);
         Box::pin(std::future::ready(Ok(())))
     }
     /// The reconciler's candidates: tasks of `agent` neither final nor INPUT_REQUIRED, quiet
@@ -306,6 +357,33 @@ pub trait TaskLedger: Send + Sync + 'static {
         task_id: &'a str,
         fresh: Option<&'a str>,
     ) -> LedgerFuture<'a, Option<String>>;
+
+    /// Claim official A2A context `context` of `agent` for client `owner`, as `how` says. A
+    /// context is one client's for as long as it lives: while a task recorded in it is live,
+    /// and `task_retention` after the last one ends (`TaskLedger::apply` keeps that count), or
+    /// as long as it was held or kept. A new claim past `max` contexts of the owner is
+    /// [`LedgerError::TooManyContexts`], and one the store has no room for
+    /// [`LedgerError::ContextsFull`] (`max` `None`: neither, the agent has answered in it).
+    fn claim_context<'a>(
+        &'a self,
+        agent: &'a str,
+        context: &'a str,
+        owner: &'a str,
+        how: ContextHold,
+        max: Option<u64>,
+    ) -> LedgerFuture<'a, ContextClaim>;
+    /// Free a claim [`ContextHold::Hold`] took whose message came to nothing (not when it was
+    /// kept since).
+    fn drop_context<'a>(
+        &'a self,
+        agent: &'a str,
+        context: &'a str,
+        owner: &'a str,
+    ) -> LedgerFuture<'a, ()>;
+    /// Whether `owner` may take one more context (a message that names none is about to be
+    /// sent: the agent will make one): it holds fewer than `max`
+    /// ([`LedgerError::TooManyContexts`]) and the store has room ([`LedgerError::ContextsFull`]).
+    fn context_room<'a>(&'a self, owner: &'a str, max: u64) -> LedgerFuture<'a, ()>;
 
     /// Keep send `id` for `ttl`: a blocking message's inline push config, held while the
     /// message is with an agent that pushes, until the agent's first push names the task the

@@ -26,12 +26,13 @@ use super::{
     Answer, Applied, ArtifactRef, Claim, Fingerprint, LedgerError, LedgerFuture, PushPut, Record,
     TaskLedger,
 };
-use crate::protocol::task::{Head, Status, TaskRef};
+use crate::protocol::task::{Head, Status, TaskRef, Verdict};
 use crate::store::{Conn, Store, StoreResult};
 use crate::webhook::queue::{entry_version, message_id_prefix, Outbox};
 use applied::applied;
 
 mod applied;
+mod contexts;
 mod keys;
 mod listing;
 mod push;
@@ -56,6 +57,8 @@ pub struct RedisLedger {
     push: Script,
     /// Blocking messages' sends ([`send.lua`](send.lua)).
     send: Script,
+    /// Official A2A context claims ([`context.lua`](context.lua)).
+    context: Script,
     outbox: Option<Arc<Outbox>>,
     /// The command the apply script publishes changes with: `SPUBLISH` (sharded pub/sub, to
     /// the partition's shard only) on a cluster, `PUBLISH` on one node.
@@ -128,6 +131,7 @@ impl RedisLedger {
             list: Script::new(include_str!("list.lua")),
             push: Script::new(include_str!("push.lua")),
             send: Script::new(include_str!("send.lua")),
+            context: Script::new(include_str!("context.lua")),
             outbox: None,
         }
     }
@@ -286,7 +290,23 @@ impl RedisLedger {
                 Ok((inv.invoke_async(&mut c).await?, c))
             })
             .await?;
-        applied(&reply, task)
+        let applied = applied(&reply, task)?;
+        // Its context's claim lives while its live tasks do (`context.lua`): told when one is
+        // made live, and when one ends (another partition's keys: a call of its own).
+        if let (Some(context), Some(owner)) = (context, applied.record.owner.as_deref()) {
+            let live = !head.status.is_terminal();
+            let told = match applied.verdict {
+                Verdict::New => live.then_some(true),
+                Verdict::Transition { from } => (!from.is_terminal() && !live).then_some(false),
+                _ => None,
+            };
+            if let Some(up) = told {
+                if let Err(e) = self.context_task_live(agent, context, owner, up).await {
+                    tracing::warn!(agent, context, error = %e, "a context's claim was not told of its task; it lapses on its own bound");
+                }
+            }
+        }
+        Ok(applied)
     }
 }
 
@@ -294,10 +314,16 @@ impl RedisLedger {
     /// The number of `owner`'s tasks that are not final, over every partition (so over every
     /// replica): each partition's `{part}live:{owner}`, expired members dropped first.
     async fn live_of(&self, owner: &str) -> Result<u64, LedgerError> {
+        self.counted(owner, "live").await
+    }
+
+    /// The members of `owner`'s zsets `{part}{kind}:{owner}` (scores are expiries) over every
+    /// partition, expired ones dropped first: its live tasks (`live`), its contexts (`ctxo`).
+    async fn counted(&self, owner: &str, kind: &str) -> Result<u64, LedgerError> {
         let now = now_ms();
         let per = self.store.keys.parts().map(|part| {
             let mut pipe = redis::pipe();
-            live_members(&mut pipe, &format!("{part}live:{owner}"), now);
+            live_members(&mut pipe, &format!("{part}{kind}:{owner}"), now);
             async move {
                 let pipe = &pipe;
                 self.read(|mut c| async move { pipe.query_async::<Vec<u64>>(&mut c).await })
@@ -313,12 +339,13 @@ impl TaskLedger for RedisLedger {
     fn admit<'a>(
         &'a self,
         owner: Option<&'a str>,
-        max_live: Option<u64>,
+        bounds: super::Bounds,
         _bytes: usize,
     ) -> LedgerFuture<'a, ()> {
-        // Room is Redis's own business (its maxmemory); the client's cap is the ledger's.
+        // Room, and a client's bytes, are Redis's own business (its maxmemory); the client's cap
+        // of live tasks is the ledger's.
         Box::pin(async move {
-            if let (Some(owner), Some(limit)) = (owner, max_live) {
+            if let (Some(owner), Some(limit)) = (owner, bounds.max_live) {
                 if self.live_of(owner).await? >= limit {
                     return Err(LedgerError::TooManyTasks { limit });
                 }
@@ -374,6 +401,35 @@ impl TaskLedger for RedisLedger {
 
     fn push_current<'a>(&'a self, task_id: &'a str, id: &'a str) -> LedgerFuture<'a, bool> {
         Box::pin(self.push_current_inner(task_id, id))
+    }
+
+    fn claim_context<'a>(
+        &'a self,
+        agent: &'a str,
+        context: &'a str,
+        owner: &'a str,
+        how: super::ContextHold,
+        max: Option<u64>,
+    ) -> LedgerFuture<'a, super::ContextClaim> {
+        Box::pin(self.claim_context_inner(agent, context, owner, how, max))
+    }
+
+    fn drop_context<'a>(
+        &'a self,
+        agent: &'a str,
+        context: &'a str,
+        owner: &'a str,
+    ) -> LedgerFuture<'a, ()> {
+        Box::pin(self.drop_context_inner(agent, context, owner))
+    }
+
+    fn context_room<'a>(&'a self, owner: &'a str, max: u64) -> LedgerFuture<'a, ()> {
+        Box::pin(async move {
+            if self.contexts_of_inner(owner).await? >= max {
+                return Err(LedgerError::TooManyContexts { limit: max });
+            }
+            Ok(())
+        })
     }
 
     fn put_send<'a>(&'a self, id: &'a str, entry: Bytes, ttl: Duration) -> LedgerFuture<'a, bool> {

@@ -221,9 +221,11 @@ fn is_unavailable(f: &Failure) -> bool {
 /// The most tasks one message may name (`taskId` and `referenceTaskIds`): each is a ledger read.
 const MAX_NAMED_TASKS: usize = 64;
 
-/// Whether the ledger takes this message: room for a new task (`new_task`: the client's
-/// `max_live_tasks`, the ledger's bounds) and the context it names, claimed for the caller
-/// (another client's is TaskNotFoundError, worded like an unknown task).
+/// Whether the ledger takes this message, before the agent is called: room for a new task
+/// (`new_task`: the client's `max_live_tasks`, the ledger's bounds) and for the context it
+/// names, held for the caller (another client's is TaskNotFoundError, worded like an unknown
+/// task; a new one past the caller's `max_contexts`, TOO_MANY_CONTEXTS), or, naming none, for
+/// the one the agent will make.
 pub(super) async fn admit(
     state: &State,
     ctx: &Ctx,
@@ -236,12 +238,16 @@ pub(super) async fn admit(
         crate::http::create::admit_task(state, &ctx.caller, bytes).await?;
     }
     let Some(context) = named_context_id(&call.params) else {
+        // A new task in no named context: the agent makes one for it.
+        if new_task {
+            a2a_ledger::context_room(state, ctx).await?;
+        }
         return Ok(None);
     };
     // Held while the message is with the agent (and its late answer awaited); kept once it is
     // answered, freed otherwise: a message the agent never took claims nothing for long.
     let hold = agent.cfg.timeout + state.config.late_answer + std::time::Duration::from_secs(5);
-    match a2a_ledger::claim_context(state, ctx, &agent.cfg.name, context, hold).await? {
+    match a2a_ledger::hold_context(state, ctx, &agent.cfg.name, context, hold).await? {
         ContextOwner::Other => Err(A2aError::new(
             ErrorKind::TaskNotFound,
             format!(
@@ -255,30 +261,26 @@ pub(super) async fn admit(
     }
 }
 
-/// The context an answer names, for the caller: another client's is refused; a new one is
-/// the caller's from now.
+/// The context an answer names, for the caller: another client's is refused (the agent
+/// answered in it); any other is the caller's from now, kept as long as `with_task` says
+/// (a Task's context outlives the Task by a retention; a Message's, the message).
 pub(super) async fn answered_context(
     state: &State,
     ctx: &Ctx,
     agent: &str,
     context: &str,
     at: &str,
+    with_task: bool,
 ) -> Result<(), Failure> {
-    let hold = context_ttl_hold(state);
-    match a2a_ledger::claim_context(state, ctx, agent, context, hold).await? {
+    let keep = a2a_ledger::context_keep(state, with_task);
+    match a2a_ledger::answered_in(state, ctx, agent, context, keep).await? {
         ContextOwner::Other => Err(a2a_ledger::invalid_answer(
             at,
             "owner",
             "the agent answered in another client's context",
         )),
-        ContextOwner::Claimed(p) => a2a_ledger::keep_context(state, &p).await,
-        ContextOwner::Caller => Ok(()),
+        _ => Ok(()),
     }
-}
-
-/// How long an answer's context is held before it is kept (at once, in `answered_context`).
-fn context_ttl_hold(state: &State) -> std::time::Duration {
-    state.config.late_answer + std::time::Duration::from_secs(60)
 }
 
 /// SendMessage's step from the agent's answer to the neutral answer: judged, the task's
@@ -327,9 +329,7 @@ impl Finish for SendFinish {
         if let Some(p) = &self.pending {
             match &answer {
                 Ok(_) => {
-                    if let Err(f) = a2a_ledger::keep_context(state, p).await {
-                        tracing::warn!(error = %f.error.message, "a context claim was not kept");
-                    }
+                    a2a_ledger::keep_context(state, p, a2a_ledger::context_keep(state, true)).await
                 }
                 Err(_) => a2a_ledger::drop_context(state, p).await,
             }
@@ -407,7 +407,8 @@ impl SendFinish {
                         "the agent answered a new task with the id of a task the gateway holds for another client",
                     ));
                 }
-                answered_context(state, ctx, name, head.context_id, "/task/contextId").await?;
+                answered_context(state, ctx, name, head.context_id, "/task/contextId", true)
+                    .await?;
                 let owner = ctx.caller.owner().map(|o| &**o);
                 match a2a_ledger::record(state, ctx, name, &head, task, owner, hint).await {
                     Ok(recorded) => {
@@ -453,7 +454,8 @@ impl SendFinish {
             }
             Some(Payload::Message(m)) => {
                 if let Some(context) = m.get("contextId").and_then(|c| c.as_str()) {
-                    answered_context(state, ctx, name, context, "/message/contextId").await?;
+                    answered_context(state, ctx, name, context, "/message/contextId", false)
+                        .await?;
                 }
                 Ok(Answer::Doc(reply.into_value()))
             }

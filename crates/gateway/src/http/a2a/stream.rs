@@ -262,9 +262,7 @@ pub(super) async fn shared(
     if let Some(p) = &pending {
         match &judged {
             Ok(_) => {
-                if let Err(f) = a2a_ledger::keep_context(state, p).await {
-                    tracing::warn!(error = %f.error.message, "a context claim was not kept");
-                }
+                a2a_ledger::keep_context(state, p, a2a_ledger::context_keep(state, true)).await
             }
             Err(_) => a2a_ledger::drop_context(state, p).await,
         }
@@ -418,7 +416,7 @@ async fn first_event(
     let task = match payload(ev) {
         Some(Payload::Message(m)) => {
             if let Some(context) = m.get("contextId").and_then(Value::as_str) {
-                answered_context(state, ctx, name, context, "/message/contextId").await?;
+                answered_context(state, ctx, name, context, "/message/contextId", false).await?;
             }
             let stored = a2a_stream::rest_frame(&json);
             let frame = match framing {
@@ -463,7 +461,7 @@ async fn first_event(
             "the agent answered a new task with the id of a task the gateway holds for another client",
         ));
     }
-    answered_context(state, ctx, name, head.context_id, "/task/contextId").await?;
+    answered_context(state, ctx, name, head.context_id, "/task/contextId", true).await?;
     let owner = ctx.caller.owner().map(|o| &**o);
     let recorded = a2a_ledger::record(state, ctx, name, &head, &task, owner, 0).await?;
     let refused = matches!(recorded.applied.verdict, Verdict::Refused(_));

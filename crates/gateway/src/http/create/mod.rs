@@ -76,11 +76,17 @@ pub async fn admit_task(
     caller: &crate::auth::Caller,
     input_bytes: usize,
 ) -> Result<(), super::error::ApiError> {
-    let limit = match caller {
-        crate::auth::Caller::Client(c) => c.max_live_tasks,
-        _ => None,
+    let bounds = match caller {
+        crate::auth::Caller::Client(c) => crate::ledger::Bounds {
+            max_live: c.max_live_tasks,
+            max_bytes: Some(
+                c.max_ledger_bytes
+                    .unwrap_or(state.config.max_ledger_bytes / 10),
+            ),
+        },
+        _ => crate::ledger::Bounds::default(),
     };
     let owner = caller.owner().map(|o| o.as_ref());
-    state.ledger.admit(owner, limit, input_bytes).await?;
+    state.ledger.admit(owner, bounds, input_bytes).await?;
     Ok(())
 }
