@@ -69,6 +69,12 @@ fn unavailable(e: redis::RedisError) -> LedgerError {
     LedgerError::Unavailable(format!("redis: {e}"))
 }
 
+/// A script that sweeps the listing index: [`sweep.lua`](sweep.lua) before it (a Redis script
+/// cannot include another).
+fn with_sweep(script: &str) -> String {
+    format!("{}\n{script}", include_str!("sweep.lua"))
+}
+
 /// A duration in whole milliseconds, at least 1 (PEXPIRE refuses 0).
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
@@ -125,10 +131,10 @@ impl RedisLedger {
             },
             store,
             retention,
-            apply: Script::new(include_str!("apply.lua")),
+            apply: Script::new(&with_sweep(include_str!("apply.lua"))),
             lease: Script::new(include_str!("lease.lua")),
             keys: Script::new(include_str!("idempotency.lua")),
-            list: Script::new(include_str!("list.lua")),
+            list: Script::new(&with_sweep(include_str!("list.lua"))),
             push: Script::new(include_str!("push.lua")),
             send: Script::new(include_str!("send.lua")),
             context: Script::new(include_str!("context.lua")),
