@@ -120,12 +120,13 @@ async fn send_checked(
     };
     if let (Some(Plan::Streamed), Some(cfg)) = (&plan, &push) {
         drop(params);
-        let res = Box::pin(inline::streamed(
-            state, ctx, agent, held, headers, &call, cfg,
-        ))
-        .await
-        .unwrap_or_else(|f| neutral(Method::SendMessage, Err(f)));
-        let keep = !res.status().is_server_error();
+        // A refusal (before the agent, or the agent's own error) frees the messageId for a
+        // retry; an answer, the task as the ledger holds it, is the message's.
+        let streamed = inline::streamed(state, ctx, agent, held, headers, &call, cfg);
+        let (res, keep) = match Box::pin(streamed).await {
+            Ok(res) => (res, true),
+            Err(f) => (neutral(Method::SendMessage, Err(f)), false),
+        };
         idempotency::settle(state, &key, &res, keep).await;
         return Ok(res);
     }
