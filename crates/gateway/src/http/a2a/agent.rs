@@ -188,7 +188,9 @@ pub fn read(call: &Call, rpc_id: Option<&RpcId>, parts: &Parts, body: &[u8]) -> 
                 .and_then(|v| v.get("error").cloned())
                 .filter(serde_json::Value::is_object)
             {
-                Some(e) => Err(the_agents(crate::protocol::a2a::A2aError::from_jsonrpc(&e))),
+                Some(e) => Err(the_agents(
+                    crate::protocol::a2a::A2aError::from_jsonrpc(&e).the_agents_own(),
+                )),
                 None => Err(transport(parts.status.as_u16())),
             }
         }

@@ -234,7 +234,16 @@ async fn answer(
         front.label(),
         &outcome,
     );
-    reframe(neutral, front, method)
+    reframe(for_caller(ctx, neutral, agent), front, method)
+}
+
+/// The neutral answer as the caller may read it: an agent's own error withheld
+/// (`frame::withhold`) from a caller that may not read agents' texts.
+fn for_caller(ctx: &Ctx, mut neutral: Response<Body>, agent: &Agent) -> Response<Body> {
+    if !ctx.caller.reads_agents_texts() {
+        frame::withhold(&mut neutral, &agent.cfg.name);
+    }
+    neutral
 }
 
 /// `ok`, or the ErrorInfo reason of a neutral answer.
@@ -467,7 +476,7 @@ pub async fn fleet(state: &Arc<State>, ctx: &mut Ctx, req: Request) -> ApiResult
     };
     let outcome = outcome_of(&neutral);
     count(state, &agent.cfg.name, Some(method), "JSONRPC", &outcome);
-    Ok(reframe(neutral, &front, method))
+    Ok(reframe(for_caller(ctx, neutral, &agent), &front, method))
 }
 
 /// GetTask or CancelTask of task `id` recorded under `agent` while it spoke A2A (it speaks

@@ -125,6 +125,8 @@ async fn send_checked(
         ))
         .await
         .unwrap_or_else(|f| neutral(Method::SendMessage, Err(f)));
+        let mut res = res;
+        replayed_withheld(&mut res, agent);
         let keep = !res.status().is_server_error();
         idempotency::settle(state, &key, &res, keep).await;
         return Ok(res);
@@ -346,6 +348,7 @@ impl Finish for SendFinish {
         if unsettled {
             res.extensions_mut().insert(crate::http::create::Unsettled);
         }
+        replayed_withheld(&mut res, agent);
         Ok(res)
     }
 }
@@ -459,6 +462,16 @@ impl SendFinish {
             }
             _ => Ok(Answer::Doc(reply.into_value())),
         }
+    }
+}
+
+/// The messageId's replay is a fresh answer, whoever sends the message again: an agent's own
+/// error in `res` is kept for it without its text (`frame::withheld_of`).
+fn replayed_withheld(res: &mut Response<Body>, agent: &Agent) {
+    if let Some(w) = super::frame::withheld_of(res, &agent.cfg.name) {
+        let kept = serde_json::to_vec(&w.to_status()).unwrap_or_default();
+        res.extensions_mut()
+            .insert(crate::http::create::ReplayAs(kept.into()));
     }
 }
 

@@ -104,6 +104,9 @@ pub async fn run(
                 p.settle();
             }
             sub.hold(permit);
+            if ctx.caller.reads_agents_texts() {
+                sub.show_agents_texts();
+            }
             Streamed::Events(event_stream(Body::Events(sub)))
         }
         Ok(Opened::One(frame)) => {
