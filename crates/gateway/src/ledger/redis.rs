@@ -32,6 +32,7 @@ use crate::webhook::queue::{entry_version, message_id_prefix, Outbox};
 use applied::applied;
 
 mod applied;
+mod files;
 mod keys;
 mod listing;
 mod push;
@@ -56,6 +57,8 @@ pub struct RedisLedger {
     push: Script,
     /// Blocking messages' sends ([`send.lua`](send.lua)).
     send: Script,
+    /// The key of the file ids every replica shares, once read (`files.rs`).
+    file_ids: files::IdsKey,
     outbox: Option<Arc<Outbox>>,
     /// The command the apply script publishes changes with: `SPUBLISH` (sharded pub/sub, to
     /// the partition's shard only) on a cluster, `PUBLISH` on one node.
@@ -128,6 +131,7 @@ impl RedisLedger {
             list: Script::new(include_str!("list.lua")),
             push: Script::new(include_str!("push.lua")),
             send: Script::new(include_str!("send.lua")),
+            file_ids: files::IdsKey::new(),
             outbox: None,
         }
     }
@@ -492,6 +496,18 @@ impl TaskLedger for RedisLedger {
                 }
             }))
         })
+    }
+
+    fn bind_files<'a>(
+        &'a self,
+        scope: super::FileScope<'a>,
+        urls: &'a [String],
+    ) -> LedgerFuture<'a, Vec<String>> {
+        Box::pin(self.bind_files_inner(scope, urls))
+    }
+
+    fn file<'a>(&'a self, id: &'a str) -> LedgerFuture<'a, Option<super::FileRef>> {
+        Box::pin(self.file_inner(id))
     }
 
     fn claim_key<'a>(
