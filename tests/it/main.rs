@@ -4,6 +4,11 @@
 
 mod support;
 
+/// No official A2A agent's address reaches a client or a push receiver, on every path: a
+/// hostile agent's Part URLs, card fields, error texts and headers, scanned for in everything
+/// a client reads; the rewritten file URL is its task owner's to fetch, and reaches nothing
+/// else of the agent.
+mod a2a_addresses;
 /// The official A2A routes at their edges: the extended card, reloads of protocol and
 /// binding, subscribers' protocols, report mode, each binding's shapes for refusals.
 mod a2a_edges;

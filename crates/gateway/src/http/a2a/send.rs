@@ -314,7 +314,10 @@ impl Finish for SendFinish {
         res: Parts,
         body: Bytes,
     ) -> ApiResult {
-        let reply = agent::read_answer(&self.call, self.rpc_id.as_ref(), &res, &body)
+        let owner = ctx.caller.owner().map(|o| &**o);
+        let rpc_id = self.rpc_id.as_ref();
+        let reply = agent::read_answer(state, agent, owner, &self.call, rpc_id, &res, &body)
+            .await
             .map_err(Failure::from);
         let answer = match reply {
             Ok(a) => self.judge(state, agent, ctx, a, body.len()).await,

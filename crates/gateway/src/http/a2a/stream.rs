@@ -373,7 +373,8 @@ async fn open(
         }
         Err(why) => return Err(a2a_ledger::invalid_answer("", "stream", why)),
     };
-    let value = agent_stream::read_event(&event, call.method, out.rpc_id.as_ref())?;
+    let from = (state, agent, ctx.caller.owner().map(|o| &**o));
+    let value = agent_stream::read_event(from, &event, call.method, out.rpc_id.as_ref()).await?;
     Ok(FirstRead {
         body,
         parser: read.parser,
