@@ -4,6 +4,11 @@
 
 mod support;
 
+/// No official A2A agent's address reaches a client or a push receiver, on every path: a
+/// hostile agent's Part URLs, card fields, error texts and headers, scanned for in everything
+/// a client reads; the rewritten file URL is its task owner's to fetch, and reaches nothing
+/// else of the agent.
+mod a2a_addresses;
 /// Official A2A contexts bounded and fair: a client filling conversations is refused its own
 /// new ones before the agent is called, never another client's; contexts free themselves.
 mod a2a_contexts;

@@ -6,6 +6,7 @@
 //! where the record lives (this process, or Redis for many replicas), never in the rule.
 
 pub mod changes;
+pub mod files;
 pub mod idempotency;
 mod keymap;
 pub mod listing;
@@ -14,6 +15,7 @@ pub mod push;
 mod redis;
 
 pub use self::redis::RedisLedger;
+pub use files::{FileRef, FileScope};
 pub use idempotency::{Answer, Claim, Fingerprint, CONTEXT_SCOPE};
 pub use memory::{Evictions, MemoryLedger};
 
@@ -251,6 +253,19 @@ pub trait TaskLedger: Send + Sync + 'static {
     ) -> LedgerFuture<'a, ()>;
     /// The agent that listed this artifact, and the task it was listed under.
     fn artifact<'a>(&'a self, artifact_id: &'a str) -> LedgerFuture<'a, Option<ArtifactRef>>;
+    /// Bind each of `urls` (file URLs an agent named on its own origin) under `scope`: the
+    /// opaque id of each, in order ([`files::file_id`] under the store's key: the same on every
+    /// replica, the same each time). Kept bounded like the artifact index (`max_tasks` in
+    /// process) and expiring with the task: a final task's after the retention, a live one's
+    /// with it (30 days on Redis, refreshed by every binding; in process, evicted oldest
+    /// first); a message's outside any task after the retention.
+    fn bind_files<'a>(
+        &'a self,
+        scope: FileScope<'a>,
+        urls: &'a [String],
+    ) -> LedgerFuture<'a, Vec<String>>;
+    /// What file `id` is bound to, if it is still held.
+    fn file<'a>(&'a self, id: &'a str) -> LedgerFuture<'a, Option<FileRef>>;
     /// Whether a new task may be created now, asked before its agent is called: `owner` (the
     /// creating client, if any) holds fewer than its `bounds.max_live` tasks that are not final
     /// ([`LedgerError::TooManyTasks`]), its live tasks and one of about `bytes` fit in its

@@ -33,6 +33,7 @@ use applied::applied;
 
 mod applied;
 mod contexts;
+mod files;
 mod keys;
 mod listing;
 mod push;
@@ -59,6 +60,8 @@ pub struct RedisLedger {
     send: Script,
     /// Official A2A context claims ([`context.lua`](context.lua)).
     context: Script,
+    /// The key of the file ids every replica shares, once read (`files.rs`).
+    file_ids: files::IdsKey,
     outbox: Option<Arc<Outbox>>,
     /// The command the apply script publishes changes with: `SPUBLISH` (sharded pub/sub, to
     /// the partition's shard only) on a cluster, `PUBLISH` on one node.
@@ -138,6 +141,7 @@ impl RedisLedger {
             push: Script::new(include_str!("push.lua")),
             send: Script::new(include_str!("send.lua")),
             context: Script::new(include_str!("context.lua")),
+            file_ids: files::IdsKey::new(),
             outbox: None,
         }
     }
@@ -554,6 +558,18 @@ impl TaskLedger for RedisLedger {
                 }
             }))
         })
+    }
+
+    fn bind_files<'a>(
+        &'a self,
+        scope: super::FileScope<'a>,
+        urls: &'a [String],
+    ) -> LedgerFuture<'a, Vec<String>> {
+        Box::pin(self.bind_files_inner(scope, urls))
+    }
+
+    fn file<'a>(&'a self, id: &'a str) -> LedgerFuture<'a, Option<super::FileRef>> {
+        Box::pin(self.file_inner(id))
     }
 
     fn claim_key<'a>(

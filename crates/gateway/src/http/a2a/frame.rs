@@ -169,6 +169,27 @@ pub fn neutral_written(json: Bytes) -> Response<Body> {
     res
 }
 
+/// The neutral answer `res` for a caller that may not read agents' texts (without `metrics` or
+/// `admin`, where clients are configured): an agent's own error becomes
+/// [`A2aError::withheld`], its kind kept, its text gone (docs/security.md). Anything else is
+/// left as it is. Whether it was withheld.
+pub fn withhold(res: &mut Response<Body>, agent: &str) -> bool {
+    let Some(w) = withheld_of(res, agent) else {
+        return false;
+    };
+    *res.body_mut() = Body::full(serde_json::to_vec(&w.to_status()).unwrap_or_default());
+    res.extensions_mut().insert(Neutral(Err(w)));
+    true
+}
+
+/// The agent's own error a neutral answer holds, withheld (`None` for any other answer).
+pub fn withheld_of(res: &Response<Body>, agent: &str) -> Option<A2aError> {
+    match res.extensions().get::<Neutral>() {
+        Some(Neutral(Err(e))) if e.agents => Some(e.withheld(agent)),
+        _ => None,
+    }
+}
+
 /// What a neutral answer was written from, kept beside its body: its error, so that reframing
 /// it for a JSON-RPC client does not read the body back (a success's body is the JSON-RPC
 /// result as it is). A replayed answer (from the ledger's key store) has none: its body is read.
@@ -361,5 +382,37 @@ mod tests {
         assert_eq!(status, 401);
         assert_eq!(v["error"]["status"], "UNAUTHENTICATED");
         assert_eq!(v["error"]["details"][0]["domain"], "a2a-gateway");
+    }
+
+    /// A neutral answer holding an agent's own error is withheld whole, in either binding; the
+    /// gateway's own errors and successes are left alone.
+    #[test]
+    fn an_agents_error_is_withheld_in_both_bindings_and_nothing_else_is() {
+        let leak = "http://127.0.0.1:18103/db?password=hunter2";
+        let agents = A2aError::new(ErrorKind::TaskNotFound, format!("at {leak}")).the_agents_own();
+        for front in [Front::Rest, Front::JsonRpc(RpcId::Int(3.into()))] {
+            let mut res = neutral(Method::GetTask, Err(agents.clone().into()));
+            assert!(withhold(&mut res, "echo"));
+            let (status, v) = body(reframe(res, &front, Method::GetTask));
+            let text = v.to_string();
+            assert!(
+                !text.contains("18103") && text.contains("TASK_NOT_FOUND"),
+                "{text}"
+            );
+            match front {
+                Front::Rest => assert_eq!((status, &v["error"]["code"]), (404, &json!(404))),
+                Front::JsonRpc(_) => {
+                    assert_eq!((status, &v["error"]["code"]), (200, &json!(-32001)))
+                }
+            }
+        }
+        let mut own = neutral(
+            Method::GetTask,
+            Err(A2aError::new(ErrorKind::TaskNotFound, "the gateway's").into()),
+        );
+        assert!(!withhold(&mut own, "echo"));
+        let mut ok = neutral(Method::GetTask, Ok(json!({"id": "t"})));
+        assert!(!withhold(&mut ok, "echo"));
+        assert_eq!(body(ok).1, json!({"id": "t"}));
     }
 }

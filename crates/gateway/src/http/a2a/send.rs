@@ -123,10 +123,11 @@ async fn send_checked(
         // A refusal (before the agent, or the agent's own error) frees the messageId for a
         // retry; an answer, the task as the ledger holds it, is the message's.
         let streamed = inline::streamed(state, ctx, agent, held, headers, &call, cfg);
-        let (res, keep) = match Box::pin(streamed).await {
+        let (mut res, keep) = match Box::pin(streamed).await {
             Ok(res) => (res, true),
             Err(f) => (neutral(Method::SendMessage, Err(f)), false),
         };
+        replayed_withheld(&mut res, agent);
         idempotency::settle(state, &key, &res, keep).await;
         return Ok(res);
     }
@@ -315,7 +316,10 @@ impl Finish for SendFinish {
         res: Parts,
         body: Bytes,
     ) -> ApiResult {
-        let reply = agent::read_answer(&self.call, self.rpc_id.as_ref(), &res, &body)
+        let owner = ctx.caller.owner().map(|o| &**o);
+        let rpc_id = self.rpc_id.as_ref();
+        let reply = agent::read_answer(state, agent, owner, &self.call, rpc_id, &res, &body)
+            .await
             .map_err(Failure::from);
         let answer = match reply {
             Ok(a) => self.judge(state, agent, ctx, a, body.len()).await,
@@ -347,6 +351,7 @@ impl Finish for SendFinish {
         if unsettled {
             res.extensions_mut().insert(crate::http::create::Unsettled);
         }
+        replayed_withheld(&mut res, agent);
         Ok(res)
     }
 }
@@ -462,6 +467,16 @@ impl SendFinish {
             }
             _ => Ok(Answer::Doc(reply.into_value())),
         }
+    }
+}
+
+/// The messageId's replay is a fresh answer, whoever sends the message again: an agent's own
+/// error in `res` is kept for it without its text (`frame::withheld_of`).
+fn replayed_withheld(res: &mut Response<Body>, agent: &Agent) {
+    if let Some(w) = super::frame::withheld_of(res, &agent.cfg.name) {
+        let kept = serde_json::to_vec(&w.to_status()).unwrap_or_default();
+        res.extensions_mut()
+            .insert(crate::http::create::ReplayAs(kept.into()));
     }
 }
 

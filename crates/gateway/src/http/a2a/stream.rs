@@ -104,6 +104,9 @@ pub async fn run(
                 p.settle();
             }
             sub.hold(permit);
+            if ctx.caller.reads_agents_texts() {
+                sub.show_agents_texts();
+            }
             Streamed::Events(event_stream(Body::Events(sub)))
         }
         Ok(Opened::One(frame)) => {
@@ -368,7 +371,8 @@ async fn open(
         }
         Err(why) => return Err(a2a_ledger::invalid_answer("", "stream", why)),
     };
-    let value = agent_stream::read_event(&event, call.method, out.rpc_id.as_ref())?;
+    let from = (state, agent, ctx.caller.owner().map(|o| &**o));
+    let value = agent_stream::read_event(from, &event, call.method, out.rpc_id.as_ref()).await?;
     Ok(FirstRead {
         body,
         parser: read.parser,
