@@ -90,9 +90,13 @@ pub enum PushPut {
 /// Why the ledger could not apply or read.
 #[derive(Debug, thiserror::Error)]
 pub enum LedgerError {
-    /// The store could not be reached or answered wrongly.
+    /// The store failed, refused the write, or answered wrongly: of what kind, never with the
+    /// store's own words (those are logged where the failure is classified).
     #[error("task ledger unavailable: {0}")]
-    Unavailable(String),
+    Store(crate::store::Failure),
+    /// No store could be made or connected (`RedisLedger::connect`, for tools and tests).
+    #[error("task ledger unavailable: {0}")]
+    Connect(#[from] crate::store::StoreError),
     /// The change would queue more webhook deliveries than `webhooks.max_queued` allows; it is
     /// not recorded (the agent may send it again later).
     #[error("webhook delivery queue is full (webhooks.max_queued); status change not recorded")]
@@ -154,6 +158,12 @@ pub trait TaskLedger: Send + Sync + 'static {
     /// always there).
     fn available(&self) -> bool {
         true
+    }
+
+    /// Why the store refuses writes, while it does (Redis at `maxmemory`, or read-only): the
+    /// ledger is then not [`available`](TaskLedger::available) although its store answers.
+    fn refusing(&self) -> Option<crate::store::Failure> {
+        None
     }
 
     /// Judge `head` against the record of `task_id` and store `task` if accepted.

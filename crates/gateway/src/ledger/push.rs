@@ -3,10 +3,18 @@
 
 use std::sync::Arc;
 
-use super::TaskLedger;
+use super::{LedgerError, TaskLedger};
 use crate::protocol::a2a::push::PushConfig;
 use crate::webhook::push::PushDirectory;
 use crate::webhook::queue::{QueueError, QueueFuture};
+
+/// A ledger failure as the worker's: a read or a removal can fail only in the store.
+fn queue_error(e: LedgerError) -> QueueError {
+    match e {
+        LedgerError::Store(f) => QueueError::Store(f),
+        _ => QueueError::Store(crate::store::Failure::Other),
+    }
+}
 
 /// The push configs the ledger keeps, for the delivery worker.
 pub struct Directory(pub Arc<dyn TaskLedger>);
@@ -14,11 +22,7 @@ pub struct Directory(pub Arc<dyn TaskLedger>);
 impl PushDirectory for Directory {
     fn config<'a>(&'a self, task_id: &'a str, id: &'a str) -> QueueFuture<'a, Option<PushConfig>> {
         Box::pin(async move {
-            let all = self
-                .0
-                .push_configs(task_id)
-                .await
-                .map_err(|e| QueueError::Unavailable(e.to_string()))?;
+            let all = self.0.push_configs(task_id).await.map_err(queue_error)?;
             Ok(all
                 .iter()
                 .filter_map(|c| PushConfig::decode(c))
@@ -32,7 +36,7 @@ impl PushDirectory for Directory {
                 .delete_push_config(task_id, id)
                 .await
                 .map(drop)
-                .map_err(|e| QueueError::Unavailable(e.to_string()))
+                .map_err(queue_error)
         })
     }
 }

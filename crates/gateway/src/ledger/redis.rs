@@ -62,8 +62,11 @@ pub struct RedisLedger {
     publish: &'static str,
 }
 
-fn unavailable(e: redis::RedisError) -> LedgerError {
-    LedgerError::Unavailable(format!("redis: {e}"))
+/// A reply of one of the ledger's scripts that the gateway cannot read (a bug, or a script of
+/// another version): logged with the script's name, answered as the store's failure.
+fn bad_reply(script: &str) -> LedgerError {
+    tracing::error!(script, "unexpected reply from a ledger script in Redis");
+    LedgerError::Store(crate::store::Failure::Other)
 }
 
 /// A duration in whole milliseconds, at least 1 (PEXPIRE refuses 0).
@@ -144,11 +147,8 @@ impl RedisLedger {
             prefix: prefix.to_owned(),
             ..crate::config::RedisConfig::default()
         };
-        let store = Store::new(&config).map_err(|e| LedgerError::Unavailable(e.to_string()))?;
-        store
-            .connect_now()
-            .await
-            .map_err(|e| LedgerError::Unavailable(e.to_string()))?;
+        let store = Store::new(&config)?;
+        store.connect_now().await?;
         Ok(RedisLedger::new(store, retention))
     }
 
@@ -196,7 +196,7 @@ impl RedisLedger {
                 }
             })
             .await
-            .map_err(unavailable)
+            .map_err(|e| LedgerError::Store(store.failed(&e)))
     }
 
     /// The replication fence of a write to `key` (only with `wait_replicas`: no allocation
@@ -215,7 +215,10 @@ impl RedisLedger {
         F: Fn(Conn) -> Fut,
         Fut: std::future::Future<Output = StoreResult<T>>,
     {
-        self.store.idempotent(call).await.map_err(unavailable)
+        self.store
+            .idempotent(call)
+            .await
+            .map_err(|e| LedgerError::Store(self.store.failed(&e)))
     }
 
     async fn apply_inner(
@@ -570,6 +573,10 @@ impl TaskLedger for RedisLedger {
     }
 
     fn available(&self) -> bool {
-        self.store.is_up()
+        self.store.writable()
+    }
+
+    fn refusing(&self) -> Option<crate::store::Failure> {
+        self.store.refusing()
     }
 }

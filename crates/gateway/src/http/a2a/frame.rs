@@ -328,6 +328,32 @@ mod tests {
     }
 
     #[test]
+    fn a_store_failure_is_a_gateway_error_over_both_bindings_without_the_stores_words() {
+        let e = ApiError::from(crate::ledger::LedgerError::Store(
+            crate::store::Failure::Oom,
+        ));
+        let rest = neutral(Method::SendMessage, Err(from_api(e)));
+        assert_eq!(rest.status(), 503);
+        assert_eq!(rest.headers()["retry-after"], "5");
+        let rpc = reframe(
+            rest,
+            &Front::JsonRpc(RpcId::Int(3.into())),
+            Method::SendMessage,
+        );
+        assert_eq!(rpc.headers()["retry-after"], "5");
+        let (status, v) = body(rpc);
+        assert_eq!(status, 200);
+        assert_eq!(v["error"]["code"], -32000);
+        assert_eq!(v["error"]["data"][0]["reason"], "STORE_UNAVAILABLE");
+        let message = v["error"]["message"].as_str().expect("a message");
+        assert!(message.starts_with("STORE_UNAVAILABLE: "), "{message}");
+        assert!(
+            !message.contains("OOM") && !message.contains("maxmemory"),
+            "{message}"
+        );
+    }
+
+    #[test]
     fn a_neutral_answer_read_back_is_the_reply_it_was_written_from() {
         // The create driver's AGENT_TIMEOUT, as a2a's Finish::refused writes it, and replayed.
         let timeout =
