@@ -116,6 +116,9 @@ mod routes;
 mod scrape;
 /// The shortest path through the gateway: create a task, then read it back.
 mod smoke;
+/// A Redis at `maxmemory` refusing writes: 503 STORE_UNAVAILABLE on both protocols without
+/// Redis's words, not ready, counted, the alert firing in promtool, ready again by itself.
+mod store_refusal;
 /// Task event streams: shared upstreams, numbered events with replay, parsing, pings,
 /// reconnects, the end of a task, slow consumers, and `/events`.
 mod streams;
