@@ -87,6 +87,15 @@ pub enum PushPut {
     NoTask,
 }
 
+/// A task's push configs (stored form, as [`TaskLedger::push_configs`]) and its owner.
+#[derive(Debug, Default, Clone)]
+pub struct PushAudience {
+    /// The configs.
+    pub configs: Vec<Bytes>,
+    /// The client whose task it is (`None`: no owner, as without clients).
+    pub owner: Option<Arc<str>>,
+}
+
 /// Why the ledger could not apply or read.
 #[derive(Debug, thiserror::Error)]
 pub enum LedgerError {
@@ -292,6 +301,10 @@ pub trait TaskLedger: Send + Sync + 'static {
     /// (`protocol::a2a::push::PushConfig`), in the store's order (oldest first in process, by
     /// id on Redis); none for an unknown task.
     fn push_configs<'a>(&'a self, task_id: &'a str) -> LedgerFuture<'a, Vec<Bytes>>;
+    /// [`TaskLedger::push_configs`] and the task's owner, in one read: what the delivery
+    /// worker asks at every push attempt, to find the config and the client whose share of
+    /// the deliveries in flight it takes (`webhook::share`).
+    fn push_configs_and_owner<'a>(&'a self, task_id: &'a str) -> LedgerFuture<'a, PushAudience>;
     /// Store push config `id` of a recorded task (replacing one of the same id), at most `max`
     /// per task; it lives and expires with the task, and from the next accepted change on,
     /// each change is queued for it in the same atomic step that records the change.

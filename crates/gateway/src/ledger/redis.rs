@@ -365,6 +365,13 @@ impl TaskLedger for RedisLedger {
         Box::pin(self.push_configs_inner(task_id))
     }
 
+    fn push_configs_and_owner<'a>(
+        &'a self,
+        task_id: &'a str,
+    ) -> LedgerFuture<'a, super::PushAudience> {
+        Box::pin(self.push_audience_inner(task_id))
+    }
+
     fn put_push_config<'a>(
         &'a self,
         task_id: &'a str,

@@ -4,7 +4,7 @@
 //! subscriber URLs and resolved addresses may be reached, and [`retry`] holds the schedule and
 //! the meaning of each response. Edge parts: [`queue`] is the durable queue behind one trait
 //! (Redis lanes, stream and scripts, or in process), [`send`] makes one attempt, and [`worker`]
-//! runs them. Every accepted task status change becomes one delivery per matching subscriber,
+//! runs them, each client's attempts in flight bounded by its [`share`]. Every accepted task status change becomes one delivery per matching subscriber,
 //! queued in the same atomic step that records it (the ledger's outbox), so a crash loses
 //! nothing and at worst delivers twice under the same `webhook-id` for receivers to
 //! deduplicate. Deliveries for one subscriber and task go out one at a time, in order. The
@@ -15,6 +15,7 @@ pub mod push;
 pub mod queue;
 pub mod retry;
 pub mod send;
+pub mod share;
 pub mod sign;
 pub mod worker;
 
