@@ -90,6 +90,10 @@ mod openapi;
 mod operators;
 /// The one request pipeline: the lean stream path and HTTP/2 handled alike.
 mod pipeline;
+/// Push deliveries shared fairly: one client's 300 hanging receivers hold its own share of the
+/// delivery slots, and another client's delivery arrives within a second, in process and on
+/// Redis.
+mod push_shares;
 /// The reconciler: tasks of agents that do not push reach their final state in the ledger, on
 /// `/events` and in webhook deliveries, on the memory store and on Redis with two replicas
 /// (each check made once, by one replica); and a restarted agent with a new `agent_id`
