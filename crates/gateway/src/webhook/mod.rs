@@ -148,5 +148,12 @@ mod config_tests {
             "listen = \"127.0.0.1:0\"\n[[agents]]\nname=\"a\"\nurl=\"http://x\"\n[webhooks]\nallow = [\"10.0.0.0/8\"]\n[[subscribers]]\nname=\"s\"\nurl=\"http://10.1.2.3/hook\"\n",
         );
         assert!(ok.is_ok(), "{ok:?}");
+        // A port that is no port is a problem at check-config, not a delivery to port 80.
+        let p = parse(
+            "listen = \"127.0.0.1:0\"\n[[agents]]\nname=\"a\"\nurl=\"http://x\"\n[[subscribers]]\nname=\"s\"\nurl=\"https://hooks.example.com:65536/x\"\n",
+        )
+        .expect_err("port");
+        assert_eq!(p[0].key, "subscribers[0].url");
+        assert!(p[0].message.contains("1 to 65535"), "{p:?}");
     }
 }
