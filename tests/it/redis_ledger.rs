@@ -458,7 +458,7 @@ async fn replicas_share_the_ledger() {
 
 /// Redis killed: the create that finds it gone after its agent accepted is passed on marked
 /// `pending` (a 503 would make the client create it twice), and the creates after it are
-/// refused with 503 UNAVAILABLE and Retry-After before their agent is called; routes that need
+/// refused with 503 STORE_UNAVAILABLE and Retry-After before their agent is called; routes that need
 /// the ledger answer 503 (not a hang, not a panic). Redis back, empty: the gateway serves again
 /// without a restart, and the pending task is recorded in the background.
 #[tokio::test]
@@ -481,7 +481,7 @@ async fn a_redis_restarted_empty_is_survived_without_a_restart() {
     for _ in 0..5 {
         let refused = g.http.post_json("/agents/scripts/tasks", &body).await;
         assert_eq!(refused.status, 503, "{refused:?}");
-        assert_eq!(refused.error_code(), "UNAVAILABLE");
+        assert_eq!(refused.error_code(), "STORE_UNAVAILABLE");
         assert_eq!(refused.header("retry-after"), Some("1"));
     }
     assert_eq!(
@@ -491,7 +491,7 @@ async fn a_redis_restarted_empty_is_survived_without_a_restart() {
     );
     let read = g.http.get(&format!("/tasks/{id}")).await;
     assert_eq!(read.status, 503, "{read:?}");
-    assert_eq!(read.error_code(), "UNAVAILABLE");
+    assert_eq!(read.error_code(), "STORE_UNAVAILABLE");
     let ready = g.http.get("/readyz").await;
     assert_eq!(ready.status, 503, "{ready:?}");
     r.restart_empty();

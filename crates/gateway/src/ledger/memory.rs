@@ -451,6 +451,13 @@ impl TaskLedger for MemoryLedger {
         Box::pin(std::future::ready(Ok(self.push_configs_now(task_id))))
     }
 
+    fn push_configs_and_owner<'a>(
+        &'a self,
+        task_id: &'a str,
+    ) -> LedgerFuture<'a, super::PushAudience> {
+        Box::pin(std::future::ready(Ok(self.push_audience_now(task_id))))
+    }
+
     fn put_push_config<'a>(
         &'a self,
         task_id: &'a str,

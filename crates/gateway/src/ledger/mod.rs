@@ -89,12 +89,25 @@ pub enum PushPut {
     NoTask,
 }
 
+/// A task's push configs (stored form, as [`TaskLedger::push_configs`]) and its owner.
+#[derive(Debug, Default, Clone)]
+pub struct PushAudience {
+    /// The configs.
+    pub configs: Vec<Bytes>,
+    /// The client whose task it is (`None`: no owner, as without clients).
+    pub owner: Option<Arc<str>>,
+}
+
 /// Why the ledger could not apply or read.
 #[derive(Debug, thiserror::Error)]
 pub enum LedgerError {
-    /// The store could not be reached or answered wrongly.
+    /// The store failed, refused the write, or answered wrongly: of what kind, never with the
+    /// store's own words (those are logged where the failure is classified).
     #[error("task ledger unavailable: {0}")]
-    Unavailable(String),
+    Store(crate::store::Failure),
+    /// No store could be made or connected (`RedisLedger::connect`, for tools and tests).
+    #[error("task ledger unavailable: {0}")]
+    Connect(#[from] crate::store::StoreError),
     /// The change would queue more webhook deliveries than `webhooks.max_queued` allows; it is
     /// not recorded (the agent may send it again later).
     #[error("webhook delivery queue is full (webhooks.max_queued); status change not recorded")]
@@ -205,6 +218,12 @@ pub trait TaskLedger: Send + Sync + 'static {
     /// always there).
     fn available(&self) -> bool {
         true
+    }
+
+    /// Why the store refuses writes, while it does (Redis at `maxmemory`, or read-only): the
+    /// ledger is then not [`available`](TaskLedger::available) although its store answers.
+    fn refusing(&self) -> Option<crate::store::Failure> {
+        None
     }
 
     /// Judge `head` against the record of `task_id` and store `task` if accepted.
@@ -348,6 +367,10 @@ pub trait TaskLedger: Send + Sync + 'static {
     /// (`protocol::a2a::push::PushConfig`), in the store's order (oldest first in process, by
     /// id on Redis); none for an unknown task.
     fn push_configs<'a>(&'a self, task_id: &'a str) -> LedgerFuture<'a, Vec<Bytes>>;
+    /// [`TaskLedger::push_configs`] and the task's owner, in one read: what the delivery
+    /// worker asks at every push attempt, to find the config and the client whose share of
+    /// the deliveries in flight it takes (`webhook::share`).
+    fn push_configs_and_owner<'a>(&'a self, task_id: &'a str) -> LedgerFuture<'a, PushAudience>;
     /// Store push config `id` of a recorded task (replacing one of the same id), at most `max`
     /// per task; it lives and expires with the task, and from the next accepted change on,
     /// each change is queued for it in the same atomic step that records the change.

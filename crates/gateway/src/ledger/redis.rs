@@ -68,8 +68,11 @@ pub struct RedisLedger {
     publish: &'static str,
 }
 
-fn unavailable(e: redis::RedisError) -> LedgerError {
-    LedgerError::Unavailable(format!("redis: {e}"))
+/// A reply of one of the ledger's scripts that the gateway cannot read (a bug, or a script of
+/// another version): logged with the script's name, answered as the store's failure.
+pub(super) fn bad_reply(script: &str) -> LedgerError {
+    tracing::error!(script, "unexpected reply from a ledger script in Redis");
+    LedgerError::Store(crate::store::Failure::Other)
 }
 
 /// A script that sweeps the listing index: [`sweep.lua`](sweep.lua) before it (a Redis script
@@ -158,11 +161,8 @@ impl RedisLedger {
             prefix: prefix.to_owned(),
             ..crate::config::RedisConfig::default()
         };
-        let store = Store::new(&config).map_err(|e| LedgerError::Unavailable(e.to_string()))?;
-        store
-            .connect_now()
-            .await
-            .map_err(|e| LedgerError::Unavailable(e.to_string()))?;
+        let store = Store::new(&config)?;
+        store.connect_now().await?;
         Ok(RedisLedger::new(store, retention))
     }
 
@@ -210,7 +210,7 @@ impl RedisLedger {
                 }
             })
             .await
-            .map_err(unavailable)
+            .map_err(|e| LedgerError::Store(store.failed(&e)))
     }
 
     /// The replication fence of a write to `key` (only with `wait_replicas`: no allocation
@@ -229,7 +229,10 @@ impl RedisLedger {
         F: Fn(Conn) -> Fut,
         Fut: std::future::Future<Output = StoreResult<T>>,
     {
-        self.store.idempotent(call).await.map_err(unavailable)
+        self.store
+            .idempotent(call)
+            .await
+            .map_err(|e| LedgerError::Store(self.store.failed(&e)))
     }
 
     async fn apply_inner(
@@ -397,6 +400,13 @@ impl TaskLedger for RedisLedger {
 
     fn push_configs<'a>(&'a self, task_id: &'a str) -> LedgerFuture<'a, Vec<Bytes>> {
         Box::pin(self.push_configs_inner(task_id))
+    }
+
+    fn push_configs_and_owner<'a>(
+        &'a self,
+        task_id: &'a str,
+    ) -> LedgerFuture<'a, super::PushAudience> {
+        Box::pin(self.push_audience_inner(task_id))
     }
 
     fn put_push_config<'a>(
@@ -648,6 +658,10 @@ impl TaskLedger for RedisLedger {
     }
 
     fn available(&self) -> bool {
-        self.store.is_up()
+        self.store.writable()
+    }
+
+    fn refusing(&self) -> Option<crate::store::Failure> {
+        self.store.refusing()
     }
 }

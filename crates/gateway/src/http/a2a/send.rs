@@ -22,7 +22,7 @@ use crate::http::context::Ctx;
 use crate::http::create::idempotency::{self, Claimed};
 use crate::http::create::pending::record_later;
 use crate::http::create::{drive, Finish};
-use crate::http::error::{ApiError, ApiResult, Code};
+use crate::http::error::{store_unavailable, ApiError, ApiResult, Code};
 use crate::ledger::idempotency::Fingerprinting;
 use crate::protocol::a2a::answer::{of_task, payload_of, Payload};
 use crate::protocol::a2a::check::{named_context_id, named_task_ids};
@@ -204,20 +204,18 @@ pub(super) async fn before_agent(
     }
     let held = held_card(agent)?;
     if !state.ledger.available() {
-        return Err(ApiError::new(
-            Code::Unavailable,
-            "the task ledger (Redis) is unreachable: the message was not sent to the agent; retry shortly",
-        )
-        .with_header(hyper::header::RETRY_AFTER, hyper::header::HeaderValue::from_static("1"))
-        .into());
+        let mut refused = store_unavailable(state.ledger.refusing());
+        refused.message += ": the message was not sent to the agent";
+        return Err(refused.into());
     }
     Ok(held)
 }
 
-/// Whether a failure is the ledger's being unreachable (UNAVAILABLE), after which a created
-/// task is recorded later rather than refused.
+/// Whether a failure is the ledger's not taking the record (its store failed, or the webhook
+/// queue is full), after which a created task is recorded later rather than refused.
 fn is_unavailable(f: &Failure) -> bool {
-    matches!(&f.error.kind, ErrorKind::Gateway { reason, .. } if reason == "UNAVAILABLE")
+    matches!(&f.error.kind, ErrorKind::Gateway { reason, .. }
+        if Code::ALL.iter().any(|c| c.unrecorded() && c.as_str() == reason))
 }
 
 /// The most tasks one message may name (`taskId` and `referenceTaskIds`): each is a ledger read.

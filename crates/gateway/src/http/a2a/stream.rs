@@ -26,7 +26,7 @@ use serde_json::{json, Value};
 use super::agent::{self, conform};
 use super::agent_stream;
 use super::feed::{self, Upstream};
-use super::frame::{neutral, Failure, Front};
+use super::frame::{neutral, slot_refused, Failure, Front};
 use super::ledger as a2a_ledger;
 use super::send::{admit, answered_context, before_agent};
 use crate::http::admission;
@@ -84,7 +84,7 @@ pub async fn run(
     }
     let permit = match admission::a2a_stream(state, ctx, headers) {
         Ok(p) => p,
-        Err(e) => return Streamed::Neutral(neutral(method, Err(e.into()))),
+        Err(e) => return Streamed::Neutral(slot_refused(method, e)),
     };
     let opened = match method {
         Method::SendStreamingMessage => {
