@@ -79,6 +79,8 @@ fn bench(c: &mut Criterion) {
                 // Read with the head, as the gateway does: the ledger does not read the
                 // document again for it.
                 context: Some(head.context_id.into()),
+                // The digest a push config's news is judged by, made as the gateway makes it.
+                content: a2a_gateway::protocol::a2a::answer::content_of(&v["task"]),
             };
             rt.block_on(ledger.apply_traced("echo", &key, raw.clone(), Some("alice"), None))
                 .expect("applied")

@@ -57,6 +57,8 @@ fn main() {
                     updated_ms: 1_764_900_000_000 + i as i64,
                 },
                 context: Some(Arc::from(context.as_str())),
+                // A task's content digest (made on the HTTP path, not in the ledger).
+                content: 1 + i as u64,
             };
             let answer = Answer {
                 status: 200,

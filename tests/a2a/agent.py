@@ -58,6 +58,9 @@ SECRET_HEADERS = {'authorization', 'proxy-authorization', 'cookie', 'x-api-key'}
 
 # How long "slow" works before it would complete (tests cancel it long before).
 SLOW_SECONDS = 20.0
+# The pause between the progress reports of "ticks" (wider than the gateway's poll interval in
+# the tests that poll it, so every tick is seen).
+TICK_SECONDS = 0.6
 # The pause between streamed events, so that a stream is observably a stream.
 STEP_SECONDS = 0.05
 
@@ -72,6 +75,9 @@ class ScriptedExecutor(AgentExecutor):
       artifact "got: {text}".
     - "fail": FAILED. "reject": REJECTED.
     - "slow": WORKING for SLOW_SECONDS, then COMPLETED; cancellable (CANCELED).
+    - "ticks": WORKING three times, each with a new status message ("tick 1", "tick 2",
+      "tick 3"), TICK_SECONDS apart, then an artifact "ticked" and COMPLETED.
+    - "ticks then wait": the three ticks, then WORKING for SLOW_SECONDS (to be canceled).
     - "message": a Message answer ("you said: message"), no task.
     - anything else: COMPLETED with an artifact echoing the text.
     """
@@ -138,6 +144,23 @@ class ScriptedExecutor(AgentExecutor):
             await updater.start_work()
             await asyncio.sleep(SLOW_SECONDS)
             await updater.complete()
+        elif text in ('ticks', 'ticks then wait'):
+            for n in (1, 2, 3):
+                await asyncio.sleep(TICK_SECONDS)
+                await updater.update_status(
+                    TaskState.TASK_STATE_WORKING,
+                    new_text_message(
+                        f'tick {n}',
+                        context_id=context.context_id,
+                        task_id=context.task_id,
+                        role=Role.ROLE_AGENT,
+                    ),
+                )
+            await asyncio.sleep(TICK_SECONDS)
+            if text == 'ticks then wait':
+                await asyncio.sleep(SLOW_SECONDS)
+            await updater.add_artifact([new_text_part('ticked')], name='ticks')
+            await updater.complete()
         else:
             await updater.add_artifact([new_text_part(f'echo: {text}')], name='echo')
             await updater.complete()
@@ -200,7 +223,7 @@ class Recorder:
         await self.app(scope, replay, send)
 
 
-def build_card(binding: str, base_url: str, push: bool = False) -> AgentCard:
+def build_card(binding: str, base_url: str, push: bool = False, streaming: bool = True) -> AgentCard:
     path = JSONRPC_PATH if binding == 'JSONRPC' else REST_PATH
     return AgentCard(
         name='sdk-scripted-agent',
@@ -213,7 +236,7 @@ def build_card(binding: str, base_url: str, push: bool = False) -> AgentCard:
                 protocol_version='1.0',
             )
         ],
-        capabilities=AgentCapabilities(streaming=True, push_notifications=push),
+        capabilities=AgentCapabilities(streaming=streaming, push_notifications=push),
         default_input_modes=['text/plain'],
         default_output_modes=['text/plain'],
         skills=[
@@ -258,7 +281,7 @@ async def serve(args) -> None:
     sock.bind(('127.0.0.1', args.port))
     port = sock.getsockname()[1]
     host = args.public_host or '127.0.0.1'
-    card = build_card(args.binding, f'http://{host}:{port}', args.push)
+    card = build_card(args.binding, f'http://{host}:{port}', args.push, not args.no_streaming)
     app = build_app(args.binding, card, args.record, args.push)
     server = uvicorn.Server(
         uvicorn.Config(app, log_level='warning', lifespan='off', access_log=False)
@@ -284,6 +307,11 @@ def main() -> None:
         '--push',
         action='store_true',
         help='pushNotifications: true, with the SDK push config store and sender',
+    )
+    p.add_argument(
+        '--no-streaming',
+        action='store_true',
+        help='capabilities.streaming: false (the SDK still serves the streaming methods)',
     )
     args = p.parse_args()
     try:

@@ -300,10 +300,15 @@ async fn only_the_creator_sees_its_task(first: &Http, second: &Http, agent: &Sdk
         assert_eq!(error_code(&get), -32001, "{get}");
         let cancel = rpc(http, "echo", Some(BOB), "CancelTask", json!({ "id": id })).await;
         assert_eq!(error_code(&cancel), -32001, "{cancel}");
+        // In JSON names and in proto names alike (issue 42: a proto name is read as the JSON
+        // name before ownership looks at it).
         for extra in [
             json!({ "taskId": id }),
             json!({ "contextId": ctx }),
             json!({ "referenceTaskIds": [id] }),
+            json!({ "task_id": id }),
+            json!({ "context_id": ctx }),
+            json!({ "reference_task_ids": [id] }),
         ] {
             let v = rpc(
                 http,

@@ -67,6 +67,29 @@ fn change(d: &Received) -> (String, String) {
 /// The states each push config (told by its token) received, in arrival order, a redelivery
 /// of the same `webhook-id` counted once.
 fn by_token(hook: &Hook) -> HashMap<String, Vec<String>> {
+    told_by_token(hook, |d| change(d).1)
+}
+
+/// What each push config received, as [`by_token`], each delivery told as its state and, when
+/// its task has artifacts, ` +` and their texts (an artifact is news of its own: it is
+/// delivered when it comes, in the state the task is in).
+fn said_by_token(hook: &Hook) -> HashMap<String, Vec<String>> {
+    told_by_token(hook, |d| {
+        let texts: Vec<String> = d.json()["task"]["artifacts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|a| a["parts"].as_array().cloned().unwrap_or_default())
+            .filter_map(|p| p["text"].as_str().map(str::to_owned))
+            .collect();
+        match texts.is_empty() {
+            true => change(d).1,
+            false => format!("{} +{}", change(d).1, texts.join(",")),
+        }
+    })
+}
+
+fn told_by_token(hook: &Hook, told: impl Fn(&Received) -> String) -> HashMap<String, Vec<String>> {
     let mut seen = HashSet::new();
     let mut out: HashMap<String, Vec<String>> = HashMap::new();
     for d in hook.received() {
@@ -75,7 +98,7 @@ fn by_token(hook: &Hook) -> HashMap<String, Vec<String>> {
             .unwrap_or("")
             .to_owned();
         if seen.insert((token.clone(), d.msg_id())) {
-            out.entry(token).or_default().push(change(&d).1);
+            out.entry(token).or_default().push(told(&d));
         }
     }
     out
@@ -237,20 +260,25 @@ async fn sdk_clients_keep_configs_at_the_gateway_and_a_receiver_gets_every_chang
         },
     )
     .await;
-    let got = by_token(&hook);
-    // Every change after each config existed, in order, each once.
+    let got = said_by_token(&hook);
+    // Every change after each config existed, in order, each once: the artifact when it came.
     assert_eq!(
         got["tok-js"],
-        ["TASK_STATE_WORKING", "TASK_STATE_COMPLETED"],
+        [
+            "TASK_STATE_WORKING",
+            "TASK_STATE_WORKING +got: the rest",
+            "TASK_STATE_COMPLETED +got: the rest"
+        ],
         "{got:?}"
     );
     let py = &got["tok-py"];
     assert_eq!(
-        py[py.len() - 3..],
+        py[py.len() - 4..],
         [
             "TASK_STATE_INPUT_REQUIRED",
             "TASK_STATE_WORKING",
-            "TASK_STATE_COMPLETED"
+            "TASK_STATE_WORKING +got: the rest",
+            "TASK_STATE_COMPLETED +got: the rest"
         ],
         "{got:?}"
     );
@@ -397,14 +425,15 @@ async fn an_agent_that_streams_but_does_not_push_is_followed_on_its_stream() {
     // The change that made the task (the inline config came with it), then every change
     // after, in order, each once: the stream saw WORKING.
     assert_eq!(
-        by_token(&hook)["tok-stream"],
+        said_by_token(&hook)["tok-stream"],
         [
             "TASK_STATE_SUBMITTED",
             "TASK_STATE_WORKING",
-            "TASK_STATE_COMPLETED"
+            "TASK_STATE_WORKING +Hello, world!",
+            "TASK_STATE_COMPLETED +Hello, world!"
         ],
         "{:?}",
-        by_token(&hook)
+        said_by_token(&hook)
     );
     let calls = agent.recorded();
     let text = serde_json::to_string(&calls).expect("json");
@@ -562,6 +591,43 @@ async fn guards_bounds_and_both_bindings_for_configs() {
             "{v}"
         );
     }
+    // A port is 1 to 65535 (65536 read as none would deliver to port 80), over both
+    // bindings and inline, with the reason; nothing is stored.
+    for url in ["http://127.0.0.1:0/x", "http://127.0.0.1:65536/x"] {
+        let v = rpc(
+            &http,
+            "e",
+            Some(ALICE),
+            "CreateTaskPushNotificationConfig",
+            json!({"taskId": id, "url": url}),
+        )
+        .await;
+        assert_eq!(error_code(&v), -32602, "{url}: {v}");
+        let m = v["error"]["message"].as_str().unwrap_or("");
+        assert!(m.contains("url") && m.contains("1 to 65535"), "{url}: {v}");
+        let r = rest(
+            &http,
+            Method::POST,
+            &format!("/agents/e/tasks/{id}/pushNotificationConfigs"),
+            Some(ALICE),
+            Some(json!({"taskId": id, "url": url})),
+        )
+        .await;
+        assert_eq!(r.status, 400, "{url}: {r:?}");
+        let mut m = message("port", json!({}));
+        m["configuration"] = json!({"taskPushNotificationConfig": {"url": url}});
+        let v = rpc(&http, "e", Some(ALICE), "SendMessage", m).await;
+        assert_eq!(error_code(&v), -32602, "{url}: {v}");
+    }
+    let listed = rpc(
+        &http,
+        "e",
+        Some(ALICE),
+        "ListTaskPushNotificationConfigs",
+        json!({ "taskId": id }),
+    )
+    .await;
+    assert_eq!(listed["result"]["configs"], json!([]), "{listed}");
     // An id of the store's own (`~`) is never a client's.
     let v = rpc(
         &http,
@@ -701,7 +767,9 @@ async fn secrets_stay_out_of_metrics_dead_letters_the_fleet_page_and_answers() {
     let hook = Hook::start().await;
     hook.set_status(500);
     let mut m = message("go", json!({}));
-    m["configuration"] = json!({"taskPushNotificationConfig": {"url": hook.url(), "token": "SECRET-TOKEN-7f3a",
+    // Not waiting for the task (a blocking message would be answered only once it is final).
+    m["configuration"] = json!({"returnImmediately": true,
+        "taskPushNotificationConfig": {"url": hook.url(), "token": "SECRET-TOKEN-7f3a",
         "authentication": {"scheme": "Bearer", "credentials": "SECRET-CRED-9b1c"}}});
     let sent = rpc(&http, "e", Some(ALICE), "SendMessage", m).await;
     assert!(sent["result"]["task"]["id"].is_string(), "{sent}");

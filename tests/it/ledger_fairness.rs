@@ -45,6 +45,52 @@ async fn lean_agent() -> a2a_sample_agent::SampleAgent {
     .await
 }
 
+/// Issue 43: a client's live tasks hold at most its `max_ledger_bytes` (a tenth of the
+/// ledger's by default): past it its own creates are LEDGER_FULL before the agent is called,
+/// and another client's big creates are still admitted.
+#[tokio::test]
+async fn one_clients_live_bytes_are_its_share_and_another_client_still_creates() {
+    let a = lean_agent().await;
+    let g = TestGateway::start(&[("a", &a)], |cfg| {
+        two_clients(cfg);
+        cfg.max_body_bytes = 2 << 20;
+        cfg.max_ledger_bytes = 32 << 20;
+    })
+    .await;
+    g.ready().await;
+    let http = &g.http;
+    let big = json!({ "input": { "topic": "x".repeat(1 << 20), "filename": "big.py" } });
+    let mut b_created = 0;
+    let refused = loop {
+        let before = a.request_count(Route::CreateTask);
+        let r = http.post_json_as("/agents/a/tasks", B, &big, &[]).await;
+        match r.status {
+            202 => b_created += 1,
+            503 => break (r, before),
+            s => panic!("unexpected {s}: {r:?}"),
+        }
+        assert!(b_created < 10, "B's share is a tenth of 32 MiB");
+    };
+    let (r, before) = refused;
+    assert_api_error(&r, 503, "LEDGER_FULL");
+    assert!(
+        String::from_utf8_lossy(&r.body).contains("max_ledger_bytes")
+            && String::from_utf8_lossy(&r.body).contains("share"),
+        "says it is the client's share: {r:?}"
+    );
+    assert_eq!(
+        a.request_count(Route::CreateTask),
+        before,
+        "before the agent"
+    );
+    assert!((2..=3).contains(&b_created), "{b_created}");
+    // A's creates are its own share: admitted.
+    for _ in 0..b_created {
+        let r = http.post_json_as("/agents/a/tasks", A, &big, &[]).await;
+        assert_eq!(r.status, 202, "{r:?}");
+    }
+}
+
 #[tokio::test]
 async fn one_clients_big_creates_never_make_another_clients_live_task_unknown() {
     let a = lean_agent().await;
@@ -52,6 +98,9 @@ async fn one_clients_big_creates_never_make_another_clients_live_task_unknown() 
         two_clients(cfg);
         cfg.max_body_bytes = 2 << 20;
         cfg.max_ledger_bytes = 32 << 20;
+        // B may take the whole ledger (its own share is a tenth by default): the ledger's
+        // own bound is what this test holds.
+        cfg.clients[1].max_ledger_bytes = Some(32 << 20);
     })
     .await;
     g.ready().await;

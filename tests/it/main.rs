@@ -4,6 +4,14 @@
 
 mod support;
 
+/// No official A2A agent's address reaches a client or a push receiver, on every path: a
+/// hostile agent's Part URLs, card fields, error texts and headers, scanned for in everything
+/// a client reads; the rewritten file URL is its task owner's to fetch, and reaches nothing
+/// else of the agent.
+mod a2a_addresses;
+/// Official A2A contexts bounded and fair: a client filling conversations is refused its own
+/// new ones before the agent is called, never another client's; contexts free themselves.
+mod a2a_contexts;
 /// The official A2A routes at their edges: the extended card, reloads of protocol and
 /// binding, subscribers' protocols, report mode, each binding's shapes for refusals.
 mod a2a_edges;
@@ -16,12 +24,20 @@ mod a2a_guarantees;
 /// ListTasks and GET /tasks from the ledger: 250 tasks, three clients, two replicas, pages of
 /// 100, 50 and 7 while tasks keep arriving; tokens bound to their caller and filters.
 mod a2a_listing;
+/// Push receivers hear a task's progress: every tick of a task that reports WORKING with new
+/// status messages, whether the agent pushes, streams or is polled, for a config created on a
+/// running task and an inline config on a blocking message; a cancel heard all three ways; a
+/// resubscription's Task told as updates.
+mod a2a_progress;
 /// A2A push configs kept and delivered by the gateway: both SDK clients, a real receiver, an
 /// agent that pushes and one that is polled, guards, secrets, a receiver down for 30 s, kill -9.
 mod a2a_push;
 /// The official A2A SDKs as test peers (a2a-sdk agents, a2a-sdk and @a2a-js/sdk clients),
 /// direct to each other: the harness the gateway's A2A tests stand on.
 mod a2a_sdk;
+/// Proto field names in requests (`message_id`): read on both bindings, JSON names to the agent,
+/// both spellings of one field refused, another client's task named either way refused alike.
+mod a2a_spelling;
 mod a2a_streams;
 /// No agent address reaches a client: `public_url` (else `Host`, never `X-Forwarded-*`), file
 /// links and content redirects rewritten or refused, and a scan of every route for the address.
@@ -82,6 +98,10 @@ mod openapi;
 mod operators;
 /// The one request pipeline: the lean stream path and HTTP/2 handled alike.
 mod pipeline;
+/// Push deliveries shared fairly: one client's 300 hanging receivers hold its own share of the
+/// delivery slots, and another client's delivery arrives within a second, in process and on
+/// Redis.
+mod push_shares;
 /// The reconciler: tasks of agents that do not push reach their final state in the ledger, on
 /// `/events` and in webhook deliveries, on the memory store and on Redis with two replicas
 /// (each check made once, by one replica); and a restarted agent with a new `agent_id`
@@ -108,6 +128,9 @@ mod routes;
 mod scrape;
 /// The shortest path through the gateway: create a task, then read it back.
 mod smoke;
+/// A Redis at `maxmemory` refusing writes: 503 STORE_UNAVAILABLE on both protocols without
+/// Redis's words, not ready, counted, the alert firing in promtool, ready again by itself.
+mod store_refusal;
 /// Task event streams: shared upstreams, numbered events with replay, parsing, pings,
 /// reconnects, the end of a task, slow consumers, and `/events`.
 mod streams;

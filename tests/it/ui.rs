@@ -86,6 +86,16 @@ async fn watch_until_completed(b: &mut Browser, id: &str) -> Vec<String> {
     panic!("{id} never showed COMPLETED; it showed {seen:?}");
 }
 
+/// The task-stream requests the gateway has answered: (all of them, those answered 204).
+async fn stream_requests(http: &Http) -> (f64, f64) {
+    let text = String::from_utf8_lossy(&http.get("/metrics").await.body).into_owned();
+    let family = "a2a_gateway_requests_total";
+    (
+        metric_value(&text, family, &[("route", "stream")]),
+        metric_value(&text, family, &[("route", "stream"), ("status", "204")]),
+    )
+}
+
 /// The agent rows: (name, display name, card state, health).
 async fn agent_rows(b: &mut Browser) -> Value {
     b.eval(
@@ -282,6 +292,17 @@ async fn the_fleet_page_shows_the_demo_live_without_a_key() {
         assert!(tabs <= 100, "the task's button is not reachable with Tab");
         press(&mut b, "Tab", 9).await;
     }
+    // Every state the stream line shows from here on, and the stream requests the gateway
+    // answered so far.
+    b.eval(
+        "window.streamStates = []; \
+         new MutationObserver(() => window.streamStates.push( \
+           document.getElementById('detail-stream-state').textContent)) \
+         .observe(document.getElementById('detail-stream-state'), \
+           {childList: true, characterData: true, subtree: true}); true",
+    )
+    .await;
+    let streams_before = stream_requests(&http).await;
     press(&mut b, "Enter", 13).await;
     b.wait_for(
         "the task panel",
@@ -310,6 +331,41 @@ async fn the_fleet_page_shows_the_demo_live_without_a_key() {
         .eval("JSON.parse(document.getElementById('detail-record').textContent)")
         .await;
     assert_eq!(record["task_id"], live.as_str());
+    // Its stream says it ended, closed by the page on the gateway's last event: it never said
+    // it was reconnecting, and no request for the stream followed, not even after Chromium's
+    // reconnection delay (3 s) would have passed.
+    b.wait_for(
+        "the stream line to say ended",
+        "document.getElementById('detail-stream-state').textContent === '(ended: the task is COMPLETED)'",
+        WAIT,
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(
+        b.eval("document.getElementById('detail-stream-state').textContent")
+            .await,
+        "(ended: the task is COMPLETED)"
+    );
+    let states = b.eval("window.streamStates").await;
+    let shown: Vec<&str> = states
+        .as_array()
+        .expect("the observed states")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        shown.contains(&"(live)") && !shown.iter().any(|s| s.contains("reconnecting")),
+        "{shown:?}"
+    );
+    let streams_after = stream_requests(&http).await;
+    assert_eq!(
+        (
+            streams_after.0 - streams_before.0,
+            streams_after.1 - streams_before.1
+        ),
+        (1.0, 0.0),
+        "one stream request, answered 200, and none answered 204 after it"
+    );
     // Streams and webhooks as the gateway counts them (no subscribers in the demo).
     let webhooks = b
         .eval("document.querySelector('#webhook-stats dd[data-stat=queue_depth]')?.textContent")

@@ -831,12 +831,15 @@ async function openTask(id, agent, protocol) {
   d.stream = stream;
   setText(state, "(connecting)");
   stream.onopen = () => setText(state, "(live)");
-  // A stream that ends with its task is answered 204 when the EventSource comes back, which
-  // closes it; a dropped connection is retried by the EventSource itself.
+  // The gateway ends a finished task's stream with `event: status` (the task, final): the page
+  // closes it there, before the connection's end would make the EventSource say it reconnects
+  // and try again (to be answered 204). A stream that drops for another reason is retried by
+  // the EventSource itself, unless the record already says the task is final.
   stream.onerror = () => {
     if (page.detail?.stream !== stream) return stream.close();
-    if (stream.readyState !== EventSource.CLOSED) return setText(state, "(reconnecting)");
-    endStream("ended");
+    const known = $("task-detail").dataset.status;
+    if (stream.readyState !== EventSource.CLOSED && !isFinal(known)) return setText(state, "(reconnecting)");
+    endStream(isFinal(known) ? `ended: the task is ${known}` : "ended");
     refreshDetail();
   };
   for (const name of STREAM_EVENTS) {
@@ -844,8 +847,24 @@ async function openTask(id, agent, protocol) {
       const ol = $("detail-stream");
       ol.prepend(el("li", { dataset: { event: name } }, time(), el("span", { class: "state", text: name }), el("code", { text: e.data })));
       while (ol.children.length > STREAM_MAX) ol.lastElementChild.remove();
+      if (page.detail?.stream === stream) {
+        const ended = finalStatusOf(name, e.data);
+        if (ended) endStream(`ended: the task is ${ended}`);
+      }
       if (name === "artifact.update" || name === "status") refreshDetail();
     });
+  }
+}
+
+// The final state a stream event announces: the gateway's last event, `status`, carries the
+// task whose state is final. Anything else (an agent's own events) announces none.
+function finalStatusOf(name, data) {
+  if (name !== "status") return null;
+  try {
+    const s = JSON.parse(data).status;
+    return typeof s === "string" && isFinal(s) ? s : null;
+  } catch {
+    return null;
   }
 }
 

@@ -70,7 +70,6 @@ pub struct SdkAgent {
     pub card_url: String,
     /// Where it records the requests it receives, one JSON line each.
     pub record: PathBuf,
-    stderr: Arc<Mutex<String>>,
     _dir: tempfile::TempDir,
 }
 
@@ -91,67 +90,23 @@ impl SdkAgent {
 
     /// An agent serving only `binding`, with more of agent.py's flags (`--push`).
     pub fn start_args(binding: &str, extra: &[&str]) -> SdkAgent {
-        require_sdks();
         let dir = tempfile::tempdir().expect("temp dir");
         let record = dir.path().join("requests.jsonl");
-        let mut cmd = Command::new("python3");
-        cmd.arg(repo("tests/a2a/agent.py"))
-            .args(["--port", "0", "--binding", binding, "--record"])
-            .arg(&record)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        cmd.args(extra);
-        let mut child = cmd.spawn().expect("start tests/a2a/agent.py");
-        let stderr = Arc::new(Mutex::new(String::new()));
-        if let Some(mut err) = child.stderr.take() {
-            let sink = stderr.clone();
-            std::thread::spawn(move || {
-                let mut buf = String::new();
-                let _ = err.read_to_string(&mut buf);
-                if let Ok(mut s) = sink.lock() {
-                    s.push_str(&buf);
-                }
-            });
-        }
-        let (tx, rx) = mpsc::channel();
-        if let Some(out) = child.stdout.take() {
-            std::thread::spawn(move || {
-                for line in BufReader::new(out).lines().map_while(Result::ok) {
-                    if tx.send(line).is_err() {
-                        break;
-                    }
-                }
-            });
-        }
-        let mut agent = SdkAgent {
+        let mut args: Vec<std::ffi::OsString> = vec![
+            "--binding".into(),
+            binding.into(),
+            "--record".into(),
+            record.clone().into(),
+        ];
+        args.extend(extra.iter().map(Into::into));
+        let (child, base) = spawn_listening("tests/a2a/agent.py", &args);
+        SdkAgent {
             child,
-            base: String::new(),
-            card_url: String::new(),
+            card_url: format!("{base}/.well-known/agent-card.json"),
+            base,
             record,
-            stderr,
             _dir: dir,
-        };
-        loop {
-            match rx.recv_timeout(DEADLINE) {
-                Ok(line) => {
-                    if let Some(base) = line.strip_prefix("listening on ") {
-                        agent.base = base.trim().to_owned();
-                        agent.card_url = format!("{}/.well-known/agent-card.json", agent.base);
-                        return agent;
-                    }
-                }
-                Err(_) => panic!(
-                    "tests/a2a/agent.py --binding {binding} never said it was listening; stderr:\n{}",
-                    agent.stderr()
-                ),
-            }
         }
-    }
-
-    /// What the agent wrote on stderr so far.
-    pub fn stderr(&self) -> String {
-        self.stderr.lock().map(|s| s.clone()).unwrap_or_default()
     }
 
     /// Every request the agent received so far, in order.
@@ -165,6 +120,128 @@ impl SdkAgent {
 }
 
 impl Drop for SdkAgent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Start `script` (a Python file of the repo) with `--port 0` and `args`, and wait for its
+/// `listening on URL` line (what it wrote on stderr is told if it never comes): the child and
+/// the URL.
+fn spawn_listening(script: &str, args: &[std::ffi::OsString]) -> (Child, String) {
+    require_sdks();
+    let mut cmd = Command::new("python3");
+    cmd.arg(repo(script))
+        .args(["--port", "0"])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {script}: {e}"));
+    let stderr = Arc::new(Mutex::new(String::new()));
+    if let Some(mut err) = child.stderr.take() {
+        let sink = stderr.clone();
+        std::thread::spawn(move || {
+            let mut buf = String::new();
+            let _ = err.read_to_string(&mut buf);
+            if let Ok(mut s) = sink.lock() {
+                s.push_str(&buf);
+            }
+        });
+    }
+    let (tx, rx) = mpsc::channel();
+    if let Some(out) = child.stdout.take() {
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+    }
+    loop {
+        match rx.recv_timeout(DEADLINE) {
+            Ok(line) => {
+                if let Some(base) = line.strip_prefix("listening on ") {
+                    return (child, base.trim().to_owned());
+                }
+            }
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "{script} {args:?} never said it was listening; stderr:\n{}",
+                    stderr.lock().map(|s| s.clone()).unwrap_or_default()
+                )
+            }
+        }
+    }
+}
+
+/// A push receiver that reads every delivery with a2a-sdk's own `StreamResponse`
+/// (tests/a2a/receiver.py), killed when dropped.
+pub struct SdkReceiver {
+    child: Child,
+    /// Where configs point: `http://127.0.0.1:PORT/push`.
+    pub url: String,
+    record: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl SdkReceiver {
+    /// A receiver that takes every well-formed delivery.
+    pub fn start() -> SdkReceiver {
+        SdkReceiver::start_args(&[])
+    }
+
+    /// A receiver answering 503 for the first `secs` seconds after its first request.
+    pub fn unavailable_for(secs: f64) -> SdkReceiver {
+        SdkReceiver::start_args(&["--unavailable-for", &secs.to_string()])
+    }
+
+    fn start_args(extra: &[&str]) -> SdkReceiver {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let record = dir.path().join("received.jsonl");
+        let mut args: Vec<std::ffi::OsString> = vec!["--record".into(), record.clone().into()];
+        args.extend(extra.iter().map(Into::into));
+        let (child, base) = spawn_listening("tests/a2a/receiver.py", &args);
+        SdkReceiver {
+            child,
+            url: format!("{base}/push"),
+            record,
+            _dir: dir,
+        }
+    }
+
+    /// Every request received so far, in order: `{"ok", "status", "headers", "body", ...}`.
+    pub fn requests(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.record)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("record line {l:?}: {e}")))
+            .collect()
+    }
+
+    /// The deliveries taken (parsed by a2a-sdk), each once (a redelivery of one `webhook-id`
+    /// counted once), in arrival order: their parsed StreamResponses.
+    pub fn deliveries(&self) -> Vec<Value> {
+        let mut seen = std::collections::HashSet::new();
+        self.requests()
+            .into_iter()
+            .filter(|r| r["ok"] == true)
+            .filter(|r| {
+                let id = r["headers"]["webhook-id"].as_str().unwrap_or("").to_owned();
+                id.is_empty() || seen.insert(id)
+            })
+            .map(|r| r["body"].clone())
+            .collect()
+    }
+}
+
+impl Drop for SdkReceiver {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();

@@ -99,6 +99,11 @@ pub struct Client {
     pub rate: Option<Rate>,
     /// Its tasks not yet final, across every replica (`max_live_tasks`); `None`: no cap.
     pub max_live_tasks: Option<u64>,
+    /// Its official A2A contexts, across every replica (`max_contexts`).
+    pub max_contexts: u64,
+    /// Bytes of the in-process ledger its tasks may hold (`max_ledger_bytes`); `None`: a tenth
+    /// of the ledger's.
+    pub max_ledger_bytes: Option<usize>,
 }
 
 impl Client {
@@ -112,6 +117,8 @@ impl Client {
             max_streams: c.max_streams,
             rate: c.rate_per_sec.map(|r| Rate::new(r, c.burst)),
             max_live_tasks: c.max_live_tasks,
+            max_contexts: c.max_contexts,
+            max_ledger_bytes: c.max_ledger_bytes,
         }
     }
 
@@ -176,6 +183,14 @@ impl Caller {
             Caller::Public => false,
             Caller::Client(c) => c.can(r),
         }
+    }
+
+    /// Whether the caller reads agents' own texts (their error messages, a card's refusal):
+    /// the one rule of every route and protocol, `metrics` or `admin` (every caller where no
+    /// clients are configured). Others get an error's kind without the agent's words, which
+    /// may name its address, its hosts, its stack (docs/security.md).
+    pub fn reads_agents_texts(&self) -> bool {
+        self.can(Right::Metrics) || self.can(Right::Admin)
     }
 }
 
@@ -251,6 +266,8 @@ pub struct Auth {
     streams: Arc<StreamCounts>,
     /// 0 at start, one more at each reload: which identity admitted a stream.
     gen: u64,
+    /// `[auth] token_max_contexts`.
+    token_max_contexts: u64,
 }
 
 impl std::fmt::Debug for Auth {
@@ -309,6 +326,7 @@ impl Auth {
             tokens: Mutex::default(),
             streams: Arc::default(),
             gen: 0,
+            token_max_contexts: cfg.auth.token_max_contexts,
         })
     }
 
@@ -409,6 +427,8 @@ impl Auth {
             // named client.
             rate: None,
             max_live_tasks: None,
+            max_contexts: self.token_max_contexts,
+            max_ledger_bytes: None,
         }))
     }
 

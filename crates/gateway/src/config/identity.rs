@@ -76,6 +76,15 @@ pub struct ClientConfig {
     /// Tasks it created that are not final yet, across every replica; past it a create is
     /// refused with 429 TOO_MANY_TASKS before the agent is called. Absent: no cap of its own.
     pub max_live_tasks: Option<u64>,
+    /// Official A2A conversations (contexts) it holds, across every replica: a context is its
+    /// while a task in it is live and `2 × task_retention_secs` after the last ends. Past it, a
+    /// message that would start another is refused with 429 TOO_MANY_CONTEXTS before the
+    /// agent is called.
+    pub max_contexts: u64,
+    /// Bytes of the in-process ledger its tasks may hold (documents, push configs); past it,
+    /// its creates are refused with 503 LEDGER_FULL before the agent is called, never another
+    /// client's. Absent: a tenth of `max_ledger_bytes`.
+    pub max_ledger_bytes: Option<usize>,
 }
 
 impl Default for ClientConfig {
@@ -91,16 +100,33 @@ impl Default for ClientConfig {
             rate_per_sec: None,
             burst: None,
             max_live_tasks: None,
+            max_contexts: DEFAULT_MAX_CONTEXTS,
+            max_ledger_bytes: None,
         }
     }
 }
 
+/// `max_contexts` and `token_max_contexts` when not set.
+pub const DEFAULT_MAX_CONTEXTS: u64 = 10_000;
+
 /// `[auth]`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AuthConfig {
     /// JWT bearer tokens, checked against keys from a file.
     pub jwt: Option<JwtConfig>,
+    /// `max_contexts` of a token subject without a `[[clients]]` entry (`jwt:{sub}`), each its
+    /// own.
+    pub token_max_contexts: u64,
+}
+
+impl Default for AuthConfig {
+    fn default() -> AuthConfig {
+        AuthConfig {
+            jwt: None,
+            token_max_contexts: DEFAULT_MAX_CONTEXTS,
+        }
+    }
 }
 
 /// `[auth.jwt]`: tokens from an identity provider, verified against its published keys. The

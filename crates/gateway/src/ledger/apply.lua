@@ -15,13 +15,17 @@
 --         msg_id prefix, timestamp (RFC 3339, always given), max_queued, max_dead (both this partition's share), change
 --         channel, owner ('' for none), publish command (SPUBLISH on a cluster, PUBLISH on one
 --         node), lane entry format version (with the trace context after it, if any: see
---         webhook::queue::entry_version), the task's A2A contextId ('' for none), subscriber...
+--         webhook::queue::entry_version), the task's A2A contextId ('' for none), the task's
+--         content digest (task::TaskRef::content, 16 hex digits; '' for none), subscriber...
 -- Every key is in the task's partition (one hash tag): a script may touch one slot only.
 -- The owner is the client whose create this answers: recorded if the task has none yet,
 -- whatever the verdict (a push may have recorded the task first), except on another agent's
 -- task. An owner is never replaced.
 -- A first sighting or a transition is queued for every subscriber named, in this same step:
 -- a change is never recorded without its deliveries, nor delivered without being recorded.
+-- The task's push configs hear of those and of every refresh whose content digest differs
+-- from the record's field 'cd' (ledger::news); a live task's update in the same state at the
+-- same time with other content is a refresh, not a duplicate (ledger::decide).
 -- A disabled subscriber's (410 Gone) go straight to the dead letters, to be redriven once it
 -- is back: its lanes cannot fill the queue that every other subscriber shares.
 -- Every first sighting or transition is also published on the partition's change channel
@@ -42,10 +46,11 @@
 
 local TERMINAL = { COMPLETED = true, FAILED = true, CANCELLED = true, REJECTED = true }
 local agent, status, updated = ARGV[1], ARGV[2], tonumber(ARGV[3])
-local rec = redis.call('HMGET', KEYS[1], 'agent', 'status', 'updated_ms', 'task', 'owner', 'created_ms', 'ctx')
+local rec = redis.call('HMGET', KEYS[1], 'agent', 'status', 'updated_ms', 'task', 'owner', 'created_ms', 'ctx', 'cd')
 local owner = rec[5] or ''
 local claims = ARGV[14] ~= '' and owner == ''
-local FIRST_SUB = 18
+local content, had = ARGV[18], rec[8] or ''
+local FIRST_SUB = 19
 local created = rec[6] or rec[3] or ARGV[5]
 
 local LS = KEYS[4] .. 'ls:'
@@ -60,6 +65,14 @@ local function relist(st, ag, ow, cx, id, score, expiry)
   end
   if score then redis.call('ZADD', KEYS[4] .. 'lsx', expiry, member)
   else redis.call('ZREM', KEYS[4] .. 'lsx', member) end
+  -- A context's set (one per context: as many as conversations) lives no longer than its
+  -- latest task: a conversation whose tasks expired leaves no key, listed or not.
+  if score and cx ~= '' then
+    local k = LS .. 'c:' .. ag .. ':' .. cx
+    local left = redis.call('PTTL', k)
+    local want = expiry - tonumber(ARGV[5])
+    if left < want then redis.call('PEXPIRE', k, math.max(want, 1)) end
+  end
 end
 local function score_of(updated_ms) return string.format('%d', -tonumber(updated_ms)) end
 
@@ -83,7 +96,7 @@ else
   elseif updated < rupdated then
     verdict = 'stale'
   elseif rstatus == status then
-    if updated == rupdated then verdict = 'duplicate' else verdict = 'refresh' end
+    if updated == rupdated and (content == '' or content == had) then verdict = 'duplicate' else verdict = 'refresh' end
   else
     verdict = 'transition'
   end
@@ -111,15 +124,18 @@ if verdict ~= 'new' and verdict ~= 'transition' and verdict ~= 'refresh' then
   return { verdict, rec[1], rec[2], rec[3], rec[4], rec[2] or '', owner, created }
 end
 
-local wh, nsubs = KEYS[3], #ARGV - FIRST_SUB + 1
 local changed = verdict == 'new' or verdict == 'transition'
+-- Subscribers hear of status changes; push configs of every change they would read.
+local news = changed or (verdict == 'refresh' and content ~= '' and content ~= had)
+local wh, nsubs = KEYS[3], 0
+if changed then nsubs = #ARGV - FIRST_SUB + 1 end
 local pushes = {}
-if changed and ARGV[9] ~= '' then
+if news and ARGV[9] ~= '' then
   for _, id in ipairs(redis.call('HKEYS', KEYS[5])) do
     if string.sub(id, 1, 1) ~= '~' then pushes[#pushes + 1] = '~push:' .. id end
   end
 end
-local notify = (nsubs > 0 or #pushes > 0) and changed
+local notify = nsubs > 0 or #pushes > 0
 local dropped = 0
 if notify then
   local queued = tonumber(redis.call('GET', wh .. 'queued') or '0')
@@ -141,6 +157,7 @@ local ttl = tonumber(TERMINAL[status] and ARGV[6] or ARGV[7])
 redis.call('HSET', KEYS[1], 'agent', agent, 'status', status, 'updated_ms', ARGV[3], 'task', ARGV[4], 'owner', owner,
   'created_ms', created)
 if ARGV[17] ~= '' then redis.call('HSET', KEYS[1], 'ctx', ARGV[17]) else redis.call('HDEL', KEYS[1], 'ctx') end
+if content ~= '' then redis.call('HSET', KEYS[1], 'cd', content) else redis.call('HDEL', KEYS[1], 'cd') end
 redis.call('PEXPIRE', KEYS[1], ttl)
 redis.call('PEXPIRE', KEYS[5], ttl)
 if rec[1] then relist(rec[2], rec[1], rec[5] or '', rec[7] or '', ARGV[8]) end
@@ -160,12 +177,17 @@ else
   redis.call('ZADD', quiet, now, ARGV[8])
 end
 redis.call('ZREMRANGEBYSCORE', quiet, '-inf', now - tonumber(ARGV[7]))
+-- The listing index of tasks that expired, a few places at each change (sweep.lua, prepended
+-- to this script): it shrinks as tasks expire whether or not anyone lists.
+sweep_listing(KEYS[4], now, 4)
 if owner ~= '' then
   local live = KEYS[4] .. 'live:' .. owner
   if TERMINAL[status] then
     redis.call('ZREM', live, ARGV[8])
   else
     redis.call('ZADD', live, now + ttl, ARGV[8])
+    -- Its newest member's expiry (the live ttl is one constant): a client gone leaves none.
+    redis.call('PEXPIRE', live, ttl)
   end
   -- Tasks of this client that expired while live.
   redis.call('ZREMRANGEBYSCORE', live, '-inf', now)
@@ -181,7 +203,7 @@ if notify then
   local entry = ARGV[5] .. ' ' .. ARGV[16] .. '\n' .. ARGV[9] .. '_' .. n .. '\n'
     .. '{"event_type":"task.status.updated",' .. a2a .. '"timestamp":"' .. ARGV[10] .. '","data":' .. ARGV[4] .. '}'
   local queued = 0
-  for i = FIRST_SUB, #ARGV do
+  for i = FIRST_SUB, FIRST_SUB + nsubs - 1 do
     if redis.call('HEXISTS', wh .. 'disabled', ARGV[i]) == 1 then
       local meta = cjson.encode({ subscriber = ARGV[i], task_id = ARGV[8], attempts = 0,
         last_error = 'subscriber disabled', failed_at = ARGV[10] })

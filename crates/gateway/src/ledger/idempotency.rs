@@ -250,6 +250,7 @@ impl MemoryKeys {
     }
 
     /// A store that refuses new keys when full rather than evict one.
+    #[cfg(test)]
     pub(super) fn without_eviction(mut self) -> Self {
         self.evicts = false;
         self

@@ -20,21 +20,26 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use super::changes::ChangeFeed;
-use super::idempotency::{MemoryKeys, CONTEXT_SCOPE};
+use super::idempotency::MemoryKeys;
 use super::{
-    decide, next_look, notifies, Answer, Applied, ArtifactRef, Claim, Fingerprint, LedgerError,
-    LedgerFuture, PushPut, Record, StrMap, TaskLedger,
+    decide, news, next_look, notifies, Answer, Applied, ArtifactRef, Claim, Fingerprint,
+    LedgerError, LedgerFuture, PushPut, Record, StrMap, TaskLedger,
 };
-use crate::protocol::task::{Head, Refusal, Status, TaskRef, Verdict};
+#[cfg(test)]
+use crate::protocol::task::Head;
+use crate::protocol::task::{Refusal, Status, TaskRef, Verdict};
 use crate::webhook::queue::{MemoryQueue, Outbox};
 
 mod announce;
 mod bounds;
+mod contexts;
+mod files;
 mod index;
 mod listing;
 mod outbox;
 mod push;
 mod quiet;
+mod sends;
 
 pub use bounds::Evictions;
 
@@ -42,14 +47,20 @@ const SHARDS: usize = 16;
 /// Most evictions one new task may cause before it is admitted or refused (each frees a task,
 /// so this bounds the work of one create, not the bound itself).
 const MAX_EVICTIONS_PER_TASK: usize = 1024;
+/// Sends held at once ([`TaskLedger::put_send`]): each is a blocking message with an agent
+/// (bounded by the agents' `max_in_flight`) or its late answer awaited (`MAX_LATE_ANSWERS`),
+/// so this is a backstop, not the working bound.
+const MAX_SENDS: usize = 65_536;
 
 struct Entry {
     record: Record,
     /// Insertion sequence, so queue items left behind by a removed entry are recognised.
     seq: u64,
     expires: Option<Instant>,
-    /// Status changes accepted (numbers the webhook ids).
+    /// Changes queued for the task's subscribers or push configs (numbers the webhook ids).
     changes: u64,
+    /// The content digest of the recorded document (`TaskRef::content`).
+    content: u64,
     /// When an update was last accepted (wall clock, ms): staleness is measured from here.
     changed_ms: i64,
     /// Its place in the shard's quiet index, if it is there (live and not INPUT_REQUIRED): the
@@ -59,6 +70,10 @@ struct Entry {
     checks: u32,
     /// Counted among its owner's live tasks.
     owned_live: bool,
+    /// The context whose claim counts it as a live task of its owner (`contexts.rs`), if any.
+    live_in: Option<Arc<str>>,
+    /// The bytes counted among its owner's live bytes (its size while live and owned).
+    owned_bytes: usize,
     /// Its official A2A contextId, for ListTasks' filter.
     context: Option<Arc<str>>,
     /// Where the listing index holds it (see `listing.rs`).
@@ -119,17 +134,23 @@ pub struct MemoryLedger {
     bytes: AtomicUsize,
     retention: Duration,
     evictions: Evictions,
-    /// Each client's live tasks (entries are removed at zero, so it holds live owners only).
-    /// As many entries as owners, which with JWT subjects can be one per task, behind one lock
-    /// every shard takes: a [`StrMap`], which never moves a whole table at once.
-    owners: Mutex<StrMap<u64>>,
+    /// Each client's live tasks and their bytes (entries are removed at zero, so it holds
+    /// live owners only). As many entries as owners, which with JWT subjects can be one per
+    /// task, behind one lock every shard takes: a [`StrMap`], which never moves a whole table
+    /// at once.
+    owners: Mutex<StrMap<index::Owned>>,
     outbox: Option<(Arc<Outbox>, Arc<MemoryQueue>)>,
     changes: Option<Arc<ChangeFeed>>,
     /// Idempotency keys, bounded like the tasks (`max_tasks`; a quarter of the byte budget).
     keys: MemoryKeys,
-    /// Official A2A context claims (scope [`CONTEXT_SCOPE`]): as many as tasks at most, and
-    /// never one given up for another (a full store refuses new contexts until claims expire).
-    contexts: MemoryKeys,
+    /// Official A2A context claims: as many as tasks at most, each client's bounded, and
+    /// never one given up for another (`contexts.rs`).
+    contexts: contexts::Contexts,
+    /// Blocking messages' inline push configs awaiting the agent's first push
+    /// ([`TaskLedger::put_send`]).
+    sends: sends::Sends,
+    /// File bindings ([`TaskLedger::bind_files`]), bounded like the artifact index.
+    files: files::Files,
 }
 
 fn lock(m: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
@@ -159,7 +180,9 @@ impl MemoryLedger {
             outbox: None,
             changes: None,
             keys: MemoryKeys::new(max_tasks),
-            contexts: MemoryKeys::new(max_tasks).without_eviction(),
+            contexts: contexts::Contexts::new(max_tasks, retention),
+            sends: sends::Sends::new(MAX_SENDS),
+            files: files::Files::new(max_tasks, usize::MAX),
         }
     }
 
@@ -183,17 +206,8 @@ impl MemoryLedger {
         self.max_bytes = max_bytes.max(1);
         // Stored answers are mostly copies of task documents: a quarter of the budget on top.
         self.keys = self.keys.with_byte_budget(max_bytes / 4);
-        self.contexts = self.contexts.with_byte_budget(max_bytes / 16);
+        self.files.max_bytes = (max_bytes / 16).max(1);
         self
-    }
-
-    /// The key store of `scope`: A2A context claims apart from idempotency keys.
-    fn store(&self, scope: &str) -> &MemoryKeys {
-        if scope.starts_with(CONTEXT_SCOPE) {
-            &self.contexts
-        } else {
-            &self.keys
-        }
     }
 
     fn shard_of(&self, key: &str) -> usize {
@@ -220,6 +234,7 @@ impl MemoryLedger {
             task_id: task_id.to_owned(),
             head,
             context: super::listing::context_of(task_id, &task),
+            content: 0,
         };
         self.apply_now(agent, &task_ref, task, owner, trace)
     }
@@ -252,8 +267,9 @@ impl MemoryLedger {
         let recorded = s
             .tasks
             .get(task_id)
-            .map(|e| (e.record.agent.as_ref(), e.record.head));
-        let verdict = decide(recorded, agent, head);
+            .map(|e| (e.record.agent.as_ref(), e.record.head, e.content));
+        let had = recorded.map_or(0, |r| r.2);
+        let verdict = decide(recorded, agent, head, task_ref.content);
         if !verdict.is_accepted() {
             let record = match s.tasks.get_key_value(task_id).map(|(k, _)| k.clone()) {
                 Some(key) => {
@@ -291,11 +307,23 @@ impl MemoryLedger {
                 push_dropped: 0,
             });
         }
-        let changes = s.tasks.get(task_id).map_or(0, |e| e.changes) + u64::from(notifies(verdict));
+        // Subscribers hear of status changes; push configs of every change they would read.
+        let (to_subscribers, to_configs) =
+            (notifies(verdict), news(verdict, had, task_ref.content));
+        let changes = s.tasks.get(task_id).map_or(0, |e| e.changes) + u64::from(to_configs);
         // Queued in this same step, under the shard's lock: a change is never recorded
         // without its deliveries.
-        let push_dropped = if notifies(verdict) {
-            self.queue_change(&s, agent, task_id, head, changes, &task, trace)?
+        let push_dropped = if to_configs {
+            let change = outbox::Change {
+                agent,
+                task_id,
+                head,
+                number: changes,
+                task: &task,
+                trace,
+                to_subscribers,
+            };
+            self.queue_change(&s, &change)?
         } else {
             0
         };
@@ -314,6 +342,7 @@ impl MemoryLedger {
             claim(&mut e.record, owner);
             e.expires = expires;
             e.changes = changes;
+            e.content = task_ref.content;
             e.changed_ms = now_ms;
             e.checks = 0;
             let (seq, record) = (e.seq, e.record.clone());
@@ -365,10 +394,13 @@ impl MemoryLedger {
                 seq,
                 expires,
                 changes,
+                content: task_ref.content,
                 changed_ms: now_ms,
                 quiet: None,
                 checks: 0,
                 owned_live: false,
+                live_in: None,
+                owned_bytes: 0,
                 context,
                 listed: None,
                 push: None,
@@ -424,6 +456,13 @@ impl TaskLedger for MemoryLedger {
         Box::pin(std::future::ready(Ok(self.push_configs_now(task_id))))
     }
 
+    fn push_configs_and_owner<'a>(
+        &'a self,
+        task_id: &'a str,
+    ) -> LedgerFuture<'a, super::PushAudience> {
+        Box::pin(std::future::ready(Ok(self.push_audience_now(task_id))))
+    }
+
     fn put_push_config<'a>(
         &'a self,
         task_id: &'a str,
@@ -440,8 +479,48 @@ impl TaskLedger for MemoryLedger {
         Box::pin(std::future::ready(Ok(self.push_current_now(task_id, id))))
     }
 
-    fn amend<'a>(&'a self, task_id: &'a str, head: Head, task: Bytes) -> LedgerFuture<'a, bool> {
-        Box::pin(std::future::ready(Ok(self.amend_now(task_id, head, task))))
+    fn claim_context<'a>(
+        &'a self,
+        agent: &'a str,
+        context: &'a str,
+        owner: &'a str,
+        how: super::ContextHold,
+        max: Option<u64>,
+    ) -> LedgerFuture<'a, super::ContextClaim> {
+        Box::pin(std::future::ready(
+            self.contexts.claim(agent, context, owner, how, max),
+        ))
+    }
+
+    fn drop_context<'a>(
+        &'a self,
+        agent: &'a str,
+        context: &'a str,
+        owner: &'a str,
+    ) -> LedgerFuture<'a, ()> {
+        self.contexts.drop_hold(agent, context, owner);
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    fn context_room<'a>(&'a self, owner: &'a str, max: u64) -> LedgerFuture<'a, ()> {
+        Box::pin(std::future::ready(self.contexts.room(owner, max)))
+    }
+
+    fn put_send<'a>(&'a self, id: &'a str, entry: Bytes, ttl: Duration) -> LedgerFuture<'a, bool> {
+        Box::pin(std::future::ready(Ok(self.sends.put(id, entry, ttl))))
+    }
+
+    fn bind_send<'a>(
+        &'a self,
+        id: &'a str,
+        task_id: &'a str,
+    ) -> LedgerFuture<'a, Option<(Bytes, String)>> {
+        Box::pin(std::future::ready(Ok(self.sends.bind(id, task_id))))
+    }
+
+    fn end_send<'a>(&'a self, id: &'a str) -> LedgerFuture<'a, ()> {
+        self.sends.end(id);
+        Box::pin(std::future::ready(Ok(())))
     }
 
     fn delete_push_config<'a>(&'a self, task_id: &'a str, id: &'a str) -> LedgerFuture<'a, bool> {
@@ -498,23 +577,40 @@ impl TaskLedger for MemoryLedger {
         Box::pin(std::future::ready(Ok(found)))
     }
 
+    fn bind_files<'a>(
+        &'a self,
+        scope: super::FileScope<'a>,
+        urls: &'a [String],
+    ) -> LedgerFuture<'a, Vec<String>> {
+        let ids = self.files.bind(&scope, urls, self.retention);
+        Box::pin(std::future::ready(Ok(ids)))
+    }
+
+    fn file<'a>(&'a self, id: &'a str) -> LedgerFuture<'a, Option<super::FileRef>> {
+        Box::pin(std::future::ready(Ok(self.files.get(id))))
+    }
+
     fn admit<'a>(
         &'a self,
         owner: Option<&'a str>,
-        max_live: Option<u64>,
+        bounds: super::Bounds,
         bytes: usize,
     ) -> LedgerFuture<'a, ()> {
-        let verdict = match (owner, max_live) {
-            (Some(o), Some(limit)) if self.live_of(o) >= limit => {
-                Err(LedgerError::TooManyTasks { limit })
+        let live = owner.map(|o| self.live_of(o)).unwrap_or_default();
+        let size = size_of_task(36, bytes);
+        let verdict = match bounds {
+            super::Bounds {
+                max_live: Some(limit),
+                ..
+            } if owner.is_some() && live.tasks >= limit => Err(LedgerError::TooManyTasks { limit }),
+            super::Bounds {
+                max_bytes: Some(limit),
+                ..
+            } if owner.is_some() && live.bytes as usize + size > limit => {
+                Err(LedgerError::ClientFull { limit })
             }
             // The task's document echoes its input: room for about that much.
-            _ if !self.make_room(
-                size_of_task(36, bytes),
-                Instant::now(),
-                crate::protocol::time::now_ms(),
-            ) =>
-            {
+            _ if !self.make_room(size, Instant::now(), crate::protocol::time::now_ms()) => {
                 Err(LedgerError::Full)
             }
             _ => Ok(()),
@@ -574,9 +670,7 @@ impl TaskLedger for MemoryLedger {
         token: &'a str,
         lease: Duration,
     ) -> LedgerFuture<'a, Claim> {
-        let claim = self
-            .store(scope)
-            .claim(scope, key, fingerprint, token, lease);
+        let claim = self.keys.claim(scope, key, fingerprint, token, lease);
         Box::pin(std::future::ready(Ok(claim)))
     }
 
@@ -590,7 +684,7 @@ impl TaskLedger for MemoryLedger {
         ttl: Duration,
     ) -> LedgerFuture<'a, bool> {
         let stored = self
-            .store(scope)
+            .keys
             .complete(scope, key, token, fingerprint, answer, ttl);
         Box::pin(std::future::ready(Ok(stored)))
     }
@@ -601,7 +695,7 @@ impl TaskLedger for MemoryLedger {
         key: &'a str,
         token: &'a str,
     ) -> LedgerFuture<'a, ()> {
-        self.store(scope).release(scope, key, token);
+        self.keys.release(scope, key, token);
         Box::pin(std::future::ready(Ok(())))
     }
 
@@ -612,7 +706,7 @@ impl TaskLedger for MemoryLedger {
         fingerprint: Fingerprint,
         ttl: Duration,
     ) -> LedgerFuture<'a, bool> {
-        let renewed = self.store(scope).renew(scope, key, fingerprint, ttl);
+        let renewed = self.keys.renew(scope, key, fingerprint, ttl);
         Box::pin(std::future::ready(Ok(renewed)))
     }
 }
@@ -805,13 +899,13 @@ mod tests {
             std::thread::sleep(Duration::from_millis(3));
         }
         assert!(matches!(
-            futures_block_err(l.admit(None, None, 10)),
+            futures_block_err(l.admit(None, super::super::Bounds::default(), 10)),
             Some(LedgerError::Full)
         ));
         std::thread::sleep(Duration::from_millis(250));
         // live1 changes: the others are stale now, the stalest goes first.
         apply(&l, "a", "live1", h(Status::Working, 2));
-        futures_block(l.admit(None, None, 10));
+        futures_block(l.admit(None, super::super::Bounds::default(), 10));
         apply(&l, "a", "new", h(Status::Working, 1));
         assert!(l.get_now("live0").is_none(), "the stalest was evicted");
         assert!(l.get_now("live1").is_some(), "the fresh one was kept");
@@ -835,13 +929,47 @@ mod tests {
         own("t1", Status::Submitted, 1);
         own("t2", Status::Working, 1);
         assert!(matches!(
-            futures_block_err(l.admit(Some("c"), Some(2), 10)),
+            futures_block_err(l.admit(Some("c"), live(2), 10)),
             Some(LedgerError::TooManyTasks { limit: 2 })
         ));
-        futures_block(l.admit(Some("other"), Some(2), 10));
+        futures_block(l.admit(Some("other"), live(2), 10));
         own("t1", Status::Completed, 2);
-        futures_block(l.admit(Some("c"), Some(2), 10));
-        assert_eq!(l.live_of("c"), 1);
+        futures_block(l.admit(Some("c"), live(2), 10));
+        assert_eq!(l.live_of("c").tasks, 1);
+    }
+
+    #[test]
+    fn each_clients_live_bytes_are_bounded_and_its_alone() {
+        let l = ledger(100, Duration::from_secs(60));
+        let doc = Bytes::from(vec![b' '; 1000]);
+        let own = |id: &str, st: Status, ms: i64, doc: &Bytes| {
+            l.apply_doc("a", id, h(st, ms), doc.clone(), Some("c"), None)
+                .expect("applied")
+        };
+        let bytes = |max: usize| super::super::Bounds {
+            max_live: None,
+            max_bytes: Some(max),
+        };
+        own("t1", Status::Working, 1, &doc);
+        own("t2", Status::Working, 1, &doc);
+        let held = l.live_of("c").bytes;
+        assert_eq!(held as usize, 2 * entry_size("t1", &doc), "{held}");
+        // A third task of about 1000 bytes would pass a bound of 2,500: refused, for it alone.
+        assert!(matches!(
+            futures_block_err(l.admit(Some("c"), bytes(2500), 1000)),
+            Some(LedgerError::ClientFull { limit: 2500 })
+        ));
+        futures_block(l.admit(Some("other"), bytes(2500), 1000));
+        // A document that grows while live counts as it grows; a final one not at all.
+        own("t2", Status::Working, 2, &Bytes::from(vec![b' '; 3000]));
+        assert_eq!(
+            l.live_of("c").bytes as usize,
+            entry_size("t1", &doc) + entry_size("t2", &Bytes::from(vec![b' '; 3000]))
+        );
+        own("t2", Status::Completed, 3, &doc);
+        own("t1", Status::Completed, 3, &doc);
+        assert_eq!(l.live_of("c").bytes, 0);
+        futures_block(l.admit(Some("c"), bytes(2500), 1000));
     }
 
     #[test]
@@ -871,6 +999,14 @@ mod tests {
         assert_eq!(futures_block(l.quiet("a", later, 10)).len(), 1);
         apply(&l, "a", "t1", h(Status::Completed, 3));
         assert!(futures_block(l.quiet("a", later + 10_000_000, 10)).is_empty());
+    }
+
+    /// Bounds of `n` live tasks.
+    fn live(n: u64) -> super::super::Bounds {
+        super::super::Bounds {
+            max_live: Some(n),
+            max_bytes: None,
+        }
     }
 
     fn futures_block_err<T>(f: LedgerFuture<'_, T>) -> Option<LedgerError> {

@@ -6,6 +6,7 @@
 //! where the record lives (this process, or Redis for many replicas), never in the rule.
 
 pub mod changes;
+pub mod files;
 mod grow;
 pub mod idempotency;
 mod keymap;
@@ -15,6 +16,7 @@ pub mod push;
 mod redis;
 
 pub use self::redis::RedisLedger;
+pub use files::{FileRef, FileScope};
 pub use idempotency::{Answer, Claim, Fingerprint, CONTEXT_SCOPE};
 pub use memory::{Evictions, MemoryLedger};
 
@@ -81,12 +83,25 @@ pub enum PushPut {
     NoTask,
 }
 
+/// A task's push configs (stored form, as [`TaskLedger::push_configs`]) and its owner.
+#[derive(Debug, Default, Clone)]
+pub struct PushAudience {
+    /// The configs.
+    pub configs: Vec<Bytes>,
+    /// The client whose task it is (`None`: no owner, as without clients).
+    pub owner: Option<Arc<str>>,
+}
+
 /// Why the ledger could not apply or read.
 #[derive(Debug, thiserror::Error)]
 pub enum LedgerError {
-    /// The store could not be reached or answered wrongly.
+    /// The store failed, refused the write, or answered wrongly: of what kind, never with the
+    /// store's own words (those are logged where the failure is classified).
     #[error("task ledger unavailable: {0}")]
-    Unavailable(String),
+    Store(crate::store::Failure),
+    /// No store could be made or connected (`RedisLedger::connect`, for tools and tests).
+    #[error("task ledger unavailable: {0}")]
+    Connect(#[from] crate::store::StoreError),
     /// The change would queue more webhook deliveries than `webhooks.max_queued` allows; it is
     /// not recorded (the agent may send it again later).
     #[error("webhook delivery queue is full (webhooks.max_queued); status change not recorded")]
@@ -94,7 +109,7 @@ pub enum LedgerError {
     /// A new task would pass `max_tasks` or `max_ledger_bytes`, and only live tasks changed
     /// within `task_retention_secs` are left to evict: nothing of a live task is given up to
     /// admit another (asked before the agent is called, by [`TaskLedger::admit`]).
-    #[error("the task ledger is full of live tasks (max_tasks / max_ledger_bytes)")]
+    #[error("the task ledger is full of live tasks changed within task_retention_secs (max_tasks / max_ledger_bytes)")]
     Full,
     /// The client holds `limit` tasks that are not final (`[[clients]] max_live_tasks`).
     #[error("the client has {limit} tasks that are not final yet (max_live_tasks)")]
@@ -102,6 +117,55 @@ pub enum LedgerError {
         /// Its `max_live_tasks`.
         limit: u64,
     },
+    /// The client's live tasks hold `limit` bytes of the in-process ledger already
+    /// (`[[clients]] max_ledger_bytes`): its new task is refused; another client's is not.
+    #[error("the client's tasks that are not final hold its share of the task ledger already ({limit} bytes, max_ledger_bytes)")]
+    ClientFull {
+        /// Its `max_ledger_bytes`.
+        limit: usize,
+    },
+    /// The client holds `limit` official A2A contexts (`[[clients]] max_contexts`): a message
+    /// that would start another is refused before the agent is called.
+    #[error("the client holds {limit} conversations (contexts) already (max_contexts); each frees itself task_retention_secs after its last task ends")]
+    TooManyContexts {
+        /// Its `max_contexts`.
+        limit: u64,
+    },
+    /// The in-process store of A2A context claims holds as many as it may (one per task the
+    /// ledger may hold), none of which it gives up for a new one.
+    #[error("the ledger's store of conversations (contexts) is full (as many as max_tasks); each frees itself task_retention_secs after its last task ends")]
+    ContextsFull,
+}
+
+/// A client's bounds a new task is admitted within ([`TaskLedger::admit`]).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Bounds {
+    /// Its `max_live_tasks`.
+    pub max_live: Option<u64>,
+    /// Its `max_ledger_bytes`: the bytes its live tasks may hold in the in-process ledger.
+    pub max_bytes: Option<usize>,
+}
+
+/// How a context is claimed ([`TaskLedger::claim_context`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContextHold {
+    /// For a message on its way to the agent: held this long, then freed unless kept (by an
+    /// answer that names it, or a task recorded in it) or dropped sooner
+    /// ([`TaskLedger::drop_context`]).
+    Hold(Duration),
+    /// Kept at least this long from now: an answer named it.
+    Keep(Duration),
+}
+
+/// Whose a context is, as [`TaskLedger::claim_context`] found it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContextClaim {
+    /// Nobody's: it is the owner's now (counted against its `max_contexts`).
+    Claimed,
+    /// The owner's already (held or kept longer, as asked).
+    Owned,
+    /// Another client's: never given to another while it lives.
+    Other,
 }
 
 /// How the reconciler checks a quiet task again when the agent's answer changed nothing: the
@@ -124,8 +188,17 @@ pub fn next_look(now_ms: i64, checks: u32, after: Duration, floor: Duration) -> 
 
 /// Whether an accepted verdict is a status change subscribers hear about: a first sighting or a
 /// transition (a refresh keeps the status; a duplicate or a refusal changes nothing).
+/// `[[subscribers]]` hear of these only.
 pub fn notifies(verdict: Verdict) -> bool {
     matches!(verdict, Verdict::New | Verdict::Transition { .. })
+}
+
+/// Whether an accepted verdict is news for the task's push configs: every status change, and a
+/// refresh whose content (`TaskRef::content`: for A2A the status message and the artifacts)
+/// differs from the record's `had` (0: a record that kept none). A refresh that changes
+/// nothing a receiver reads is not sent.
+pub fn news(verdict: Verdict, had: u64, content: u64) -> bool {
+    notifies(verdict) || (verdict == Verdict::Refresh && content != 0 && content != had)
 }
 
 /// What every [`TaskLedger`] method returns: boxed, so the trait can be used as `dyn`.
@@ -139,6 +212,12 @@ pub trait TaskLedger: Send + Sync + 'static {
     /// always there).
     fn available(&self) -> bool {
         true
+    }
+
+    /// Why the store refuses writes, while it does (Redis at `maxmemory`, or read-only): the
+    /// ledger is then not [`available`](TaskLedger::available) although its store answers.
+    fn refusing(&self) -> Option<crate::store::Failure> {
+        None
     }
 
     /// Judge `head` against the record of `task_id` and store `task` if accepted.
@@ -159,6 +238,7 @@ pub trait TaskLedger: Send + Sync + 'static {
             task_id: task_id.to_owned(),
             head,
             context: listing::context_of(task_id, &task),
+            content: 0,
         };
         Box::pin(async move { self.apply_traced(agent, &task_ref, task, owner, None).await })
     }
@@ -186,17 +266,32 @@ pub trait TaskLedger: Send + Sync + 'static {
     ) -> LedgerFuture<'a, ()>;
     /// The agent that listed this artifact, and the task it was listed under.
     fn artifact<'a>(&'a self, artifact_id: &'a str) -> LedgerFuture<'a, Option<ArtifactRef>>;
+    /// Bind each of `urls` (file URLs an agent named on its own origin) under `scope`: the
+    /// opaque id of each, in order ([`files::file_id`] under the store's key: the same on every
+    /// replica, the same each time). Kept bounded like the artifact index (`max_tasks` in
+    /// process) and expiring with the task: a final task's after the retention, a live one's
+    /// with it (30 days on Redis, refreshed by every binding; in process, evicted oldest
+    /// first); a message's outside any task after the retention.
+    fn bind_files<'a>(
+        &'a self,
+        scope: FileScope<'a>,
+        urls: &'a [String],
+    ) -> LedgerFuture<'a, Vec<String>>;
+    /// What file `id` is bound to, if it is still held.
+    fn file<'a>(&'a self, id: &'a str) -> LedgerFuture<'a, Option<FileRef>>;
     /// Whether a new task may be created now, asked before its agent is called: `owner` (the
-    /// creating client, if any) holds fewer than `max_live` tasks that are not final
-    /// ([`LedgerError::TooManyTasks`]), and a task of about `bytes` fits in the ledger's bounds,
-    /// evicting final or stale tasks if need be ([`LedgerError::Full`]).
+    /// creating client, if any) holds fewer than its `bounds.max_live` tasks that are not final
+    /// ([`LedgerError::TooManyTasks`]), its live tasks and one of about `bytes` fit in its
+    /// `bounds.max_bytes` of the in-process ledger ([`LedgerError::ClientFull`]), and the task
+    /// fits in the ledger's bounds, evicting final or stale tasks if need be
+    /// ([`LedgerError::Full`]).
     fn admit<'a>(
         &'a self,
         owner: Option<&'a str>,
-        max_live: Option<u64>,
+        bounds: Bounds,
         bytes: usize,
     ) -> LedgerFuture<'a, ()> {
-        let _ = (owner, max_live, bytes);
+        let _ = (owner, bounds, bytes);
         Box::pin(std::future::ready(Ok(())))
     }
     /// The reconciler's candidates: tasks of `agent` neither final nor INPUT_REQUIRED, quiet
@@ -266,6 +361,10 @@ pub trait TaskLedger: Send + Sync + 'static {
     /// (`protocol::a2a::push::PushConfig`), in the store's order (oldest first in process, by
     /// id on Redis); none for an unknown task.
     fn push_configs<'a>(&'a self, task_id: &'a str) -> LedgerFuture<'a, Vec<Bytes>>;
+    /// [`TaskLedger::push_configs`] and the task's owner, in one read: what the delivery
+    /// worker asks at every push attempt, to find the config and the client whose share of
+    /// the deliveries in flight it takes (`webhook::share`).
+    fn push_configs_and_owner<'a>(&'a self, task_id: &'a str) -> LedgerFuture<'a, PushAudience>;
     /// Store push config `id` of a recorded task (replacing one of the same id), at most `max`
     /// per task; it lives and expires with the task, and from the next accepted change on,
     /// each change is queued for it in the same atomic step that records the change.
@@ -280,10 +379,6 @@ pub trait TaskLedger: Send + Sync + 'static {
     /// config on the message that created the task hears of that change too); false when the
     /// task or the config is gone, or the queue has no room.
     fn push_current<'a>(&'a self, task_id: &'a str, id: &'a str) -> LedgerFuture<'a, bool>;
-    /// Replace the recorded document of a task whose head is still `head` (an agent's event
-    /// that changes no state, such as an artifact: kept for the next change to carry), without
-    /// a change of its own: nothing is queued or published. False when the head moved on.
-    fn amend<'a>(&'a self, task_id: &'a str, head: Head, task: Bytes) -> LedgerFuture<'a, bool>;
     /// Remove push config `id` of a task; whether it was there.
     fn delete_push_config<'a>(&'a self, task_id: &'a str, id: &'a str) -> LedgerFuture<'a, bool>;
     /// The token the agent must send with its own push notifications of a task: the one
@@ -294,6 +389,51 @@ pub trait TaskLedger: Send + Sync + 'static {
         task_id: &'a str,
         fresh: Option<&'a str>,
     ) -> LedgerFuture<'a, Option<String>>;
+
+    /// Claim official A2A context `context` of `agent` for client `owner`, as `how` says. A
+    /// context is one client's for as long as it lives: while a task recorded in it is live,
+    /// and `task_retention` after the last one ends (`TaskLedger::apply` keeps that count), or
+    /// as long as it was held or kept. A new claim past `max` contexts of the owner is
+    /// [`LedgerError::TooManyContexts`], and one the store has no room for
+    /// [`LedgerError::ContextsFull`] (`max` `None`: neither, the agent has answered in it).
+    fn claim_context<'a>(
+        &'a self,
+        agent: &'a str,
+        context: &'a str,
+        owner: &'a str,
+        how: ContextHold,
+        max: Option<u64>,
+    ) -> LedgerFuture<'a, ContextClaim>;
+    /// Free a claim [`ContextHold::Hold`] took whose message came to nothing (not when it was
+    /// kept since).
+    fn drop_context<'a>(
+        &'a self,
+        agent: &'a str,
+        context: &'a str,
+        owner: &'a str,
+    ) -> LedgerFuture<'a, ()>;
+    /// Whether `owner` may take one more context (a message that names none is about to be
+    /// sent: the agent will make one): it holds fewer than `max`
+    /// ([`LedgerError::TooManyContexts`]) and the store has room ([`LedgerError::ContextsFull`]).
+    fn context_room<'a>(&'a self, owner: &'a str, max: u64) -> LedgerFuture<'a, ()>;
+
+    /// Keep send `id` for `ttl`: a blocking message's inline push config, held while the
+    /// message is with an agent that pushes, until the agent's first push names the task the
+    /// message made (`id` is the random id in the URL of the gateway's config the agent was
+    /// given inline; `entry` what the gateway needs then: the token, the owner, the client's
+    /// config). False when the store holds as many sends as it may (the caller does without).
+    fn put_send<'a>(&'a self, id: &'a str, entry: Bytes, ttl: Duration) -> LedgerFuture<'a, bool>;
+    /// Bind send `id` to task `task_id`, if it is bound to none yet (the first binding wins,
+    /// across replicas): its entry and the task it is bound to now (`task_id`, or the one an
+    /// earlier push bound it to); `None` for a send unknown, ended or expired.
+    fn bind_send<'a>(
+        &'a self,
+        id: &'a str,
+        task_id: &'a str,
+    ) -> LedgerFuture<'a, Option<(Bytes, String)>>;
+    /// End send `id`: its message was answered. An unbound send is forgotten (a later push
+    /// with its URL binds nothing); a bound one lived its purpose and is forgotten too.
+    fn end_send<'a>(&'a self, id: &'a str) -> LedgerFuture<'a, ()>;
 
     /// Make a completed `key` of this `fingerprint` live `ttl` from now (a claim in use, an
     /// A2A context its owner writes in again); false when the key is not that.
@@ -306,13 +446,24 @@ pub trait TaskLedger: Send + Sync + 'static {
     ) -> LedgerFuture<'a, bool>;
 }
 
-/// The ledger's rule: the protocol's [`judge`], plus one of the gateway's own: a task recorded
+/// What the ledger holds of a task to judge an update by: its agent, its head and its content
+/// digest (`TaskRef::content`).
+pub type Standing<'a> = (&'a str, Head, u64);
+
+/// The ledger's rule: the protocol's [`judge`], plus two of the gateway's own: a task recorded
 /// under one agent cannot be rewritten by another (an agent answering with someone else's
-/// task_id must not be able to move that task).
-pub fn decide(recorded: Option<(&str, Head)>, agent: &str, update: Head) -> Verdict {
+/// task_id must not be able to move that task); and a live task's update in the same state at
+/// the same time whose content differs (an artifact added, which moves no status time) is a
+/// refresh, not a duplicate. A final task's content is final too.
+pub fn decide(recorded: Option<Standing<'_>>, agent: &str, update: Head, content: u64) -> Verdict {
     match recorded {
-        Some((owner, _)) if owner != agent => Verdict::Refused(Refusal::ForeignAgent),
-        Some((_, head)) => judge(Some(head), update),
+        Some((owner, ..)) if owner != agent => Verdict::Refused(Refusal::ForeignAgent),
+        Some((_, head, had)) => match judge(Some(head), update) {
+            Verdict::Duplicate if !head.status.is_terminal() && content != 0 && content != had => {
+                Verdict::Refresh
+            }
+            v => v,
+        },
         None => judge(None, update),
     }
 }
@@ -411,14 +562,59 @@ mod tests {
             updated_ms: 2,
         };
         assert_eq!(
-            decide(Some(("a", h)), "b", later),
+            decide(Some(("a", h, 0)), "b", later, 0),
             Verdict::Refused(Refusal::ForeignAgent)
         );
         assert_eq!(
-            decide(Some(("a", h)), "a", later),
+            decide(Some(("a", h, 0)), "a", later, 0),
             Verdict::Transition {
                 from: Status::Working
             }
         );
+    }
+
+    #[test]
+    fn content_makes_a_same_time_update_a_refresh_of_a_live_task_only() {
+        let working = Head {
+            status: Status::Working,
+            updated_ms: 1,
+        };
+        let done = Head {
+            status: Status::Completed,
+            updated_ms: 1,
+        };
+        // The same head, other content: an artifact came. News for push configs.
+        let v = decide(Some(("a", working, 7)), "a", working, 8);
+        assert_eq!(v, Verdict::Refresh);
+        assert!(news(v, 7, 8));
+        assert!(!notifies(v), "subscribers hear of transitions only");
+        // The same head and content: a duplicate, nothing sent.
+        assert_eq!(
+            decide(Some(("a", working, 7)), "a", working, 7),
+            Verdict::Duplicate
+        );
+        // A protocol that keeps no content (0) keeps the old rule.
+        assert_eq!(
+            decide(Some(("a", working, 7)), "a", working, 0),
+            Verdict::Duplicate
+        );
+        // A final task's content is final: the same head is a duplicate whatever it says.
+        assert_eq!(
+            decide(Some(("a", done, 7)), "a", done, 8),
+            Verdict::Duplicate
+        );
+        // A newer time in the same state: a refresh, news only when the content moved.
+        let later = Head {
+            status: Status::Working,
+            updated_ms: 2,
+        };
+        let v = decide(Some(("a", working, 7)), "a", later, 7);
+        assert_eq!(v, Verdict::Refresh);
+        assert!(!news(v, 7, 7), "a refresh that changes nothing is not sent");
+        assert!(news(v, 7, 9));
+        assert!(news(v, 0, 9), "a record that kept no content");
+        // Transitions are news whatever the content.
+        let v = decide(Some(("a", working, 7)), "a", done, 7);
+        assert!(news(v, 7, 7) && notifies(v));
     }
 }

@@ -7,8 +7,6 @@
 --   put:   ARGV[2] id, ARGV[3] config, ARGV[4] max configs -> 'created' | 'replaced' | 'full' | 'notask'
 --   del:   ARGV[2] id -> 1 if it was there, else 0
 --   token: ARGV[2] a fresh token ('' to only read) -> the standing token, or '' (none, or no task)
---   amend: ARGV[2] STATUS, ARGV[3] updated_ms, ARGV[4] task -> 1 when the task's head is still
---          that and its document was replaced (no change: nothing queued or published), else 0
 --   now:   ARGV[2] id, ARGV[3] the lane entry's head ("enqueued_ms version \n msg_id \n"),
 --          ARGV[4] max queued (the partition's share), ARGV[5] the partition's webhook prefix,
 --          ARGV[6] the task's ledger key -> 1 when the task as it is now was queued for config
@@ -18,7 +16,7 @@ local function pttl()
   return redis.call('PTTL', KEYS[1])
 end
 local op = ARGV[1]
--- The store's own fields are never a client's config (`amend` names a status, not a config).
+-- The store's own fields are never a client's config.
 if (op == 'put' or op == 'del') and string.sub(ARGV[2], 1, 1) == '~' then return 'notask' end
 if op == 'put' then
   local ttl = pttl()
@@ -32,11 +30,6 @@ if op == 'put' then
   redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
   if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) end
   return 'created'
-elseif op == 'amend' then
-  local h = redis.call('HMGET', KEYS[1], 'status', 'updated_ms')
-  if h[1] ~= ARGV[2] or h[2] ~= ARGV[3] then return 0 end
-  redis.call('HSET', KEYS[1], 'task', ARGV[4])
-  return 1
 elseif op == 'now' then
   if redis.call('HEXISTS', KEYS[2], ARGV[2]) == 0 then return 0 end
   local task = redis.call('HGET', KEYS[1], 'task')

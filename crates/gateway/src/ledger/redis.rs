@@ -26,16 +26,19 @@ use super::{
     Answer, Applied, ArtifactRef, Claim, Fingerprint, LedgerError, LedgerFuture, PushPut, Record,
     TaskLedger,
 };
-use crate::protocol::task::{Head, Status, TaskRef};
+use crate::protocol::task::{Head, Status, TaskRef, Verdict};
 use crate::store::{Conn, Store, StoreResult};
 use crate::webhook::queue::{entry_version, message_id_prefix, Outbox};
 use applied::applied;
 
 mod applied;
+mod contexts;
+mod files;
 mod keys;
 mod listing;
 mod push;
 mod quiet;
+mod sends;
 
 /// How long a task that never reaches a terminal state is kept after its last update.
 const LIVE_TTL: Duration = Duration::from_secs(30 * 86_400);
@@ -53,14 +56,29 @@ pub struct RedisLedger {
     list: Script,
     /// A task's A2A push configs ([`push.lua`](push.lua)).
     push: Script,
+    /// Blocking messages' sends ([`send.lua`](send.lua)).
+    send: Script,
+    /// Official A2A context claims ([`context.lua`](context.lua)).
+    context: Script,
+    /// The key of the file ids every replica shares, once read (`files.rs`).
+    file_ids: files::IdsKey,
     outbox: Option<Arc<Outbox>>,
     /// The command the apply script publishes changes with: `SPUBLISH` (sharded pub/sub, to
     /// the partition's shard only) on a cluster, `PUBLISH` on one node.
     publish: &'static str,
 }
 
-fn unavailable(e: redis::RedisError) -> LedgerError {
-    LedgerError::Unavailable(format!("redis: {e}"))
+/// A reply of one of the ledger's scripts that the gateway cannot read (a bug, or a script of
+/// another version): logged with the script's name, answered as the store's failure.
+pub(super) fn bad_reply(script: &str) -> LedgerError {
+    tracing::error!(script, "unexpected reply from a ledger script in Redis");
+    LedgerError::Store(crate::store::Failure::Other)
+}
+
+/// A script that sweeps the listing index: [`sweep.lua`](sweep.lua) before it (a Redis script
+/// cannot include another).
+fn with_sweep(script: &str) -> String {
+    format!("{}\n{script}", include_str!("sweep.lua"))
 }
 
 /// A duration in whole milliseconds, at least 1 (PEXPIRE refuses 0).
@@ -95,6 +113,15 @@ fn live_members(pipe: &mut redis::Pipeline, key: &str, now: i64) {
     pipe.cmd("ZCARD").arg(key);
 }
 
+/// A task's content digest as the apply script keeps it: 16 hex digits, or '' for none (0).
+fn content_arg(content: u64) -> String {
+    if content == 0 {
+        String::new()
+    } else {
+        format!("{content:016x}")
+    }
+}
+
 fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
@@ -110,11 +137,14 @@ impl RedisLedger {
             },
             store,
             retention,
-            apply: Script::new(include_str!("apply.lua")),
+            apply: Script::new(&with_sweep(include_str!("apply.lua"))),
             lease: Script::new(include_str!("lease.lua")),
             keys: Script::new(include_str!("idempotency.lua")),
-            list: Script::new(include_str!("list.lua")),
+            list: Script::new(&with_sweep(include_str!("list.lua"))),
             push: Script::new(include_str!("push.lua")),
+            send: Script::new(include_str!("send.lua")),
+            context: Script::new(include_str!("context.lua")),
+            file_ids: files::IdsKey::new(),
             outbox: None,
         }
     }
@@ -131,11 +161,8 @@ impl RedisLedger {
             prefix: prefix.to_owned(),
             ..crate::config::RedisConfig::default()
         };
-        let store = Store::new(&config).map_err(|e| LedgerError::Unavailable(e.to_string()))?;
-        store
-            .connect_now()
-            .await
-            .map_err(|e| LedgerError::Unavailable(e.to_string()))?;
+        let store = Store::new(&config)?;
+        store.connect_now().await?;
         Ok(RedisLedger::new(store, retention))
     }
 
@@ -183,7 +210,7 @@ impl RedisLedger {
                 }
             })
             .await
-            .map_err(unavailable)
+            .map_err(|e| LedgerError::Store(store.failed(&e)))
     }
 
     /// The replication fence of a write to `key` (only with `wait_replicas`: no allocation
@@ -202,7 +229,10 @@ impl RedisLedger {
         F: Fn(Conn) -> Fut,
         Fut: std::future::Future<Output = StoreResult<T>>,
     {
-        self.store.idempotent(call).await.map_err(unavailable)
+        self.store
+            .idempotent(call)
+            .await
+            .map_err(|e| LedgerError::Store(self.store.failed(&e)))
     }
 
     async fn apply_inner(
@@ -248,7 +278,8 @@ impl RedisLedger {
                     .arg(owner.unwrap_or(""))
                     .arg(self.publish)
                     .arg(&*entry_version(trace))
-                    .arg(context.unwrap_or(""));
+                    .arg(context.unwrap_or(""))
+                    .arg(content_arg(task_ref.content));
                 for s in subs.iter() {
                     inv.arg(s.as_ref());
                 }
@@ -262,7 +293,8 @@ impl RedisLedger {
                     .arg(owner.unwrap_or(""))
                     .arg(self.publish)
                     .arg("1")
-                    .arg(context.unwrap_or(""));
+                    .arg(context.unwrap_or(""))
+                    .arg(content_arg(task_ref.content));
             }
         }
         let inv = &inv;
@@ -271,7 +303,23 @@ impl RedisLedger {
                 Ok((inv.invoke_async(&mut c).await?, c))
             })
             .await?;
-        applied(&reply, task)
+        let applied = applied(&reply, task)?;
+        // Its context's claim lives while its live tasks do (`context.lua`): told when one is
+        // made live, and when one ends (another partition's keys: a call of its own).
+        if let (Some(context), Some(owner)) = (context, applied.record.owner.as_deref()) {
+            let live = !head.status.is_terminal();
+            let told = match applied.verdict {
+                Verdict::New => live.then_some(true),
+                Verdict::Transition { from } => (!from.is_terminal() && !live).then_some(false),
+                _ => None,
+            };
+            if let Some(up) = told {
+                if let Err(e) = self.context_task_live(agent, context, owner, up).await {
+                    tracing::warn!(agent, context, error = %e, "a context's claim was not told of its task; it lapses on its own bound");
+                }
+            }
+        }
+        Ok(applied)
     }
 }
 
@@ -279,10 +327,16 @@ impl RedisLedger {
     /// The number of `owner`'s tasks that are not final, over every partition (so over every
     /// replica): each partition's `{part}live:{owner}`, expired members dropped first.
     async fn live_of(&self, owner: &str) -> Result<u64, LedgerError> {
+        self.counted(owner, "live").await
+    }
+
+    /// The members of `owner`'s zsets `{part}{kind}:{owner}` (scores are expiries) over every
+    /// partition, expired ones dropped first: its live tasks (`live`), its contexts (`ctxo`).
+    async fn counted(&self, owner: &str, kind: &str) -> Result<u64, LedgerError> {
         let now = now_ms();
         let per = self.store.keys.parts().map(|part| {
             let mut pipe = redis::pipe();
-            live_members(&mut pipe, &format!("{part}live:{owner}"), now);
+            live_members(&mut pipe, &format!("{part}{kind}:{owner}"), now);
             async move {
                 let pipe = &pipe;
                 self.read(|mut c| async move { pipe.query_async::<Vec<u64>>(&mut c).await })
@@ -298,12 +352,13 @@ impl TaskLedger for RedisLedger {
     fn admit<'a>(
         &'a self,
         owner: Option<&'a str>,
-        max_live: Option<u64>,
+        bounds: super::Bounds,
         _bytes: usize,
     ) -> LedgerFuture<'a, ()> {
-        // Room is Redis's own business (its maxmemory); the client's cap is the ledger's.
+        // Room, and a client's bytes, are Redis's own business (its maxmemory); the client's cap
+        // of live tasks is the ledger's.
         Box::pin(async move {
-            if let (Some(owner), Some(limit)) = (owner, max_live) {
+            if let (Some(owner), Some(limit)) = (owner, bounds.max_live) {
                 if self.live_of(owner).await? >= limit {
                     return Err(LedgerError::TooManyTasks { limit });
                 }
@@ -347,6 +402,13 @@ impl TaskLedger for RedisLedger {
         Box::pin(self.push_configs_inner(task_id))
     }
 
+    fn push_configs_and_owner<'a>(
+        &'a self,
+        task_id: &'a str,
+    ) -> LedgerFuture<'a, super::PushAudience> {
+        Box::pin(self.push_audience_inner(task_id))
+    }
+
     fn put_push_config<'a>(
         &'a self,
         task_id: &'a str,
@@ -361,8 +423,49 @@ impl TaskLedger for RedisLedger {
         Box::pin(self.push_current_inner(task_id, id))
     }
 
-    fn amend<'a>(&'a self, task_id: &'a str, head: Head, task: Bytes) -> LedgerFuture<'a, bool> {
-        Box::pin(async move { self.amend_inner(task_id, head, &task).await })
+    fn claim_context<'a>(
+        &'a self,
+        agent: &'a str,
+        context: &'a str,
+        owner: &'a str,
+        how: super::ContextHold,
+        max: Option<u64>,
+    ) -> LedgerFuture<'a, super::ContextClaim> {
+        Box::pin(self.claim_context_inner(agent, context, owner, how, max))
+    }
+
+    fn drop_context<'a>(
+        &'a self,
+        agent: &'a str,
+        context: &'a str,
+        owner: &'a str,
+    ) -> LedgerFuture<'a, ()> {
+        Box::pin(self.drop_context_inner(agent, context, owner))
+    }
+
+    fn context_room<'a>(&'a self, owner: &'a str, max: u64) -> LedgerFuture<'a, ()> {
+        Box::pin(async move {
+            if self.contexts_of_inner(owner).await? >= max {
+                return Err(LedgerError::TooManyContexts { limit: max });
+            }
+            Ok(())
+        })
+    }
+
+    fn put_send<'a>(&'a self, id: &'a str, entry: Bytes, ttl: Duration) -> LedgerFuture<'a, bool> {
+        Box::pin(async move { self.put_send_inner(id, &entry, ttl).await })
+    }
+
+    fn bind_send<'a>(
+        &'a self,
+        id: &'a str,
+        task_id: &'a str,
+    ) -> LedgerFuture<'a, Option<(Bytes, String)>> {
+        Box::pin(self.bind_send_inner(id, task_id))
+    }
+
+    fn end_send<'a>(&'a self, id: &'a str) -> LedgerFuture<'a, ()> {
+        Box::pin(self.end_send_inner(id))
     }
 
     fn delete_push_config<'a>(&'a self, task_id: &'a str, id: &'a str) -> LedgerFuture<'a, bool> {
@@ -467,6 +570,18 @@ impl TaskLedger for RedisLedger {
         })
     }
 
+    fn bind_files<'a>(
+        &'a self,
+        scope: super::FileScope<'a>,
+        urls: &'a [String],
+    ) -> LedgerFuture<'a, Vec<String>> {
+        Box::pin(self.bind_files_inner(scope, urls))
+    }
+
+    fn file<'a>(&'a self, id: &'a str) -> LedgerFuture<'a, Option<super::FileRef>> {
+        Box::pin(self.file_inner(id))
+    }
+
     fn claim_key<'a>(
         &'a self,
         scope: &'a str,
@@ -543,6 +658,10 @@ impl TaskLedger for RedisLedger {
     }
 
     fn available(&self) -> bool {
-        self.store.is_up()
+        self.store.writable()
+    }
+
+    fn refusing(&self) -> Option<crate::store::Failure> {
+        self.store.refusing()
     }
 }

@@ -19,8 +19,10 @@
 pub mod a2a;
 pub mod card;
 pub mod clawpedia;
+pub mod digest;
 pub mod json;
 pub mod node;
+pub mod origin;
 pub mod sse;
 pub mod task;
 pub mod time;

@@ -237,6 +237,12 @@ pub struct TaskRef {
     /// Its A2A `contextId` (none for a Clawpedia task), for the ledger's listing by context:
     /// read with the head, so the ledger need not read the document again.
     pub context: Option<std::sync::Arc<str>>,
+    /// A digest of what the document says besides its state that a push config hears of (for
+    /// A2A: the status message and the artifacts; `digest::Digest`, never 0), or 0 for a
+    /// protocol whose receivers hear of transitions only. The ledger keeps it with the record:
+    /// an update in the same state whose content differs is a refresh, and news for the task's
+    /// push configs (`ledger::decide`, `ledger::news`).
+    pub content: u64,
 }
 
 #[cfg(test)]

@@ -69,6 +69,11 @@ impl Validator {
                 }
             }
         }
+        self.range(
+            "auth.token_max_contexts",
+            c.auth.token_max_contexts,
+            1 << 32,
+        );
         if let Some(jwt) = &c.auth.jwt {
             self.jwt(jwt, rules);
         }
@@ -147,6 +152,10 @@ impl Validator {
         self.range(&format!("{at}.max_streams"), cl.max_streams as u64, 1 << 20);
         if let Some(n) = cl.max_live_tasks {
             self.range(&format!("{at}.max_live_tasks"), n, 1 << 32);
+        }
+        self.range(&format!("{at}.max_contexts"), cl.max_contexts, 1 << 32);
+        if let Some(n) = cl.max_ledger_bytes {
+            self.range(&format!("{at}.max_ledger_bytes"), n as u64, 1 << 50);
         }
         match cl.rate_per_sec {
             Some(r) if !(MIN_RATE..=MAX_RATE).contains(&r) => self.problem(

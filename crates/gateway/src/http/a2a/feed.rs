@@ -31,7 +31,7 @@ use crate::ledger::{apply_counted, Origin};
 use crate::protocol::a2a::answer::{check_answer, payload, task_of};
 use crate::protocol::a2a::held::HeldCard;
 use crate::protocol::a2a::jsonrpc::RpcId;
-use crate::protocol::a2a::stream::fold;
+use crate::protocol::a2a::stream::{changes, fold};
 use crate::protocol::a2a::{Method, TaskState};
 use crate::protocol::sse::{Event, Parser};
 use crate::protocol::task::Verdict;
@@ -342,7 +342,8 @@ impl Feed {
         if !self.owns() {
             return Next::Over;
         }
-        let v = match read_event(e, self.method, self.rpc_id.as_ref()) {
+        let from = (&*self.state, &*self.agent, None);
+        let v = match read_event(from, e, self.method, self.rpc_id.as_ref()).await {
             Ok(v) => v,
             // The agent's own error ends the stream, relayed as the agent's (an error in the
             // gateway's domain is the agent's too, `agent::the_agents`).
@@ -385,7 +386,7 @@ impl Feed {
         // bounded as the ledger bounds a document (history goes first).
         let max = self.state.config.max_task_document_bytes;
         let (snapshot, whole) = a2a_ledger::bounded_whole(&next, max);
-        if folded.moves_state() && !self.record(&next, snapshot.clone()).await {
+        if folded.records() && !self.record(&next, snapshot.clone()).await {
             if !self.published {
                 // A subscription's first Task the ledger refused (the task ended meanwhile):
                 // its joiners get the ledger's task, and the end.
@@ -402,12 +403,34 @@ impl Feed {
         if !whole {
             next = crate::protocol::json::parse(&snapshot).unwrap_or(next);
         }
+        let whole_task = folded == crate::protocol::a2a::stream::Folded::Task;
+        let told = if whole_task && self.published {
+            // A whole Task again (a resubscription's first event): subscribers are told what
+            // changed, as updates; a Task comes only first (§3.1.2).
+            changes(&self.task, &next)
+        } else {
+            Vec::new()
+        };
         self.task = next;
-        if !self.published && folded == crate::protocol::a2a::stream::Folded::Task {
+        if !self.published && whole_task {
             // A subscription's first Task: every joiner's first event already.
             self.published = true;
             self.topic.set_snapshot(self.n, snapshot);
             self.topic.set_phase(Phase::Open);
+        } else if whole_task {
+            self.topic.set_phase(Phase::Open);
+            if told.is_empty() {
+                self.topic.set_snapshot(self.n, snapshot.clone());
+            }
+            for e in &told {
+                let json = serde_json::to_vec(e).unwrap_or_default();
+                if !self
+                    .topic
+                    .publish_a2a(self.n, &json, Some(snapshot.clone()))
+                {
+                    return Next::Over;
+                }
+            }
         } else {
             self.published = true;
             self.topic.set_phase(Phase::Open);
@@ -440,7 +463,7 @@ impl Feed {
         let Some(head) = task_of(task) else {
             return true;
         };
-        let mut task_ref = a2a_ledger::task_ref(name, &head);
+        let mut task_ref = a2a_ledger::task_ref(name, &head, task);
         task_ref.head.updated_ms = task_ref.head.updated_ms.max(self.last_ms);
         match apply_counted(
             self.state.ledger.as_ref(),
@@ -471,7 +494,8 @@ impl Feed {
         self.close();
         let _ = tokio::time::timeout(AFTER_END, async {
             while let Ok(Some(e)) = reader.next(&mut body).await {
-                let Ok(v) = read_event(&e, self.method, self.rpc_id.as_ref()) else {
+                let from = (&*self.state, &*self.agent, None);
+                let Ok(v) = read_event(from, &e, self.method, self.rpc_id.as_ref()).await else {
                     continue;
                 };
                 let Some(p) = payload(&v) else { continue };

@@ -5,11 +5,10 @@
 //!   protocols' records cannot meet, and a reload that changes an agent's protocol leaves its old
 //!   tasks where the new protocol's routes do not look.
 //! - **Contexts** belong to the client whose message first named or received them: a claim in
-//!   the ledger's key store (scope `ctx:{agent}`, the owner's fingerprint as the request's), taken
-//!   atomically, so two replicas racing for one context give it to one client, and held as long
-//!   as tasks are. The in-process ledger keeps claims apart from idempotency keys and never
-//!   evicts one (a full store refuses new contexts: LEDGER_FULL); Redis keeps them until they
-//!   expire.
+//!   the ledger (`TaskLedger::claim_context`), taken atomically, so two replicas racing for one
+//!   context give it to one client, living while a task in it is live and a retention after
+//!   the last, never given to another client while it lives, and counted against its owner's
+//!   `max_contexts`, which is checked before the agent is called.
 //! - **A recorded document** is at most `max_task_document_bytes`: past it the task's `history`
 //!   is dropped (the status and artifacts are what a reader of a final task needs).
 
@@ -20,8 +19,7 @@ use serde_json::Value;
 
 use super::frame::Failure;
 use crate::http::context::Ctx;
-use crate::ledger::idempotency::{fingerprint, Answer};
-use crate::ledger::{self, Applied, Claim, Origin, Record, CONTEXT_SCOPE};
+use crate::ledger::{self, Applied, ContextClaim, ContextHold, Origin, Record};
 use crate::protocol::a2a::answer::TaskHead;
 use crate::protocol::a2a::{A2aError, ErrorKind, TaskState};
 use crate::protocol::node::Json;
@@ -91,35 +89,58 @@ pub fn not_found(id: &str) -> Failure {
 pub enum ContextOwner {
     /// The caller's, or no clients are configured.
     Caller,
-    /// Claimed for the caller just now, for as long as `hold`: kept by [`keep_context`] once
-    /// the message it came with is answered, or freed by [`drop_context`].
+    /// Held for the caller's message on its way: kept by [`keep_context`] once the message is
+    /// answered, or freed by [`drop_context`] (a new claim, or the caller's own held by
+    /// another of its messages).
     Claimed(PendingContext),
     /// Another client's.
     Other,
 }
 
-/// A context claim in flight (see [`ContextOwner::Claimed`]).
+/// A context held for a message on its way (see [`ContextOwner::Claimed`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PendingContext {
-    scope: String,
-    key: String,
-    token: String,
-    fingerprint: crate::ledger::Fingerprint,
-    owner: Bytes,
+    agent: String,
+    context: String,
+    owner: String,
 }
 
-/// How long a context claim lives once kept, renewed each time its owner writes in it: as
-/// long as the tasks it holds may be.
-fn context_ttl(state: &State) -> std::time::Duration {
-    state
-        .config
-        .task_retention
-        .max(state.config.idempotency_ttl)
+/// How long a context an answer names is kept: `task_retention` after its last task goes, and a
+/// final task goes `task_retention` after it ends (a live task keeps its context alive itself,
+/// through the ledger); a Message-only context, `task_retention` after its last message.
+pub fn context_keep(state: &State, with_task: bool) -> std::time::Duration {
+    let r = state.config.task_retention;
+    if with_task {
+        r * 2
+    } else {
+        r
+    }
 }
 
-/// Claim `context_id` of `agent` for the caller (in flight for `hold`), or learn it is the
-/// caller's (and renew it) or another client's. Without clients every context is everyone's.
-pub async fn claim_context(
+/// The caller's `max_contexts` (none without clients).
+fn max_contexts(ctx: &Ctx) -> Option<u64> {
+    match &ctx.caller {
+        crate::auth::Caller::Client(c) => Some(c.max_contexts),
+        _ => None,
+    }
+}
+
+/// Whether the caller may start one more context (a message that names none: the agent will
+/// make one): asked before the agent is called. Past its `max_contexts`, TOO_MANY_CONTEXTS;
+/// a full store, LEDGER_FULL.
+pub async fn context_room(state: &State, ctx: &Ctx) -> Result<(), Failure> {
+    let (Some(owner), Some(max)) = (ctx.caller.owner(), max_contexts(ctx)) else {
+        return Ok(());
+    };
+    state.ledger.context_room(owner, max).await?;
+    Ok(())
+}
+
+/// Hold `context_id` of `agent` for the caller's message (for `hold`), before the agent is
+/// called: a new claim counts against the caller's `max_contexts` (past it,
+/// TOO_MANY_CONTEXTS); another client's is [`ContextOwner::Other`]. Without clients every
+/// context is everyone's.
+pub async fn hold_context(
     state: &State,
     ctx: &Ctx,
     agent: &str,
@@ -129,63 +150,80 @@ pub async fn claim_context(
     let Some(owner) = ctx.caller.owner() else {
         return Ok(ContextOwner::Caller);
     };
-    let scope = format!("{CONTEXT_SCOPE}{agent}");
-    let mine = fingerprint(owner.as_bytes());
-    let token = crate::ledger::idempotency::new_token();
     let claim = state
         .ledger
-        .claim_key(&scope, context_id, mine, &token, hold)
-        .await?;
-    match claim {
-        Claim::Claimed => Ok(ContextOwner::Claimed(PendingContext {
-            scope,
-            key: context_id.to_owned(),
-            token,
-            fingerprint: mine,
-            owner: Bytes::copy_from_slice(owner.as_bytes()),
-        })),
-        Claim::Done { fingerprint: f, .. } if f == mine => {
-            // In use by its owner: it lives on from now.
-            state
-                .ledger
-                .renew_key(&scope, context_id, mine, context_ttl(state))
-                .await?;
-            Ok(ContextOwner::Caller)
-        }
-        Claim::InFlight { fingerprint: f } if f == mine => Ok(ContextOwner::Caller),
-        Claim::InFlight { .. } | Claim::Done { .. } => Ok(ContextOwner::Other),
-        Claim::Full => Err(crate::ledger::LedgerError::Full.into()),
-    }
-}
-
-/// Keep a claimed context for [`context_ttl`]: its message was answered.
-pub async fn keep_context(state: &State, p: &PendingContext) -> Result<(), Failure> {
-    let answer = Answer {
-        status: 200,
-        content_type: String::new(),
-        body: p.owner.clone(),
-    };
-    let kept = state
-        .ledger
-        .complete_key(
-            &p.scope,
-            &p.key,
-            &p.token,
-            p.fingerprint,
-            answer,
-            context_ttl(state),
+        .claim_context(
+            agent,
+            context_id,
+            owner,
+            ContextHold::Hold(hold),
+            max_contexts(ctx),
         )
         .await?;
-    if !kept {
-        tracing::warn!(context = %p.key, "a context claim could not be kept; it lapses with its lease");
-    }
-    Ok(())
+    Ok(match claim {
+        ContextClaim::Other => ContextOwner::Other,
+        ContextClaim::Claimed | ContextClaim::Owned => ContextOwner::Claimed(PendingContext {
+            agent: agent.to_owned(),
+            context: context_id.to_owned(),
+            owner: owner.to_string(),
+        }),
+    })
 }
 
-/// Free a claimed context: its message was not sent on, or not answered.
+/// The context an agent's answer names, kept for the caller for `keep` (the agent made it or
+/// took the message in it: never refused for the caller's bound); another client's is
+/// [`ContextOwner::Other`].
+pub async fn answered_in(
+    state: &State,
+    ctx: &Ctx,
+    agent: &str,
+    context_id: &str,
+    keep: std::time::Duration,
+) -> Result<ContextOwner, Failure> {
+    let Some(owner) = ctx.caller.owner() else {
+        return Ok(ContextOwner::Caller);
+    };
+    let claim = state
+        .ledger
+        .claim_context(agent, context_id, owner, ContextHold::Keep(keep), None)
+        .await?;
+    Ok(match claim {
+        ContextClaim::Other => ContextOwner::Other,
+        ContextClaim::Claimed | ContextClaim::Owned => ContextOwner::Caller,
+    })
+}
+
+/// Keep a held context: its message was answered.
+pub async fn keep_context(state: &State, p: &PendingContext, keep: std::time::Duration) {
+    let kept = state
+        .ledger
+        .claim_context(
+            &p.agent,
+            &p.context,
+            &p.owner,
+            ContextHold::Keep(keep),
+            None,
+        )
+        .await;
+    match kept {
+        Ok(ContextClaim::Other) => {
+            tracing::warn!(context = %p.context, "a held context was another client's when kept")
+        }
+        Ok(_) => {}
+        Err(e) => {
+            tracing::warn!(context = %p.context, error = %e, "a context claim was not kept; it lapses with its hold")
+        }
+    }
+}
+
+/// Free a held context: its message was not sent on, or not answered.
 pub async fn drop_context(state: &State, p: &PendingContext) {
-    if let Err(e) = state.ledger.release_key(&p.scope, &p.key, &p.token).await {
-        tracing::warn!(context = %p.key, error = %e, "a context claim was not freed; it lapses with its lease");
+    if let Err(e) = state
+        .ledger
+        .drop_context(&p.agent, &p.context, &p.owner)
+        .await
+    {
+        tracing::warn!(context = %p.context, error = %e, "a context claim was not freed; it lapses with its hold");
     }
 }
 
@@ -290,7 +328,10 @@ fn cut(task: &dyn Json, max: usize) -> Bytes {
 /// missing timestamp is the time of recording; so is one further ahead than the clock skew
 /// the gateway allows (`MAX_SKEW_MS`): a far-future time would make every later update of the
 /// task stale, freezing it.
-pub fn task_ref(agent: &str, head: &TaskHead<'_>) -> TaskRef {
+///
+/// `task` is the Task the head was read from: its content digest goes with it
+/// (`answer::content_of`).
+pub fn task_ref(agent: &str, head: &TaskHead<'_>, task: &dyn Json) -> TaskRef {
     let now = now_ms();
     let updated_ms = head
         .timestamp_ms
@@ -303,6 +344,7 @@ pub fn task_ref(agent: &str, head: &TaskHead<'_>) -> TaskRef {
             updated_ms,
         },
         context: (!head.context_id.is_empty()).then(|| head.context_id.into()),
+        content: crate::protocol::a2a::answer::content_of(task),
     }
 }
 
@@ -360,7 +402,7 @@ pub async fn record(
     owner: Option<&str>,
     hint: usize,
 ) -> Result<Recorded, Failure> {
-    let mut task_ref = task_ref(agent, head);
+    let mut task_ref = task_ref(agent, head, task);
     if head.timestamp_ms.is_none() && task_ref.head.status == Status::Submitted {
         // A SUBMITTED without a time (a2a-sdk's agents stamp none) can only be a task's first
         // state, and the agent made it after this request began: recorded at "now", it would
@@ -414,7 +456,8 @@ pub async fn record(
 }
 
 /// Apply a Task of `agent` that is news of the gateway's own asking or an agent's push (no
-/// client's answer: no owner), through the ledger's one rule, bounded like every recorded
+/// client's answer: no owner, but for the first push of a blocking message's send, which
+/// names the message's client), through the ledger's one rule, bounded like every recorded
 /// document; recorded at `at_least` ms at the earliest (0: as its status says).
 pub async fn apply_news(
     state: &State,
@@ -422,20 +465,25 @@ pub async fn apply_news(
     head: &TaskHead<'_>,
     task: &Value,
     at_least: i64,
+    owner: Option<&str>,
     from: Origin<'_>,
 ) -> Result<Applied, crate::ledger::LedgerError> {
-    let mut task_ref = task_ref(agent, head);
+    let mut task_ref = task_ref(agent, head, task);
     task_ref.head.updated_ms = task_ref.head.updated_ms.max(at_least);
     if head.timestamp_ms.is_none() && task_ref.head.status == Status::Submitted {
-        // A SUBMITTED without a time (a2a-sdk stamps none) of a task the ledger knows says
-        // nothing new, and applied at "now" it would make the agent's stamped next state,
-        // made before now, stale.
+        // A SUBMITTED without a time (a2a-sdk stamps none) of a task the ledger knows: applied
+        // at "now" it would make the agent's stamped next state, made before now, stale. Of a
+        // task still SUBMITTED it is applied at the recorded time (news only if its content
+        // changed); of a task past it, it says nothing new.
         if let Some(record) = state.ledger.get(&task_ref.task_id).await? {
-            return Ok(Applied {
-                verdict: crate::protocol::task::Verdict::Duplicate,
-                record,
-                push_dropped: 0,
-            });
+            if record.head.status != Status::Submitted {
+                return Ok(Applied {
+                    verdict: crate::protocol::task::Verdict::Duplicate,
+                    record,
+                    push_dropped: 0,
+                });
+            }
+            task_ref.head.updated_ms = record.head.updated_ms.max(at_least);
         }
     }
     let raw = bounded(task, state.config.max_task_document_bytes);
@@ -445,7 +493,7 @@ pub async fn apply_news(
         agent,
         &task_ref,
         ledger::Doc::written(raw),
-        None,
+        owner,
         from,
     )
     .await

@@ -116,14 +116,31 @@ pub async fn get_and_apply(
         )
         .await
         .ok()?;
-    let task = agent::read(&call, out.rpc_id.as_ref(), &parts, &body).ok()?;
+    let task = agent::read_local(
+        state,
+        agent,
+        None,
+        &call,
+        out.rpc_id.as_ref(),
+        (&parts, &body),
+    )
+    .await
+    .ok()?;
     if !check_answer(Method::GetTask, &task, Some(id)).is_empty() {
         return None;
     }
     let head = of_task(&task).filter(|h| h.id == id)?;
-    a2a_ledger::apply_news(state, &agent.cfg.name, &head, &task, 0, Origin::default())
-        .await
-        .ok()
+    a2a_ledger::apply_news(
+        state,
+        &agent.cfg.name,
+        &head,
+        &task,
+        0,
+        None,
+        Origin::default(),
+    )
+    .await
+    .ok()
 }
 
 /// The reconciler's GetTask for official A2A agents (`reconcile::A2aAsk`): the backstop of

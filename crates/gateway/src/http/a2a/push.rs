@@ -43,6 +43,14 @@ use crate::webhook::guard::UrlGuard;
 /// The id of the one config the gateway gives an agent that pushes, per task.
 pub const GATEWAY_CONFIG_ID: &str = "a2a-gateway";
 
+/// Which URL of the gateway's an agent pushed to.
+enum Via {
+    /// A task's (`?task=`): its push config, one per task.
+    Task(String),
+    /// A blocking message's (`?send=`): bound to the task its first push names.
+    Send(String),
+}
+
 /// The header an agent's push carries the gateway's token in (§4.3.3, as a2a-sdk sends it).
 pub const TOKEN_HEADER: &str = "x-a2a-notification-token";
 
@@ -153,14 +161,15 @@ async fn guard(state: &State, url: &str) -> Result<(), Failure> {
     Ok(())
 }
 
-async fn store(state: &State, key: &str, cfg: &PushConfig) -> Result<(), Failure> {
+/// Store `cfg` on task `key`; whether it is new there (not a config of the same id replaced).
+async fn store(state: &State, key: &str, cfg: &PushConfig) -> Result<bool, Failure> {
     let max = state.config.a2a.max_push_configs_per_task;
     match state
         .ledger
         .put_push_config(key, &cfg.id, Bytes::from(cfg.encode()), max)
         .await?
     {
-        PushPut::Stored { .. } => Ok(()),
+        PushPut::Stored { created } => Ok(created),
         PushPut::Full => Err(invalid(format!(
             "the task holds {max} push configs already (a2a.max_push_configs_per_task)"
         ))),
@@ -195,9 +204,11 @@ pub async fn take_inline(state: &State, call: &mut Call) -> Result<Option<PushCo
     Ok(Some(cfg))
 }
 
-/// Store a message's inline config for the task the agent's answer (or a stream's first event)
-/// named, with that change queued for it, and follow the task when `follows` (a live task
-/// answered by SendMessage; a stream tells the gateway the rest itself).
+/// Store a message's inline config for the task the agent's answer (or a stream's first event,
+/// or the agent's first push to a send) named, with the task as it is now queued for it, and
+/// follow the task when `follows` (a live task answered by SendMessage; a stream tells the
+/// gateway the rest itself). A config the task holds already (kept by the agent's first push)
+/// is not queued the task again.
 pub async fn keep_inline(
     state: &Arc<State>,
     agent: &Arc<Agent>,
@@ -205,7 +216,14 @@ pub async fn keep_inline(
     cfg: &PushConfig,
     follows: bool,
 ) {
-    let key = a2a_ledger::key(&agent.cfg.name, id);
+    if keep_config(state, &agent.cfg.name, id, cfg).await && follows {
+        follow(state, agent, id).await;
+    }
+}
+
+/// [`keep_inline`]'s storing: whether the config is kept.
+pub(super) async fn keep_config(state: &State, agent: &str, id: &str, cfg: &PushConfig) -> bool {
+    let key = a2a_ledger::key(agent, id);
     let named;
     let cfg = if cfg.id.is_empty() {
         named = PushConfig {
@@ -216,21 +234,29 @@ pub async fn keep_inline(
     } else {
         cfg
     };
-    if let Err(e) = store(state, &key, cfg).await {
-        tracing::warn!(agent = %agent.cfg.name, task_id = id, error = %e.error.message, "an inline push config could not be kept");
-        return;
-    }
-    // The config was part of the message that made the task: it hears of that change too.
-    if !matches!(state.ledger.push_current(&key, &cfg.id).await, Ok(true)) {
-        tracing::warn!(agent = %agent.cfg.name, task_id = id, "the task's first change was not queued for its inline push config");
-    }
-    if follows {
-        follow(state, agent, id).await;
+    match store(state, &key, cfg).await {
+        Err(e) => {
+            tracing::warn!(agent, task_id = id, error = %e.error.message, "an inline push config could not be kept");
+            false
+        }
+        Ok(false) => true,
+        Ok(true) => {
+            // The config was part of the message that made the task: it hears of the task as
+            // it is now too.
+            if !matches!(state.ledger.push_current(&key, &cfg.id).await, Ok(true)) {
+                tracing::warn!(
+                    agent,
+                    task_id = id,
+                    "the task as it is now was not queued for its inline push config"
+                );
+            }
+            true
+        }
     }
 }
 
 /// Where an agent reaches the gateway: `callback_url`, else `public_url`.
-fn callback(state: &State, agent: &Agent) -> Option<String> {
+pub(super) fn callback(state: &State, agent: &Agent) -> Option<String> {
     agent
         .cfg
         .callback_url
@@ -320,12 +346,6 @@ async fn ask_to_push(
     }
 }
 
-/// What a pushed event is: a state (a Task, a status) or content (an artifact, a message).
-enum Kind {
-    State,
-    Content,
-}
-
 fn unauthorized(message: &str) -> ApiError {
     ApiError::new(Code::Unauthorized, message)
 }
@@ -347,53 +367,85 @@ pub async fn ingest(state: &State, ctx: &mut Ctx, agent: Arc<Agent>, req: Reques
             .inc();
     };
     // Who may push here at all: an agent the gateway asks to push (its card takes push configs,
-    // and it has a callback address); then the task named in the URL the gateway gave it, and
-    // that task's token, compared in constant time before the body is read. An unknown task
-    // and a wrong token are answered alike.
+    // and it has a callback address); then the URL the gateway gave it: a task's (its token
+    // compared in constant time before the body is read; an unknown task and a wrong token are
+    // answered alike), or a blocking message's send (`inline`), whose first push binds it to
+    // the task it names.
     let pushes = held_card(&agent).is_ok_and(|h| h.pushes()) && callback(state, &agent).is_some();
-    let id = req
-        .uri()
-        .query()
-        .and_then(|q| {
-            q.split('&')
-                .find_map(|kv| kv.strip_prefix("task="))
-                .and_then(crate::protocol::a2a::rest::decode_query)
-        })
-        .unwrap_or_default();
+    let query = req.uri().query().unwrap_or("");
+    let param = |k: &str| {
+        query
+            .split('&')
+            .find_map(|kv| kv.strip_prefix(k))
+            .and_then(crate::protocol::a2a::rest::decode_query)
+            .filter(|v| !v.is_empty())
+    };
+    let via = match (param("task="), param("send=")) {
+        (Some(task), None) => Some(Via::Task(task)),
+        (None, Some(send)) => Some(Via::Send(send)),
+        _ => None,
+    };
     let presented = req
         .headers()
         .get(TOKEN_HEADER)
         .map(|v| v.as_bytes().to_vec());
-    let (Some(presented), true, false) = (presented, pushes, id.is_empty()) else {
+    let (Some(presented), true, Some(via)) = (presented, pushes, via) else {
         refuse("unauthorized");
         return Err(unauthorized(
-            "this route takes the pushes of an agent the gateway gave a push config: its URL names the task and X-A2A-Notification-Token carries its token",
+            "this route takes the pushes of an agent the gateway gave a push config: its URL names the task (or the message) and X-A2A-Notification-Token carries its token",
         ));
     };
-    let key = a2a_ledger::key(name, &id);
-    let expected = state
-        .ledger
-        .push_token(&key, None)
-        .await
-        .map_err(ApiError::from)?;
-    let good = expected
-        .as_ref()
-        .is_some_and(|e| bool::from(e.as_bytes().ct_eq(presented.as_slice())));
-    if !good {
+    let wrong_token = || {
         refuse("unauthorized");
-        return Err(unauthorized(
+        unauthorized(
             "X-A2A-Notification-Token must be the token of the gateway's push config of this task",
-        ));
+        )
+    };
+    let token_of = |id: &str| {
+        let key = a2a_ledger::key(name, id);
+        async move { state.ledger.push_token(&key, None).await }
+    };
+    let matches = |expected: &Option<String>| {
+        expected
+            .as_ref()
+            .is_some_and(|e| bool::from(e.as_bytes().ct_eq(presented.as_slice())))
+    };
+    if let Via::Task(id) = &via {
+        if !matches(&token_of(id).await.map_err(ApiError::from)?) {
+            return Err(wrong_token());
+        }
     }
     let limit = state
         .config
         .max_body_bytes
         .min(crate::upstream::MAX_AGENT_JSON);
     let (_, body) = read_body(req, limit).await?;
-    let event = crate::protocol::json::parse(&body).map_err(|e| {
+    let mut event = crate::protocol::json::parse(&body).map_err(|e| {
         refuse("invalid");
         ApiError::from(e)
     })?;
+    // Read into the gateway like any answer of the agent's: its file URLs rewritten first.
+    super::files::localize(
+        state,
+        &agent,
+        None,
+        super::files::Shape::Response,
+        &mut event,
+    )
+    .await;
+    let named = payload(&event)
+        .and_then(|p| match p {
+            Payload::Task(t) => t.get("id"),
+            Payload::StatusUpdate(u) | Payload::ArtifactUpdate(u) => u.get("taskId"),
+            Payload::Message(m) => m.get("taskId"),
+        })
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let id = match &via {
+        Via::Task(id) => id.clone(),
+        Via::Send(_) => named.clone(),
+    };
     let violations = check_answer(Method::SubscribeToTask, &event, Some(&id));
     let Some(p) = payload(&event).filter(|_| violations.is_empty()) else {
         refuse("invalid");
@@ -403,28 +455,71 @@ pub async fn ingest(state: &State, ctx: &mut Ctx, agent: Arc<Agent>, req: Reques
         )
         .with_details(violations));
     };
-    let named = match &p {
-        Payload::Task(t) => t.get("id"),
-        Payload::StatusUpdate(u) | Payload::ArtifactUpdate(u) => u.get("taskId"),
-        Payload::Message(m) => m.get("taskId"),
-    }
-    .and_then(Value::as_str);
-    if named != Some(id.as_str()) {
+    if named != id {
         refuse("invalid");
         return Err(ApiError::new(
             Code::InvalidRequest,
             "the event is about another task than the one the URL names",
         ));
     }
-    let Some(record) = state.ledger.get(&key).await.map_err(ApiError::from)? else {
-        refuse("unauthorized");
-        return Err(unauthorized("no such task"));
+    let key = a2a_ledger::key(name, &id);
+    let record = state.ledger.get(&key).await.map_err(ApiError::from)?;
+    // A send's push: the task's token once bound (every push after the first), else the
+    // send's, binding it to this task.
+    let bound = match &via {
+        Via::Send(send) if !matches(&token_of(&id).await.map_err(ApiError::from)?) => {
+            let first = record.is_none() && matches!(p, Payload::Task(_));
+            if record.is_none() && !first {
+                return Err(wrong_token());
+            }
+            let entry = state
+                .ledger
+                .bind_send(send, &id)
+                .await
+                .map_err(ApiError::from)?
+                .filter(|(_, task)| *task == id)
+                .and_then(|(e, _)| super::inline::SendEntry::decode(&e))
+                .filter(|e| matches(&Some(e.token.clone())));
+            let Some(entry) = entry else {
+                return Err(wrong_token());
+            };
+            // Never another client's task, whatever the agent names.
+            if let Some(r) = &record {
+                if r.owner.as_deref() != entry.owner.as_deref() {
+                    return Err(wrong_token());
+                }
+            }
+            Some(entry)
+        }
+        _ => None,
     };
-    // The event folded into the task as the ledger holds it (a2a-sdk's task-manager rules).
-    let p_kind = match p {
-        Payload::ArtifactUpdate(_) | Payload::Message(_) => Kind::Content,
-        Payload::Task(_) | Payload::StatusUpdate(_) => Kind::State,
+    let record = match (record, &bound) {
+        (Some(r), _) => r,
+        (None, None) => {
+            refuse("unauthorized");
+            return Err(unauthorized("no such task"));
+        }
+        // The send's first push, a Task: recorded from itself, for the message's client.
+        (None, Some(_)) => crate::ledger::Record {
+            agent: name.into(),
+            head: crate::protocol::task::Head {
+                status: crate::protocol::task::Status::Submitted,
+                updated_ms: 0,
+            },
+            task: Bytes::from_static(b"{}"),
+            owner: bound
+                .as_ref()
+                .and_then(|b| b.owner.as_deref())
+                .map(Into::into),
+            created_ms: 0,
+        },
     };
+    // The event folded into the task as the ledger holds it (a2a-sdk's task-manager rules). An
+    // event that changes no state (an artifact, a message) moves no status time: it is applied
+    // at the recorded one, a refresh when it changed what a receiver reads (a duplicate when
+    // not), so the task's configs hear of it now and the agent's next stamped state is not
+    // stale.
+    let content = matches!(p, Payload::ArtifactUpdate(_) | Payload::Message(_));
     let mut task = crate::protocol::json::parse(&record.task).map_err(ApiError::from)?;
     crate::protocol::a2a::stream::fold(&mut task, p);
     let Some(head) = of_task(&task) else {
@@ -438,31 +533,19 @@ pub async fn ingest(state: &State, ctx: &mut Ctx, agent: Arc<Agent>, req: Reques
         request_id: ctx.request_id.to_str().ok(),
         trace: None,
     };
-    // An event that changes no state (an artifact, a message) is still news of the task: its
-    // document is kept as the ledger's (no change of its own, nothing delivered; the next
-    // change carries it), its head untouched, so the agent's next stamped state is not stale.
-    if matches!(p_kind, Kind::Content) && head.state.status() == record.head.status {
-        let raw = a2a_ledger::bounded(&task, state.config.max_task_document_bytes);
-        let kept = state
-            .ledger
-            .amend(&key, record.head, raw)
-            .await
-            .map_err(ApiError::from)?;
-        state
-            .metrics
-            .notifications_ingested
-            .with_label_values(&[name])
-            .inc();
-        let body = serde_json::json!({"task_id": id, "status": record.head.status.as_str(),
-            "verdict": if kept { "refresh" } else { "duplicate" }});
-        return Ok(crate::http::response::json(
-            StatusCode::ACCEPTED,
-            serde_json::to_vec(&body).unwrap_or_default(),
-        ));
-    }
-    let applied = a2a_ledger::apply_news(state, name, &head, &task, 0, from)
+    let at_least = if content { record.head.updated_ms } else { 0 };
+    let owner = bound.as_ref().and_then(|b| b.owner.as_deref());
+    let applied = a2a_ledger::apply_news(state, name, &head, &task, at_least, owner, from)
         .await
         .map_err(ApiError::from)?;
+    if let Some(entry) = &bound {
+        // Bound: the send's token is the task's from now on, and the client's config is kept
+        // on the task, hearing of it as it is now.
+        if let Err(e) = state.ledger.push_token(&key, Some(&entry.token)).await {
+            tracing::warn!(agent = name, task_id = %id, error = %e, "a send's token was not kept for its task");
+        }
+        keep_config(state, name, &id, &entry.config).await;
+    }
     if let Verdict::Refused(reason) = applied.verdict {
         refuse(reason.as_str());
         let code = if reason == crate::protocol::task::Refusal::Terminal {

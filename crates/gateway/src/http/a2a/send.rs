@@ -15,13 +15,14 @@ use serde_json::Value;
 use super::agent;
 use super::agent::{conform, held_card};
 use super::frame::{neutral, neutral_written, Failure};
+use super::inline::{self, Plan};
 use super::ledger::{self as a2a_ledger, ContextOwner, PendingContext};
 use crate::http::body::Body;
 use crate::http::context::Ctx;
 use crate::http::create::idempotency::{self, Claimed};
 use crate::http::create::pending::record_later;
 use crate::http::create::{drive, Finish};
-use crate::http::error::{ApiError, ApiResult, Code};
+use crate::http::error::{store_unavailable, ApiError, ApiResult, Code};
 use crate::ledger::idempotency::Fingerprinting;
 use crate::protocol::a2a::answer::{of_task, payload_of, Payload};
 use crate::protocol::a2a::check::{named_context_id, named_task_ids};
@@ -108,6 +109,28 @@ async fn send_checked(
         }
         Err(e) => return Err(e.into()),
     };
+    // A blocking message with an inline config: the gateway hears its task while the client
+    // waits (`inline`), and its call to the agent says how.
+    // Boxed, as every rare branch here: a message without one does not carry its size.
+    let plan = match &push {
+        Some(cfg) if inline::blocking(&call) => {
+            Some(Box::pin(inline::plan(state, ctx, agent, &held, &mut call, cfg)).await)
+        }
+        _ => None,
+    };
+    if let (Some(Plan::Streamed), Some(cfg)) = (&plan, &push) {
+        drop(params);
+        // A refusal (before the agent, or the agent's own error) frees the messageId for a
+        // retry; an answer, the task as the ledger holds it, is the message's.
+        let streamed = inline::streamed(state, ctx, agent, held, headers, &call, cfg);
+        let (mut res, keep) = match Box::pin(streamed).await {
+            Ok(res) => (res, true),
+            Err(f) => (neutral(Method::SendMessage, Err(f)), false),
+        };
+        replayed_withheld(&mut res, agent);
+        idempotency::settle(state, &key, &res, keep).await;
+        return Ok(res);
+    }
     // Then what this message may take: room for a new task, and the context it names (claimed
     // only by a message the gateway sends on). Refused, the messageId is free again.
     let pending = match admit(state, ctx, agent, &call, continues.is_none(), params_len).await {
@@ -118,13 +141,18 @@ async fn send_checked(
             return Err(f);
         }
     };
-    let out = match agent::request(agent, &held, ctx, headers, &call, Some(&params)) {
+    // The params as written serve the agent's request unless the plan changed the call.
+    let written = plan.is_none().then_some(&params[..]);
+    let out = match agent::request(agent, &held, ctx, headers, &call, written) {
         Ok(out) => out,
         Err(e) => {
             let res = e.into_response();
             idempotency::settle(state, &key, &res, false).await;
             if let Some(p) = &pending {
                 a2a_ledger::drop_context(state, p).await;
+            }
+            if let Some(Plan::Pushed(Some(send))) = &plan {
+                let _ = state.ledger.end_send(send).await;
             }
             return Err(ApiError::new(
                 Code::AgentUnreachable,
@@ -141,6 +169,7 @@ async fn send_checked(
         continues,
         pending,
         push,
+        plan,
     };
     match drive(state, ctx, agent.clone(), finish, out.request, Some(key)).await {
         Ok(res) => Ok(res),
@@ -175,28 +204,28 @@ pub(super) async fn before_agent(
     }
     let held = held_card(agent)?;
     if !state.ledger.available() {
-        return Err(ApiError::new(
-            Code::Unavailable,
-            "the task ledger (Redis) is unreachable: the message was not sent to the agent; retry shortly",
-        )
-        .with_header(hyper::header::RETRY_AFTER, hyper::header::HeaderValue::from_static("1"))
-        .into());
+        let mut refused = store_unavailable(state.ledger.refusing());
+        refused.message += ": the message was not sent to the agent";
+        return Err(refused.into());
     }
     Ok(held)
 }
 
-/// Whether a failure is the ledger's being unreachable (UNAVAILABLE), after which a created
-/// task is recorded later rather than refused.
+/// Whether a failure is the ledger's not taking the record (its store failed, or the webhook
+/// queue is full), after which a created task is recorded later rather than refused.
 fn is_unavailable(f: &Failure) -> bool {
-    matches!(&f.error.kind, ErrorKind::Gateway { reason, .. } if reason == "UNAVAILABLE")
+    matches!(&f.error.kind, ErrorKind::Gateway { reason, .. }
+        if Code::ALL.iter().any(|c| c.unrecorded() && c.as_str() == reason))
 }
 
 /// The most tasks one message may name (`taskId` and `referenceTaskIds`): each is a ledger read.
 const MAX_NAMED_TASKS: usize = 64;
 
-/// Whether the ledger takes this message: room for a new task (`new_task`: the client's
-/// `max_live_tasks`, the ledger's bounds) and the context it names, claimed for the caller
-/// (another client's is TaskNotFoundError, worded like an unknown task).
+/// Whether the ledger takes this message, before the agent is called: room for a new task
+/// (`new_task`: the client's `max_live_tasks`, the ledger's bounds) and for the context it
+/// names, held for the caller (another client's is TaskNotFoundError, worded like an unknown
+/// task; a new one past the caller's `max_contexts`, TOO_MANY_CONTEXTS), or, naming none, for
+/// the one the agent will make.
 pub(super) async fn admit(
     state: &State,
     ctx: &Ctx,
@@ -209,12 +238,16 @@ pub(super) async fn admit(
         crate::http::create::admit_task(state, &ctx.caller, bytes).await?;
     }
     let Some(context) = named_context_id(&call.params) else {
+        // A new task in no named context: the agent makes one for it.
+        if new_task {
+            a2a_ledger::context_room(state, ctx).await?;
+        }
         return Ok(None);
     };
     // Held while the message is with the agent (and its late answer awaited); kept once it is
     // answered, freed otherwise: a message the agent never took claims nothing for long.
     let hold = agent.cfg.timeout + state.config.late_answer + std::time::Duration::from_secs(5);
-    match a2a_ledger::claim_context(state, ctx, &agent.cfg.name, context, hold).await? {
+    match a2a_ledger::hold_context(state, ctx, &agent.cfg.name, context, hold).await? {
         ContextOwner::Other => Err(A2aError::new(
             ErrorKind::TaskNotFound,
             format!(
@@ -228,30 +261,26 @@ pub(super) async fn admit(
     }
 }
 
-/// The context an answer names, for the caller: another client's is refused; a new one is
-/// the caller's from now.
+/// The context an answer names, for the caller: another client's is refused (the agent
+/// answered in it); any other is the caller's from now, kept as long as `with_task` says
+/// (a Task's context outlives the Task by a retention; a Message's, the message).
 pub(super) async fn answered_context(
     state: &State,
     ctx: &Ctx,
     agent: &str,
     context: &str,
     at: &str,
+    with_task: bool,
 ) -> Result<(), Failure> {
-    let hold = context_ttl_hold(state);
-    match a2a_ledger::claim_context(state, ctx, agent, context, hold).await? {
+    let keep = a2a_ledger::context_keep(state, with_task);
+    match a2a_ledger::answered_in(state, ctx, agent, context, keep).await? {
         ContextOwner::Other => Err(a2a_ledger::invalid_answer(
             at,
             "owner",
             "the agent answered in another client's context",
         )),
-        ContextOwner::Claimed(p) => a2a_ledger::keep_context(state, &p).await,
-        ContextOwner::Caller => Ok(()),
+        _ => Ok(()),
     }
-}
-
-/// How long an answer's context is held before it is kept (at once, in `answered_context`).
-fn context_ttl_hold(state: &State) -> std::time::Duration {
-    state.config.late_answer + std::time::Duration::from_secs(60)
 }
 
 /// SendMessage's step from the agent's answer to the neutral answer: judged, the task's
@@ -265,6 +294,9 @@ struct SendFinish {
     pending: Option<PendingContext>,
     /// The message's inline push config, kept for the task the answer names.
     push: Option<crate::protocol::a2a::push::PushConfig>,
+    /// How the gateway hears the task while the client waits, for a blocking message with an
+    /// inline config (`inline`).
+    plan: Option<Plan>,
 }
 
 impl Finish for SendFinish {
@@ -282,18 +314,25 @@ impl Finish for SendFinish {
         res: Parts,
         body: Bytes,
     ) -> ApiResult {
-        let reply = agent::read_answer(&self.call, self.rpc_id.as_ref(), &res, &body)
+        let owner = ctx.caller.owner().map(|o| &**o);
+        let rpc_id = self.rpc_id.as_ref();
+        let reply = agent::read_answer(state, agent, owner, &self.call, rpc_id, &res, &body)
+            .await
             .map_err(Failure::from);
         let answer = match reply {
             Ok(a) => self.judge(state, agent, ctx, a, body.len()).await,
             Err(f) => Err(f),
         };
+        if let Some(Plan::Pushed(Some(send))) = &self.plan {
+            // Answered: a send no push bound binds nothing from now on.
+            if let Err(e) = state.ledger.end_send(send).await {
+                tracing::warn!(error = %e, "a send was not ended; it lapses with its lease");
+            }
+        }
         if let Some(p) = &self.pending {
             match &answer {
                 Ok(_) => {
-                    if let Err(f) = a2a_ledger::keep_context(state, p).await {
-                        tracing::warn!(error = %f.error.message, "a context claim was not kept");
-                    }
+                    a2a_ledger::keep_context(state, p, a2a_ledger::context_keep(state, true)).await
                 }
                 Err(_) => a2a_ledger::drop_context(state, p).await,
             }
@@ -310,6 +349,7 @@ impl Finish for SendFinish {
         if unsettled {
             res.extensions_mut().insert(crate::http::create::Unsettled);
         }
+        replayed_withheld(&mut res, agent);
         Ok(res)
     }
 }
@@ -371,17 +411,29 @@ impl SendFinish {
                         "the agent answered a new task with the id of a task the gateway holds for another client",
                     ));
                 }
-                answered_context(state, ctx, name, head.context_id, "/task/contextId").await?;
+                answered_context(state, ctx, name, head.context_id, "/task/contextId", true)
+                    .await?;
                 let owner = ctx.caller.owner().map(|o| &**o);
                 match a2a_ledger::record(state, ctx, name, &head, task, owner, hint).await {
                     Ok(recorded) => {
                         if let Some(p) = &self.push {
-                            let live = !recorded.applied.record.head.status.is_terminal();
+                            let status = recorded.applied.record.head.status;
+                            let live = !status.is_terminal();
                             // Boxed: the rare message with a push config pays for its
                             // future (most of this one's size, a third of the exchange's),
                             // not every message.
                             Box::pin(super::push::keep_inline(state, agent, head.id, p, live))
                                 .await;
+                            if self.plan == Some(Plan::Polled) && live && !status.is_interrupted() {
+                                // Sent with returnImmediately for the client that waits: it is
+                                // answered once the poll finds the task settled.
+                                let settled =
+                                    Box::pin(inline::polled_answer(state, ctx, agent, head.id))
+                                        .await;
+                                if let Some(answer) = settled {
+                                    return Ok(Answer::Written(answer));
+                                }
+                            }
                         }
                         Ok(Answer::Written(recorded.task_response(task)))
                     }
@@ -394,7 +446,7 @@ impl SendFinish {
                             state,
                             agent,
                             ctx,
-                            Some(a2a_ledger::task_ref(name, &head)),
+                            Some(a2a_ledger::task_ref(name, &head, task)),
                             raw,
                         );
                         tracing::warn!(agent = %name, request_id = ?ctx.request_id, pending,
@@ -406,12 +458,23 @@ impl SendFinish {
             }
             Some(Payload::Message(m)) => {
                 if let Some(context) = m.get("contextId").and_then(|c| c.as_str()) {
-                    answered_context(state, ctx, name, context, "/message/contextId").await?;
+                    answered_context(state, ctx, name, context, "/message/contextId", false)
+                        .await?;
                 }
                 Ok(Answer::Doc(reply.into_value()))
             }
             _ => Ok(Answer::Doc(reply.into_value())),
         }
+    }
+}
+
+/// The messageId's replay is a fresh answer, whoever sends the message again: an agent's own
+/// error in `res` is kept for it without its text (`frame::withheld_of`).
+fn replayed_withheld(res: &mut Response<Body>, agent: &Agent) {
+    if let Some(w) = super::frame::withheld_of(res, &agent.cfg.name) {
+        let kept = serde_json::to_vec(&w.to_status()).unwrap_or_default();
+        res.extensions_mut()
+            .insert(crate::http::create::ReplayAs(kept.into()));
     }
 }
 

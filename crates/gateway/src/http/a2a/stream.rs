@@ -26,7 +26,7 @@ use serde_json::{json, Value};
 use super::agent::{self, conform};
 use super::agent_stream;
 use super::feed::{self, Upstream};
-use super::frame::{neutral, Failure, Front};
+use super::frame::{neutral, slot_refused, Failure, Front};
 use super::ledger as a2a_ledger;
 use super::send::{admit, answered_context, before_agent};
 use crate::http::admission;
@@ -84,7 +84,7 @@ pub async fn run(
     }
     let permit = match admission::a2a_stream(state, ctx, headers) {
         Ok(p) => p,
-        Err(e) => return Streamed::Neutral(neutral(method, Err(e.into()))),
+        Err(e) => return Streamed::Neutral(slot_refused(method, e)),
     };
     let opened = match method {
         Method::SendStreamingMessage => {
@@ -93,7 +93,7 @@ pub async fn run(
         _ => subscribe(state, ctx, agent, headers, &call, framing, http1).await,
     };
     match opened {
-        Ok(Opened::Stream(mut sub, owner)) => {
+        Ok(Opened::Stream(mut sub, owner, _)) => {
             // What the stream stands on, judged again when credentials change: this agent,
             // and `all_tasks` for a task that is not the caller's own.
             if let Some(p) = &permit {
@@ -104,6 +104,9 @@ pub async fn run(
                 p.settle();
             }
             sub.hold(permit);
+            if ctx.caller.reads_agents_texts() {
+                sub.show_agents_texts();
+            }
             Streamed::Events(event_stream(Body::Events(sub)))
         }
         Ok(Opened::One(frame)) => {
@@ -113,10 +116,10 @@ pub async fn run(
     }
 }
 
-/// A stream opened: a subscription (with the task's owner, for the permit), or a stream of one
-/// event (the agent answered the message with a Message).
-enum Opened {
-    Stream(Box<Subscription>, Option<Arc<str>>),
+/// A stream opened: a subscription (with the task's owner, for the permit, and its id), or a
+/// stream of one event (the agent answered the message with a Message).
+pub(super) enum Opened {
+    Stream(Box<Subscription>, Option<Arc<str>>, String),
     One(Vec<u8>),
 }
 
@@ -182,7 +185,7 @@ async fn subscribe(
     .await
     .map_err(from_stream)?;
     match sub {
-        Some(sub) => Ok(Opened::Stream(Box::new(sub), owner)),
+        Some(sub) => Ok(Opened::Stream(Box::new(sub), owner, id.to_owned())),
         None => Err(unsupported_final(id)),
     }
 }
@@ -202,6 +205,39 @@ async fn send(
     // kept once the first event names the task.
     let push = super::push::take_inline(state, &mut call).await?;
     let held = before_agent(state, ctx, agent, &call).await?;
+    let kill = kill_of(ctx, http1);
+    shared(
+        state,
+        ctx,
+        agent,
+        held,
+        headers,
+        &call,
+        push.as_ref(),
+        framing,
+        kill,
+    )
+    .await
+}
+
+/// A message sent to the agent as a stream (the checks before the agent done, `held` its
+/// card): room for the task's stream, the ledger's admission, the agent's stream opened, its
+/// first event judged and recorded for the caller (the context kept, an inline config `push`
+/// kept for the task), then the stream shared as the task's topic, read by the caller from
+/// its first event on with `framing`. A blocking SendMessage whose agent streams is sent this
+/// way too (`inline`).
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn shared(
+    state: &Arc<State>,
+    ctx: &Ctx,
+    agent: &Arc<Agent>,
+    held: Arc<crate::protocol::a2a::held::HeldCard>,
+    headers: &HeaderMap,
+    call: &Call,
+    push: Option<&crate::protocol::a2a::push::PushConfig>,
+    framing: Framing,
+    kill: Option<Arc<tokio::sync::Notify>>,
+) -> Result<Opened, Failure> {
     let continues = call
         .params
         .get("message")
@@ -214,8 +250,8 @@ async fn send(
         return Err(ApiError::from(StreamError::TooManyTopics(state.hub.topics())).into());
     }
     let size = serde_json::to_vec(&call.params).map_or(0, |v| v.len());
-    let pending = admit(state, ctx, agent, &call, continues.is_none(), size).await?;
-    let opened = open(state, ctx, agent, &held, headers, &call).await;
+    let pending = admit(state, ctx, agent, call, continues.is_none(), size).await?;
+    let opened = open(state, ctx, agent, &held, headers, call).await;
     let first = match opened {
         Ok(f) => f,
         Err(f) => {
@@ -229,9 +265,7 @@ async fn send(
     if let Some(p) = &pending {
         match &judged {
             Ok(_) => {
-                if let Err(f) = a2a_ledger::keep_context(state, p).await {
-                    tracing::warn!(error = %f.error.message, "a context claim was not kept");
-                }
+                a2a_ledger::keep_context(state, p, a2a_ledger::context_keep(state, true)).await
             }
             Err(_) => a2a_ledger::drop_context(state, p).await,
         }
@@ -245,13 +279,13 @@ async fn send(
             last_ms,
         } => {
             let key = a2a_ledger::key(&agent.cfg.name, &id);
-            if let Some(p) = &push {
+            if let Some(p) = push {
                 // Kept before the feed applies the stream's next events: each reaches it.
                 super::push::keep_inline(state, agent, &id, p, false).await;
             }
             let (topic, n, sub) = state
                 .hub
-                .feed_a2a(agent, &key, framing, kill_of(ctx, http1))
+                .feed_a2a(agent, &key, framing, kill)
                 .map_err(from_stream)?;
             topic.set_phase(crate::stream::topic::Phase::Open);
             let snapshot = Bytes::from(serde_json::to_vec(&task).unwrap_or_default());
@@ -262,6 +296,7 @@ async fn send(
                 pending: first.pending,
                 rpc_id: first.rpc_id,
             };
+            let task_id = id.clone();
             let start = feed::Start {
                 state: state.clone(),
                 agent: agent.clone(),
@@ -274,7 +309,7 @@ async fn send(
             };
             tokio::spawn(feed::run(start, up));
             let owner = ctx.caller.owner().cloned();
-            Ok(Opened::Stream(Box::new(sub), owner))
+            Ok(Opened::Stream(Box::new(sub), owner, task_id))
         }
     }
 }
@@ -336,7 +371,8 @@ async fn open(
         }
         Err(why) => return Err(a2a_ledger::invalid_answer("", "stream", why)),
     };
-    let value = agent_stream::read_event(&event, call.method, out.rpc_id.as_ref())?;
+    let from = (state, agent, ctx.caller.owner().map(|o| &**o));
+    let value = agent_stream::read_event(from, &event, call.method, out.rpc_id.as_ref()).await?;
     Ok(FirstRead {
         body,
         parser: read.parser,
@@ -384,7 +420,7 @@ async fn first_event(
     let task = match payload(ev) {
         Some(Payload::Message(m)) => {
             if let Some(context) = m.get("contextId").and_then(Value::as_str) {
-                answered_context(state, ctx, name, context, "/message/contextId").await?;
+                answered_context(state, ctx, name, context, "/message/contextId", false).await?;
             }
             let stored = a2a_stream::rest_frame(&json);
             let frame = match framing {
@@ -429,7 +465,7 @@ async fn first_event(
             "the agent answered a new task with the id of a task the gateway holds for another client",
         ));
     }
-    answered_context(state, ctx, name, head.context_id, "/task/contextId").await?;
+    answered_context(state, ctx, name, head.context_id, "/task/contextId", true).await?;
     let owner = ctx.caller.owner().map(|o| &**o);
     let recorded = a2a_ledger::record(state, ctx, name, &head, &task, owner, 0).await?;
     let refused = matches!(recorded.applied.verdict, Verdict::Refused(_));

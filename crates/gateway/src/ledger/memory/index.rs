@@ -6,6 +6,13 @@ use std::sync::Arc;
 
 use super::{entry_size, listing, MemoryLedger, Shard};
 
+/// A client's live tasks in the in-process ledger: how many, and their documents' bytes.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct Owned {
+    pub tasks: u64,
+    pub bytes: u64,
+}
+
 impl MemoryLedger {
     /// Bring the entry's place in the quiet index and its owner's live count in line with its
     /// record; `quiet` is its new quiet-since mark (`None`: keep the one it has).
@@ -25,9 +32,30 @@ impl MemoryLedger {
         let owned = live && e.record.owner.is_some();
         let owner_moved = (e.owned_live != owned).then(|| e.record.owner.clone());
         e.owned_live = owned;
+        // Its owner's live bytes (`[[clients]] max_ledger_bytes`): its document's, while live.
+        let size = if owned {
+            entry_size(key, &e.record.task)
+        } else {
+            0
+        };
+        let grown = size as i64 - std::mem::replace(&mut e.owned_bytes, size) as i64;
+        let owner_grown = (grown != 0 && owner_moved.is_none())
+            .then(|| e.record.owner.clone())
+            .flatten();
+        // Its context's claim lives while it does (`contexts.rs`): counted with its owner's
+        // live tasks, under the context it was counted in.
+        let context_moved = match owner_moved {
+            Some(_) if owned => {
+                e.live_in = e.context.clone();
+                e.live_in.clone()
+            }
+            Some(_) => e.live_in.take(),
+            None => None,
+        };
         let place = listing::Place::of(&e.record, e.context.clone());
         let listed = (e.listed.as_ref() != Some(&place)).then(|| e.listed.replace(place.clone()));
         let (agent, seq) = (e.record.agent.clone(), e.seq);
+        let agent_name = agent.clone();
         if let Some(old) = listed {
             s.listing.relist(key, old.as_ref(), Some(&place));
         }
@@ -40,25 +68,30 @@ impl MemoryLedger {
             }
         }
         if let Some(Some(o)) = owner_moved {
-            self.count_owner(&o, owned);
-        }
-    }
-
-    pub(super) fn count_owner(&self, owner: &Arc<str>, up: bool) {
-        let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
-        if up {
-            *owners.get_or_insert_with(owner.clone(), || 0) += 1;
-        } else if let Some(n) = owners.get_mut(owner) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                owners.remove(owner);
+            self.count_owner(&o, if owned { 1 } else { -1 }, grown);
+            if let Some(context) = context_moved {
+                self.contexts.task_live(&agent_name, &context, &o, owned);
             }
+        } else if let Some(o) = owner_grown {
+            self.count_owner(&o, 0, grown);
         }
     }
 
-    pub(super) fn live_of(&self, owner: &str) -> u64 {
+    /// Move `owner`'s live tasks by `tasks` and their bytes by `bytes`.
+    pub(super) fn count_owner(&self, owner: &Arc<str>, tasks: i64, bytes: i64) {
+        let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
+        let o = owners.get_or_insert_with(owner.clone(), Owned::default);
+        o.tasks = o.tasks.saturating_add_signed(tasks);
+        o.bytes = o.bytes.saturating_add_signed(bytes);
+        if o.tasks == 0 {
+            owners.remove(owner);
+        }
+    }
+
+    /// `owner`'s live tasks, and their bytes.
+    pub(super) fn live_of(&self, owner: &str) -> Owned {
         let owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
-        owners.get(owner).copied().unwrap_or(0)
+        owners.get(owner).copied().unwrap_or_default()
     }
 
     /// Remove a task and everything that counts it.
@@ -80,7 +113,10 @@ impl MemoryLedger {
         }
         if e.owned_live {
             if let Some(o) = &e.record.owner {
-                self.count_owner(o, false);
+                self.count_owner(o, -1, -(e.owned_bytes as i64));
+                if let Some(context) = &e.live_in {
+                    self.contexts.task_live(&e.record.agent, context, o, false);
+                }
             }
         }
     }

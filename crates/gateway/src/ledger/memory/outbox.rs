@@ -1,5 +1,6 @@
 //! The in-process ledger's outbox: a change's deliveries queued under the shard lock that
-//! records it, for the configured subscribers of its agent and the A2A push configs of its task.
+//! records it, for the configured subscribers of its agent (status changes only) and the A2A
+//! push configs of its task (every change they would read: `ledger::news`).
 
 use bytes::Bytes;
 
@@ -8,36 +9,54 @@ use crate::ledger::LedgerError;
 use crate::protocol::task::Head;
 use crate::webhook::queue::{self, Message};
 
+/// One accepted change of a task, as its deliveries are written.
+pub(super) struct Change<'a> {
+    pub agent: &'a str,
+    pub task_id: &'a str,
+    pub head: Head,
+    /// The task's change number (numbers the message id).
+    pub number: u64,
+    /// The document recorded.
+    pub task: &'a Bytes,
+    /// The W3C trace context of the news, if traced.
+    pub trace: Option<&'a str>,
+    /// Whether the agent's subscribers hear of it (a status change); the task's push configs
+    /// always do.
+    pub to_subscribers: bool,
+}
+
 impl MemoryLedger {
-    /// Queue change number `changes` of `task_id` (its document `task`) for every subscriber
-    /// and push config; the number of push deliveries left out for want of room. The
-    /// subscribers' not fitting is `QueueFull`: the change is then not recorded.
-    #[allow(clippy::too_many_arguments)]
+    /// Queue `change` for the agent's subscribers (when it is theirs) and every push config of
+    /// its task; the number of push deliveries left out for want of room. The subscribers'
+    /// not fitting is `QueueFull`: the change is then not recorded.
     pub(super) fn queue_change(
         &self,
         s: &Shard,
-        agent: &str,
-        task_id: &str,
-        head: Head,
-        changes: u64,
-        task: &Bytes,
-        trace: Option<&str>,
+        change: &Change<'_>,
     ) -> Result<usize, LedgerError> {
         let Some((outbox, q)) = self.outbox.as_ref() else {
             return Ok(0);
         };
-        let subs = outbox.subscribers(agent);
+        let subs = if change.to_subscribers {
+            outbox.subscribers(change.agent)
+        } else {
+            Default::default()
+        };
         let pushes = s
             .tasks
-            .get(task_id)
+            .get(change.task_id)
             .map(|e| push::lanes(e.push.as_deref()))
             .unwrap_or_default();
         if subs.is_empty() && pushes.is_empty() {
             return Ok(0);
         }
-        let trace = queue::storable(trace);
+        let trace = queue::storable(change.trace);
         // One id per change, for every subscriber and config alike.
-        let msg_id = format!("{}_{changes}", queue::message_id_prefix(task_id, head));
+        let msg_id = format!(
+            "{}_{}",
+            queue::message_id_prefix(change.task_id, change.head),
+            change.number
+        );
         let message = |payload: Vec<u8>| Message {
             msg_id: msg_id.clone(),
             enqueued_ms: crate::protocol::time::now_ms(),
@@ -49,14 +68,19 @@ impl MemoryLedger {
             let now = crate::protocol::time::now();
             (
                 &subs[..],
-                message(queue::payload(&now, agent, task_id, task)),
+                message(queue::payload(
+                    &now,
+                    change.agent,
+                    change.task_id,
+                    change.task,
+                )),
             )
         });
         let to_configs = (!pushes.is_empty()).then(|| {
-            let body = crate::protocol::a2a::push::task_body(task);
+            let body = crate::protocol::a2a::push::task_body(change.task);
             (&pushes[..], message(body))
         });
-        q.offer_change(task_id, to_subscribers, to_configs)
+        q.offer_change(change.task_id, to_subscribers, to_configs)
             .ok_or(LedgerError::QueueFull)
     }
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::{lock, MemoryLedger};
-use crate::ledger::PushPut;
+use crate::ledger::{PushAudience, PushPut};
 
 /// What a task holds for push: the clients' configs, and the agent's token.
 #[derive(Debug, Default)]
@@ -60,6 +60,22 @@ impl MemoryLedger {
             self.bytes.fetch_sub(before - after, Ordering::Relaxed);
         }
         Some(out)
+    }
+
+    /// The configs and the owner of a task, under one lock.
+    pub(super) fn push_audience_now(&self, task_id: &str) -> PushAudience {
+        let s = lock(&self.shards[self.shard_of(task_id)]);
+        let Some(e) = s.tasks.get(task_id) else {
+            return PushAudience::default();
+        };
+        PushAudience {
+            configs: e
+                .push
+                .as_ref()
+                .map(|p| p.configs.iter().map(|(_, c)| c.clone()).collect())
+                .unwrap_or_default(),
+            owner: e.record.owner.clone(),
+        }
     }
 
     pub(super) fn push_configs_now(&self, task_id: &str) -> Vec<Bytes> {
@@ -119,30 +135,6 @@ impl MemoryLedger {
         let lane: Arc<str> = Arc::from(crate::protocol::a2a::push::lane(id));
         // Under the shard lock, as every change's deliveries are queued: in order with them.
         q.offer_change(task_id, None, Some((&[lane][..], message))) == Some(0)
-    }
-
-    pub(super) fn amend_now(
-        &self,
-        task_id: &str,
-        head: crate::protocol::task::Head,
-        task: Bytes,
-    ) -> bool {
-        let task = Bytes::copy_from_slice(&task);
-        let mut s = lock(&self.shards[self.shard_of(task_id)]);
-        let Some(e) = s.tasks.get_mut(task_id) else {
-            return false;
-        };
-        if e.record.head != head {
-            return false;
-        }
-        let (old, new) = (e.record.task.len(), task.len());
-        e.record.task = task;
-        if new >= old {
-            self.bytes.fetch_add(new - old, Ordering::Relaxed);
-        } else {
-            self.bytes.fetch_sub(old - new, Ordering::Relaxed);
-        }
-        true
     }
 
     pub(super) fn delete_push_now(&self, task_id: &str, id: &str) -> bool {

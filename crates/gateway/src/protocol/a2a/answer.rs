@@ -308,6 +308,36 @@ pub fn of_task(t: &dyn Json) -> Option<TaskHead<'_>> {
     head(t.get("id"), t.get("contextId"), t.get("status"))
 }
 
+/// What a push config's receiver reads in a Task besides its state, as one digest
+/// (`task::TaskRef::content`): its status message and its artifacts, as JSON (the same bytes
+/// whichever tree holds the Task). The status time and the history are left out: a refresh
+/// that only restamps the status, or a message appended to the history, is no news.
+pub fn content_of(task: &dyn Json) -> u64 {
+    thread_local! {
+        static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    SCRATCH.with(|scratch| {
+        let mut w = scratch.borrow_mut();
+        w.clear();
+        match task.get("status").and_then(|s| s.get("message")) {
+            Some(m) => m.write_json(&mut w),
+            None => w.extend_from_slice(b"-"),
+        }
+        w.push(b'\n');
+        match task.get("artifacts") {
+            Some(a) => a.write_json(&mut w),
+            None => w.extend_from_slice(b"-"),
+        }
+        let mut d = crate::protocol::digest::Digest::default();
+        d.write(&w);
+        // A scratch grown by a large task is not kept at that size.
+        if w.capacity() > 64 * 1024 {
+            *w = Vec::new();
+        }
+        d.finish()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -323,6 +353,36 @@ mod tests {
             "status": {"state": "TASK_STATE_COMPLETED", "timestamp": "2026-12-01T09:50:56.123456Z"},
             "artifacts": [{"artifactId": "a1", "name": "greeting", "parts": [{"text": "Hello, world!"}]}],
             "history": [{"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hello"}]}]})
+    }
+
+    #[test]
+    fn content_is_the_status_message_and_the_artifacts() {
+        let t = sdk_task();
+        let base = content_of(&t);
+        assert_ne!(base, 0);
+        // The status time and the history are not content.
+        let mut u = t.clone();
+        u["status"]["timestamp"] = json!("2026-12-01T09:51:00Z");
+        u["history"] = json!([]);
+        assert_eq!(content_of(&u), base);
+        // An artifact, a part of one, or the status message: content.
+        let mut u = t.clone();
+        u["artifacts"][0]["parts"][0]["text"] = json!("Hello, again!");
+        assert_ne!(content_of(&u), base);
+        let mut u = t.clone();
+        u["artifacts"] = json!([]);
+        assert_ne!(content_of(&u), base);
+        let mut u = t.clone();
+        u["status"]["message"] =
+            json!({"messageId": "s", "role": "ROLE_AGENT", "parts": [{"text": "tick 1"}]});
+        let tick1 = content_of(&u);
+        assert_ne!(tick1, base);
+        u["status"]["message"]["parts"][0]["text"] = json!("tick 2");
+        assert_ne!(content_of(&u), tick1);
+        // The same Task read in place, members in another order: the same digest.
+        let doc = r#"{"status":{"timestamp":"2026-12-01T09:50:56.123456Z","state":"TASK_STATE_COMPLETED"},"artifacts":[{"parts":[{"text":"Hello, world!"}],"name":"greeting","artifactId":"a1"}],"contextId":"c0c8a1a4","id":"6618f45f-94be-4aa3-82eb-66b82a55318c"}"#;
+        let node = crate::protocol::json::read_in_place(doc.as_bytes()).expect("a node");
+        assert_eq!(content_of(&node), base);
     }
 
     #[test]

@@ -5,10 +5,11 @@
 //! reports a [`Violation`] naming the field by JSON pointer for: a missing required field (an
 //! empty string or list counts as missing, §5.7), a wrong JSON type, an unknown enum name (enums
 //! by full name; integers are refused), an invalid id ([`super::id`]), a Part that holds other
-//! than exactly one of `text`/`raw`/`url`/`data`, and — the one strictness beyond the proto — a
-//! known field spelled with its proto name (`task_id` for `taskId`). ProtoJSON parsers accept
-//! both spellings, so an agent would read `message.task_id` while a gateway reading `taskId`
-//! saw no task: that is an ownership bypass, and §5.5 says JSON MUST use camelCase anyway.
+//! than exactly one of `text`/`raw`/`url`/`data`, and a known field spelled with its proto name
+//! (`task_id` for `taskId`). A client's request never holds one here: it is read with both
+//! spellings and renamed once, when it is read ([`super::spelling`], from the tables below), so
+//! every check and the agent see `taskId`. In an agent's answer or card a proto spelling is a
+//! violation: the gateway reads `contextId`, and would see none where the agent meant one.
 //!
 //! A field the proto does not know is never refused or stripped: extensions carry data in them.
 //! `null` for a known field is the proto's "not set", as in ProtoJSON.
@@ -159,6 +160,44 @@ pub(crate) fn fields(ck: &mut Ck, obj: &dyn Object, at: &str, rule: &str, table:
     }
 }
 
+/// An int32 as ProtoJSON reads one: a JSON number, or a string holding one (`"10"`, `"-3"`,
+/// `"1e2"`), either integral ("Either numbers or strings are accepted", the proto3 JSON
+/// mapping; a2a-sdk's and Go's parsers take both). `None` for anything else: a string that is
+/// not a number, a fraction, a number beyond i64.
+pub(crate) fn proto_int(v: &dyn Json) -> Option<i64> {
+    if let Some(n) = v.as_i64() {
+        return Some(n);
+    }
+    let f = match (v.as_number(), v.as_str()) {
+        (Some(n), _) => n.as_f64()?,
+        (None, Some(s)) => return int_text(s),
+        (None, None) => return None,
+    };
+    integral(f)
+}
+
+/// The integer a string holds in JSON's number grammar: `"10"`, `"-3"`, `"1e2"`; not `""`,
+/// `" 1"`, `"+1"`, `"0x10"`, `"inf"` or `"1.5"`.
+pub(crate) fn int_text(s: &str) -> Option<i64> {
+    let digits = s.strip_prefix('-').unwrap_or(s);
+    if !digits.starts_with(|c: char| c.is_ascii_digit())
+        || !digits
+            .bytes()
+            .all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'+' | b'-'))
+    {
+        return None;
+    }
+    match s.parse::<i64>() {
+        Ok(n) => Some(n),
+        Err(_) => integral(s.parse::<f64>().ok()?),
+    }
+}
+
+/// `f` as an integer, when it is one within i64.
+fn integral(f: f64) -> Option<i64> {
+    (f.is_finite() && f.fract() == 0.0 && f.abs() < 9.0e18).then_some(f as i64)
+}
+
 /// Checks field `f` of the object at `parent`, whose value is `v`.
 fn value(ck: &mut Ck, v: &dyn Json, parent: &str, rule: &str, f: &F) {
     let name = f.json;
@@ -177,7 +216,7 @@ fn value(ck: &mut Ck, v: &dyn Json, parent: &str, rule: &str, f: &F) {
             }
             None => ck.push(&at(), rule, format!("{name} is a string")),
         },
-        T::Int(min, max) => match v.as_i64() {
+        T::Int(min, max) => match proto_int(v) {
             Some(n) if (min..=max).contains(&n) => {}
             Some(n) => ck.push(
                 &at(),
@@ -378,72 +417,60 @@ const NON_NEG: T = T::Int(0, i32::MAX as i64);
 /// Part: exactly one of text/raw/url/data, plus metadata, filename, mediaType.
 pub(crate) fn part(ck: &mut Ck, o: &dyn Object, at: &str) {
     oneof(ck, o, at, "Part", &["text", "raw", "url", "data"]);
-    fields(
-        ck,
-        o,
-        at,
-        "Part",
-        &[
-            opt("text", "text", T::Str),
-            opt("raw", "raw", T::Bytes),
-            opt("url", "url", T::Str),
-            opt("data", "data", T::Any),
-            opt("metadata", "metadata", T::Struct),
-            opt("filename", "filename", T::Str),
-            opt("mediaType", "media_type", T::Str),
-        ],
-    );
+    fields(ck, o, at, "Part", PART);
 }
+
+/// Part's fields.
+pub(crate) const PART: &[F] = &[
+    opt("text", "text", T::Str),
+    opt("raw", "raw", T::Bytes),
+    opt("url", "url", T::Str),
+    opt("data", "data", T::Any),
+    opt("metadata", "metadata", T::Struct),
+    opt("filename", "filename", T::Str),
+    opt("mediaType", "media_type", T::Str),
+];
 
 /// Message (either direction).
 pub(crate) fn message(ck: &mut Ck, o: &dyn Object, at: &str) {
-    fields(
-        ck,
-        o,
-        at,
-        "Message",
-        &[
-            req("messageId", "message_id", T::Id),
-            opt("contextId", "context_id", T::Id),
-            opt("taskId", "task_id", T::Id),
-            req("role", "role", T::Enum(ROLES)),
-            req("parts", "parts", T::Msgs(part)),
-            opt("metadata", "metadata", T::Struct),
-            opt("extensions", "extensions", T::Strs),
-            opt("referenceTaskIds", "reference_task_ids", T::Ids),
-        ],
-    );
+    fields(ck, o, at, "Message", MESSAGE);
 }
 
+/// Message's fields.
+pub(crate) const MESSAGE: &[F] = &[
+    req("messageId", "message_id", T::Id),
+    opt("contextId", "context_id", T::Id),
+    opt("taskId", "task_id", T::Id),
+    req("role", "role", T::Enum(ROLES)),
+    req("parts", "parts", T::Msgs(part)),
+    opt("metadata", "metadata", T::Struct),
+    opt("extensions", "extensions", T::Strs),
+    opt("referenceTaskIds", "reference_task_ids", T::Ids),
+];
+
 fn authentication(ck: &mut Ck, o: &dyn Object, at: &str) {
-    fields(
-        ck,
-        o,
-        at,
-        "AuthenticationInfo",
-        &[
-            req("scheme", "scheme", T::Str),
-            opt("credentials", "credentials", T::Str),
-        ],
-    );
+    fields(ck, o, at, "AuthenticationInfo", AUTHENTICATION);
 }
+
+/// AuthenticationInfo's fields.
+pub(crate) const AUTHENTICATION: &[F] = &[
+    req("scheme", "scheme", T::Str),
+    opt("credentials", "credentials", T::Str),
+];
+
+/// TaskPushNotificationConfig's fields.
+pub(crate) const PUSH_CONFIG: &[F] = &[
+    opt("tenant", "tenant", T::Str),
+    opt("id", "id", T::Id),
+    opt("taskId", "task_id", T::Id),
+    req("url", "url", T::Str),
+    opt("token", "token", T::Str),
+    opt("authentication", "authentication", T::Msg(authentication)),
+];
 
 /// TaskPushNotificationConfig (the request of Create, the inline config, and answers).
 pub(crate) fn push_config(ck: &mut Ck, o: &dyn Object, at: &str) {
-    fields(
-        ck,
-        o,
-        at,
-        "TaskPushNotificationConfig",
-        &[
-            opt("tenant", "tenant", T::Str),
-            opt("id", "id", T::Id),
-            opt("taskId", "task_id", T::Id),
-            req("url", "url", T::Str),
-            opt("token", "token", T::Str),
-            opt("authentication", "authentication", T::Msg(authentication)),
-        ],
-    );
+    fields(ck, o, at, "TaskPushNotificationConfig", PUSH_CONFIG);
     if let Some(url) = o.get("url").and_then(|v| v.as_str()) {
         let lower = url.to_ascii_lowercase();
         if !(url.is_empty() || lower.starts_with("https://") || lower.starts_with("http://")) {
@@ -457,95 +484,98 @@ pub(crate) fn push_config(ck: &mut Ck, o: &dyn Object, at: &str) {
 }
 
 fn configuration(ck: &mut Ck, o: &dyn Object, at: &str) {
-    fields(
-        ck,
-        o,
-        at,
-        "SendMessageConfiguration",
-        &[
-            opt("acceptedOutputModes", "accepted_output_modes", T::Strs),
-            opt(
-                "taskPushNotificationConfig",
-                "task_push_notification_config",
-                T::Msg(push_config),
-            ),
-            opt("historyLength", "history_length", NON_NEG),
-            opt("returnImmediately", "return_immediately", T::Bool),
-        ],
-    );
+    fields(ck, o, at, "SendMessageConfiguration", CONFIGURATION);
 }
 
+/// SendMessageConfiguration's fields.
+pub(crate) const CONFIGURATION: &[F] = &[
+    opt("acceptedOutputModes", "accepted_output_modes", T::Strs),
+    opt(
+        "taskPushNotificationConfig",
+        "task_push_notification_config",
+        T::Msg(push_config),
+    ),
+    opt("historyLength", "history_length", NON_NEG),
+    opt("returnImmediately", "return_immediately", T::Bool),
+];
+
 const TENANT: F = opt("tenant", "tenant", T::Str);
+
+/// SendMessageRequest's fields.
+pub(crate) const SEND_MESSAGE_REQUEST: &[F] = &[
+    TENANT,
+    req("message", "message", T::Msg(message)),
+    opt("configuration", "configuration", T::Msg(configuration)),
+    opt("metadata", "metadata", T::Struct),
+];
+/// GetTaskRequest's fields.
+pub(crate) const GET_TASK_REQUEST: &[F] = &[
+    TENANT,
+    req("id", "id", T::Id),
+    opt("historyLength", "history_length", NON_NEG),
+];
+/// ListTasksRequest's fields.
+pub(crate) const LIST_TASKS_REQUEST: &[F] = &[
+    TENANT,
+    opt("contextId", "context_id", T::Id),
+    opt("status", "status", T::Enum(STATE_FILTERS)),
+    opt("pageSize", "page_size", T::Int(1, 100)),
+    opt("pageToken", "page_token", T::Str),
+    opt("historyLength", "history_length", NON_NEG),
+    opt("statusTimestampAfter", "status_timestamp_after", T::Time),
+    opt("includeArtifacts", "include_artifacts", T::Bool),
+];
+/// CancelTaskRequest's fields.
+pub(crate) const CANCEL_TASK_REQUEST: &[F] = &[
+    TENANT,
+    req("id", "id", T::Id),
+    opt("metadata", "metadata", T::Struct),
+];
+/// SubscribeToTaskRequest's fields.
+pub(crate) const SUBSCRIBE_TO_TASK_REQUEST: &[F] = &[TENANT, req("id", "id", T::Id)];
+/// What CreateTaskPushNotificationConfig asks beyond a TaskPushNotificationConfig's fields
+/// ([`PUSH_CONFIG`]): its `taskId`.
+const CREATE_PUSH_CONFIG_REQUEST: &[F] = &[req("taskId", "task_id", T::Id)];
+/// Get- and DeleteTaskPushNotificationConfigRequest's fields.
+pub(crate) const PUSH_CONFIG_REQUEST: &[F] = &[
+    TENANT,
+    req("taskId", "task_id", T::Id),
+    req("id", "id", T::Id),
+];
+/// ListTaskPushNotificationConfigsRequest's fields.
+pub(crate) const LIST_PUSH_CONFIGS_REQUEST: &[F] = &[
+    TENANT,
+    req("taskId", "task_id", T::Id),
+    opt("pageSize", "page_size", NON_NEG),
+    opt("pageToken", "page_token", T::Str),
+];
+/// GetExtendedAgentCardRequest's fields.
+pub(crate) const EXTENDED_CARD_REQUEST: &[F] = &[TENANT];
 
 /// The request message of `call` checked against its proto shape.
 pub fn check_request(call: &Call) -> Vec<Violation> {
     let mut ck = Ck::default();
     let p = &call.params;
     let (rule, table): (&str, &[F]) = match call.method {
-        Method::SendMessage | Method::SendStreamingMessage => (
-            "SendMessageRequest",
-            &[
-                TENANT,
-                req("message", "message", T::Msg(message)),
-                opt("configuration", "configuration", T::Msg(configuration)),
-                opt("metadata", "metadata", T::Struct),
-            ],
-        ),
-        Method::GetTask => (
-            "GetTaskRequest",
-            &[
-                TENANT,
-                req("id", "id", T::Id),
-                opt("historyLength", "history_length", NON_NEG),
-            ],
-        ),
-        Method::ListTasks => (
-            "ListTasksRequest",
-            &[
-                TENANT,
-                opt("contextId", "context_id", T::Id),
-                opt("status", "status", T::Enum(STATE_FILTERS)),
-                opt("pageSize", "page_size", T::Int(1, 100)),
-                opt("pageToken", "page_token", T::Str),
-                opt("historyLength", "history_length", NON_NEG),
-                opt("statusTimestampAfter", "status_timestamp_after", T::Time),
-                opt("includeArtifacts", "include_artifacts", T::Bool),
-            ],
-        ),
-        Method::CancelTask => (
-            "CancelTaskRequest",
-            &[
-                TENANT,
-                req("id", "id", T::Id),
-                opt("metadata", "metadata", T::Struct),
-            ],
-        ),
-        Method::SubscribeToTask => ("SubscribeToTaskRequest", &[TENANT, req("id", "id", T::Id)]),
+        Method::SendMessage | Method::SendStreamingMessage => {
+            ("SendMessageRequest", SEND_MESSAGE_REQUEST)
+        }
+        Method::GetTask => ("GetTaskRequest", GET_TASK_REQUEST),
+        Method::ListTasks => ("ListTasksRequest", LIST_TASKS_REQUEST),
+        Method::CancelTask => ("CancelTaskRequest", CANCEL_TASK_REQUEST),
+        Method::SubscribeToTask => ("SubscribeToTaskRequest", SUBSCRIBE_TO_TASK_REQUEST),
         Method::CreateTaskPushNotificationConfig => {
             push_config(&mut ck, p, "");
-            (
-                "TaskPushNotificationConfig",
-                &[req("taskId", "task_id", T::Id)],
-            )
+            ("TaskPushNotificationConfig", CREATE_PUSH_CONFIG_REQUEST)
         }
-        Method::GetTaskPushNotificationConfig | Method::DeleteTaskPushNotificationConfig => (
-            "GetTaskPushNotificationConfigRequest",
-            &[
-                TENANT,
-                req("taskId", "task_id", T::Id),
-                req("id", "id", T::Id),
-            ],
-        ),
+        Method::GetTaskPushNotificationConfig | Method::DeleteTaskPushNotificationConfig => {
+            ("GetTaskPushNotificationConfigRequest", PUSH_CONFIG_REQUEST)
+        }
         Method::ListTaskPushNotificationConfigs => (
             "ListTaskPushNotificationConfigsRequest",
-            &[
-                TENANT,
-                req("taskId", "task_id", T::Id),
-                opt("pageSize", "page_size", NON_NEG),
-                opt("pageToken", "page_token", T::Str),
-            ],
+            LIST_PUSH_CONFIGS_REQUEST,
         ),
-        Method::GetExtendedAgentCard => ("GetExtendedAgentCardRequest", &[TENANT]),
+        Method::GetExtendedAgentCard => ("GetExtendedAgentCardRequest", EXTENDED_CARD_REQUEST),
     };
     fields(&mut ck, p, "", rule, table);
     ck.out
@@ -756,7 +786,9 @@ mod tests {
 
     #[test]
     fn proto_spellings_of_known_fields_are_refused() {
-        // Ownership bypass: the agent would read task_id, the gateway sees no taskId.
+        // A client's request reaches the check renamed (spelling.rs); the check itself still
+        // refuses what it is handed in proto names (an agent's answer; a request the renaming
+        // missed), never letting task_id pass where it reads taskId.
         let v = check(
             Method::SendMessage,
             send(json!({"messageId": "m", "role": "ROLE_USER",

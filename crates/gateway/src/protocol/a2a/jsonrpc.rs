@@ -7,7 +7,9 @@
 //! a string of at most [`MAX_ID_BYTES`] bytes or an integer, and is echoed back as the same JSON
 //! value (the same string, the same integer: @a2a-js/sdk compares ids with `===` and uses
 //! integers from 1, a2a-sdk uses UUID strings); `params` absent is `{}`, anything but an object is
-//! -32602. Towards agents the gateway uses its own ids and checks the agent echoes them.
+//! -32602. The params' proto field names (`message_id`) are read as their JSON names
+//! ([`super::spelling`]). Towards agents the gateway uses its own ids and checks the agent
+//! echoes them.
 
 use serde_json::{json, Map, Value};
 
@@ -149,7 +151,7 @@ pub fn parse_request(body: &[u8]) -> Result<Request, Refused> {
         ));
     };
     // Moved out of the document, not copied: the params are the bulk of a request.
-    let params = match obj.remove("params") {
+    let mut params = match obj.remove("params") {
         None => Map::new(),
         Some(Value::Object(p)) => p,
         Some(_) => {
@@ -163,6 +165,13 @@ pub fn parse_request(body: &[u8]) -> Result<Request, Refused> {
             })
         }
     };
+    // Proto names (`message_id`) read as JSON names, once, before anything looks at a field.
+    if let Err(e) = super::spelling::to_json_names(method, &mut params) {
+        return Err(Refused {
+            id: Some(id),
+            error: Box::new(e),
+        });
+    }
     Ok(Request {
         id,
         call: Call::new(method, params),
@@ -344,7 +353,7 @@ fn envelope<D: Response>(mut doc: D, sent: &RpcId, method: Method) -> Result<D, 
                     "the error answers another request's id".to_owned(),
                 ));
             }
-            Err(A2aError::from_jsonrpc(&err.into_value()))
+            Err(A2aError::from_jsonrpc(&err.into_value()).the_agents_own())
         }
         (None, Some(_)) => Err(bad("/error", "error must be an object".to_owned())),
         (Some(result), None) => {
@@ -391,6 +400,39 @@ mod tests {
             .expect("params may be absent");
         assert!(r.call.params.is_empty());
         assert_eq!(r.id.to_value(), json!(7));
+    }
+
+    #[test]
+    fn params_are_read_with_either_spelling_of_a_field() {
+        let r = parse_request(
+            br#"{"jsonrpc":"2.0","id":3,"method":"SendMessage","params":{"message":{
+                "message_id":"m","task_id":"t","context_id":"c","reference_task_ids":["r"],
+                "role":"ROLE_USER","parts":[{"text":"a"}],"metadata":{"my_key":1}}}}"#,
+        )
+        .expect("proto names are names");
+        assert_eq!(
+            Value::Object(r.call.params),
+            json!({"message": {"messageId": "m", "taskId": "t", "contextId": "c",
+                "referenceTaskIds": ["r"], "role": "ROLE_USER", "parts": [{"text": "a"}],
+                "metadata": {"my_key": 1}}})
+        );
+        let r = parse_request(
+            br#"{"jsonrpc":"2.0","id":4,"method":"GetTaskPushNotificationConfig","params":{"task_id":"t","id":"c"}}"#,
+        )
+        .expect("valid");
+        assert_eq!(r.call.task_id(), Some("t"));
+        // One field in both spellings: -32602 naming it, answered with the client's id.
+        let r = parse_request(
+            br#"{"jsonrpc":"2.0","id":"x","method":"SendMessage","params":{"message":{
+                "message_id":"m","messageId":"m","role":"ROLE_USER","parts":[{"text":"a"}]}}}"#,
+        )
+        .expect_err("both spellings");
+        assert_eq!(r.error.to_jsonrpc()["code"], -32602);
+        assert_eq!(r.error.details[0].instance_path, "/message/messageId");
+        assert_eq!(
+            (r.id, r.error.kind),
+            (Some(RpcId::Str("x".into())), ErrorKind::InvalidParams)
+        );
     }
 
     #[test]

@@ -28,6 +28,7 @@ pub mod jsonrpc;
 pub mod method;
 pub mod push;
 pub mod rest;
+pub mod spelling;
 pub mod state;
 pub mod stream;
 pub mod version;

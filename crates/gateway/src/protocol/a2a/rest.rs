@@ -12,9 +12,12 @@
 //!   encode at all, so its ids with `/` cannot be addressed over REST by any server). The verb
 //!   is split at the segment's LAST literal `:`, so `tasks/a:b:cancel` cancels `a:b`, and a
 //!   `%3A` never splits.
-//! - Query parameters (§11.5) are typed by the request message's fields; a repeated parameter
-//!   for a non-repeated field is refused (one request, one reading); `A2A-Version` is not a
-//!   field and is skipped; parameters the proto does not know pass through as strings.
+//! - Query parameters (§11.5) are typed by the request message's fields, named either way
+//!   (`historyLength` or `history_length`, read as `historyLength`); a repeated parameter for a
+//!   non-repeated field, or one given in both spellings, is refused (one request, one reading);
+//!   `A2A-Version` is not a field and is skipped; parameters the proto does not know pass
+//!   through as strings. Bodies' proto names are read as JSON names too
+//!   ([`super::spelling`]).
 //! - Bodies are read by the strict reader. An empty body is `{}` (@a2a-js/sdk POSTs cancel and
 //!   subscribe without one). a2a-sdk's client puts `id` in the cancel body and `taskId` in the
 //!   push-config body; a body naming another task than the path is InvalidParams.
@@ -93,6 +96,8 @@ pub fn parse_request(
         _ => Map::new(),
     };
     read_query(method, query, &mut params)?;
+    // Proto names (`task_id`) read as JSON names, once, before the path's ids are compared.
+    super::spelling::to_json_names(method, &mut params).map_err(RouteError::Invalid)?;
     let path_fields: &[&str] = match method {
         Method::GetTask | Method::CancelTask | Method::SubscribeToTask => &["id"],
         Method::CreateTaskPushNotificationConfig | Method::ListTaskPushNotificationConfigs => {
@@ -196,7 +201,8 @@ fn read_query(
     params: &mut Map<String, Value>,
 ) -> Result<(), RouteError> {
     let fields = query_fields(method);
-    let mut seen: Vec<String> = Vec::new();
+    // Each parameter read, by its field's JSON name, with the proto name it was sent as.
+    let mut seen: Vec<(String, Option<&'static str>)> = Vec::new();
     for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
         if seen.len() >= MAX_QUERY_PARAMS {
             return Err(invalid(
@@ -206,27 +212,35 @@ fn read_query(
             ));
         }
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        let key = decode_query(k).ok_or_else(|| {
+        let sent = decode_query(k).ok_or_else(|| {
             invalid(
                 "",
                 "rest/query",
                 "a query parameter name is not percent-encoded UTF-8",
             )
         })?;
+        // A field's proto name is its JSON name (`history_length`: `historyLength`).
+        let (key, proto) = match super::spelling::top_level(method, &sent) {
+            Some((json, proto)) => (json.to_owned(), Some(proto)),
+            None => (sent, None),
+        };
         let at = format!("/{}", key.replace('~', "~0").replace('/', "~1"));
         let value = decode_query(v)
             .ok_or_else(|| invalid(&at, "rest/query", "not percent-encoded UTF-8"))?;
         if key.eq_ignore_ascii_case(super::VERSION_HEADER) {
             continue;
         }
-        if seen.contains(&key) {
-            return Err(invalid(
-                &at,
-                "rest/query",
-                format!("{key} is given more than once"),
-            ));
+        if let Some((_, before)) = seen.iter().find(|(k, _)| *k == key) {
+            let msg = match before
+                .or(proto)
+                .filter(|_| before.is_some() != proto.is_some())
+            {
+                Some(p) => format!("{key} is given twice, as {key} and as {p}: give it once"),
+                None => format!("{key} is given more than once"),
+            };
+            return Err(invalid(&at, "rest/query", msg));
         }
-        seen.push(key.clone());
+        seen.push((key.clone(), proto));
         let typed = match fields.iter().find(|(name, _)| *name == key) {
             Some((_, Q::Int)) => match value.parse::<i64>() {
                 Ok(n) if value.bytes().all(|b| b.is_ascii_digit() || b == b'-') => Value::from(n),
@@ -437,7 +451,7 @@ pub fn parse_agent_answer(method: Method, status: u16, body: &[u8]) -> Reply {
         .ok()
         .and_then(|v| A2aError::from_status(status, &v))
     {
-        Some(e) => Err(e),
+        Some(e) => Err(e.the_agents_own()),
         None => bad(format!("HTTP {status} without a google.rpc.Status body")),
     }
 }
@@ -528,6 +542,96 @@ mod tests {
                    "includeArtifacts": true, "statusTimestampAfter": "2025-11-09T10:30:00Z",
                    "x-ext": "a b"})
         );
+    }
+
+    #[test]
+    fn bodies_and_queries_are_read_with_either_spelling_of_a_field() {
+        let c = call(
+            "POST",
+            "message:send",
+            None,
+            r#"{"message":{"message_id":"m","context_id":"c","task_id":"t","role":"ROLE_USER",
+                "parts":[{"data":{"task_id":"kept"}}]},"configuration":{"return_immediately":true}}"#,
+        );
+        assert_eq!(
+            Value::Object(c.params),
+            json!({"message": {"messageId": "m", "contextId": "c", "taskId": "t",
+                "role": "ROLE_USER", "parts": [{"data": {"task_id": "kept"}}]},
+                "configuration": {"returnImmediately": true}})
+        );
+        let c = call("GET", "tasks/t-1", Some("history_length=3"), "");
+        assert_eq!(
+            Value::Object(c.params),
+            json!({"id": "t-1", "historyLength": 3})
+        );
+        let c = call(
+            "GET",
+            "tasks",
+            Some("context_id=c&page_size=5&page_token=p&history_length=0&status_timestamp_after=2025-11-09T10%3A30%3A00Z&include_artifacts=true&status=TASK_STATE_WORKING"),
+            "",
+        );
+        assert_eq!(
+            Value::Object(c.params),
+            json!({"contextId": "c", "pageSize": 5, "pageToken": "p", "historyLength": 0,
+                "statusTimestampAfter": "2025-11-09T10:30:00Z", "includeArtifacts": true,
+                "status": "TASK_STATE_WORKING"})
+        );
+        let c = call(
+            "GET",
+            "tasks/t/pushNotificationConfigs",
+            Some("page_size=2"),
+            "",
+        );
+        assert_eq!(c.params["pageSize"], 2);
+        // A body's task_id is the path's taskId: the same one passes, another is refused.
+        let c = call(
+            "POST",
+            "tasks/t/pushNotificationConfigs",
+            None,
+            r#"{"task_id":"t","url":"https://x"}"#,
+        );
+        assert_eq!(
+            Value::Object(c.params),
+            json!({"taskId": "t", "url": "https://x"})
+        );
+        let refused = |tail: &str, q: Option<&str>, body: &str| match parse_request(
+            if body.is_empty() { "GET" } else { "POST" },
+            tail,
+            q,
+            body.as_bytes(),
+        ) {
+            Err(RouteError::Invalid(e)) => {
+                assert_eq!(e.kind, ErrorKind::InvalidParams);
+                assert_eq!(e.to_status()["error"]["code"], 400);
+                (e.details[0].instance_path.clone(), e.message)
+            }
+            other => panic!("{tail}: {other:?}"),
+        };
+        let (at, _) = refused(
+            "tasks/t/pushNotificationConfigs",
+            None,
+            r#"{"task_id":"u","url":"https://x"}"#,
+        );
+        assert_eq!(at, "/taskId");
+        // One field in both spellings, in a body or a query: refused naming it.
+        let (at, msg) = refused(
+            "message:send",
+            None,
+            r#"{"message":{"message_id":"m","messageId":"m","role":"ROLE_USER","parts":[{"text":"a"}]}}"#,
+        );
+        assert_eq!(at, "/message/messageId");
+        assert!(msg.contains("message_id"), "{msg}");
+        for q in [
+            "historyLength=1&history_length=2",
+            "history_length=1&historyLength=1",
+        ] {
+            let (at, msg) = refused("tasks/t", Some(q), "");
+            assert_eq!(at, "/historyLength", "{q}");
+            assert!(msg.contains("history_length"), "{q}: {msg}");
+        }
+        let (at, msg) = refused("tasks", Some("page_size=1&page_size=2"), "");
+        assert_eq!(at, "/pageSize");
+        assert!(msg.contains("more than once"), "{msg}");
     }
 
     #[test]

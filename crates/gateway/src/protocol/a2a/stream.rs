@@ -31,10 +31,67 @@ pub enum Folded {
 }
 
 impl Folded {
-    /// Whether the task's state may have changed (what the ledger judges and records).
+    /// Whether the task's state may have changed.
     pub fn moves_state(self) -> bool {
         matches!(self, Folded::Task | Folded::Status)
     }
+
+    /// Whether the ledger is given the task after it: a state, or an artifact (what a push
+    /// config's receiver reads, `answer::content_of`). A message joins only the history.
+    pub fn records(self) -> bool {
+        !matches!(self, Folded::Message)
+    }
+}
+
+/// What changed from task `old` to task `new` (a whole Task an agent sent again mid-stream,
+/// such as the first event of a resubscription), as the StreamResponses a subscriber reads
+/// (§3.1.2: after the first Task, status and artifact updates): an `artifactUpdate` for each
+/// artifact that is new or different, then a `statusUpdate` if the status's state or message
+/// differs (a status only stamped again is no news). Nothing for a Task that says nothing new;
+/// an artifact gone from `new` has no update to say so.
+pub fn changes(old: &Value, new: &Value) -> Vec<Value> {
+    let ids = |k: &str| new.get(k).cloned().unwrap_or(Value::Null);
+    let (task_id, context_id) = (ids("id"), ids("contextId"));
+    let mut out = Vec::new();
+    let before = old.get("artifacts").and_then(Value::as_array);
+    for a in new
+        .get("artifacts")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let id = a.get("artifactId");
+        let same = before
+            .into_iter()
+            .flatten()
+            .any(|b| b.get("artifactId") == id && b == a);
+        if !same {
+            let mut e = Map::new();
+            e.insert("taskId".into(), task_id.clone());
+            e.insert("contextId".into(), context_id.clone());
+            e.insert("artifact".into(), a.clone());
+            let mut w = Map::new();
+            w.insert("artifactUpdate".into(), Value::Object(e));
+            out.push(Value::Object(w));
+        }
+    }
+    let said = |t: &Value| {
+        let s = t.get("status");
+        (
+            s.and_then(|s| s.get("state")).cloned(),
+            s.and_then(|s| s.get("message")).cloned(),
+        )
+    };
+    if let Some(status) = new.get("status").filter(|_| said(old) != said(new)) {
+        let mut e = Map::new();
+        e.insert("taskId".into(), task_id);
+        e.insert("contextId".into(), context_id);
+        e.insert("status".into(), status.clone());
+        let mut w = Map::new();
+        w.insert("statusUpdate".into(), Value::Object(e));
+        out.push(Value::Object(w));
+    }
+    out
 }
 
 /// Apply one (checked) StreamResponse payload to `task`, as a2a-sdk's task manager does: a Task
@@ -189,6 +246,43 @@ mod tests {
             fold(&mut task, payload(e).expect("a payload"));
         }
         task
+    }
+
+    #[test]
+    fn a_task_sent_again_is_told_as_the_updates_it_brings() {
+        let old = json!({"id": "t", "contextId": "c",
+            "status": {"state": "TASK_STATE_WORKING", "timestamp": "2026-01-01T00:00:01Z"},
+            "artifacts": [{"artifactId": "a", "parts": [{"text": "1"}]}]});
+        // The same Task again: nothing to tell; nor when only its status time moved.
+        assert!(changes(&old, &old).is_empty());
+        let mut restamped = old.clone();
+        restamped["status"]["timestamp"] = json!("2026-01-01T00:00:09Z");
+        assert!(changes(&old, &restamped).is_empty());
+        let mut said = old.clone();
+        said["status"]["message"] =
+            json!({"messageId": "s", "role": "ROLE_AGENT", "parts": [{"text": "tick"}]});
+        assert_eq!(changes(&old, &said).len(), 1);
+        // A new status, one artifact changed and one new: the artifacts, then the status.
+        let new = json!({"id": "t", "contextId": "c",
+            "status": {"state": "TASK_STATE_COMPLETED", "timestamp": "2026-01-01T00:00:02Z"},
+            "artifacts": [{"artifactId": "a", "parts": [{"text": "1"}, {"text": "2"}]},
+                          {"artifactId": "b", "parts": [{"text": "x"}]}],
+            "history": [{"messageId": "m"}]});
+        let told = changes(&old, &new);
+        assert_eq!(
+            told,
+            vec![
+                json!({"artifactUpdate": {"taskId": "t", "contextId": "c", "artifact": new["artifacts"][0]}}),
+                json!({"artifactUpdate": {"taskId": "t", "contextId": "c", "artifact": new["artifacts"][1]}}),
+                json!({"statusUpdate": {"taskId": "t", "contextId": "c", "status": new["status"]}}),
+            ]
+        );
+        // Folding what was told into the old task gives the new one's status and artifacts.
+        let folded = folded(old, &told);
+        assert_eq!(folded["status"], new["status"]);
+        assert_eq!(folded["artifacts"], new["artifacts"]);
+        // No Task among them (§3.1.2).
+        assert!(told.iter().all(|e| e.get("task").is_none()));
     }
 
     #[test]

@@ -17,6 +17,7 @@ pub fn task_ref(task: &Value) -> Option<TaskRef> {
         task_id: task_id.to_owned(),
         head: Head { status, updated_ms },
         context: None,
+        content: 0,
     })
 }
 
