@@ -601,6 +601,39 @@ mod tests {
     }
 
     #[test]
+    fn a_clients_share_of_the_queue_defaults_to_a_quarter_and_is_bounded() {
+        let base = "listen = \"127.0.0.1:1\"\n[[agents]]\nname=\"a\"\nurl=\"http://x\"\n";
+        let cfg = Config::parse(base).expect("defaults");
+        let b = cfg.webhooks.queue_bounds();
+        assert_eq!(
+            (b.queued, b.bytes, b.per_client, b.per_client_bytes),
+            (1_000_000, 1 << 30, 250_000, 1 << 28)
+        );
+        let cfg = Config::parse(&format!(
+            "{base}[webhooks]\nmax_queued = 100\nmax_queued_per_client = 100\nmax_queued_bytes = 4194304\n"
+        ))
+        .expect("all of it");
+        let b = cfg.webhooks.queue_bounds();
+        assert_eq!((b.per_client, b.per_client_bytes), (100, 1 << 20));
+        for (bad, key) in [
+            (
+                "max_queued_per_client = 0",
+                "webhooks.max_queued_per_client",
+            ),
+            (
+                "max_queued_per_client = 101",
+                "webhooks.max_queued_per_client",
+            ),
+            ("max_queued_bytes = 1000", "webhooks.max_queued_bytes"),
+        ] {
+            let p = Config::parse(&format!("{base}[webhooks]\nmax_queued = 100\n{bad}\n"))
+                .expect_err("out of range");
+            let keys: Vec<&str> = p.iter().map(|p| p.key.as_str()).collect();
+            assert_eq!(keys, [key], "{bad}");
+        }
+    }
+
+    #[test]
     fn duplicate_names_and_missing_agents_are_problems() {
         let p = Config::parse("listen = \"127.0.0.1:1\"\n[[agents]]\nname=\"a\"\nurl=\"http://x\"\n[[agents]]\nname=\"a\"\nurl=\"http://y\"\n").expect_err("dup");
         assert_eq!(p[0].key, "agents[1].name");
