@@ -42,7 +42,7 @@ async fn counting() -> (ScriptedAgent, Arc<AtomicUsize>) {
 /// A gateway process of its own (its RSS is measured) in front of `agent`: the filler with
 /// `max_contexts = 300`, another client with the default; `max_tasks = 1000`, as the issue's
 /// run; `redis` appended to the config when given.
-fn process(agent: &str, redis: Option<&RedisServer>, retention_secs: u64) -> GwProc {
+fn process(agent: &str, redis: Option<&RedisServer>, retention_secs: u64, max: u64) -> GwProc {
     let mut f = tempfile::Builder::new()
         .suffix(".toml")
         .tempfile()
@@ -64,7 +64,7 @@ url = "{agent}"
 [[clients]]
 name = "filler"
 key_sha256 = "{filler}"
-max_contexts = {MAX}
+max_contexts = {max}
 [[clients]]
 name = "other"
 key_sha256 = "{other}"
@@ -99,7 +99,7 @@ async fn converse(http: &Http, key: &str) -> Result<String, String> {
 
 async fn filling(redis: Option<&RedisServer>) {
     let (agent, made) = counting().await;
-    let gw = process(&agent.base, redis, 86_400);
+    let gw = process(&agent.base, redis, 86_400, MAX);
     gw.ready().await;
     let http = gw.http.clone();
     let (rss_start, _) = gw.rss();
@@ -200,16 +200,17 @@ async fn one_client_filling_contexts_for_60_s_starves_no_other_on_redis() {
     filling(Some(&redis)).await;
 }
 
-/// The refusal on both bindings, and contexts that free themselves: with a retention of 1 s a
-/// client's finished conversations stop counting 2 s after their tasks end.
+/// The refusal on both bindings, and contexts that free themselves: with a retention of 2 s a
+/// client's finished conversations stop counting 4 s after their tasks end.
 #[tokio::test(flavor = "multi_thread")]
 async fn too_many_contexts_is_a_429_on_rest_and_frees_itself_after_the_retention() {
+    const FEW: u64 = 20;
     for redis in [None, Some(RedisServer::start())] {
         let (agent, made) = counting().await;
-        let gw = process(&agent.base, redis.as_ref(), 1);
+        let gw = process(&agent.base, redis.as_ref(), 2, FEW);
         gw.ready().await;
         let http = &gw.http;
-        for _ in 0..MAX {
+        for _ in 0..FEW {
             assert_eq!(
                 converse(http, FILLER).await,
                 Ok("TASK_STATE_COMPLETED".into())
@@ -267,8 +268,8 @@ async fn too_many_contexts_is_a_429_on_rest_and_frees_itself_after_the_retention
             before + 1,
             "only that one reached the agent"
         );
-        // Its tasks are final: kept 1 s, then their contexts 1 s more; then it may start again.
-        tokio::time::sleep(Duration::from_millis(2500)).await;
+        // Its tasks are final: kept 2 s, then their contexts 2 s more; then it may start again.
+        tokio::time::sleep(Duration::from_millis(4500)).await;
         assert_eq!(
             converse(http, FILLER).await,
             Ok("TASK_STATE_COMPLETED".into()),

@@ -591,6 +591,43 @@ async fn guards_bounds_and_both_bindings_for_configs() {
             "{v}"
         );
     }
+    // A port is 1 to 65535 (65536 read as none would deliver to port 80), over both
+    // bindings and inline, with the reason; nothing is stored.
+    for url in ["http://127.0.0.1:0/x", "http://127.0.0.1:65536/x"] {
+        let v = rpc(
+            &http,
+            "e",
+            Some(ALICE),
+            "CreateTaskPushNotificationConfig",
+            json!({"taskId": id, "url": url}),
+        )
+        .await;
+        assert_eq!(error_code(&v), -32602, "{url}: {v}");
+        let m = v["error"]["message"].as_str().unwrap_or("");
+        assert!(m.contains("url") && m.contains("1 to 65535"), "{url}: {v}");
+        let r = rest(
+            &http,
+            Method::POST,
+            &format!("/agents/e/tasks/{id}/pushNotificationConfigs"),
+            Some(ALICE),
+            Some(json!({"taskId": id, "url": url})),
+        )
+        .await;
+        assert_eq!(r.status, 400, "{url}: {r:?}");
+        let mut m = message("port", json!({}));
+        m["configuration"] = json!({"taskPushNotificationConfig": {"url": url}});
+        let v = rpc(&http, "e", Some(ALICE), "SendMessage", m).await;
+        assert_eq!(error_code(&v), -32602, "{url}: {v}");
+    }
+    let listed = rpc(
+        &http,
+        "e",
+        Some(ALICE),
+        "ListTaskPushNotificationConfigs",
+        json!({ "taskId": id }),
+    )
+    .await;
+    assert_eq!(listed["result"]["configs"], json!([]), "{listed}");
     // An id of the store's own (`~`) is never a client's.
     let v = rpc(
         &http,

@@ -3,7 +3,9 @@
 //! passed to the agent in JSON names (a scripted JSON-RPC agent and an a2a-sdk REST agent show
 //! what reached them), with `google.protobuf.Struct` contents as sent; one field in both
 //! spellings refused naming it; and another client's task or context named with a proto name
-//! refused exactly as the JSON name is, without the agent being called.
+//! refused exactly as the JSON name is, without the agent being called. And int32 fields given
+//! as strings (`"pageSize": "10"`), which ProtoJSON reads as their numbers: read so on both
+//! bindings, a string holding no integer still InvalidParams.
 
 use std::sync::Arc;
 
@@ -71,6 +73,69 @@ fn keys(v: &Value) -> Vec<&str> {
     v.as_object()
         .map(|o| o.keys().map(String::as_str).collect())
         .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn int32_fields_given_as_strings_are_read_as_their_numbers_on_both_bindings() {
+    let agent = naming_agent().await;
+    let (_gw, http) = gateway(vec![a2a_agent("s", &agent.base)], two_clients).await;
+    // SendMessage over JSON-RPC: the agent reads the number.
+    let mut sent = message("int-1", json!({}));
+    sent["configuration"] = json!({"historyLength": "3"});
+    let v = rpc(&http, "s", Some(ALICE), "SendMessage", sent).await;
+    assert_eq!(v["result"]["task"]["id"], "int-1", "{v}");
+    assert_eq!(last_params(&agent)["configuration"]["historyLength"], 3);
+    // And over HTTP+JSON, in the body.
+    let mut sent = message("int-2", json!({}));
+    sent["configuration"] = json!({"historyLength": "0"});
+    let r = rest(
+        &http,
+        Method::POST,
+        "/agents/s/message:send",
+        Some(ALICE),
+        Some(sent),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(last_params(&agent)["configuration"]["historyLength"], 0);
+    // GetTask's historyLength and ListTasks' pageSize, taken (both were InvalidParams).
+    let v = rpc(
+        &http,
+        "s",
+        Some(ALICE),
+        "GetTask",
+        json!({"id": "int-1", "historyLength": "3"}),
+    )
+    .await;
+    assert_eq!(v["result"]["id"], "int-1", "{v}");
+    let v = rpc(
+        &http,
+        "s",
+        Some(ALICE),
+        "ListTasks",
+        json!({"pageSize": "1"}),
+    )
+    .await;
+    assert_eq!(v["result"]["pageSize"], 1, "{v}");
+    assert_eq!(
+        v["result"]["tasks"].as_array().map(Vec::len),
+        Some(1),
+        "{v}"
+    );
+    assert_eq!(v["result"]["totalSize"], 2, "{v}");
+    // A string that holds no integer is still refused, naming the field.
+    for bad in ["ten", "1.5", ""] {
+        let v = rpc(
+            &http,
+            "s",
+            Some(ALICE),
+            "ListTasks",
+            json!({ "pageSize": bad }),
+        )
+        .await;
+        assert_eq!(error_code(&v), -32602, "{bad:?}: {v}");
+        assert!(v.to_string().contains("pageSize"), "{bad:?}: {v}");
+    }
 }
 
 #[tokio::test]

@@ -561,6 +561,20 @@ async fn streams_keep_ownership_the_streams_right_and_max_streams() {
         body["error"]["details"][0]["reason"], "TOO_MANY_STREAMS",
         "{body}"
     );
+    // Over JSON-RPC too, at the agent's endpoint and at /a2a: 429 kept, the call's own id.
+    for via in [Via::Rpc(7), Via::Fleet(8)] {
+        let (status, body) = open(&base, "s", via, Some("t-1"), Some(ALICE))
+            .await
+            .expect_err("no second stream");
+        assert_eq!(status, 429, "{via:?}: {body}");
+        assert_eq!(reason(&body), "TOO_MANY_STREAMS", "{via:?}: {body}");
+        assert_eq!(error_code(&body), -32000, "{via:?}: {body}");
+        let id = match via {
+            Via::Rpc(id) | Via::Fleet(id) => id,
+            _ => unreachable!(),
+        };
+        assert_eq!(body["id"], id, "{via:?}: {body}");
+    }
     // Bob lacks `streams`.
     let (status, body) = open(&base, "s", Via::Rpc(2), Some("t-1"), Some(BOB))
         .await

@@ -250,7 +250,7 @@ async fn serving_starts_before_redis_and_connects_when_it_comes() {
     .await;
     let refused = http.post_task("scripts").await;
     assert_eq!(refused.status, 503, "{refused:?}");
-    assert_eq!(refused.error_code(), "UNAVAILABLE");
+    assert_eq!(refused.error_code(), "STORE_UNAVAILABLE");
     assert_eq!(refused.header("retry-after"), Some("1"), "{refused:?}");
     assert!(
         a.task_ids().is_empty(),

@@ -4,6 +4,11 @@
 
 mod support;
 
+/// No official A2A agent's address reaches a client or a push receiver, on every path: a
+/// hostile agent's Part URLs, card fields, error texts and headers, scanned for in everything
+/// a client reads; the rewritten file URL is its task owner's to fetch, and reaches nothing
+/// else of the agent.
+mod a2a_addresses;
 /// Official A2A contexts bounded and fair: a client filling conversations is refused its own
 /// new ones before the agent is called, never another client's; contexts free themselves.
 mod a2a_contexts;
@@ -93,6 +98,10 @@ mod openapi;
 mod operators;
 /// The one request pipeline: the lean stream path and HTTP/2 handled alike.
 mod pipeline;
+/// Push deliveries shared fairly: one client's 300 hanging receivers hold its own share of the
+/// delivery slots, and another client's delivery arrives within a second, in process and on
+/// Redis.
+mod push_shares;
 /// The reconciler: tasks of agents that do not push reach their final state in the ledger, on
 /// `/events` and in webhook deliveries, on the memory store and on Redis with two replicas
 /// (each check made once, by one replica); and a restarted agent with a new `agent_id`
@@ -119,6 +128,9 @@ mod routes;
 mod scrape;
 /// The shortest path through the gateway: create a task, then read it back.
 mod smoke;
+/// A Redis at `maxmemory` refusing writes: 503 STORE_UNAVAILABLE on both protocols without
+/// Redis's words, not ready, counted, the alert firing in promtool, ready again by itself.
+mod store_refusal;
 /// Task event streams: shared upstreams, numbered events with replay, parsing, pings,
 /// reconnects, the end of a task, slow consumers, and `/events`.
 mod streams;

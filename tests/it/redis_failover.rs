@@ -68,7 +68,7 @@ async fn a_cluster_master_failed_over_under_create_load_loses_nothing_acknowledg
 /// 400 creates through a gateway on `redis`, 8 at a time, about 100 a second, with a
 /// subscriber; after the first 100, `fail` breaks Redis and mends it (it returns what must
 /// stay alive until the end). Every create answered 2xx is recorded and its webhook delivered;
-/// every create refused (503 UNAVAILABLE, Retry-After) never reached the agent.
+/// every create refused (503 STORE_UNAVAILABLE, Retry-After) never reached the agent.
 async fn under_load<F, Fut, Keep>(redis: RedisConfig, fail: F)
 where
     F: FnOnce() -> Fut,
@@ -113,7 +113,7 @@ where
                                 accepted.lock().expect("lock").push((id, mark));
                             }
                             503 => {
-                                assert_eq!(res.error_code(), "UNAVAILABLE", "{res:?}");
+                                assert_eq!(res.error_code(), "STORE_UNAVAILABLE", "{res:?}");
                                 assert_eq!(res.header("retry-after"), Some("1"), "{res:?}");
                                 refused.fetch_add(1, Ordering::Relaxed);
                             }
@@ -282,7 +282,7 @@ async fn wait_replicas_holds_answers_until_a_replica_has_the_write() {
     let held = a.task_ids().len();
     let refused = g.http.post_task("a").await;
     assert_eq!(refused.status, 503, "{refused:?}");
-    assert_eq!(refused.error_code(), "UNAVAILABLE");
+    assert_eq!(refused.error_code(), "STORE_UNAVAILABLE");
     assert_eq!(
         a.task_ids().len(),
         held,

@@ -209,6 +209,92 @@ async fn both_backends_behave_alike() {
     behaviour(&MemoryLedger::new(1000, Duration::from_secs(60), evictions)).await;
 }
 
+/// File bindings (issue 43) in both stores: an opaque id per (task, URL), the same each time
+/// and, on Redis, on every replica; another task's or another URL's is another id; what an id
+/// is bound to reads back; a final task's binding expires with the retention, a live one's
+/// does not; an id never bound is nothing.
+#[tokio::test]
+async fn file_bindings_behave_alike_in_both_stores() {
+    use a2a_gateway::ledger::FileScope;
+    let r = RedisServer::start();
+    let short = Duration::from_millis(300);
+    let (one, two) = (redis_ledger(&r, short).await, redis_ledger(&r, short).await);
+    let evictions = a2a_gateway::ledger::Evictions::unregistered();
+    let memory = MemoryLedger::new(1000, short, evictions);
+    let live = |task| FileScope {
+        agent: "a",
+        task: Some(task),
+        owner: None,
+        live: true,
+    };
+    let urls = vec![
+        "http://127.0.0.1:18103/files/secret.bin".to_owned(),
+        "HTTP://LOCALHOST:18103/files/other.bin".to_owned(),
+    ];
+    for (l, replica) in [
+        (&one as &dyn TaskLedger, &two as &dyn TaskLedger),
+        (&memory, &memory),
+    ] {
+        let ids = l.bind_files(live("a/t1"), &urls).await.expect("bound");
+        assert_eq!(ids.len(), 2);
+        assert_ne!(ids[0], ids[1]);
+        assert!(ids.iter().all(|id| !id.contains("18103")), "{ids:?}");
+        assert_eq!(
+            replica
+                .bind_files(live("a/t1"), &urls)
+                .await
+                .expect("bound"),
+            ids,
+            "the same on every replica, every time"
+        );
+        let other = l.bind_files(live("a/t2"), &urls[..1]).await.expect("bound");
+        assert_ne!(other[0], ids[0], "another task, another id");
+        let got = replica.file(&ids[0]).await.expect("read").expect("bound");
+        assert_eq!(
+            (
+                &*got.agent,
+                got.task.as_deref(),
+                got.owner.as_deref(),
+                &*got.url
+            ),
+            ("a", Some("a/t1"), None, urls[0].as_str())
+        );
+        let taskless = FileScope {
+            agent: "a",
+            task: None,
+            owner: Some("alice"),
+            live: true,
+        };
+        let mine = l.bind_files(taskless, &urls[..1]).await.expect("bound");
+        let got = l.file(&mine[0]).await.expect("read").expect("bound");
+        assert_eq!((got.task, got.owner.as_deref()), (None, Some("alice")));
+        let done = l
+            .bind_files(
+                FileScope {
+                    live: false,
+                    ..live("a/t3")
+                },
+                &urls[..1],
+            )
+            .await
+            .expect("bound");
+        assert!(l.file(&done[0]).await.expect("read").is_some());
+        wait_for("a final task's binding expires", || async {
+            l.file(&done[0]).await.expect("read").is_none()
+        })
+        .await;
+        assert!(
+            l.file(&ids[1]).await.expect("read").is_some(),
+            "a live task's stays"
+        );
+        assert!(l
+            .file("AAAAAAAAAAAAAAAAAAAAAA")
+            .await
+            .expect("read")
+            .is_none());
+    }
+}
+
 #[tokio::test]
 async fn terminal_tasks_expire_after_the_retention() {
     let r = RedisServer::start();
@@ -372,7 +458,7 @@ async fn replicas_share_the_ledger() {
 
 /// Redis killed: the create that finds it gone after its agent accepted is passed on marked
 /// `pending` (a 503 would make the client create it twice), and the creates after it are
-/// refused with 503 UNAVAILABLE and Retry-After before their agent is called; routes that need
+/// refused with 503 STORE_UNAVAILABLE and Retry-After before their agent is called; routes that need
 /// the ledger answer 503 (not a hang, not a panic). Redis back, empty: the gateway serves again
 /// without a restart, and the pending task is recorded in the background.
 #[tokio::test]
@@ -395,7 +481,7 @@ async fn a_redis_restarted_empty_is_survived_without_a_restart() {
     for _ in 0..5 {
         let refused = g.http.post_json("/agents/scripts/tasks", &body).await;
         assert_eq!(refused.status, 503, "{refused:?}");
-        assert_eq!(refused.error_code(), "UNAVAILABLE");
+        assert_eq!(refused.error_code(), "STORE_UNAVAILABLE");
         assert_eq!(refused.header("retry-after"), Some("1"));
     }
     assert_eq!(
@@ -405,7 +491,7 @@ async fn a_redis_restarted_empty_is_survived_without_a_restart() {
     );
     let read = g.http.get(&format!("/tasks/{id}")).await;
     assert_eq!(read.status, 503, "{read:?}");
-    assert_eq!(read.error_code(), "UNAVAILABLE");
+    assert_eq!(read.error_code(), "STORE_UNAVAILABLE");
     let ready = g.http.get("/readyz").await;
     assert_eq!(ready.status, 503, "{ready:?}");
     r.restart_empty();

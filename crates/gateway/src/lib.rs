@@ -302,6 +302,7 @@ impl Gateway {
                 fleet_totals: fleet_totals.clone(),
                 poller: poller.clone(),
                 samples: samples.clone(),
+                local_addr: addr,
             };
             let state = Arc::new(ArcSwap::from_pointee(state));
             states.push(state.clone());

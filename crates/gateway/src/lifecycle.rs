@@ -100,6 +100,7 @@ impl Gateway {
                 "webhooks (other than allow)",
                 new.webhooks.retry_waits_secs() == old.webhooks.retry_waits_secs()
                     && new.webhooks.concurrency == old.webhooks.concurrency
+                    && new.webhooks.per_client() == old.webhooks.per_client()
                     && new.webhooks.visibility_timeout == old.webhooks.visibility_timeout
                     && new.webhooks.max_queued == old.webhooks.max_queued
                     && new.webhooks.max_dead_letters == old.webhooks.max_dead_letters,

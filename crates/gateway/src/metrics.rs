@@ -207,7 +207,16 @@ pub struct RedisMetrics {
     /// `redis_reconnects_total`: times the store was marked up again after being marked down
     /// (Redis answered again after a failure).
     pub reconnects: IntCounter,
+    /// `store_errors_total{kind}`: failed store calls by kind (`store::Failure`).
+    pub store_errors: IntCounterVec,
+    /// Its series, each resolved once (and so exported at 0 from the start: an alert's rate
+    /// has a series before the first failure), in the order of [`STORE_ERROR_KINDS`].
+    pub errors: [IntCounter; 4],
 }
+
+/// The `kind` labels of `store_errors_total`, in the order of `store::Failure::ALL` (kept
+/// here as text: the store reports into these families, and metrics imports nothing above it).
+pub const STORE_ERROR_KINDS: [&str; 4] = ["oom", "readonly", "timeout", "other"];
 
 /// From queueing to a subscriber's 2xx: milliseconds when all is well, hours through retries.
 const DELIVERY_BUCKETS: &[f64] = &[
@@ -550,6 +559,13 @@ impl Metrics {
         if let Some(m) = self.redis.get() {
             return Ok(m.clone());
         }
+        let store_errors = IntCounterVec::new(
+            Opts::new(
+                n("store_errors_total"),
+                "Failed calls to the gateway's Redis, by kind: oom (at maxmemory, writes refused), readonly (a replica, writes refused), timeout, other.",
+            ),
+            &["kind"],
+        )?;
         let m = RedisMetrics {
             up: IntGauge::new(
                 n("redis_up"),
@@ -566,6 +582,8 @@ impl Metrics {
                 n("redis_reconnects_total"),
                 "Times the gateway's Redis was marked up again after being marked down (it answered again after a failure).",
             )?,
+            errors: STORE_ERROR_KINDS.map(|k| store_errors.with_label_values(&[k])),
+            store_errors,
         };
         let m = self.redis.get_or_init(|| m).clone();
         // Only the first registration succeeds; a racing second one finds them registered.
@@ -573,6 +591,7 @@ impl Metrics {
             Box::new(m.up.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(m.command_seconds.clone()),
             Box::new(m.reconnects.clone()),
+            Box::new(m.store_errors.clone()),
         ] {
             match self.registry.register(c) {
                 Ok(()) | Err(prometheus::Error::AlreadyReg) => {}

@@ -52,6 +52,9 @@ pub struct State {
     pub samples: Arc<crate::samples::Samples>,
     /// The A2A tasks with push configs this replica polls (their agents do not push).
     pub poller: Arc<crate::reconcile::Poller>,
+    /// The address the listener is bound to (`listen`, its port 0 resolved): the base of the
+    /// URLs the gateway writes where no request says one and `public_url` is unset.
+    pub local_addr: std::net::SocketAddr,
 }
 
 /// The whole-fleet part of `/api/fleet` (task counts, webhook queue, streams), kept for a

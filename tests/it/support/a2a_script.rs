@@ -2,7 +2,8 @@
 //! `/.well-known/agent-card.json` and a JSON-RPC endpoint at `/rpc`, whose every answer a test
 //! scripts — including the ones an honest agent never gives (another task's id, an unknown
 //! state, a 10 MB body, duplicate keys, a task reopened after it completed, no answer in time).
-//! It records every call it receives.
+//! It records every call it receives. A hostile test makes it serve files of its own at paths
+//! of its choice and put headers of its choice on every JSON-RPC answer.
 
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
@@ -66,10 +67,19 @@ fn full(b: impl Into<Bytes>) -> Out {
 /// The script: (method, params) to an answer.
 pub type Script = Arc<dyn Fn(&str, &Value) -> Answer + Send + Sync>;
 
+/// A file the agent serves on a GET of its path: status, headers, body.
+type Served = (u16, Vec<(String, String)>, Vec<u8>);
+
 struct Shared {
     card: Mutex<Value>,
     script: Script,
     calls: Mutex<Vec<Value>>,
+    /// Files by path (without the query).
+    files: Mutex<std::collections::HashMap<String, Served>>,
+    /// Headers put on every JSON-RPC answer.
+    headers: Mutex<Vec<(String, String)>>,
+    /// `METHOD /path?query` of every request received, in order.
+    requests: Mutex<Vec<String>>,
 }
 
 /// A running scripted agent (stopped when dropped).
@@ -115,6 +125,9 @@ impl ScriptedAgent {
             card: Mutex::new(card(&format!("{base}/rpc"))),
             script,
             calls: Mutex::new(Vec::new()),
+            files: Mutex::default(),
+            headers: Mutex::default(),
+            requests: Mutex::default(),
         });
         let s = shared.clone();
         let server = tokio::spawn(async move {
@@ -143,6 +156,32 @@ impl ScriptedAgent {
         *self.shared.card.lock().expect("lock") = card;
     }
 
+    /// Serve `body` (with `status` and `headers`) on a GET of `path`.
+    pub fn serve_file(&self, path: &str, status: u16, headers: &[(&str, &str)], body: &[u8]) {
+        let headers = headers
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        self.shared
+            .files
+            .lock()
+            .expect("lock")
+            .insert(path.to_owned(), (status, headers, body.to_vec()));
+    }
+
+    /// Put these headers on every JSON-RPC answer from now on.
+    pub fn set_headers(&self, headers: &[(&str, &str)]) {
+        *self.shared.headers.lock().expect("lock") = headers
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+    }
+
+    /// `METHOD /path?query` of every request received (the card's and files' too), in order.
+    pub fn requests(&self) -> Vec<String> {
+        self.shared.requests.lock().expect("lock").clone()
+    }
+
     /// Every JSON-RPC request received, as sent.
     pub fn calls(&self) -> Vec<Value> {
         self.shared.calls.lock().expect("lock").clone()
@@ -158,6 +197,39 @@ impl ScriptedAgent {
 }
 
 async fn handle(s: Arc<Shared>, req: Request<Incoming>) -> Result<Response<Out>, Infallible> {
+    let path = req.uri().path().to_owned();
+    let target = req.uri().path_and_query().map_or("/", |p| p.as_str());
+    s.requests
+        .lock()
+        .expect("lock")
+        .push(format!("{} {target}", req.method()));
+    if req.method() == hyper::Method::GET && path != "/.well-known/agent-card.json" {
+        let served = s.files.lock().expect("lock").get(&path).cloned();
+        let (status, headers, body) =
+            served.unwrap_or_else(|| (404, Vec::new(), b"no such file".to_vec()));
+        let mut res = Response::new(full(body));
+        *res.status_mut() = hyper::StatusCode::from_u16(status).expect("status");
+        for (k, v) in headers {
+            res.headers_mut().append(
+                hyper::header::HeaderName::from_bytes(k.as_bytes()).expect("name"),
+                hyper::header::HeaderValue::from_str(&v).expect("value"),
+            );
+        }
+        return Ok(res);
+    }
+    let extra = s.headers.lock().expect("lock").clone();
+    let mut res = rpc(&s, req).await?;
+    for (k, v) in extra {
+        res.headers_mut().append(
+            hyper::header::HeaderName::from_bytes(k.as_bytes()).expect("name"),
+            hyper::header::HeaderValue::from_str(&v).expect("value"),
+        );
+    }
+    Ok(res)
+}
+
+/// The card, or a JSON-RPC call answered as the script says.
+async fn rpc(s: &Arc<Shared>, req: Request<Incoming>) -> Result<Response<Out>, Infallible> {
     let path = req.uri().path().to_owned();
     let headers = req.headers().clone();
     let body = req

@@ -184,6 +184,14 @@ impl Caller {
             Caller::Client(c) => c.can(r),
         }
     }
+
+    /// Whether the caller reads agents' own texts (their error messages, a card's refusal):
+    /// the one rule of every route and protocol, `metrics` or `admin` (every caller where no
+    /// clients are configured). Others get an error's kind without the agent's words, which
+    /// may name its address, its hosts, its stack (docs/security.md).
+    pub fn reads_agents_texts(&self) -> bool {
+        self.can(Right::Metrics) || self.can(Right::Admin)
+    }
 }
 
 /// Why a request was not authenticated: the `reason` label of

@@ -137,6 +137,10 @@ pub struct WebhookConfig {
     pub timeout: Duration,
     /// Deliveries in flight at once, per gateway process.
     pub concurrency: usize,
+    /// One client's push deliveries in flight at once, per gateway process (each
+    /// `[[subscribers]]` entry a share of its own): a client whose receivers hang waits on its
+    /// own share, not on everyone's. `None`: a quarter of `concurrency` ([`WebhookConfig::per_client`]).
+    pub max_in_flight_per_client: Option<usize>,
     /// How long a delivery taken by a worker may stay unacknowledged before another worker
     /// takes it over (the first is presumed dead). Longer than `timeout`.
     #[serde(rename = "visibility_timeout_secs", deserialize_with = "de::secs")]
@@ -157,6 +161,7 @@ impl Default for WebhookConfig {
             max_attempts: None,
             timeout: Duration::from_secs(15),
             concurrency: 64,
+            max_in_flight_per_client: None,
             visibility_timeout: Duration::from_secs(60),
             max_queued: 1_000_000,
             max_dead_letters: 100_000,
@@ -165,6 +170,14 @@ impl Default for WebhookConfig {
 }
 
 impl WebhookConfig {
+    /// One client's (or one subscriber's) deliveries in flight at most: the key, or a quarter
+    /// of `concurrency` (at least 1) when it is not given.
+    pub fn per_client(&self) -> usize {
+        self.max_in_flight_per_client
+            .unwrap_or(self.concurrency / 4)
+            .max(1)
+    }
+
     /// The waits between attempts, in seconds, after `max_attempts` is applied (more attempts
     /// than the schedule has repeat its last wait; fewer cut it short).
     pub fn retry_waits_secs(&self) -> Vec<u64> {

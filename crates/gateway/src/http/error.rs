@@ -16,8 +16,10 @@ use crate::limits::{AgentRefused, RateLimited, Refusal};
 use crate::protocol::json::JsonError;
 use crate::protocol::Violation;
 use crate::registry::NoCard;
+use crate::store::Failure;
 use crate::stream::StreamError;
 use crate::upstream::{AgentError, UpstreamError};
+use crate::webhook::queue::QueueError;
 
 /// The stable error codes; each one decides its HTTP status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,9 +55,12 @@ pub enum Code {
     NotFound,
     /// 405: the route exists, but not with this method; answered with `Allow`.
     MethodNotAllowed,
-    /// 503: the gateway cannot serve it now: its store failed, the webhook queue is full, or
-    /// streams are shutting down or out of room.
+    /// 503: the gateway cannot serve it now: the webhook queue is full, or streams are shutting
+    /// down or out of room.
     Unavailable,
+    /// 503: the gateway's store (Redis) failed, did not answer in time, or refuses writes
+    /// (out of memory, read-only); answered with `Retry-After` and none of the store's words.
+    StoreUnavailable,
     /// 401: no credentials, or credentials that name no client (a wrong key, a bad or expired
     /// JWT, a push without the agent's `ingest_token`, an admin call without `admin_token`);
     /// answered with `WWW-Authenticate: Bearer`.
@@ -96,7 +101,7 @@ pub enum Code {
 
 impl Code {
     /// Every code, in the order of the enum (the OpenAPI document's `ErrorCode` lists each).
-    pub const ALL: [Code; 29] = [
+    pub const ALL: [Code; 30] = [
         Code::InvalidJson,
         Code::InvalidRequest,
         Code::InputSchemaViolation,
@@ -113,6 +118,7 @@ impl Code {
         Code::NotFound,
         Code::MethodNotAllowed,
         Code::Unavailable,
+        Code::StoreUnavailable,
         Code::Unauthorized,
         Code::Forbidden,
         Code::TooManyStreams,
@@ -147,6 +153,7 @@ impl Code {
             Code::NotFound => "NOT_FOUND",
             Code::MethodNotAllowed => "METHOD_NOT_ALLOWED",
             Code::Unavailable => "UNAVAILABLE",
+            Code::StoreUnavailable => "STORE_UNAVAILABLE",
             Code::Unauthorized => "UNAUTHORIZED",
             Code::Forbidden => "FORBIDDEN",
             Code::TooManyStreams => "TOO_MANY_STREAMS",
@@ -161,6 +168,13 @@ impl Code {
             Code::TooManyTasks => "TOO_MANY_TASKS",
             Code::TooManyContexts => "TOO_MANY_CONTEXTS",
         }
+    }
+
+    /// Whether the code says the ledger did not take a record it was given (its store failed,
+    /// or the webhook queue is full) and may take it later: a task an agent made then is
+    /// answered `pending` and recorded in the background, not refused.
+    pub fn unrecorded(self) -> bool {
+        matches!(self, Code::StoreUnavailable | Code::Unavailable)
     }
 
     /// The HTTP status that goes with the code.
@@ -184,9 +198,11 @@ impl Code {
             Code::InvalidNotification | Code::IdempotencyKeyReused => {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
-            Code::AgentUnavailable | Code::Unavailable | Code::AgentBusy | Code::LedgerFull => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            Code::AgentUnavailable
+            | Code::Unavailable
+            | Code::StoreUnavailable
+            | Code::AgentBusy
+            | Code::LedgerFull => StatusCode::SERVICE_UNAVAILABLE,
             Code::AgentUnreachable | Code::AgentProtocolViolation => StatusCode::BAD_GATEWAY,
             Code::AgentTimeout => StatusCode::GATEWAY_TIMEOUT,
             Code::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
@@ -281,26 +297,46 @@ impl From<LedgerError> for ApiError {
     /// A full ledger (or its store of contexts) is 503 LEDGER_FULL (`Retry-After: 5`: live
     /// tasks finish and make room), a client at its `max_live_tasks` 429 TOO_MANY_TASKS
     /// (`Retry-After: 1`), at its `max_contexts` 429 TOO_MANY_CONTEXTS (`Retry-After: 60`: a
-    /// context frees itself only a retention after its last task); anything else 503
-    /// UNAVAILABLE.
+    /// context frees itself only a retention after its last task), a full webhook queue 503
+    /// UNAVAILABLE; a store failure 503 STORE_UNAVAILABLE ([`store_unavailable`]).
     fn from(e: LedgerError) -> ApiError {
         let (code, retry) = match e {
             LedgerError::Full | LedgerError::ContextsFull | LedgerError::ClientFull { .. } => {
-                (Code::LedgerFull, Some("5"))
+                (Code::LedgerFull, "5")
             }
-            LedgerError::TooManyTasks { .. } => (Code::TooManyTasks, Some("1")),
-            LedgerError::TooManyContexts { .. } => (Code::TooManyContexts, Some("60")),
-            LedgerError::Unavailable(_) | LedgerError::QueueFull => (Code::Unavailable, None),
+            LedgerError::TooManyTasks { .. } => (Code::TooManyTasks, "1"),
+            LedgerError::TooManyContexts { .. } => (Code::TooManyContexts, "60"),
+            LedgerError::QueueFull => return ApiError::new(Code::Unavailable, e.to_string()),
+            LedgerError::Store(f) => return store_unavailable(Some(f)),
+            LedgerError::Connect(_) => return store_unavailable(None),
         };
-        let error = ApiError::new(code, e.to_string());
-        match retry {
-            Some(secs) => error.with_header(
-                hyper::header::RETRY_AFTER,
-                hyper::header::HeaderValue::from_static(secs),
-            ),
-            None => error,
+        ApiError::new(code, e.to_string()).with_header(RETRY_AFTER, HeaderValue::from_static(retry))
+    }
+}
+
+impl From<QueueError> for ApiError {
+    /// The delivery queue's store failed (the admin routes): 503 STORE_UNAVAILABLE.
+    fn from(e: QueueError) -> ApiError {
+        match e {
+            QueueError::Store(f) => store_unavailable(Some(f)),
+            QueueError::Connect(_) => store_unavailable(None),
         }
     }
+}
+
+/// 503 STORE_UNAVAILABLE: the store failed with `failure` (or, before anything is asked of
+/// it, is known to refuse writes for that reason), or (`None`) is known down. The message is the gateway's, never the
+/// store's (whose text, naming scripts, lines and limits, is in the log). `Retry-After: 5` when
+/// Redis refuses writes (an operator frees memory or fails over: not a second's matter), else
+/// 1.
+pub fn store_unavailable(failure: Option<Failure>) -> ApiError {
+    let (message, retry) = match failure {
+        Some(f) if f.refuses_writes() => (format!("{f}; retry later"), "5"),
+        Some(f) => (format!("{f}; retry shortly"), "1"),
+        None => (Failure::Other.to_string() + "; retry shortly", "1"),
+    };
+    ApiError::new(Code::StoreUnavailable, message)
+        .with_header(RETRY_AFTER, HeaderValue::from_static(retry))
 }
 
 impl From<JsonError> for ApiError {
@@ -390,5 +426,50 @@ impl From<AgentRefused> for ApiError {
         ApiError::new(code, e.to_string())
             .with_header(RETRY_AFTER, HeaderValue::from(retry))
             .with_details(details)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_store_failure_is_store_unavailable_in_the_gateways_words() {
+        for (failure, retry) in [
+            (Failure::Oom, "5"),
+            (Failure::ReadOnly, "5"),
+            (Failure::Timeout, "1"),
+            (Failure::Other, "1"),
+        ] {
+            let from_ledger = ApiError::from(LedgerError::Store(failure));
+            let from_queue = ApiError::from(QueueError::Store(failure));
+            for e in [from_ledger, from_queue] {
+                assert_eq!(e.code, Code::StoreUnavailable);
+                assert_eq!(e.code.status(), StatusCode::SERVICE_UNAVAILABLE);
+                assert_eq!(
+                    e.message,
+                    format!(
+                        "{failure}; retry {}",
+                        if retry == "5" { "later" } else { "shortly" }
+                    )
+                );
+                let res = e.into_response();
+                assert_eq!(res.headers()[RETRY_AFTER], retry, "{failure:?}");
+            }
+        }
+        // A store known down before it is asked: the same code, a second to wait.
+        let down = store_unavailable(None);
+        assert_eq!(
+            (down.code, down.headers[0].1.to_str().ok()),
+            (Code::StoreUnavailable, Some("1"))
+        );
+    }
+
+    #[test]
+    fn a_full_webhook_queue_keeps_unavailable() {
+        let e = ApiError::from(LedgerError::QueueFull);
+        assert_eq!(e.code, Code::Unavailable);
+        assert!(e.code.unrecorded() && Code::StoreUnavailable.unrecorded());
+        assert!(!Code::LedgerFull.unrecorded());
     }
 }

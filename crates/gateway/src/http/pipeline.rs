@@ -42,7 +42,6 @@ use super::handlers::{admin, catalog, events, listing, probes, ui};
 use super::request::{request_id, Request, X_REQUEST_ID};
 use super::route::Route;
 use crate::auth::Caller;
-use crate::config::Right;
 use crate::state::State;
 use crate::telemetry::{self, semconv, Span, Telemetry};
 use opentelemetry::KeyValue;
@@ -121,7 +120,7 @@ pub async fn handle(state: &Arc<State>, conn: &Conn, req: Request) -> Response<B
     }
     // An agent's own error text reaches only clients that may read agents' errors.
     if let Some(e) = res.extensions().get::<AgentError>().cloned() {
-        if !(ctx.caller.can(Right::Metrics) || ctx.caller.can(Right::Admin)) {
+        if !ctx.caller.reads_agents_texts() {
             let agent = ctx.agent.as_ref().map_or("", |a| a.cfg.name.as_str());
             res = e.withheld(res, agent);
         }

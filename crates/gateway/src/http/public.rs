@@ -77,30 +77,11 @@ fn plain_host(h: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b".-:[]".contains(&b))
 }
 
-/// Where `url` points, if it is on `agent`'s configured origin: its path and query. Read as a
-/// browser reads it (WHATWG, the `url` crate), relative to the agent's URL: a path alone, a
-/// scheme-relative `//host/x`, backslashes, tabs, `127.1` and other spellings of the agent's
-/// host all land there. A URL that cannot be read at all counts as the agent's: the gateway
-/// would rather rewrite or refuse it than pass on what a client might resolve to the agent.
-fn on_agent(agent: &Agent, url: &str) -> Option<String> {
-    let base = url::Url::parse(&agent.cfg.url).ok()?;
-    let Ok(to) = base.join(url.trim()) else {
-        return Some(String::new());
-    };
-    let host = |u: &url::Url| {
-        u.host_str()
-            .map(|h| h.trim_end_matches('.').to_ascii_lowercase())
-    };
-    let same = to.scheme() == base.scheme()
-        && host(&to) == host(&base)
-        && to.port_or_known_default() == base.port_or_known_default();
-    if !same {
-        return None;
-    }
-    Some(match to.query() {
-        Some(q) => format!("{}?{q}", to.path()),
-        None => to.path().to_owned(),
-    })
+/// Where `url` points, if it is on `agent`'s configured origin: its path and query (empty for
+/// a URL that cannot be read, which counts as the agent's). Read as a browser reads it, with the
+/// loopback names as one host: see [`crate::protocol::origin`].
+pub(crate) fn on_agent(agent: &Agent, url: &str) -> Option<String> {
+    crate::protocol::origin::Origin::parse(&agent.cfg.url)?.path_of(url)
 }
 
 /// The `content` of each `file` artifact of a list that is on the agent's origin, rewritten to

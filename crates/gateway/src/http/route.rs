@@ -313,6 +313,7 @@ fn a2a_template(tail: &str) -> &'static str {
         (Some("message:send"), None, ..) => "/agents/{name}/message:send",
         (Some("message:stream"), None, ..) => "/agents/{name}/message:stream",
         (Some("extendedAgentCard"), None, ..) => "/agents/{name}/extendedAgentCard",
+        (Some("files"), Some(_), None, ..) => "/agents/{name}/files/{file_id}",
         (Some("tasks"), None, ..) => "/agents/{name}/tasks",
         (Some("tasks"), Some(_), Some("pushNotificationConfigs"), None, _) => {
             "/agents/{name}/tasks/{task_id}/pushNotificationConfigs"
@@ -337,7 +338,7 @@ fn a2a_template(tail: &str) -> &'static str {
 /// agent.
 /// `/agents/{name}/tasks` is both: ListTasks (GET) on an A2A agent, a create (POST) on a
 /// Clawpedia agent.
-pub const A2A_TEMPLATES: [(&str, &[&str]); 11] = [
+pub const A2A_TEMPLATES: [(&str, &[&str]); 12] = [
     ("/agents/{name}/.well-known/agent-card.json", &["GET"]),
     ("/agents/{name}/tasks", &["GET"]),
     ("/agents/{name}/agent-card.json", &["GET"]),
@@ -354,6 +355,7 @@ pub const A2A_TEMPLATES: [(&str, &[&str]); 11] = [
         &["GET", "DELETE"],
     ),
     ("/agents/{name}/extendedAgentCard", &["GET"]),
+    ("/agents/{name}/files/{file_id}", &["GET"]),
     ("/a2a", &["POST"]),
 ];
 
@@ -368,6 +370,7 @@ pub fn instantiate_a2a(template: &str) -> String {
         .replace("{name}", A2A_TEST_AGENT)
         .replace("{task_id}", "t%2F1:x")
         .replace("{config_id}", "cfg-1")
+        .replace("{file_id}", "f_1-AbC")
 }
 
 /// Every path template of the router (each route's [`Route::template`]), in the order of the

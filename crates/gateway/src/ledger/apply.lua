@@ -65,6 +65,14 @@ local function relist(st, ag, ow, cx, id, score, expiry)
   end
   if score then redis.call('ZADD', KEYS[4] .. 'lsx', expiry, member)
   else redis.call('ZREM', KEYS[4] .. 'lsx', member) end
+  -- A context's set (one per context: as many as conversations) lives no longer than its
+  -- latest task: a conversation whose tasks expired leaves no key, listed or not.
+  if score and cx ~= '' then
+    local k = LS .. 'c:' .. ag .. ':' .. cx
+    local left = redis.call('PTTL', k)
+    local want = expiry - tonumber(ARGV[5])
+    if left < want then redis.call('PEXPIRE', k, math.max(want, 1)) end
+  end
 end
 local function score_of(updated_ms) return string.format('%d', -tonumber(updated_ms)) end
 
@@ -169,12 +177,17 @@ else
   redis.call('ZADD', quiet, now, ARGV[8])
 end
 redis.call('ZREMRANGEBYSCORE', quiet, '-inf', now - tonumber(ARGV[7]))
+-- The listing index of tasks that expired, a few places at each change (sweep.lua, prepended
+-- to this script): it shrinks as tasks expire whether or not anyone lists.
+sweep_listing(KEYS[4], now, 4)
 if owner ~= '' then
   local live = KEYS[4] .. 'live:' .. owner
   if TERMINAL[status] then
     redis.call('ZREM', live, ARGV[8])
   else
     redis.call('ZADD', live, now + ttl, ARGV[8])
+    -- Its newest member's expiry (the live ttl is one constant): a client gone leaves none.
+    redis.call('PEXPIRE', live, ttl)
   end
   -- Tasks of this client that expired while live.
   redis.call('ZREMRANGEBYSCORE', live, '-inf', now)

@@ -22,6 +22,9 @@ local function expire_at(ms)
   redis.call('HSET', KEYS[1], 'exp', ms)
   redis.call('PEXPIREAT', KEYS[1], ms)
   redis.call('ZADD', KEYS[2], ms, KEYS[1])
+  -- The owner's zset lives as long as its latest claim: a client gone leaves none.
+  local last = redis.call('ZREVRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+  if last[2] then redis.call('PEXPIREAT', KEYS[2], math.max(tonumber(last[2]), ms)) end
 end
 
 local op = ARGV[1]

@@ -19,31 +19,8 @@ local now, n = tonumber(ARGV[1]), tonumber(ARGV[2])
 local scope, upper, ctx, cs, ck = ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 local upper_n = tonumber(upper)
 
--- Places due to expire (a bounded batch per call), judged against the task as it is now: the
--- place of a task whose hash still lives (the caller's clock ahead of the server's) is kept and
--- due again when the hash is; a place the task no longer has (its hash expired, or it was
--- recorded again elsewhere since) leaves the sets the task is not in now.
-local gone = redis.call('ZRANGEBYSCORE', P .. 'lsx', '-inf', now, 'LIMIT', 0, 10000)
-for _, m in ipairs(gone) do
-  local st, ag, ow, cx, id = string.match(m, '^([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n(.*)$')
-  if st then
-    local tk = P .. 'task:' .. id
-    local cur = redis.call('HMGET', tk, 'status', 'agent', 'owner', 'ctx')
-    local same = cur[1] == st and cur[2] == ag
-    if same and (cur[3] or '') == ow and (cur[4] or '') == cx then
-      redis.call('ZADD', P .. 'lsx', now + math.max(redis.call('PTTL', tk), 1000), m)
-    else
-      if not same then redis.call('ZREM', LS .. '*:' .. ag .. ':' .. st, id) end
-      if ow ~= '' then redis.call('ZREM', LS .. 'o:' .. ow .. ':' .. ag .. ':' .. st, id) end
-      if cx ~= '' and not (cur[2] == ag and (cur[4] or '') == cx) then
-        redis.call('ZREM', LS .. 'c:' .. ag .. ':' .. cx, id)
-      end
-      redis.call('ZREM', P .. 'lsx', m)
-    end
-  else
-    redis.call('ZREM', P .. 'lsx', m)
-  end
-end
+-- Places of expired tasks dropped first (sweep.lua, prepended to this script).
+sweep_listing(P, now, 10000)
 
 -- With a context, the sets are the context's (every owner's, every state): each task is asked
 -- for its state (one of those listed) and, for one owner's scope, its owner.

@@ -33,6 +33,7 @@ use crate::webhook::queue::{MemoryQueue, Outbox};
 mod announce;
 mod bounds;
 mod contexts;
+mod files;
 mod index;
 mod listing;
 mod outbox;
@@ -143,6 +144,8 @@ pub struct MemoryLedger {
     /// Blocking messages' inline push configs awaiting the agent's first push
     /// ([`TaskLedger::put_send`]).
     sends: sends::Sends,
+    /// File bindings ([`TaskLedger::bind_files`]), bounded like the artifact index.
+    files: files::Files,
 }
 
 fn lock(m: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
@@ -174,6 +177,7 @@ impl MemoryLedger {
             keys: MemoryKeys::new(max_tasks),
             contexts: contexts::Contexts::new(max_tasks, retention),
             sends: sends::Sends::new(MAX_SENDS),
+            files: files::Files::new(max_tasks, usize::MAX),
         }
     }
 
@@ -197,6 +201,7 @@ impl MemoryLedger {
         self.max_bytes = max_bytes.max(1);
         // Stored answers are mostly copies of task documents: a quarter of the budget on top.
         self.keys = self.keys.with_byte_budget(max_bytes / 4);
+        self.files.max_bytes = (max_bytes / 16).max(1);
         self
     }
 
@@ -455,6 +460,13 @@ impl TaskLedger for MemoryLedger {
         Box::pin(std::future::ready(Ok(self.push_configs_now(task_id))))
     }
 
+    fn push_configs_and_owner<'a>(
+        &'a self,
+        task_id: &'a str,
+    ) -> LedgerFuture<'a, super::PushAudience> {
+        Box::pin(std::future::ready(Ok(self.push_audience_now(task_id))))
+    }
+
     fn put_push_config<'a>(
         &'a self,
         task_id: &'a str,
@@ -567,6 +579,19 @@ impl TaskLedger for MemoryLedger {
             .filter(|(_, at)| *at > now)
             .map(|(a, _)| a.clone());
         Box::pin(std::future::ready(Ok(found)))
+    }
+
+    fn bind_files<'a>(
+        &'a self,
+        scope: super::FileScope<'a>,
+        urls: &'a [String],
+    ) -> LedgerFuture<'a, Vec<String>> {
+        let ids = self.files.bind(&scope, urls, self.retention);
+        Box::pin(std::future::ready(Ok(ids)))
+    }
+
+    fn file<'a>(&'a self, id: &'a str) -> LedgerFuture<'a, Option<super::FileRef>> {
+        Box::pin(std::future::ready(Ok(self.files.get(id))))
     }
 
     fn admit<'a>(

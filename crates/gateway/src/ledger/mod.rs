@@ -6,6 +6,7 @@
 //! where the record lives (this process, or Redis for many replicas), never in the rule.
 
 pub mod changes;
+pub mod files;
 pub mod idempotency;
 mod keymap;
 pub mod listing;
@@ -14,6 +15,7 @@ pub mod push;
 mod redis;
 
 pub use self::redis::RedisLedger;
+pub use files::{FileRef, FileScope};
 pub use idempotency::{Answer, Claim, Fingerprint, CONTEXT_SCOPE};
 pub use memory::{Evictions, MemoryLedger};
 
@@ -87,12 +89,25 @@ pub enum PushPut {
     NoTask,
 }
 
+/// A task's push configs (stored form, as [`TaskLedger::push_configs`]) and its owner.
+#[derive(Debug, Default, Clone)]
+pub struct PushAudience {
+    /// The configs.
+    pub configs: Vec<Bytes>,
+    /// The client whose task it is (`None`: no owner, as without clients).
+    pub owner: Option<Arc<str>>,
+}
+
 /// Why the ledger could not apply or read.
 #[derive(Debug, thiserror::Error)]
 pub enum LedgerError {
-    /// The store could not be reached or answered wrongly.
+    /// The store failed, refused the write, or answered wrongly: of what kind, never with the
+    /// store's own words (those are logged where the failure is classified).
     #[error("task ledger unavailable: {0}")]
-    Unavailable(String),
+    Store(crate::store::Failure),
+    /// No store could be made or connected (`RedisLedger::connect`, for tools and tests).
+    #[error("task ledger unavailable: {0}")]
+    Connect(#[from] crate::store::StoreError),
     /// The change would queue more webhook deliveries than `webhooks.max_queued` allows; it is
     /// not recorded (the agent may send it again later).
     #[error("webhook delivery queue is full (webhooks.max_queued); status change not recorded")]
@@ -205,6 +220,12 @@ pub trait TaskLedger: Send + Sync + 'static {
         true
     }
 
+    /// Why the store refuses writes, while it does (Redis at `maxmemory`, or read-only): the
+    /// ledger is then not [`available`](TaskLedger::available) although its store answers.
+    fn refusing(&self) -> Option<crate::store::Failure> {
+        None
+    }
+
     /// Judge `head` against the record of `task_id` and store `task` if accepted.
     ///
     /// `owner` is the client whose create this is the answer to (`None` for every other kind
@@ -251,6 +272,19 @@ pub trait TaskLedger: Send + Sync + 'static {
     ) -> LedgerFuture<'a, ()>;
     /// The agent that listed this artifact, and the task it was listed under.
     fn artifact<'a>(&'a self, artifact_id: &'a str) -> LedgerFuture<'a, Option<ArtifactRef>>;
+    /// Bind each of `urls` (file URLs an agent named on its own origin) under `scope`: the
+    /// opaque id of each, in order ([`files::file_id`] under the store's key: the same on every
+    /// replica, the same each time). Kept bounded like the artifact index (`max_tasks` in
+    /// process) and expiring with the task: a final task's after the retention, a live one's
+    /// with it (30 days on Redis, refreshed by every binding; in process, evicted oldest
+    /// first); a message's outside any task after the retention.
+    fn bind_files<'a>(
+        &'a self,
+        scope: FileScope<'a>,
+        urls: &'a [String],
+    ) -> LedgerFuture<'a, Vec<String>>;
+    /// What file `id` is bound to, if it is still held.
+    fn file<'a>(&'a self, id: &'a str) -> LedgerFuture<'a, Option<FileRef>>;
     /// Whether a new task may be created now, asked before its agent is called: `owner` (the
     /// creating client, if any) holds fewer than its `bounds.max_live` tasks that are not final
     /// ([`LedgerError::TooManyTasks`]), its live tasks and one of about `bytes` fit in its
@@ -333,6 +367,10 @@ pub trait TaskLedger: Send + Sync + 'static {
     /// (`protocol::a2a::push::PushConfig`), in the store's order (oldest first in process, by
     /// id on Redis); none for an unknown task.
     fn push_configs<'a>(&'a self, task_id: &'a str) -> LedgerFuture<'a, Vec<Bytes>>;
+    /// [`TaskLedger::push_configs`] and the task's owner, in one read: what the delivery
+    /// worker asks at every push attempt, to find the config and the client whose share of
+    /// the deliveries in flight it takes (`webhook::share`).
+    fn push_configs_and_owner<'a>(&'a self, task_id: &'a str) -> LedgerFuture<'a, PushAudience>;
     /// Store push config `id` of a recorded task (replacing one of the same id), at most `max`
     /// per task; it lives and expires with the task, and from the next accepted change on,
     /// each change is queued for it in the same atomic step that records the change.

@@ -33,6 +33,7 @@ use applied::applied;
 
 mod applied;
 mod contexts;
+mod files;
 mod keys;
 mod listing;
 mod push;
@@ -59,14 +60,25 @@ pub struct RedisLedger {
     send: Script,
     /// Official A2A context claims ([`context.lua`](context.lua)).
     context: Script,
+    /// The key of the file ids every replica shares, once read (`files.rs`).
+    file_ids: files::IdsKey,
     outbox: Option<Arc<Outbox>>,
     /// The command the apply script publishes changes with: `SPUBLISH` (sharded pub/sub, to
     /// the partition's shard only) on a cluster, `PUBLISH` on one node.
     publish: &'static str,
 }
 
-fn unavailable(e: redis::RedisError) -> LedgerError {
-    LedgerError::Unavailable(format!("redis: {e}"))
+/// A reply of one of the ledger's scripts that the gateway cannot read (a bug, or a script of
+/// another version): logged with the script's name, answered as the store's failure.
+pub(super) fn bad_reply(script: &str) -> LedgerError {
+    tracing::error!(script, "unexpected reply from a ledger script in Redis");
+    LedgerError::Store(crate::store::Failure::Other)
+}
+
+/// A script that sweeps the listing index: [`sweep.lua`](sweep.lua) before it (a Redis script
+/// cannot include another).
+fn with_sweep(script: &str) -> String {
+    format!("{}\n{script}", include_str!("sweep.lua"))
 }
 
 /// A duration in whole milliseconds, at least 1 (PEXPIRE refuses 0).
@@ -125,13 +137,14 @@ impl RedisLedger {
             },
             store,
             retention,
-            apply: Script::new(include_str!("apply.lua")),
+            apply: Script::new(&with_sweep(include_str!("apply.lua"))),
             lease: Script::new(include_str!("lease.lua")),
             keys: Script::new(include_str!("idempotency.lua")),
-            list: Script::new(include_str!("list.lua")),
+            list: Script::new(&with_sweep(include_str!("list.lua"))),
             push: Script::new(include_str!("push.lua")),
             send: Script::new(include_str!("send.lua")),
             context: Script::new(include_str!("context.lua")),
+            file_ids: files::IdsKey::new(),
             outbox: None,
         }
     }
@@ -148,11 +161,8 @@ impl RedisLedger {
             prefix: prefix.to_owned(),
             ..crate::config::RedisConfig::default()
         };
-        let store = Store::new(&config).map_err(|e| LedgerError::Unavailable(e.to_string()))?;
-        store
-            .connect_now()
-            .await
-            .map_err(|e| LedgerError::Unavailable(e.to_string()))?;
+        let store = Store::new(&config)?;
+        store.connect_now().await?;
         Ok(RedisLedger::new(store, retention))
     }
 
@@ -200,7 +210,7 @@ impl RedisLedger {
                 }
             })
             .await
-            .map_err(unavailable)
+            .map_err(|e| LedgerError::Store(store.failed(&e)))
     }
 
     /// The replication fence of a write to `key` (only with `wait_replicas`: no allocation
@@ -219,7 +229,10 @@ impl RedisLedger {
         F: Fn(Conn) -> Fut,
         Fut: std::future::Future<Output = StoreResult<T>>,
     {
-        self.store.idempotent(call).await.map_err(unavailable)
+        self.store
+            .idempotent(call)
+            .await
+            .map_err(|e| LedgerError::Store(self.store.failed(&e)))
     }
 
     async fn apply_inner(
@@ -389,6 +402,13 @@ impl TaskLedger for RedisLedger {
         Box::pin(self.push_configs_inner(task_id))
     }
 
+    fn push_configs_and_owner<'a>(
+        &'a self,
+        task_id: &'a str,
+    ) -> LedgerFuture<'a, super::PushAudience> {
+        Box::pin(self.push_audience_inner(task_id))
+    }
+
     fn put_push_config<'a>(
         &'a self,
         task_id: &'a str,
@@ -550,6 +570,18 @@ impl TaskLedger for RedisLedger {
         })
     }
 
+    fn bind_files<'a>(
+        &'a self,
+        scope: super::FileScope<'a>,
+        urls: &'a [String],
+    ) -> LedgerFuture<'a, Vec<String>> {
+        Box::pin(self.bind_files_inner(scope, urls))
+    }
+
+    fn file<'a>(&'a self, id: &'a str) -> LedgerFuture<'a, Option<super::FileRef>> {
+        Box::pin(self.file_inner(id))
+    }
+
     fn claim_key<'a>(
         &'a self,
         scope: &'a str,
@@ -626,6 +658,10 @@ impl TaskLedger for RedisLedger {
     }
 
     fn available(&self) -> bool {
-        self.store.is_up()
+        self.store.writable()
+    }
+
+    fn refusing(&self) -> Option<crate::store::Failure> {
+        self.store.refusing()
     }
 }

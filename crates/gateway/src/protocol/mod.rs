@@ -22,6 +22,7 @@ pub mod clawpedia;
 pub mod digest;
 pub mod json;
 pub mod node;
+pub mod origin;
 pub mod sse;
 pub mod task;
 pub mod time;

@@ -107,6 +107,14 @@ impl<'a> Members<'a> {
         self.items.iter().find(|(k, _)| k == key).map(|(_, v)| v)
     }
 
+    /// The value of `key`, to change (its key stays).
+    pub fn get_node_mut(&mut self, key: &str) -> Option<&mut Node<'a>> {
+        self.items
+            .iter_mut()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v)
+    }
+
     /// How many members.
     pub fn len(&self) -> usize {
         self.items.len()

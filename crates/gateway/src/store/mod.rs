@@ -7,6 +7,14 @@
 //! refused before their agent is called, see `http::handlers::tasks`) and a ping every
 //! [`PING_DOWN`] marks it up again as soon as Redis answers.
 //!
+//! A Redis that answers but refuses writes (`OOM` at `maxmemory` with `noeviction`, `READONLY`
+//! on a node demoted to replica) is not down, and a ping says nothing of it: such a failure
+//! marks the store *refusing* ([`Store::refusing`]), which `/readyz` and the creates read like
+//! down, and a probe write into every partition every [`PING_DOWN`] ([`Store::probe`]) clears
+//! it once every one succeeds. Every failed call is classified once, in [`Store::failed`]: its
+//! kind ([`Failure`]) is what the ledger and the queue return and what
+//! `a2a_gateway_store_errors_total{kind}` counts; the server's text goes to the log only.
+//!
 //! Where each key lives is [`keyspace`]'s business.
 
 mod conn;
@@ -14,7 +22,7 @@ mod error;
 pub mod keyspace;
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -26,7 +34,7 @@ use tokio::sync::watch;
 
 pub use conn::{is_broken, Conn};
 use conn::{root_bundle, Link, TIMEOUT};
-pub use error::StoreError;
+pub use error::{Failure, StoreError};
 pub use keyspace::Keyspace;
 
 use crate::config::RedisConfig;
@@ -36,6 +44,13 @@ pub use crate::config::MAX_PARTITIONS;
 
 /// How often a store marked down pings Redis.
 const PING_DOWN: Duration = Duration::from_millis(250);
+
+/// How long a probe write lives: past a few probe rounds, so the keys never pile up.
+const PROBE_TTL_MS: u64 = 10_000;
+
+/// At most one warning per kind of failure this often (each failure is logged at debug): a
+/// Redis at `maxmemory` fails every write of every request.
+const FAILURE_LOG_EVERY_MS: i64 = 10_000;
 
 /// How long a worker waits after a failed attempt at its own connection before the next.
 const RETRY_OWN: Duration = Duration::from_secs(1);
@@ -81,6 +96,11 @@ pub struct Store {
     /// Set when the store was found unusable for good (data of the previous layout): every
     /// call fails with it.
     refused: OnceLock<String>,
+    /// Redis answers but refuses writes: 0 no, else 1 + the index of the [`Failure`] that
+    /// said so (see the module doc).
+    refusing: AtomicU8,
+    /// When each kind of failure was last warned about (unix ms), by [`Failure::ALL`] index.
+    warned: [AtomicI64; 4],
     /// The partitions of the keys.
     pub keys: Keyspace,
 }
@@ -137,6 +157,8 @@ impl Store {
             ever_up: AtomicBool::new(false),
             metrics: OnceLock::new(),
             refused: OnceLock::new(),
+            refusing: AtomicU8::new(0),
+            warned: Default::default(),
         }))
     }
 
@@ -165,6 +187,80 @@ impl Store {
     /// Connected, not marked down, not refused: calls are expected to succeed.
     pub fn is_up(&self) -> bool {
         self.up.load(Ordering::Acquire) && self.refused.get().is_none()
+    }
+
+    /// Up, and not refusing writes: a write is expected to succeed. What creates and
+    /// `/readyz` ask.
+    pub fn writable(&self) -> bool {
+        self.is_up() && self.refusing().is_none()
+    }
+
+    /// Why Redis refuses writes, while it does (an `OOM` or `READONLY` answer since the last
+    /// probe round that wrote everywhere).
+    pub fn refusing(&self) -> Option<Failure> {
+        match self.refusing.load(Ordering::Acquire) {
+            0 => None,
+            n => Failure::ALL.get(usize::from(n) - 1).copied(),
+        }
+    }
+
+    /// Classify a failed call: counted in `store_errors_total{kind}`, logged with the
+    /// server's text (a warning at most every [`FAILURE_LOG_EVERY_MS`] per kind), and, for a
+    /// refused write, the store marked refusing until a probe round writes everywhere. The
+    /// kind is all a caller keeps: nothing of Redis's own words reaches an answer.
+    pub fn failed(&self, e: &RedisError) -> Failure {
+        let kind = Failure::of(e);
+        let at = Failure::ALL.iter().position(|k| *k == kind).unwrap_or(3);
+        if let Some(m) = self.metrics.get() {
+            m.errors[at].inc();
+        }
+        if kind.refuses_writes() {
+            let was = self.refusing.swap(at as u8 + 1, Ordering::AcqRel);
+            if was == 0 {
+                tracing::warn!(redis = %self.name, kind = kind.as_str(), error = %e,
+                    "Redis refuses writes: not ready, creates refused (503 STORE_UNAVAILABLE) until a probe write succeeds");
+                self.warned[at].store(chrono::Utc::now().timestamp_millis(), Ordering::Relaxed);
+                return kind;
+            }
+        }
+        let now = chrono::Utc::now().timestamp_millis();
+        let last = self.warned[at].load(Ordering::Relaxed);
+        if now - last >= FAILURE_LOG_EVERY_MS
+            && self.warned[at]
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            tracing::warn!(redis = %self.name, kind = kind.as_str(), error = %e, "a Redis call failed");
+        } else {
+            tracing::debug!(redis = %self.name, kind = kind.as_str(), error = %e, "a Redis call failed");
+        }
+        kind
+    }
+
+    /// One probe round while the store refuses writes: a small key with a short expiry
+    /// written into every partition (so into every master of a cluster), in turn, stopping
+    /// at the first refusal (classified like any failure, so a refusing store counts about one
+    /// a round). Every write succeeding ends the refusal.
+    async fn probe(&self, conn: &Conn) {
+        let now = chrono::Utc::now().timestamp_millis();
+        for part in self.keys.parts() {
+            let mut c = conn.clone();
+            let wrote = redis::cmd("SET")
+                .arg(format!("{part}probe"))
+                .arg(now)
+                .arg("PX")
+                .arg(PROBE_TTL_MS)
+                .query_async::<()>(&mut c)
+                .await;
+            if let Err(e) = wrote {
+                self.failed(&e);
+                return;
+            }
+        }
+        if let Some(kind) = self.refusing() {
+            self.refusing.store(0, Ordering::Release);
+            tracing::info!(redis = %self.name, was = kind.as_str(), "Redis takes writes again: ready");
+        }
     }
 
     /// Why the store is refused for good, if it is.
@@ -307,7 +403,11 @@ impl Store {
                     }
                 }
             } else {
-                if !self.up.load(Ordering::Acquire) {
+                if self.up.load(Ordering::Acquire) && self.refusing().is_some() {
+                    if let Some(c) = self.shared.load_full() {
+                        let _ = tokio::time::timeout(TIMEOUT * 2, self.probe(&c)).await;
+                    }
+                } else if !self.up.load(Ordering::Acquire) {
                     if let Some(c) = self.shared.load_full() {
                         let mut c = (*c).clone();
                         // Up again when Redis answers, and, with `wait_replicas`, when that

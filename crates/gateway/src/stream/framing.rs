@@ -53,13 +53,15 @@ pub enum Ending {
     Draining,
     /// The agent's stream broke the protocol, or the agent went: why.
     Upstream(Arc<str>),
-    /// The agent ended its stream with an error of its own: relayed as it came.
+    /// The agent ended its stream with an error of its own: relayed as it came to a
+    /// subscriber that reads agents' texts, withheld from any other ([`A2aError::withheld`]).
     Agent(Arc<A2aError>),
 }
 
 impl Ending {
-    /// The error a subscriber reads.
-    pub fn error(&self) -> A2aError {
+    /// The error a subscriber reads: `agent_texts`, whether it may read the agent's own words;
+    /// `agent`, the agent's name.
+    pub fn error(&self, agent_texts: bool, agent: &str) -> A2aError {
         match self {
             Ending::Draining => ending(
                 DRAINING,
@@ -67,7 +69,8 @@ impl Ending {
                 "the gateway is draining its streams: subscribe to the task again",
             ),
             Ending::Upstream(why) => ending(UPSTREAM_ERROR, 502, why),
-            Ending::Agent(e) => (**e).clone(),
+            Ending::Agent(e) if agent_texts || !e.agents => (**e).clone(),
+            Ending::Agent(e) => e.withheld(agent),
         }
     }
 }
@@ -86,3 +89,29 @@ pub const UPSTREAM_ERROR: &str = "UPSTREAM_ERROR";
 pub const SLOW_CONSUMER: &str = "SLOW_CONSUMER";
 /// See [`DRAINING`].
 pub const ACCESS_REVOKED: &str = "ACCESS_REVOKED";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::a2a::ErrorKind;
+
+    /// An agent's error ending a stream reaches a subscriber that reads agents' texts as it
+    /// came, and any other withheld; the gateway's own endings are every subscriber's alike.
+    #[test]
+    fn an_agents_ending_is_withheld_from_a_subscriber_without_the_right() {
+        let own = A2aError::new(
+            ErrorKind::InternalError,
+            "crashed at http://127.0.0.1:18103/x",
+        )
+        .the_agents_own();
+        let e = Ending::Agent(Arc::new(own.clone()));
+        assert_eq!(e.error(true, "echo"), own);
+        let withheld = e.error(false, "echo");
+        assert_eq!(withheld.kind, ErrorKind::InternalError);
+        assert!(!withheld.message.contains("18103"), "{withheld:?}");
+        let framed = Framing::Rest.error(&withheld);
+        assert!(!String::from_utf8_lossy(&framed).contains("18103"));
+        let up = Ending::Upstream("it broke".into());
+        assert_eq!(up.error(false, "echo"), up.error(true, "echo"));
+    }
+}

@@ -539,6 +539,7 @@ impl Topic {
             done: false,
             snapshot_first,
             permit: None,
+            agent_texts: false,
         }
     }
 }

@@ -310,6 +310,10 @@ pub enum GuardError {
     /// A URL without a host.
     #[error("subscriber URL has no host")]
     NoHost,
+    /// A port that is no TCP port: 0, past 65535, or empty (`http://host:/`). Left alone,
+    /// `http`'s parser reads 65536 as no port at all, and the delivery would go to port 80.
+    #[error("URL port {0:?} is not a port: a port is 1 to 65535")]
+    Port(String),
     /// The host name could not be resolved.
     #[error("cannot resolve {host}: {source}")]
     Resolve {
@@ -461,7 +465,17 @@ impl UrlGuard {
         if host.is_empty() {
             return Err(GuardError::NoHost);
         }
-        Ok((host, authority.port_u16().unwrap_or(default_port)))
+        // What follows the host (no user info here) is the port, if anything: read here, not
+        // by `port_u16`, which takes an unparsable port for none.
+        let port = match authority.as_str()[authority.host().len()..].strip_prefix(':') {
+            None => default_port,
+            Some(p) => p
+                .parse::<u16>()
+                .ok()
+                .filter(|p| *p != 0)
+                .ok_or_else(|| GuardError::Port(p.to_owned()))?,
+        };
+        Ok((host, port))
     }
 }
 
@@ -769,6 +783,39 @@ mod tests {
             Err(GuardError::InvalidUrl(_))
         ));
         assert!(g.check_url("").is_err());
+    }
+
+    #[test]
+    fn ports_are_1_to_65535() {
+        let g = UrlGuard::default();
+        for (url, port) in [
+            ("http://example.com:1/", 1),
+            ("https://example.com:65535/x", 65535),
+            ("http://[2606:4700:4700::1111]:8443/x", 8443),
+            ("http://[2606:4700:4700::1111]/x", 80),
+            ("https://example.com/", 443),
+        ] {
+            let uri = g.check_url(url).unwrap_or_else(|e| panic!("{url}: {e}"));
+            assert_eq!(g.target(&uri).map(|t| t.1).ok(), Some(port), "{url}");
+        }
+        for (url, port) in [
+            ("http://example.com:0/hook", "0"),
+            ("http://example.com:65536/hook", "65536"),
+            ("https://8.8.8.8:99999/", "99999"),
+            ("http://[2606:4700:4700::1111]:0/x", "0"),
+        ] {
+            match g.check_url(url) {
+                Err(GuardError::Port(p)) => assert_eq!(p, port, "{url}"),
+                other => panic!("{url}: {other:?}"),
+            }
+        }
+        let e = g
+            .check_url("http://example.com:65536/")
+            .expect_err("refused");
+        assert_eq!(
+            e.to_string(),
+            "URL port \"65536\" is not a port: a port is 1 to 65535"
+        );
     }
 
     #[test]

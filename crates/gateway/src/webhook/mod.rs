@@ -4,7 +4,7 @@
 //! subscriber URLs and resolved addresses may be reached, and [`retry`] holds the schedule and
 //! the meaning of each response. Edge parts: [`queue`] is the durable queue behind one trait
 //! (Redis lanes, stream and scripts, or in process), [`send`] makes one attempt, and [`worker`]
-//! runs them. Every accepted task status change becomes one delivery per matching subscriber,
+//! runs them, each client's attempts in flight bounded by its [`share`]. Every accepted task status change becomes one delivery per matching subscriber,
 //! queued in the same atomic step that records it (the ledger's outbox), so a crash loses
 //! nothing and at worst delivers twice under the same `webhook-id` for receivers to
 //! deduplicate. Deliveries for one subscriber and task go out one at a time, in order. The
@@ -15,6 +15,7 @@ pub mod push;
 pub mod queue;
 pub mod retry;
 pub mod send;
+pub mod share;
 pub mod sign;
 pub mod worker;
 
@@ -147,5 +148,12 @@ mod config_tests {
             "listen = \"127.0.0.1:0\"\n[[agents]]\nname=\"a\"\nurl=\"http://x\"\n[webhooks]\nallow = [\"10.0.0.0/8\"]\n[[subscribers]]\nname=\"s\"\nurl=\"http://10.1.2.3/hook\"\n",
         );
         assert!(ok.is_ok(), "{ok:?}");
+        // A port that is no port is a problem at check-config, not a delivery to port 80.
+        let p = parse(
+            "listen = \"127.0.0.1:0\"\n[[agents]]\nname=\"a\"\nurl=\"http://x\"\n[[subscribers]]\nname=\"s\"\nurl=\"https://hooks.example.com:65536/x\"\n",
+        )
+        .expect_err("port");
+        assert_eq!(p[0].key, "subscribers[0].url");
+        assert!(p[0].message.contains("1 to 65535"), "{p:?}");
     }
 }

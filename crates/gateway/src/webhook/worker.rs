@@ -2,7 +2,9 @@
 //! never compete with client requests for a worker thread's attention.
 //!
 //! A reader takes ready jobs while there are free delivery slots (`webhooks.concurrency`); each
-//! job is one attempt at its lane's first message, then one atomic `finish`. The same loop
+//! job is one attempt at its lane's first message, then one atomic `finish`. An attempt also
+//! takes a place in its client's share (`webhooks.max_in_flight_per_client`, [`super::share`]):
+//! a job whose share is full gives its slot back and waits, spending no attempt. The same loop
 //! reclaims the jobs of workers presumed dead (held past the visibility timeout) every quarter
 //! of that timeout. Housekeeping runs beside it: due retries move back to the ready queue, and
 //! the set of disabled subscribers is refreshed.
@@ -14,9 +16,11 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
+use super::push::PushTarget;
 use super::queue::{DeliveryQueue, Finish, Finished, Job};
 use super::retry::{classify, Outcome, Schedule, MAX_DELAY};
 use super::send::{Attempt, Sender};
+use super::share::{Share, Shares};
 use crate::config::WebhookConfig;
 use crate::metrics::Metrics;
 use crate::telemetry::{self, semconv, Telemetry};
@@ -106,6 +110,8 @@ pub struct Worker {
     failures: Mutex<FailureLog>,
     /// Where A2A push configs are found (the ledger), when the gateway fronts A2A agents.
     push: Option<super::push::Directory>,
+    /// Each client's (and subscriber's) attempts in flight, against `max_in_flight_per_client`.
+    shares: Arc<Shares>,
 }
 
 impl Worker {
@@ -136,6 +142,7 @@ impl Worker {
             paused: Mutex::new(HashMap::new()),
             failures: Mutex::new(FailureLog::default()),
             push: None,
+            shares: Shares::new(cfg.per_client()),
         })
     }
 
@@ -365,7 +372,7 @@ impl Worker {
             return Err(());
         };
         match directory.config(&job.task_id, id).await {
-            Ok(Some(cfg)) => Ok(Target::Push(Box::new(cfg))),
+            Ok(Some(found)) => Ok(Target::Push(Box::new(found))),
             Ok(None) => {
                 // Deleted by its client, or gone with its task: nothing more is sent to it.
                 self.finish(job, Finish::Delivered).await;
@@ -426,6 +433,21 @@ impl Worker {
             self.retry_in(&job, wait, job.attempts).await;
             return;
         }
+        let share = match &target {
+            Target::Subscriber(_) => Share::Subscriber(job.subscriber.clone()),
+            Target::Push(t) => t.owner.clone().map_or(Share::Anonymous, Share::Client),
+        };
+        // Held until the attempt is finished: its client's place among the attempts in flight.
+        let _place = match self.shares.take(share, Instant::now()) {
+            Ok(place) => place,
+            Err(full) => {
+                // Not an attempt: the job waits for its own client's share, and its slot
+                // serves someone else's delivery now.
+                self.retry_in(&job, full.retry_in, job.attempts).await;
+                self.count(labels, "deferred");
+                return;
+            }
+        };
         if taken.elapsed() + self.timeout + Duration::from_secs(1) > self.visibility {
             // Too late to send within the visibility timeout: another worker may be taking the
             // job over now. Leave it to whoever holds it then.
@@ -447,7 +469,7 @@ impl Worker {
         });
         let attempt = match &target {
             Target::Subscriber(sub) => sender.send(sub, msg, span.as_deref()).await,
-            Target::Push(cfg) => sender.send_push(cfg, msg, span.as_deref()).await,
+            Target::Push(t) => sender.send_push(&t.config, msg, span.as_deref()).await,
         };
         if let Some(span) = span {
             match attempt.status {
@@ -476,7 +498,8 @@ impl Worker {
                     .observe(waited.max(0) as f64 / 1000.0);
             }
             Outcome::Disable => match (&target, &self.push) {
-                (Target::Push(cfg), Some(directory)) => {
+                (Target::Push(t), Some(directory)) => {
+                    let cfg = &t.config;
                     // A push config whose receiver is gone is removed from its task: the
                     // message goes to the dead letters, and nothing more is queued for it.
                     tracing::warn!(agent = labels.1, task_id = %job.task_id, config_id = %cfg.id, "push config receiver answered 410 Gone: config removed");
@@ -546,8 +569,8 @@ impl Worker {
 enum Target {
     /// A configured subscriber.
     Subscriber(Arc<super::send::Subscriber>),
-    /// An A2A push config of the job's task.
-    Push(Box<crate::protocol::a2a::push::PushConfig>),
+    /// An A2A push config of the job's task, with the task's owner.
+    Push(Box<PushTarget>),
 }
 
 /// The metric labels of a job: its subscriber (`a2a_push` for every A2A push config: one

@@ -600,6 +600,32 @@ mod tests {
     }
 
     #[test]
+    fn a_clients_share_of_the_deliveries_defaults_to_a_quarter_and_is_bounded() {
+        let base = "listen = \"127.0.0.1:1\"\n[[agents]]\nname=\"a\"\nurl=\"http://x\"\n";
+        let cfg = Config::parse(base).expect("defaults");
+        assert_eq!(cfg.webhooks.max_in_flight_per_client, None);
+        assert_eq!(cfg.webhooks.per_client(), 16);
+        let cfg = Config::parse(&format!("{base}[webhooks]\nconcurrency = 2\n")).expect("small");
+        assert_eq!(cfg.webhooks.per_client(), 1, "never 0");
+        let cfg = Config::parse(&format!(
+            "{base}[webhooks]\nconcurrency = 10\nmax_in_flight_per_client = 10\n"
+        ))
+        .expect("all of it");
+        assert_eq!(cfg.webhooks.per_client(), 10);
+        for bad in ["0", "11"] {
+            let p = Config::parse(&format!(
+                "{base}[webhooks]\nconcurrency = 10\nmax_in_flight_per_client = {bad}\n"
+            ))
+            .expect_err("out of range");
+            let keys: Vec<&str> = p.iter().map(|p| p.key.as_str()).collect();
+            assert_eq!(keys, ["webhooks.max_in_flight_per_client"], "{bad}");
+            assert!(p[0]
+                .message
+                .contains("between 1 and webhooks.concurrency (10)"));
+        }
+    }
+
+    #[test]
     fn duplicate_names_and_missing_agents_are_problems() {
         let p = Config::parse("listen = \"127.0.0.1:1\"\n[[agents]]\nname=\"a\"\nurl=\"http://x\"\n[[agents]]\nname=\"a\"\nurl=\"http://y\"\n").expect_err("dup");
         assert_eq!(p[0].key, "agents[1].name");

@@ -21,6 +21,17 @@ impl Validator {
         }
         self.millis("webhooks.timeout_ms", w.timeout, 300_000);
         self.range("webhooks.concurrency", w.concurrency as u64, 10_000);
+        if let Some(n) = w.max_in_flight_per_client {
+            if n < 1 || n > w.concurrency {
+                self.problem(
+                    "webhooks.max_in_flight_per_client",
+                    format!(
+                        "must be between 1 and webhooks.concurrency ({}): a client's share of the deliveries in flight",
+                        w.concurrency
+                    ),
+                );
+            }
+        }
         self.secs(
             "webhooks.visibility_timeout_secs",
             w.visibility_timeout,

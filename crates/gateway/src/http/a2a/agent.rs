@@ -21,6 +21,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::files::{self, Shape};
 use super::frame::Failure;
 use crate::http::context::Ctx;
 use crate::http::error::{ApiError, Code};
@@ -188,7 +189,9 @@ pub fn read(call: &Call, rpc_id: Option<&RpcId>, parts: &Parts, body: &[u8]) -> 
                 .and_then(|v| v.get("error").cloned())
                 .filter(serde_json::Value::is_object)
             {
-                Some(e) => Err(the_agents(crate::protocol::a2a::A2aError::from_jsonrpc(&e))),
+                Some(e) => Err(the_agents(
+                    crate::protocol::a2a::A2aError::from_jsonrpc(&e).the_agents_own(),
+                )),
                 None => Err(transport(parts.status.as_u16())),
             }
         }
@@ -227,21 +230,51 @@ impl AgentAnswer<'_> {
 }
 
 /// [`read`], with a JSON-RPC agent's successful answer read in place (SendMessage's, which the
-/// gateway checks, records and relays without a tree of its own).
-pub fn read_answer<'a>(
+/// gateway checks, records and relays without a tree of its own), and its file URLs rewritten
+/// (`files::localize`; `owner`: the client a Message outside any task is answered to).
+#[allow(clippy::too_many_arguments)]
+pub async fn read_answer<'a>(
+    state: &State,
+    agent: &Agent,
+    owner: Option<&str>,
     call: &Call,
     rpc_id: Option<&RpcId>,
     parts: &Parts,
     body: &'a [u8],
 ) -> Result<AgentAnswer<'a>, A2aError> {
-    match rpc_id {
+    let shape = Shape::of(call.method);
+    let mut answer = match rpc_id {
         Some(id) if parts.status.is_success() => {
             jsonrpc::read_agent_response(body, id, call.method)
                 .map(AgentAnswer::InPlace)
-                .map_err(the_agents)
+                .map_err(the_agents)?
         }
-        _ => read(call, rpc_id, parts, body).map(AgentAnswer::Tree),
+        _ => read(call, rpc_id, parts, body).map(AgentAnswer::Tree)?,
+    };
+    if let Some(shape) = shape {
+        match &mut answer {
+            AgentAnswer::InPlace(n) => files::localize(state, agent, owner, shape, n).await,
+            AgentAnswer::Tree(v) => files::localize(state, agent, owner, shape, v).await,
+        }
     }
+    Ok(answer)
+}
+
+/// [`read`], the answer's file URLs rewritten (`files::localize`): how every answer the
+/// gateway relays or records is read (GetTask, CancelTask, a poll).
+pub async fn read_local(
+    state: &State,
+    agent: &Agent,
+    owner: Option<&str>,
+    call: &Call,
+    rpc_id: Option<&RpcId>,
+    (parts, body): (&Parts, &[u8]),
+) -> Reply {
+    let mut answer = read(call, rpc_id, parts, body)?;
+    if let Some(shape) = Shape::of(call.method) {
+        files::localize(state, agent, owner, shape, &mut answer).await;
+    }
+    Ok(answer)
 }
 
 /// An error read from an agent's body: one in the gateway's own domain becomes an error of no

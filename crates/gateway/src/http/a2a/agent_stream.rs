@@ -11,9 +11,12 @@ use hyper::StatusCode;
 use serde_json::Value;
 
 use super::agent;
+use super::files::{self, Shape};
 use crate::protocol::a2a::jsonrpc::RpcId;
 use crate::protocol::a2a::{A2aError, Call, Method};
 use crate::protocol::sse::{Event, Parser};
+use crate::registry::Agent;
+use crate::state::State;
 use crate::upstream::MAX_AGENT_JSON;
 
 /// The gateway's own `SubscribeToTask` of task `id` (a shared stream's upstream, or its
@@ -96,9 +99,15 @@ pub async fn stream_or_answer(
     }
 }
 
-/// One event of the agent's stream read back in its binding: the StreamResponse, or the error
-/// the agent sent (`event: error`, or a JSON-RPC error), as the agent's.
-pub fn read_event(e: &Event, method: Method, rpc_id: Option<&RpcId>) -> Result<Value, A2aError> {
+/// One event of the agent's stream read back in its binding: the StreamResponse, its file URLs
+/// rewritten (`files::localize`; `owner`: the client a Message outside any task goes to), or
+/// the error the agent sent (`event: error`, or a JSON-RPC error), as the agent's.
+pub async fn read_event(
+    (state, agent, owner): (&State, &Agent, Option<&str>),
+    e: &Event,
+    method: Method,
+    rpc_id: Option<&RpcId>,
+) -> Result<Value, A2aError> {
     let call = Call::new(method, serde_json::Map::new());
     let status = if e.event == "error" { 500 } else { 200 };
     let parts = {
@@ -106,12 +115,14 @@ pub fn read_event(e: &Event, method: Method, rpc_id: Option<&RpcId>) -> Result<V
         *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
         r.into_parts().0
     };
-    match rpc_id {
+    let mut event = match rpc_id {
         // JSON-RPC: every event is a whole response; an error event carries an error.
         Some(id) => {
             crate::protocol::a2a::jsonrpc::parse_agent_response(e.data.as_bytes(), id, method)
-                .map_err(agent::the_agents)
+                .map_err(agent::the_agents)?
         }
-        None => agent::read(&call, None, &parts, e.data.as_bytes()),
-    }
+        None => agent::read(&call, None, &parts, e.data.as_bytes())?,
+    };
+    files::localize(state, agent, owner, Shape::Response, &mut event).await;
+    Ok(event)
 }

@@ -12,7 +12,7 @@ use crate::http::context::Ctx;
 use crate::http::error::{ApiError, ApiResult, Code};
 use crate::http::public::Base;
 use crate::http::request::Request;
-use crate::protocol::a2a::card::{host_of, serve_card, ServeOptions};
+use crate::protocol::a2a::card::{serve_card, ServeOptions};
 use crate::registry::Agent;
 use crate::state::State;
 
@@ -43,13 +43,12 @@ pub fn rewrite<'a>(
     card: &serde_json::Value,
 ) -> (serde_json::Value, Base<'a>) {
     let base = Base::of(state, headers, uri);
-    let agent_host = host_of(&agent.cfg.url).unwrap_or_default();
     let doc = serve_card(
         card,
         &ServeOptions {
             base: base.url(),
             name: &agent.cfg.name,
-            agent_host: &agent_host,
+            agent_url: &agent.cfg.url,
             bearer: state.auth.enabled(),
             // The gateway serves the agent's streams itself, when the agent streams.
             streaming: card

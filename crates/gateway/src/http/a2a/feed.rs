@@ -342,7 +342,8 @@ impl Feed {
         if !self.owns() {
             return Next::Over;
         }
-        let v = match read_event(e, self.method, self.rpc_id.as_ref()) {
+        let from = (&*self.state, &*self.agent, None);
+        let v = match read_event(from, e, self.method, self.rpc_id.as_ref()).await {
             Ok(v) => v,
             // The agent's own error ends the stream, relayed as the agent's (an error in the
             // gateway's domain is the agent's too, `agent::the_agents`).
@@ -495,7 +496,8 @@ impl Feed {
         self.close();
         let _ = tokio::time::timeout(AFTER_END, async {
             while let Ok(Some(e)) = reader.next(&mut body).await {
-                let Ok(v) = read_event(&e, self.method, self.rpc_id.as_ref()) else {
+                let from = (&*self.state, &*self.agent, None);
+                let Ok(v) = read_event(from, &e, self.method, self.rpc_id.as_ref()).await else {
                     continue;
                 };
                 let Some(p) = payload(&v) else { continue };

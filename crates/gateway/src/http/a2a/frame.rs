@@ -169,6 +169,45 @@ pub fn neutral_written(json: Bytes) -> Response<Body> {
     res
 }
 
+/// The neutral answer `res` for a caller that may not read agents' texts (without `metrics` or
+/// `admin`, where clients are configured): an agent's own error becomes
+/// [`A2aError::withheld`], its kind kept, its text gone (docs/security.md). Anything else is
+/// left as it is. Whether it was withheld.
+pub fn withhold(res: &mut Response<Body>, agent: &str) -> bool {
+    let Some(w) = withheld_of(res, agent) else {
+        return false;
+    };
+    *res.body_mut() = Body::full(serde_json::to_vec(&w.to_status()).unwrap_or_default());
+    res.extensions_mut().insert(Neutral(Err(w)));
+    true
+}
+
+/// The agent's own error a neutral answer holds, withheld (`None` for any other answer).
+pub fn withheld_of(res: &Response<Body>, agent: &str) -> Option<A2aError> {
+    match res.extensions().get::<Neutral>() {
+        Some(Neutral(Err(e))) if e.agents => Some(e.withheld(agent)),
+        _ => None,
+    }
+}
+
+/// A refusal of a stream's slot (`max_streams`, 429 TOO_MANY_STREAMS), known only once a
+/// JSON-RPC call is read (its method says it streams): the neutral answer, marked so that
+/// [`reframe`] keeps its HTTP status on JSON-RPC too, as every refusal at admission keeps it
+/// (a REST stream's slot is taken at admission, and refused there with 429), with the client's
+/// id since the call was read. Any other refusal is in-band as before.
+pub fn slot_refused(method: Method, e: ApiError) -> Response<Body> {
+    let keep = e.code == Code::TooManyStreams;
+    let mut res = neutral(method, Err(from_api(e)));
+    if keep {
+        res.extensions_mut().insert(KeepStatus);
+    }
+    res
+}
+
+/// Beside a neutral answer: its HTTP status is kept on every binding (see [`slot_refused`]).
+#[derive(Clone, Copy, Debug)]
+struct KeepStatus;
+
 /// What a neutral answer was written from, kept beside its body: its error, so that reframing
 /// it for a JSON-RPC client does not read the body back (a success's body is the JSON-RPC
 /// result as it is). A replayed answer (from the ledger's key store) has none: its body is read.
@@ -185,6 +224,10 @@ pub fn reframe(res: Response<Body>, front: &Front, method: Method) -> Response<B
     };
     let (mut parts, body) = res.into_parts();
     let kept = parts.extensions.remove::<Neutral>();
+    let status = match parts.extensions.remove::<KeepStatus>() {
+        Some(KeepStatus) => parts.status,
+        None => StatusCode::OK,
+    };
     let bytes = match &body {
         Body::Full(Some(b)) => b.clone(),
         _ => Bytes::new(),
@@ -218,7 +261,7 @@ pub fn reframe(res: Response<Body>, front: &Front, method: Method) -> Response<B
             }
             Err(e) => jsonrpc::error_response(Some(id), &e),
         };
-        json_response(StatusCode::OK, "application/json", &envelope)
+        json_response(status, "application/json", &envelope)
     };
     copy_headers(&parts.headers, out.headers_mut());
     out
@@ -328,6 +371,32 @@ mod tests {
     }
 
     #[test]
+    fn a_store_failure_is_a_gateway_error_over_both_bindings_without_the_stores_words() {
+        let e = ApiError::from(crate::ledger::LedgerError::Store(
+            crate::store::Failure::Oom,
+        ));
+        let rest = neutral(Method::SendMessage, Err(from_api(e)));
+        assert_eq!(rest.status(), 503);
+        assert_eq!(rest.headers()["retry-after"], "5");
+        let rpc = reframe(
+            rest,
+            &Front::JsonRpc(RpcId::Int(3.into())),
+            Method::SendMessage,
+        );
+        assert_eq!(rpc.headers()["retry-after"], "5");
+        let (status, v) = body(rpc);
+        assert_eq!(status, 200);
+        assert_eq!(v["error"]["code"], -32000);
+        assert_eq!(v["error"]["data"][0]["reason"], "STORE_UNAVAILABLE");
+        let message = v["error"]["message"].as_str().expect("a message");
+        assert!(message.starts_with("STORE_UNAVAILABLE: "), "{message}");
+        assert!(
+            !message.contains("OOM") && !message.contains("maxmemory"),
+            "{message}"
+        );
+    }
+
+    #[test]
     fn a_neutral_answer_read_back_is_the_reply_it_was_written_from() {
         // The create driver's AGENT_TIMEOUT, as a2a's Finish::refused writes it, and replayed.
         let timeout =
@@ -347,6 +416,39 @@ mod tests {
     }
 
     #[test]
+    fn a_refused_stream_slot_keeps_429_over_json_rpc_with_the_clients_id() {
+        let e = ApiError::new(Code::TooManyStreams, "full").with_details(json!({"max_streams": 1}));
+        let res = slot_refused(Method::SubscribeToTask, e);
+        let rpc = reframe(
+            res,
+            &Front::JsonRpc(RpcId::Int(9.into())),
+            Method::SubscribeToTask,
+        );
+        let (status, v) = body(rpc);
+        assert_eq!(status, 429);
+        assert_eq!(v["id"], 9);
+        assert_eq!(v["error"]["data"][0]["reason"], "TOO_MANY_STREAMS");
+        assert_eq!(v["error"]["data"][0]["metadata"]["max_streams"], "1");
+        let rest = slot_refused(
+            Method::SubscribeToTask,
+            ApiError::new(Code::TooManyStreams, "full"),
+        );
+        let rest = reframe(rest, &Front::Rest, Method::SubscribeToTask);
+        assert_eq!(rest.status(), 429);
+        // Another refusal after the call is read stays in-band on JSON-RPC.
+        let forbidden = slot_refused(
+            Method::SubscribeToTask,
+            ApiError::new(Code::Forbidden, "no"),
+        );
+        let forbidden = reframe(
+            forbidden,
+            &Front::JsonRpc(RpcId::Int(9.into())),
+            Method::SubscribeToTask,
+        );
+        assert_eq!(forbidden.status(), 200);
+    }
+
+    #[test]
     fn refusals_keep_their_status_and_answer_id_null() {
         let (status, v) = body(refusal(
             ApiError::new(Code::Unauthorized, "who are you"),
@@ -361,5 +463,37 @@ mod tests {
         assert_eq!(status, 401);
         assert_eq!(v["error"]["status"], "UNAUTHENTICATED");
         assert_eq!(v["error"]["details"][0]["domain"], "a2a-gateway");
+    }
+
+    /// A neutral answer holding an agent's own error is withheld whole, in either binding; the
+    /// gateway's own errors and successes are left alone.
+    #[test]
+    fn an_agents_error_is_withheld_in_both_bindings_and_nothing_else_is() {
+        let leak = "http://127.0.0.1:18103/db?password=hunter2";
+        let agents = A2aError::new(ErrorKind::TaskNotFound, format!("at {leak}")).the_agents_own();
+        for front in [Front::Rest, Front::JsonRpc(RpcId::Int(3.into()))] {
+            let mut res = neutral(Method::GetTask, Err(agents.clone().into()));
+            assert!(withhold(&mut res, "echo"));
+            let (status, v) = body(reframe(res, &front, Method::GetTask));
+            let text = v.to_string();
+            assert!(
+                !text.contains("18103") && text.contains("TASK_NOT_FOUND"),
+                "{text}"
+            );
+            match front {
+                Front::Rest => assert_eq!((status, &v["error"]["code"]), (404, &json!(404))),
+                Front::JsonRpc(_) => {
+                    assert_eq!((status, &v["error"]["code"]), (200, &json!(-32001)))
+                }
+            }
+        }
+        let mut own = neutral(
+            Method::GetTask,
+            Err(A2aError::new(ErrorKind::TaskNotFound, "the gateway's").into()),
+        );
+        assert!(!withhold(&mut own, "echo"));
+        let mut ok = neutral(Method::GetTask, Ok(json!({"id": "t"})));
+        assert!(!withhold(&mut ok, "echo"));
+        assert_eq!(body(ok).1, json!({"id": "t"}));
     }
 }

@@ -4,6 +4,7 @@
 //! - `GET /agents/echo/.well-known/agent-card.json` (and `/agents/echo/agent-card.json`): the
 //!   served card ([`card`]);
 //! - `POST /agents/echo/jsonrpc`: the JSON-RPC binding;
+//! - `GET /agents/echo/files/{fileId}`: a file the agent named on its own origin ([`files`]);
 //! - the HTTP+JSON binding's routes under `/agents/echo/` (`message:send`, `tasks/{id}`...);
 //! - `POST /a2a`: the fleet's JSON-RPC endpoint ([`fleet`]), `params.tenant` naming the agent.
 //!
@@ -18,6 +19,7 @@ pub mod agent;
 pub mod agent_stream;
 pub mod card;
 pub mod feed;
+pub mod files;
 pub mod follow;
 pub mod frame;
 pub mod inline;
@@ -68,6 +70,12 @@ pub async fn serve(
             return Err(not_allowed(&["GET"]));
         }
         return card::served(state, ctx, &agent, &req);
+    }
+    if let Some(id) = tail.strip_prefix("files/") {
+        if verb != hyper::Method::GET && verb != hyper::Method::HEAD {
+            return Err(not_allowed(&["GET"]));
+        }
+        return files::serve(state, ctx, &agent, id, &req).await;
     }
     if tail == "jsonrpc" {
         if verb != hyper::Method::POST {
@@ -234,7 +242,16 @@ async fn answer(
         front.label(),
         &outcome,
     );
-    reframe(neutral, front, method)
+    reframe(for_caller(ctx, neutral, agent), front, method)
+}
+
+/// The neutral answer as the caller may read it: an agent's own error withheld
+/// (`frame::withhold`) from a caller that may not read agents' texts.
+fn for_caller(ctx: &Ctx, mut neutral: Response<Body>, agent: &Agent) -> Response<Body> {
+    if !ctx.caller.reads_agents_texts() {
+        frame::withhold(&mut neutral, &agent.cfg.name);
+    }
+    neutral
 }
 
 /// `ok`, or the ErrorInfo reason of a neutral answer.
@@ -467,7 +484,7 @@ pub async fn fleet(state: &Arc<State>, ctx: &mut Ctx, req: Request) -> ApiResult
     };
     let outcome = outcome_of(&neutral);
     count(state, &agent.cfg.name, Some(method), "JSONRPC", &outcome);
-    Ok(reframe(neutral, &front, method))
+    Ok(reframe(for_caller(ctx, neutral, &agent), &front, method))
 }
 
 /// GetTask or CancelTask of task `id` recorded under `agent` while it spoke A2A (it speaks

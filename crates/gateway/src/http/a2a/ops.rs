@@ -82,7 +82,16 @@ async fn ask(
 ) -> Result<Value, Failure> {
     let out = agent::request(agent, held, ctx, headers, call, None)?;
     let (parts, body) = exchange::call::exchange(state, agent, ctx, out.request).await?;
-    Ok(agent::read(call, out.rpc_id.as_ref(), &parts, &body)?)
+    let owner = ctx.caller.owner().map(|o| &**o);
+    Ok(agent::read_local(
+        state,
+        agent,
+        owner,
+        call,
+        out.rpc_id.as_ref(),
+        (&parts, &body),
+    )
+    .await?)
 }
 
 fn history_length(call: &Call) -> Option<u64> {

@@ -116,7 +116,16 @@ pub async fn get_and_apply(
         )
         .await
         .ok()?;
-    let task = agent::read(&call, out.rpc_id.as_ref(), &parts, &body).ok()?;
+    let task = agent::read_local(
+        state,
+        agent,
+        None,
+        &call,
+        out.rpc_id.as_ref(),
+        (&parts, &body),
+    )
+    .await
+    .ok()?;
     if !check_answer(Method::GetTask, &task, Some(id)).is_empty() {
         return None;
     }

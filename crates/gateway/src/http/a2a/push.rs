@@ -420,10 +420,19 @@ pub async fn ingest(state: &State, ctx: &mut Ctx, agent: Arc<Agent>, req: Reques
         .max_body_bytes
         .min(crate::upstream::MAX_AGENT_JSON);
     let (_, body) = read_body(req, limit).await?;
-    let event = crate::protocol::json::parse(&body).map_err(|e| {
+    let mut event = crate::protocol::json::parse(&body).map_err(|e| {
         refuse("invalid");
         ApiError::from(e)
     })?;
+    // Read into the gateway like any answer of the agent's: its file URLs rewritten first.
+    super::files::localize(
+        state,
+        &agent,
+        None,
+        super::files::Shape::Response,
+        &mut event,
+    )
+    .await;
     let named = payload(&event)
         .and_then(|p| match p {
             Payload::Task(t) => t.get("id"),

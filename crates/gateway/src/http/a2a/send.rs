@@ -22,7 +22,7 @@ use crate::http::context::Ctx;
 use crate::http::create::idempotency::{self, Claimed};
 use crate::http::create::pending::record_later;
 use crate::http::create::{drive, Finish};
-use crate::http::error::{ApiError, ApiResult, Code};
+use crate::http::error::{store_unavailable, ApiError, ApiResult, Code};
 use crate::ledger::idempotency::Fingerprinting;
 use crate::protocol::a2a::answer::{of_task, payload_of, Payload};
 use crate::protocol::a2a::check::{named_context_id, named_task_ids};
@@ -120,12 +120,14 @@ async fn send_checked(
     };
     if let (Some(Plan::Streamed), Some(cfg)) = (&plan, &push) {
         drop(params);
-        let res = Box::pin(inline::streamed(
-            state, ctx, agent, held, headers, &call, cfg,
-        ))
-        .await
-        .unwrap_or_else(|f| neutral(Method::SendMessage, Err(f)));
-        let keep = !res.status().is_server_error();
+        // A refusal (before the agent, or the agent's own error) frees the messageId for a
+        // retry; an answer, the task as the ledger holds it, is the message's.
+        let streamed = inline::streamed(state, ctx, agent, held, headers, &call, cfg);
+        let (mut res, keep) = match Box::pin(streamed).await {
+            Ok(res) => (res, true),
+            Err(f) => (neutral(Method::SendMessage, Err(f)), false),
+        };
+        replayed_withheld(&mut res, agent);
         idempotency::settle(state, &key, &res, keep).await;
         return Ok(res);
     }
@@ -202,20 +204,18 @@ pub(super) async fn before_agent(
     }
     let held = held_card(agent)?;
     if !state.ledger.available() {
-        return Err(ApiError::new(
-            Code::Unavailable,
-            "the task ledger (Redis) is unreachable: the message was not sent to the agent; retry shortly",
-        )
-        .with_header(hyper::header::RETRY_AFTER, hyper::header::HeaderValue::from_static("1"))
-        .into());
+        let mut refused = store_unavailable(state.ledger.refusing());
+        refused.message += ": the message was not sent to the agent";
+        return Err(refused.into());
     }
     Ok(held)
 }
 
-/// Whether a failure is the ledger's being unreachable (UNAVAILABLE), after which a created
-/// task is recorded later rather than refused.
+/// Whether a failure is the ledger's not taking the record (its store failed, or the webhook
+/// queue is full), after which a created task is recorded later rather than refused.
 fn is_unavailable(f: &Failure) -> bool {
-    matches!(&f.error.kind, ErrorKind::Gateway { reason, .. } if reason == "UNAVAILABLE")
+    matches!(&f.error.kind, ErrorKind::Gateway { reason, .. }
+        if Code::ALL.iter().any(|c| c.unrecorded() && c.as_str() == reason))
 }
 
 /// The most tasks one message may name (`taskId` and `referenceTaskIds`): each is a ledger read.
@@ -314,7 +314,10 @@ impl Finish for SendFinish {
         res: Parts,
         body: Bytes,
     ) -> ApiResult {
-        let reply = agent::read_answer(&self.call, self.rpc_id.as_ref(), &res, &body)
+        let owner = ctx.caller.owner().map(|o| &**o);
+        let rpc_id = self.rpc_id.as_ref();
+        let reply = agent::read_answer(state, agent, owner, &self.call, rpc_id, &res, &body)
+            .await
             .map_err(Failure::from);
         let answer = match reply {
             Ok(a) => self.judge(state, agent, ctx, a, body.len()).await,
@@ -346,6 +349,7 @@ impl Finish for SendFinish {
         if unsettled {
             res.extensions_mut().insert(crate::http::create::Unsettled);
         }
+        replayed_withheld(&mut res, agent);
         Ok(res)
     }
 }
@@ -461,6 +465,16 @@ impl SendFinish {
             }
             _ => Ok(Answer::Doc(reply.into_value())),
         }
+    }
+}
+
+/// The messageId's replay is a fresh answer, whoever sends the message again: an agent's own
+/// error in `res` is kept for it without its text (`frame::withheld_of`).
+fn replayed_withheld(res: &mut Response<Body>, agent: &Agent) {
+    if let Some(w) = super::frame::withheld_of(res, &agent.cfg.name) {
+        let kept = serde_json::to_vec(&w.to_status()).unwrap_or_default();
+        res.extensions_mut()
+            .insert(crate::http::create::ReplayAs(kept.into()));
     }
 }
 

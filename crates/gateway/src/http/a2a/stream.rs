@@ -26,7 +26,7 @@ use serde_json::{json, Value};
 use super::agent::{self, conform};
 use super::agent_stream;
 use super::feed::{self, Upstream};
-use super::frame::{neutral, Failure, Front};
+use super::frame::{neutral, slot_refused, Failure, Front};
 use super::ledger as a2a_ledger;
 use super::send::{admit, answered_context, before_agent};
 use crate::http::admission;
@@ -84,7 +84,7 @@ pub async fn run(
     }
     let permit = match admission::a2a_stream(state, ctx, headers) {
         Ok(p) => p,
-        Err(e) => return Streamed::Neutral(neutral(method, Err(e.into()))),
+        Err(e) => return Streamed::Neutral(slot_refused(method, e)),
     };
     let opened = match method {
         Method::SendStreamingMessage => {
@@ -104,6 +104,9 @@ pub async fn run(
                 p.settle();
             }
             sub.hold(permit);
+            if ctx.caller.reads_agents_texts() {
+                sub.show_agents_texts();
+            }
             Streamed::Events(event_stream(Body::Events(sub)))
         }
         Ok(Opened::One(frame)) => {
@@ -368,7 +371,8 @@ async fn open(
         }
         Err(why) => return Err(a2a_ledger::invalid_answer("", "stream", why)),
     };
-    let value = agent_stream::read_event(&event, call.method, out.rpc_id.as_ref())?;
+    let from = (state, agent, ctx.caller.owner().map(|o| &**o));
+    let value = agent_stream::read_event(from, &event, call.method, out.rpc_id.as_ref()).await?;
     Ok(FirstRead {
         body,
         parser: read.parser,

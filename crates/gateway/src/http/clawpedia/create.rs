@@ -17,7 +17,7 @@ use crate::http::context::Ctx;
 use crate::http::create::idempotency::{self, Claimed};
 use crate::http::create::pending::record_later;
 use crate::http::create::{drive, Finish};
-use crate::http::error::{ApiError, ApiResult, Code};
+use crate::http::error::{store_unavailable, ApiError, ApiResult, Code};
 use crate::http::exchange::{
     build_request, check_identity, conformance, named_agent, parse_agent_json, record, relay,
     relay_substituted, ClientSide,
@@ -130,11 +130,9 @@ pub async fn create(
         // connected yet): refused before the agent is called, so the agent never holds a task
         // the gateway does not know. The state of a create already past this point is settled
         // by `created` (x-a2a-ledger: pending).
-        return Err(ApiError::new(
-            Code::Unavailable,
-            "the task ledger (Redis) is unreachable: the create was not sent to the agent; retry shortly",
-        )
-        .with_header(header::RETRY_AFTER, HeaderValue::from_static("1")));
+        let mut refused = store_unavailable(state.ledger.refusing());
+        refused.message += ": the create was not sent to the agent";
+        return Err(refused);
     }
     crate::http::create::admit_task(state, &ctx.caller, raw.len()).await?;
     // Only a keyed create is compared with an earlier one.
@@ -254,7 +252,7 @@ async fn created(
         // The agent has created the task: a 503 now would make the client retry and create it
         // twice. Pass the 202 on, marked, and record the task in the background as soon as
         // the ledger answers (its webhooks follow from that record).
-        Err(e) if e.code == Code::Unavailable => {
+        Err(e) if e.code.unrecorded() => {
             let pending = record_later(state, agent, ctx, task, body.clone());
             tracing::warn!(agent = %agent.cfg.name, request_id = ?ctx.request_id, error = %e.message, pending,
                 "task created but not recorded yet: the ledger is unavailable");

@@ -192,6 +192,13 @@ pub fn snapshot(res: &Response<Body>, agent: &str) -> Option<Answer> {
     let Body::Full(body) = res.body() else {
         return None;
     };
+    if let Some(super::ReplayAs(kept)) = res.extensions().get::<super::ReplayAs>() {
+        return Some(Answer {
+            status: res.status().as_u16(),
+            content_type: "application/json".to_owned(),
+            body: kept.clone(),
+        });
+    }
     if let Some(e) = res.extensions().get::<AgentError>() {
         return Some(Answer {
             status: res.status().as_u16(),

@@ -57,6 +57,12 @@ pub trait Finish: Send + Sync + 'static {
 #[derive(Debug, Clone, Copy)]
 pub struct Unsettled;
 
+/// The body a create's idempotency key keeps in place of its answer's: the answer as every
+/// caller may read it, when the one given holds what only some may (an agent's own error
+/// text, docs/security.md). A replay is a fresh answer, whoever asks again.
+#[derive(Debug, Clone)]
+pub struct ReplayAs(pub bytes::Bytes);
+
 /// A place among the work that goes on after its request ended (a late answer awaited, a
 /// created task recorded once the ledger answers): at most [`MAX_LATE_ANSWERS`] across the
 /// workers, and none while `late_answer_secs` is 0.

@@ -8,7 +8,6 @@ use bytes::Bytes;
 
 use super::late_permit;
 use crate::http::context::Ctx;
-use crate::http::error::Code;
 use crate::http::exchange::record;
 use crate::protocol::task::TaskRef;
 use crate::registry::Agent;
@@ -48,7 +47,7 @@ pub fn record_later(
             tokio::time::sleep(wait).await;
             match record(&state, &agent, &ctx, None, task.clone(), &body).await {
                 Ok(_) => break "recorded",
-                Err(e) if e.code == Code::Unavailable && std::time::Instant::now() < deadline => {
+                Err(e) if e.code.unrecorded() && std::time::Instant::now() < deadline => {
                     wait = (wait * 2).min(std::time::Duration::from_secs(2));
                 }
                 Err(e) => {

@@ -14,10 +14,6 @@ use crate::state::State;
 /// Most dead letters listed or redriven in one call.
 const MAX_PAGE: usize = 1000;
 
-fn queue_down(e: crate::webhook::queue::QueueError) -> ApiError {
-    ApiError::new(Code::Unavailable, e.to_string())
-}
-
 fn ok(body: Value) -> ApiResult {
     Ok(response::json(
         StatusCode::OK,
@@ -48,8 +44,8 @@ fn limit(query: Option<&str>) -> Result<usize, ApiError> {
 /// GET /admin/dead-letters?limit=N: the newest dead letters first.
 pub async fn dead_letters(state: &State, req: Request) -> ApiResult {
     let n = limit(req.uri().query())?;
-    let letters = state.queue.dead_letters(n).await.map_err(queue_down)?;
-    let total = state.queue.stats().await.map_err(queue_down)?.dead;
+    let letters = state.queue.dead_letters(n).await?;
+    let total = state.queue.stats().await?.dead;
     ok(json!({ "total": total, "dead_letters": letters }))
 }
 
@@ -84,11 +80,7 @@ pub async fn redrive(state: &State, req: Request) -> ApiResult {
             .ok_or_else(|| bad("limit must be a whole number from 1 to 1000"))?
             as usize,
     };
-    let moved = state
-        .queue
-        .redrive(subscriber, n)
-        .await
-        .map_err(queue_down)?;
+    let moved = state.queue.redrive(subscriber, n).await?;
     if moved > 0 {
         tracing::info!(moved, subscriber = ?subscriber, "dead letters redriven");
     }
@@ -98,7 +90,7 @@ pub async fn redrive(state: &State, req: Request) -> ApiResult {
 /// GET /admin/subscribers: the configured subscribers and which are disabled. Credentials are
 /// never shown (only whether a secret or auth header is set).
 pub async fn subscribers(state: &State) -> ApiResult {
-    let disabled = state.queue.disabled().await.map_err(queue_down)?;
+    let disabled = state.queue.disabled().await?;
     let list: Vec<Value> = state
         .config
         .subscribers
@@ -136,7 +128,7 @@ pub async fn enable(state: &State, name: &str) -> ApiResult {
             format!("no subscriber named {name:?}"),
         ));
     }
-    let resumed = state.queue.enable(name).await.map_err(queue_down)?;
+    let resumed = state.queue.enable(name).await?;
     tracing::info!(subscriber = name, resumed, "subscriber re-enabled");
     ok(json!({ "subscriber": name, "enabled": true, "lanes_resumed": resumed }))
 }

@@ -75,7 +75,7 @@ struct Live {
 /// Whether the caller may read agents' error texts (which can name internal hosts): without
 /// clients anyone, with them `metrics` and `admin` clients.
 fn sees_errors(ctx: &Ctx) -> bool {
-    ctx.caller.can(Right::Metrics) || ctx.caller.can(Right::Admin)
+    ctx.caller.reads_agents_texts()
 }
 
 /// One catalog entry: the agent, its card's state and its health on this replica; with `live`,

@@ -24,7 +24,8 @@ pub fn openapi() -> ApiResult {
 }
 
 /// Ready once the listener is up and every agent has had a card attempt (successful or not: a
-/// dead agent must not keep the whole gateway out of a load balancer). Lists agents without a
+/// dead agent must not keep the whole gateway out of a load balancer), and, with Redis, while
+/// the store answers and takes writes. Lists agents without a
 /// card; with clients configured (anyone may ask, unauthenticated), only the classes of what is
 /// missing (`cards`, `redis`): agent names, URLs and error texts are on `GET /agents`.
 pub fn readyz(state: &State) -> ApiResult {
@@ -42,8 +43,10 @@ pub fn readyz(state: &State) -> ApiResult {
     // With Redis, a replica that does not hear other replicas' changes would serve streams
     // that miss them: not ready until it is subscribed.
     let relaying = state.config.redis.is_none() || state.hub.feed.is_relayed();
-    // With Redis: connected and answering (a replica that started before its Redis serves,
-    // not ready, until it has connected; one whose Redis went away, until it is back).
+    // With Redis: connected, answering and taking writes (a replica that started before its
+    // Redis serves, not ready, until it has connected; one whose Redis went away, until it is
+    // back; one whose Redis refuses writes, out of memory or read-only, until a probe write
+    // into every partition succeeds, `store::Store::probe`).
     let ledger = state.ledger.available();
     // Draining (SIGTERM): still serving, but no longer ready, so a load balancer moves away.
     let draining = state.draining.load(std::sync::atomic::Ordering::Acquire);
@@ -73,7 +76,12 @@ pub fn readyz(state: &State) -> ApiResult {
         "awaiting_first_card_attempt": pending,
         "agents_without_card": without_card,
         "change_feed": if relaying { "ok" } else { "not subscribed to Redis" },
-        "ledger": if ledger { "ok" } else { "Redis unreachable" },
+        "ledger": match (ledger, state.ledger.refusing()) {
+            (true, _) => "ok",
+            (false, Some(crate::store::Failure::Oom)) => "Redis refuses writes (out of memory)",
+            (false, Some(_)) => "Redis refuses writes (read-only)",
+            (false, None) => "Redis unreachable",
+        },
     }))?;
     Ok(response::json(status, body))
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::{lock, MemoryLedger};
-use crate::ledger::PushPut;
+use crate::ledger::{PushAudience, PushPut};
 
 /// What a task holds for push: the clients' configs, and the agent's token.
 #[derive(Debug, Default)]
@@ -60,6 +60,22 @@ impl MemoryLedger {
             self.bytes.fetch_sub(before - after, Ordering::Relaxed);
         }
         Some(out)
+    }
+
+    /// The configs and the owner of a task, under one lock.
+    pub(super) fn push_audience_now(&self, task_id: &str) -> PushAudience {
+        let s = lock(&self.shards[self.shard_of(task_id)]);
+        let Some(e) = s.tasks.get(task_id) else {
+            return PushAudience::default();
+        };
+        PushAudience {
+            configs: e
+                .push
+                .as_ref()
+                .map(|p| p.configs.iter().map(|(_, c)| c.clone()).collect())
+                .unwrap_or_default(),
+            owner: e.record.owner.clone(),
+        }
     }
 
     pub(super) fn push_configs_now(&self, task_id: &str) -> Vec<Bytes> {

@@ -11,7 +11,7 @@ use crate::protocol::task::{Head, Refusal, Status, Verdict};
 
 /// `reply` of an apply of `task` (the document sent: on acceptance the script leaves it out).
 pub(super) fn applied(reply: &[RValue], task: Bytes) -> Result<Applied, LedgerError> {
-    let bad = || LedgerError::Unavailable("redis: unexpected reply from the apply script".into());
+    let bad = || super::bad_reply("apply");
     let text = |v: &RValue| -> Option<String> { redis::from_redis_value_ref::<String>(v).ok() };
     let verdict_s = reply.first().and_then(text).ok_or_else(bad)?;
     let rec_agent = reply.get(1).and_then(text).ok_or_else(bad)?;

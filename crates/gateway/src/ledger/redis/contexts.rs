@@ -83,9 +83,7 @@ impl RedisLedger {
             "claimed" => Ok(ContextClaim::Claimed),
             "owned" => Ok(ContextClaim::Owned),
             "other" => Ok(ContextClaim::Other),
-            other => Err(LedgerError::Unavailable(format!(
-                "redis: unexpected reply from the context script: {other:?}"
-            ))),
+            _ => Err(super::bad_reply("context")),
         }
     }
 

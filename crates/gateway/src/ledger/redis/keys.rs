@@ -50,7 +50,7 @@ impl RedisLedger {
                     .arg(millis(lease));
             })
             .await?;
-        let bad = || LedgerError::Unavailable("redis: unexpected reply from the key script".into());
+        let bad = || super::bad_reply("idempotency");
         let bytes = |i: usize| -> Option<Vec<u8>> {
             reply
                 .get(i)

@@ -8,12 +8,12 @@ use std::sync::Arc;
 
 use redis::Value as RValue;
 
-use super::{now_ms, unavailable, RedisLedger};
+use super::{now_ms, RedisLedger};
 use crate::ledger::listing::{merge, Listed, Page, Position, Query, Scope, Start};
 use crate::ledger::{LedgerError, TaskLedger};
 
 fn bad() -> LedgerError {
-    LedgerError::Unavailable("redis: unexpected reply from the listing script".into())
+    super::bad_reply("list")
 }
 
 /// The sets a page reads, in the script's order: (agent, its rank in the listing order, the
@@ -125,7 +125,7 @@ impl RedisLedger {
                         |mut c| async move { inv.invoke_async::<Vec<RValue>>(&mut c).await },
                     )
                     .await
-                    .map_err(unavailable)?;
+                    .map_err(|e| LedgerError::Store(self.store.failed(&e)))?;
                 self.read_part(reply, sets)
             }
         };

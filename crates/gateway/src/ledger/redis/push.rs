@@ -5,7 +5,15 @@
 use bytes::Bytes;
 
 use super::RedisLedger;
-use crate::ledger::{LedgerError, PushPut};
+use crate::ledger::{LedgerError, PushAudience, PushPut};
+
+/// The clients' configs of a push hash, by id (`~` fields are the store's own: the agent's
+/// token).
+fn clients_configs(mut all: Vec<(String, Vec<u8>)>) -> Vec<Bytes> {
+    all.retain(|(id, _)| !id.starts_with('~'));
+    all.sort_by(|a, b| a.0.cmp(&b.0));
+    all.into_iter().map(|(_, c)| Bytes::from(c)).collect()
+}
 
 impl RedisLedger {
     fn push_keys(&self, task_id: &str) -> (String, String) {
@@ -42,7 +50,7 @@ impl RedisLedger {
     ) -> Result<Vec<Bytes>, LedgerError> {
         let (_, push_key) = self.push_keys(task_id);
         let push_key = &push_key;
-        let mut all: Vec<(String, Vec<u8>)> = self
+        let all: Vec<(String, Vec<u8>)> = self
             .read(|mut c| async move {
                 redis::cmd("HGETALL")
                     .arg(push_key)
@@ -50,9 +58,26 @@ impl RedisLedger {
                     .await
             })
             .await?;
-        all.retain(|(id, _)| !id.starts_with('~'));
-        all.sort_by(|a, b| a.0.cmp(&b.0));
-        Ok(all.into_iter().map(|(_, c)| Bytes::from(c)).collect())
+        Ok(clients_configs(all))
+    }
+
+    /// The configs and the task's owner in one round trip (both keys are in the task's slot).
+    pub(super) async fn push_audience_inner(
+        &self,
+        task_id: &str,
+    ) -> Result<PushAudience, LedgerError> {
+        let (task_key, push_key) = self.push_keys(task_id);
+        let mut pipe = redis::pipe();
+        pipe.cmd("HGETALL").arg(&push_key);
+        pipe.cmd("HGET").arg(&task_key).arg("owner");
+        let pipe = &pipe;
+        let (all, owner): (Vec<(String, Vec<u8>)>, Option<String>) = self
+            .read(|mut c| async move { pipe.query_async(&mut c).await })
+            .await?;
+        Ok(PushAudience {
+            configs: clients_configs(all),
+            owner: owner.filter(|o| !o.is_empty()).map(Into::into),
+        })
     }
 
     pub(super) async fn put_push_inner(

@@ -6,11 +6,12 @@
 //! that; `skills`, `tags` and the media-type lists must be present lists, possibly empty, since
 //! they are descriptive and refusing the card would make the agent unusable for no safety gain.
 
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use super::check::{fields, oneof, opt, req, Ck, T};
 use super::version::is_served;
 use crate::protocol::node::{Json, Object};
+use crate::protocol::origin::Origin;
 use crate::protocol::Violation;
 
 fn interface(ck: &mut Ck, o: &dyn Object, at: &str) {
@@ -362,8 +363,8 @@ pub struct ServeOptions<'a> {
     pub base: &'a str,
     /// The agent's name in the gateway.
     pub name: &'a str,
-    /// The host of the agent's configured `url` (its URLs are not served).
-    pub agent_host: &'a str,
+    /// The agent's configured `url`: no URL on its host is served.
+    pub agent_url: &'a str,
     /// Whether clients are configured (then the card names a bearer scheme).
     pub bearer: bool,
     /// `capabilities.streaming` as served.
@@ -372,57 +373,111 @@ pub struct ServeOptions<'a> {
     pub push_notifications: bool,
 }
 
-/// The card fields of 0.3 that name the agent's endpoints or its auth. a2a-sdk's server merges
-/// them into 1.0 cards when the agent also speaks 0.3; a 0.3 client would follow them straight
-/// to the agent, around the gateway.
-const LEGACY_FIELDS: [&str; 5] = [
-    "url",
-    "preferredTransport",
-    "additionalInterfaces",
-    "protocolVersion",
-    "security",
+/// The members of each card message the gateway passes on, by the proto's JSON names: what
+/// the proto does not know is not served (an agent's `x-internal` field, 0.3's endpoint fields
+/// `url`, `additionalInterfaces`, `preferredTransport`, `security`...), since nothing can say
+/// what it holds, and a 0.3 client would follow 0.3's fields straight to the agent.
+const CARD: [&str; 10] = [
+    "name",
+    "description",
+    "provider",
+    "version",
+    "documentationUrl",
+    "capabilities",
+    "defaultInputModes",
+    "defaultOutputModes",
+    "skills",
+    "iconUrl",
+];
+const PROVIDER: [&str; 2] = ["organization", "url"];
+const CAPABILITIES: [&str; 2] = ["extensions", "extendedAgentCard"];
+const EXTENSION: [&str; 4] = ["uri", "description", "required", "params"];
+/// A skill's `securityRequirements` name the agent's schemes, which are not served.
+const SKILL: [&str; 7] = [
+    "id",
+    "name",
+    "description",
+    "tags",
+    "examples",
+    "inputModes",
+    "outputModes",
 ];
 
-/// The card the gateway serves for an agent: `supportedInterfaces` replaced by exactly the
-/// gateway's two (HTTP+JSON at `{base}/agents/{name}`, JSONRPC at `{base}/agents/{name}/jsonrpc`,
-/// both 1.0, no tenant: the agent's name is the route); `securitySchemes` and
-/// `securityRequirements` describing only the gateway's client auth (an HTTP bearer scheme when
-/// clients are configured, none otherwise; skills' own requirements are dropped, they name the
-/// agent's schemes); `signatures` dropped (the rewrite breaks them); 0.3's endpoint fields
-/// dropped; `documentationUrl`, `iconUrl` and `provider.url` dropped when on the agent's host or
-/// a host the card's own interfaces name; capabilities.streaming/pushNotifications set.
+/// The members of `v` (an object) named in `keep`; an empty object for anything else.
+fn only(v: Option<&Value>, keep: &[&str]) -> Map<String, Value> {
+    v.and_then(Value::as_object)
+        .map(|o| {
+            o.iter()
+                .filter(|(k, _)| keep.contains(&k.as_str()))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The card the gateway serves for an agent: only the fields a2a.proto's AgentCard knows
+/// ([`CARD`], and within each message its own fields), with `supportedInterfaces` replaced by
+/// exactly the gateway's two (HTTP+JSON at `{base}/agents/{name}`, JSONRPC at
+/// `{base}/agents/{name}/jsonrpc`, both 1.0, no tenant: the agent's name is the route);
+/// `securitySchemes` and `securityRequirements` describing only the gateway's client auth (an
+/// HTTP bearer scheme when clients are configured, none otherwise; skills' own requirements
+/// are dropped, they name the agent's schemes); `signatures` dropped (the rewrite breaks them);
+/// every URL field that names the agent's host (in any spelling: `protocol::origin`) or a host
+/// the card's own interfaces name dropped (`documentationUrl`, `iconUrl`, `provider.url`, an
+/// extension whose `uri` does); capabilities.streaming/pushNotifications set.
 pub fn serve_card(card: &Value, opts: &ServeOptions<'_>) -> Value {
-    let mut out = card.as_object().cloned().unwrap_or_default();
-    let mut hidden: Vec<String> = vec![opts.agent_host.to_ascii_lowercase()];
-    if let Some(ifaces) = out.get("supportedInterfaces").and_then(Value::as_array) {
+    let agent = Origin::parse(opts.agent_url);
+    let mut hidden: Vec<Origin> = agent.into_iter().collect();
+    if let Some(ifaces) = card.get("supportedInterfaces").and_then(Value::as_array) {
         hidden.extend(
             ifaces
                 .iter()
                 .filter_map(|i| i.get("url")?.as_str())
-                .filter_map(host_of),
+                .filter_map(Origin::parse),
         );
     }
-    if let Some(u) = out.get("url").and_then(Value::as_str).and_then(host_of) {
-        hidden.push(u);
+    if let Some(u) = card.get("url").and_then(Value::as_str) {
+        hidden.extend(Origin::parse(u));
     }
-    let hides = |v: Option<&Value>| match v.and_then(Value::as_str) {
-        Some(u) => host_of(u).is_none_or(|h| hidden.contains(&h)),
-        None => false,
+    // A URL that cannot be read, has no host, or names a hidden host, is the agent's.
+    let hides = |v: &Value| match v.as_str() {
+        Some(u) => {
+            hidden.iter().any(|o| o.names_host(u))
+                || url::Url::parse(u.trim()).map_or(true, |p| p.host().is_none())
+        }
+        None => true,
     };
+    let mut out = only(Some(card), &CARD);
     for key in ["documentationUrl", "iconUrl"] {
-        if hides(out.get(key)) {
+        if out.get(key).is_some_and(hides) {
             out.remove(key);
         }
     }
-    if let Some(Value::Object(p)) = out.get_mut("provider") {
-        if hides(p.get("url")) {
+    if out.contains_key("provider") {
+        let mut p = only(out.get("provider"), &PROVIDER);
+        if p.get("url").is_some_and(hides) {
             p.remove("url");
         }
+        out.insert("provider".to_owned(), Value::Object(p));
     }
-    for key in LEGACY_FIELDS {
-        out.remove(key);
+    if let Some(Value::Array(skills)) = out.get_mut("skills") {
+        for s in skills.iter_mut() {
+            *s = Value::Object(only(Some(s), &SKILL));
+        }
     }
-    out.remove("signatures");
+    let mut caps = only(out.get("capabilities"), &CAPABILITIES);
+    if let Some(Value::Array(exts)) = caps.get_mut("extensions") {
+        exts.retain(|e| !e.get("uri").is_some_and(hides));
+        for e in exts.iter_mut() {
+            *e = Value::Object(only(Some(e), &EXTENSION));
+        }
+    }
+    caps.insert("streaming".to_owned(), Value::Bool(opts.streaming));
+    caps.insert(
+        "pushNotifications".to_owned(),
+        Value::Bool(opts.push_notifications),
+    );
+    out.insert("capabilities".to_owned(), Value::Object(caps));
     let root = format!("{}/agents/{}", opts.base.trim_end_matches('/'), opts.name);
     out.insert(
         "supportedInterfaces".to_owned(),
@@ -441,42 +496,8 @@ pub fn serve_card(card: &Value, opts: &ServeOptions<'_>) -> Value {
             "securityRequirements".to_owned(),
             json!([{"schemes": {"bearer": {"list": []}}}]),
         );
-    } else {
-        out.remove("securitySchemes");
-        out.remove("securityRequirements");
-    }
-    if let Some(Value::Array(skills)) = out.get_mut("skills") {
-        for s in skills.iter_mut().filter_map(Value::as_object_mut) {
-            s.remove("securityRequirements");
-            s.remove("security");
-        }
-    }
-    let caps = out.entry("capabilities").or_insert_with(|| json!({}));
-    if !caps.is_object() {
-        *caps = json!({});
-    }
-    if let Value::Object(c) = caps {
-        c.insert("streaming".to_owned(), Value::Bool(opts.streaming));
-        c.insert(
-            "pushNotifications".to_owned(),
-            Value::Bool(opts.push_notifications),
-        );
     }
     Value::Object(out)
-}
-
-/// The lower-cased host of an absolute URL (`scheme://[userinfo@]host[:port]/...`, IPv6 in
-/// brackets); `None` when it is not one.
-pub fn host_of(url: &str) -> Option<String> {
-    let (_, rest) = url.split_once("://")?;
-    let authority = rest.split(['/', '?', '#']).next()?;
-    let hostport = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    let host = if let Some(v6) = hostport.strip_prefix('[') {
-        v6.split_once(']')?.0
-    } else {
-        hostport.split(':').next()?
-    };
-    (!host.is_empty()).then(|| host.to_ascii_lowercase())
 }
 
 #[cfg(test)]
@@ -577,7 +598,7 @@ mod tests {
         let opts = ServeOptions {
             base: "https://gw.example.com/",
             name: "echo",
-            agent_host: "127.0.0.1",
+            agent_url: "http://127.0.0.1:9",
             bearer: true,
             streaming: false,
             push_notifications: false,
@@ -615,7 +636,11 @@ mod tests {
             served["capabilities"],
             json!({"streaming": false, "pushNotifications": false})
         );
-        assert_eq!(served["x-extension"], json!({"kept": true}));
+        assert_eq!(
+            served.get("x-extension"),
+            None,
+            "no field the proto does not know"
+        );
         assert_eq!(check_card(&served), []);
         // Chosen by the SDKs' rules, the served card leads to the gateway only.
         assert_eq!(
@@ -641,15 +666,68 @@ mod tests {
         assert_eq!((s.get("documentationUrl"), s.get("iconUrl")), (None, None));
     }
 
+    /// Every URL field naming the configured agent's host, in any spelling a browser reads as
+    /// it, is dropped, and nothing the proto does not know is served, at any depth.
     #[test]
-    fn hosts_are_read_from_urls() {
+    fn the_agents_host_in_any_spelling_and_unknown_fields_are_not_served() {
+        let mut c = sdk_card("JSONRPC", "https://public.example.com/a2a");
+        c["documentationUrl"] = json!("HTTP://LOCALHOST.:18103/docs");
+        c["iconUrl"] = json!("http://127.1:18103/icon.png");
+        c["provider"] = json!({"organization": "Org", "url": "http://%31%32%37.0.0.1:18103/",
+            "x-contact": "http://127.0.0.1:18103/who"});
+        c["x-internal"] = json!("http://127.0.0.1:18103/internal");
+        c["capabilities"]["x-debug"] = json!("http://127.0.0.1:18103/debug");
+        c["capabilities"]["extensions"] = json!([
+            {"uri": "http://[::1]:18103/ext/one", "description": "the agent's own"},
+            {"uri": "https://a2a.example.org/ext/two", "required": true,
+                "params": {"k": "v"}, "x-where": "http://127.0.0.1:18103/"},
+        ]);
+        c["skills"][0]["x-endpoint"] = json!("http://127.0.0.1:18103/skill");
+        c["preferredTransport"] = json!("JSONRPC");
+        let opts = ServeOptions {
+            base: "https://gw.example.com",
+            name: "echo",
+            agent_url: "http://127.0.0.1:18103",
+            bearer: false,
+            streaming: true,
+            push_notifications: true,
+        };
+        let s = serve_card(&c, &opts);
+        assert!(!s.to_string().contains("18103"), "{s}");
+        assert_eq!(s["provider"], json!({"organization": "Org"}));
         assert_eq!(
-            host_of("https://User@Host.EXAMPLE:8443/p?q").as_deref(),
-            Some("host.example")
+            s["capabilities"],
+            json!({"streaming": true, "pushNotifications": true, "extensions": [
+                {"uri": "https://a2a.example.org/ext/two", "required": true, "params": {"k": "v"}}]})
         );
-        assert_eq!(host_of("http://[::1]:80/").as_deref(), Some("::1"));
-        assert_eq!(host_of("http://h#frag").as_deref(), Some("h"));
-        assert_eq!(host_of("mailto:x@y"), None);
-        assert_eq!(host_of("http:///path"), None);
+        assert_eq!(s["skills"][0].get("x-endpoint"), None);
+        let mut keys: Vec<&str> = s
+            .as_object()
+            .expect("object")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        keys.sort_unstable();
+        assert_eq!(
+            keys,
+            [
+                "capabilities",
+                "defaultInputModes",
+                "defaultOutputModes",
+                "description",
+                "name",
+                "provider",
+                "skills",
+                "supportedInterfaces",
+                "version"
+            ]
+        );
+        assert_eq!(check_card(&s), []);
+        // A URL elsewhere stays.
+        c["documentationUrl"] = json!("https://docs.example.com/agent");
+        assert_eq!(
+            serve_card(&c, &opts)["documentationUrl"],
+            "https://docs.example.com/agent"
+        );
     }
 }

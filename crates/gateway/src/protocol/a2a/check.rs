@@ -160,6 +160,44 @@ pub(crate) fn fields(ck: &mut Ck, obj: &dyn Object, at: &str, rule: &str, table:
     }
 }
 
+/// An int32 as ProtoJSON reads one: a JSON number, or a string holding one (`"10"`, `"-3"`,
+/// `"1e2"`), either integral ("Either numbers or strings are accepted", the proto3 JSON
+/// mapping; a2a-sdk's and Go's parsers take both). `None` for anything else: a string that is
+/// not a number, a fraction, a number beyond i64.
+pub(crate) fn proto_int(v: &dyn Json) -> Option<i64> {
+    if let Some(n) = v.as_i64() {
+        return Some(n);
+    }
+    let f = match (v.as_number(), v.as_str()) {
+        (Some(n), _) => n.as_f64()?,
+        (None, Some(s)) => return int_text(s),
+        (None, None) => return None,
+    };
+    integral(f)
+}
+
+/// The integer a string holds in JSON's number grammar: `"10"`, `"-3"`, `"1e2"`; not `""`,
+/// `" 1"`, `"+1"`, `"0x10"`, `"inf"` or `"1.5"`.
+pub(crate) fn int_text(s: &str) -> Option<i64> {
+    let digits = s.strip_prefix('-').unwrap_or(s);
+    if !digits.starts_with(|c: char| c.is_ascii_digit())
+        || !digits
+            .bytes()
+            .all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'+' | b'-'))
+    {
+        return None;
+    }
+    match s.parse::<i64>() {
+        Ok(n) => Some(n),
+        Err(_) => integral(s.parse::<f64>().ok()?),
+    }
+}
+
+/// `f` as an integer, when it is one within i64.
+fn integral(f: f64) -> Option<i64> {
+    (f.is_finite() && f.fract() == 0.0 && f.abs() < 9.0e18).then_some(f as i64)
+}
+
 /// Checks field `f` of the object at `parent`, whose value is `v`.
 fn value(ck: &mut Ck, v: &dyn Json, parent: &str, rule: &str, f: &F) {
     let name = f.json;
@@ -178,7 +216,7 @@ fn value(ck: &mut Ck, v: &dyn Json, parent: &str, rule: &str, f: &F) {
             }
             None => ck.push(&at(), rule, format!("{name} is a string")),
         },
-        T::Int(min, max) => match v.as_i64() {
+        T::Int(min, max) => match proto_int(v) {
             Some(n) if (min..=max).contains(&n) => {}
             Some(n) => ck.push(
                 &at(),

@@ -320,6 +320,9 @@ pub struct A2aError {
     pub details: Vec<Violation>,
     /// google.rpc.ErrorInfo `metadata` (string values, as the proto's map<string, string>).
     pub metadata: Map<String, Value>,
+    /// An agent's own error, read from its answer: its message, metadata and details are the
+    /// agent's text, shown only to clients that may read agents' errors ([`A2aError::withheld`]).
+    pub agents: bool,
 }
 
 impl A2aError {
@@ -330,6 +333,7 @@ impl A2aError {
             message: message.into(),
             details: Vec::new(),
             metadata: Map::new(),
+            agents: false,
         }
     }
 
@@ -376,6 +380,45 @@ impl A2aError {
     pub fn with_metadata(mut self, key: &str, value: &str) -> A2aError {
         self.metadata.insert(key.to_owned(), Value::from(value));
         self
+    }
+
+    /// Marked as an agent's own error (see [`A2aError::agents`]).
+    pub fn the_agents_own(mut self) -> A2aError {
+        self.agents = true;
+        self
+    }
+
+    /// The agent's error as a client that may not read agents' texts gets it: its kind kept
+    /// whole where the protocol defines it (JSON-RPC code, HTTP status, ErrorInfo reason), so
+    /// that an SDK still tells which error it is; for a kind of the agent's own, its code and
+    /// status, its reason when that is a plain code (`A-Z 0-9 _`, at most 64, as a Clawpedia
+    /// agent's `error.code`), else `AGENT_ERROR`, in the domain `agent`. The message is the
+    /// gateway's; the agent's message, metadata and field violations are not kept.
+    pub fn withheld(&self, agent: &str) -> A2aError {
+        let kind = match &self.kind {
+            ErrorKind::Other(o) => {
+                let plain = !o.reason.is_empty()
+                    && o.reason.len() <= 64
+                    && o.reason
+                        .bytes()
+                        .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
+                other(
+                    o.code,
+                    o.status,
+                    if plain { &o.reason } else { "AGENT_ERROR" },
+                    "agent",
+                )
+            }
+            k => k.clone(),
+        };
+        let message = format!(
+            "{}: agent {agent:?}'s own text is shown only to clients with the metrics or admin right",
+            match &kind {
+                ErrorKind::Other(o) => o.reason.as_str(),
+                k => k.default_message(),
+            }
+        );
+        A2aError::new(kind, message)
     }
 
     /// The `details` array both renderings carry: ErrorInfo first, then a BadRequest when there
@@ -488,6 +531,7 @@ fn finish(
         message,
         details,
         metadata: info.map(|i| i.2).unwrap_or_default(),
+        agents: false,
     }
 }
 
@@ -746,6 +790,52 @@ mod tests {
             A2aError::from_jsonrpc(&json!({"code": -32001})).message,
             "Task not found"
         );
+    }
+
+    /// An agent's error withheld keeps what an SDK maps by (code, status, a plain reason) and
+    /// none of the agent's words: message, metadata, violations, an address in the reason.
+    #[test]
+    fn an_agents_error_withheld_keeps_its_kind_and_none_of_its_text() {
+        let leak = "http://127.0.0.1:18103/db?password=hunter2";
+        let sent = json!({"code": -32001, "message": format!("internal error at {leak}"),
+            "data": [{"@type": ERROR_INFO_TYPE, "reason": "TASK_NOT_FOUND",
+                "domain": A2A_DOMAIN, "metadata": {"where": leak}},
+                {"@type": BAD_REQUEST_TYPE, "fieldViolations": [{"field": "id", "description": leak}]}]});
+        let e = A2aError::from_jsonrpc(&sent).the_agents_own();
+        assert!(e.agents && e.to_jsonrpc().to_string().contains(leak));
+        let w = e.withheld("echo");
+        assert_eq!(w.kind, ErrorKind::TaskNotFound);
+        assert!(!w.agents, "nothing of the agent's is left to withhold");
+        for rendered in [w.to_jsonrpc(), w.to_status()] {
+            let text = rendered.to_string();
+            assert!(
+                !text.contains("18103") && !text.contains("hunter2"),
+                "{text}"
+            );
+            assert!(
+                text.contains("TASK_NOT_FOUND") && text.contains("echo"),
+                "{text}"
+            );
+        }
+        assert_eq!(w.to_jsonrpc()["code"], -32001);
+        assert_eq!(w.to_status()["error"]["code"], 404);
+        // A kind of the agent's own: its code and status, its reason when plain, else none.
+        let own = |reason: &str| {
+            A2aError::from_status(
+                409,
+                &json!({"error": {"code": 409, "message": leak, "details": [
+                    {"@type": ERROR_INFO_TYPE, "reason": reason, "domain": "agent.internal"}]}}),
+            )
+            .expect("a status")
+            .the_agents_own()
+            .withheld("echo")
+        };
+        let w = own("QUOTA_EXCEEDED");
+        assert_eq!(w.kind.reason(), "QUOTA_EXCEEDED");
+        assert_eq!((w.kind.http_status(), w.kind.domain()), (409, "agent"));
+        let w = own(leak);
+        assert_eq!(w.kind.reason(), "AGENT_ERROR");
+        assert!(!w.to_status().to_string().contains("18103"));
     }
 
     #[test]

@@ -353,7 +353,7 @@ fn envelope<D: Response>(mut doc: D, sent: &RpcId, method: Method) -> Result<D, 
                     "the error answers another request's id".to_owned(),
                 ));
             }
-            Err(A2aError::from_jsonrpc(&err.into_value()))
+            Err(A2aError::from_jsonrpc(&err.into_value()).the_agents_own())
         }
         (None, Some(_)) => Err(bad("/error", "error must be an object".to_owned())),
         (Some(result), None) => {

@@ -451,7 +451,7 @@ pub fn parse_agent_answer(method: Method, status: u16, body: &[u8]) -> Reply {
         .ok()
         .and_then(|v| A2aError::from_status(status, &v))
     {
-        Some(e) => Err(e),
+        Some(e) => Err(e.the_agents_own()),
         None => bad(format!("HTTP {status} without a google.rpc.Status body")),
     }
 }

@@ -14,6 +14,11 @@
 //! proto does not know. A field given in both spellings in one object is InvalidParams naming
 //! it.
 //!
+//! An int32 field written as a string (`"pageSize": "10"`, which ProtoJSON's parsers accept as
+//! they accept the number) is read as its number here too, once: ListTasks' page, GetTask's
+//! `historyLength` and the agent read a number. A string that holds no integer is left for the
+//! check to refuse (InvalidParams).
+//!
 //! Cost: a request already in JSON names (nearly all) is only scanned: each object at a proto
 //! message's place is asked whether a key holds an `_`, and nothing is allocated.
 
@@ -123,7 +128,8 @@ pub fn top_level(method: Method, name: &str) -> Option<(&'static str, &'static s
 }
 
 /// Renames every proto field of `params`, the request message of `method`, spelled with its
-/// proto name to its JSON name, at every depth the proto gives it. A field given in both
+/// proto name to its JSON name, at every depth the proto gives it, and reads an int32 field
+/// given as a string as its number (see the module doc). A field given in both
 /// spellings in one object is InvalidParams naming it (every such field, at most
 /// `MAX_VIOLATIONS`).
 pub fn to_json_names(method: Method, params: &mut Map<String, Value>) -> Result<(), A2aError> {
@@ -194,6 +200,16 @@ fn rename(ck: &mut Ck, obj: &mut Map<String, Value>, shape: &Shape, at: &At<'_>)
             }
         }
     }
+    for f in shape.fields {
+        if !matches!(f.ty, check::T::Int(..)) {
+            continue;
+        }
+        if let Some(v) = obj.get_mut(f.json).filter(|v| !v.is_i64()) {
+            if let Some(n) = check::proto_int(&*v) {
+                *v = Value::from(n);
+            }
+        }
+    }
     for &(name, nest, sub) in shape.below {
         match (nest, obj.get_mut(name)) {
             (Nest::One, Some(Value::Object(o))) => rename(ck, o, sub, &At::Field(at, name)),
@@ -251,6 +267,61 @@ mod tests {
 
     fn pointers(e: &A2aError) -> Vec<&str> {
         e.details.iter().map(|v| v.instance_path.as_str()).collect()
+    }
+
+    #[test]
+    fn int32_fields_given_as_strings_are_read_as_their_numbers() {
+        let got = renamed(
+            Method::ListTasks,
+            json!({"pageSize": "10", "historyLength": "3", "contextId": "42"}),
+        )
+        .expect("read");
+        // A string field that looks like a number stays a string: only int32 fields change.
+        assert_eq!(
+            got,
+            json!({"pageSize": 10, "historyLength": 3, "contextId": "42"})
+        );
+        let got =
+            renamed(Method::GetTask, json!({"id": "t", "history_length": "1e1"})).expect("read");
+        assert_eq!(got, json!({"id": "t", "historyLength": 10}));
+        // Nested: a message's configuration.
+        let got = renamed(
+            Method::SendMessage,
+            json!({"message": {}, "configuration": {"historyLength": "-1"}}),
+        )
+        .expect("read");
+        assert_eq!(got["configuration"]["historyLength"], -1);
+        // What holds no integer is left for the check, which refuses it as it did.
+        for bad in [
+            "ten",
+            "",
+            " 10",
+            "+10",
+            "1.5",
+            "0x10",
+            "inf",
+            "99999999999999999999",
+        ] {
+            let got = renamed(Method::ListTasks, json!({ "pageSize": bad })).expect("read");
+            assert_eq!(got["pageSize"], bad, "{bad:?}");
+            let call = Call::new(
+                Method::ListTasks,
+                got.as_object().cloned().expect("an object"),
+            );
+            let found = check_request(&call);
+            assert_eq!(found.len(), 1, "{bad:?}: {found:?}");
+            assert_eq!(found[0].instance_path, "/pageSize", "{bad:?}");
+        }
+        // Read, then checked: a number out of bounds is refused with its bound.
+        let got = renamed(Method::ListTasks, json!({"pageSize": "1000"})).expect("read");
+        let found = check_request(&Call::new(
+            Method::ListTasks,
+            got.as_object().cloned().expect("an object"),
+        ));
+        assert!(
+            found[0].message.contains("between 1 and 100, not 1000"),
+            "{found:?}"
+        );
     }
 
     /// Every shape descends into every message field its table has, as one or many as the

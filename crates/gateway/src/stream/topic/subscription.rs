@@ -10,7 +10,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use hyper::body::Frame;
 
-use super::{ending, Cursor, Dialect, Ending, Inner, Topic, ACCESS_REVOKED, SLOW_CONSUMER};
+use super::{ending, Cursor, Dialect, Inner, Topic, ACCESS_REVOKED, SLOW_CONSUMER};
 use crate::protocol::a2a::stream as a2a;
 
 /// One subscriber's read position: the response body of its event stream.
@@ -26,6 +26,9 @@ pub struct Subscription {
     pub(super) snapshot_first: bool,
     /// The client's stream slot (`max_streams`): free again when the subscription ends.
     pub(super) permit: Option<crate::auth::StreamPermit>,
+    /// A2A: whether the subscriber reads an agent's own error text when the agent ends the
+    /// stream with one (else it gets the error withheld: docs/security.md).
+    pub(super) agent_texts: bool,
 }
 
 /// Why a subscription ended early.
@@ -44,6 +47,12 @@ impl Subscription {
     /// Hold the client's stream slot for as long as this subscription lives.
     pub fn hold(&mut self, permit: Option<crate::auth::StreamPermit>) {
         self.permit = permit;
+    }
+
+    /// Let this subscriber read the agent's own error text should the agent end the stream with
+    /// one: a caller with `metrics` or `admin` (`Caller::reads_agents_texts`).
+    pub fn show_agents_texts(&mut self) {
+        self.agent_texts = true;
     }
 
     /// The topic this subscription reads.
@@ -122,7 +131,8 @@ impl Subscription {
         }
         if inner.closed {
             self.done = true;
-            let ending = inner.ending.as_ref().map(Ending::error);
+            let (texts, agent) = (self.agent_texts, &*self.topic.key.0);
+            let ending = inner.ending.as_ref().map(|e| e.error(texts, agent));
             drop(inner);
             return Poll::Ready(ending.map(|e| Ok(self.cursor.framing.error(&e))));
         }

@@ -38,9 +38,13 @@ use crate::protocol::task::Head;
 /// Why the delivery queue could not do what was asked.
 #[derive(Debug, thiserror::Error)]
 pub enum QueueError {
-    /// The store could not be reached or answered wrongly.
+    /// The store failed, refused the write, or answered wrongly: of what kind, never with the
+    /// store's own words (those are logged where the failure is classified).
     #[error("delivery queue unavailable: {0}")]
-    Unavailable(String),
+    Store(crate::store::Failure),
+    /// No store could be made or connected (`RedisQueue::connect`, for tools and tests).
+    #[error("delivery queue unavailable: {0}")]
+    Connect(#[from] crate::store::StoreError),
 }
 
 /// What every [`DeliveryQueue`] method returns: boxed, so the trait can be used as `dyn`.

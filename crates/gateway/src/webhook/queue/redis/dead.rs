@@ -1,7 +1,7 @@
 //! The dead letters in Redis: how a letter is stored and read back, and a redrive of one
 //! partition's letters (`DeliveryQueue::redrive` runs it over every partition).
 
-use super::{unavailable, RedisQueue};
+use super::RedisQueue;
 use crate::webhook::queue::{decode_entry, payload_value, DeadLetter, QueueError};
 
 /// Dead-letter items are `meta-json \n lane-entry`.
@@ -42,7 +42,7 @@ impl RedisQueue {
                 .arg(end)
                 .query_async(&mut conn)
                 .await
-                .map_err(unavailable)?;
+                .map_err(|e| self.unavailable(e))?;
             if items.is_empty() {
                 break;
             }
@@ -64,7 +64,7 @@ impl RedisQueue {
                     .arg(&d.task_id)
                     .invoke_async(&mut conn)
                     .await
-                    .map_err(unavailable)?;
+                    .map_err(|e| self.unavailable(e))?;
                 moved += n.max(0) as usize;
             }
             if (items.len() as i64) < PAGE {

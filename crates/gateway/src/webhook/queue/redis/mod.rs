@@ -58,10 +58,6 @@ pub struct RedisQueue {
 /// this long idle, so the group does not collect one consumer per restart forever.
 const FORGET_CONSUMER_MS: usize = 3_600_000;
 
-fn unavailable(e: RedisError) -> QueueError {
-    QueueError::Unavailable(format!("redis: {e}"))
-}
-
 /// The key prefix of a partition's webhook keys, under the partition's prefix.
 pub fn webhook_prefix(part: &str) -> String {
     format!("{part}wh:")
@@ -92,16 +88,18 @@ impl RedisQueue {
             prefix: prefix.to_owned(),
             ..crate::config::RedisConfig::default()
         };
-        let store = Store::new(&config).map_err(|e| QueueError::Unavailable(e.to_string()))?;
-        store
-            .connect_now()
-            .await
-            .map_err(|e| QueueError::Unavailable(e.to_string()))?;
+        let store = Store::new(&config)?;
+        store.connect_now().await?;
         Ok(RedisQueue::new(store, max_dead))
     }
 
+    /// A failed call, classified by the store (counted, logged with Redis's words): its kind.
+    fn unavailable(&self, e: RedisError) -> QueueError {
+        QueueError::Store(self.store.failed(&e))
+    }
+
     fn conn(&self) -> Result<Conn, QueueError> {
-        self.store.conn().map_err(unavailable)
+        self.store.conn().map_err(|e| self.unavailable(e))
     }
 
     /// Partition `p`'s webhook key `k`.
@@ -134,7 +132,7 @@ impl RedisQueue {
             .query_async(&mut conn)
             .await;
         match made {
-            Err(e) if e.code() != Some("BUSYGROUP") => Err(unavailable(e)),
+            Err(e) if e.code() != Some("BUSYGROUP") => Err(self.unavailable(e)),
             _ => Ok(()),
         }
     }
@@ -169,7 +167,10 @@ impl RedisQueue {
             return Ok(Vec::new());
         }
         let mut conn = self.conn()?;
-        let heads: Vec<Option<Vec<u8>>> = pipe.query_async(&mut conn).await.map_err(unavailable)?;
+        let heads: Vec<Option<Vec<u8>>> = pipe
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| self.unavailable(e))?;
         let consumer: Arc<str> = Arc::from(consumer);
         Ok(tokens
             .into_iter()
@@ -247,7 +248,7 @@ impl RedisQueue {
             .ignore()
             .query_async::<()>(&mut conn)
             .await
-            .map_err(unavailable)
+            .map_err(|e| self.unavailable(e))
     }
 
     /// Up to `max` new tokens of partition `p` for `consumer`, without waiting.
@@ -274,7 +275,7 @@ impl RedisQueue {
                 self.ensure_group(p).await?;
                 Ok(Vec::new())
             }
-            Err(e) => Err(unavailable(e)),
+            Err(e) => Err(self.unavailable(e)),
         }
     }
 
@@ -357,7 +358,7 @@ impl DeliveryQueue for RedisQueue {
                         out.extend(self.jobs(p, consumer, r.claimed).await?);
                     }
                     Err(e) if e.code() == Some("NOGROUP") => self.ensure_group(p).await?,
-                    Err(e) => return Err(unavailable(e)),
+                    Err(e) => return Err(self.unavailable(e)),
                 }
             }
             Ok(out)
@@ -403,7 +404,10 @@ impl DeliveryQueue for RedisQueue {
                 }
             }
             let mut conn = self.conn()?;
-            let out: String = inv.invoke_async(&mut conn).await.map_err(unavailable)?;
+            let out: String = inv
+                .invoke_async(&mut conn)
+                .await
+                .map_err(|e| self.unavailable(e))?;
             if let Some(reason) = disabled {
                 // The script disabled the subscriber in this partition, atomically with the
                 // parking. The other partitions' apply scripts learn it here, outside that step:
@@ -441,7 +445,7 @@ impl DeliveryQueue for RedisQueue {
                     .arg(max - moved)
                     .invoke_async(&mut conn)
                     .await
-                    .map_err(unavailable)?;
+                    .map_err(|e| self.unavailable(e))?;
                 moved += n;
             }
             Ok(moved)
@@ -462,7 +466,7 @@ impl DeliveryQueue for RedisQueue {
                         .arg(self.key(p, "dead"))
                         .query_async(&mut conn)
                         .await
-                        .map_err(unavailable)?;
+                        .map_err(|e| self.unavailable(e))?;
                     Ok(got)
                 })
                 .await?;
@@ -491,7 +495,7 @@ impl DeliveryQueue for RedisQueue {
                         .arg(limit - 1)
                         .query_async(&mut conn)
                         .await
-                        .map_err(unavailable)?;
+                        .map_err(|e| self.unavailable(e))?;
                     Ok(items)
                 })
                 .await?;
@@ -530,7 +534,7 @@ impl DeliveryQueue for RedisQueue {
                         .arg(self.key(p, "disabled"))
                         .query_async(&mut conn)
                         .await
-                        .map_err(unavailable)?;
+                        .map_err(|e| self.unavailable(e))?;
                     Ok(all)
                 })
                 .await?;
@@ -550,7 +554,7 @@ impl DeliveryQueue for RedisQueue {
                         .arg(subscriber)
                         .invoke_async(&mut conn)
                         .await
-                        .map_err(unavailable)?;
+                        .map_err(|e| self.unavailable(e))?;
                     Ok(n.max(0) as usize)
                 })
                 .await?;
