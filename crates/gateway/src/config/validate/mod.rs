@@ -585,12 +585,16 @@ mod tests {
         let cfg = Config::parse(base).expect("defaults");
         assert_eq!(cfg.max_task_document_bytes, 1 << 20);
         assert_eq!(cfg.a2a.max_artifact_bytes_per_task, 8 << 20);
-        let cfg = Config::parse(&format!("{base}[a2a]\nmax_artifact_bytes_per_task = 1024\n"))
-            .expect("set");
+        let cfg = Config::parse(&format!(
+            "{base}[a2a]\nmax_artifact_bytes_per_task = 1024\n"
+        ))
+        .expect("set");
         assert_eq!(cfg.a2a.max_artifact_bytes_per_task, 1024);
         for bad in [0, (64 << 20) + 1] {
-            let p = Config::parse(&format!("{base}[a2a]\nmax_artifact_bytes_per_task = {bad}\n"))
-                .expect_err("out of range");
+            let p = Config::parse(&format!(
+                "{base}[a2a]\nmax_artifact_bytes_per_task = {bad}\n"
+            ))
+            .expect_err("out of range");
             let shown: Vec<String> = p.iter().map(ToString::to_string).collect();
             assert_eq!(
                 shown,

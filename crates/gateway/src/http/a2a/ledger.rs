@@ -624,7 +624,12 @@ mod tests {
             "x".repeat(2000)
         );
         let node = crate::protocol::json::read_in_place(doc.as_bytes()).expect("a node");
-        for at in [b(1 << 20, 1 << 20), b(500, 1 << 20), b(10, 1 << 20), b(1 << 20, 5)] {
+        for at in [
+            b(1 << 20, 1 << 20),
+            b(500, 1 << 20),
+            b(10, 1 << 20),
+            b(1 << 20, 5),
+        ] {
             assert_eq!(kept_at(&node, at), kept_at(&t, at), "bounds {at:?}");
         }
     }
@@ -658,14 +663,21 @@ mod tests {
         let w = written(&t, b(500, 1 << 20), 100, TASK_OPEN, TASK_CLOSE);
         assert!(w.whole.is_none());
         assert_eq!(w.raw, kept_at(&t, b(500, 1 << 20)).0);
-        assert_eq!(w.kept.as_ref().map(|k| k.get("history").is_none()), Some(true));
+        assert_eq!(
+            w.kept.as_ref().map(|k| k.get("history").is_none()),
+            Some(true)
+        );
         // One byte over either bound is over.
         let len = serde_json::to_vec(&large).expect("json").len();
         let arts = serde_json::to_vec(&large["artifacts"]).expect("json").len();
         let rest = len - arts - kept::MEMBER_BYTES;
         assert!(written(&large, b(rest, arts), 0, b"", b"").whole.is_some());
-        assert!(written(&large, b(rest - 1, arts), 0, b"", b"").whole.is_none());
-        assert!(written(&large, b(rest, arts - 1), 0, b"", b"").whole.is_none());
+        assert!(written(&large, b(rest - 1, arts), 0, b"", b"")
+            .whole
+            .is_none());
+        assert!(written(&large, b(rest, arts - 1), 0, b"", b"")
+            .whole
+            .is_none());
     }
 
     #[test]

@@ -78,8 +78,7 @@ impl MemoryLedger {
     /// Whether `tasks` more tasks and `size` more bytes fit, evicting as needed.
     fn room_for(&self, tasks: usize, size: usize, now: Instant, now_ms: i64) -> bool {
         for _ in 0..MAX_EVICTIONS_PER_TASK {
-            let full = (tasks > 0
-                && self.held.load(Ordering::Relaxed) + tasks > self.max_tasks)
+            let full = (tasks > 0 && self.held.load(Ordering::Relaxed) + tasks > self.max_tasks)
                 || self.bytes.load(Ordering::Relaxed).saturating_add(size) > self.max_bytes;
             if !full {
                 return true;
