@@ -34,8 +34,9 @@
 //! An agent whose listings alone pass the bound (a great many artifacts, or long descriptions or
 //! metadata: a hostile one) gets its listings cut to `artifactId` and `name`; should even those
 //! pass it, the artifacts past the bound are dropped whole and the Task's own `metadata` says
-//! how many ([`ARTIFACTS_DROPPED`]; the room it takes, 80 bytes at most, is the artifacts'). Either
-//! way every such artifact is counted as cut.
+//! how many ([`ARTIFACTS_DROPPED`]; the room it takes, 80 bytes at most, is the artifacts').
+//! Either way every such artifact is counted as cut ([`Kept::cut`]), once: an artifact the
+//! ledger cut before (it carries [`ORIGINAL_BYTES`]) and now cuts further is not counted again.
 //!
 //! # Appends
 //!
@@ -120,7 +121,8 @@ fn dropped_room(task: &dyn Json) -> usize {
 pub struct Kept {
     /// The Task as the ledger keeps it.
     pub task: Value,
-    /// Artifacts cut or dropped (`a2a_gateway_artifacts_truncated_total`).
+    /// Artifacts cut or dropped this time that the ledger had not cut before
+    /// (`a2a_gateway_artifacts_truncated_total`).
     pub cut: u64,
 }
 
@@ -234,7 +236,7 @@ fn rest_within(
 struct Within {
     /// The list as kept (none: dropped whole).
     list: Option<Value>,
-    /// Artifacts cut or dropped.
+    /// Artifacts cut or dropped, not cut before.
     cut: u64,
     /// Of those, dropped whole (the Task's [`ARTIFACTS_DROPPED`]).
     dropped: u64,
@@ -318,6 +320,8 @@ fn within(list: Vec<Value>, budget: usize) -> Within {
         }
         let first = !stopped;
         stopped = true;
+        // Counted the first time it is cut: one the ledger cut before is counted already.
+        let counted_before = a.as_object().and_then(original_of).is_some();
         let kept = match how {
             Listing::Full => cut_parts(a, room_i, first),
             Listing::Least => least(a),
@@ -329,7 +333,7 @@ fn within(list: Vec<Value>, budget: usize) -> Within {
             }
             _ => dropped += 1,
         }
-        cut += 1;
+        cut += u64::from(!counted_before);
     }
     // Every one dropped: no list at all (the Task's metadata says how many).
     let list = (!out.is_empty() || dropped == 0).then_some(Value::Array(out));
@@ -687,6 +691,10 @@ mod tests {
         assert_eq!(marks(a), (true, original + added, kept_bytes));
         // Kept again: nothing more cut.
         assert!(fits(&task, len(&task), b(1 << 20, 500)));
+        // Cut further (a smaller bound, or an artifact after it): not counted again.
+        let further = keep(&task, b(1 << 20, 300));
+        assert_eq!(marks(&further.task["artifacts"][0]).1, original + added);
+        assert_eq!(further.cut, 0);
         // An artifact not cut takes its appends.
         let mut whole = task_with(json!([text("b", "x")]));
         let mut v = json!({"text": "y"});
