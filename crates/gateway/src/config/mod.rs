@@ -222,12 +222,18 @@ pub struct A2aConfig {
     /// Push configs a task may hold (CreateTaskPushNotificationConfig past it is
     /// InvalidParams).
     pub max_push_configs_per_task: usize,
+    /// Upper bound on a recorded Task's artifacts (its `artifacts` list as written), apart from
+    /// `max_task_document_bytes`, which bounds the rest: an artifact an agent may answer whole
+    /// (8 MiB, the agent answer limit) is recorded whole. Past it the record keeps every
+    /// artifact listed, the cut ones marked (`protocol::a2a::kept`).
+    pub max_artifact_bytes_per_task: usize,
 }
 
 impl Default for A2aConfig {
     fn default() -> A2aConfig {
         A2aConfig {
             max_push_configs_per_task: 10,
+            max_artifact_bytes_per_task: 8 << 20,
         }
     }
 }
@@ -293,8 +299,9 @@ pub struct Config {
     pub max_tasks: usize,
     /// Upper bound on the bytes of task documents held by the in-process ledger.
     pub max_ledger_bytes: usize,
-    /// Upper bound on one recorded A2A Task document: past it, the record keeps the task's
-    /// status and artifacts and drops its `history`.
+    /// Upper bound on one recorded A2A Task without its artifacts (they have their own,
+    /// `[a2a] max_artifact_bytes_per_task`): past it the record drops the task's `history`
+    /// first.
     pub max_task_document_bytes: usize,
     /// Upper bound on concurrent client connections.
     pub max_connections: usize,
@@ -328,7 +335,7 @@ pub struct Config {
     pub subscribers: Vec<SubscriberConfig>,
     /// Task event streams.
     pub streams: StreamsConfig,
-    /// Official A2A agents' tasks: push configs.
+    /// Official A2A agents' tasks: push configs, artifacts.
     pub a2a: A2aConfig,
     /// Bearer token of the `/admin/` routes; without one they are disabled. Only without
     /// clients: with them, the `admin` right replaces it.

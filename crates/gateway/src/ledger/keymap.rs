@@ -132,6 +132,7 @@ impl<V> StrMap<V> {
             .map(|(k, v)| (&k.key, v))
     }
 
+    #[cfg(test)]
     pub(crate) fn contains_key(&self, key: &str) -> bool {
         self.map.contains_key(&self.probe(key))
     }

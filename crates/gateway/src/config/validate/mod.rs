@@ -206,6 +206,11 @@ impl Validator {
             c.a2a.max_push_configs_per_task as u64,
             1000,
         );
+        self.range(
+            "a2a.max_artifact_bytes_per_task",
+            c.a2a.max_artifact_bytes_per_task as u64,
+            64 << 20,
+        );
         self.identity(c, rules);
         self.placeholders(c);
         if let Some(u) = &c.public_url {
@@ -572,6 +577,30 @@ mod tests {
         .expect_err("out of range");
         let keys: Vec<&str> = p.iter().map(|p| p.key.as_str()).collect();
         assert_eq!(keys, ["idempotency_ttl_secs", "late_answer_secs"]);
+    }
+
+    #[test]
+    fn the_record_bounds_have_defaults_and_bounds() {
+        let base = "listen = \"127.0.0.1:1\"\n[[agents]]\nname=\"a\"\nurl=\"http://x\"\n";
+        let cfg = Config::parse(base).expect("defaults");
+        assert_eq!(cfg.max_task_document_bytes, 1 << 20);
+        assert_eq!(cfg.a2a.max_artifact_bytes_per_task, 8 << 20);
+        let cfg = Config::parse(&format!(
+            "{base}[a2a]\nmax_artifact_bytes_per_task = 1024\n"
+        ))
+        .expect("set");
+        assert_eq!(cfg.a2a.max_artifact_bytes_per_task, 1024);
+        for bad in [0, (64 << 20) + 1] {
+            let p = Config::parse(&format!(
+                "{base}[a2a]\nmax_artifact_bytes_per_task = {bad}\n"
+            ))
+            .expect_err("out of range");
+            let shown: Vec<String> = p.iter().map(ToString::to_string).collect();
+            assert_eq!(
+                shown,
+                ["a2a.max_artifact_bytes_per_task: must be between 1 and 67108864"]
+            );
+        }
     }
 
     #[test]

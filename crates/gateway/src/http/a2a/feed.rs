@@ -415,9 +415,9 @@ impl Feed {
         let mut next = self.task.clone();
         let folded = fold(&mut next, p);
         // Written once: the ledger's document and the topic's snapshot are the same bytes,
-        // bounded as the ledger bounds a document (history goes first).
-        let max = self.state.config.max_task_document_bytes;
-        let (snapshot, whole) = a2a_ledger::bounded_whole(&next, max);
+        // bounded as the ledger bounds a document (history goes first; artifacts to their own
+        // bound, a cut one marked).
+        let (snapshot, cut) = a2a_ledger::bounded_whole(&self.state, &self.agent.cfg.name, &next);
         if folded.records() && !self.record(&next, snapshot.clone()).await {
             if !self.published {
                 // A subscription's first Task the ledger refused (the task ended meanwhile):
@@ -432,8 +432,10 @@ impl Feed {
             }
             return Next::On;
         }
-        if !whole {
-            next = crate::protocol::json::parse(&snapshot).unwrap_or(next);
+        if let Some(kept) = cut {
+            // The next event folds into what the ledger holds (a cut artifact's appends are
+            // then counted as cut, never added after the gap).
+            next = kept;
         }
         let whole_task = folded == crate::protocol::a2a::stream::Folded::Task;
         let told = if whole_task && self.published {
@@ -536,7 +538,7 @@ impl Feed {
                     if state_of(&self.task) == state_of(&next) {
                         continue;
                     }
-                    let raw = a2a_ledger::bounded(&next, self.state.config.max_task_document_bytes);
+                    let raw = a2a_ledger::bounded(&self.state, &self.agent.cfg.name, &next);
                     self.record(&next, raw).await;
                 } else {
                     self.refused_past_end();
