@@ -538,6 +538,27 @@ async fn new_task(http: &crate::support::Http, token: Option<&str>) -> String {
         .to_owned()
 }
 
+/// A new task of `token`'s with a push config to `url`, its WORKING (a `phased` agent's) then
+/// learnt through the gateway by a GetTask: the change the config hears of.
+async fn watched_working_task(http: &crate::support::Http, token: &str, url: &str) -> String {
+    let id = new_task(http, Some(token)).await;
+    let v = rpc(
+        http,
+        "e",
+        Some(token),
+        "CreateTaskPushNotificationConfig",
+        json!({"taskId": id, "url": url}),
+    )
+    .await;
+    assert!(v.get("result").is_some(), "{v}");
+    let got = rpc(http, "e", Some(token), "GetTask", json!({"id": id})).await;
+    assert_eq!(
+        got["result"]["status"]["state"], "TASK_STATE_WORKING",
+        "{got}"
+    );
+    id
+}
+
 /// A scripted agent whose every task is in the state `phase` says (a GetTask answers it), the
 /// state timed now.
 async fn phased(phase: Arc<AtomicUsize>, states: &'static [&'static str]) -> ScriptedAgent {
@@ -848,23 +869,8 @@ async fn a_full_queue_leaves_push_deliveries_out_and_still_records_the_change() 
     let url = format!("http://127.0.0.1:{}/gone", free_port());
     let mut ids = Vec::new();
     for _ in 0..2 {
-        let id = new_task(&http, Some(ALICE)).await;
-        let v = rpc(
-            &http,
-            "e",
-            Some(ALICE),
-            "CreateTaskPushNotificationConfig",
-            json!({"taskId": id, "url": url}),
-        )
-        .await;
-        assert!(v.get("result").is_some(), "{v}");
         // The change, learnt through the gateway: the first fills the queue.
-        let got = rpc(&http, "e", Some(ALICE), "GetTask", json!({"id": id})).await;
-        assert_eq!(
-            got["result"]["status"]["state"], "TASK_STATE_WORKING",
-            "{got}"
-        );
-        ids.push(id);
+        ids.push(watched_working_task(&http, ALICE, &url).await);
     }
     // The second task's change is in the ledger all the same (ListTasks reads the ledger).
     let listed = rpc(&http, "e", Some(ALICE), "ListTasks", json!({})).await;
@@ -1101,22 +1107,7 @@ async fn one_client_past_its_share_of_the_queue(redis: Option<&RedisServer>) {
     let gone = format!("http://127.0.0.1:{}/gone", free_port());
     let mut alice = Vec::new();
     for _ in 0..5 {
-        let id = new_task(&http, Some(ALICE)).await;
-        let v = rpc(
-            &http,
-            "e",
-            Some(ALICE),
-            "CreateTaskPushNotificationConfig",
-            json!({"taskId": id, "url": gone}),
-        )
-        .await;
-        assert!(v.get("result").is_some(), "{v}");
-        let got = rpc(&http, "e", Some(ALICE), "GetTask", json!({"id": id})).await;
-        assert_eq!(
-            got["result"]["status"]["state"], "TASK_STATE_WORKING",
-            "{got}"
-        );
-        alice.push(id);
+        alice.push(watched_working_task(&http, ALICE, &gone).await);
     }
     let left_out = || async {
         let scraped = http.get_as("/metrics", ADMIN).await;
@@ -1134,21 +1125,7 @@ async fn one_client_past_its_share_of_the_queue(redis: Option<&RedisServer>) {
     assert_eq!(left_out().await, 2.0, "Alice's two past her share left out");
     // Bob, with room in the queue but none of his own used: every delivery of his task.
     let hook = Hook::start().await;
-    let id = new_task(&http, Some(BOB)).await;
-    let v = rpc(
-        &http,
-        "e",
-        Some(BOB),
-        "CreateTaskPushNotificationConfig",
-        json!({"taskId": id, "url": hook.url()}),
-    )
-    .await;
-    assert!(v.get("result").is_some(), "{v}");
-    let got = rpc(&http, "e", Some(BOB), "GetTask", json!({"id": id})).await;
-    assert_eq!(
-        got["result"]["status"]["state"], "TASK_STATE_WORKING",
-        "{got}"
-    );
+    let id = watched_working_task(&http, BOB, &hook.url()).await;
     wait_for_within("Bob's WORKING delivered", Duration::from_secs(10), || {
         let hook = &hook;
         let id = id.clone();
