@@ -314,7 +314,12 @@ async fn scenario(
     let outbox = Arc::new(Outbox::new(
         &agents(),
         std::slice::from_ref(&sub),
-        bound,
+        a2a_gateway::webhook::queue::Bounds {
+            queued: bound,
+            bytes: usize::MAX / 4,
+            per_client: bound,
+            per_client_bytes: usize::MAX / 4,
+        },
         1000,
     ));
     let store = a2a_gateway::store::Store::new(&redis.config(prefix)).expect("store");

@@ -538,6 +538,27 @@ async fn new_task(http: &crate::support::Http, token: Option<&str>) -> String {
         .to_owned()
 }
 
+/// A new task of `token`'s with a push config to `url`, its WORKING (a `phased` agent's) then
+/// learnt through the gateway by a GetTask: the change the config hears of.
+async fn watched_working_task(http: &crate::support::Http, token: &str, url: &str) -> String {
+    let id = new_task(http, Some(token)).await;
+    let v = rpc(
+        http,
+        "e",
+        Some(token),
+        "CreateTaskPushNotificationConfig",
+        json!({"taskId": id, "url": url}),
+    )
+    .await;
+    assert!(v.get("result").is_some(), "{v}");
+    let got = rpc(http, "e", Some(token), "GetTask", json!({"id": id})).await;
+    assert_eq!(
+        got["result"]["status"]["state"], "TASK_STATE_WORKING",
+        "{got}"
+    );
+    id
+}
+
 /// A scripted agent whose every task is in the state `phase` says (a GetTask answers it), the
 /// state timed now.
 async fn phased(phase: Arc<AtomicUsize>, states: &'static [&'static str]) -> ScriptedAgent {
@@ -848,23 +869,8 @@ async fn a_full_queue_leaves_push_deliveries_out_and_still_records_the_change() 
     let url = format!("http://127.0.0.1:{}/gone", free_port());
     let mut ids = Vec::new();
     for _ in 0..2 {
-        let id = new_task(&http, Some(ALICE)).await;
-        let v = rpc(
-            &http,
-            "e",
-            Some(ALICE),
-            "CreateTaskPushNotificationConfig",
-            json!({"taskId": id, "url": url}),
-        )
-        .await;
-        assert!(v.get("result").is_some(), "{v}");
         // The change, learnt through the gateway: the first fills the queue.
-        let got = rpc(&http, "e", Some(ALICE), "GetTask", json!({"id": id})).await;
-        assert_eq!(
-            got["result"]["status"]["state"], "TASK_STATE_WORKING",
-            "{got}"
-        );
-        ids.push(id);
+        ids.push(watched_working_task(&http, ALICE, &url).await);
     }
     // The second task's change is in the ledger all the same (ListTasks reads the ledger).
     let listed = rpc(&http, "e", Some(ALICE), "ListTasks", json!({})).await;
@@ -1075,4 +1081,90 @@ async fn kill_9_with_1000_push_deliveries_queued_on_redis_loses_none() {
             "{what}: {text}"
         );
     }
+}
+
+/// Alice's receivers are gone and her deliveries pile up, past her share of the queue
+/// (`max_queued_per_client = 3`, the queue itself holding 100): her deliveries past it are left
+/// out and counted, Bob's (and Alice's own tasks' records) are untouched. `redis` or in process.
+async fn one_client_past_its_share_of_the_queue(redis: Option<&RedisServer>) {
+    let phase = Arc::new(AtomicUsize::new(0));
+    let agent = phased(phase.clone(), &["TASK_STATE_WORKING"]).await;
+    let mut e = a2a_agent("e", &agent.base);
+    e.poll_interval = Duration::from_secs(3600);
+    let (_gw, http) = gateway(vec![e], |cfg| {
+        clients_and_receivers(cfg);
+        cfg.webhooks.max_queued = 100;
+        cfg.webhooks.max_queued_per_client = Some(3);
+        cfg.webhooks.retry_schedule_secs = vec![3600];
+        // One partition: each partition holds its share of every bound (3 / P, rounded up).
+        cfg.redis = redis.map(|r| a2a_gateway::config::RedisConfig {
+            partitions: 1,
+            ..r.config("share")
+        });
+    })
+    .await;
+    // Each task's config hears of WORKING: five deliveries, to a receiver that is not there.
+    let gone = format!("http://127.0.0.1:{}/gone", free_port());
+    let mut alice = Vec::new();
+    for _ in 0..5 {
+        alice.push(watched_working_task(&http, ALICE, &gone).await);
+    }
+    let left_out = || async {
+        let scraped = http.get_as("/metrics", ADMIN).await;
+        crate::support::metric_value(
+            &String::from_utf8_lossy(&scraped.body),
+            "a2a_gateway_webhook_deliveries_total",
+            &[
+                ("subscriber", "a2a_push"),
+                ("agent", "e"),
+                ("outcome", "queue_full"),
+            ],
+        )
+    };
+    // Her share holds three; the queue had room for all five.
+    assert_eq!(left_out().await, 2.0, "Alice's two past her share left out");
+    // Bob, with room in the queue but none of his own used: every delivery of his task.
+    let hook = Hook::start().await;
+    let id = watched_working_task(&http, BOB, &hook.url()).await;
+    wait_for_within("Bob's WORKING delivered", Duration::from_secs(10), || {
+        let hook = &hook;
+        let id = id.clone();
+        async move {
+            hook.received()
+                .iter()
+                .any(|d| change(d) == (id.clone(), "TASK_STATE_WORKING".to_owned()))
+        }
+    })
+    .await;
+    if let Some(r) = redis {
+        // The shares as Redis counts them: Alice's three waiting, Bob's gone with his delivery.
+        let cq = r.cli(&["--scan", "--pattern", "*wh:cq"]);
+        wait_for_within("Bob's share back", Duration::from_secs(5), || {
+            let cq = cq.clone();
+            async move { r.cli(&["HGET", &cq, "bob"]).is_empty() }
+        })
+        .await;
+        assert_eq!(r.cli(&["HGET", &cq, "alice"]), "3", "{cq}");
+    }
+    let before = left_out().await;
+    // Alice's changes are recorded all the same.
+    for id in &alice {
+        let got = rpc(&http, "e", Some(ALICE), "GetTask", json!({"id": id})).await;
+        assert_eq!(
+            got["result"]["status"]["state"], "TASK_STATE_WORKING",
+            "{got}"
+        );
+    }
+    assert_eq!(left_out().await, before, "nothing of Bob's left out");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn one_client_past_its_share_of_the_queue_is_left_out_and_another_is_not() {
+    one_client_past_its_share_of_the_queue(None).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn one_client_past_its_share_of_the_queue_on_redis_is_left_out_and_another_is_not() {
+    let redis = RedisServer::start();
+    one_client_past_its_share_of_the_queue(Some(&redis)).await;
 }

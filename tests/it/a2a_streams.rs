@@ -1062,3 +1062,83 @@ async fn an_agent_stream_that_keeps_ending_before_the_task_is_given_up_on() {
         3.0
     );
 }
+
+/// The agent behind a live stream killed (its connections cut mid-stream, new ones refused),
+/// and back `after` the cut, answering SubscribeToTask with the task WORKING, then COMPLETED:
+/// what the creator's stream reads after the cut (events' names and data), how many times the
+/// gateway subscribed again, and how long the stream took to end.
+async fn killed_mid_stream(after: Option<Duration>) -> (Vec<(String, Value)>, usize, Duration) {
+    let other: Other = Arc::new(|method, _| match method {
+        "SubscribeToTask" => {
+            let (tx, answer) = events();
+            let _ = tx.try_send(json!({"task": task("t-1", "ctx-1", "TASK_STATE_WORKING")}));
+            let _ = tx.try_send(status("t-1", "TASK_STATE_COMPLETED"));
+            answer
+        }
+        _ => Answer::Status(500, b"not scripted".to_vec()),
+    });
+    let Streaming { agent, feed } = streaming(other).await;
+    let (_gw, http) = gateway(vec![a2a_agent("s", &agent.base)], |_| {}).await;
+    let a = Streaming { agent, feed };
+    let mut s = creating(&a, &http.base, Via::Rpc(4), None, "TASK_STATE_WORKING").await;
+    let Streaming { mut agent, feed } = a;
+    let cut = std::time::Instant::now();
+    agent.kill();
+    drop(feed);
+    if let Some(after) = after {
+        tokio::time::sleep(after).await;
+        agent.revive().await;
+    }
+    let mut seen = Vec::new();
+    while let Some(e) = s.next_event(Duration::from_secs(15)).await {
+        let doc: Value = serde_json::from_str(&e.data).expect("JSON");
+        seen.push((e.event, doc));
+    }
+    let took = cut.elapsed();
+    let subscribes = agent
+        .methods()
+        .iter()
+        .filter(|m| *m == "SubscribeToTask")
+        .count();
+    (seen, subscribes, took)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agent_killed_mid_stream_and_back_within_the_tries_is_subscribed_to_again() {
+    // Cut, then back 600 ms later: the tries at 250 ms (refused) and 750 ms (answered).
+    let (seen, subscribes, _) = killed_mid_stream(Some(Duration::from_millis(600))).await;
+    assert_eq!(
+        subscribes, 1,
+        "one SubscribeToTask reached the agent once it was back"
+    );
+    let kinds: Vec<String> = seen
+        .iter()
+        .map(|(event, doc)| match event.as_str() {
+            "message" => kind(&doc["result"]),
+            other => format!("{other}:{doc}"),
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        ["status:TASK_STATE_COMPLETED"],
+        "the completion read through a new subscription, no error, no Task again"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agent_killed_mid_stream_for_good_is_tried_three_times_before_upstream_error() {
+    let (seen, subscribes, took) = killed_mid_stream(None).await;
+    assert_eq!(subscribes, 0, "the agent was never back");
+    let (event, doc) = seen.last().expect("an ending");
+    assert_eq!(event, "error", "{seen:?}");
+    assert_eq!(reason(doc), "UPSTREAM_ERROR", "{doc}");
+    assert!(
+        !doc.to_string().contains("127.0.0.1"),
+        "no agent address in the ending: {doc}"
+    );
+    // 250 + 500 + 1000 ms of waits before the three tries, not an ending at the cut.
+    assert!(
+        took >= Duration::from_millis(1700),
+        "three tries with 250 ms doubling before giving up: ended after {took:?}"
+    );
+}

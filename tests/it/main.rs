@@ -9,6 +9,10 @@ mod support;
 /// a client reads; the rewritten file URL is its task owner's to fetch, and reaches nothing
 /// else of the agent.
 mod a2a_addresses;
+/// The record keeps what it was given, or says it did not: large artifacts whole through
+/// GetTask, ListTasks and push, streamed appends folded, and past the artifact bound every
+/// artifact listed, the cut marked and counted; in-process and on Redis.
+mod a2a_artifacts;
 /// Official A2A contexts bounded and fair: a client filling conversations is refused its own
 /// new ones before the agent is called, never another client's; contexts free themselves.
 mod a2a_contexts;

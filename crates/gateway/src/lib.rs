@@ -169,7 +169,7 @@ impl Gateway {
         let outbox = Arc::new(Outbox::new(
             &config.agents,
             &config.subscribers,
-            config.webhooks.max_queued,
+            config.webhooks.queue_bounds(),
             config.webhooks.max_dead_letters,
         ));
         let feed = Arc::new(ledger::changes::ChangeFeed::new());
@@ -201,7 +201,7 @@ impl Gateway {
             }
             None => {
                 let queue = Arc::new(MemoryQueue::new(
-                    config.webhooks.max_queued,
+                    config.webhooks.queue_bounds(),
                     config.webhooks.max_dead_letters,
                 ));
                 let ledger = MemoryLedger::new(

@@ -102,7 +102,7 @@ impl Gateway {
                     && new.webhooks.concurrency == old.webhooks.concurrency
                     && new.webhooks.per_client() == old.webhooks.per_client()
                     && new.webhooks.visibility_timeout == old.webhooks.visibility_timeout
-                    && new.webhooks.max_queued == old.webhooks.max_queued
+                    && new.webhooks.queue_bounds() == old.webhooks.queue_bounds()
                     && new.webhooks.max_dead_letters == old.webhooks.max_dead_letters,
             ),
         ] {

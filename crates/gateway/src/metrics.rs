@@ -84,6 +84,10 @@ pub struct Metrics {
     pub reconciles: IntCounterVec,
     /// `notifications_ingested_total`: push notifications accepted from agents.
     pub notifications_ingested: IntCounterVec,
+    /// `artifacts_truncated_total`: official A2A artifacts the ledger cut (or dropped) to its
+    /// `[a2a] max_artifact_bytes_per_task`, each time a Task it was given had one over, by
+    /// agent.
+    pub artifacts_truncated: IntCounterVec,
     /// `notifications_refused_total`: push notifications refused, by reason.
     pub notifications_refused: IntCounterVec,
     /// `webhook_deliveries_total`: webhook delivery outcomes, by subscriber.
@@ -396,6 +400,11 @@ impl Metrics {
             notifications_ingested: counter(
                 "notifications_ingested_total",
                 "Push notifications accepted from agents (a state change or refresh recorded).",
+                &["agent"],
+            )?,
+            artifacts_truncated: counter(
+                "artifacts_truncated_total",
+                "Official A2A artifacts the ledger cut or dropped to [a2a] max_artifact_bytes_per_task (each marked a2a-gateway/truncated in the record), counted each time a Task it is given has one over, by agent.",
                 &["agent"],
             )?,
             notifications_refused: counter(

@@ -3,7 +3,9 @@
 //! scripts — including the ones an honest agent never gives (another task's id, an unknown
 //! state, a 10 MB body, duplicate keys, a task reopened after it completed, no answer in time).
 //! It records every call it receives. A hostile test makes it serve files of its own at paths
-//! of its choice and put headers of its choice on every JSON-RPC answer.
+//! of its choice and put headers of its choice on every JSON-RPC answer. It can be killed (its
+//! listener closed and every connection cut mid-answer, as a killed process's are) and brought
+//! back on the same port.
 
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
@@ -86,13 +88,16 @@ struct Shared {
 pub struct ScriptedAgent {
     /// `http://127.0.0.1:PORT`.
     pub base: String,
+    addr: std::net::SocketAddr,
     shared: Arc<Shared>,
     server: tokio::task::JoinHandle<()>,
+    /// Every connection it serves, to be cut by [`ScriptedAgent::kill`].
+    conns: Arc<Mutex<Vec<tokio::task::AbortHandle>>>,
 }
 
 impl Drop for ScriptedAgent {
     fn drop(&mut self) {
-        self.server.abort();
+        self.kill();
     }
 }
 
@@ -129,26 +134,41 @@ impl ScriptedAgent {
             headers: Mutex::default(),
             requests: Mutex::default(),
         });
-        let s = shared.clone();
-        let server = tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    return;
-                };
-                let s = s.clone();
-                tokio::spawn(async move {
-                    let svc = hyper::service::service_fn(move |req| handle(s.clone(), req));
-                    let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                        .serve_connection(TokioIo::new(stream), svc)
-                        .await;
-                });
-            }
-        });
+        let conns = Arc::new(Mutex::new(Vec::new()));
+        let server = serve(listener, shared.clone(), conns.clone());
         ScriptedAgent {
             base,
+            addr,
             shared,
             server,
+            conns,
         }
+    }
+
+    /// As a killed process: the listener closed (connections refused) and every open
+    /// connection cut, answers and streams mid-way included.
+    pub fn kill(&mut self) {
+        self.server.abort();
+        for c in self.conns.lock().expect("lock").drain(..) {
+            c.abort();
+        }
+    }
+
+    /// Back on the same port, with the same script and the calls recorded so far.
+    pub async fn revive(&mut self) {
+        self.kill();
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        let listener = loop {
+            match tokio::net::TcpListener::bind(self.addr).await {
+                Ok(l) => break l,
+                Err(e) if std::time::Instant::now() < deadline => {
+                    let _ = e;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(e) => panic!("the agent cannot bind {} again: {e}", self.addr),
+            }
+        };
+        self.server = serve(listener, self.shared.clone(), self.conns.clone());
     }
 
     /// Serve `card` from now on.
@@ -194,6 +214,31 @@ impl ScriptedAgent {
             .filter_map(|c| c["method"].as_str().map(str::to_owned))
             .collect()
     }
+}
+
+/// Accept on `listener`, each connection served by a task of its own, kept in `conns`.
+fn serve(
+    listener: tokio::net::TcpListener,
+    s: Arc<Shared>,
+    conns: Arc<Mutex<Vec<tokio::task::AbortHandle>>>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            let s = s.clone();
+            let conn = tokio::spawn(async move {
+                let svc = hyper::service::service_fn(move |req| handle(s.clone(), req));
+                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(stream), svc)
+                    .await;
+            });
+            let mut held = conns.lock().expect("lock");
+            held.retain(|c| !c.is_finished());
+            held.push(conn.abort_handle());
+        }
+    })
 }
 
 async fn handle(s: Arc<Shared>, req: Request<Incoming>) -> Result<Response<Out>, Infallible> {

@@ -148,6 +148,14 @@ pub struct WebhookConfig {
     /// Deliveries waiting (queued or scheduled for retry) at most; past it, new status changes
     /// are refused with 503 rather than queued without bound.
     pub max_queued: usize,
+    /// The bytes of the deliveries waiting at most (their bodies): past it a change for
+    /// `[[subscribers]]` is refused as past `max_queued`, and push configs' deliveries are
+    /// left out. Each client's push deliveries hold a quarter of it at most.
+    pub max_queued_bytes: u64,
+    /// One client's push deliveries waiting at most (a task's configs are its owner's):
+    /// past it that client's deliveries of a change are left out (`outcome="queue_full"`),
+    /// never another client's. `None`: a quarter of `max_queued` ([`WebhookConfig::queue_bounds`]).
+    pub max_queued_per_client: Option<usize>,
     /// Dead letters kept; past it the oldest are dropped (and counted).
     pub max_dead_letters: usize,
 }
@@ -164,6 +172,8 @@ impl Default for WebhookConfig {
             max_in_flight_per_client: None,
             visibility_timeout: Duration::from_secs(60),
             max_queued: 1_000_000,
+            max_queued_bytes: 1 << 30,
+            max_queued_per_client: None,
             max_dead_letters: 100_000,
         }
     }
@@ -176,6 +186,21 @@ impl WebhookConfig {
         self.max_in_flight_per_client
             .unwrap_or(self.concurrency / 4)
             .max(1)
+    }
+
+    /// What the delivery queue holds at most, in all and per client (the defaults of the keys
+    /// not given applied).
+    pub fn queue_bounds(&self) -> crate::webhook::queue::Bounds {
+        let bytes = usize::try_from(self.max_queued_bytes).unwrap_or(usize::MAX);
+        crate::webhook::queue::Bounds {
+            queued: self.max_queued,
+            bytes,
+            per_client: self
+                .max_queued_per_client
+                .unwrap_or(self.max_queued / 4)
+                .max(1),
+            per_client_bytes: (bytes / 4).max(1),
+        }
     }
 
     /// The waits between attempts, in seconds, after `max_attempts` is applied (more attempts
@@ -197,12 +222,18 @@ pub struct A2aConfig {
     /// Push configs a task may hold (CreateTaskPushNotificationConfig past it is
     /// InvalidParams).
     pub max_push_configs_per_task: usize,
+    /// Upper bound on a recorded Task's artifacts (its `artifacts` list as written), apart from
+    /// `max_task_document_bytes`, which bounds the rest: an artifact an agent may answer whole
+    /// (8 MiB, the agent answer limit) is recorded whole. Past it the record keeps every
+    /// artifact listed, the cut ones marked (`protocol::a2a::kept`).
+    pub max_artifact_bytes_per_task: usize,
 }
 
 impl Default for A2aConfig {
     fn default() -> A2aConfig {
         A2aConfig {
             max_push_configs_per_task: 10,
+            max_artifact_bytes_per_task: 8 << 20,
         }
     }
 }
@@ -268,8 +299,9 @@ pub struct Config {
     pub max_tasks: usize,
     /// Upper bound on the bytes of task documents held by the in-process ledger.
     pub max_ledger_bytes: usize,
-    /// Upper bound on one recorded A2A Task document: past it, the record keeps the task's
-    /// status and artifacts and drops its `history`.
+    /// Upper bound on one recorded A2A Task without its artifacts (they have their own,
+    /// `[a2a] max_artifact_bytes_per_task`): past it the record drops the task's `history`
+    /// first.
     pub max_task_document_bytes: usize,
     /// Upper bound on concurrent client connections.
     pub max_connections: usize,
@@ -303,7 +335,7 @@ pub struct Config {
     pub subscribers: Vec<SubscriberConfig>,
     /// Task event streams.
     pub streams: StreamsConfig,
-    /// Official A2A agents' tasks: push configs.
+    /// Official A2A agents' tasks: push configs, artifacts.
     pub a2a: A2aConfig,
     /// Bearer token of the `/admin/` routes; without one they are disabled. Only without
     /// clients: with them, the `admin` right replaces it.

@@ -12,7 +12,8 @@
 --         is queued for each config too, on lane "~push:{id}", as the StreamResponse
 --         {"task": ...}; the hash expires with the task
 -- ARGV    agent, status, updated_ms, task, now_ms, terminal_ttl_ms, live_ttl_ms, task_id,
---         msg_id prefix, timestamp (RFC 3339, always given), max_queued, max_dead (both this partition's share), change
+--         msg_id prefix, timestamp (RFC 3339, always given), the queue's bounds ("queued bytes
+--         per_client per_client_bytes", webhook::queue::Bounds::arg), max_dead (both this partition's share), change
 --         channel, owner ('' for none), publish command (SPUBLISH on a cluster, PUBLISH on one
 --         node), lane entry format version (with the trace context after it, if any: see
 --         webhook::queue::entry_version), the task's A2A contextId ('' for none), the task's
@@ -28,6 +29,10 @@
 -- same time with other content is a refresh, not a duplicate (ledger::decide).
 -- A disabled subscriber's (410 Gone) go straight to the dead letters, to be redriven once it
 -- is back: its lanes cannot fill the queue that every other subscriber shares.
+-- The queue counts its messages ('queued') and their bytes ('qbytes'), and each client's push
+-- deliveries (hashes 'cq' and 'cb', owner -> messages, bytes; 'owners', "lane \n task" -> owner
+-- while the lane holds messages, for finish.lua to uncount): a client past its share has its
+-- push deliveries of the change left out, never another client's.
 -- Every first sighting or transition is also published on the partition's change channel
 -- ("agent \n task_id \n STATUS \n owner \n task"), for the live streams of every replica, and
 -- every refusal ("agent \n task_id \n ~refused \n reason \n RECORDED OFFERED timestamp
@@ -137,16 +142,30 @@ if news and ARGV[9] ~= '' then
 end
 local notify = nsubs > 0 or #pushes > 0
 local dropped = 0
+-- The client whose push configs these are: the task's owner (the one it gets now, if none).
+local client = owner
+if claims then client = ARGV[14] end
 if notify then
+  local maxq, maxb, pc, pcb = string.match(ARGV[11], '^(%d+) (%d+) (%d+) (%d+)$')
+  maxq, maxb, pc, pcb = tonumber(maxq), tonumber(maxb), tonumber(pc), tonumber(pcb)
   local queued = tonumber(redis.call('GET', wh .. 'queued') or '0')
-  if queued + nsubs > tonumber(ARGV[11]) then
+  local qbytes = tonumber(redis.call('GET', wh .. 'qbytes') or '0')
+  -- A message's bytes: the document and its envelope (the id and head are under 256 bytes).
+  local size = #ARGV[4] + 256
+  if queued + nsubs > maxq or qbytes + nsubs * size > maxb then
     return { 'queue_full', rec[1] or agent, rec[2] or status, rec[3] or ARGV[3], '', rec[2] or '', owner, created }
   end
-  -- Clients' push configs never make a change unrecordable: without room, their deliveries
-  -- of this change are left out (and counted by the caller).
-  if queued + nsubs + #pushes > tonumber(ARGV[11]) then
-    dropped = #pushes
-    pushes = {}
+  -- Clients' push configs never make a change unrecordable: without room, in the queue or in
+  -- the client's share, their deliveries of this change are left out (and counted by the caller).
+  if #pushes > 0 then
+    local cn = tonumber(redis.call('HGET', wh .. 'cq', client) or '0')
+    local cb = tonumber(redis.call('HGET', wh .. 'cb', client) or '0')
+    local n = nsubs + #pushes
+    if queued + n > maxq or qbytes + n * size > maxb or cn + #pushes > pc
+      or cb + #pushes * size > pcb then
+      dropped = #pushes
+      pushes = {}
+    end
   end
 end
 
@@ -202,7 +221,7 @@ if notify then
   if string.find(ARGV[8], '/', 1, true) then a2a = '"protocol":"a2a","agent":"' .. agent .. '",' end
   local entry = ARGV[5] .. ' ' .. ARGV[16] .. '\n' .. ARGV[9] .. '_' .. n .. '\n'
     .. '{"event_type":"task.status.updated",' .. a2a .. '"timestamp":"' .. ARGV[10] .. '","data":' .. ARGV[4] .. '}'
-  local queued = 0
+  local queued, bytes = 0, 0
   for i = FIRST_SUB, FIRST_SUB + nsubs - 1 do
     if redis.call('HEXISTS', wh .. 'disabled', ARGV[i]) == 1 then
       local meta = cjson.encode({ subscriber = ARGV[i], task_id = ARGV[8], attempts = 0,
@@ -211,6 +230,7 @@ if notify then
       redis.call('LTRIM', wh .. 'dead', 0, tonumber(ARGV[12]) - 1)
     else
       queued = queued + 1
+      bytes = bytes + #entry
       if redis.call('RPUSH', wh .. 'lane:' .. ARGV[i] .. ':' .. ARGV[8], entry) == 1 then
         redis.call('XADD', wh .. 'stream', '*', 's', ARGV[i], 't', ARGV[8], 'a', '0')
       end
@@ -220,12 +240,17 @@ if notify then
     local body = ARGV[5] .. ' ' .. ARGV[16] .. '\n' .. ARGV[9] .. '_' .. n .. '\n{"task":' .. ARGV[4] .. '}'
     for _, sub in ipairs(pushes) do
       queued = queued + 1
+      bytes = bytes + #body
       if redis.call('RPUSH', wh .. 'lane:' .. sub .. ':' .. ARGV[8], body) == 1 then
         redis.call('XADD', wh .. 'stream', '*', 's', sub, 't', ARGV[8], 'a', '0')
       end
+      redis.call('HSET', wh .. 'owners', sub .. '\n' .. ARGV[8], client)
     end
+    redis.call('HINCRBY', wh .. 'cq', client, #pushes)
+    redis.call('HINCRBY', wh .. 'cb', client, #pushes * #body)
   end
   redis.call('INCRBY', wh .. 'queued', queued)
+  redis.call('INCRBY', wh .. 'qbytes', bytes)
 end
 if changed and ARGV[13] ~= '' then
   redis.call(ARGV[15], ARGV[13], agent .. '\n' .. ARGV[8] .. '\n' .. status .. '\n' .. owner .. '\n' .. ARGV[4])

@@ -254,14 +254,23 @@ impl MemoryLedger {
         // other shards' locks, one at a time). If none can be made (only fresh live tasks are
         // left), the task is recorded anyway: the agent holds it, and a task the gateway does
         // not know is worse than a bound passed by the creates in flight when it filled (a
-        // create is refused before its agent call once the ledger is full).
+        // create is refused before its agent call once the ledger is full). A live task whose
+        // document grows (artifacts streamed into it) makes room for what it adds the same way.
         let known = {
             let mut s = self.shard(task_id);
             self.expire(&mut s, now);
-            s.tasks.contains_key(task_id)
+            s.tasks
+                .get(task_id)
+                .map(|e| (e.record.task.len(), e.record.head.status.is_terminal()))
         };
-        if !known {
-            self.make_room(entry_size(task_id, &task), now, now_ms);
+        match known {
+            None => {
+                self.make_room(entry_size(task_id, &task), now, now_ms);
+            }
+            Some((had, false)) if task.len() > had => {
+                self.make_room_to_grow(task.len() - had, now, now_ms);
+            }
+            Some(_) => {}
         }
         let mut s = self.shard(task_id);
         let recorded = s

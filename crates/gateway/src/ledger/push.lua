@@ -8,7 +8,8 @@
 --   del:   ARGV[2] id -> 1 if it was there, else 0
 --   token: ARGV[2] a fresh token ('' to only read) -> the standing token, or '' (none, or no task)
 --   now:   ARGV[2] id, ARGV[3] the lane entry's head ("enqueued_ms version \n msg_id \n"),
---          ARGV[4] max queued (the partition's share), ARGV[5] the partition's webhook prefix,
+--          ARGV[4] the queue's bounds (the partition's share, as apply.lua reads them: the task's
+--          owner's push deliveries within its share), ARGV[5] the partition's webhook prefix,
 --          ARGV[6] the task's ledger key -> 1 when the task as it is now was queued for config
 --          id (its lane "~push:{id}"), else 0 (no task, no such config, no room). The webhook
 --          keys are named from ARGV: they are the task's partition's, in its slot.
@@ -35,13 +36,26 @@ elseif op == 'now' then
   local task = redis.call('HGET', KEYS[1], 'task')
   if not task then return 0 end
   local wh = ARGV[5]
+  local client = redis.call('HGET', KEYS[1], 'owner') or ''
+  local maxq, maxb, pc, pcb = string.match(ARGV[4], '^(%d+) (%d+) (%d+) (%d+)$')
+  local entry = ARGV[3] .. '{"task":' .. task .. '}'
   local queued = tonumber(redis.call('GET', wh .. 'queued') or '0')
-  if queued + 1 > tonumber(ARGV[4]) then return 0 end
+  local qbytes = tonumber(redis.call('GET', wh .. 'qbytes') or '0')
+  local cn = tonumber(redis.call('HGET', wh .. 'cq', client) or '0')
+  local cb = tonumber(redis.call('HGET', wh .. 'cb', client) or '0')
+  if queued + 1 > tonumber(maxq) or qbytes + #entry > tonumber(maxb) or cn + 1 > tonumber(pc)
+    or cb + #entry > tonumber(pcb) then
+    return 0
+  end
   local sub = '~push:' .. ARGV[2]
-  if redis.call('RPUSH', wh .. 'lane:' .. sub .. ':' .. ARGV[6], ARGV[3] .. '{"task":' .. task .. '}') == 1 then
+  if redis.call('RPUSH', wh .. 'lane:' .. sub .. ':' .. ARGV[6], entry) == 1 then
     redis.call('XADD', wh .. 'stream', '*', 's', sub, 't', ARGV[6], 'a', '0')
   end
+  redis.call('HSET', wh .. 'owners', sub .. '\n' .. ARGV[6], client)
+  redis.call('HINCRBY', wh .. 'cq', client, 1)
+  redis.call('HINCRBY', wh .. 'cb', client, #entry)
   redis.call('INCRBY', wh .. 'queued', 1)
+  redis.call('INCRBY', wh .. 'qbytes', #entry)
   return 1
 elseif op == 'del' then
   return redis.call('HDEL', KEYS[2], ARGV[2])

@@ -272,7 +272,7 @@ impl RedisLedger {
                 inv.arg(message_id_prefix(task_id, head))
                     .arg(crate::protocol::time::now())
                     // Per partition: the partitions share the bound evenly.
-                    .arg(o.max_queued.div_ceil(keys.len()))
+                    .arg(o.bounds.share(keys.len()).arg())
                     .arg(o.max_dead.div_ceil(keys.len()))
                     .arg(&*part.changes)
                     .arg(owner.unwrap_or(""))
@@ -287,7 +287,7 @@ impl RedisLedger {
             _ => {
                 inv.arg("")
                     .arg(crate::protocol::time::now())
-                    .arg(0)
+                    .arg("0 0 0 0")
                     .arg(0)
                     .arg(&*part.changes)
                     .arg(owner.unwrap_or(""))

@@ -208,6 +208,9 @@ pub trait Json: Sync {
     fn to_value(&self) -> Value;
     /// Writes it as serde_json writes the same document.
     fn write_json(&self, w: &mut Vec<u8>);
+    /// How many bytes [`Json::write_json`] writes, counted without writing them (what the
+    /// ledger's bounds measure of a large document's members).
+    fn json_len(&self) -> usize;
 
     /// Member `key`, if it is an object that has one.
     fn get(&self, key: &str) -> Option<&dyn Json> {
@@ -270,6 +273,9 @@ impl Json for Value {
     fn write_json(&self, w: &mut Vec<u8>) {
         // A Value holds no map with non-string keys: writing it cannot fail.
         let _ = serde_json::to_writer(w, self);
+    }
+    fn json_len(&self) -> usize {
+        counted(self)
     }
 }
 
@@ -353,6 +359,27 @@ impl Json for Node<'_> {
         // Strings, numbers and string-keyed maps: writing cannot fail.
         let _ = serde_json::to_writer(w, self);
     }
+    fn json_len(&self) -> usize {
+        counted(self)
+    }
+}
+
+/// The bytes serde_json writes for `v`, counted as they go by (nothing is kept).
+pub fn counted(v: &impl Serialize) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0 += b.len();
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut c = Count(0);
+    // String-keyed maps only, and a sink that never fails: writing cannot fail.
+    let _ = serde_json::to_writer(&mut c, v);
+    c.0
 }
 
 impl Object for Members<'_> {
@@ -404,6 +431,9 @@ mod tests {
             );
             assert_eq!(node.to_value(), value, "{doc}");
             assert_eq!(node.clone().into_value(), value, "{doc}");
+            // Counted, the same length as written, either tree.
+            assert_eq!(node.json_len(), written.len(), "{doc}");
+            assert_eq!(Json::json_len(&value), written.len(), "{doc}");
         }
     }
 

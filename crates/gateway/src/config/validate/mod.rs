@@ -206,6 +206,11 @@ impl Validator {
             c.a2a.max_push_configs_per_task as u64,
             1000,
         );
+        self.range(
+            "a2a.max_artifact_bytes_per_task",
+            c.a2a.max_artifact_bytes_per_task as u64,
+            64 << 20,
+        );
         self.identity(c, rules);
         self.placeholders(c);
         if let Some(u) = &c.public_url {
@@ -575,6 +580,30 @@ mod tests {
     }
 
     #[test]
+    fn the_record_bounds_have_defaults_and_bounds() {
+        let base = "listen = \"127.0.0.1:1\"\n[[agents]]\nname=\"a\"\nurl=\"http://x\"\n";
+        let cfg = Config::parse(base).expect("defaults");
+        assert_eq!(cfg.max_task_document_bytes, 1 << 20);
+        assert_eq!(cfg.a2a.max_artifact_bytes_per_task, 8 << 20);
+        let cfg = Config::parse(&format!(
+            "{base}[a2a]\nmax_artifact_bytes_per_task = 1024\n"
+        ))
+        .expect("set");
+        assert_eq!(cfg.a2a.max_artifact_bytes_per_task, 1024);
+        for bad in [0, (64 << 20) + 1] {
+            let p = Config::parse(&format!(
+                "{base}[a2a]\nmax_artifact_bytes_per_task = {bad}\n"
+            ))
+            .expect_err("out of range");
+            let shown: Vec<String> = p.iter().map(ToString::to_string).collect();
+            assert_eq!(
+                shown,
+                ["a2a.max_artifact_bytes_per_task: must be between 1 and 67108864"]
+            );
+        }
+    }
+
+    #[test]
     fn a_clients_share_of_the_deliveries_defaults_to_a_quarter_and_is_bounded() {
         let base = "listen = \"127.0.0.1:1\"\n[[agents]]\nname=\"a\"\nurl=\"http://x\"\n";
         let cfg = Config::parse(base).expect("defaults");
@@ -597,6 +626,39 @@ mod tests {
             assert!(p[0]
                 .message
                 .contains("between 1 and webhooks.concurrency (10)"));
+        }
+    }
+
+    #[test]
+    fn a_clients_share_of_the_queue_defaults_to_a_quarter_and_is_bounded() {
+        let base = "listen = \"127.0.0.1:1\"\n[[agents]]\nname=\"a\"\nurl=\"http://x\"\n";
+        let cfg = Config::parse(base).expect("defaults");
+        let b = cfg.webhooks.queue_bounds();
+        assert_eq!(
+            (b.queued, b.bytes, b.per_client, b.per_client_bytes),
+            (1_000_000, 1 << 30, 250_000, 1 << 28)
+        );
+        let cfg = Config::parse(&format!(
+            "{base}[webhooks]\nmax_queued = 100\nmax_queued_per_client = 100\nmax_queued_bytes = 4194304\n"
+        ))
+        .expect("all of it");
+        let b = cfg.webhooks.queue_bounds();
+        assert_eq!((b.per_client, b.per_client_bytes), (100, 1 << 20));
+        for (bad, key) in [
+            (
+                "max_queued_per_client = 0",
+                "webhooks.max_queued_per_client",
+            ),
+            (
+                "max_queued_per_client = 101",
+                "webhooks.max_queued_per_client",
+            ),
+            ("max_queued_bytes = 1000", "webhooks.max_queued_bytes"),
+        ] {
+            let p = Config::parse(&format!("{base}[webhooks]\nmax_queued = 100\n{bad}\n"))
+                .expect_err("out of range");
+            let keys: Vec<&str> = p.iter().map(|p| p.key.as_str()).collect();
+            assert_eq!(keys, [key], "{bad}");
         }
     }
 

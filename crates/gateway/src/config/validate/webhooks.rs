@@ -44,6 +44,23 @@ impl Validator {
             );
         }
         self.range("webhooks.max_queued", w.max_queued as u64, 1 << 32);
+        if !(1 << 20..=1 << 40).contains(&w.max_queued_bytes) {
+            self.problem(
+                "webhooks.max_queued_bytes",
+                "must be between 1048576 (1 MiB) and 1099511627776 (1 TiB)",
+            );
+        }
+        if let Some(n) = w.max_queued_per_client {
+            if n < 1 || n > w.max_queued {
+                self.problem(
+                    "webhooks.max_queued_per_client",
+                    format!(
+                        "must be between 1 and webhooks.max_queued ({}): a client's share of the queue",
+                        w.max_queued
+                    ),
+                );
+            }
+        }
         self.range(
             "webhooks.max_dead_letters",
             w.max_dead_letters as u64,

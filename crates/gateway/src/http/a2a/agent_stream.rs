@@ -27,6 +27,19 @@ pub fn subscribe_call(id: &str) -> Call {
     Call::new(Method::SubscribeToTask, params)
 }
 
+/// Why an agent's stream could not be read on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReadError {
+    /// It broke the event-stream rules (an event or a line over `max_event_bytes`): the
+    /// agent's fault, not worth a second connection.
+    #[error("{0}")]
+    Broken(String),
+    /// The connection failed mid-stream (the agent was killed or restarted, a proxy cut it):
+    /// like the stream's end, which a new subscription may get past.
+    #[error("the agent's stream failed: {0}")]
+    Cut(String),
+}
+
 /// Reads one agent stream's events, one at a time.
 pub struct Reader {
     /// The SSE parser (bounded by `streams.max_event_bytes`).
@@ -45,8 +58,8 @@ impl Reader {
     }
 
     /// The next event; `Ok(None)` at the stream's end, `Err` when it broke the event-stream
-    /// rules (or the connection failed).
-    pub async fn next(&mut self, body: &mut Incoming) -> Result<Option<Event>, String> {
+    /// rules or the connection failed (see [`ReadError`]).
+    pub async fn next(&mut self, body: &mut Incoming) -> Result<Option<Event>, ReadError> {
         loop {
             if let Some(e) = self.pending.pop_front() {
                 return Ok(Some(e));
@@ -59,10 +72,10 @@ impl Reader {
                     let mut out = Vec::new();
                     self.parser
                         .feed(&data, &mut out)
-                        .map_err(|e| e.to_string())?;
+                        .map_err(|e| ReadError::Broken(e.to_string()))?;
                     self.pending.extend(out);
                 }
-                Some(Err(e)) => return Err(format!("the agent's stream failed: {e}")),
+                Some(Err(e)) => return Err(ReadError::Cut(e.to_string())),
                 None => return Ok(None),
             }
         }

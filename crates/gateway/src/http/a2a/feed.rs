@@ -11,7 +11,10 @@
 //! `event: error` UPSTREAM_ERROR. The stream closes after a final or an interrupted state
 //! (§11.7); for a short grace after it the agent's stream is still read, so that what it sends
 //! past the end is judged (and refused, and counted) rather than unseen. An agent's stream that
-//! ends while the task is live is opened again with `SubscribeToTask`.
+//! ends while the task is live, or whose connection is cut (the agent killed or restarted), is
+//! opened again with `SubscribeToTask`: [`MAX_RECONNECTS`] tries in a row, [`FIRST_BACKOFF`]
+//! doubling, a try that cannot reach the agent counting as one, so an agent back within them
+//! is picked up; then UPSTREAM_ERROR, or the ledger's final Task if the task ended meanwhile.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -25,7 +28,7 @@ use hyper::Request;
 use serde_json::Value;
 
 use super::agent;
-use super::agent_stream::{read_event, stream_or_answer, subscribe_call, Reader};
+use super::agent_stream::{read_event, stream_or_answer, subscribe_call, ReadError, Reader};
 use super::ledger as a2a_ledger;
 use crate::ledger::{apply_counted, Origin};
 use crate::protocol::a2a::answer::{check_answer, payload, task_of};
@@ -44,7 +47,19 @@ use crate::stream::StreamError;
 const AFTER_END: Duration = Duration::from_millis(500);
 /// Reconnects in a row that bring no event before the gateway gives up on the agent's stream.
 const MAX_RECONNECTS: u32 = 3;
+/// The wait before the first of them; it doubles for each next one (250, 500, 1000 ms).
 const FIRST_BACKOFF: Duration = Duration::from_millis(250);
+
+/// What a resubscription got.
+enum Resubscribed {
+    /// The agent's stream again.
+    Stream(Incoming, Reader),
+    /// The agent could not be reached (refused, reset, timed out): worth another try.
+    Unreachable(String),
+    /// The agent answered, but not with a stream: the topic was ended (the ledger's final Task,
+    /// or UPSTREAM_ERROR).
+    Over,
+}
 
 /// Where a feed starts.
 pub enum Upstream {
@@ -230,6 +245,9 @@ pub async fn run(start: Start, up: Upstream) {
     // After a resubscription, its first event (the Task again) does not count as progress:
     // an agent whose SubscribeToTask sends the Task and closes is given up on.
     let mut fresh = false;
+    // Why the last try failed, when the agent could not be reached: what a subscriber is told
+    // if it was the last.
+    let mut last_try: Option<String> = None;
     loop {
         let next = tokio::select! {
             ev = reader.next(&mut body) => ev,
@@ -256,47 +274,61 @@ pub async fn run(start: Start, up: Upstream) {
                     }
                 }
             }
-            Ok(None) | Err(_) => {
-                if let Err(why) = &next {
-                    tracing::warn!(agent = %feed.agent.cfg.name, task_id = %feed.id, error = %why, "agent stream refused");
-                    feed.upstream_error(why.clone());
-                    return;
+            Err(ReadError::Broken(why)) => {
+                tracing::warn!(agent = %feed.agent.cfg.name, task_id = %feed.id, error = %why, "agent stream refused");
+                feed.upstream_error(why);
+                return;
+            }
+            Ok(None) | Err(ReadError::Cut(_)) => {
+                // The agent's stream ended, or its connection was cut (killed, restarted), with
+                // the task live: subscribe again, a bounded number of times.
+                if let Err(ReadError::Cut(why)) = &next {
+                    tracing::info!(agent = %feed.agent.cfg.name, task_id = %feed.id, error = %why, "agent stream cut; subscribing again");
                 }
-                // The agent's stream ended with the task live: subscribe again.
-                reconnects += 1;
-                if reconnects > MAX_RECONNECTS {
-                    feed.upstream_error(
-                        "the agent's stream keeps ending before the task does".to_owned(),
-                    );
-                    return;
-                }
-                let wait = FIRST_BACKOFF * 2u32.pow(reconnects - 1);
                 let topic = feed.topic.clone();
-                let again = async {
-                    tokio::time::sleep(wait).await;
-                    feed.resubscribe(&held).await
-                };
-                // The clock's work goes on meanwhile (pings, the sweep, the linger).
-                tokio::pin!(again);
                 let again = loop {
-                    tokio::select! {
-                        r = &mut again => break r,
-                        _ = tick.tick() => {
-                            if !hub.tend(&topic) {
-                                return;
+                    reconnects += 1;
+                    if reconnects > MAX_RECONNECTS {
+                        feed.give_up(last_try.take().unwrap_or_else(|| {
+                            "the agent's stream keeps ending before the task does".to_owned()
+                        }))
+                        .await;
+                        return;
+                    }
+                    let wait = FIRST_BACKOFF * 2u32.pow(reconnects - 1);
+                    let got = {
+                        let attempt = async {
+                            tokio::time::sleep(wait).await;
+                            feed.resubscribe(&held).await
+                        };
+                        // The clock's work goes on meanwhile (pings, the sweep, the linger).
+                        tokio::pin!(attempt);
+                        loop {
+                            tokio::select! {
+                                r = &mut attempt => break r,
+                                _ = tick.tick() => {
+                                    if !hub.tend(&topic) {
+                                        return;
+                                    }
+                                }
+                                _ = topic.closed.notified() => return,
                             }
                         }
-                        _ = topic.closed.notified() => return,
+                    };
+                    match got {
+                        Resubscribed::Stream(b, r) => break (b, r),
+                        Resubscribed::Unreachable(why) => {
+                            tracing::info!(agent = %feed.agent.cfg.name, task_id = %feed.id, error = %why, tries = reconnects, "agent unreachable for a resubscription");
+                            last_try = Some(format!(
+                                "its stream ended before the task did, and it could not be reached again ({MAX_RECONNECTS} tries)"
+                            ));
+                        }
+                        Resubscribed::Over => return,
                     }
                 };
-                match again {
-                    Some((b, r)) => {
-                        body = b;
-                        reader = r;
-                        fresh = true;
-                    }
-                    None => return,
-                }
+                (body, reader) = again;
+                last_try = None;
+                fresh = true;
             }
         }
     }
@@ -383,9 +415,9 @@ impl Feed {
         let mut next = self.task.clone();
         let folded = fold(&mut next, p);
         // Written once: the ledger's document and the topic's snapshot are the same bytes,
-        // bounded as the ledger bounds a document (history goes first).
-        let max = self.state.config.max_task_document_bytes;
-        let (snapshot, whole) = a2a_ledger::bounded_whole(&next, max);
+        // bounded as the ledger bounds a document (history goes first; artifacts to their own
+        // bound, a cut one marked).
+        let (snapshot, cut) = a2a_ledger::bounded_whole(&self.state, &self.agent.cfg.name, &next);
         if folded.records() && !self.record(&next, snapshot.clone()).await {
             if !self.published {
                 // A subscription's first Task the ledger refused (the task ended meanwhile):
@@ -400,8 +432,10 @@ impl Feed {
             }
             return Next::On;
         }
-        if !whole {
-            next = crate::protocol::json::parse(&snapshot).unwrap_or(next);
+        if let Some(kept) = cut {
+            // The next event folds into what the ledger holds (a cut artifact's appends are
+            // then counted as cut, never added after the gap).
+            next = kept;
         }
         let whole_task = folded == crate::protocol::a2a::stream::Folded::Task;
         let told = if whole_task && self.published {
@@ -504,7 +538,7 @@ impl Feed {
                     if state_of(&self.task) == state_of(&next) {
                         continue;
                     }
-                    let raw = a2a_ledger::bounded(&next, self.state.config.max_task_document_bytes);
+                    let raw = a2a_ledger::bounded(&self.state, &self.agent.cfg.name, &next);
                     self.record(&next, raw).await;
                 } else {
                     self.refused_past_end();
@@ -514,42 +548,53 @@ impl Feed {
         .await;
     }
 
-    /// Open the agent's stream of the task again (`SubscribeToTask`): its reader, or `None`
-    /// when the agent will not (the task is then finished from the ledger's word, or the
-    /// stream ends with UPSTREAM_ERROR).
-    async fn resubscribe(&mut self, held: &HeldCard) -> Option<(Incoming, Reader)> {
+    /// Open the agent's stream of the task again (`SubscribeToTask`). An agent that cannot be
+    /// reached is worth another try; one that answers with something else than a stream is not
+    /// (the topic is ended here, see [`Feed::give_up`]).
+    async fn resubscribe(&mut self, held: &HeldCard) -> Resubscribed {
         self.state.metrics.stream_upstream_reconnects.inc();
         self.method = Method::SubscribeToTask;
         let call = subscribe_call(&self.id);
-        let out = agent::stream_request(&self.agent, held, None, &HeaderMap::new(), &call).ok()?;
+        let Ok(out) = agent::stream_request(&self.agent, held, None, &HeaderMap::new(), &call)
+        else {
+            self.give_up("its card no longer says how to stream the task".to_owned())
+                .await;
+            return Resubscribed::Over;
+        };
         self.rpc_id = out.rpc_id.clone();
         let sent = self
             .state
             .upstream
             .send(out.request, self.agent.cfg.timeout)
             .await;
-        let body = match sent {
-            Ok(res) => stream_or_answer(res, &call, out.rpc_id.as_ref(), self.agent.cfg.timeout)
-                .await
-                .ok(),
-            Err(_) => None,
+        let res = match sent {
+            Ok(res) => res,
+            Err(e) => return Resubscribed::Unreachable(e.to_string()),
         };
-        match body {
-            Some(b) => Some((b, Reader::new(self.state.hub.config().max_event_bytes))),
-            None => {
-                let key = a2a_ledger::key(&self.agent.cfg.name, &self.id);
-                match self.state.ledger.get(&key).await {
-                    Ok(Some(r)) if r.head.status.is_terminal() && self.owns() => {
-                        self.topic
-                            .finish("status", &String::from_utf8_lossy(&r.task));
-                    }
-                    _ => self.upstream_error(
-                        "its stream ended before the task did, and it would not stream the task again"
-                            .to_owned(),
-                    ),
-                }
-                None
+        match stream_or_answer(res, &call, out.rpc_id.as_ref(), self.agent.cfg.timeout).await {
+            Ok(b) => Resubscribed::Stream(b, Reader::new(self.state.hub.config().max_event_bytes)),
+            Err(_) => {
+                self.give_up(
+                    "its stream ended before the task did, and it would not stream the task again"
+                        .to_owned(),
+                )
+                .await;
+                Resubscribed::Over
             }
+        }
+    }
+
+    /// The agent's stream is over for good with the task live as far as this feed knows: the
+    /// ledger's final Task if the task ended meanwhile (from another source), else
+    /// UPSTREAM_ERROR with `why`.
+    async fn give_up(&self, why: String) {
+        let key = a2a_ledger::key(&self.agent.cfg.name, &self.id);
+        match self.state.ledger.get(&key).await {
+            Ok(Some(r)) if r.head.status.is_terminal() && self.owns() => {
+                self.topic
+                    .finish("status", &String::from_utf8_lossy(&r.task));
+            }
+            _ => self.upstream_error(why),
         }
     }
 

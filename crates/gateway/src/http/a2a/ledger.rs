@@ -9,8 +9,11 @@
 //!   context give it to one client, living while a task in it is live and a retention after
 //!   the last, never given to another client while it lives, and counted against its owner's
 //!   `max_contexts`, which is checked before the agent is called.
-//! - **A recorded document** is at most `max_task_document_bytes`: past it the task's `history`
-//!   is dropped (the status and artifacts are what a reader of a final task needs).
+//! - **A recorded document** is bounded in two parts (`protocol::a2a::kept`): its artifacts by
+//!   `[a2a] max_artifact_bytes_per_task`, the rest by `max_task_document_bytes` (the history
+//!   going first). Past either, what was cut is said in the record and counted
+//!   (`a2a_gateway_artifacts_truncated_total{agent}`): a reader never takes a cut task for a
+//!   whole one.
 
 use std::sync::Arc;
 
@@ -21,6 +24,7 @@ use super::frame::Failure;
 use crate::http::context::Ctx;
 use crate::ledger::{self, Applied, ContextClaim, ContextHold, Origin, Record};
 use crate::protocol::a2a::answer::TaskHead;
+use crate::protocol::a2a::kept::{self, Bounds};
 use crate::protocol::a2a::{A2aError, ErrorKind, TaskState};
 use crate::protocol::node::Json;
 use crate::protocol::task::{Head, Status, TaskRef};
@@ -227,17 +231,39 @@ pub async fn drop_context(state: &State, p: &PendingContext) {
     }
 }
 
-/// A task document as the ledger keeps it: at most `max` bytes, its `history` dropped past it
-/// (and, should the rest still be over, only id, contextId, status and kind kept).
-pub fn bounded(task: &dyn Json, max: usize) -> Bytes {
-    bounded_whole(task, max).0
+/// The bounds of a recorded Task: `max_task_document_bytes` for the Task without its
+/// artifacts, `[a2a] max_artifact_bytes_per_task` for its artifacts (`protocol::a2a::kept`).
+pub fn bounds(state: &State) -> Bounds {
+    Bounds {
+        task: state.config.max_task_document_bytes,
+        artifacts: state.config.a2a.max_artifact_bytes_per_task,
+    }
 }
 
-/// [`bounded`], and whether the document is the task whole (then it is the task's JSON, which
-/// the answer to the client can reuse rather than write again).
-pub(super) fn bounded_whole(task: &dyn Json, max: usize) -> (Bytes, bool) {
-    let (raw, whole) = written(task, max, 0, b"", b"");
-    (raw, whole.is_some())
+/// Task `task` of `agent` as the ledger keeps it (`protocol::a2a::kept`): whole within its
+/// bounds, else cut down, what was cut said in it and counted.
+pub fn bounded(state: &State, agent: &str, task: &dyn Json) -> Bytes {
+    bounded_whole(state, agent, task).0
+}
+
+/// [`bounded`], and the Task as kept when it was cut (none: the document is the task's JSON
+/// whole, which an answer can reuse rather than write again; a cut one is handed back so that
+/// whoever goes on folding into the task folds into what the ledger holds).
+pub(super) fn bounded_whole(state: &State, agent: &str, task: &dyn Json) -> (Bytes, Option<Value>) {
+    let w = written(task, bounds(state), 0, b"", b"");
+    count_cut(state, agent, w.cut);
+    (w.raw, w.kept)
+}
+
+/// Count the artifacts `agent`'s task had cut (nothing to look up for a task that had none).
+fn count_cut(state: &State, agent: &str, cut: u64) {
+    if cut > 0 {
+        state
+            .metrics
+            .artifacts_truncated
+            .with_label_values(&[agent])
+            .inc_by(cut);
+    }
 }
 
 /// The SendMessageResponse's opening, `{"task":`, and its close.
@@ -248,31 +274,50 @@ const TASK_CLOSE: &[u8] = b"}";
 /// `{"task":…}` around it, and the Task's slice of it, which the ledger keeps (one buffer for
 /// the record, the answer and the messageId's replay of it). `hint`: about how long the Task's
 /// JSON is (the agent's body), so that it is written without growing its buffer. A Task over
-/// `max` is cut down as [`bounded`] cuts it, and has no answer written around it.
-fn framed(task: &dyn Json, max: usize, hint: usize) -> (Bytes, Option<Bytes>) {
-    written(task, max, hint, TASK_OPEN, TASK_CLOSE)
+/// its bounds is cut down as [`bounded`] cuts it, and has no answer written around it.
+fn framed(state: &State, agent: &str, task: &dyn Json, hint: usize) -> (Bytes, Option<Bytes>) {
+    let w = written(task, bounds(state), hint, TASK_OPEN, TASK_CLOSE);
+    count_cut(state, agent, w.cut);
+    (w.raw, w.whole)
+}
+
+/// A task document written for the ledger.
+struct Written {
+    /// What the ledger keeps.
+    raw: Bytes,
+    /// Within the bounds: the whole buffer, `raw` with its opening and close around it.
+    whole: Option<Bytes>,
+    /// Over them: the Task as kept, and the artifacts cut.
+    kept: Option<Value>,
+    cut: u64,
 }
 
 /// The one writer of a task document for the ledger: `task` between `open` and `close` in one
-/// buffer of about `hint` bytes, and the task's slice of it; over `max`, the task cut down
-/// (see [`bounded`]) and no whole.
-fn written(
-    task: &dyn Json,
-    max: usize,
-    hint: usize,
-    open: &[u8],
-    close: &[u8],
-) -> (Bytes, Option<Bytes>) {
-    let mut w = Vec::with_capacity(hint.min(max) + open.len() + close.len());
+/// buffer of about `hint` bytes, and the task's slice of it; over its bounds, the task cut down
+/// (`kept::keep`) and no whole. A Task under both bounds costs one write and one comparison.
+fn written(task: &dyn Json, b: Bounds, hint: usize, open: &[u8], close: &[u8]) -> Written {
+    let mut w = Vec::with_capacity(hint.min(b.most()) + open.len() + close.len());
     w.extend_from_slice(open);
     task.write_json(&mut w);
     let len = w.len() - open.len();
-    if len > max {
-        return (cut(task, max), None);
+    if !kept::fits(task, len, b) {
+        drop(w);
+        let k = kept::keep(task, b);
+        return Written {
+            raw: exact(serde_json::to_vec(&k.task).unwrap_or_default()),
+            whole: None,
+            kept: Some(k.task),
+            cut: k.cut,
+        };
     }
     w.extend_from_slice(close);
     let whole = exact(w);
-    (whole.slice(open.len()..open.len() + len), Some(whole))
+    Written {
+        raw: whole.slice(open.len()..open.len() + len),
+        whole: Some(whole),
+        kept: None,
+        cut: 0,
+    }
 }
 
 /// The SendMessageResponse `{"task":…}` around a Task's JSON.
@@ -293,35 +338,6 @@ fn exact(v: Vec<u8>) -> Bytes {
     } else {
         Bytes::from(v)
     }
-}
-
-/// A task over `max` bytes, cut down (see [`bounded`]).
-fn cut(task: &dyn Json, max: usize) -> Bytes {
-    // Every member but the history copied (the history is what made it long: not copied only
-    // to be dropped).
-    let t = match task.as_object() {
-        Some(o) => {
-            let mut less = serde_json::Map::new();
-            o.for_each(&mut |k, v| {
-                if k != "history" {
-                    less.insert(k.to_owned(), v.to_value());
-                }
-            });
-            Value::Object(less)
-        }
-        None => task.to_value(),
-    };
-    let less = serde_json::to_vec(&t).unwrap_or_default();
-    if less.len() <= max {
-        return exact(less);
-    }
-    let mut min = serde_json::Map::new();
-    for k in ["id", "contextId", "status", "kind"] {
-        if let Some(v) = task.get(k) {
-            min.insert(k.to_owned(), v.to_value());
-        }
-    }
-    exact(serde_json::to_vec(&Value::Object(min)).unwrap_or_default())
 }
 
 /// What the ledger records of an A2A task's head: its key, its state, and its status time. A
@@ -428,7 +444,7 @@ pub async fn record(
             ));
         }
     }
-    let (raw, framed) = framed(task, state.config.max_task_document_bytes, hint);
+    let (raw, framed) = framed(state, agent, task, hint);
     let request_id = ctx.request_id.to_str().ok();
     let applied = ledger::apply_counted(
         state.ledger.as_ref(),
@@ -486,7 +502,7 @@ pub async fn apply_news(
             task_ref.head.updated_ms = record.head.updated_ms.max(at_least);
         }
     }
-    let raw = bounded(task, state.config.max_task_document_bytes);
+    let raw = bounded(state, agent, task);
     ledger::apply_counted(
         state.ledger.as_ref(),
         &state.metrics,
@@ -562,6 +578,17 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// The bounds with `task` for the Task without its artifacts, and `artifacts` for them.
+    fn b(task: usize, artifacts: usize) -> Bounds {
+        Bounds { task, artifacts }
+    }
+
+    /// What the ledger keeps of `t` at `b` (and how many artifacts it cut).
+    fn kept_at(t: &dyn Json, b: Bounds) -> (Bytes, u64) {
+        let w = written(t, b, 0, b"", b"");
+        (w.raw, w.cut)
+    }
+
     #[test]
     fn keys_states_and_bounds() {
         use crate::protocol::a2a::split_ledger_key;
@@ -575,14 +602,21 @@ mod tests {
         }
         let t = json!({"id": "t", "contextId": "c", "status": {"state": "TASK_STATE_COMPLETED"},
             "history": [{"text": "x".repeat(2000)}], "artifacts": [{"a": 1}]});
-        let kept: Value = serde_json::from_slice(&bounded(&t, 1 << 20)).expect("json");
-        assert_eq!(kept, t);
-        let kept: Value = serde_json::from_slice(&bounded(&t, 500)).expect("json");
+        let read = |raw: &Bytes| serde_json::from_slice::<Value>(raw).expect("json");
+        assert_eq!(read(&kept_at(&t, b(1 << 20, 1 << 20)).0), t);
+        let kept = read(&kept_at(&t, b(500, 1 << 20)).0);
         assert!(kept.get("history").is_none());
         assert_eq!(kept["artifacts"], json!([{"a": 1}]));
-        let kept: Value = serde_json::from_slice(&bounded(&t, 10)).expect("json");
+        // The rest cut to its least, the artifacts kept all the same: they have a bound of
+        // their own.
+        let kept = read(&kept_at(&t, b(10, 1 << 20)).0);
         assert_eq!(kept["status"]["state"], "TASK_STATE_COMPLETED");
-        assert!(kept.get("artifacts").is_none());
+        assert_eq!(kept["artifacts"], json!([{"a": 1}]));
+        // Artifacts over theirs: the history kept (the rest is within its own), nothing
+        // counted as cut but what was.
+        let (raw, cut) = kept_at(&t, b(1 << 20, 5));
+        assert_eq!(read(&raw)["history"], t["history"]);
+        assert_eq!(cut, 1);
         // Read in place (members out of key order, as a2a-sdk's agents write them): the same
         // bytes kept at every bound.
         let doc = format!(
@@ -590,8 +624,13 @@ mod tests {
             "x".repeat(2000)
         );
         let node = crate::protocol::json::read_in_place(doc.as_bytes()).expect("a node");
-        for max in [1 << 20, 500, 10] {
-            assert_eq!(bounded(&node, max), bounded(&t, max), "bound {max}");
+        for at in [
+            b(1 << 20, 1 << 20),
+            b(500, 1 << 20),
+            b(10, 1 << 20),
+            b(1 << 20, 5),
+        ] {
+            assert_eq!(kept_at(&node, at), kept_at(&t, at), "bounds {at:?}");
         }
     }
 
@@ -599,24 +638,46 @@ mod tests {
     fn a_task_is_written_once_for_the_ledger_and_the_answer() {
         let t = json!({"id": "t", "contextId": "c", "status": {"state": "TASK_STATE_WORKING"},
             "history": [{"text": "x".repeat(2000)}]});
-        for hint in [0, 10, 2100, 1 << 16] {
-            let (raw, framed) = framed(&t, 1 << 20, hint);
-            let framed = framed.expect("under the bound");
-            let read: Value = serde_json::from_slice(&raw).expect("json");
-            assert_eq!(read, t);
-            assert_eq!(
-                serde_json::from_slice::<Value>(&framed).expect("json"),
-                json!({ "task": t })
-            );
-            // The ledger's bytes are the Task's slice of the answer, not a second copy.
-            let at = raw.as_ptr() as usize - framed.as_ptr() as usize;
-            assert_eq!(at, TASK_OPEN.len(), "a slice of the answer (hint {hint})");
-            assert_eq!(raw.len() + TASK_OPEN.len() + 1, framed.len());
+        // A Task past the task bound by its artifacts alone is within both bounds all the
+        // same: written once too.
+        let mut large = t.clone();
+        large["artifacts"] = json!([{"artifactId": "a", "parts": [{"text": "y".repeat(5000)}]}]);
+        for (t, at) in [(&t, b(1 << 20, 1 << 20)), (&large, b(2100, 5100))] {
+            for hint in [0, 10, 2100, 1 << 16] {
+                let w = written(t, at, hint, TASK_OPEN, TASK_CLOSE);
+                let (raw, framed) = (w.raw, w.whole.expect("within the bounds"));
+                assert!(w.kept.is_none() && w.cut == 0);
+                let read: Value = serde_json::from_slice(&raw).expect("json");
+                assert_eq!(&read, t);
+                assert_eq!(
+                    serde_json::from_slice::<Value>(&framed).expect("json"),
+                    json!({ "task": t })
+                );
+                // The ledger's bytes are the Task's slice of the answer, not a second copy.
+                let at = raw.as_ptr() as usize - framed.as_ptr() as usize;
+                assert_eq!(at, TASK_OPEN.len(), "a slice of the answer (hint {hint})");
+                assert_eq!(raw.len() + TASK_OPEN.len() + 1, framed.len());
+            }
         }
         // Over the bound: cut as `bounded` cuts it, and no answer written around it.
-        let (raw, framed) = framed(&t, 500, 100);
-        assert!(framed.is_none());
-        assert_eq!(raw, bounded(&t, 500));
+        let w = written(&t, b(500, 1 << 20), 100, TASK_OPEN, TASK_CLOSE);
+        assert!(w.whole.is_none());
+        assert_eq!(w.raw, kept_at(&t, b(500, 1 << 20)).0);
+        assert_eq!(
+            w.kept.as_ref().map(|k| k.get("history").is_none()),
+            Some(true)
+        );
+        // One byte over either bound is over.
+        let len = serde_json::to_vec(&large).expect("json").len();
+        let arts = serde_json::to_vec(&large["artifacts"]).expect("json").len();
+        let rest = len - arts - kept::MEMBER_BYTES;
+        assert!(written(&large, b(rest, arts), 0, b"", b"").whole.is_some());
+        assert!(written(&large, b(rest - 1, arts), 0, b"", b"")
+            .whole
+            .is_none());
+        assert!(written(&large, b(rest, arts - 1), 0, b"", b"")
+            .whole
+            .is_none());
     }
 
     #[test]

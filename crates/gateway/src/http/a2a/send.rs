@@ -441,7 +441,7 @@ impl SendFinish {
                     // message again and the agent make a second task. The answer goes on, and
                     // the task is recorded as soon as the ledger answers (its webhooks follow).
                     Err(f) if is_unavailable(&f) => {
-                        let raw = a2a_ledger::bounded(task, state.config.max_task_document_bytes);
+                        let raw = a2a_ledger::bounded(state, name, task);
                         let pending = record_later(
                             state,
                             agent,

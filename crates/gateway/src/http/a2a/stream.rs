@@ -369,7 +369,7 @@ async fn open(
                 "the agent's stream ended before its first event",
             ))
         }
-        Err(why) => return Err(a2a_ledger::invalid_answer("", "stream", why)),
+        Err(why) => return Err(a2a_ledger::invalid_answer("", "stream", why.to_string())),
     };
     let from = (state, agent, ctx.caller.owner().map(|o| &**o));
     let value = agent_stream::read_event(from, &event, call.method, out.rpc_id.as_ref()).await?;

@@ -64,8 +64,21 @@ impl MemoryLedger {
 
     /// Whether a task of `size` bytes fits, after evicting final then stale tasks as needed.
     pub(super) fn make_room(&self, size: usize, now: Instant, now_ms: i64) -> bool {
+        self.room_for(1, size, now, now_ms)
+    }
+
+    /// Whether a held task's document may grow by `grown` bytes, after evicting final then
+    /// stale tasks as needed (as [`MemoryLedger::make_room`], the count aside): a task that
+    /// grows (up to `max_task_document_bytes` + `max_artifact_bytes_per_task`, by streamed
+    /// artifacts) must not take the ledger past `max_ledger_bytes` where room can be made.
+    pub(super) fn make_room_to_grow(&self, grown: usize, now: Instant, now_ms: i64) -> bool {
+        self.room_for(0, grown, now, now_ms)
+    }
+
+    /// Whether `tasks` more tasks and `size` more bytes fit, evicting as needed.
+    fn room_for(&self, tasks: usize, size: usize, now: Instant, now_ms: i64) -> bool {
         for _ in 0..MAX_EVICTIONS_PER_TASK {
-            let full = self.held.load(Ordering::Relaxed) >= self.max_tasks
+            let full = (tasks > 0 && self.held.load(Ordering::Relaxed) + tasks > self.max_tasks)
                 || self.bytes.load(Ordering::Relaxed).saturating_add(size) > self.max_bytes;
             if !full {
                 return true;

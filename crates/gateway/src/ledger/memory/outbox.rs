@@ -42,10 +42,11 @@ impl MemoryLedger {
         } else {
             Default::default()
         };
-        let pushes = s
+        // A task's configs are its owner's: their deliveries count against that client's share.
+        let (pushes, client) = s
             .tasks
             .get(change.task_id)
-            .map(|e| push::lanes(e.push.as_deref()))
+            .map(|e| (push::lanes(e.push.as_deref()), e.record.owner.clone()))
             .unwrap_or_default();
         if subs.is_empty() && pushes.is_empty() {
             return Ok(0);
@@ -78,7 +79,7 @@ impl MemoryLedger {
         });
         let to_configs = (!pushes.is_empty()).then(|| {
             let body = crate::protocol::a2a::push::task_body(change.task);
-            (&pushes[..], message(body))
+            (&pushes[..], message(body), client.as_deref().unwrap_or(""))
         });
         q.offer_change(change.task_id, to_subscribers, to_configs)
             .ok_or(LedgerError::QueueFull)

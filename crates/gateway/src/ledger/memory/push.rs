@@ -134,7 +134,8 @@ impl MemoryLedger {
         };
         let lane: Arc<str> = Arc::from(crate::protocol::a2a::push::lane(id));
         // Under the shard lock, as every change's deliveries are queued: in order with them.
-        q.offer_change(task_id, None, Some((&[lane][..], message))) == Some(0)
+        let client = e.record.owner.as_deref().unwrap_or("");
+        q.offer_change(task_id, None, Some((&[lane][..], message, client))) == Some(0)
     }
 
     pub(super) fn delete_push_now(&self, task_id: &str, id: &str) -> bool {

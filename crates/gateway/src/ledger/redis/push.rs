@@ -105,11 +105,10 @@ impl RedisLedger {
         id: &str,
     ) -> Result<bool, LedgerError> {
         let keys = &self.store.keys;
-        let max = self
-            .outbox
-            .as_ref()
-            .map_or(0, |o| o.max_queued.div_ceil(keys.len()))
-            .to_string();
+        let max = self.outbox.as_ref().map_or_else(
+            || "0 0 0 0".to_owned(),
+            |o| o.bounds.share(keys.len()).arg(),
+        );
         let wh = keys.prefixes(keys.of(task_id)).wh.to_string();
         let head = format!(
             "{} 1\nmsg_{}_0\n",

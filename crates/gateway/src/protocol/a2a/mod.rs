@@ -25,6 +25,7 @@ pub mod error;
 pub mod held;
 pub mod id;
 pub mod jsonrpc;
+pub mod kept;
 pub mod method;
 pub mod push;
 pub mod rest;

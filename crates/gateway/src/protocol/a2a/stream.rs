@@ -97,8 +97,10 @@ pub fn changes(old: &Value, new: &Value) -> Vec<Value> {
 /// Apply one (checked) StreamResponse payload to `task`, as a2a-sdk's task manager does: a Task
 /// replaces it; a status update takes its place as the status, the message of the status it
 /// replaces going to the history; an artifact update replaces the artifact of its
-/// `artifactId`, or with `append` extends its parts (an artifact not known yet is added); a
-/// message joins the history.
+/// `artifactId`, or with `append` extends its parts (an artifact not known yet is added;
+/// `lastChunk` changes nothing kept); a message joins the history. Parts appended to an
+/// artifact the ledger cut are not added after the gap, only counted as lost
+/// ([`super::kept::absorb`]).
 pub fn fold(task: &mut Value, event: Payload<'_>) -> Folded {
     let Some(t) = task.as_object_mut() else {
         if let Payload::Task(v) = event {
@@ -161,6 +163,7 @@ fn add_artifact(t: &mut Map<String, Value>, artifact: &Value, append: bool) {
             .position(|a| a.get("artifactId").and_then(Value::as_str) == Some(id))
     });
     match known {
+        Some(i) if append && super::kept::absorb(&mut list[i], artifact.get("parts")) => {}
         Some(i) if append => {
             let more = artifact
                 .get("parts")

@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 
 use super::{
-    payload_value, DeadLetter, DeliveryQueue, Finish, Finished, Job, Message, QueueFuture,
+    payload_value, Bounds, DeadLetter, DeliveryQueue, Finish, Finished, Job, Message, QueueFuture,
     QueueStats,
 };
 
@@ -23,6 +23,15 @@ struct Token {
 struct Dead {
     letter: DeadLetter,
     message: Message,
+    /// The client whose push delivery it was: redriven, it counts against that client again.
+    client: Option<Arc<str>>,
+}
+
+/// What one client's push deliveries hold of the queue.
+#[derive(Default, Clone, Copy)]
+struct Share {
+    queued: usize,
+    bytes: usize,
 }
 
 #[derive(Default)]
@@ -36,23 +45,29 @@ struct Inner {
     disabled: HashMap<Arc<str>, String>,
     dead: VecDeque<Dead>,
     queued: usize,
+    /// The bytes of the queued messages' bodies.
+    bytes: usize,
+    /// Each client's share of what is queued (clients with none are not kept).
+    clients: HashMap<Arc<str>, Share>,
+    /// The client of each push lane (a task's configs are its owner's), while it holds messages.
+    lane_client: HashMap<Lane, Arc<str>>,
 }
 
 /// The in-process delivery queue (see the module doc).
 pub struct MemoryQueue {
     inner: Mutex<Inner>,
     ready: Notify,
-    max_queued: usize,
+    bounds: Bounds,
     max_dead: usize,
 }
 
 impl MemoryQueue {
-    /// An empty queue holding at most `max_queued` messages and `max_dead` dead letters.
-    pub fn new(max_queued: usize, max_dead: usize) -> MemoryQueue {
+    /// An empty queue holding at most what `bounds` allow and `max_dead` dead letters.
+    pub fn new(bounds: Bounds, max_dead: usize) -> MemoryQueue {
         MemoryQueue {
             inner: Mutex::new(Inner::default()),
             ready: Notify::new(),
-            max_queued,
+            bounds,
             max_dead,
         }
     }
@@ -72,28 +87,39 @@ impl MemoryQueue {
 
     /// The messages of one change: the configured subscribers' notification, all or none
     /// (`None`: no room, the change is not to be recorded); then the A2A push configs'
-    /// StreamResponse, left out when there is no room for it (`Some(how many were left out)`):
-    /// clients' configs never make a change unrecordable.
+    /// StreamResponse, of the task's owner `client` (`""` for a task without one), left out
+    /// when there is no room for it in the queue or in that client's share (`Some(how many
+    /// were left out)`): clients' configs never make a change unrecordable, and never take
+    /// another client's room.
     pub fn offer_change(
         &self,
         task_id: &str,
         subscribers: Option<(&[Arc<str>], Message)>,
-        pushes: Option<(&[Arc<str>], Message)>,
+        pushes: Option<(&[Arc<str>], Message, &str)>,
     ) -> Option<usize> {
+        let b = self.bounds;
         let mut q = self.lock();
         let task: Arc<str> = Arc::from(task_id);
         if let Some((subs, message)) = subscribers {
-            if q.queued + subs.len() > self.max_queued {
+            let n = subs.len();
+            if q.queued + n > b.queued || q.bytes + n * message.payload.len() > b.bytes {
                 return None;
             }
-            q.offer_locked(subs, &task, message, self.max_dead);
+            q.offer_locked(subs, &task, message, None, self.max_dead);
         }
         let mut dropped = 0;
-        if let Some((configs, message)) = pushes {
-            if q.queued + configs.len() > self.max_queued {
-                dropped = configs.len();
+        if let Some((configs, message, client)) = pushes {
+            let (n, size) = (configs.len(), configs.len() * message.payload.len());
+            let share = q.clients.get(client).copied().unwrap_or_default();
+            if q.queued + n > b.queued
+                || q.bytes + size > b.bytes
+                || share.queued + n > b.per_client
+                || share.bytes + size > b.per_client_bytes
+            {
+                dropped = n;
             } else {
-                q.offer_locked(configs, &task, message, self.max_dead);
+                let client = Arc::from(client);
+                q.offer_locked(configs, &task, message, Some(&client), self.max_dead);
             }
         }
         drop(q);
@@ -108,6 +134,7 @@ impl Inner {
         subscribers: &[Arc<str>],
         task: &Arc<str>,
         message: Message,
+        client: Option<&Arc<str>>,
         max_dead: usize,
     ) {
         let q = self;
@@ -126,22 +153,49 @@ impl Inner {
                 q.dead.push_front(Dead {
                     letter,
                     message: message.clone(),
+                    client: client.cloned(),
                 });
                 q.dead.truncate(max_dead);
                 continue;
             }
-            q.queued += 1;
-            q.append((s.clone(), task.clone()), message.clone());
+            q.append((s.clone(), task.clone()), message.clone(), client.cloned());
         }
     }
 }
 
 impl Inner {
-    fn append(&mut self, lane: Lane, message: Message) {
+    /// Queue `message` at the end of `lane`, counted (and against `client`'s share, for a
+    /// push config's lane).
+    fn append(&mut self, lane: Lane, message: Message, client: Option<Arc<str>>) {
+        self.queued += 1;
+        self.bytes += message.payload.len();
+        if let Some(c) = client {
+            let share = self.clients.entry(c.clone()).or_default();
+            share.queued += 1;
+            share.bytes += message.payload.len();
+            self.lane_client.insert(lane.clone(), c);
+        }
         let list = self.lanes.entry(lane.clone()).or_default();
         list.push_back(message);
         if list.len() == 1 {
             self.ready.push_back(Token { lane, attempts: 0 });
+        }
+    }
+
+    /// A message of `lane` left the queue (delivered, or dead): uncounted.
+    fn uncount(&mut self, lane: &Lane, message: &Message) {
+        self.queued = self.queued.saturating_sub(1);
+        self.bytes = self.bytes.saturating_sub(message.payload.len());
+        let Some(c) = self.lane_client.get(lane) else {
+            return;
+        };
+        if let Some(share) = self.clients.get_mut(c) {
+            share.queued = share.queued.saturating_sub(1);
+            share.bytes = share.bytes.saturating_sub(message.payload.len());
+            if share.queued == 0 {
+                let c = c.clone();
+                self.clients.remove(&c);
+            }
         }
     }
 
@@ -152,11 +206,13 @@ impl Inner {
             (Some(m), Some(id)) if m.msg_id == id => list.pop_front(),
             _ => None,
         };
-        if popped.is_some() {
-            self.queued = self.queued.saturating_sub(1);
+        let empty = list.is_empty();
+        if let Some(m) = &popped {
+            self.uncount(&lane, m);
         }
-        if list.is_empty() {
+        if empty {
             self.lanes.remove(&lane);
+            self.lane_client.remove(&lane);
         } else {
             self.ready.push_back(Token { lane, attempts: 0 });
         }
@@ -240,6 +296,7 @@ impl DeliveryQueue for MemoryQueue {
                     q.retry.insert((due_ms, seq), Token { lane, attempts });
                 }
                 Finish::Dead { attempts, error } => {
+                    let client = q.lane_client.get(&lane).cloned();
                     if let Some(message) = q.advance(lane.clone(), msg_id) {
                         q.dead.push_front(Dead {
                             letter: DeadLetter {
@@ -252,6 +309,7 @@ impl DeliveryQueue for MemoryQueue {
                                 payload: payload_value(&message.payload),
                             },
                             message,
+                            client,
                         });
                         q.dead.truncate(self.max_dead);
                     }
@@ -334,12 +392,11 @@ impl DeliveryQueue for MemoryQueue {
             let n = back.len();
             // Oldest first, so a lane's redriven messages keep their order.
             for d in back.into_iter().rev() {
-                q.queued += 1;
                 let lane = (
                     Arc::from(d.letter.subscriber.as_str()),
                     Arc::from(d.letter.task_id.as_str()),
                 );
-                q.append(lane, d.message);
+                q.append(lane, d.message, d.client);
             }
             drop(q);
             self.ready.notify_one();
@@ -377,5 +434,125 @@ impl DeliveryQueue for MemoryQueue {
             self.ready.notify_one();
             Ok(n)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(id: &str, bytes: usize) -> Message {
+        Message {
+            msg_id: id.into(),
+            enqueued_ms: 0,
+            payload: vec![b'x'; bytes].into(),
+            version: 1,
+            trace: None,
+        }
+    }
+
+    fn queue() -> MemoryQueue {
+        MemoryQueue::new(
+            Bounds {
+                queued: 10,
+                bytes: 1000,
+                per_client: 2,
+                per_client_bytes: 250,
+            },
+            10,
+        )
+    }
+
+    fn lanes(names: &[&str]) -> Vec<Arc<str>> {
+        names.iter().map(|n| Arc::from(*n)).collect()
+    }
+
+    async fn deliver_one(q: &MemoryQueue) -> Job {
+        let job = q
+            .take("w", 1, Duration::from_millis(10))
+            .await
+            .expect("take")
+            .pop()
+            .expect("a job");
+        q.finish(&job, Finish::Delivered).await.expect("finish");
+        job
+    }
+
+    #[tokio::test]
+    async fn a_clients_share_is_its_own_and_comes_back_as_its_deliveries_leave() {
+        let q = queue();
+        let a = lanes(&["~push:a"]);
+        assert_eq!(
+            q.offer_change("t1", None, Some((&a, msg("1", 10), "alice"))),
+            Some(0)
+        );
+        assert_eq!(
+            q.offer_change("t1", None, Some((&a, msg("2", 10), "alice"))),
+            Some(0)
+        );
+        // Alice's share is full; Bob's is untouched, and so is the subscribers' room.
+        assert_eq!(
+            q.offer_change("t1", None, Some((&a, msg("3", 10), "alice"))),
+            Some(1)
+        );
+        let b = lanes(&["~push:b"]);
+        assert_eq!(
+            q.offer_change("t2", None, Some((&b, msg("1", 10), "bob"))),
+            Some(0)
+        );
+        assert!(q.offer(&lanes(&["sub"]), "t3", msg("1", 10)));
+        // One of Alice's delivered: room for one more of hers.
+        let mut left = 3;
+        while left > 0 {
+            let job = deliver_one(&q).await;
+            left -= 1;
+            if &*job.subscriber == "~push:a" {
+                break;
+            }
+        }
+        assert_eq!(
+            q.offer_change("t1", None, Some((&a, msg("4", 10), "alice"))),
+            Some(0)
+        );
+        assert_eq!(
+            q.offer_change("t1", None, Some((&a, msg("5", 10), "alice"))),
+            Some(1)
+        );
+    }
+
+    #[tokio::test]
+    async fn bytes_are_bounded_in_all_and_per_client() {
+        let q = queue();
+        let a = lanes(&["~push:a"]);
+        // 300 bytes: past Alice's 250 though one message.
+        assert_eq!(
+            q.offer_change("t1", None, Some((&a, msg("1", 300), "alice"))),
+            Some(1)
+        );
+        assert_eq!(
+            q.offer_change("t1", None, Some((&a, msg("2", 200), "alice"))),
+            Some(0)
+        );
+        // The subscribers' change, all or none, within the queue's 1000 bytes.
+        let subs = lanes(&["s1", "s2", "s3", "s4"]);
+        assert!(
+            !q.offer(&subs, "t2", msg("1", 250)),
+            "1200 bytes do not fit"
+        );
+        assert!(q.offer(&subs, "t2", msg("1", 200)), "1000 do");
+        // Now the queue is full: Bob's 10 bytes are left out, with his share empty.
+        let b = lanes(&["~push:b"]);
+        assert_eq!(
+            q.offer_change("t3", None, Some((&b, msg("1", 10), "bob"))),
+            Some(1)
+        );
+        // A delivery frees its bytes.
+        deliver_one(&q).await;
+        assert_eq!(
+            q.offer_change("t3", None, Some((&b, msg("2", 10), "bob"))),
+            Some(0)
+        );
+        let stats = q.stats().await.expect("stats");
+        assert_eq!(stats.queued, 5);
     }
 }

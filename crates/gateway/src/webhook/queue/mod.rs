@@ -188,13 +188,58 @@ pub trait DeliveryQueue: Send + Sync + 'static {
     fn enable<'a>(&'a self, subscriber: &'a str) -> QueueFuture<'a, usize>;
 }
 
+/// What the delivery queue holds at most ([`crate::config::WebhookConfig::queue_bounds`]).
+/// `[[subscribers]]`' deliveries are all of a change or none, and past `queued` or `bytes` the
+/// change is not recorded; a client's push deliveries (a task's configs are its owner's) are
+/// left out past those or past the client's own share, so one client cannot fill the queue
+/// every client and subscriber shares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounds {
+    /// Messages (`webhooks.max_queued`).
+    pub queued: usize,
+    /// Bytes of their bodies (`webhooks.max_queued_bytes`).
+    pub bytes: usize,
+    /// One client's push messages (`webhooks.max_queued_per_client`).
+    pub per_client: usize,
+    /// Bytes of one client's push messages (a quarter of `bytes`).
+    pub per_client_bytes: usize,
+}
+
+impl Default for Bounds {
+    fn default() -> Bounds {
+        crate::config::WebhookConfig::default().queue_bounds()
+    }
+}
+
+impl Bounds {
+    /// Each partition's share, the partitions sharing every bound evenly (Redis).
+    pub fn share(self, partitions: usize) -> Bounds {
+        let p = partitions.max(1);
+        Bounds {
+            queued: self.queued.div_ceil(p),
+            bytes: self.bytes.div_ceil(p),
+            per_client: self.per_client.div_ceil(p),
+            per_client_bytes: self.per_client_bytes.div_ceil(p),
+        }
+    }
+
+    /// As the Redis scripts read them: "queued bytes per_client per_client_bytes".
+    pub fn arg(self) -> String {
+        format!(
+            "{} {} {} {}",
+            self.queued, self.bytes, self.per_client, self.per_client_bytes
+        )
+    }
+}
+
 /// Which subscribers follow which agent: what the ledger needs to queue a change's deliveries.
 /// The routes are swapped whole by a config reload ([`Outbox::replace`]).
 #[derive(Debug, Default)]
 pub struct Outbox {
     routes: arc_swap::ArcSwap<HashMap<String, Arc<[Arc<str>]>>>,
-    /// The most messages queued at once (`webhooks.max_queued`); past it a change is not recorded.
-    pub max_queued: usize,
+    /// What the queue holds at most (`webhooks.max_queued`...); past it a change for the
+    /// subscribers is not recorded, and push deliveries are left out.
+    pub bounds: Bounds,
     /// Changes for a disabled subscriber go straight to the dead letters, which keep this many.
     pub max_dead: usize,
 }
@@ -204,12 +249,12 @@ impl Outbox {
     pub fn new(
         agents: &[AgentConfig],
         subscribers: &[SubscriberConfig],
-        max_queued: usize,
+        bounds: Bounds,
         max_dead: usize,
     ) -> Outbox {
         Outbox {
             routes: arc_swap::ArcSwap::from_pointee(routes(agents, subscribers)),
-            max_queued,
+            bounds,
             max_dead,
         }
     }
@@ -432,7 +477,7 @@ mod tests {
             AgentConfig::new("one", "http://a"),
             AgentConfig::new("two", "http://b"),
         ];
-        let o = Outbox::new(&agents, &[a, b], 10, 10);
+        let o = Outbox::new(&agents, &[a, b], Bounds::default(), 10);
         let names =
             |agent| -> Vec<String> { o.subscribers(agent).iter().map(|s| s.to_string()).collect() };
         assert_eq!(names("one"), ["a", "b"]);

@@ -22,7 +22,14 @@ redis.call('XACK', stream, 'workers', token)
 redis.call('XDEL', stream, token)
 local lane = wh .. 'lane:' .. sub .. ':' .. task
 
--- Entries are "enqueued_ms \n msg_id \n payload".
+-- A share counter down by `by`; gone at zero, so the hashes hold only clients with a share.
+local function down(hash, client, by)
+  if redis.call('HINCRBY', wh .. hash, client, -by) <= 0 then redis.call('HDEL', wh .. hash, client) end
+end
+
+-- Entries are "enqueued_ms \n msg_id \n payload". The popped entry is uncounted: from the
+-- queue's messages and bytes, and from its client's share if the lane is a push config's
+-- (see apply.lua); returns it and that client.
 local function pop_head()
   local head = redis.call('LINDEX', lane, 0)
   if not head then return nil end
@@ -31,7 +38,16 @@ local function pop_head()
   if (b and string.sub(head, a + 1, b - 1) == msg) or (msg == '' and not b) then
     redis.call('LPOP', lane)
     redis.call('DECR', wh .. 'queued')
-    return head
+    -- Below zero only for entries queued before bytes were counted: never less than none.
+    if redis.call('DECRBY', wh .. 'qbytes', #head) < 0 then redis.call('SET', wh .. 'qbytes', 0) end
+    local field = sub .. '\n' .. task
+    local client = redis.call('HGET', wh .. 'owners', field)
+    if client then
+      down('cq', client, 1)
+      down('cb', client, #head)
+      if redis.call('LLEN', lane) == 0 then redis.call('HDEL', wh .. 'owners', field) end
+    end
+    return head, client
   end
   return nil
 end
@@ -48,9 +64,12 @@ if mode == 'delivered' then
 elseif mode == 'retry' then
   redis.call('ZADD', wh .. 'retry', ARGV[7], ARGV[8] .. '\t' .. sub .. '\t' .. task)
 elseif mode == 'dead' then
-  local head = pop_head()
+  local head, client = pop_head()
   if head then
-    redis.call('LPUSH', wh .. 'dead', ARGV[7] .. '\n' .. head)
+    -- A push delivery's letter names its client, which a redrive counts it against again.
+    local meta = ARGV[7]
+    if client then meta = string.sub(meta, 1, -2) .. ',"client":' .. cjson.encode(client) .. '}' end
+    redis.call('LPUSH', wh .. 'dead', meta .. '\n' .. head)
     redis.call('LTRIM', wh .. 'dead', 0, tonumber(ARGV[8]) - 1)
   end
   pass_on()

@@ -12,4 +12,12 @@ if redis.call('RPUSH', lane, entry) == 1 then
   redis.call('XADD', wh .. 'stream', '*', 's', ARGV[2], 't', ARGV[3], 'a', '0')
 end
 redis.call('INCR', wh .. 'queued')
+redis.call('INCRBY', wh .. 'qbytes', #entry)
+-- A push delivery counts against its client's share again (finish.lua wrote it in the letter).
+local ok, meta = pcall(cjson.decode, string.sub(ARGV[1], 1, nl - 1))
+if ok and type(meta) == 'table' and type(meta.client) == 'string' then
+  redis.call('HSET', wh .. 'owners', ARGV[2] .. '\n' .. ARGV[3], meta.client)
+  redis.call('HINCRBY', wh .. 'cq', meta.client, 1)
+  redis.call('HINCRBY', wh .. 'cb', meta.client, #entry)
+end
 return 1
