@@ -65,7 +65,8 @@ pub(super) struct Contexts {
     owners: Mutex<KeyMap<Arc<str>, u64>>,
     /// Claims held, over every shard.
     total: AtomicUsize,
-    per_shard: usize,
+    /// Claims in all at most (`max_tasks`): exact, whatever the shards' share of it.
+    max: usize,
     retention: Duration,
 }
 
@@ -90,7 +91,7 @@ impl Contexts {
             hasher: ahash::RandomState::new(),
             owners: Mutex::new(KeyMap::default()),
             total: AtomicUsize::new(0),
-            per_shard: max.div_ceil(SHARDS).max(1),
+            max: max.max(1),
             retention,
         }
     }
@@ -137,10 +138,7 @@ impl Contexts {
     /// the store (whose bound a claim made after the agent answered may pass by the messages
     /// in flight, rather than refuse a context the agent has made).
     pub(super) fn room(&self, owner: &str, max: u64) -> Result<(), LedgerError> {
-        let over = || {
-            self.owned_by(owner) >= max
-                || self.total.load(Ordering::Relaxed) >= self.per_shard * SHARDS
-        };
+        let over = || self.owned_by(owner) >= max || self.total.load(Ordering::Relaxed) >= self.max;
         if over() {
             // Claims are dropped as they expire when their shard is next touched: counted
             // again once every shard has dropped its expired ones (each claim once: the work
@@ -186,7 +184,7 @@ impl Contexts {
                 .claimed(&key, owner, how)
                 .unwrap_or(ContextClaim::Other));
         }
-        if max.is_some() && s.claims.len() >= self.per_shard {
+        if max.is_some() && self.total.load(Ordering::Relaxed) >= self.max {
             return Err(LedgerError::ContextsFull);
         }
         let owner: Arc<str> = owner.into();
@@ -441,8 +439,9 @@ mod tests {
                 other => panic!("{other:?}"),
             }
         }
-        assert!(full > 0);
-        assert!(c.len() <= 16, "{}", c.len());
+        // Exactly the bound, wherever the claims' shards are.
+        assert_eq!(full, 200 - 16);
+        assert_eq!(c.len(), 16);
         // Nothing claimed was given up.
         assert_eq!(
             c.claim("a", "c0", "intruder", keep, None).ok(),
