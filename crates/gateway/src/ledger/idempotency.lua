@@ -11,8 +11,6 @@
 -- Every operation may be sent twice (a retry after a broken connection) with the same result.
 -- ARGV[1] 'release'  ARGV '', token
 --           frees the key if the caller still holds it in flight
--- ARGV[1] 'renew'    ARGV fp, ttl_ms
---           a done key of this fingerprint lives ttl_ms from now: returns 1; otherwise 0
 
 local op = ARGV[1]
 local cur = redis.call('HMGET', KEYS[1], 'state', 'fp', 'token', 'status', 'ctype', 'body')
@@ -35,12 +33,6 @@ elseif op == 'complete' then
     'ctype', ARGV[6], 'body', ARGV[7])
   redis.call('PEXPIRE', KEYS[1], ARGV[4])
   return 1
-elseif op == 'renew' then
-  if cur[1] == 'done' and cur[2] == ARGV[2] then
-    redis.call('PEXPIRE', KEYS[1], ARGV[3])
-    return 1
-  end
-  return 0
 elseif op == 'release' then
   if cur[1] == 'inflight' and cur[3] == ARGV[3] then
     redis.call('DEL', KEYS[1])

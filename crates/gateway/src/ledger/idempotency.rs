@@ -93,8 +93,8 @@ pub enum Claim {
         /// The fingerprint of the request that holds it.
         fingerprint: Fingerprint,
     },
-    /// The store holds as many keys as it may and gives none up for a new one (the store of
-    /// A2A context claims, [`CONTEXT_SCOPE`]): nothing was claimed.
+    /// The store holds as many keys as it may and gives none up for a new one (a store made
+    /// without eviction): nothing was claimed.
     Full,
     /// A request with this key has finished: its answer.
     Done {
@@ -222,14 +222,9 @@ pub(super) struct MemoryKeys {
     max_entries: usize,
     max_bytes: usize,
     /// Whether a new key may push the oldest out (idempotency keys: a lost one costs a retry
-    /// its replay); without, a full store refuses new keys ([`Claim::Full`]): an ownership
-    /// claim lost to eviction would hand a context to the next client that names it.
+    /// its replay); without, a full store refuses new keys ([`Claim::Full`]).
     evicts: bool,
 }
-
-/// The scope prefix of official A2A context claims (`ctx:{agent}`): kept by the ledgers in a
-/// store of their own, which never evicts a claim to make room (see [`Claim::Full`]).
-pub const CONTEXT_SCOPE: &str = "ctx:";
 
 /// Shards of a large key store (see [`MemoryKeys`]).
 const SHARDS: usize = 16;
@@ -365,30 +360,6 @@ impl MemoryKeys {
         self.insert(s, name, now + ttl, fingerprint, State::Done(answer))
     }
 
-    /// A done key of `fingerprint` lives `ttl` from now; false when the key is not that.
-    pub(super) fn renew(
-        &self,
-        scope: &str,
-        key: &str,
-        fingerprint: Fingerprint,
-        ttl: Duration,
-    ) -> bool {
-        let now = Instant::now();
-        let name = self.name(scope, key);
-        let mut s = self.lock(name);
-        match s.map.get_mut(&name) {
-            Some(slot)
-                if slot.expires > now
-                    && slot.fingerprint == fingerprint
-                    && matches!(slot.state, State::Done(_)) =>
-            {
-                slot.expires = now + ttl;
-                true
-            }
-            _ => false,
-        }
-    }
-
     /// Forget the key if the holder still holds it.
     pub(super) fn release(&self, scope: &str, key: &str, token: &str) {
         let name = self.name(scope, key);
@@ -488,8 +459,8 @@ impl Keys {
         }
     }
 
-    /// Drop every key that has expired, wherever it stands: renewed keys, and keys whose
-    /// completion shortened their life, leave the order unsorted. A scan: only before a store
+    /// Drop every key that has expired, wherever it stands: keys whose completion
+    /// shortened their life leave the order unsorted. A scan: only before a store
     /// that does not evict refuses something for want of room.
     fn drop_expired(&mut self, now: Instant) {
         let mut gone = 0;
@@ -733,33 +704,6 @@ mod tests {
         let mut other = Fingerprinting::default();
         serde_json::to_writer(&mut other, &serde_json::json!({"message": {}})).expect("json");
         assert_ne!(other.finish(), fingerprint(&bytes));
-    }
-
-    #[test]
-    fn a_done_key_is_renewed_only_by_its_fingerprint() {
-        let k = MemoryKeys::new(10).without_eviction();
-        let (a, b) = (fingerprint(b"alice"), fingerprint(b"bob"));
-        assert_eq!(k.claim("ctx:x", "c", a, "t", LONG), Claim::Claimed);
-        assert!(
-            !k.renew("ctx:x", "c", a, LONG),
-            "in flight: nothing to renew"
-        );
-        assert!(k.complete(
-            "ctx:x",
-            "c",
-            "t",
-            a,
-            answer("alice"),
-            Duration::from_millis(50)
-        ));
-        assert!(!k.renew("ctx:x", "c", b, LONG), "not bob's");
-        assert!(k.renew("ctx:x", "c", a, LONG));
-        std::thread::sleep(Duration::from_millis(80));
-        // Past its first expiry, alive by the renewal.
-        assert!(matches!(
-            k.claim("ctx:x", "c", b, "t2", LONG),
-            Claim::Done { fingerprint: f, .. } if f == a
-        ));
     }
 
     #[test]

@@ -707,17 +707,6 @@ impl TaskLedger for MemoryLedger {
         self.keys.release(scope, key, token);
         Box::pin(std::future::ready(Ok(())))
     }
-
-    fn renew_key<'a>(
-        &'a self,
-        scope: &'a str,
-        key: &'a str,
-        fingerprint: Fingerprint,
-        ttl: Duration,
-    ) -> LedgerFuture<'a, bool> {
-        let renewed = self.keys.renew(scope, key, fingerprint, ttl);
-        Box::pin(std::future::ready(Ok(renewed)))
-    }
 }
 
 #[cfg(test)]

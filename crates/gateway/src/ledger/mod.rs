@@ -17,7 +17,7 @@ mod redis;
 
 pub use self::redis::RedisLedger;
 pub use files::{FileRef, FileScope};
-pub use idempotency::{Answer, Claim, Fingerprint, CONTEXT_SCOPE};
+pub use idempotency::{Answer, Claim, Fingerprint};
 pub use memory::{Evictions, MemoryLedger};
 
 use std::future::Future;
@@ -434,16 +434,6 @@ pub trait TaskLedger: Send + Sync + 'static {
     /// End send `id`: its message was answered. An unbound send is forgotten (a later push
     /// with its URL binds nothing); a bound one lived its purpose and is forgotten too.
     fn end_send<'a>(&'a self, id: &'a str) -> LedgerFuture<'a, ()>;
-
-    /// Make a completed `key` of this `fingerprint` live `ttl` from now (a claim in use, an
-    /// A2A context its owner writes in again); false when the key is not that.
-    fn renew_key<'a>(
-        &'a self,
-        scope: &'a str,
-        key: &'a str,
-        fingerprint: Fingerprint,
-        ttl: Duration,
-    ) -> LedgerFuture<'a, bool>;
 }
 
 /// What the ledger holds of a task to judge an update by: its agent, its head and its content

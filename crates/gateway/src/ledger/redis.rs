@@ -8,8 +8,8 @@
 //! slot. Terminal tasks expire after the retention; live tasks after a longer bound, refreshed
 //! by every accepted update, so an abandoned task cannot stay forever. Per-state sorted sets
 //! (score = expiry), one per partition, give exact counts without scanning. Idempotency keys of
-//! creates (and A2A messages and context claims) are hashes under `{prefix}idem:`, claimed,
-//! completed, released and renewed by one script ([`idempotency.lua`](idempotency.lua)), so
+//! creates (and A2A messages) are hashes under `{prefix}idem:`, claimed,
+//! completed and released by one script ([`idempotency.lua`](idempotency.lua)), so
 //! replicas racing on one key never both take it (`keys.rs`).
 //!
 //! Every write is idempotent (the scripts judge against what is stored), so a write that failed
@@ -612,16 +612,6 @@ impl TaskLedger for RedisLedger {
         token: &'a str,
     ) -> LedgerFuture<'a, ()> {
         Box::pin(self.release_inner(scope, key, token))
-    }
-
-    fn renew_key<'a>(
-        &'a self,
-        scope: &'a str,
-        key: &'a str,
-        fingerprint: Fingerprint,
-        ttl: Duration,
-    ) -> LedgerFuture<'a, bool> {
-        Box::pin(self.renew_inner(scope, key, fingerprint, ttl))
     }
 
     fn list<'a>(

@@ -1,5 +1,5 @@
-//! The Redis ledger's key store: idempotency keys of creates and A2A messages, and A2A context
-//! claims, one hash each under `{prefix}idem:`, claimed, completed, released and renewed by one
+//! The Redis ledger's key store: idempotency keys of creates and A2A messages, one hash each
+//! under `{prefix}idem:`, claimed, completed and released by one
 //! script ([`idempotency.lua`](../idempotency.lua)), so replicas racing on one key never both
 //! take it.
 
@@ -120,20 +120,5 @@ impl RedisLedger {
             })
             .await?;
         Ok(())
-    }
-
-    pub(super) async fn renew_inner(
-        &self,
-        scope: &str,
-        key: &str,
-        fingerprint: Fingerprint,
-        ttl: Duration,
-    ) -> Result<bool, LedgerError> {
-        let renewed: i64 = self
-            .key_op(scope, key, |inv| {
-                inv.arg("renew").arg(hex(&fingerprint)).arg(millis(ttl));
-            })
-            .await?;
-        Ok(renewed == 1)
     }
 }
