@@ -215,6 +215,29 @@ impl RedisLedger {
 
     /// The replication fence of a write to `key` (only with `wait_replicas`: no allocation
     /// otherwise).
+    /// One call of `script` on `keys` with `args`, as a fenced write (the first key names the
+    /// partition a fence may hold): what every small script of the ledger runs through.
+    async fn run_script<T: redis::FromRedisValue + Send>(
+        &self,
+        script: &Script,
+        keys: &[&str],
+        args: &[&[u8]],
+    ) -> Result<T, LedgerError> {
+        let fence = keys.first().and_then(|k| self.fence(k));
+        let mut inv = script.prepare_invoke();
+        for k in keys {
+            inv.key(*k);
+        }
+        for a in args {
+            inv.arg(*a);
+        }
+        let inv = &inv;
+        self.write(fence.as_deref(), |mut c| async move {
+            Ok((inv.invoke_async(&mut c).await?, c))
+        })
+        .await
+    }
+
     fn fence(&self, key: &str) -> Option<String> {
         if self.store.waits() {
             crate::store::keyspace::fence(key)

@@ -30,19 +30,13 @@ impl RedisLedger {
         args: &[&[u8]],
     ) -> Result<String, LedgerError> {
         let (claim, owned) = self.context_keys(agent, context, owner);
-        let fence = self.fence(&claim);
-        let mut inv = self.context.key(claim);
-        inv.key(owned);
         let now = now_ms().to_string();
-        inv.arg(args[0]).arg(owner).arg(now.as_bytes());
-        for a in &args[1..] {
-            inv.arg(*a);
-        }
-        let inv = &inv;
-        self.write(fence.as_deref(), |mut c| async move {
-            Ok((inv.invoke_async(&mut c).await?, c))
-        })
-        .await
+        let mut all: Vec<&[u8]> = Vec::with_capacity(args.len() + 2);
+        all.push(args[0]);
+        all.extend([owner.as_bytes(), now.as_bytes()]);
+        all.extend_from_slice(&args[1..]);
+        self.run_script(&self.context, &[&claim, &owned], &all)
+            .await
     }
 
     pub(super) async fn claim_context_inner(

@@ -31,17 +31,8 @@ impl RedisLedger {
         args: &[&[u8]],
     ) -> Result<T, LedgerError> {
         let (task_key, push_key) = self.push_keys(task_id);
-        let fence = self.fence(&task_key);
-        let mut inv = self.push.key(task_key);
-        inv.key(push_key);
-        for a in args {
-            inv.arg(*a);
-        }
-        let inv = &inv;
-        self.write(fence.as_deref(), |mut c| async move {
-            Ok((inv.invoke_async(&mut c).await?, c))
-        })
-        .await
+        self.run_script(&self.push, &[&task_key, &push_key], args)
+            .await
     }
 
     pub(super) async fn push_configs_inner(

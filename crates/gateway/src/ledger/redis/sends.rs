@@ -17,17 +17,8 @@ impl RedisLedger {
         id: &str,
         args: &[&[u8]],
     ) -> Result<T, LedgerError> {
-        let key = self.send_key(id);
-        let fence = self.fence(&key);
-        let mut inv = self.send.key(key);
-        for a in args {
-            inv.arg(*a);
-        }
-        let inv = &inv;
-        self.write(fence.as_deref(), |mut c| async move {
-            Ok((inv.invoke_async(&mut c).await?, c))
-        })
-        .await
+        self.run_script(&self.send, &[&self.send_key(id)], args)
+            .await
     }
 
     pub(super) async fn put_send_inner(
