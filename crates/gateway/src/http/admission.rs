@@ -29,55 +29,13 @@ use hyper::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION, WWW_AUTHE
 use super::context::Ctx;
 use super::error::{ApiError, Code};
 use super::request::Request;
-use super::route::Route;
+use super::route::{Needs, Route};
 use crate::auth::{Caller, Client, Credential, Failure, StreamPermit};
 use crate::config::Right;
 use crate::ledger::Record;
 use crate::limits::Quota;
 use crate::registry::Agent;
 use crate::state::State;
-
-/// What a route asks of its caller.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Needs {
-    /// Nothing (probes; pushes, whose handler checks the agent's ingest token).
-    Nothing,
-    /// Any authenticated client.
-    Client,
-    /// A client with this right.
-    Right(Right),
-    /// A client with this right, and a free stream slot; `?access_token=` is accepted.
-    Stream(Right),
-}
-
-fn needs(route: &Route<'_>) -> Needs {
-    match route {
-        Route::Healthz
-        | Route::Readyz
-        | Route::OpenApi
-        | Route::Ui(_)
-        | Route::Notifications(_)
-        | Route::NotFound => Needs::Nothing,
-        Route::Catalog | Route::Card(_) | Route::Fleet => Needs::Client,
-        Route::A2a(_, tail) if crate::http::a2a::card::is_card(tail) => Needs::Client,
-        // Send, get, cancel and the push configs; streams come with their own right.
-        Route::A2a(..) | Route::A2aFleet => Needs::Right(Right::Tasks),
-        Route::Metrics => Needs::Right(Right::Metrics),
-        Route::CreateTask(_)
-        | Route::ListTasks
-        | Route::GetTask(..)
-        | Route::CancelTask(..)
-        | Route::ListArtifacts(..)
-        | Route::ArtifactContent(..) => Needs::Right(Right::Tasks),
-        Route::Stream(..) => Needs::Stream(Right::Streams),
-        Route::Events => Needs::Stream(Right::Events),
-        Route::DeadLetters
-        | Route::Redrive
-        | Route::Subscribers
-        | Route::EnableSubscriber(_)
-        | Route::RefreshAgent(_) => Needs::Right(Right::Admin),
-    }
-}
 
 /// Admit the request to `route`, or refuse it: sets `ctx.caller` (and `ctx.quota` for a
 /// rate-limited client, `ctx.permit` on the stream routes).
@@ -87,7 +45,7 @@ pub fn admit(
     route: &Route<'_>,
     req: &Request,
 ) -> Result<(), ApiError> {
-    let needs = needs(route);
+    let needs = route.needs();
     one_credential(req)?;
     if !state.auth.enabled() {
         ctx.caller = Caller::Open;
@@ -174,10 +132,10 @@ fn slot(
         })
 }
 
-/// The stream slot of an A2A streaming method, which is known only once the call is read (the
-/// route needed `tasks`): the `streams` right, and a slot of the client's `max_streams`.
-/// `None` without clients.
-pub fn a2a_stream(
+/// The stream slot of a call that is known to stream only once it is read (an A2A streaming
+/// method; the route needed `tasks`): the `streams` right, and a slot of the client's
+/// `max_streams`. `None` without clients.
+pub fn stream_of_call(
     state: &State,
     ctx: &Ctx,
     headers: &HeaderMap,

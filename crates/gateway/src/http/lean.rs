@@ -32,6 +32,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
+use super::a2a::wire;
 use super::body::Body;
 use super::context::Conn;
 use super::error::{ApiError, Code};
@@ -69,7 +70,9 @@ pub(super) fn wants(peeked: &[u8]) -> bool {
         return false;
     };
     let path = target.split('?').next().unwrap_or(target);
-    (get && stream_route(path).is_some()) || is_subscribe(path) || (!get && is_jsonrpc(path))
+    (get && stream_route(path).is_some())
+        || is_subscribe(path)
+        || (!get && wire::may_post_subscribe(path))
 }
 
 /// `/agents/{name}/tasks/{id}:subscribe`.
@@ -80,28 +83,6 @@ fn is_subscribe(path: &str) -> bool {
         (Some(""), Some("agents"), Some(n), Some("tasks"), Some(t), None)
             if !n.is_empty() && t.len() > ":subscribe".len() && t.ends_with(":subscribe")
     )
-}
-
-/// `/a2a` or `/agents/{name}/jsonrpc`.
-fn is_jsonrpc(path: &str) -> bool {
-    if path == "/a2a" {
-        return true;
-    }
-    let mut segs = path.split('/');
-    matches!(
-        (segs.next(), segs.next(), segs.next(), segs.next(), segs.next()),
-        (Some(""), Some("agents"), Some(n), Some("jsonrpc"), None) if !n.is_empty()
-    )
-}
-
-/// Whether a JSON-RPC body calls `SubscribeToTask` (anything else, or no JSON, is hyper's).
-fn subscribes(body: &[u8]) -> bool {
-    #[derive(serde::Deserialize)]
-    struct Called<'a> {
-        #[serde(borrow)]
-        method: Option<&'a str>,
-    }
-    serde_json::from_slice::<Called<'_>>(body).is_ok_and(|c| c.method == Some("SubscribeToTask"))
 }
 
 /// A connection handed to hyper after this path read its first bytes: those bytes first, then
@@ -325,7 +306,7 @@ async fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Read>
         Err(e) => return Some(Read::Refuse(refusal(&HeaderMap::new(), e), false)),
     };
     let post = req.method() == Method::POST;
-    let jsonrpc = post && is_jsonrpc(req.uri().path());
+    let posted = post && wire::may_post_subscribe(req.uri().path());
     // A client that waits for `100 Continue` before its body is hyper's to answer.
     if post && req.headers().contains_key(hyper::header::EXPECT) {
         return Some(Read::Handoff);
@@ -336,13 +317,13 @@ async fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Read>
                 return None;
             }
             let body = Bytes::copy_from_slice(&buf[head..head + len]);
-            if jsonrpc && !subscribes(&body) {
+            if posted && !wire::posts_subscribe(&body) {
                 return Some(Read::Handoff);
             }
             *req.body_mut() = RequestBody::Read(Some(body));
             Some(Read::Serve(req))
         }
-        Declared::None if !jsonrpc => Some(Read::Serve(req)),
+        Declared::None if !posted => Some(Read::Serve(req)),
         // hyper reads anything else of a POST (a JSON-RPC call without a body, a chunked
         // body), and answers it on a connection it keeps.
         _ if post => Some(Read::Handoff),
@@ -582,15 +563,15 @@ mod tests {
 
     #[test]
     fn only_a_subscribe_call_stays_and_lengths_are_read_as_hyper_reads_them() {
-        assert!(subscribes(
+        assert!(wire::posts_subscribe(
             br#"{"jsonrpc":"2.0","id":1,"method":"SubscribeToTask","params":{"id":"t"}}"#
         ));
-        assert!(!subscribes(
+        assert!(!wire::posts_subscribe(
             br#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{}}"#
         ));
-        assert!(!subscribes(b"not json"));
+        assert!(!wire::posts_subscribe(b"not json"));
         assert!(
-            !subscribes(br#"[{"method":"SubscribeToTask"}]"#),
+            !wire::posts_subscribe(br#"[{"method":"SubscribeToTask"}]"#),
             "a batch is hyper's"
         );
         let with = |pairs: &[(&str, &str)]| {

@@ -7,10 +7,14 @@
 //! - `admission`: stage 3, who the caller is and what it may do (with `crate::auth`).
 //! - `cors`: browser access for the configured origins (preflights, and the answer's headers).
 //! - `context`: the connection and the request context the pipeline hands to handlers.
-//! - `route`: every route, parsed from the path.
+//! - `route`: every route, parsed from the path, with what the pipeline asks of it (its label,
+//!   its caller's needs, its errors' shape).
+//! - `dispatch`: which handler answers which route.
 //! - `handlers/`: the routes every protocol shares, one file per family.
 //! - `clawpedia/`: the Clawpedia protocol's routes (create, get, cancel, artifacts, streams,
 //!   push notifications).
+//! - `a2a/`: the official A2A routes, and its wire forms (`a2a/wire/`: one module per version
+//!   and binding).
 //! - `exchange/`: how handlers talk to agents, as named steps (resolve, admit, call, judge,
 //!   record, relay).
 //! - `create/`: the create path: its driver (which outlives a timed-out request), the
@@ -27,6 +31,7 @@ mod clawpedia;
 pub mod context;
 mod cors;
 mod create;
+mod dispatch;
 pub mod error;
 mod exchange;
 mod handlers;

@@ -14,10 +14,10 @@
 //!    where a handler resolves the task, by `admission::agent` and `admission::task`; the
 //!    agent's own limits (in flight, ejected) where the handler calls it
 //!    (`exchange::admit_agent`), so that only requests that reach that far count.
-//! 4. **handler**: one function per route: a protocol's in its folder (`clawpedia/`, `a2a/`),
-//!    the shared ones in `handlers/`.
-//! 5. **answer**: an error becomes its protocol's body (`error`; on the official A2A routes a
-//!    google.rpc.Status or a JSON-RPC error, `a2a::refusal`); an agent's own error answer loses
+//! 4. **handler**: one function per route (`dispatch::handler`, the table of which handler
+//!    answers which route).
+//! 5. **answer**: an error becomes the body its route answers errors with (`Route::errors`:
+//!    the gateway's error body, or the route's wire form's error); an agent's own error answer loses
 //!    its text for a client without `metrics` or `admin`; the request id is set on the answer,
 //!    CORS headers for an allowed origin, a rate-limited client's `RateLimit` headers, and the
 //!    request metrics are counted with the route, agent, client and status.
@@ -30,15 +30,13 @@ use std::time::Instant;
 use hyper::header::{HeaderValue, ALLOW};
 use hyper::{Method, Response};
 
-use super::a2a;
 use super::admission;
 use super::body::Body;
-use super::clawpedia::{artifacts, create, notifications, streams, tasks};
 use super::context::{Conn, Ctx};
 use super::cors;
-use super::error::{ApiError, ApiResult, Code};
+use super::dispatch::handler;
+use super::error::{ApiError, Code};
 use super::exchange::AgentError;
-use super::handlers::{admin, catalog, events, listing, probes, ui};
 use super::request::{request_id, Request, X_REQUEST_ID};
 use super::route::Route;
 use crate::auth::Caller;
@@ -67,21 +65,11 @@ pub async fn handle(state: &Arc<State>, conn: &Conn, req: Request) -> Response<B
     let origin = cors::origin(state, req.headers());
     // 2. route (the path is copied: the route borrows it while the handler owns the request)
     let path = req.uri().path().to_owned();
-    let route = Route::parse_with(&path, |name| {
-        state
-            .registry
-            .by_name(name)
-            .is_some_and(|a| a.cfg.protocol == crate::config::Protocol::A2a)
-    })
-    .with_method(req.method());
+    let route = Route::parse_with(&path, |name| state.registry.owns_its_paths(name))
+        .with_method(req.method());
     let (label, method) = route.meta();
-    // Which shape the gateway's own errors take here: an official A2A route's (JSON-RPC at
-    // its `jsonrpc` endpoint and `/a2a`, google.rpc.Status elsewhere), or the gateway's own.
-    let a2a_errors = match &route {
-        Route::A2a(_, tail) => Some(*tail == "jsonrpc"),
-        Route::A2aFleet => Some(true),
-        _ => None,
-    };
+    // Which shape the gateway's own errors take here: the route's.
+    let errors = route.errors();
     let verb = req.method().clone();
     // The request's span, once the route names it (telemetry on): continues the caller's
     // trace; the handlers' spans are its children.
@@ -100,19 +88,16 @@ pub async fn handle(state: &Arc<State>, conn: &Conn, req: Request) -> Response<B
                 Err(e) => Err(e),
                 // A traced request's log lines carry its trace id (`log_format = "json"`).
                 Ok(()) => match &root {
-                    Some(r) => r.scope(dispatch(state, &mut ctx, route, req)).await,
-                    None => dispatch(state, &mut ctx, route, req).await,
+                    Some(r) => r.scope(handler(state, &mut ctx, route, req)).await,
+                    None => handler(state, &mut ctx, route, req).await,
                 },
             },
         }
     };
-    // 5. answer: the gateway's own errors in the route's protocol.
+    // 5. answer: the gateway's own errors in the route's shape.
     let mut res = match result {
         Ok(res) => res,
-        Err(e) => match a2a_errors {
-            Some(jsonrpc) => a2a::refusal(e, jsonrpc),
-            None => e.into_response(),
-        },
+        Err(e) => errors.answer(e),
     };
     // No agent address reaches a client: URL headers naming the agent's origin are dropped.
     if let Some(agent) = &ctx.agent {
@@ -213,8 +198,8 @@ fn check_method(
     want: &Method,
     got: &Method,
 ) -> Result<(), ApiError> {
-    if route.is_a2a() {
-        // Each A2A path takes its own methods: `http::a2a` answers 405 for it.
+    if route.checks_own_methods() {
+        // Each path of a wire form takes its own methods: its handler answers 405 for it.
         return Ok(());
     }
     if *route == Route::NotFound {
@@ -237,41 +222,6 @@ fn check_method(
         format!("{got} is not allowed here; use {want}"),
     )
     .with_header(ALLOW, HeaderValue::from_static(allow)))
-}
-
-async fn dispatch(state: &Arc<State>, ctx: &mut Ctx, route: Route<'_>, req: Request) -> ApiResult {
-    match route {
-        Route::Healthz => probes::healthz(),
-        Route::Readyz => probes::readyz(state),
-        Route::Metrics => probes::metrics(state).await,
-        Route::OpenApi => probes::openapi(),
-        Route::Catalog => catalog::agents(state, ctx, &req),
-        Route::Card(a) => catalog::card(state, ctx, a),
-        Route::Fleet => catalog::fleet(state, ctx, &req).await,
-        Route::Ui(asset) => ui::asset(asset, req.headers()),
-        Route::CreateTask(a) => create::create(state, ctx, a, req).await,
-        Route::ListTasks => listing::tasks(state, ctx, req).await,
-        Route::GetTask(a, t) => tasks::get(state, ctx, a, t, req).await,
-        Route::CancelTask(a, t) => tasks::cancel(state, ctx, a, t, req).await,
-        Route::ListArtifacts(a, t) => artifacts::list(state, ctx, a, t, req).await,
-        Route::ArtifactContent(a, id) => artifacts::content(state, ctx, a, id, req).await,
-        Route::Stream(a, t) => streams::subscribe(state, ctx, a, t, req).await,
-        Route::Notifications(a) => match state.registry.resolve(a) {
-            Some(agent) if agent.cfg.protocol == crate::config::Protocol::A2a => {
-                a2a::push::ingest(state, ctx, agent, req).await
-            }
-            _ => notifications::ingest(state, ctx, a, req).await,
-        },
-        Route::Events => events::events(state, ctx, req).await,
-        Route::DeadLetters => admin::dead_letters(state, req).await,
-        Route::Redrive => admin::redrive(state, req).await,
-        Route::Subscribers => admin::subscribers(state).await,
-        Route::EnableSubscriber(s) => admin::enable(state, s).await,
-        Route::RefreshAgent(a) => catalog::refresh(state, ctx, a).await,
-        Route::A2a(a, tail) => a2a::serve(state, ctx, a, tail, req).await,
-        Route::A2aFleet => a2a::fleet(state, ctx, req).await,
-        Route::NotFound => Err(ApiError::new(Code::NotFound, "no such route")),
-    }
 }
 
 #[cfg(test)]

@@ -1,7 +1,15 @@
 //! Every route of the gateway, parsed from the path alone: one enum, so the pipeline, the
-//! metrics labels and the lean stream path all agree on what a path is.
+//! metrics labels and the lean stream path all agree on what a path is. A route carries what
+//! the pipeline asks of it, whatever its protocol or wire form: its label and method
+//! ([`Route::meta`]), what admission needs of its caller ([`Route::needs`]), and the shape of
+//! the gateway's own errors on it ([`Route::errors`]).
 
-use hyper::Method;
+use hyper::{Method, Response};
+
+use crate::config::Right;
+use crate::http::a2a::wire::{self, Form};
+use crate::http::body::Body;
+use crate::http::error::ApiError;
 
 /// Every route of the gateway. Segments borrow from the request path.
 #[derive(Debug, PartialEq, Eq)]
@@ -33,8 +41,11 @@ pub enum Route<'a> {
     Stream(Option<&'a str>, &'a str),
     /// `GET [/agents/{name}]/artifacts/{id}/content`: (agent, artifact id).
     ArtifactContent(Option<&'a str>, &'a str),
-    /// `POST /agents/{name}/notifications`: an agent's push notification.
+    /// `POST /agents/{name}/notifications`: a Clawpedia agent's push notification.
     Notifications(&'a str),
+    /// `POST /agents/{name}/notifications` of an official A2A agent: its pushes to the push
+    /// configs the gateway gave it.
+    A2aPush(&'a str),
     /// `GET /events`: the feed of task changes.
     Events,
     /// `GET /admin/dead-letters`: list webhook dead letters.
@@ -88,7 +99,7 @@ impl<'a> Route<'a> {
                 // An A2A agent's own pushes to the gateway (the config the gateway gave it):
                 // answered to the agent's token, not to a client's credential.
                 if tail == "notifications" {
-                    return Route::Notifications(name);
+                    return Route::A2aPush(name);
                 }
                 return Route::A2a(name, tail);
             }
@@ -207,6 +218,58 @@ impl<'a> Route<'a> {
         matches!(self, Route::A2a(..) | Route::A2aFleet)
     }
 
+    /// Whether the route's handler answers a method it does not take itself (405 with its own
+    /// `Allow`): each path of a wire form takes its own methods.
+    pub fn checks_own_methods(&self) -> bool {
+        self.form().is_some()
+    }
+
+    /// The wire form a client speaks on the route, for the official A2A routes.
+    fn form(&self) -> Option<&'static dyn Form> {
+        match self {
+            Route::A2a(_, tail) => Some(wire::of_route(Some(tail))),
+            Route::A2aFleet => Some(wire::of_route(None)),
+            _ => None,
+        }
+    }
+
+    /// How the gateway's own errors are answered on the route (a refusal at admission, a 404 or
+    /// 405, a handler's error): in the route's wire form, or as the gateway's error body.
+    pub fn errors(&self) -> Errors {
+        Errors(self.form())
+    }
+
+    /// What admission asks of the route's caller.
+    pub fn needs(&self) -> Needs {
+        match self {
+            Route::Healthz
+            | Route::Readyz
+            | Route::OpenApi
+            | Route::Ui(_)
+            | Route::Notifications(_)
+            | Route::A2aPush(_)
+            | Route::NotFound => Needs::Nothing,
+            Route::Catalog | Route::Card(_) | Route::Fleet => Needs::Client,
+            Route::A2a(_, tail) if is_a2a_card(tail) => Needs::Client,
+            // Send, get, cancel and the push configs; streams come with their own right.
+            Route::A2a(..) | Route::A2aFleet => Needs::Right(Right::Tasks),
+            Route::Metrics => Needs::Right(Right::Metrics),
+            Route::CreateTask(_)
+            | Route::ListTasks
+            | Route::GetTask(..)
+            | Route::CancelTask(..)
+            | Route::ListArtifacts(..)
+            | Route::ArtifactContent(..) => Needs::Right(Right::Tasks),
+            Route::Stream(..) => Needs::Stream(Right::Streams),
+            Route::Events => Needs::Stream(Right::Events),
+            Route::DeadLetters
+            | Route::Redrive
+            | Route::Subscribers
+            | Route::EnableSubscriber(_)
+            | Route::RefreshAgent(_) => Needs::Right(Right::Admin),
+        }
+    }
+
     /// (metrics label, the one method the route answers)
     pub fn meta(&self) -> (&'static str, Method) {
         match self {
@@ -223,7 +286,7 @@ impl<'a> Route<'a> {
             Route::ListArtifacts(..) => ("list_artifacts", Method::GET),
             Route::Stream(..) => ("stream", Method::GET),
             Route::ArtifactContent(..) => ("artifact_content", Method::GET),
-            Route::Notifications(_) => ("notifications", Method::POST),
+            Route::Notifications(_) | Route::A2aPush(_) => ("notifications", Method::POST),
             Route::Events => ("events", Method::GET),
             Route::DeadLetters => ("admin_dead_letters", Method::GET),
             Route::Redrive => ("admin_redrive", Method::POST),
@@ -276,7 +339,7 @@ impl<'a> Route<'a> {
                 "/artifacts/{artifact_id}/content",
                 "/agents/{name}/artifacts/{artifact_id}/content",
             ),
-            Route::Notifications(_) => Some("/agents/{name}/notifications"),
+            Route::Notifications(_) | Route::A2aPush(_) => Some("/agents/{name}/notifications"),
             Route::Events => Some("/events"),
             Route::DeadLetters => Some("/admin/dead-letters"),
             Route::Redrive => Some("/admin/dead-letters/redrive"),
@@ -292,6 +355,39 @@ impl<'a> Route<'a> {
             Route::NotFound => None,
         }
     }
+}
+
+/// What a route asks of its caller (`admission::admit` judges it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Needs {
+    /// Nothing (probes; pushes, whose handler checks the agent's ingest token).
+    Nothing,
+    /// Any authenticated client.
+    Client,
+    /// A client with this right.
+    Right(Right),
+    /// A client with this right, and a free stream slot; `?access_token=` is accepted.
+    Stream(Right),
+}
+
+/// How the gateway's own errors are answered on a route (see [`Route::errors`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Errors(Option<&'static dyn Form>);
+
+impl Errors {
+    /// The error `e` as the route answers it.
+    pub fn answer(self, e: ApiError) -> Response<Body> {
+        match self.0 {
+            Some(form) => form.refusal(e),
+            None => e.into_response(),
+        }
+    }
+}
+
+/// Whether the tail after an official A2A agent's `/agents/{name}/` is one of its card's
+/// paths.
+pub fn is_a2a_card(tail: &str) -> bool {
+    matches!(tail, ".well-known/agent-card.json" | "agent-card.json")
 }
 
 /// The template of an A2A agent's path (its tail after `/agents/{name}/`): the document's, or

@@ -23,6 +23,7 @@ pub mod digest;
 pub mod json;
 pub mod node;
 pub mod origin;
+pub mod percent;
 pub mod sse;
 pub mod task;
 pub mod time;

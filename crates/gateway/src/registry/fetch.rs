@@ -101,10 +101,7 @@ pub(super) async fn fetch(
         crate::protocol::json::JsonError::Syntax(_) => CardError::Invalid(format!("not JSON: {e}")),
         _ => CardError::Invalid(e.to_string()),
     })?;
-    let binding = agent
-        .cfg
-        .binding
-        .map(crate::protocol::a2a::card::Binding::from);
+    let binding = agent.cfg.binding.map(Into::into);
     let card = compile(agent.cfg.protocol, binding, doc, compiles).await?;
     Ok(Fetched::New {
         card: Box::new(card),

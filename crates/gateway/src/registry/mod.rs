@@ -194,9 +194,7 @@ impl Agent {
     /// agent that configures none or is not an A2A agent).
     pub fn fits_binding(&self, card: &Card) -> bool {
         match (self.cfg.binding, card.a2a()) {
-            (Some(want), Some(held)) => {
-                held.interface.binding == crate::protocol::a2a::card::Binding::from(want)
-            }
+            (Some(want), Some(held)) => held.interface.binding == want.into(),
             _ => true,
         }
     }
@@ -362,6 +360,13 @@ impl Registry {
     /// By route name only.
     pub fn by_name(&self, name: &str) -> Option<&Arc<Agent>> {
         self.by_name.get(name)
+    }
+
+    /// Whether every path under `/agents/{name}/` is the named agent's own (an official A2A
+    /// agent's: its routes and the Clawpedia routes share paths, so the path alone cannot say).
+    pub fn owns_its_paths(&self, name: &str) -> bool {
+        self.by_name(name)
+            .is_some_and(|a| a.cfg.protocol == crate::config::Protocol::A2a)
     }
 
     /// A new card whose `agent_id` is another agent's route name (in any case) is refused like

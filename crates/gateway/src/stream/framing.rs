@@ -1,7 +1,8 @@
 //! How an A2A subscriber reads its topic: each stored StreamResponse framed for the
-//! subscriber's binding ([`Framing`]), and the gateway's own endings of a stream ([`Ending`]),
+//! subscriber's wire form ([`Framing`], through the form's [`Frames`]), and the gateway's own endings of a stream ([`Ending`]),
 //! written as `event: error` in that binding.
 
+use std::fmt;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -9,39 +10,41 @@ use bytes::Bytes;
 use crate::protocol::a2a::stream as a2a;
 use crate::protocol::a2a::A2aError;
 
+/// How a client's wire form writes a stream's events (implemented by each form, in
+/// `http::a2a::wire`): the stream hub frames events through it and names no form.
+pub trait Frames: Sync + Send + fmt::Debug {
+    /// A stored event as the subscriber reads it; `id`: what its form echoes (a JSON-RPC id,
+    /// written as JSON).
+    fn event(&self, id: Option<&str>, stored: &Bytes) -> Bytes;
+    /// The gateway's last event of a stream, `event: error` in the subscriber's form.
+    fn error(&self, id: Option<&str>, e: &A2aError) -> Bytes;
+}
+
 /// How one subscriber reads its topic's events.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Framing {
-    /// As stored (a Clawpedia topic).
+    /// As stored: a Clawpedia topic's events, and the gateway's own subscribers of an A2A
+    /// topic (the neutral StreamResponse; the endings a google.rpc.Status).
     Stored,
-    /// The bare StreamResponse (A2A over HTTP+JSON).
-    Rest,
-    /// A JSON-RPC response to the subscriber's request id, written as JSON.
-    JsonRpc(Box<str>),
+    /// In a client's wire form, with what that form echoes.
+    Form(&'static dyn Frames, Option<Box<str>>),
 }
 
 impl Framing {
-    /// The subscriber's JSON-RPC id, written as JSON, if it has one.
-    fn rpc_id(&self) -> Option<&str> {
-        match self {
-            Framing::JsonRpc(id) => Some(id),
-            _ => None,
-        }
-    }
-
     /// A stored A2A frame as this subscriber reads it.
-    pub(super) fn frame(&self, stored: &Bytes) -> Bytes {
+    pub fn frame(&self, stored: &Bytes) -> Bytes {
         match self {
-            Framing::JsonRpc(id) => a2a::jsonrpc_frame(id, stored)
-                .map(Bytes::from)
-                .unwrap_or_else(|| stored.clone()),
-            _ => stored.clone(),
+            Framing::Form(form, id) => form.event(id.as_deref(), stored),
+            Framing::Stored => stored.clone(),
         }
     }
 
-    /// The gateway's last event of an A2A stream, `event: error` in this subscriber's binding.
+    /// The gateway's last event of an A2A stream, `event: error` as this subscriber reads it.
     pub(super) fn error(&self, e: &A2aError) -> Bytes {
-        Bytes::from(a2a::error_frame(self.rpc_id(), e))
+        match self {
+            Framing::Form(form, id) => form.error(id.as_deref(), e),
+            Framing::Stored => a2a::error_event(e.to_status().to_string().as_bytes()),
+        }
     }
 }
 
@@ -109,7 +112,7 @@ mod tests {
         let withheld = e.error(false, "echo");
         assert_eq!(withheld.kind, ErrorKind::InternalError);
         assert!(!withheld.message.contains("18103"), "{withheld:?}");
-        let framed = Framing::Rest.error(&withheld);
+        let framed = Framing::Stored.error(&withheld);
         assert!(!String::from_utf8_lossy(&framed).contains("18103"));
         let up = Ending::Upstream("it broke".into());
         assert_eq!(up.error(false, "echo"), up.error(true, "echo"));

@@ -296,7 +296,7 @@ impl Topic {
         if let Some(s) = snapshot {
             inner.snapshot = Some(s);
         }
-        let woken = self.store_locked(&mut inner, a2a::rest_frame(json));
+        let woken = self.store_locked(&mut inner, a2a::event_frame(json));
         drop(inner);
         self.wake(woken);
         true
@@ -608,11 +608,38 @@ mod tests {
         out
     }
 
+    /// A subscriber's wire form, for these tests: each event tagged with what the form echoes,
+    /// an ending with its reason and message. (The real forms' framing is `http::a2a::wire`'s.)
+    #[derive(Debug)]
+    struct Tagged;
+
+    impl crate::stream::framing::Frames for Tagged {
+        fn event(&self, id: Option<&str>, stored: &Bytes) -> Bytes {
+            match crate::protocol::a2a::stream::frame_json(stored) {
+                Some(json) => Bytes::from(format!(
+                    "data: [{}]{}\n\n",
+                    id.unwrap_or("-"),
+                    String::from_utf8_lossy(json)
+                )),
+                None => stored.clone(),
+            }
+        }
+
+        fn error(&self, id: Option<&str>, e: &crate::protocol::a2a::A2aError) -> Bytes {
+            Bytes::from(format!(
+                "event: error\ndata: [{}] {} {}\n\n",
+                id.unwrap_or("-"),
+                e.kind.reason(),
+                e.message
+            ))
+        }
+    }
+
     #[test]
     fn a_joiner_reads_the_task_as_it_is_then_what_follows_in_its_own_framing() {
         let t = topic();
         let feed = t.take_feed();
-        let mut early = t.join(Framing::Rest, None);
+        let mut early = t.join(Framing::Stored, None);
         assert!(ready(&mut early).is_empty(), "no task yet: it waits");
         t.set_snapshot(feed, Bytes::from_static(br#"{"id":"t","v":1}"#));
         t.publish_a2a(
@@ -622,7 +649,7 @@ mod tests {
         );
         // The task is read as it is at the subscriber's first read, with every event before it
         // in it, and no event twice.
-        let mut late = t.join(Framing::JsonRpc("7".into()), None);
+        let mut late = t.join(Framing::Form(&Tagged, Some("7".into())), None);
         assert_eq!(
             ready(&mut early),
             ["data: {\"task\":{\"id\":\"t\",\"v\":2}}\n\n"]
@@ -638,14 +665,14 @@ mod tests {
         );
         assert_eq!(
             ready(&mut late),
-            ["data: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"task\":{\"id\":\"t\",\"v\":3}}}\n\n"]
+            ["data: [7]{\"task\":{\"id\":\"t\",\"v\":3}}\n\n"]
         );
         // A superseded feed publishes nothing.
         let newer = t.take_feed();
         assert!(!t.publish_a2a(feed, br#"{"x":1}"#, None));
         assert!(t.publish_a2a(newer, br#"{"x":2}"#, None));
         assert_eq!(ready(&mut late).len(), 1);
-        // The gateway's ending, in each subscriber's binding, then the end.
+        // The gateway's ending, in each subscriber's form, then the end.
         t.end(Ending::Draining);
         let rest = ready(&mut early);
         assert_eq!(rest.len(), 2, "{rest:?}");
@@ -656,7 +683,7 @@ mod tests {
         assert!(rest[1].contains("\"reason\":\"DRAINING\""), "{rest:?}");
         let rpc = ready(&mut late);
         assert!(
-            rpc[0].starts_with("event: error\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"error\":"),
+            rpc[0].starts_with("event: error\ndata: [7] DRAINING "),
             "{rpc:?}"
         );
         assert!(
@@ -673,7 +700,7 @@ mod tests {
         let t = topic();
         let feed = t.take_feed();
         t.set_snapshot(feed, Bytes::from_static(b"{}"));
-        let mut sub = t.join(Framing::Rest, None);
+        let mut sub = t.join(Framing::Stored, None);
         ready(&mut sub);
         t.ping();
         assert_eq!(ready(&mut sub), [": ping\n\n"]);

@@ -1,6 +1,6 @@
 //! An official A2A agent's event stream, read: the answer to a stream request (its stream, or
 //! the error it answered instead), its events one at a time within the event-stream rules, each
-//! read back in the agent's binding. What the stream's events mean is the feed's (`feed`).
+//! read back in the agent's wire form. What the stream's events mean is the feed's (`feed`).
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::agent;
 use super::files::{self, Shape};
-use crate::protocol::a2a::jsonrpc::RpcId;
+use super::wire::Sent;
 use crate::protocol::a2a::{A2aError, Call, Method};
 use crate::protocol::sse::{Event, Parser};
 use crate::registry::Agent;
@@ -87,7 +87,7 @@ impl Reader {
 pub async fn stream_or_answer(
     res: hyper::Response<Incoming>,
     call: &Call,
-    rpc_id: Option<&RpcId>,
+    sent: &Sent,
     timeout: Duration,
 ) -> Result<Incoming, A2aError> {
     if res.status() == StatusCode::OK && crate::stream::is_event_stream(res.headers()) {
@@ -100,7 +100,7 @@ pub async fn stream_or_answer(
         .ok()
         .and_then(Result::ok)
         .unwrap_or_default();
-    match agent::read(call, rpc_id, &parts, &body) {
+    match agent::read(call, sent, &parts, &body) {
         Err(e) => Err(e),
         Ok(_) => Err(A2aError::invalid_agent_response(vec![
             crate::protocol::Violation::new(
@@ -112,30 +112,16 @@ pub async fn stream_or_answer(
     }
 }
 
-/// One event of the agent's stream read back in its binding: the StreamResponse, its file URLs
+/// One event of the agent's stream read back in its form: the StreamResponse, its file URLs
 /// rewritten (`files::localize`; `owner`: the client a Message outside any task goes to), or
-/// the error the agent sent (`event: error`, or a JSON-RPC error), as the agent's.
+/// the error the agent sent (`event: error`, or an error in the form's envelope), as the agent's.
 pub async fn read_event(
     (state, agent, owner): (&State, &Agent, Option<&str>),
     e: &Event,
     method: Method,
-    rpc_id: Option<&RpcId>,
+    sent: &Sent,
 ) -> Result<Value, A2aError> {
-    let call = Call::new(method, serde_json::Map::new());
-    let status = if e.event == "error" { 500 } else { 200 };
-    let parts = {
-        let mut r = hyper::Response::new(());
-        *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
-        r.into_parts().0
-    };
-    let mut event = match rpc_id {
-        // JSON-RPC: every event is a whole response; an error event carries an error.
-        Some(id) => {
-            crate::protocol::a2a::jsonrpc::parse_agent_response(e.data.as_bytes(), id, method)
-                .map_err(agent::the_agents)?
-        }
-        None => agent::read(&call, None, &parts, e.data.as_bytes())?,
-    };
+    let mut event = sent.read_event(method, e.data.as_bytes(), e.event == "error")?;
     files::localize(state, agent, owner, Shape::Response, &mut event).await;
     Ok(event)
 }

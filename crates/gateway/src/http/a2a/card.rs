@@ -1,6 +1,6 @@
 //! The card the gateway serves for an official A2A agent, at
 //! `/agents/{name}/.well-known/agent-card.json` (and `/agents/{name}/agent-card.json`): the
-//! agent's card with the gateway's two interfaces in place of the agent's, the gateway's own
+//! agent's card with the gateway's own interfaces (one per wire form, `wire::served_interfaces`) in place of the agent's, the gateway's own
 //! client authentication, the agent's URLs and signatures dropped (`protocol::a2a::card`). Built
 //! per request: its URLs are the request's public base.
 
@@ -43,6 +43,12 @@ pub fn rewrite<'a>(
     card: &serde_json::Value,
 ) -> (serde_json::Value, Base<'a>) {
     let base = Base::of(state, headers, uri);
+    let root = format!(
+        "{}/agents/{}",
+        base.url().trim_end_matches('/'),
+        agent.cfg.name
+    );
+    let interfaces = super::wire::served_interfaces(&root);
     let doc = serve_card(
         card,
         &ServeOptions {
@@ -58,12 +64,8 @@ pub fn rewrite<'a>(
             // The gateway keeps push configs and delivers them itself, whatever the agent
             // does (it pushes to the gateway, streams, or is polled).
             push_notifications: true,
+            interfaces: &interfaces,
         },
     );
     (doc, base)
-}
-
-/// Whether the tail after `/agents/{name}/` is one of the card's paths.
-pub fn is_card(tail: &str) -> bool {
-    matches!(tail, ".well-known/agent-card.json" | "agent-card.json")
 }

@@ -30,10 +30,10 @@ use serde_json::Value;
 use super::agent;
 use super::agent_stream::{read_event, stream_or_answer, subscribe_call, ReadError, Reader};
 use super::ledger as a2a_ledger;
+use super::wire::Sent;
 use crate::ledger::{apply_counted, Origin};
 use crate::protocol::a2a::answer::{check_answer, payload, task_of};
 use crate::protocol::a2a::held::HeldCard;
-use crate::protocol::a2a::jsonrpc::RpcId;
 use crate::protocol::a2a::stream::{changes, fold};
 use crate::protocol::a2a::{Method, TaskState};
 use crate::protocol::sse::{Event, Parser};
@@ -66,10 +66,10 @@ pub enum Upstream {
     /// The gateway's `SubscribeToTask`, to be sent (its first Task is every joiner's first
     /// event, not published again).
     Subscribe {
-        /// The request, built for the agent's binding.
+        /// The request, built in the agent's form.
         request: Request<Full<Bytes>>,
-        /// For a JSON-RPC agent: the id sent.
-        rpc_id: Option<RpcId>,
+        /// What it is sent as.
+        sent: Sent,
     },
     /// The creator's `message:stream`, its first event already read and published.
     Reading {
@@ -79,8 +79,8 @@ pub enum Upstream {
         parser: Parser,
         /// Events read with the first, after it.
         pending: VecDeque<Event>,
-        /// For a JSON-RPC agent: the id sent.
-        rpc_id: Option<RpcId>,
+        /// What the stream's request was sent as.
+        sent: Sent,
     },
 }
 
@@ -107,7 +107,8 @@ struct Feed {
     n: u64,
     id: String,
     method: Method,
-    rpc_id: Option<RpcId>,
+    /// What the agent's stream was asked as: its events are read back through it.
+    sent: Sent,
     /// The task as it is now.
     task: Value,
     /// Whether an event went out (a subscription's first Task is not published).
@@ -168,7 +169,7 @@ pub async fn join(
         .join_a2a(agent, &key, framing, kill, |topic, n| {
             let up = Upstream::Subscribe {
                 request: out.request,
-                rpc_id: out.rpc_id,
+                sent: out.sent,
             };
             let start = Start {
                 state: state.clone(),
@@ -203,6 +204,9 @@ pub async fn run(start: Start, up: Upstream) {
         Upstream::Reading { .. } => Method::SendStreamingMessage,
         Upstream::Subscribe { .. } => Method::SubscribeToTask,
     };
+    let sent = match &up {
+        Upstream::Reading { sent, .. } | Upstream::Subscribe { sent, .. } => sent.clone(),
+    };
     let mut feed = Feed {
         state,
         agent,
@@ -210,7 +214,7 @@ pub async fn run(start: Start, up: Upstream) {
         n,
         id,
         method,
-        rpc_id: None,
+        sent,
         published: method == Method::SendStreamingMessage,
         task,
         last_ms,
@@ -220,9 +224,8 @@ pub async fn run(start: Start, up: Upstream) {
             body,
             parser,
             pending,
-            rpc_id,
+            sent: _,
         } => {
-            feed.rpc_id = rpc_id;
             let reader = Reader { parser, pending };
             if closes_at(&feed.task) {
                 feed.after_end(body, reader).await;
@@ -230,9 +233,9 @@ pub async fn run(start: Start, up: Upstream) {
             }
             (body, reader)
         }
-        Upstream::Subscribe { request, rpc_id } => {
+        Upstream::Subscribe { request, sent: _ } => {
             let opened = tokio::select! {
-                b = feed.open(request, rpc_id) => b,
+                b = feed.open(request) => b,
                 _ = topic.closed.notified() => None,
             };
             match opened {
@@ -375,7 +378,7 @@ impl Feed {
             return Next::Over;
         }
         let from = (&*self.state, &*self.agent, None);
-        let v = match read_event(from, e, self.method, self.rpc_id.as_ref()).await {
+        let v = match read_event(from, e, self.method, &self.sent).await {
             Ok(v) => v,
             // The agent's own error ends the stream, relayed as the agent's (an error in the
             // gateway's domain is the agent's too, `agent::the_agents`).
@@ -529,7 +532,7 @@ impl Feed {
         let _ = tokio::time::timeout(AFTER_END, async {
             while let Ok(Some(e)) = reader.next(&mut body).await {
                 let from = (&*self.state, &*self.agent, None);
-                let Ok(v) = read_event(from, &e, self.method, self.rpc_id.as_ref()).await else {
+                let Ok(v) = read_event(from, &e, self.method, &self.sent).await else {
                     continue;
                 };
                 let Some(p) = payload(&v) else { continue };
@@ -561,7 +564,7 @@ impl Feed {
                 .await;
             return Resubscribed::Over;
         };
-        self.rpc_id = out.rpc_id.clone();
+        self.sent = out.sent.clone();
         let sent = self
             .state
             .upstream
@@ -571,7 +574,7 @@ impl Feed {
             Ok(res) => res,
             Err(e) => return Resubscribed::Unreachable(e.to_string()),
         };
-        match stream_or_answer(res, &call, out.rpc_id.as_ref(), self.agent.cfg.timeout).await {
+        match stream_or_answer(res, &call, &out.sent, self.agent.cfg.timeout).await {
             Ok(b) => Resubscribed::Stream(b, Reader::new(self.state.hub.config().max_event_bytes)),
             Err(_) => {
                 self.give_up(
@@ -600,23 +603,16 @@ impl Feed {
 
     /// Send the gateway's `SubscribeToTask`: the agent's stream, or the phase that tells the
     /// waiting subscribers why not.
-    async fn open(
-        &mut self,
-        request: Request<Full<Bytes>>,
-        rpc_id: Option<RpcId>,
-    ) -> Option<Incoming> {
+    async fn open(&mut self, request: Request<Full<Bytes>>) -> Option<Incoming> {
         let call = subscribe_call(&self.id);
         let sent = self
             .state
             .upstream
             .send(request, self.agent.cfg.timeout)
             .await;
-        self.rpc_id = rpc_id;
         let failed = match sent {
             Ok(res) => {
-                match stream_or_answer(res, &call, self.rpc_id.as_ref(), self.agent.cfg.timeout)
-                    .await
-                {
+                match stream_or_answer(res, &call, &self.sent, self.agent.cfg.timeout).await {
                     Ok(body) => return Some(body),
                     Err(e) => StreamError::A2a(Arc::new(e)),
                 }

@@ -130,7 +130,8 @@ async fn follow_once(state: &Arc<State>, agent: &Arc<Agent>, id: &str) -> bool {
     let Ok(out) = agent::stream_request(agent, &held, None, &HeaderMap::new(), &call) else {
         return false;
     };
-    let joined = super::feed::join(state, agent, held, id, &record, out, Framing::Rest, None).await;
+    let joined =
+        super::feed::join(state, agent, held, id, &record, out, Framing::Stored, None).await;
     let Ok(Some(mut sub)) = joined else {
         return false;
     };

@@ -1,16 +1,15 @@
-//! Answers on the official A2A routes, in the client's binding.
+//! The neutral answer of the official A2A routes, and the gateway's errors as A2A errors.
 //!
-//! Every operation answers one *neutral* response first: the HTTP+JSON binding's own answer
-//! (200 and the response message, or a google.rpc.Status under its §5.4 status), which is also
-//! what an idempotent SendMessage keeps for its replays, whatever binding the retry comes in.
-//! [`reframe`] then turns it into the client's binding: unchanged for REST, one JSON-RPC
-//! response carrying the client's id (HTTP 200) for JSON-RPC.
+//! Every operation answers one *neutral* response: 200 and the response message, or a
+//! google.rpc.Status under its §5.4 status, the typed error kept beside it ([`Neutral`]). It
+//! is also what an idempotent SendMessage keeps for its replays, whatever form the retry comes
+//! in. The client's wire form writes it out (`wire::Form::answer`).
 //!
 //! The gateway's own errors ([`ApiError`], typed where they arise) become A2A errors here, in
 //! one place ([`from_api`]): a TASK_NOT_FOUND is the protocol's TaskNotFoundError, an agent's
 //! answer over the bound is InvalidAgentResponseError, and the rest keep their code as the
 //! ErrorInfo `reason` in the domain `a2a-gateway`. Refusals before admission ([`refusal`]) keep
-//! their HTTP status on both bindings, with `id: null` on JSON-RPC.
+//! their HTTP status in every form.
 
 use bytes::Bytes;
 use hyper::header::{HeaderName, HeaderValue, CONTENT_TYPE};
@@ -19,28 +18,8 @@ use serde_json::{Map, Value};
 
 use crate::http::body::Body;
 use crate::http::error::{ApiError, Code};
-use crate::protocol::a2a::jsonrpc::{self, RpcId};
 use crate::protocol::a2a::{A2aError, ErrorKind, Method, Reply, A2A_JSON};
 use crate::protocol::json;
-
-/// How the client speaks.
-#[derive(Debug, Clone)]
-pub enum Front {
-    /// HTTP+JSON under `/agents/{name}/`.
-    Rest,
-    /// JSON-RPC, with the id to echo.
-    JsonRpc(RpcId),
-}
-
-impl Front {
-    /// The metric label of the binding.
-    pub fn label(&self) -> &'static str {
-        match self {
-            Front::Rest => "HTTP+JSON",
-            Front::JsonRpc(_) => "JSONRPC",
-        }
-    }
-}
 
 /// An A2A error with the HTTP headers that go with it (`Retry-After`, `WWW-Authenticate`).
 #[derive(Debug)]
@@ -192,7 +171,7 @@ pub fn withheld_of(res: &Response<Body>, agent: &str) -> Option<A2aError> {
 
 /// A refusal of a stream's slot (`max_streams`, 429 TOO_MANY_STREAMS), known only once a
 /// JSON-RPC call is read (its method says it streams): the neutral answer, marked so that
-/// [`reframe`] keeps its HTTP status on JSON-RPC too, as every refusal at admission keeps it
+/// the JSON-RPC form keeps its HTTP status too, as every refusal at admission keeps it
 /// (a REST stream's slot is taken at admission, and refused there with 429), with the client's
 /// id since the call was read. Any other refusal is in-band as before.
 pub fn slot_refused(method: Method, e: ApiError) -> Response<Body> {
@@ -206,7 +185,7 @@ pub fn slot_refused(method: Method, e: ApiError) -> Response<Body> {
 
 /// Beside a neutral answer: its HTTP status is kept on every binding (see [`slot_refused`]).
 #[derive(Clone, Copy, Debug)]
-struct KeepStatus;
+pub struct KeepStatus;
 
 /// What a neutral answer was written from, kept beside its body: its error, so that reframing
 /// it for a JSON-RPC client does not read the body back (a success's body is the JSON-RPC
@@ -214,62 +193,9 @@ struct KeepStatus;
 #[derive(Clone, Debug)]
 pub struct Neutral(pub Result<(), A2aError>);
 
-/// The neutral answer `res` in the client's binding. A success's JSON-RPC response is written
-/// around the neutral body's bytes (the response message is not written again).
-pub fn reframe(res: Response<Body>, front: &Front, method: Method) -> Response<Body> {
-    let Front::JsonRpc(id) = front else {
-        let (mut parts, body) = res.into_parts();
-        parts.extensions.remove::<Neutral>();
-        return Response::from_parts(parts, body);
-    };
-    let (mut parts, body) = res.into_parts();
-    let kept = parts.extensions.remove::<Neutral>();
-    let status = match parts.extensions.remove::<KeepStatus>() {
-        Some(KeepStatus) => parts.status,
-        None => StatusCode::OK,
-    };
-    let bytes = match &body {
-        Body::Full(Some(b)) => b.clone(),
-        _ => Bytes::new(),
-    };
-    let success = parts.status.is_success();
-    let mut out = if success && !method.answers_empty() && !bytes.is_empty() {
-        let mut w = Vec::with_capacity(bytes.len() + 48);
-        w.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
-        // An id is a string or an integer: writing it cannot fail.
-        let _ = serde_json::to_writer(&mut w, id);
-        w.extend_from_slice(br#","result":"#);
-        w.extend_from_slice(&bytes);
-        w.push(b'}');
-        let mut out = Response::new(Body::full(w));
-        out.headers_mut()
-            .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        out
-    } else {
-        let reply = match kept {
-            Some(Neutral(Err(e))) => Err(e),
-            _ => read_neutral(parts.status.as_u16(), &bytes),
-        };
-        let envelope = match reply {
-            Ok(v) => {
-                let result = if method.answers_empty() {
-                    Value::Null
-                } else {
-                    v
-                };
-                serde_json::json!({"jsonrpc": "2.0", "id": id.to_value(), "result": result})
-            }
-            Err(e) => jsonrpc::error_response(Some(id), &e),
-        };
-        json_response(status, "application/json", &envelope)
-    };
-    copy_headers(&parts.headers, out.headers_mut());
-    out
-}
-
 /// The headers of a neutral answer that every framing keeps: `Retry-After`,
 /// `WWW-Authenticate` and an idempotent replay's mark.
-fn copy_headers(from: &hyper::HeaderMap, to: &mut hyper::HeaderMap) {
+pub fn copy_headers(from: &hyper::HeaderMap, to: &mut hyper::HeaderMap) {
     for name in [hyper::header::RETRY_AFTER, hyper::header::WWW_AUTHENTICATE] {
         if let Some(v) = from.get(&name) {
             to.insert(name, v.clone());
@@ -295,16 +221,12 @@ pub fn read_neutral(status: u16, body: &[u8]) -> Reply {
 }
 
 /// A refusal before admission, or a route's own 404/405 (see the module doc): its HTTP status
-/// and headers kept, the body a google.rpc.Status, or a JSON-RPC error with `id: null`.
-pub fn refusal(e: ApiError, jsonrpc: bool) -> Response<Body> {
+/// and headers kept, the body the error as the route's form writes it (`write`).
+pub fn refusal(e: ApiError, write: impl FnOnce(&A2aError) -> Value) -> Response<Body> {
     let status = e.code.status();
     let unauthorized = e.code == Code::Unauthorized;
     let Failure { error, headers } = from_api(e);
-    let body = if jsonrpc {
-        jsonrpc::error_response(None, &error)
-    } else {
-        error.to_status()
-    };
+    let body = write(&error);
     let mut res = json_response(status, "application/json", &body);
     for (name, value) in headers {
         res.headers_mut().insert(name, value);
@@ -335,165 +257,4 @@ pub fn push_not_supported() -> Failure {
         "push notifications are not served by this gateway yet (capabilities.pushNotifications is false)",
     )
     .into()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn body(res: Response<Body>) -> (u16, Value) {
-        let status = res.status().as_u16();
-        let Body::Full(Some(b)) = res.into_body() else {
-            panic!("a full body")
-        };
-        (status, serde_json::from_slice(&b).expect("json"))
-    }
-
-    #[test]
-    fn a_gateway_error_keeps_its_code_status_and_retry_after_in_both_bindings() {
-        let e = ApiError::new(Code::AgentBusy, "busy")
-            .with_header(hyper::header::RETRY_AFTER, HeaderValue::from_static("1"));
-        let rest = neutral(Method::SendMessage, Err(from_api(e)));
-        assert_eq!(rest.headers()["retry-after"], "1");
-        let rpc = reframe(
-            rest,
-            &Front::JsonRpc(RpcId::Int(7.into())),
-            Method::SendMessage,
-        );
-        assert_eq!(rpc.headers()["retry-after"], "1");
-        let (status, v) = body(rpc);
-        assert_eq!(status, 200);
-        assert_eq!(v["id"], 7);
-        assert_eq!(v["error"]["code"], -32000);
-        assert_eq!(v["error"]["data"][0]["reason"], "AGENT_BUSY");
-        assert_eq!(v["error"]["data"][0]["domain"], "a2a-gateway");
-    }
-
-    #[test]
-    fn a_store_failure_is_a_gateway_error_over_both_bindings_without_the_stores_words() {
-        let e = ApiError::from(crate::ledger::LedgerError::Store(
-            crate::store::Failure::Oom,
-        ));
-        let rest = neutral(Method::SendMessage, Err(from_api(e)));
-        assert_eq!(rest.status(), 503);
-        assert_eq!(rest.headers()["retry-after"], "5");
-        let rpc = reframe(
-            rest,
-            &Front::JsonRpc(RpcId::Int(3.into())),
-            Method::SendMessage,
-        );
-        assert_eq!(rpc.headers()["retry-after"], "5");
-        let (status, v) = body(rpc);
-        assert_eq!(status, 200);
-        assert_eq!(v["error"]["code"], -32000);
-        assert_eq!(v["error"]["data"][0]["reason"], "STORE_UNAVAILABLE");
-        let message = v["error"]["message"].as_str().expect("a message");
-        assert!(message.starts_with("STORE_UNAVAILABLE: "), "{message}");
-        assert!(
-            !message.contains("OOM") && !message.contains("maxmemory"),
-            "{message}"
-        );
-    }
-
-    #[test]
-    fn a_neutral_answer_read_back_is_the_reply_it_was_written_from() {
-        // The create driver's AGENT_TIMEOUT, as a2a's Finish::refused writes it, and replayed.
-        let timeout =
-            ApiError::new(Code::AgentTimeout, "late").with_details(json!({"task_may_exist": true}));
-        let res = neutral(Method::SendMessage, Err(from_api(timeout)));
-        assert_eq!(res.status(), 504);
-        let (status, v) = body(res);
-        let e = read_neutral(status, v.to_string().as_bytes()).expect_err("an error");
-        assert_eq!(e.kind.reason(), "AGENT_TIMEOUT");
-        assert_eq!(e.kind.http_status(), 504);
-        assert_eq!(e.metadata["task_may_exist"], "true");
-        let not_found = A2aError::of(ErrorKind::TaskNotFound).to_status();
-        let e = read_neutral(404, not_found.to_string().as_bytes()).expect_err("an error");
-        assert_eq!(e.kind, ErrorKind::TaskNotFound);
-        let ok = read_neutral(200, br#"{"task":{"id":"t"}}"#).expect("a result");
-        assert_eq!(ok, json!({"task": {"id": "t"}}));
-    }
-
-    #[test]
-    fn a_refused_stream_slot_keeps_429_over_json_rpc_with_the_clients_id() {
-        let e = ApiError::new(Code::TooManyStreams, "full").with_details(json!({"max_streams": 1}));
-        let res = slot_refused(Method::SubscribeToTask, e);
-        let rpc = reframe(
-            res,
-            &Front::JsonRpc(RpcId::Int(9.into())),
-            Method::SubscribeToTask,
-        );
-        let (status, v) = body(rpc);
-        assert_eq!(status, 429);
-        assert_eq!(v["id"], 9);
-        assert_eq!(v["error"]["data"][0]["reason"], "TOO_MANY_STREAMS");
-        assert_eq!(v["error"]["data"][0]["metadata"]["max_streams"], "1");
-        let rest = slot_refused(
-            Method::SubscribeToTask,
-            ApiError::new(Code::TooManyStreams, "full"),
-        );
-        let rest = reframe(rest, &Front::Rest, Method::SubscribeToTask);
-        assert_eq!(rest.status(), 429);
-        // Another refusal after the call is read stays in-band on JSON-RPC.
-        let forbidden = slot_refused(
-            Method::SubscribeToTask,
-            ApiError::new(Code::Forbidden, "no"),
-        );
-        let forbidden = reframe(
-            forbidden,
-            &Front::JsonRpc(RpcId::Int(9.into())),
-            Method::SubscribeToTask,
-        );
-        assert_eq!(forbidden.status(), 200);
-    }
-
-    #[test]
-    fn refusals_keep_their_status_and_answer_id_null() {
-        let (status, v) = body(refusal(
-            ApiError::new(Code::Unauthorized, "who are you"),
-            true,
-        ));
-        assert_eq!(status, 401);
-        assert_eq!(v["id"], Value::Null);
-        assert_eq!(v["error"]["data"][0]["reason"], "UNAUTHORIZED");
-        let res = refusal(ApiError::new(Code::Unauthorized, "who"), false);
-        assert_eq!(res.headers()["www-authenticate"], "Bearer");
-        let (status, v) = body(res);
-        assert_eq!(status, 401);
-        assert_eq!(v["error"]["status"], "UNAUTHENTICATED");
-        assert_eq!(v["error"]["details"][0]["domain"], "a2a-gateway");
-    }
-
-    /// A neutral answer holding an agent's own error is withheld whole, in either binding; the
-    /// gateway's own errors and successes are left alone.
-    #[test]
-    fn an_agents_error_is_withheld_in_both_bindings_and_nothing_else_is() {
-        let leak = "http://127.0.0.1:18103/db?password=hunter2";
-        let agents = A2aError::new(ErrorKind::TaskNotFound, format!("at {leak}")).the_agents_own();
-        for front in [Front::Rest, Front::JsonRpc(RpcId::Int(3.into()))] {
-            let mut res = neutral(Method::GetTask, Err(agents.clone().into()));
-            assert!(withhold(&mut res, "echo"));
-            let (status, v) = body(reframe(res, &front, Method::GetTask));
-            let text = v.to_string();
-            assert!(
-                !text.contains("18103") && text.contains("TASK_NOT_FOUND"),
-                "{text}"
-            );
-            match front {
-                Front::Rest => assert_eq!((status, &v["error"]["code"]), (404, &json!(404))),
-                Front::JsonRpc(_) => {
-                    assert_eq!((status, &v["error"]["code"]), (200, &json!(-32001)))
-                }
-            }
-        }
-        let mut own = neutral(
-            Method::GetTask,
-            Err(A2aError::new(ErrorKind::TaskNotFound, "the gateway's").into()),
-        );
-        assert!(!withhold(&mut own, "echo"));
-        let mut ok = neutral(Method::GetTask, Ok(json!({"id": "t"})));
-        assert!(!withhold(&mut ok, "echo"));
-        assert_eq!(body(ok).1, json!({"id": "t"}));
-    }
 }

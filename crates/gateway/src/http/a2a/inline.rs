@@ -131,7 +131,7 @@ pub async fn plan(
                     if super::push::keep_config(state, &agent.cfg.name, &task, cfg).await {
                         let url = format!(
                             "{notifications}?task={}",
-                            crate::protocol::a2a::rest::encode_component(&task)
+                            crate::protocol::percent::encode_component(&task)
                         );
                         give(call, url, standing);
                         return Plan::Pushed(None);
@@ -256,7 +256,7 @@ pub async fn streamed(
         headers,
         &streaming,
         Some(cfg),
-        Framing::Rest,
+        Framing::Stored,
         None,
     )
     .await;

@@ -83,15 +83,7 @@ async fn ask(
     let out = agent::request(agent, held, ctx, headers, call, None)?;
     let (parts, body) = exchange::call::exchange(state, agent, ctx, out.request).await?;
     let owner = ctx.caller.owner().map(|o| &**o);
-    Ok(agent::read_local(
-        state,
-        agent,
-        owner,
-        call,
-        out.rpc_id.as_ref(),
-        (&parts, &body),
-    )
-    .await?)
+    Ok(agent::read_local(state, agent, owner, call, &out.sent, (&parts, &body)).await?)
 }
 
 fn history_length(call: &Call) -> Option<u64> {

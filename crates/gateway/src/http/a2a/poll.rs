@@ -116,16 +116,9 @@ pub async fn get_and_apply(
         )
         .await
         .ok()?;
-    let task = agent::read_local(
-        state,
-        agent,
-        None,
-        &call,
-        out.rpc_id.as_ref(),
-        (&parts, &body),
-    )
-    .await
-    .ok()?;
+    let task = agent::read_local(state, agent, None, &call, &out.sent, (&parts, &body))
+        .await
+        .ok()?;
     if !check_answer(Method::GetTask, &task, Some(id)).is_empty() {
         return None;
     }

@@ -309,7 +309,7 @@ async fn ask_to_push(
     params.insert("taskId".into(), Value::from(id));
     params.insert("id".into(), Value::from(GATEWAY_CONFIG_ID));
     // The task is named in the URL, so its token is checked before the body is read.
-    let task = crate::protocol::a2a::rest::encode_component(id);
+    let task = crate::protocol::percent::encode_component(id);
     params.insert(
         "url".into(),
         Value::from(format!(
@@ -331,7 +331,7 @@ async fn ask_to_push(
         )
         .await
     {
-        Ok((parts, body)) => agent::read(&call, out.rpc_id.as_ref(), &parts, &body),
+        Ok((parts, body)) => agent::read(&call, &out.sent, &parts, &body),
         Err(e) => {
             tracing::warn!(agent = %agent.cfg.name, task_id = id, error = %e, "could not ask the agent to push; polling the task");
             return false;
@@ -377,7 +377,7 @@ pub async fn ingest(state: &State, ctx: &mut Ctx, agent: Arc<Agent>, req: Reques
         query
             .split('&')
             .find_map(|kv| kv.strip_prefix(k))
-            .and_then(crate::protocol::a2a::rest::decode_query)
+            .and_then(crate::protocol::percent::decode_query)
             .filter(|v| !v.is_empty())
     };
     let via = match (param("task="), param("send=")) {

@@ -28,6 +28,7 @@ use crate::protocol::a2a::answer::{of_task, payload_of, Payload};
 use crate::protocol::a2a::check::{named_context_id, named_task_ids};
 use crate::protocol::a2a::held::HeldCard;
 use crate::protocol::a2a::{A2aError, Call, ErrorKind, Method};
+use crate::protocol::node::Json;
 use crate::registry::Agent;
 use crate::state::State;
 
@@ -165,7 +166,7 @@ async fn send_checked(
     drop(params);
     let finish = SendFinish {
         call,
-        rpc_id: out.rpc_id,
+        sent: out.sent,
         continues,
         pending,
         push,
@@ -287,7 +288,8 @@ pub(super) async fn answered_context(
 /// ownership checked, recorded with the caller as its owner.
 struct SendFinish {
     call: Call,
-    rpc_id: Option<crate::protocol::a2a::jsonrpc::RpcId>,
+    /// What the message was sent to the agent as.
+    sent: super::wire::Sent,
     /// The task the message continues (`message.taskId`).
     continues: Option<String>,
     /// The context the message named, claimed for the caller until it is answered.
@@ -315,8 +317,7 @@ impl Finish for SendFinish {
         body: Bytes,
     ) -> ApiResult {
         let owner = ctx.caller.owner().map(|o| &**o);
-        let rpc_id = self.rpc_id.as_ref();
-        let reply = agent::read_answer(state, agent, owner, &self.call, rpc_id, &res, &body)
+        let reply = agent::read_answer(state, agent, owner, &self.call, &self.sent, &res, &body)
             .await
             .map_err(Failure::from);
         let answer = match reply {
@@ -363,108 +364,166 @@ impl SendFinish {
         reply: agent::AgentAnswer<'_>,
         hint: usize,
     ) -> Result<Answer, Failure> {
-        let name = agent.cfg.name.as_str();
         let answer = reply.json();
-        conform(
+        let continues = self.continues.as_deref();
+        let judged = judge_and_record(
             state,
             ctx,
             agent,
             Method::SendMessage,
             answer,
-            self.continues.as_deref(),
-        )?;
-        match payload_of(answer) {
-            Some(Payload::Task(task)) => {
-                // Whatever the conformance mode: an answer about another task than the one the
-                // message continues is never recorded nor relayed (read from the raw id, so an
-                // unreadable state does not skip it).
-                let named = task.get("id").and_then(|id| id.as_str());
-                if let (Some(want), Some(got)) = (self.continues.as_deref(), named) {
-                    if want != got {
-                        return Err(a2a_ledger::invalid_answer(
-                            "/task/id",
-                            "task",
-                            "the answer is about another task than the one the message continues",
-                        ));
-                    }
-                }
-                // An unreadable task (report mode) is relayed unrecorded, unless the ledger holds
-                // that id for another client.
-                let Some(head) = of_task(task) else {
-                    if let Some(got) = named {
-                        if a2a_ledger::held_by_another(state, ctx, got).await? {
-                            return Err(a2a_ledger::invalid_answer(
-                                "/task/id",
-                                "owner",
-                                "the agent answered with the id of a task the gateway holds for another client",
-                            ));
-                        }
-                    }
-                    return Ok(Answer::Doc(reply.into_value()));
-                };
-                if self.continues.is_none()
-                    && a2a_ledger::held_by_another(state, ctx, head.id).await?
-                {
-                    return Err(a2a_ledger::invalid_answer(
-                        "/task/id",
-                        "owner",
-                        "the agent answered a new task with the id of a task the gateway holds for another client",
-                    ));
-                }
-                answered_context(state, ctx, name, head.context_id, "/task/contextId", true)
-                    .await?;
-                let owner = ctx.caller.owner().map(|o| &**o);
-                match a2a_ledger::record(state, ctx, name, &head, task, owner, hint).await {
-                    Ok(recorded) => {
-                        if let Some(p) = &self.push {
-                            let status = recorded.applied.record.head.status;
-                            let live = !status.is_terminal();
-                            // Boxed: the rare message with a push config pays for its
-                            // future (most of this one's size, a third of the exchange's),
-                            // not every message.
-                            Box::pin(super::push::keep_inline(state, agent, head.id, p, live))
-                                .await;
-                            if self.plan == Some(Plan::Polled) && live && !status.is_interrupted() {
-                                // Sent with returnImmediately for the client that waits: it is
-                                // answered once the poll finds the task settled.
-                                let settled =
-                                    Box::pin(inline::polled_answer(state, ctx, agent, head.id))
-                                        .await;
-                                if let Some(answer) = settled {
-                                    return Ok(Answer::Written(answer));
-                                }
-                            }
-                        }
-                        Ok(Answer::Written(recorded.task_response(task)))
-                    }
-                    // The agent has the task: an error now would make the client send the
-                    // message again and the agent make a second task. The answer goes on, and
-                    // the task is recorded as soon as the ledger answers (its webhooks follow).
-                    Err(f) if is_unavailable(&f) => {
-                        let raw = a2a_ledger::bounded(state, name, task);
-                        let pending = record_later(
-                            state,
-                            agent,
-                            ctx,
-                            Some(a2a_ledger::task_ref(name, &head, task)),
-                            raw,
-                        );
-                        tracing::warn!(agent = %name, request_id = ?ctx.request_id, pending,
-                            "A2A task made but not recorded yet: the ledger is unavailable");
-                        Ok(Answer::Doc(reply.into_value()))
-                    }
-                    Err(f) => Err(f),
+            continues,
+            hint,
+        );
+        let (id, recorded) = match judged.await? {
+            Judged::Task { id, recorded } => (id, recorded),
+            // The agent has the task: an error now would make the client send the message
+            // again and the agent make a second task. The answer goes on, and the task is
+            // recorded as soon as the ledger answers (its webhooks follow).
+            Judged::Unrecorded { task_ref, raw, .. } => {
+                let pending = record_later(state, agent, ctx, Some(task_ref), raw);
+                tracing::warn!(agent = %agent.cfg.name, request_id = ?ctx.request_id, pending,
+                    "A2A task made but not recorded yet: the ledger is unavailable");
+                return Ok(Answer::Doc(reply.into_value()));
+            }
+            Judged::Message | Judged::Unread => return Ok(Answer::Doc(reply.into_value())),
+        };
+        if let Some(p) = &self.push {
+            let status = recorded.applied.record.head.status;
+            let live = !status.is_terminal();
+            // Boxed: the rare message with a push config pays for its future (most of this
+            // one's size, a third of the exchange's), not every message.
+            Box::pin(super::push::keep_inline(state, agent, &id, p, live)).await;
+            if self.plan == Some(Plan::Polled) && live && !status.is_interrupted() {
+                // Sent with returnImmediately for the client that waits: it is answered once
+                // the poll finds the task settled.
+                let settled = Box::pin(inline::polled_answer(state, ctx, agent, &id)).await;
+                if let Some(answer) = settled {
+                    return Ok(Answer::Written(answer));
                 }
             }
-            Some(Payload::Message(m)) => {
-                if let Some(context) = m.get("contextId").and_then(|c| c.as_str()) {
-                    answered_context(state, ctx, name, context, "/message/contextId", false)
-                        .await?;
-                }
-                Ok(Answer::Doc(reply.into_value()))
-            }
-            _ => Ok(Answer::Doc(reply.into_value())),
         }
+        let task = match payload_of(answer) {
+            Some(Payload::Task(task)) => task,
+            _ => answer,
+        };
+        Ok(Answer::Written(recorded.task_response(task)))
+    }
+}
+
+/// What a message's answer was, judged and recorded ([`judge_and_record`]).
+pub(super) enum Judged {
+    /// A Message: the context it names is the caller's from now on.
+    Message,
+    /// A task, recorded for the caller (`recorded.applied.verdict` says how the ledger took it).
+    Task {
+        /// The task's id.
+        id: String,
+        /// What the ledger holds.
+        recorded: a2a_ledger::Recorded,
+    },
+    /// A task the ledger could not take now (its store failed, the webhook queue is full): the
+    /// agent has it all the same. What to record once the ledger answers.
+    Unrecorded {
+        /// The task's head.
+        task_ref: crate::protocol::task::TaskRef,
+        /// Its document, bounded as the ledger keeps it.
+        raw: Bytes,
+        /// Why it was not recorded.
+        failure: Failure,
+    },
+    /// An answer the conformance mode let pass that is neither (report mode): no task read.
+    Unread,
+}
+
+/// The task a stream's first status update opens (a stream may open with the task's first
+/// status rather than the Task itself).
+pub(super) fn opened_by(status: &dyn Json) -> Value {
+    let field = |k: &str| status.get(k).map_or(Value::Null, |v| v.to_value());
+    serde_json::json!({
+        "id": field("taskId"), "contextId": field("contextId"), "status": field("status"),
+    })
+}
+
+/// A message's answer (SendMessage's answer, SendStreamingMessage's first event) judged and
+/// recorded for the caller: within A2A 1.0 (`conform`, for `method`), about the task the
+/// message `continues` if it continues one (read from the raw id, so an unreadable state
+/// does not skip it), not another client's task (a new task with a held id, an unreadable one
+/// too) nor context; a Task (or, opening a stream, its first status) recorded with the caller
+/// as its owner. `hint`: about how many bytes the answer takes, 0 if unknown.
+pub(super) async fn judge_and_record(
+    state: &State,
+    ctx: &Ctx,
+    agent: &Agent,
+    method: Method,
+    answer: &dyn Json,
+    continues: Option<&str>,
+    hint: usize,
+) -> Result<Judged, Failure> {
+    let name = agent.cfg.name.as_str();
+    conform(state, ctx, agent, method, answer, continues)?;
+    // A stream may open with the task's first status rather than the Task itself.
+    let opened: Value;
+    let task: &dyn Json = match payload_of(answer) {
+        Some(Payload::Message(m)) => {
+            if let Some(context) = m.get("contextId").and_then(|c| c.as_str()) {
+                answered_context(state, ctx, name, context, "/message/contextId", false).await?;
+            }
+            return Ok(Judged::Message);
+        }
+        Some(Payload::Task(task)) => task,
+        Some(Payload::StatusUpdate(e)) if method.is_streaming() => {
+            opened = opened_by(e);
+            &opened
+        }
+        _ => return Ok(Judged::Unread),
+    };
+    // Whatever the conformance mode: an answer about another task than the one the message
+    // continues is never recorded nor relayed.
+    let named = task.get("id").and_then(|id| id.as_str());
+    if let (Some(want), Some(got)) = (continues, named) {
+        if want != got {
+            return Err(a2a_ledger::invalid_answer(
+                "/task/id",
+                "task",
+                "the answer is about another task than the one the message continues",
+            ));
+        }
+    }
+    let Some(head) = of_task(task) else {
+        // Unreadable (report mode): not recorded, and not relayed if the ledger holds that id
+        // for another client.
+        if let Some(got) = named {
+            if a2a_ledger::held_by_another(state, ctx, got).await? {
+                return Err(a2a_ledger::invalid_answer(
+                    "/task/id",
+                    "owner",
+                    "the agent answered with the id of a task the gateway holds for another client",
+                ));
+            }
+        }
+        return Ok(Judged::Unread);
+    };
+    if continues.is_none() && a2a_ledger::held_by_another(state, ctx, head.id).await? {
+        return Err(a2a_ledger::invalid_answer(
+            "/task/id",
+            "owner",
+            "the agent answered a new task with the id of a task the gateway holds for another client",
+        ));
+    }
+    answered_context(state, ctx, name, head.context_id, "/task/contextId", true).await?;
+    let owner = ctx.caller.owner().map(|o| &**o);
+    match a2a_ledger::record(state, ctx, name, &head, task, owner, hint).await {
+        Ok(recorded) => Ok(Judged::Task {
+            id: head.id.to_owned(),
+            recorded,
+        }),
+        Err(failure) if is_unavailable(&failure) => Ok(Judged::Unrecorded {
+            task_ref: a2a_ledger::task_ref(name, &head, task),
+            raw: a2a_ledger::bounded(state, name, task),
+            failure,
+        }),
+        Err(f) => Err(f),
     }
 }
 

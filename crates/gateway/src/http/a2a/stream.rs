@@ -23,18 +23,19 @@ use hyper::header::HeaderMap;
 use hyper::Response;
 use serde_json::{json, Value};
 
-use super::agent::{self, conform};
+use super::agent;
 use super::agent_stream;
 use super::feed::{self, Upstream};
-use super::frame::{neutral, slot_refused, Failure, Front};
+use super::frame::{neutral, slot_refused, Failure};
 use super::ledger as a2a_ledger;
-use super::send::{admit, answered_context, before_agent};
+use super::send::{admit, before_agent, judge_and_record, opened_by, Judged};
+use super::wire::Front;
 use crate::http::admission;
 use crate::http::body::Body;
 use crate::http::context::Ctx;
 use crate::http::error::{ApiError, Code};
 use crate::http::response::event_stream;
-use crate::protocol::a2a::answer::{payload, task_of, Payload};
+use crate::protocol::a2a::answer::{payload, Payload};
 use crate::protocol::a2a::stream as a2a_stream;
 use crate::protocol::a2a::{A2aError, Call, ErrorKind, Method};
 use crate::protocol::task::Verdict;
@@ -63,14 +64,7 @@ pub async fn run(
     http1: bool,
 ) -> Streamed {
     let method = call.method;
-    let framing = match front {
-        Front::Rest => Framing::Rest,
-        Front::JsonRpc(id) => Framing::JsonRpc(
-            serde_json::to_string(id)
-                .unwrap_or_else(|_| "null".to_owned())
-                .into(),
-        ),
-    };
+    let framing = front.framing();
     match agent::held_card(agent) {
         Ok(held) if held.streams() => {}
         Ok(_) => {
@@ -82,7 +76,7 @@ pub async fn run(
         }
         Err(f) => return Streamed::Neutral(neutral(method, Err(f))),
     }
-    let permit = match admission::a2a_stream(state, ctx, headers) {
+    let permit = match admission::stream_of_call(state, ctx, headers) {
         Ok(p) => p,
         Err(e) => return Streamed::Neutral(slot_refused(method, e)),
     };
@@ -109,9 +103,7 @@ pub async fn run(
             }
             Streamed::Events(event_stream(Body::Events(sub)))
         }
-        Ok(Opened::One(frame)) => {
-            Streamed::Events(event_stream(Body::Full(Some(Bytes::from(frame)))))
-        }
+        Ok(Opened::One(frame)) => Streamed::Events(event_stream(Body::Full(Some(frame)))),
         Err(f) => Streamed::Neutral(neutral(method, Err(f))),
     }
 }
@@ -120,7 +112,7 @@ pub async fn run(
 /// stream of one event (the agent answered the message with a Message).
 pub(super) enum Opened {
     Stream(Box<Subscription>, Option<Arc<str>>, String),
-    One(Vec<u8>),
+    One(Bytes),
 }
 
 /// Ending the connection cuts only this subscriber over HTTP/1; over HTTP/2 it would cut every
@@ -294,7 +286,7 @@ pub(super) async fn shared(
                 body: first.body,
                 parser: first.parser,
                 pending: first.pending,
-                rpc_id: first.rpc_id,
+                sent: first.sent,
             };
             let task_id = id.clone();
             let start = feed::Start {
@@ -322,8 +314,8 @@ struct FirstRead {
     parser: crate::protocol::sse::Parser,
     /// Events read with the first, after it.
     pending: std::collections::VecDeque<crate::protocol::sse::Event>,
-    /// For a JSON-RPC agent: the id sent.
-    rpc_id: Option<crate::protocol::a2a::jsonrpc::RpcId>,
+    /// What the stream's request was sent as.
+    sent: super::wire::Sent,
     /// The first event, read back (JSON-RPC: its result).
     event: Value,
 }
@@ -347,11 +339,10 @@ async fn open(
         .map_err(|e| Failure::from(ApiError::from(e.at(&agent.cfg.name))))?;
     let mut read = agent_stream::Reader::new(state.hub.config().max_event_bytes);
     let deadline = tokio::time::Instant::now() + timeout;
-    let mut body =
-        match agent_stream::stream_or_answer(res, call, out.rpc_id.as_ref(), timeout).await {
-            Ok(body) => body,
-            Err(e) => return Err(e.into()),
-        };
+    let mut body = match agent_stream::stream_or_answer(res, call, &out.sent, timeout).await {
+        Ok(body) => body,
+        Err(e) => return Err(e.into()),
+    };
     let first = tokio::time::timeout_at(deadline, read.next(&mut body))
         .await
         .map_err(|_| {
@@ -372,12 +363,12 @@ async fn open(
         Err(why) => return Err(a2a_ledger::invalid_answer("", "stream", why.to_string())),
     };
     let from = (state, agent, ctx.caller.owner().map(|o| &**o));
-    let value = agent_stream::read_event(from, &event, call.method, out.rpc_id.as_ref()).await?;
+    let value = agent_stream::read_event(from, &event, call.method, &out.sent).await?;
     Ok(FirstRead {
         body,
         parser: read.parser,
         pending: read.pending,
-        rpc_id: out.rpc_id,
+        sent: out.sent,
         event: value,
     })
 }
@@ -385,7 +376,7 @@ async fn open(
 /// What the first event of the creator's stream was.
 enum First {
     /// A Message: the whole answer, framed.
-    Message(Vec<u8>),
+    Message(Bytes),
     /// A task: its id, the Task as recorded, the event's JSON (the ledger's Task when it
     /// refused the agent's), and the status time recorded.
     Task {
@@ -396,8 +387,8 @@ enum First {
     },
 }
 
-/// The first event judged as a SendMessage answer is: within the protocol, about the task the
-/// message continues, not another client's task or context; its task recorded for the caller.
+/// The first event judged and recorded as a message's answer is (`send::judge_and_record`):
+/// a Message answers the stream whole; a task's first event opens the task's shared stream.
 async fn first_event(
     state: &State,
     ctx: &Ctx,
@@ -406,68 +397,28 @@ async fn first_event(
     continues: Option<&str>,
     framing: &Framing,
 ) -> Result<First, Failure> {
-    let name = agent.cfg.name.as_str();
     let ev = &first.event;
-    conform(
-        state,
-        ctx,
-        agent,
-        Method::SendStreamingMessage,
-        ev,
-        continues,
-    )?;
+    let method = Method::SendStreamingMessage;
     let json = serde_json::to_vec(ev).unwrap_or_default();
+    let (id, recorded) = match judge_and_record(state, ctx, agent, method, ev, continues, 0).await?
+    {
+        Judged::Message => {
+            let stored = Bytes::from(a2a_stream::event_frame(&json));
+            return Ok(First::Message(framing.frame(&stored)));
+        }
+        Judged::Task { id, recorded } => (id, recorded),
+        Judged::Unrecorded { failure, .. } => return Err(failure),
+        Judged::Unread => return Err(a2a_ledger::invalid_answer(
+            "",
+            "stream",
+            "the agent's stream opens with neither a readable Task, a status update nor a Message",
+        )),
+    };
     let task = match payload(ev) {
-        Some(Payload::Message(m)) => {
-            if let Some(context) = m.get("contextId").and_then(Value::as_str) {
-                answered_context(state, ctx, name, context, "/message/contextId", false).await?;
-            }
-            let stored = a2a_stream::rest_frame(&json);
-            let frame = match framing {
-                Framing::JsonRpc(id) => a2a_stream::jsonrpc_frame(id, &stored).unwrap_or(stored),
-                _ => stored,
-            };
-            return Ok(First::Message(frame));
-        }
         Some(Payload::Task(t)) => t.clone(),
-        // A stream may open with the task's first status rather than the Task itself.
-        Some(Payload::StatusUpdate(e)) => json!({
-            "id": e.get("taskId"), "contextId": e.get("contextId"), "status": e.get("status"),
-        }),
-        _ => {
-            return Err(a2a_ledger::invalid_answer(
-                "",
-                "stream",
-                "the agent's stream opens with neither a Task, a status update nor a Message",
-            ))
-        }
+        Some(Payload::StatusUpdate(e)) => opened_by(e),
+        _ => json!({}),
     };
-    let Some(head) = task_of(&task).map(|h| (h.id.to_owned(), h)) else {
-        return Err(a2a_ledger::invalid_answer(
-            "/task",
-            "task",
-            "the stream's first event names no task with a state and a context",
-        ));
-    };
-    let (id, head) = head;
-    if let Some(want) = continues {
-        if want != id {
-            return Err(a2a_ledger::invalid_answer(
-                "/task/id",
-                "task",
-                "the stream is about another task than the one the message continues",
-            ));
-        }
-    } else if a2a_ledger::held_by_another(state, ctx, &id).await? {
-        return Err(a2a_ledger::invalid_answer(
-            "/task/id",
-            "owner",
-            "the agent answered a new task with the id of a task the gateway holds for another client",
-        ));
-    }
-    answered_context(state, ctx, name, head.context_id, "/task/contextId", true).await?;
-    let owner = ctx.caller.owner().map(|o| &**o);
-    let recorded = a2a_ledger::record(state, ctx, name, &head, &task, owner, 0).await?;
     let refused = matches!(recorded.applied.verdict, Verdict::Refused(_));
     let task = recorded.task(&task);
     // Refused (a message that reopens a final task): the creator reads the task as the ledger

@@ -17,7 +17,8 @@ use crate::http::exchange::named_agent;
 use crate::http::request::Request;
 use crate::http::response;
 use crate::ledger::listing::{Query, Scope, Token, DEFAULT_PAGE, MAX_PAGE};
-use crate::protocol::a2a::{rest, split_ledger_key, TaskState};
+use crate::protocol::a2a::{split_ledger_key, TaskState};
+use crate::protocol::percent;
 use crate::protocol::task::Status;
 use crate::state::State;
 
@@ -81,13 +82,13 @@ pub async fn tasks(state: &State, ctx: &mut Ctx, req: Request) -> ApiResult {
         .query()
         .unwrap_or("")
         .split('&')
-        .take(rest::MAX_QUERY_PARAMS)
+        .take(percent::MAX_QUERY_PARAMS)
     {
         if pair.is_empty() {
             continue;
         }
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        let (Some(k), Some(v)) = (rest::decode_query(k), rest::decode_query(v)) else {
+        let (Some(k), Some(v)) = (percent::decode_query(k), percent::decode_query(v)) else {
             return Err(invalid("the query is not percent-encoded UTF-8"));
         };
         let slot = match k.as_str() {

@@ -371,6 +371,9 @@ pub struct ServeOptions<'a> {
     pub streaming: bool,
     /// `capabilities.pushNotifications` as served.
     pub push_notifications: bool,
+    /// The gateway's own interfaces for the agent, as its wire forms write them
+    /// (`http::a2a::wire::served_interfaces`), in its order of preference.
+    pub interfaces: &'a [Value],
 }
 
 /// The members of each card message the gateway passes on, by the proto's JSON names: what
@@ -417,8 +420,8 @@ fn only(v: Option<&Value>, keep: &[&str]) -> Map<String, Value> {
 
 /// The card the gateway serves for an agent: only the fields a2a.proto's AgentCard knows
 /// ([`CARD`], and within each message its own fields), with `supportedInterfaces` replaced by
-/// exactly the gateway's two (HTTP+JSON at `{base}/agents/{name}`, JSONRPC at
-/// `{base}/agents/{name}/jsonrpc`, both 1.0, no tenant: the agent's name is the route);
+/// exactly the gateway's own ([`ServeOptions::interfaces`]: one per wire form it serves
+/// clients in, under `{base}/agents/{name}`, no tenant: the agent's name is the route);
 /// `securitySchemes` and `securityRequirements` describing only the gateway's client auth (an
 /// HTTP bearer scheme when clients are configured, none otherwise; skills' own requirements
 /// are dropped, they name the agent's schemes); `signatures` dropped (the rewrite breaks them);
@@ -478,13 +481,9 @@ pub fn serve_card(card: &Value, opts: &ServeOptions<'_>) -> Value {
         Value::Bool(opts.push_notifications),
     );
     out.insert("capabilities".to_owned(), Value::Object(caps));
-    let root = format!("{}/agents/{}", opts.base.trim_end_matches('/'), opts.name);
     out.insert(
         "supportedInterfaces".to_owned(),
-        json!([
-            {"url": root, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
-            {"url": format!("{root}/jsonrpc"), "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
-        ]),
+        Value::Array(opts.interfaces.to_vec()),
     );
     if opts.bearer {
         out.insert(
@@ -503,6 +502,15 @@ pub fn serve_card(card: &Value, opts: &ServeOptions<'_>) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The interfaces the gateway's wire forms serve an agent at `root` (as
+    /// `http::a2a::wire::served_interfaces` writes them).
+    fn gateway_interfaces(root: &str) -> Vec<Value> {
+        vec![
+            json!({"url": root, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"}),
+            json!({"url": format!("{root}/jsonrpc"), "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}),
+        ]
+    }
 
     fn sdk_card(binding: &str, url: &str) -> Value {
         // a2a-sdk 1.3.0's card for tests/a2a/agent.py, as served.
@@ -602,6 +610,7 @@ mod tests {
             bearer: true,
             streaming: false,
             push_notifications: false,
+            interfaces: &gateway_interfaces("https://gw.example.com/agents/echo"),
         };
         let served = serve_card(&card, &opts);
         assert_eq!(
@@ -691,6 +700,7 @@ mod tests {
             bearer: false,
             streaming: true,
             push_notifications: true,
+            interfaces: &gateway_interfaces("https://gw.example.com/agents/echo"),
         };
         let s = serve_card(&c, &opts);
         assert!(!s.to_string().contains("18103"), "{s}");

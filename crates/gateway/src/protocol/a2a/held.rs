@@ -179,14 +179,14 @@ mod tests {
             None,
         )
         .expect("valid");
-        assert_eq!(held.interface.binding, Binding::HttpJson);
+        assert_eq!(held.interface.binding.as_str(), "HTTP+JSON");
         assert_eq!(held.interface_path(), "/a2a/rest");
         assert_eq!(held.display_name, "Echo");
         assert_eq!(held.capabilities, ["echo"]);
         assert!(!held.extended);
         let rpc = HeldCard::compile(
             card(held.doc["supportedInterfaces"].clone()),
-            Some(Binding::JsonRpc),
+            Binding::parse("JSONRPC"),
         )
         .expect("valid");
         assert_eq!(rpc.interface_path(), "/a2a/jsonrpc");

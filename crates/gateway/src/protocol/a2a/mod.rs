@@ -1,13 +1,13 @@
 //! Official A2A 1.0 (a2aproject; spec and normative proto in shared/spec/a2a-1.0.1/) as data.
 //!
-//! # One Call, two envelopes
+//! # One Call, many envelopes
 //!
-//! Both bindings carry the same proto messages in ProtoJSON (camelCase, enums by full name). So
-//! each binding's envelope is parsed into one [`Call`] — the method and its request message — and
-//! every answer is one [`Reply`]: the response message, or an [`A2aError`]. [`jsonrpc`] and
-//! [`rest`] translate between their envelope and a `Call`/`Reply`, in both directions (a client's
-//! request in, the gateway's request out to the agent; the agent's answer in, the client's answer
-//! out), so a client may use either binding whatever the agent's.
+//! Every wire form (a version over a binding) carries the same proto messages. So each form's
+//! envelope is read into one [`Call`] — the method and its request message — and every answer
+//! is one [`Reply`]: the response message, or an [`A2aError`]. The forms themselves, which
+//! translate between their envelope and a `Call`/`Reply` in both directions (a client's request
+//! in, the gateway's request out to the agent; the agent's answer in, the client's answer out),
+//! are `http::a2a::wire`: nothing here names one.
 //!
 //! The JSON-RPC `result` and the REST body are the same message for every method but one:
 //! DeleteTaskPushNotificationConfig answers google.protobuf.Empty, which JSON-RPC servers of both
@@ -24,11 +24,9 @@ pub mod check;
 pub mod error;
 pub mod held;
 pub mod id;
-pub mod jsonrpc;
 pub mod kept;
 pub mod method;
 pub mod push;
-pub mod rest;
 pub mod spelling;
 pub mod state;
 pub mod stream;
@@ -131,6 +129,13 @@ pub const A2A_JSON: &str = "application/a2a+json";
 pub const VERSION_HEADER: &str = "A2A-Version";
 /// The header naming the extensions a client asks for; forwarded to agents.
 pub const EXTENSIONS_HEADER: &str = "A2A-Extensions";
+
+/// Whether a Content-Type is one A2A's JSON bindings read: `application/a2a+json` or
+/// `application/json`, with any parameters.
+pub fn is_json_media_type(content_type: &str) -> bool {
+    let essence = content_type.split(';').next().unwrap_or("").trim();
+    essence.eq_ignore_ascii_case(A2A_JSON) || essence.eq_ignore_ascii_case("application/json")
+}
 
 #[cfg(test)]
 mod tests {

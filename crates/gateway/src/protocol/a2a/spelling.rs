@@ -3,7 +3,7 @@
 //! Protocol Buffers' JSON mapping tells every parser to accept the lowerCamelCase JSON name and
 //! the field's proto name alike; a2a-sdk's servers do, and clients write either (the official
 //! conformance kit's REST client writes `message_id`). So the gateway reads both, and renames
-//! once, when the request is read (`jsonrpc::parse_request`, `rest::parse_request`): every later
+//! once, when the request is read (by each wire form's envelope, `http::a2a::wire`): every later
 //! step (the checks, ownership's `taskId`, `contextId` and `referenceTaskIds`, the `messageId`'s
 //! claim, the request to the agent) sees the JSON name only. A `task_id` that reached the agent
 //! beside a check that read `taskId` would be an ownership bypass; renamed here, it cannot.

@@ -1,18 +1,16 @@
 //! A2A task streams as data (§3.1.2, §3.1.6, §3.5, §9.4): what one StreamResponse does to the
-//! Task it is about ([`fold`]), and how an event is written for a subscriber of either binding
-//! (§3.5: REST sends the bare StreamResponse as each event's data, JSON-RPC a whole JSON-RPC
-//! response carrying the subscriber's own request id).
+//! Task it is about ([`fold`]), and how the gateway stores an event.
 //!
-//! The gateway writes an event once, in the REST form (`data: {json}\n\n`), and derives the
-//! JSON-RPC form from it per subscriber ([`jsonrpc_frame`]): the shared part is never copied
-//! into a second stored form. Pings are SSE comments (`: ping`): both SDKs parse the data of
-//! every event as a response, and skip comments. The gateway's own endings are `event: error`,
-//! whose data is the error in the subscriber's binding (both SDKs read it as an error).
+//! The gateway writes an event once, as the bare StreamResponse in an SSE event
+//! (`data: {json}\n\n`, [`event_frame`]), and each subscriber's wire form derives its own
+//! framing from it (`http::a2a::wire`): the shared part is never copied into a second stored
+//! form. Pings are SSE comments (`: ping`): both SDKs parse the data of every event as a
+//! response, and skip comments. The gateway's own endings are `event: error`
+//! ([`error_event`]), whose data is the error in the subscriber's form.
 
 use serde_json::{Map, Value};
 
 use super::answer::Payload;
-use super::A2aError;
 
 /// An SSE comment keeping a quiet stream open; no SDK reads it as an event.
 pub const PING: &[u8] = b": ping\n\n";
@@ -181,9 +179,9 @@ fn add_artifact(t: &mut Map<String, Value>, artifact: &Value, append: bool) {
     }
 }
 
-/// One event as a REST subscriber reads it, and as the gateway stores it: `data: {json}`.
-/// `json` is one line (serde_json writes no raw newline).
-pub fn rest_frame(json: &[u8]) -> Vec<u8> {
+/// One StreamResponse as an SSE event, as the gateway stores it (and as an HTTP+JSON
+/// subscriber reads it): `data: {json}`. `json` is one line (serde_json writes no raw newline).
+pub fn event_frame(json: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(json.len() + 8);
     out.extend_from_slice(b"data: ");
     out.extend_from_slice(json);
@@ -191,23 +189,9 @@ pub fn rest_frame(json: &[u8]) -> Vec<u8> {
     out
 }
 
-/// The JSON of a stored [`rest_frame`], if it is one.
+/// The JSON of a stored [`event_frame`], if it is one.
 pub fn frame_json(frame: &[u8]) -> Option<&[u8]> {
     frame.strip_prefix(b"data: ")?.strip_suffix(b"\n\n")
-}
-
-/// The same event for a JSON-RPC subscriber whose request id is `id` (written as JSON): the
-/// StreamResponse as the `result` of a response to that id. `None` if `stored` is not a
-/// [`rest_frame`] (a comment, say).
-pub fn jsonrpc_frame(id: &str, stored: &[u8]) -> Option<Vec<u8>> {
-    let json = frame_json(stored)?;
-    let mut out = Vec::with_capacity(json.len() + id.len() + 48);
-    out.extend_from_slice(br#"data: {"jsonrpc":"2.0","id":"#);
-    out.extend_from_slice(id.as_bytes());
-    out.extend_from_slice(br#","result":"#);
-    out.extend_from_slice(json);
-    out.extend_from_slice(b"}\n\n");
-    Some(out)
 }
 
 /// The StreamResponse `{"task": …}` around a Task's JSON, as a stored frame: the first event
@@ -221,21 +205,13 @@ pub fn task_frame(task: &[u8]) -> Vec<u8> {
 }
 
 /// The last event of a stream the gateway ends itself: `event: error`, its data the error as
-/// the subscriber's binding writes one (JSON-RPC: a response to `id` carrying it; REST, with
-/// no id: the google.rpc.Status body).
-pub fn error_frame(id: Option<&str>, e: &A2aError) -> Vec<u8> {
-    let body = match id {
-        Some(id) => format!(
-            r#"{{"jsonrpc":"2.0","id":{id},"error":{}}}"#,
-            e.to_jsonrpc()
-        ),
-        None => e.to_status().to_string(),
-    };
-    let mut out = Vec::with_capacity(body.len() + 20);
+/// the subscriber's form writes one (`data`, one line).
+pub fn error_event(data: &[u8]) -> bytes::Bytes {
+    let mut out = Vec::with_capacity(data.len() + 20);
     out.extend_from_slice(b"event: error\ndata: ");
-    out.extend_from_slice(body.as_bytes());
+    out.extend_from_slice(data);
     out.extend_from_slice(b"\n\n");
-    out
+    bytes::Bytes::from(out)
 }
 
 #[cfg(test)]
@@ -331,40 +307,18 @@ mod tests {
     }
 
     #[test]
-    fn frames_for_both_bindings_and_the_gateways_endings() {
-        let stored = rest_frame(br#"{"statusUpdate":{"taskId":"t"}}"#);
+    fn the_stored_frames_and_an_ending() {
+        let stored = event_frame(br#"{"statusUpdate":{"taskId":"t"}}"#);
         assert_eq!(stored, b"data: {\"statusUpdate\":{\"taskId\":\"t\"}}\n\n");
-        let rpc = jsonrpc_frame("7", &stored).expect("an event");
-        let data = std::str::from_utf8(&rpc).expect("utf8");
-        let doc: Value = serde_json::from_str(
-            data.strip_prefix("data: ")
-                .and_then(|d| d.strip_suffix("\n\n"))
-                .expect("framed"),
-        )
-        .expect("json");
         assert_eq!(
-            doc,
-            json!({"jsonrpc": "2.0", "id": 7, "result": {"statusUpdate": {"taskId": "t"}}})
+            frame_json(&stored),
+            Some(&br#"{"statusUpdate":{"taskId":"t"}}"#[..])
         );
-        assert_eq!(jsonrpc_frame("7", PING), None);
+        assert_eq!(frame_json(PING), None);
         assert_eq!(
             task_frame(br#"{"id":"t"}"#),
-            rest_frame(br#"{"task":{"id":"t"}}"#)
+            event_frame(br#"{"task":{"id":"t"}}"#)
         );
-        let e = A2aError::gateway("DRAINING", 503, "the gateway is draining");
-        let rpc = String::from_utf8(error_frame(Some("\"x\""), &e)).expect("utf8");
-        let data = rpc
-            .strip_prefix("event: error\ndata: ")
-            .expect("an error event");
-        let doc: Value = serde_json::from_str(data.trim_end()).expect("json");
-        assert_eq!(doc["id"], "x");
-        assert_eq!(doc["error"]["data"][0]["reason"], "DRAINING");
-        let rest = String::from_utf8(error_frame(None, &e)).expect("utf8");
-        let data = rest
-            .strip_prefix("event: error\ndata: ")
-            .expect("an error event");
-        let doc: Value = serde_json::from_str(data.trim_end()).expect("json");
-        assert_eq!(doc["error"]["status"], "UNAVAILABLE");
-        assert_eq!(doc["error"]["details"][0]["reason"], "DRAINING");
+        assert_eq!(&error_event(b"{}")[..], b"event: error\ndata: {}\n\n");
     }
 }

@@ -17,20 +17,17 @@
 //!   non-repeated field, or one given in both spellings, is refused (one request, one reading);
 //!   `A2A-Version` is not a field and is skipped; parameters the proto does not know pass
 //!   through as strings. Bodies' proto names are read as JSON names too
-//!   ([`super::spelling`]).
+//!   ([`crate::protocol::a2a::spelling`]).
 //! - Bodies are read by the strict reader. An empty body is `{}` (@a2a-js/sdk POSTs cancel and
 //!   subscribe without one). a2a-sdk's client puts `id` in the cancel body and `taskId` in the
 //!   push-config body; a body naming another task than the path is InvalidParams.
 
 use serde_json::{json, Map, Value};
 
-use super::error::{A2aError, ErrorKind};
-use super::{Call, Method, Reply};
+use crate::protocol::a2a::{A2aError, Call, ErrorKind, Method, Reply};
 use crate::protocol::json;
+use crate::protocol::percent::{self, decode_query, encode_component, MAX_QUERY_PARAMS};
 use crate::protocol::Violation;
-
-/// At most this many query parameters are read from one request.
-pub const MAX_QUERY_PARAMS: usize = 64;
 
 /// Why a request is not a call.
 #[derive(Debug, Clone, PartialEq)]
@@ -97,7 +94,8 @@ pub fn parse_request(
     };
     read_query(method, query, &mut params)?;
     // Proto names (`task_id`) read as JSON names, once, before the path's ids are compared.
-    super::spelling::to_json_names(method, &mut params).map_err(RouteError::Invalid)?;
+    crate::protocol::a2a::spelling::to_json_names(method, &mut params)
+        .map_err(RouteError::Invalid)?;
     let path_fields: &[&str] = match method {
         Method::GetTask | Method::CancelTask | Method::SubscribeToTask => &["id"],
         Method::CreateTaskPushNotificationConfig | Method::ListTaskPushNotificationConfigs => {
@@ -220,14 +218,14 @@ fn read_query(
             )
         })?;
         // A field's proto name is its JSON name (`history_length`: `historyLength`).
-        let (key, proto) = match super::spelling::top_level(method, &sent) {
+        let (key, proto) = match crate::protocol::a2a::spelling::top_level(method, &sent) {
             Some((json, proto)) => (json.to_owned(), Some(proto)),
             None => (sent, None),
         };
         let at = format!("/{}", key.replace('~', "~0").replace('/', "~1"));
         let value = decode_query(v)
             .ok_or_else(|| invalid(&at, "rest/query", "not percent-encoded UTF-8"))?;
-        if key.eq_ignore_ascii_case(super::VERSION_HEADER) {
+        if key.eq_ignore_ascii_case(crate::protocol::a2a::VERSION_HEADER) {
             continue;
         }
         if let Some((_, before)) = seen.iter().find(|(k, _)| *k == key) {
@@ -264,65 +262,9 @@ fn read_query(
     Ok(())
 }
 
-/// The query parameter `name` of a raw query string, decoded (for `A2A-Version`).
-pub fn query_param(query: Option<&str>, name: &str) -> Option<String> {
-    query?
-        .split('&')
-        .take(MAX_QUERY_PARAMS)
-        .filter_map(|p| p.split_once('=').or(Some((p, ""))))
-        .find(|(k, _)| decode_query(k).is_some_and(|k| k.eq_ignore_ascii_case(name)))
-        .and_then(|(_, v)| decode_query(v))
-}
-
 fn decode_segment(seg: &str) -> Result<String, RouteError> {
-    percent_decode(seg, false)
+    percent::decode(seg, false)
         .ok_or_else(|| invalid("/id", "rest/path", "a path id is percent-encoded UTF-8"))
-}
-
-/// A query string's name or value, decoded (`+` is a space); `None` for a bad escape or UTF-8.
-pub fn decode_query(s: &str) -> Option<String> {
-    percent_decode(s, true)
-}
-
-/// `%XX` decoding (and `+` as space in a query); `None` for a bad escape or invalid UTF-8.
-fn percent_decode(s: &str, plus_is_space: bool) -> Option<String> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'%' => {
-                let hex = b.get(i + 1..i + 3)?;
-                let hi = (hex[0] as char).to_digit(16)?;
-                let lo = (hex[1] as char).to_digit(16)?;
-                out.push((hi * 16 + lo) as u8);
-                i += 3;
-            }
-            b'+' if plus_is_space => {
-                out.push(b' ');
-                i += 1;
-            }
-            c => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8(out).ok()
-}
-
-/// Percent-encodes everything but RFC 3986's unreserved characters, for a path segment or a
-/// query value.
-pub fn encode_component(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 /// The gateway's request to a REST agent, relative to the interface URL.
@@ -456,17 +398,11 @@ pub fn parse_agent_answer(method: Method, status: u16, body: &[u8]) -> Reply {
     }
 }
 
-/// Whether a Content-Type is one the REST binding reads: `application/a2a+json` or
-/// `application/json`, with any parameters.
-pub fn is_json_media_type(content_type: &str) -> bool {
-    let essence = content_type.split(';').next().unwrap_or("").trim();
-    essence.eq_ignore_ascii_case(super::A2A_JSON)
-        || essence.eq_ignore_ascii_case("application/json")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::a2a::is_json_media_type;
+    use crate::protocol::percent::query_param;
 
     fn call(m: &str, tail: &str, q: Option<&str>, body: &str) -> Call {
         parse_request(m, tail, q, body.as_bytes()).unwrap_or_else(|e| panic!("{m} {tail}: {e:?}"))

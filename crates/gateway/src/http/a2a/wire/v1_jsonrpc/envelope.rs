@@ -8,13 +8,12 @@
 //! value (the same string, the same integer: @a2a-js/sdk compares ids with `===` and uses
 //! integers from 1, a2a-sdk uses UUID strings); `params` absent is `{}`, anything but an object is
 //! -32602. The params' proto field names (`message_id`) are read as their JSON names
-//! ([`super::spelling`]). Towards agents the gateway uses its own ids and checks the agent
+//! ([`crate::protocol::a2a::spelling`]). Towards agents the gateway uses its own ids and checks the agent
 //! echoes them.
 
 use serde_json::{json, Map, Value};
 
-use super::error::{A2aError, ErrorKind};
-use super::{Call, Method, Reply};
+use crate::protocol::a2a::{A2aError, Call, ErrorKind, Method, Reply};
 use crate::protocol::json;
 use crate::protocol::node::{Json, Members, Node};
 use crate::protocol::Violation;
@@ -166,7 +165,7 @@ pub fn parse_request(body: &[u8]) -> Result<Request, Refused> {
         }
     };
     // Proto names (`message_id`) read as JSON names, once, before anything looks at a field.
-    if let Err(e) = super::spelling::to_json_names(method, &mut params) {
+    if let Err(e) = crate::protocol::a2a::spelling::to_json_names(method, &mut params) {
         return Err(Refused {
             id: Some(id),
             error: Box::new(e),
@@ -235,7 +234,7 @@ pub fn agent_request(
         jsonrpc: &'static str,
         id: &'a RpcId,
         method: &'static str,
-        params: super::WithTenant<'a>,
+        params: crate::protocol::a2a::WithTenant<'a>,
     }
     let out = Outgoing {
         jsonrpc: "2.0",
@@ -254,7 +253,7 @@ pub fn agent_request(
 /// `sent`: the result (Empty's `null` as `{}`), or the agent's error read back, or
 /// InvalidAgentResponse naming what is wrong (not JSON, duplicate keys, not a 2.0 response,
 /// another id, both or neither of result and error). The caller bounds the body
-/// (`MAX_AGENT_JSON`); the result's content is judged by [`super::answer`].
+/// (`MAX_AGENT_JSON`); the result's content is judged by [`crate::protocol::a2a::answer`].
 pub fn parse_agent_response(body: &[u8], sent: &RpcId, method: Method) -> Reply {
     match json::parse(body) {
         Ok(doc) => envelope(doc, sent, method),
