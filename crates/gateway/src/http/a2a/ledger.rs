@@ -22,7 +22,7 @@ use serde_json::Value;
 
 use super::frame::Failure;
 use crate::http::context::Ctx;
-use crate::ledger::{self, Applied, ContextClaim, ContextHold, Origin, Record};
+use crate::ledger::{self, Applied, ContextClaim, ContextHold, Record};
 use crate::protocol::a2a::answer::TaskHead;
 use crate::protocol::a2a::kept::{self, Bounds};
 use crate::protocol::a2a::{A2aError, ErrorKind, TaskState};
@@ -445,20 +445,9 @@ pub async fn record(
         }
     }
     let (raw, framed) = framed(state, agent, task, hint);
-    let request_id = ctx.request_id.to_str().ok();
-    let applied = ledger::apply_counted(
-        state.ledger.as_ref(),
-        &state.metrics,
-        agent,
-        &task_ref,
-        ledger::Doc::written(raw),
-        owner,
-        Origin {
-            request_id,
-            trace: None,
-        },
-    )
-    .await?;
+    let doc = ledger::Doc::written(raw);
+    let applied =
+        crate::http::exchange::apply(state, agent, Some(ctx), &task_ref, doc, owner).await?;
     // Refused, or a duplicate of a final task: what the ledger holds is what the client sees
     // (a live task's duplicate is the agent's, which may say more at the same time).
     let duplicate = matches!(applied.verdict, crate::protocol::task::Verdict::Duplicate);
@@ -474,7 +463,8 @@ pub async fn record(
 /// Apply a Task of `agent` that is news of the gateway's own asking or an agent's push (no
 /// client's answer: no owner, but for the first push of a blocking message's send, which
 /// names the message's client), through the ledger's one rule, bounded like every recorded
-/// document; recorded at `at_least` ms at the earliest (0: as its status says).
+/// document; recorded at `at_least` ms at the earliest (0: as its status says). `ctx`: the
+/// push's request, none for the gateway's own asking.
 pub async fn apply_news(
     state: &State,
     agent: &str,
@@ -482,7 +472,7 @@ pub async fn apply_news(
     task: &Value,
     at_least: i64,
     owner: Option<&str>,
-    from: Origin<'_>,
+    ctx: Option<&Ctx>,
 ) -> Result<Applied, crate::ledger::LedgerError> {
     let mut task_ref = task_ref(agent, head, task);
     task_ref.head.updated_ms = task_ref.head.updated_ms.max(at_least);
@@ -502,17 +492,8 @@ pub async fn apply_news(
             task_ref.head.updated_ms = record.head.updated_ms.max(at_least);
         }
     }
-    let raw = bounded(state, agent, task);
-    ledger::apply_counted(
-        state.ledger.as_ref(),
-        &state.metrics,
-        agent,
-        &task_ref,
-        ledger::Doc::written(raw),
-        owner,
-        from,
-    )
-    .await
+    let doc = ledger::Doc::written(bounded(state, agent, task));
+    crate::http::exchange::apply(state, agent, ctx, &task_ref, doc, owner).await
 }
 
 /// Whether task `id` is held in the ledger for another client than the caller's under any of

@@ -16,7 +16,7 @@ use tokio::sync::watch;
 
 use super::agent::{self, held_card};
 use super::ledger as a2a_ledger;
-use crate::ledger::{Applied, Origin};
+use crate::ledger::Applied;
 use crate::protocol::a2a::answer::{check_answer, of_task};
 use crate::protocol::a2a::{Call, Method};
 use crate::registry::Agent;
@@ -123,17 +123,9 @@ pub async fn get_and_apply(
         return None;
     }
     let head = of_task(&task).filter(|h| h.id == id)?;
-    a2a_ledger::apply_news(
-        state,
-        &agent.cfg.name,
-        &head,
-        &task,
-        0,
-        None,
-        Origin::default(),
-    )
-    .await
-    .ok()
+    a2a_ledger::apply_news(state, &agent.cfg.name, &head, &task, 0, None, None)
+        .await
+        .ok()
 }
 
 /// The reconciler's GetTask for official A2A agents (`reconcile::A2aAsk`): the backstop of

@@ -30,7 +30,7 @@ use super::ledger as a2a_ledger;
 use crate::http::context::Ctx;
 use crate::http::error::{ApiError, ApiResult, Code};
 use crate::http::request::{read_body, Request};
-use crate::ledger::{Origin, PushPut};
+use crate::ledger::PushPut;
 use crate::protocol::a2a::answer::{check_answer, of_task, payload, Payload};
 use crate::protocol::a2a::held::HeldCard;
 use crate::protocol::a2a::push::{self, PushConfig};
@@ -529,13 +529,9 @@ pub async fn ingest(state: &State, ctx: &mut Ctx, agent: Arc<Agent>, req: Reques
             "the event leaves no readable task",
         ));
     };
-    let from = Origin {
-        request_id: ctx.request_id.to_str().ok(),
-        trace: None,
-    };
     let at_least = if content { record.head.updated_ms } else { 0 };
     let owner = bound.as_ref().and_then(|b| b.owner.as_deref());
-    let applied = a2a_ledger::apply_news(state, name, &head, &task, at_least, owner, from)
+    let applied = a2a_ledger::apply_news(state, name, &head, &task, at_least, owner, Some(ctx))
         .await
         .map_err(ApiError::from)?;
     if let Some(entry) = &bound {

@@ -104,7 +104,8 @@ pub async fn ingest(state: &State, ctx: &mut Ctx, name: &str, req: Request) -> A
         serde_json::to_vec(data)
             .map_err(|e| ApiError::new(Code::InvalidNotification, e.to_string()))?,
     );
-    let applied = apply(state, &agent, ctx, &task, &task_raw, None).await?;
+    let doc = crate::ledger::Doc::copied(&task_raw);
+    let applied = apply(state, &agent.cfg.name, Some(ctx), &task, doc, None).await?;
     let answer = |status: StatusCode, verdict: &str| -> Response<Body> {
         let body = serde_json::json!({ "task_id": task.task_id, "status": task.head.status.as_str(), "verdict": verdict });
         response::json(status, serde_json::to_vec(&body).unwrap_or_default())

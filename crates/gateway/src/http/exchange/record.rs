@@ -1,6 +1,6 @@
 //! Step 5, **record**: what the agent said about a task, through the ledger's one rule, with
-//! the caller as the owner of a task its create made. Also the one way news from a push enters
-//! the ledger from the HTTP edge ([`apply`]).
+//! the caller as the owner of a task its create made. Also the one way news about a task
+//! enters the ledger from the HTTP edge, for every protocol ([`apply`]).
 
 use bytes::Bytes;
 use opentelemetry::trace::SpanKind;
@@ -8,7 +8,7 @@ use opentelemetry::KeyValue;
 
 use crate::http::context::Ctx;
 use crate::http::error::{ApiError, Code};
-use crate::ledger::{apply_counted, Applied, Origin};
+use crate::ledger::{apply_counted, Applied, Doc, LedgerError, Origin};
 use crate::protocol::task::{Refusal, TaskRef, Verdict};
 use crate::protocol::Violation;
 use crate::registry::Agent;
@@ -70,7 +70,9 @@ pub async fn record(
     } else {
         None
     };
-    let applied = apply(state, agent, ctx, &task, raw, owner).await?;
+    // A slice of the agent's body: copied, not to pin the body's buffer.
+    let doc = crate::ledger::Doc::copied(raw);
+    let applied = apply(state, name, Some(ctx), &task, doc, owner).await?;
     if let (Some(me), Some(holder)) = (owner, applied.record.owner.as_deref()) {
         if me != holder {
             // A create answered with a task another client created (an agent replaying an
@@ -114,19 +116,21 @@ pub async fn record(
     }
 }
 
-/// The one way news about a task enters the ledger from the HTTP edge (agent answers and push
-/// notifications alike): apply it, and count and log what the state machine decided. `owner`:
-/// the client whose create this answers.
+/// The one way news about a task enters the ledger from the HTTP edge, for every protocol
+/// (agents' answers, their pushes, the gateway's own polls): apply `doc` as `task` of `agent`,
+/// and count and log what the state machine decided; within the request `ctx` when there is
+/// one (its id, and a `ledger apply` span of its trace that the change's deliveries continue).
+/// `owner`: the client whose message or create this answers.
 pub async fn apply(
     state: &State,
-    agent: &Agent,
-    ctx: &Ctx,
+    agent: &str,
+    ctx: Option<&Ctx>,
     task: &TaskRef,
-    raw: &Bytes,
+    doc: Doc,
     owner: Option<&str>,
-) -> Result<Applied, ApiError> {
-    let request_id = ctx.request_id.to_str().ok();
-    let span = ctx.trace.as_ref().map(|t| {
+) -> Result<Applied, LedgerError> {
+    let request_id = ctx.and_then(|c| c.request_id.to_str().ok());
+    let span = ctx.and_then(|c| c.trace.as_ref()).map(|t| {
         // A create learns its task id here: the request's span gets it too.
         t.set(KeyValue::new(telemetry::TASK_ID, task.task_id.clone()));
         t.child(
@@ -134,7 +138,7 @@ pub async fn apply(
             SpanKind::Internal,
             vec![
                 KeyValue::new(telemetry::TASK_ID, task.task_id.clone()),
-                KeyValue::new(telemetry::AGENT, agent.cfg.name.clone()),
+                KeyValue::new(telemetry::AGENT, agent.to_owned()),
             ],
         )
     });
@@ -143,10 +147,9 @@ pub async fn apply(
     let applied = apply_counted(
         state.ledger.as_ref(),
         &state.metrics,
-        &agent.cfg.name,
+        agent,
         task,
-        // A slice of the agent's body: copied, not to pin the body's buffer.
-        crate::ledger::Doc::copied(raw),
+        doc,
         owner,
         Origin {
             request_id,
@@ -160,5 +163,5 @@ pub async fn apply(
             Err(e) => span.fail(e.to_string()),
         }
     }
-    Ok(applied?)
+    applied
 }
