@@ -39,7 +39,7 @@ pub async fn handler(
         Route::Notifications(a) => notifications::ingest(state, ctx, a, req).await,
         // Gone since the route was parsed: as unknown as any other agent.
         Route::A2aPush(a) => match state.registry.resolve(a) {
-            Some(agent) => a2a::push::ingest(state, ctx, agent, req).await,
+            Some(agent) => a2a::push_configs::ingest(state, ctx, agent, req).await,
             None => notifications::ingest(state, ctx, a, req).await,
         },
         Route::Events => events::events(state, ctx, req).await,

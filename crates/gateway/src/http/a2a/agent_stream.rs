@@ -10,8 +10,8 @@ use hyper::body::Incoming;
 use hyper::StatusCode;
 use serde_json::Value;
 
-use super::agent;
 use super::files::{self, Shape};
+use super::to_agent;
 use super::wire::Sent;
 use crate::protocol::a2a::{A2aError, Call, Method};
 use crate::protocol::sse::{Event, Parser};
@@ -100,7 +100,7 @@ pub async fn stream_or_answer(
         .ok()
         .and_then(Result::ok)
         .unwrap_or_default();
-    match agent::read(call, sent, &parts, &body) {
+    match to_agent::read(call, sent, &parts, &body) {
         Err(e) => Err(e),
         Ok(_) => Err(A2aError::invalid_agent_response(vec![
             crate::protocol::Violation::new(

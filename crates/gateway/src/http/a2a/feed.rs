@@ -27,9 +27,9 @@ use hyper::header::HeaderMap;
 use hyper::Request;
 use serde_json::Value;
 
-use super::agent;
 use super::agent_stream::{read_event, stream_or_answer, subscribe_call, ReadError, Reader};
 use super::ledger as a2a_ledger;
+use super::to_agent;
 use super::wire::Sent;
 use crate::ledger::{apply_counted, Origin};
 use crate::protocol::a2a::answer::{check_answer, payload, task_of};
@@ -156,7 +156,7 @@ pub async fn join(
     held: Arc<HeldCard>,
     id: &str,
     record: &crate::ledger::Record,
-    out: agent::Outgoing,
+    out: to_agent::Outgoing,
     framing: crate::stream::topic::Framing,
     kill: Option<Arc<tokio::sync::Notify>>,
 ) -> Result<Option<crate::stream::topic::Subscription>, StreamError> {
@@ -381,7 +381,7 @@ impl Feed {
         let v = match read_event(from, e, self.method, &self.sent).await {
             Ok(v) => v,
             // The agent's own error ends the stream, relayed as the agent's (an error in the
-            // gateway's domain is the agent's too, `agent::the_agents`).
+            // gateway's domain is the agent's too, `wire::the_agents`).
             Err(err)
                 if !matches!(
                     err.kind,
@@ -558,7 +558,7 @@ impl Feed {
         self.state.metrics.stream_upstream_reconnects.inc();
         self.method = Method::SubscribeToTask;
         let call = subscribe_call(&self.id);
-        let Ok(out) = agent::stream_request(&self.agent, held, None, &HeaderMap::new(), &call)
+        let Ok(out) = to_agent::stream_request(&self.agent, held, None, &HeaderMap::new(), &call)
         else {
             self.give_up("its card no longer says how to stream the task".to_owned())
                 .await;

@@ -6,8 +6,8 @@
 //! where the ledger binds `fileId` to the task it was named in and to the URL as the agent
 //! wrote it (`TaskLedger::bind_files`); a Part of a message outside any task is bound to the
 //! client it was answered to. It happens once, as each document is read from the agent
-//! (`agent::read_local`, `agent::read_answer`, `agent_stream::read_event`, and the agent's
-//! pushes in `push::ingest`), before anything judges, records or relays it: what the ledger
+//! (`to_agent::read_local`, `to_agent::read_answer`, `agent_stream::read_event`, and the agent's
+//! pushes in `push_configs::ingest`), before anything judges, records or relays it: what the ledger
 //! keeps, and so every later reader (GetTask of a final task, ListTasks, `GET /tasks`,
 //! streams, push bodies, `/events`), is rewritten already. URLs elsewhere pass unchanged, and
 //! so does free text (text and data parts, descriptions, metadata): it is the agent's content.

@@ -17,10 +17,10 @@ use std::sync::Arc;
 
 use hyper::header::HeaderMap;
 
-use super::agent::{self, held_card};
 use super::agent_stream;
 use super::ledger as a2a_ledger;
 use super::poll::get_and_apply;
+use super::to_agent::{self, held_card};
 use crate::protocol::task::Status;
 use crate::registry::Agent;
 use crate::state::State;
@@ -127,7 +127,7 @@ async fn follow_once(state: &Arc<State>, agent: &Arc<Agent>, id: &str) -> bool {
         return false;
     };
     let call = agent_stream::subscribe_call(id);
-    let Ok(out) = agent::stream_request(agent, &held, None, &HeaderMap::new(), &call) else {
+    let Ok(out) = to_agent::stream_request(agent, &held, None, &HeaderMap::new(), &call) else {
         return false;
     };
     let joined =

@@ -110,7 +110,7 @@ pub async fn plan(
     cfg: &PushConfig,
 ) -> Plan {
     if held.pushes() {
-        if let Some(base) = super::push::callback(state, agent) {
+        if let Some(base) = super::push_configs::callback(state, agent) {
             let token = format!(
                 "{}{}",
                 uuid::Uuid::new_v4().simple(),
@@ -128,7 +128,7 @@ pub async fn plan(
             if let Some(task) = continues {
                 let key = a2a_ledger::key(&agent.cfg.name, &task);
                 if let Ok(Some(standing)) = state.ledger.push_token(&key, Some(&token)).await {
-                    if super::push::keep_config(state, &agent.cfg.name, &task, cfg).await {
+                    if super::push_configs::keep_config(state, &agent.cfg.name, &task, cfg).await {
                         let url = format!(
                             "{notifications}?task={}",
                             crate::protocol::percent::encode_component(&task)
@@ -297,7 +297,7 @@ pub async fn streamed(
     };
     if !settled(&record) {
         // Answered at the deadline with the task live: it is followed on, for its config.
-        super::push::follow(state, agent, &id).await;
+        super::push_configs::follow(state, agent, &id).await;
     }
     Ok(answer_of(&record))
 }

@@ -2,7 +2,7 @@
 //! `protocol = "a2a"`. For an agent named `echo`:
 //!
 //! - `GET /agents/echo/.well-known/agent-card.json` (and `/agents/echo/agent-card.json`): the
-//!   served card ([`card`]);
+//!   served card ([`served_card`]);
 //! - `GET /agents/echo/files/{fileId}`: a file the agent named on its own origin ([`files`]);
 //! - every other path under `/agents/echo/`, and the fleet's `POST /a2a` ([`tenant`] naming the
 //!   agent): calls, each in a wire form ([`wire`]: JSON-RPC at `jsonrpc` and `/a2a`, HTTP+JSON
@@ -14,9 +14,7 @@
 //! ledger, the agent in its own form) → the neutral answer as the caller may read it, written
 //! in the client's form → counted. A client may use any form whatever the agent's.
 
-pub mod agent;
 pub mod agent_stream;
-pub mod card;
 pub mod feed;
 pub mod files;
 pub mod follow;
@@ -26,10 +24,12 @@ pub mod ledger;
 pub mod list;
 pub mod ops;
 pub mod poll;
-pub mod push;
+pub mod push_configs;
 pub mod send;
+pub mod served_card;
 pub mod stream;
 pub mod tenant;
+pub mod to_agent;
 pub mod wire;
 
 use std::sync::Arc;
@@ -46,10 +46,7 @@ use crate::http::error::{ApiError, ApiResult, Code};
 use crate::http::exchange::named_agent;
 use crate::http::request::{read_body, Request};
 use crate::protocol::a2a::check::check_request;
-use crate::protocol::a2a::{
-    is_json_media_type, version, A2aError, ErrorKind, Method, VERSION_HEADER,
-};
-use crate::protocol::percent::query_param;
+use crate::protocol::a2a::{is_json_media_type, A2aError, ErrorKind, Method};
 use crate::registry::Agent;
 use crate::state::State;
 
@@ -67,7 +64,7 @@ pub async fn serve(
         if verb != hyper::Method::GET && verb != hyper::Method::HEAD {
             return Err(wire::not_allowed(&["GET"]));
         }
-        return card::served(state, ctx, &agent, &req);
+        return served_card::served(state, ctx, &agent, &req);
     }
     if let Some(id) = tail.strip_prefix("files/") {
         if verb != hyper::Method::GET && verb != hyper::Method::HEAD {
@@ -127,13 +124,10 @@ async fn call(
     };
     let method = call.method;
     let (headers, http1) = (&parts.headers, parts.version < hyper::Version::HTTP_2);
-    let query_version = query_param(query.as_deref(), VERSION_HEADER);
-    let refused = version::check(version_of(headers), query_version.as_deref())
-        .err()
-        .or_else(|| {
-            let found = check_request(&call);
-            (!found.is_empty()).then(|| A2aError::invalid_params(found))
-        });
+    let refused = form.version(headers, query.as_deref()).err().or_else(|| {
+        let found = check_request(&call);
+        (!found.is_empty()).then(|| A2aError::invalid_params(found))
+    });
     if let Some(e) = refused {
         let answer = neutral(method, Err(e.into()));
         if let Some(name) = &name {
@@ -208,10 +202,6 @@ async fn body_of(
         ));
     }
     Ok((parts, body))
-}
-
-fn version_of(headers: &hyper::HeaderMap) -> Option<&str> {
-    headers.get(VERSION_HEADER).and_then(|v| v.to_str().ok())
 }
 
 /// The neutral answer as the caller may read it: an agent's own error withheld

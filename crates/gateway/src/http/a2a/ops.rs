@@ -10,9 +10,9 @@ use hyper::header::HeaderMap;
 use hyper::Response;
 use serde_json::Value;
 
-use super::agent::{self, conform, held_card};
 use super::frame::{neutral, Failure};
 use super::ledger as a2a_ledger;
+use super::to_agent::{self, conform, held_card};
 use crate::http::body::Body;
 use crate::http::context::Ctx;
 use crate::http::error::ApiError;
@@ -58,7 +58,7 @@ pub async fn run(
         | Method::GetTaskPushNotificationConfig
         | Method::ListTaskPushNotificationConfigs
         | Method::DeleteTaskPushNotificationConfig => {
-            Box::pin(super::push::op(state, ctx, agent, &call)).await
+            Box::pin(super::push_configs::op(state, ctx, agent, &call)).await
         }
         Method::GetExtendedAgentCard => {
             Box::pin(extended_card(state, ctx, agent, headers, &call)).await
@@ -80,10 +80,10 @@ async fn ask(
     headers: &HeaderMap,
     call: &Call,
 ) -> Result<Value, Failure> {
-    let out = agent::request(agent, held, ctx, headers, call, None)?;
+    let out = to_agent::request(agent, held, ctx, headers, call, None)?;
     let (parts, body) = exchange::call::exchange(state, agent, ctx, out.request).await?;
     let owner = ctx.caller.owner().map(|o| &**o);
-    Ok(agent::read_local(state, agent, owner, call, &out.sent, (&parts, &body)).await?)
+    Ok(to_agent::read_local(state, agent, owner, call, &out.sent, (&parts, &body)).await?)
 }
 
 fn history_length(call: &Call) -> Option<u64> {
@@ -208,5 +208,5 @@ async fn extended_card(
     conform(state, ctx, agent, call.method, &answer, None)?;
     // Rewritten like the public card: the gateway's interfaces and auth, none of the agent's
     // URLs or signatures.
-    Ok(super::card::rewrite(state, agent, headers, &hyper::Uri::default(), &answer).0)
+    Ok(super::served_card::rewrite(state, agent, headers, &hyper::Uri::default(), &answer).0)
 }

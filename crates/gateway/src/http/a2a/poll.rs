@@ -14,8 +14,8 @@ use arc_swap::ArcSwap;
 use serde_json::{Map, Value};
 use tokio::sync::watch;
 
-use super::agent::{self, held_card};
 use super::ledger as a2a_ledger;
+use super::to_agent::{self, held_card};
 use crate::ledger::Applied;
 use crate::protocol::a2a::answer::{check_answer, of_task};
 use crate::protocol::a2a::{Call, Method};
@@ -107,7 +107,7 @@ pub async fn get_and_apply(
     let mut params = Map::new();
     params.insert("id".into(), Value::from(id));
     let call = Call::new(Method::GetTask, params);
-    let out = agent::own_request(agent, &held, &call).ok()?;
+    let out = to_agent::own_request(agent, &held, &call).ok()?;
     let (parts, body) = up
         .exchange(
             out.request,
@@ -116,7 +116,7 @@ pub async fn get_and_apply(
         )
         .await
         .ok()?;
-    let task = agent::read_local(state, agent, None, &call, &out.sent, (&parts, &body))
+    let task = to_agent::read_local(state, agent, None, &call, &out.sent, (&parts, &body))
         .await
         .ok()?;
     if !check_answer(Method::GetTask, &task, Some(id)).is_empty() {

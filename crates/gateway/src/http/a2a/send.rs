@@ -12,11 +12,11 @@ use hyper::http::response::Parts;
 use hyper::Response;
 use serde_json::Value;
 
-use super::agent;
-use super::agent::{conform, held_card};
 use super::frame::{neutral, neutral_written, Failure};
 use super::inline::{self, Plan};
 use super::ledger::{self as a2a_ledger, ContextOwner, PendingContext};
+use super::to_agent;
+use super::to_agent::{conform, held_card};
 use crate::http::body::Body;
 use crate::http::context::Ctx;
 use crate::http::create::idempotency::{self, Claimed};
@@ -57,7 +57,7 @@ async fn send_checked(
 ) -> Result<Response<Body>, Failure> {
     // An inline push config is the gateway's to keep: checked and guarded now, taken out of
     // the message (the agent never sees it), stored once the answer names the task.
-    let push = super::push::take_inline(state, &mut call).await?;
+    let push = super::push_configs::take_inline(state, &mut call).await?;
     let held = before_agent(state, ctx, agent, &call).await?;
     let name = agent.cfg.name.as_str();
     let continues = call
@@ -144,7 +144,7 @@ async fn send_checked(
     };
     // The params as written serve the agent's request unless the plan changed the call.
     let written = plan.is_none().then_some(&params[..]);
-    let out = match agent::request(agent, &held, ctx, headers, &call, written) {
+    let out = match to_agent::request(agent, &held, ctx, headers, &call, written) {
         Ok(out) => out,
         Err(e) => {
             let res = e.into_response();
@@ -317,7 +317,7 @@ impl Finish for SendFinish {
         body: Bytes,
     ) -> ApiResult {
         let owner = ctx.caller.owner().map(|o| &**o);
-        let reply = agent::read_answer(state, agent, owner, &self.call, &self.sent, &res, &body)
+        let reply = to_agent::read_answer(state, agent, owner, &self.call, &self.sent, &res, &body)
             .await
             .map_err(Failure::from);
         let answer = match reply {
@@ -361,7 +361,7 @@ impl SendFinish {
         state: &Arc<State>,
         agent: &Arc<Agent>,
         ctx: &Ctx,
-        reply: agent::AgentAnswer<'_>,
+        reply: to_agent::AgentAnswer<'_>,
         hint: usize,
     ) -> Result<Answer, Failure> {
         let answer = reply.json();
@@ -393,7 +393,7 @@ impl SendFinish {
             let live = !status.is_terminal();
             // Boxed: the rare message with a push config pays for its future (most of this
             // one's size, a third of the exchange's), not every message.
-            Box::pin(super::push::keep_inline(state, agent, &id, p, live)).await;
+            Box::pin(super::push_configs::keep_inline(state, agent, &id, p, live)).await;
             if self.plan == Some(Plan::Polled) && live && !status.is_interrupted() {
                 // Sent with returnImmediately for the client that waits: it is answered once
                 // the poll finds the task settled.

@@ -23,12 +23,12 @@ use hyper::header::HeaderMap;
 use hyper::Response;
 use serde_json::{json, Value};
 
-use super::agent;
 use super::agent_stream;
 use super::feed::{self, Upstream};
 use super::frame::{neutral, slot_refused, Failure};
 use super::ledger as a2a_ledger;
 use super::send::{admit, before_agent, judge_and_record, opened_by, Judged};
+use super::to_agent;
 use super::wire::Front;
 use crate::http::admission;
 use crate::http::body::Body;
@@ -65,7 +65,7 @@ pub async fn run(
 ) -> Streamed {
     let method = call.method;
     let framing = front.framing();
-    match agent::held_card(agent) {
+    match to_agent::held_card(agent) {
         Ok(held) if held.streams() => {}
         Ok(_) => {
             let e = A2aError::new(
@@ -158,11 +158,11 @@ async fn subscribe(
     if record.head.status.is_terminal() {
         return Err(unsupported_final(id));
     }
-    let held = agent::held_card(agent)?;
+    let held = to_agent::held_card(agent)?;
     // Built now, with this caller's forwarding headers, and used only if nobody streams the
     // task here yet.
     let upstream_call = agent_stream::subscribe_call(id);
-    let out = agent::stream_request(agent, &held, Some(ctx), headers, &upstream_call)?;
+    let out = to_agent::stream_request(agent, &held, Some(ctx), headers, &upstream_call)?;
     let owner = record.owner.clone();
     let sub = feed::join(
         state,
@@ -195,7 +195,7 @@ async fn send(
 ) -> Result<Opened, Failure> {
     // An inline push config is the gateway's, as on SendMessage: taken out of the message,
     // kept once the first event names the task.
-    let push = super::push::take_inline(state, &mut call).await?;
+    let push = super::push_configs::take_inline(state, &mut call).await?;
     let held = before_agent(state, ctx, agent, &call).await?;
     let kill = kill_of(ctx, http1);
     shared(
@@ -273,7 +273,7 @@ pub(super) async fn shared(
             let key = a2a_ledger::key(&agent.cfg.name, &id);
             if let Some(p) = push {
                 // Kept before the feed applies the stream's next events: each reaches it.
-                super::push::keep_inline(state, agent, &id, p, false).await;
+                super::push_configs::keep_inline(state, agent, &id, p, false).await;
             }
             let (topic, n, sub) = state
                 .hub
@@ -330,7 +330,7 @@ async fn open(
     headers: &HeaderMap,
     call: &Call,
 ) -> Result<FirstRead, Failure> {
-    let out = agent::stream_request(agent, held, Some(ctx), headers, call)?;
+    let out = to_agent::stream_request(agent, held, Some(ctx), headers, call)?;
     let timeout = agent.cfg.timeout;
     let res = state
         .upstream

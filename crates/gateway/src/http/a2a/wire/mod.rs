@@ -27,8 +27,9 @@ pub mod v1_jsonrpc;
 use std::fmt;
 
 use bytes::Bytes;
+use hyper::header::{HeaderName, HeaderValue};
 use hyper::http::response::Parts;
-use hyper::{Method as Verb, Response, Uri};
+use hyper::{HeaderMap, Method as Verb, Response, Uri};
 
 use crate::http::body::Body;
 use crate::http::error::{ApiError, Code};
@@ -59,6 +60,10 @@ pub trait Form: Sync + Send + fmt::Debug {
     /// `/agents/{name}/`; `query` and `body` as they came).
     fn read(&self, verb: &Verb, tail: &str, query: Option<&str>, body: &[u8]) -> Read;
 
+    /// Whether the version a client's request names (`A2A-Version`, by header or else query
+    /// parameter) is this form's: VersionNotSupportedError if not.
+    fn version(&self, headers: &HeaderMap, query: Option<&str>) -> Result<(), A2aError>;
+
     /// The neutral answer to a call of `method` as this form answers it.
     fn answer(&self, echo: &Echo, method: Method, neutral: Response<Body>) -> Response<Body>;
 
@@ -78,6 +83,11 @@ pub trait Form: Sync + Send + fmt::Debug {
         call: &Call,
         written: Option<&[u8]>,
     ) -> Result<Written, ApiError>;
+
+    /// The headers this form's requests to an agent carry beyond the gateway's own (the
+    /// version it speaks: both SDK servers read `A2A-Version` as a header only, and
+    /// @a2a-js/sdk's takes exactly the strings its card lists).
+    fn agent_headers(&self, headers: &mut HeaderMap);
 
     /// The agent's answer to a request of this form read back: the response message, or the
     /// agent's error (one in the gateway's own domain kept as the agent's, [`the_agents`]).
@@ -246,6 +256,23 @@ pub fn may_post_subscribe(path: &str) -> bool {
 /// JSON, is hyper's).
 pub fn posts_subscribe(body: &[u8]) -> bool {
     v1_jsonrpc::subscribes(body)
+}
+
+/// A2A 1.0's version check (§3.6), for the 1.0 forms: `A2A-Version` by header, else query
+/// parameter, 1.0 with or without a patch part.
+fn v1_version(headers: &HeaderMap, query: Option<&str>) -> Result<(), A2aError> {
+    use crate::protocol::a2a::{version, VERSION_HEADER};
+    let header = headers.get(VERSION_HEADER).and_then(|v| v.to_str().ok());
+    let query = crate::protocol::percent::query_param(query, VERSION_HEADER);
+    version::check(header, query.as_deref())
+}
+
+/// A2A 1.0's version header towards an agent, for the 1.0 forms.
+fn v1_agent_headers(headers: &mut HeaderMap) {
+    headers.insert(
+        HeaderName::from_static("a2a-version"),
+        HeaderValue::from_static(crate::protocol::a2a::version::SERVED),
+    );
 }
 
 /// An error read from an agent's body: one in the gateway's own domain becomes an error of no

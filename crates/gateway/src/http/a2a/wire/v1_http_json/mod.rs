@@ -50,6 +50,14 @@ impl Form for V1HttpJson {
         }
     }
 
+    fn version(&self, headers: &hyper::HeaderMap, query: Option<&str>) -> Result<(), A2aError> {
+        super::v1_version(headers, query)
+    }
+
+    fn agent_headers(&self, headers: &mut hyper::HeaderMap) {
+        super::v1_agent_headers(headers)
+    }
+
     fn answer(&self, _: &Echo, _: Method, res: Response<Body>) -> Response<Body> {
         let (mut parts, body) = res.into_parts();
         parts.extensions.remove::<Neutral>();

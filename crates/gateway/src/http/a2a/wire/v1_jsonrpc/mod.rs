@@ -60,6 +60,14 @@ impl Form for V1JsonRpc {
         }
     }
 
+    fn version(&self, headers: &hyper::HeaderMap, query: Option<&str>) -> Result<(), A2aError> {
+        super::v1_version(headers, query)
+    }
+
+    fn agent_headers(&self, headers: &mut hyper::HeaderMap) {
+        super::v1_agent_headers(headers)
+    }
+
     /// A success's response is written around the neutral body's bytes (the response message
     /// is not written again); an error's from the error kept beside it.
     fn answer(&self, echo: &Echo, method: Method, res: Response<Body>) -> Response<Body> {

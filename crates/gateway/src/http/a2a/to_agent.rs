@@ -3,8 +3,8 @@
 //!
 //! The request goes to the agent's configured origin (`[[agents]] url`) and the path of the
 //! card's chosen interface: a card names public host names, and must never steer the gateway to
-//! another host. It carries `A2A-Version: 1.0` (both SDK servers read the header only, and
-//! @a2a-js/sdk's takes exactly the strings its card lists), the client's `A2A-Extensions`, the
+//! another host. It carries its form's own headers (`wire::Form::agent_headers`: `A2A-Version:
+//! 1.0` for the 1.0 forms), the client's `A2A-Extensions`, the
 //! request id and forwarding headers, the agent's own `upstream_auth_header`, and nothing else of
 //! the client's: the body is rebuilt from the checked call by the agent's form.
 
@@ -117,10 +117,7 @@ fn build(
             kept
         }
     };
-    headers.insert(
-        HeaderName::from_static("a2a-version"),
-        HeaderValue::from_static(crate::protocol::a2a::version::SERVED),
-    );
+    form.agent_headers(&mut headers);
     headers.insert(header::ACCEPT, HeaderValue::from_static(accept));
     if has_body {
         headers.insert(

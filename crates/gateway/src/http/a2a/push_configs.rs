@@ -24,9 +24,9 @@ use hyper::StatusCode;
 use serde_json::{Map, Value};
 use subtle::ConstantTimeEq;
 
-use super::agent::{self, held_card};
 use super::frame::Failure;
 use super::ledger as a2a_ledger;
+use super::to_agent::{self, held_card};
 use crate::http::context::Ctx;
 use crate::http::error::{ApiError, ApiResult, Code};
 use crate::http::request::{read_body, Request};
@@ -319,7 +319,7 @@ async fn ask_to_push(
     );
     params.insert("token".into(), Value::from(token));
     let call = Call::new(Method::CreateTaskPushNotificationConfig, params);
-    let Ok(out) = agent::own_request(agent, held, &call) else {
+    let Ok(out) = to_agent::own_request(agent, held, &call) else {
         return false;
     };
     let answer = match state
@@ -331,7 +331,7 @@ async fn ask_to_push(
         )
         .await
     {
-        Ok((parts, body)) => agent::read(&call, &out.sent, &parts, &body),
+        Ok((parts, body)) => to_agent::read(&call, &out.sent, &parts, &body),
         Err(e) => {
             tracing::warn!(agent = %agent.cfg.name, task_id = id, error = %e, "could not ask the agent to push; polling the task");
             return false;
