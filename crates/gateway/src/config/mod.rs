@@ -121,6 +121,24 @@ impl SubscriberConfig {
     }
 }
 
+/// What the delivery queue holds at most ([`WebhookConfig::queue_bounds`]; the queue's
+/// `webhook::queue::Bounds`).
+/// `[[subscribers]]`' deliveries are all of a change or none, and past `queued` or `bytes` the
+/// change is not recorded; a client's push deliveries (a task's configs are its owner's) are
+/// left out past those or past the client's own share, so one client cannot fill the queue
+/// every client and subscriber shares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueBounds {
+    /// Messages (`webhooks.max_queued`).
+    pub queued: usize,
+    /// Bytes of their bodies (`webhooks.max_queued_bytes`).
+    pub bytes: usize,
+    /// One client's push messages (`webhooks.max_queued_per_client`).
+    pub per_client: usize,
+    /// Bytes of one client's push messages (a quarter of `bytes`).
+    pub per_client_bytes: usize,
+}
+
 /// How deliveries are made and retried (`[webhooks]`).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -190,9 +208,9 @@ impl WebhookConfig {
 
     /// What the delivery queue holds at most, in all and per client (the defaults of the keys
     /// not given applied).
-    pub fn queue_bounds(&self) -> crate::webhook::queue::Bounds {
+    pub fn queue_bounds(&self) -> QueueBounds {
         let bytes = usize::try_from(self.max_queued_bytes).unwrap_or(usize::MAX);
-        crate::webhook::queue::Bounds {
+        QueueBounds {
             queued: self.max_queued,
             bytes,
             per_client: self

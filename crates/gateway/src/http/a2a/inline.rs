@@ -30,7 +30,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use hyper::header::HeaderMap;
 use hyper::Response;
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::frame::{neutral_written, Failure};
@@ -57,29 +56,6 @@ pub enum Plan {
     Streamed,
     /// The message goes with `returnImmediately: true`, and the task is polled.
     Polled,
-}
-
-/// What a send keeps for the agent's first push (`TaskLedger::put_send`'s entry).
-#[derive(Serialize, Deserialize)]
-pub struct SendEntry {
-    /// The token of the gateway's config given to the agent.
-    pub token: String,
-    /// The client whose message it is (the task's owner).
-    pub owner: Option<String>,
-    /// The client's inline config, stored on the task once bound.
-    pub config: PushConfig,
-}
-
-impl SendEntry {
-    /// The stored form.
-    pub fn encode(&self) -> Vec<u8> {
-        serde_json::to_vec(self).unwrap_or_default()
-    }
-
-    /// A stored entry, or `None` for bytes that are not one.
-    pub fn decode(bytes: &[u8]) -> Option<SendEntry> {
-        serde_json::from_slice(bytes).ok()
-    }
 }
 
 /// Whether a message waits for its task: the default; `configuration.returnImmediately: true`
@@ -139,7 +115,7 @@ pub async fn plan(
                 }
             }
             let id = uuid::Uuid::new_v4().simple().to_string();
-            let entry = SendEntry {
+            let entry = super::push_configs::SendEntry {
                 token: token.clone(),
                 owner: ctx.caller.owner().map(|o| o.to_string()),
                 config: cfg.clone(),

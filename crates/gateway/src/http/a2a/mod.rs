@@ -22,6 +22,7 @@ pub mod frame;
 pub mod inline;
 pub mod ledger;
 pub mod list;
+pub mod message;
 pub mod ops;
 pub mod poll;
 pub mod push_configs;

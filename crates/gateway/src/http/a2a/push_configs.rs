@@ -21,6 +21,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use hyper::StatusCode;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use subtle::ConstantTimeEq;
 
@@ -176,6 +177,29 @@ async fn store(state: &State, key: &str, cfg: &PushConfig) -> Result<bool, Failu
         PushPut::NoTask => Err(a2a_ledger::not_found(
             crate::protocol::a2a::split_ledger_key(key).map_or(key, |(_, id)| id),
         )),
+    }
+}
+
+/// What a send keeps for the agent's first push (`TaskLedger::put_send`'s entry).
+#[derive(Serialize, Deserialize)]
+pub struct SendEntry {
+    /// The token of the gateway's config given to the agent.
+    pub token: String,
+    /// The client whose message it is (the task's owner).
+    pub owner: Option<String>,
+    /// The client's inline config, stored on the task once bound.
+    pub config: PushConfig,
+}
+
+impl SendEntry {
+    /// The stored form.
+    pub fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    /// A stored entry, or `None` for bytes that are not one.
+    pub fn decode(bytes: &[u8]) -> Option<SendEntry> {
+        serde_json::from_slice(bytes).ok()
     }
 }
 
@@ -478,7 +502,7 @@ pub async fn ingest(state: &State, ctx: &mut Ctx, agent: Arc<Agent>, req: Reques
                 .await
                 .map_err(ApiError::from)?
                 .filter(|(_, task)| *task == id)
-                .and_then(|(e, _)| super::inline::SendEntry::decode(&e))
+                .and_then(|(e, _)| SendEntry::decode(&e))
                 .filter(|e| matches(&Some(e.token.clone())));
             let Some(entry) = entry else {
                 return Err(wrong_token());

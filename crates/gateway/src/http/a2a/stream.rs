@@ -27,7 +27,7 @@ use super::agent_stream;
 use super::feed::{self, Upstream};
 use super::frame::{neutral, slot_refused, Failure};
 use super::ledger as a2a_ledger;
-use super::send::{admit, before_agent, judge_and_record, opened_by, Judged};
+use super::message::{admit, before_agent, judge_and_record, opened_by, Judged};
 use super::to_agent;
 use super::wire::Front;
 use crate::http::admission;

@@ -184,9 +184,12 @@ mod tests {
         assert_eq!(held.display_name, "Echo");
         assert_eq!(held.capabilities, ["echo"]);
         assert!(!held.extended);
+        // With `binding = "JSONRPC"` configured, as the config reads it.
+        let configured: crate::config::Binding =
+            serde_json::from_value(json!("JSONRPC")).expect("a binding");
         let rpc = HeldCard::compile(
             card(held.doc["supportedInterfaces"].clone()),
-            Binding::parse("JSONRPC"),
+            Some(configured.into()),
         )
         .expect("valid");
         assert_eq!(rpc.interface_path(), "/a2a/jsonrpc");

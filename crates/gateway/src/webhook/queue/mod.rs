@@ -188,22 +188,9 @@ pub trait DeliveryQueue: Send + Sync + 'static {
     fn enable<'a>(&'a self, subscriber: &'a str) -> QueueFuture<'a, usize>;
 }
 
-/// What the delivery queue holds at most ([`crate::config::WebhookConfig::queue_bounds`]).
-/// `[[subscribers]]`' deliveries are all of a change or none, and past `queued` or `bytes` the
-/// change is not recorded; a client's push deliveries (a task's configs are its owner's) are
-/// left out past those or past the client's own share, so one client cannot fill the queue
-/// every client and subscriber shares.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Bounds {
-    /// Messages (`webhooks.max_queued`).
-    pub queued: usize,
-    /// Bytes of their bodies (`webhooks.max_queued_bytes`).
-    pub bytes: usize,
-    /// One client's push messages (`webhooks.max_queued_per_client`).
-    pub per_client: usize,
-    /// Bytes of one client's push messages (a quarter of `bytes`).
-    pub per_client_bytes: usize,
-}
+/// What the delivery queue holds at most: the config's, read by
+/// [`crate::config::WebhookConfig::queue_bounds`].
+pub use crate::config::QueueBounds as Bounds;
 
 impl Default for Bounds {
     fn default() -> Bounds {
