@@ -2,22 +2,28 @@
 //! each call between a client speaking JSON-RPC and an agent speaking HTTP+JSON (the
 //! translation the SDK tests show working):
 //!
-//! 1. read the client's JSON-RPC request (`jsonrpc::parse_request`: the strict reader, the id);
+//! 1. read the client's JSON-RPC request (the JSON-RPC form's `Form::read`: the strict reader,
+//!    the id);
 //! 2. check it against the proto (`check::check_request`);
-//! 3. build the agent's REST request (`rest::agent_request`) and serialize its body;
-//! 4. read the agent's answer (`rest::parse_agent_answer`) and check it (`answer::check_answer`);
+//! 3. write the agent's request in its form (the HTTP+JSON form's `Form::request`);
+//! 4. read the agent's answer back through what was sent (`Sent::read`) and check it
+//!    (`answer::check_answer`);
 //! 5. record the Task in the in-process ledger, keyed `{agent}/{id}`;
-//! 6. frame the neutral answer and reframe it for the JSON-RPC client.
+//! 6. the neutral answer, written for the JSON-RPC client (`Front::answer`).
 //!
 //!     cargo bench --bench a2a_message
 
 use std::time::Duration;
 
-use a2a_gateway::http::a2a::frame::{neutral, reframe, Front};
+use a2a_gateway::http::a2a::frame::neutral;
+use a2a_gateway::http::a2a::wire::v1_http_json::V1HttpJson;
+use a2a_gateway::http::a2a::wire::v1_jsonrpc::V1JsonRpc;
+use a2a_gateway::http::a2a::wire::{Echo, Form, Front, Read};
 use a2a_gateway::ledger::{MemoryLedger, TaskLedger};
 use a2a_gateway::protocol::a2a::answer::{check_answer, task_of};
 use a2a_gateway::protocol::a2a::check::check_request;
-use a2a_gateway::protocol::a2a::{jsonrpc, ledger_key, rest, Method};
+use a2a_gateway::protocol::a2a::held::HeldCard;
+use a2a_gateway::protocol::a2a::{ledger_key, Call, Method};
 use a2a_gateway::protocol::task::{Head, TaskRef};
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
@@ -29,6 +35,30 @@ fn answer(id: &str) -> Vec<u8> {
         r#"{{"task":{{"id":"{id}","contextId":"ctx-42","status":{{"state":"TASK_STATE_COMPLETED","timestamp":"2026-12-01T10:00:00.000Z"}},"artifacts":[{{"artifactId":"a-1","parts":[{{"text":"- one\n- two\n- three"}}]}}],"history":[{{"messageId":"7c1f5a52-2b1e-4f0e-9d7b-3f0a9c1d2e4f","role":"ROLE_USER","parts":[{{"text":"summarise the attached report in three bullet points"}}]}}]}}}}"#
     )
     .into_bytes()
+}
+
+/// A client's JSON-RPC request read by its form.
+fn read(request: &[u8]) -> (Call, Echo) {
+    match V1JsonRpc.read(&hyper::Method::POST, "jsonrpc", None, request) {
+        Read::Call(call, echo) => (call, echo),
+        _ => panic!("a call"),
+    }
+}
+
+/// An agent whose card offers HTTP+JSON only.
+fn rest_agent() -> HeldCard {
+    let card = serde_json::json!({
+        "name": "Echo", "description": "echoes", "version": "1.0.0",
+        "supportedInterfaces": [{"url": "http://agent.example/a2a", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"}],
+        "capabilities": {}, "defaultInputModes": ["text/plain"], "defaultOutputModes": ["text/plain"],
+        "skills": [{"id": "echo", "name": "Echo", "description": "echoes", "tags": []}]
+    });
+    HeldCard::compile(card, None).expect("a card")
+}
+
+/// The head of an agent's 200 answer.
+fn ok_parts() -> hyper::http::response::Parts {
+    hyper::Response::new(()).into_parts().0
 }
 
 fn bench(c: &mut Criterion) {
@@ -43,20 +73,25 @@ fn bench(c: &mut Criterion) {
     let body = answer("task-1");
     let mut g = c.benchmark_group("a2a_message");
     g.throughput(Throughput::Elements(1));
-    g.bench_function("parse_client_jsonrpc", |b| {
-        b.iter(|| jsonrpc::parse_request(REQUEST).expect("a request"))
-    });
-    let call = jsonrpc::parse_request(REQUEST).expect("a request").call;
+    let held = rest_agent();
+    let parts = ok_parts();
+    g.bench_function("parse_client_jsonrpc", |b| b.iter(|| read(REQUEST)));
+    let (call, _) = read(REQUEST);
     g.bench_function("check_request", |b| b.iter(|| check_request(&call)));
     g.bench_function("agent_rest_request", |b| {
         b.iter(|| {
-            let r = rest::agent_request(&call, None).expect("a request");
-            serde_json::to_vec(&r.body).expect("json")
+            V1HttpJson
+                .request("http://127.0.0.1:9000", &held, &call, None)
+                .expect("a request")
         })
     });
+    let sent = V1HttpJson
+        .request("http://127.0.0.1:9000", &held, &call, None)
+        .expect("a request")
+        .sent;
     g.bench_function("read_and_check_answer", |b| {
         b.iter(|| {
-            let v = rest::parse_agent_answer(Method::SendMessage, 200, &body).expect("an answer");
+            let v = sent.read(&call, &parts, &body).expect("an answer");
             let found = check_answer(Method::SendMessage, &v, None);
             assert!(found.is_empty(), "{found:?}");
             v
@@ -64,7 +99,7 @@ fn bench(c: &mut Criterion) {
     });
     let mut n = 0u64;
     g.bench_function("record", |b| {
-        let v = rest::parse_agent_answer(Method::SendMessage, 200, &body).expect("an answer");
+        let v = sent.read(&call, &parts, &body).expect("an answer");
         let raw = Bytes::from(serde_json::to_vec(&v["task"]).expect("json"));
         b.iter(|| {
             n += 1;
@@ -86,14 +121,16 @@ fn bench(c: &mut Criterion) {
                 .expect("applied")
         })
     });
-    let v = rest::parse_agent_answer(Method::SendMessage, 200, &body).expect("an answer");
-    let front = Front::JsonRpc(jsonrpc::RpcId::Int(17.into()));
+    let v = sent.read(&call, &parts, &body).expect("an answer");
+    let front = Front {
+        form: &V1JsonRpc,
+        echo: read(REQUEST).1,
+    };
     g.bench_function("frame_for_jsonrpc", |b| {
         b.iter(|| {
-            reframe(
-                neutral(Method::SendMessage, Ok(v.clone())),
-                &front,
+            front.answer(
                 Method::SendMessage,
+                neutral(Method::SendMessage, Ok(v.clone())),
             )
         })
     });
@@ -101,11 +138,12 @@ fn bench(c: &mut Criterion) {
     g.bench_function("whole_path", |b| {
         b.iter(|| {
             m += 1;
-            let req = jsonrpc::parse_request(REQUEST).expect("a request");
-            assert!(check_request(&req.call).is_empty());
-            let out = rest::agent_request(&req.call, None).expect("a request");
-            let _sent = serde_json::to_vec(&out.body).expect("json");
-            let v = rest::parse_agent_answer(Method::SendMessage, 200, &body).expect("an answer");
+            let (call, echo) = read(REQUEST);
+            assert!(check_request(&call).is_empty());
+            let out = V1HttpJson
+                .request("http://127.0.0.1:9000", &held, &call, None)
+                .expect("a request");
+            let v = out.sent.read(&call, &parts, &body).expect("an answer");
             assert!(check_answer(Method::SendMessage, &v, None).is_empty());
             let head = task_of(&v).expect("a task");
             let key = ledger_key("echo", &format!("whole-{m}"));
@@ -116,11 +154,11 @@ fn bench(c: &mut Criterion) {
             };
             rt.block_on(ledger.apply("echo", &key, h, raw, Some("alice")))
                 .expect("applied");
-            reframe(
-                neutral(Method::SendMessage, Ok(v)),
-                &Front::JsonRpc(req.id),
-                Method::SendMessage,
-            )
+            let front = Front {
+                form: &V1JsonRpc,
+                echo,
+            };
+            front.answer(Method::SendMessage, neutral(Method::SendMessage, Ok(v)))
         })
     });
     g.finish();
