@@ -11,6 +11,7 @@ use super::error::{ApiError, ApiResult, Code};
 use super::handlers::{admin, catalog, events, listing, probes, ui};
 use super::request::Request;
 use super::route::Route;
+use crate::config::Protocol;
 use crate::state::State;
 
 /// The handler of `route`, called.
@@ -37,10 +38,12 @@ pub async fn handler(
         Route::ArtifactContent(a, id) => artifacts::content(state, ctx, a, id, req).await,
         Route::Stream(a, t) => streams::subscribe(state, ctx, a, t, req).await,
         Route::Notifications(a) => notifications::ingest(state, ctx, a, req).await,
-        // Gone since the route was parsed: as unknown as any other agent.
+        // Asked again: a reload since the route was parsed may have changed the agent.
         Route::A2aPush(a) => match state.registry.resolve(a) {
-            Some(agent) => a2a::push_configs::ingest(state, ctx, agent, req).await,
-            None => notifications::ingest(state, ctx, a, req).await,
+            Some(agent) if agent.cfg.protocol == Protocol::A2a => {
+                a2a::push_configs::ingest(state, ctx, agent, req).await
+            }
+            _ => notifications::ingest(state, ctx, a, req).await,
         },
         Route::Events => events::events(state, ctx, req).await,
         Route::DeadLetters => admin::dead_letters(state, req).await,

@@ -3,7 +3,6 @@
 //! of its answer, recorded for the caller ([`judge_and_record`]: SendMessage's answer, a
 //! stream's first event).
 
-use bytes::Bytes;
 use serde_json::Value;
 
 use super::frame::Failure;
@@ -138,15 +137,8 @@ pub enum Judged {
         recorded: a2a_ledger::Recorded,
     },
     /// A task the ledger could not take now (its store failed, the webhook queue is full): the
-    /// agent has it all the same. What to record once the ledger answers.
-    Unrecorded {
-        /// The task's head.
-        task_ref: crate::protocol::task::TaskRef,
-        /// Its document, bounded as the ledger keeps it.
-        raw: Bytes,
-        /// Why it was not recorded.
-        failure: Failure,
-    },
+    /// agent has it all the same. Why.
+    Unrecorded(Failure),
     /// An answer the conformance mode let pass that is neither (report mode): no task read.
     Unread,
 }
@@ -193,6 +185,16 @@ pub async fn judge_and_record(
         }
         _ => return Ok(Judged::Unread),
     };
+    let head = of_task(task);
+    let streams = method.is_streaming();
+    if streams && head.is_none() {
+        // A stream is a task's or nothing: its first event must name one it can be about.
+        return Err(a2a_ledger::invalid_answer(
+            "/task",
+            "task",
+            "the stream's first event names no task with a state and a context",
+        ));
+    }
     // Whatever the conformance mode: an answer about another task than the one the message
     // continues is never recorded nor relayed.
     let named = task.get("id").and_then(|id| id.as_str());
@@ -201,11 +203,15 @@ pub async fn judge_and_record(
             return Err(a2a_ledger::invalid_answer(
                 "/task/id",
                 "task",
-                "the answer is about another task than the one the message continues",
+                if streams {
+                    "the stream is about another task than the one the message continues"
+                } else {
+                    "the answer is about another task than the one the message continues"
+                },
             ));
         }
     }
-    let Some(head) = of_task(task) else {
+    let Some(head) = head else {
         // Unreadable (report mode): not recorded, and not relayed if the ledger holds that id
         // for another client.
         if let Some(got) = named {
@@ -233,11 +239,7 @@ pub async fn judge_and_record(
             id: head.id.to_owned(),
             recorded,
         }),
-        Err(failure) if is_unavailable(&failure) => Ok(Judged::Unrecorded {
-            task_ref: a2a_ledger::task_ref(name, &head, task),
-            raw: a2a_ledger::bounded(state, name, task),
-            failure,
-        }),
+        Err(failure) if is_unavailable(&failure) => Ok(Judged::Unrecorded(failure)),
         Err(f) => Err(f),
     }
 }

@@ -111,7 +111,14 @@ async fn call(
     let name = agent.as_ref().map(|a| a.cfg.name.clone());
     let (mut call, front) = match form.read(&verb, tail, query.as_deref(), &body) {
         Read::Call(call, echo) => (call, Front { form, echo }),
-        Read::Route(e) => return Err(e),
+        Read::NotAllowed(e) => return Err(e),
+        Read::NotFound => {
+            let under = name.as_deref().unwrap_or_default();
+            return Err(ApiError::new(
+                Code::NotFound,
+                format!("no A2A route {tail:?} under agent {under:?}"),
+            ));
+        }
         Read::Refused(e, echo) => {
             if let Some(name) = &name {
                 count(state, name, None, form.label(), e.kind.reason());

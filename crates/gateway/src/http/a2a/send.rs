@@ -24,7 +24,7 @@ use crate::http::create::pending::record_later;
 use crate::http::create::{drive, Finish};
 use crate::http::error::{ApiError, ApiResult, Code};
 use crate::ledger::idempotency::Fingerprinting;
-use crate::protocol::a2a::answer::{payload_of, Payload};
+use crate::protocol::a2a::answer::{of_task, payload_of, Payload};
 use crate::protocol::a2a::{A2aError, Call, ErrorKind, Method};
 use crate::registry::Agent;
 use crate::state::State;
@@ -272,8 +272,15 @@ impl SendFinish {
             // The agent has the task: an error now would make the client send the message
             // again and the agent make a second task. The answer goes on, and the task is
             // recorded as soon as the ledger answers (its webhooks follow).
-            message::Judged::Unrecorded { task_ref, raw, .. } => {
-                let pending = record_later(state, agent, ctx, Some(task_ref), raw);
+            message::Judged::Unrecorded(_) => {
+                let name = agent.cfg.name.as_str();
+                let task = match payload_of(answer) {
+                    Some(Payload::Task(task)) => task,
+                    _ => answer,
+                };
+                let task_ref = of_task(task).map(|head| a2a_ledger::task_ref(name, &head, task));
+                let raw = a2a_ledger::bounded(state, name, task);
+                let pending = record_later(state, agent, ctx, task_ref, raw);
                 tracing::warn!(agent = %agent.cfg.name, request_id = ?ctx.request_id, pending,
                     "A2A task made but not recorded yet: the ledger is unavailable");
                 return Ok(Answer::Doc(reply.into_value()));

@@ -387,7 +387,7 @@ enum First {
     },
 }
 
-/// The first event judged and recorded as a message's answer is (`send::judge_and_record`):
+/// The first event judged and recorded as a message's answer is (`message::judge_and_record`):
 /// a Message answers the stream whole; a task's first event opens the task's shared stream.
 async fn first_event(
     state: &State,
@@ -407,12 +407,14 @@ async fn first_event(
             return Ok(First::Message(framing.frame(&stored)));
         }
         Judged::Task { id, recorded } => (id, recorded),
-        Judged::Unrecorded { failure, .. } => return Err(failure),
-        Judged::Unread => return Err(a2a_ledger::invalid_answer(
-            "",
-            "stream",
-            "the agent's stream opens with neither a readable Task, a status update nor a Message",
-        )),
+        Judged::Unrecorded(failure) => return Err(failure),
+        Judged::Unread => {
+            return Err(a2a_ledger::invalid_answer(
+                "",
+                "stream",
+                "the agent's stream opens with neither a Task, a status update nor a Message",
+            ))
+        }
     };
     let task = match payload(ev) {
         Some(Payload::Task(t)) => t.clone(),

@@ -52,8 +52,9 @@ pub trait Form: Sync + Send + fmt::Debug {
     /// under `root` (`{public base}/agents/{name}`).
     fn interface(&self, root: &str) -> Value;
 
-    /// Whether a client's request with this HTTP method carries a body to read; a method the
-    /// route takes in no form is its 405.
+    /// Whether a client's request with this HTTP method carries a body to read (a form whose
+    /// every call is one method answers any other with its 405 here; a form of many routes,
+    /// from [`Form::read`], `Read::NotAllowed`).
     fn takes_body(&self, verb: &Verb) -> Result<bool, ApiError>;
 
     /// A client's request read into the neutral call (`tail`: the path under the agent's
@@ -148,8 +149,10 @@ pub enum Read {
     /// A request of the form that is no call (not JSON, a bad envelope, a route's bad
     /// parameters): the error, answered in the form with what it echoes.
     Refused(A2aError, Echo),
-    /// No route of the form (404, 405): the route's refusal.
-    Route(ApiError),
+    /// A path of the form that takes another method: its 405, with `Allow`.
+    NotAllowed(ApiError),
+    /// No route of the form has this path: a plain 404.
+    NotFound,
 }
 
 /// A request written for an agent in its form.

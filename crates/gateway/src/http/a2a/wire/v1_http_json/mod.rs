@@ -41,11 +41,8 @@ impl Form for V1HttpJson {
     fn read(&self, verb: &Verb, tail: &str, query: Option<&str>, body: &[u8]) -> Read {
         match envelope::parse_request(verb.as_str(), tail, query, body) {
             Ok(call) => Read::Call(call, Echo(None)),
-            Err(RouteError::NotFound) => Read::Route(ApiError::new(
-                Code::NotFound,
-                format!("no A2A route {tail:?} under this agent"),
-            )),
-            Err(RouteError::MethodNotAllowed(allow)) => Read::Route(super::not_allowed(allow)),
+            Err(RouteError::NotFound) => Read::NotFound,
+            Err(RouteError::MethodNotAllowed(allow)) => Read::NotAllowed(super::not_allowed(allow)),
             Err(RouteError::Invalid(e)) => Read::Refused(e, Echo(None)),
         }
     }

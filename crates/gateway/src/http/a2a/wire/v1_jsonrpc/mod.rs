@@ -4,7 +4,8 @@
 //!
 //! Every answer is HTTP 200 carrying the client's id, its result the neutral answer's body as
 //! it is (not written again), or its error; a refusal before the call was read keeps its HTTP
-//! status and answers `id: null`, and so does a stream slot refused (`frame::slot_refused`).
+//! status and answers `id: null`; a stream slot refused once the call is read keeps its 429
+//! and carries the client's id (`frame::slot_refused`).
 //! Towards agents the gateway sends its own ids (`gw-{n}`), never a client's, and reads an
 //! answer only if it carries the id sent. A stream's events are each one response to the
 //! subscriber's id.
