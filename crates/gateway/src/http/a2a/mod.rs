@@ -108,20 +108,19 @@ async fn call(
     } else {
         (req.into_parts().0, bytes::Bytes::new())
     };
-    let name = agent.as_ref().map(|a| a.cfg.name.clone());
     let (mut call, front) = match form.read(&verb, tail, query.as_deref(), &body) {
         Read::Call(call, echo) => (call, Front { form, echo }),
         Read::NotAllowed(e) => return Err(e),
         Read::NotFound => {
-            let under = name.as_deref().unwrap_or_default();
+            let under = agent.as_ref().map_or("", |a| a.cfg.name.as_str());
             return Err(ApiError::new(
                 Code::NotFound,
                 format!("no A2A route {tail:?} under agent {under:?}"),
             ));
         }
         Read::Refused(e, echo) => {
-            if let Some(name) = &name {
-                count(state, name, None, form.label(), e.kind.reason());
+            if let Some(a) = &agent {
+                count(state, &a.cfg.name, None, form.label(), e.kind.reason());
             }
             let front = Front { form, echo };
             return Ok(front.answer(
@@ -138,10 +137,10 @@ async fn call(
     });
     if let Some(e) = refused {
         let answer = neutral(method, Err(e.into()));
-        if let Some(name) = &name {
+        if let Some(a) = &agent {
             count(
                 state,
-                name,
+                &a.cfg.name,
                 Some(method),
                 form.label(),
                 &outcome_of(&answer),
