@@ -344,27 +344,7 @@ pub fn access_token(query: Option<&str>) -> Option<Cow<'_, [u8]>> {
     if !v.contains('%') && !v.contains('+') {
         return Some(Cow::Borrowed(v.as_bytes()));
     }
-    let b = v.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'%' => {
-                let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
-                out.push(u8::from_str_radix(hex, 16).ok()?);
-                i += 3;
-            }
-            b'+' => {
-                out.push(b' ');
-                i += 1;
-            }
-            c => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    Some(Cow::Owned(out))
+    crate::protocol::percent::decode_bytes(v, true).map(Cow::Owned)
 }
 
 /// The query without `access_token`: what may be passed on to an agent (or written anywhere).

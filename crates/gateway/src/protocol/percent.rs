@@ -21,6 +21,12 @@ pub fn decode_query(s: &str) -> Option<String> {
 
 /// `%XX` decoding (and `+` as space in a query); `None` for a bad escape or invalid UTF-8.
 pub fn decode(s: &str, plus_is_space: bool) -> Option<String> {
+    String::from_utf8(decode_bytes(s, plus_is_space)?).ok()
+}
+
+/// `%XX` decoding (and `+` as space in a query) to bytes, which need not be UTF-8; `None` for a
+/// bad escape.
+pub fn decode_bytes(s: &str, plus_is_space: bool) -> Option<Vec<u8>> {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
@@ -43,7 +49,7 @@ pub fn decode(s: &str, plus_is_space: bool) -> Option<String> {
             }
         }
     }
-    String::from_utf8(out).ok()
+    Some(out)
 }
 
 /// Percent-encodes everything but RFC 3986's unreserved characters, for a path segment or a
