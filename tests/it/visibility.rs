@@ -198,8 +198,12 @@ async fn open_connections_are_counted_by_transport_and_the_process_is_exported()
     assert_eq!(open("tls").await, 0.0);
     drop(plain);
     drop(stream);
+    // Back to what was open before: not above it. The base may also hold a connection that is
+    // not the test's to keep (the agent's pushes to the gateway, an idle pooled one), which the
+    // gateway closes after 30 s without a request (`header_read_timeout`): on a slow run it
+    // goes meanwhile, and the count is then below the base, not at it.
     wait_for_within("back to the scraper's own", WAIT, || async {
-        open("http").await == base && open("lean").await == 0.0
+        open("http").await <= base && open("lean").await == 0.0
     })
     .await;
 
