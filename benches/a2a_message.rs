@@ -53,7 +53,7 @@ fn rest_agent() -> HeldCard {
         "capabilities": {}, "defaultInputModes": ["text/plain"], "defaultOutputModes": ["text/plain"],
         "skills": [{"id": "echo", "name": "Echo", "description": "echoes", "tags": []}]
     });
-    HeldCard::compile(card, None).expect("a card")
+    HeldCard::compile(card, Default::default()).expect("a card")
 }
 
 /// The head of an agent's 200 answer.

@@ -17,8 +17,9 @@ pub struct Metrics {
     registry: Registry,
     /// `requests_total`: requests answered, by route, agent, client and status code.
     pub requests: IntCounterVec,
-    /// `a2a_requests_total`: official A2A calls answered, by agent, method (the proto's
-    /// name), the client's binding and outcome (`ok` or the ErrorInfo reason).
+    /// `a2a_requests_total`: official A2A calls answered, by agent, method (the 1.0 proto's
+    /// name, whatever version the client speaks), the client's binding, its version (`1.0`,
+    /// `0.3`) and outcome (`ok` or the ErrorInfo reason).
     pub a2a_requests: IntCounterVec,
     /// `request_duration_seconds`: time to answer a request (to response headers), by route,
     /// agent and client.
@@ -278,8 +279,8 @@ impl Metrics {
             )?,
             a2a_requests: counter(
                 "a2a_requests_total",
-                "Official A2A calls answered, by agent, method, the client's binding and outcome (ok or the error's reason).",
-                &["agent", "method", "binding", "outcome"],
+                "Official A2A calls answered, by agent, method, the client's binding and version, and outcome (ok or the error's reason).",
+                &["agent", "method", "binding", "version", "outcome"],
             )?,
             request_seconds: histogram(
                 "request_duration_seconds",

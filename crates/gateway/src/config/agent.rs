@@ -43,6 +43,18 @@ pub enum Binding {
     HttpJson,
 }
 
+/// The official A2A version the gateway speaks to an agent (`[[agents]] a2a_version`): without
+/// it, the newest its card offers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum A2aVersion {
+    /// A2A 1.0.
+    #[serde(rename = "1.0")]
+    V1_0,
+    /// A2A 0.3.
+    #[serde(rename = "0.3")]
+    V0_3,
+}
+
 impl Protocol {
     /// Every protocol, as the config spells it.
     pub const ALL: [Protocol; 2] = [Protocol::Clawpedia, Protocol::A2a];
@@ -77,6 +89,8 @@ pub struct AgentConfig {
     pub card_path: String,
     /// An A2A agent's binding, when not the card's first one the gateway speaks.
     pub binding: Option<Binding>,
+    /// An A2A agent's version, when not the newest its card offers.
+    pub a2a_version: Option<A2aVersion>,
     /// How often the card is fetched again (sooner when the agent's Cache-Control says so).
     #[serde(rename = "refresh_secs", deserialize_with = "de::secs")]
     pub refresh: Duration,
@@ -137,6 +151,7 @@ impl Default for AgentConfig {
             ca_file: None,
             card_path: String::new(),
             binding: None,
+            a2a_version: None,
             refresh: Duration::from_secs(300),
             timeout: Duration::from_millis(10_000),
             ingest_token: None,

@@ -17,7 +17,7 @@ mod telemetry;
 mod tls;
 mod validate;
 
-pub use agent::{AgentConfig, Binding, Conformance, Protocol};
+pub use agent::{A2aVersion, AgentConfig, Binding, Conformance, Protocol};
 pub use identity::{AuthConfig, ClientConfig, CorsConfig, JwtConfig, Right};
 pub use rules::{Check, NoRules, Refused, Rules};
 pub use tls::{ClientAuth, PemKind, TlsConfig};

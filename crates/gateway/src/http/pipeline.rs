@@ -69,7 +69,7 @@ pub async fn handle(state: &Arc<State>, conn: &Conn, req: Request) -> Response<B
         .with_method(req.method());
     let (label, method) = route.meta();
     // Which shape the gateway's own errors take here: the route's.
-    let errors = route.errors();
+    let errors = route.errors(req.headers(), req.uri().query());
     let verb = req.method().clone();
     // The request's span, once the route names it (telemetry on): continues the caller's
     // trace; the handlers' spans are its children.

@@ -4,7 +4,7 @@
 //! ([`Route::meta`]), what admission needs of its caller ([`Route::needs`]), and the shape of
 //! the gateway's own errors on it ([`Route::errors`]).
 
-use hyper::{Method, Response};
+use hyper::{HeaderMap, Method, Response};
 
 use crate::config::Right;
 use crate::http::a2a::wire::{self, Form};
@@ -221,22 +221,25 @@ impl<'a> Route<'a> {
     /// Whether the route's handler answers a method it does not take itself (405 with its own
     /// `Allow`): each path of a wire form takes its own methods.
     pub fn checks_own_methods(&self) -> bool {
-        self.form().is_some()
+        self.is_a2a()
     }
 
-    /// The wire form a client speaks on the route, for the official A2A routes.
-    fn form(&self) -> Option<&'static dyn Form> {
+    /// The wire form a client speaks on the route, for the official A2A routes: by the route
+    /// and the version the request asks (`A2A-Version`, header or query parameter).
+    fn form(&self, headers: &HeaderMap, query: Option<&str>) -> Option<&'static dyn Form> {
+        let asked = || wire::asked_version(headers, query);
         match self {
-            Route::A2a(_, tail) => Some(wire::of_route(Some(tail))),
-            Route::A2aFleet => Some(wire::of_route(None)),
+            Route::A2a(_, tail) => Some(wire::of_route(Some(tail), asked().as_deref())),
+            Route::A2aFleet => Some(wire::of_route(None, None)),
             _ => None,
         }
     }
 
     /// How the gateway's own errors are answered on the route (a refusal at admission, a 404 or
-    /// 405, a handler's error): in the route's wire form, or as the gateway's error body.
-    pub fn errors(&self) -> Errors {
-        Errors(self.form())
+    /// 405, a handler's error): in the wire form the request speaks, or as the gateway's error
+    /// body.
+    pub fn errors(&self, headers: &HeaderMap, query: Option<&str>) -> Errors {
+        Errors(self.form(headers, query))
     }
 
     /// What admission asks of the route's caller.

@@ -31,7 +31,7 @@ impl Card {
     /// a Clawpedia card compiles JSON Schemas).
     pub fn compile(
         protocol: Protocol,
-        binding: Option<a2a::card::Binding>,
+        prefer: a2a::card::Prefer,
         doc: Value,
     ) -> Result<Card, InvalidCard> {
         match protocol {
@@ -39,7 +39,7 @@ impl Card {
                 clawpedia::card::Card::compile(doc).map(|c| Card::Clawpedia(Arc::new(c)))
             }
             Protocol::A2a => {
-                let held = a2a::held::HeldCard::compile(doc, binding)?;
+                let held = a2a::held::HeldCard::compile(doc, prefer)?;
                 // The card as the agent served it, serialized once (`served`); the A2A routes
                 // serve it rewritten, per request.
                 let raw = Bytes::from(serde_json::to_vec(&held.doc).unwrap_or_default());

@@ -101,8 +101,8 @@ pub(super) async fn fetch(
         crate::protocol::json::JsonError::Syntax(_) => CardError::Invalid(format!("not JSON: {e}")),
         _ => CardError::Invalid(e.to_string()),
     })?;
-    let binding = agent.cfg.binding.map(Into::into);
-    let card = compile(agent.cfg.protocol, binding, doc, compiles).await?;
+    let prefer = crate::protocol::a2a::card::Prefer::of(&agent.cfg);
+    let card = compile(agent.cfg.protocol, prefer, doc, compiles).await?;
     Ok(Fetched::New {
         card: Box::new(card),
         etag: parts.headers.get(header::ETAG).cloned(),
@@ -114,7 +114,7 @@ pub(super) async fn fetch(
 /// with the compile, so it is held until the compile ends even if this future is dropped.
 pub(super) async fn compile(
     protocol: crate::config::Protocol,
-    binding: Option<crate::protocol::a2a::card::Binding>,
+    prefer: crate::protocol::a2a::card::Prefer,
     doc: serde_json::Value,
     compiles: &Arc<Semaphore>,
 ) -> Result<Card, CardError> {
@@ -125,7 +125,7 @@ pub(super) async fn compile(
         .map_err(|_| CardError::Invalid("card compiles are closed".into()))?;
     let compiled = tokio::task::spawn_blocking(move || {
         let _permit = permit;
-        Card::compile(protocol, binding, doc)
+        Card::compile(protocol, prefer, doc)
     })
     .await
     .map_err(|e| CardError::Invalid(format!("card compile did not finish: {e}")))?;

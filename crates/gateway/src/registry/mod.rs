@@ -147,7 +147,7 @@ impl Agent {
     fn successor(&self, cfg: AgentConfig) -> Agent {
         // Another A2A binding is the same agent over another of its card's interfaces: the
         // successor's first fetch (at once) compiles the card again for it, not a 304.
-        if self.cfg.binding != cfg.binding {
+        if self.cfg.binding != cfg.binding || self.cfg.a2a_version != cfg.a2a_version {
             self.slot.write().unwrap_or_else(|p| p.into_inner()).etag = None;
         }
         let mut next = Agent::new(cfg);
@@ -190,12 +190,12 @@ impl Agent {
         true
     }
 
-    /// Whether `card` was compiled for this agent's configured `binding` (any card, for an
-    /// agent that configures none or is not an A2A agent).
+    /// Whether `card` was compiled for this agent's configured `binding` and `a2a_version`
+    /// (any card, for an agent that configures neither or is not an A2A agent).
     pub fn fits_binding(&self, card: &Card) -> bool {
-        match (self.cfg.binding, card.a2a()) {
-            (Some(want), Some(held)) => held.interface.binding == want.into(),
-            _ => true,
+        match card.a2a() {
+            Some(held) => crate::protocol::a2a::card::Prefer::of(&self.cfg).fits(&held.interface),
+            None => true,
         }
     }
 

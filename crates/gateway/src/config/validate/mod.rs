@@ -342,6 +342,12 @@ impl Validator {
                 "chooses an official A2A binding: only for an agent with protocol = \"a2a\"",
             );
         }
+        if a.a2a_version.is_some() && a.protocol != Protocol::A2a {
+            self.problem(
+                format!("{at}.a2a_version"),
+                "chooses an official A2A version: only for an agent with protocol = \"a2a\"",
+            );
+        }
         if let Some(ca) = &a.ca_file {
             if !a.url.starts_with("https://") {
                 self.problem(

@@ -73,21 +73,15 @@ pub async fn serve(
         }
         return files::serve(state, ctx, &agent, id, &req).await;
     }
-    call(
-        state,
-        ctx,
-        Some(agent),
-        wire::of_route(Some(tail)),
-        tail,
-        req,
-    )
-    .await
+    let asked = wire::asked_version(req.headers(), req.uri().query());
+    let form = wire::of_route(Some(tail), asked.as_deref());
+    call(state, ctx, Some(agent), form, tail, req).await
 }
 
 /// `POST /a2a`: JSON-RPC over every A2A agent the caller may use, `params.tenant` naming the
 /// agent ([`tenant`]).
 pub async fn fleet(state: &Arc<State>, ctx: &mut Ctx, req: Request) -> ApiResult {
-    call(state, ctx, None, wire::of_route(None), "", req).await
+    call(state, ctx, None, wire::of_route(None, None), "", req).await
 }
 
 /// One A2A call in `form`, for `agent` (the route's), or for the agent the fleet's tenant
@@ -120,7 +114,7 @@ async fn call(
         }
         Read::Refused(e, echo) => {
             if let Some(a) = &agent {
-                count(state, &a.cfg.name, None, form.label(), e.kind.reason());
+                count(state, &a.cfg.name, None, form, e.kind.reason());
             }
             let front = Front { form, echo };
             return Ok(front.answer(
@@ -138,13 +132,7 @@ async fn call(
     if let Some(e) = refused {
         let answer = neutral(method, Err(e.into()));
         if let Some(a) = &agent {
-            count(
-                state,
-                &a.cfg.name,
-                Some(method),
-                form.label(),
-                &outcome_of(&answer),
-            );
+            count(state, &a.cfg.name, Some(method), form, &outcome_of(&answer));
         }
         return Ok(front.answer(method, answer));
     }
@@ -157,7 +145,7 @@ async fn call(
             }
             Tenant::Every(agents) => {
                 let answer = neutral(method, list::list(state, ctx, agents, "", &call).await);
-                count(state, "", Some(method), form.label(), &outcome_of(&answer));
+                count(state, "", Some(method), form, &outcome_of(&answer));
                 return Ok(front.answer(method, answer));
             }
             Tenant::Answered(reply) => return Ok(front.answer(method, neutral(method, reply))),
@@ -172,7 +160,7 @@ async fn call(
         .await
         {
             stream::Streamed::Events(res) => {
-                count(state, &agent.cfg.name, Some(method), form.label(), "ok");
+                count(state, &agent.cfg.name, Some(method), form, "ok");
                 return Ok(res);
             }
             stream::Streamed::Neutral(n) => n,
@@ -184,7 +172,7 @@ async fn call(
         state,
         &agent.cfg.name,
         Some(method),
-        form.label(),
+        form,
         &outcome_of(&answer),
     );
     Ok(front.answer(method, for_caller(ctx, answer, &agent)))
@@ -247,14 +235,21 @@ fn label_of(e: &A2aError) -> String {
     }
 }
 
-/// `a2a_gateway_a2a_requests_total{agent,method,binding,outcome}`. Only the agent's route
-/// name, the proto's method names, the two bindings and ErrorInfo reasons: bounded.
-fn count(state: &State, agent: &str, method: Option<Method>, binding: &str, outcome: &str) {
+/// `a2a_gateway_a2a_requests_total{agent,method,binding,version,outcome}`. Only the agent's
+/// route name, the 1.0 method names (a 0.3 call counts as the 1.0 operation it is), the two
+/// bindings, the two versions and ErrorInfo reasons: bounded.
+fn count(
+    state: &State,
+    agent: &str,
+    method: Option<Method>,
+    form: &'static dyn Form,
+    outcome: &str,
+) {
     let method = method.map_or("unknown", Method::as_str);
     let outcome = if outcome.is_empty() { "error" } else { outcome };
     state
         .metrics
         .a2a_requests
-        .with_label_values(&[agent, method, binding, outcome])
+        .with_label_values(&[agent, method, form.label(), form.version_label(), outcome])
         .inc();
 }

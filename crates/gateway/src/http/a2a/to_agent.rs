@@ -92,7 +92,7 @@ fn build(
     (call, written): (&Call, Option<&[u8]>),
     accept: &'static str,
 ) -> Result<Outgoing, ApiError> {
-    let form = wire::of_interface(held.interface.binding);
+    let form = wire::of_interface(held.interface.binding, held.interface.version);
     let Written {
         verb: method,
         url,

@@ -24,7 +24,9 @@ fn interface(ck: &mut Ck, o: &dyn Object, at: &str) {
             req("url", "url", T::Str),
             req("protocolBinding", "protocol_binding", T::Str),
             opt("tenant", "tenant", T::Str),
-            req("protocolVersion", "protocol_version", T::Str),
+            // Required by the proto, yet left out by agents in the field: read as 1.0 with a
+            // warning (`choose_interface`), as a2a-sdk's client reads it.
+            opt("protocolVersion", "protocol_version", T::Str),
         ],
     );
 }
@@ -258,6 +260,71 @@ impl From<crate::config::Binding> for Binding {
     }
 }
 
+/// A version of A2A the gateway speaks to agents (and serves clients in).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ProtocolVersion {
+    /// 1.0, with or without a patch part.
+    V1_0,
+    /// 0.3, with or without a patch part.
+    V0_3,
+}
+
+impl ProtocolVersion {
+    /// As `/agents` and the metric label write it: `1.0`, `0.3`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProtocolVersion::V1_0 => "1.0",
+            ProtocolVersion::V0_3 => "0.3",
+        }
+    }
+
+    /// The version an interface's `protocolVersion` names, if the gateway speaks it.
+    pub fn parse(v: &str) -> Option<ProtocolVersion> {
+        if is_served(v) {
+            Some(ProtocolVersion::V1_0)
+        } else if super::v0_3::is_v0_3(v) {
+            Some(ProtocolVersion::V0_3)
+        } else {
+            None
+        }
+    }
+}
+
+impl From<crate::config::A2aVersion> for ProtocolVersion {
+    fn from(v: crate::config::A2aVersion) -> ProtocolVersion {
+        match v {
+            crate::config::A2aVersion::V1_0 => ProtocolVersion::V1_0,
+            crate::config::A2aVersion::V0_3 => ProtocolVersion::V0_3,
+        }
+    }
+}
+
+/// What an agent's entry asks of the interface chosen from its card (`[[agents]] binding` and
+/// `a2a_version`): nothing, by default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Prefer {
+    /// Only this binding.
+    pub binding: Option<Binding>,
+    /// Only this version.
+    pub version: Option<ProtocolVersion>,
+}
+
+impl Prefer {
+    /// What `cfg` asks.
+    pub fn of(cfg: &crate::config::AgentConfig) -> Prefer {
+        Prefer {
+            binding: cfg.binding.map(Into::into),
+            version: cfg.a2a_version.map(Into::into),
+        }
+    }
+
+    /// Whether `interface` is one this asks for.
+    pub fn fits(&self, interface: &Interface) -> bool {
+        self.binding.is_none_or(|b| b == interface.binding)
+            && self.version.is_none_or(|v| v == interface.version)
+    }
+}
+
 /// The interface the gateway talks to: the card's URL (of which the gateway takes only the path:
 /// it calls the agent at its configured origin), binding, version, tenant.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -266,8 +333,8 @@ pub struct Interface {
     pub url: String,
     /// Its binding.
     pub binding: Binding,
-    /// Its protocolVersion as the card says it.
-    pub version: String,
+    /// Its protocolVersion.
+    pub version: ProtocolVersion,
     /// Its tenant, when it declares a non-empty one.
     pub tenant: Option<String>,
 }
@@ -284,53 +351,83 @@ impl NoSupportedInterface {
     pub const REASON: &'static str = "no_supported_interface";
 }
 
+/// A card warning on `/agents` (`card_warnings`): an interface of a 1.0 card without
+/// `protocolVersion`, taken as 1.0 as a2a-sdk's client takes it.
+pub const MISSING_PROTOCOL_VERSION: &str = "missing_protocol_version";
+
+/// The interface chosen from a card, and the warnings its choice gave.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chosen {
+    /// The interface.
+    pub interface: Interface,
+    /// Codes for `/agents`' `card_warnings`.
+    pub warnings: Vec<&'static str>,
+}
+
 /// The first of `supportedInterfaces` (the card's preference order, §8.3.1) with a JSONRPC or
-/// HTTP+JSON binding — or only `prefer`'s, when configured — and protocolVersion 1.0 (a patch
-/// part is ignored, §3.6).
+/// HTTP+JSON binding — or only `prefer`'s, when configured — at the newest version the card
+/// offers (1.0 before 0.3), or only `version`'s when configured. A patch part is ignored
+/// (§3.6); an interface without `protocolVersion` is 1.0, with the warning
+/// [`MISSING_PROTOCOL_VERSION`].
 pub fn choose_interface(
     card: &Value,
     prefer: Option<Binding>,
-) -> Result<Interface, NoSupportedInterface> {
+    version: Option<ProtocolVersion>,
+) -> Result<Chosen, NoSupportedInterface> {
     let offered: Vec<&Value> = card
         .get("supportedInterfaces")
         .and_then(Value::as_array)
         .map(|a| a.iter().collect())
         .unwrap_or_default();
-    for i in &offered {
-        let Some(binding) = i
-            .get("protocolBinding")
-            .and_then(Value::as_str)
-            .and_then(Binding::parse)
-        else {
-            continue;
-        };
-        if prefer.is_some_and(|p| p != binding) {
-            continue;
-        }
-        let version = i
-            .get("protocolVersion")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        let Some(url) = i
-            .get("url")
-            .and_then(Value::as_str)
-            .filter(|u| !u.is_empty())
-        else {
-            continue;
-        };
-        if !is_served(version) {
-            continue;
-        }
-        return Ok(Interface {
-            url: url.to_owned(),
-            binding,
-            version: version.to_owned(),
-            tenant: i
-                .get("tenant")
+    let wanted: &[ProtocolVersion] = match version {
+        Some(ProtocolVersion::V1_0) => &[ProtocolVersion::V1_0],
+        Some(ProtocolVersion::V0_3) => &[ProtocolVersion::V0_3],
+        None => &[ProtocolVersion::V1_0, ProtocolVersion::V0_3],
+    };
+    for want in wanted {
+        for i in &offered {
+            let Some(binding) = i
+                .get("protocolBinding")
                 .and_then(Value::as_str)
-                .filter(|t| !t.is_empty())
-                .map(str::to_owned),
-        });
+                .and_then(Binding::parse)
+            else {
+                continue;
+            };
+            if prefer.is_some_and(|p| p != binding) {
+                continue;
+            }
+            let stated = i
+                .get("protocolVersion")
+                .and_then(Value::as_str)
+                .filter(|v| !v.trim().is_empty());
+            let (at, warning) = match stated {
+                Some(v) => (ProtocolVersion::parse(v), None),
+                None => (Some(ProtocolVersion::V1_0), Some(MISSING_PROTOCOL_VERSION)),
+            };
+            if at != Some(*want) {
+                continue;
+            }
+            let Some(url) = i
+                .get("url")
+                .and_then(Value::as_str)
+                .filter(|u| !u.is_empty())
+            else {
+                continue;
+            };
+            return Ok(Chosen {
+                interface: Interface {
+                    url: url.to_owned(),
+                    binding,
+                    version: *want,
+                    tenant: i
+                        .get("tenant")
+                        .and_then(Value::as_str)
+                        .filter(|t| !t.is_empty())
+                        .map(str::to_owned),
+                },
+                warnings: warning.into_iter().collect(),
+            });
+        }
     }
     let listed: Vec<String> = offered
         .iter()
@@ -347,10 +444,15 @@ pub fn choose_interface(
             )
         })
         .collect();
-    let wanted = prefer.map_or("JSONRPC or HTTP+JSON".to_owned(), |b| b.as_str().to_owned());
+    let wanted_binding =
+        prefer.map_or("JSONRPC or HTTP+JSON".to_owned(), |b| b.as_str().to_owned());
+    let wanted_version = match version {
+        Some(v) => v.as_str(),
+        None => "1.0 or 0.3",
+    };
     Err(NoSupportedInterface {
         message: format!(
-            "no {wanted} interface at protocolVersion 1.0 among [{}]",
+            "no {wanted_binding} interface at protocolVersion {wanted_version} among [{}]",
             listed.join(", ")
         ),
     })
@@ -496,6 +598,8 @@ pub fn serve_card(card: &Value, opts: &ServeOptions<'_>) -> Value {
             json!([{"schemes": {"bearer": {"list": []}}}]),
         );
     }
+    // A 0.3 client reads the card too: the 0.3 fields of the gateway's 0.3 interfaces.
+    super::v0_3::card::add_fields(&mut out, opts.bearer);
     Value::Object(out)
 }
 
@@ -552,13 +656,16 @@ mod tests {
         );
         assert_eq!(paths(&check_card(&json!([]))), [""]);
         let mut c = sdk_card("JSONRPC", "http://x");
-        c["supportedInterfaces"][0]
-            .as_object_mut()
-            .map(|o| o.remove("protocolVersion"));
+        c["supportedInterfaces"][0]["protocolVersion"] = json!(1);
         assert_eq!(
             paths(&check_card(&c)),
             ["/supportedInterfaces/0/protocolVersion"]
         );
+        // Left out, it passes the check (and is chosen as 1.0 with a warning).
+        c["supportedInterfaces"][0]
+            .as_object_mut()
+            .map(|o| o.remove("protocolVersion"));
+        assert_eq!(paths(&check_card(&c)), Vec::<&str>::new());
     }
 
     #[test]
@@ -568,23 +675,42 @@ mod tests {
             {"url": "http://a/v03", "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
             {"url": "http://a/rest", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0.1", "tenant": "t1"},
             {"url": "http://a/rpc", "protocolBinding": "jsonrpc", "protocolVersion": "1.0"}]});
-        let i = choose_interface(&card, None).expect("one");
+        let i = choose_interface(&card, None, None).expect("one").interface;
         assert_eq!(
             (i.url.as_str(), i.binding, i.tenant.as_deref()),
             ("http://a/rest", Binding::HttpJson, Some("t1"))
         );
-        let i = choose_interface(&card, Some(Binding::JsonRpc)).expect("one");
+        let i = choose_interface(&card, Some(Binding::JsonRpc), None)
+            .expect("one")
+            .interface;
         assert_eq!(
             (i.url.as_str(), i.binding, i.tenant),
             ("http://a/rpc", Binding::JsonRpc, None)
         );
-        let only_03 = json!({"supportedInterfaces": [{"url": "http://a", "protocolBinding": "JSONRPC", "protocolVersion": "0.3"}]});
-        let e = choose_interface(&only_03, None).expect_err("none");
-        assert!(e.message.contains("JSONRPC 0.3"));
-        assert!(
-            choose_interface(&sdk_card("JSONRPC", "http://a"), Some(Binding::HttpJson)).is_err()
+        // At 0.3 when asked, or when it is all the card offers.
+        let i = choose_interface(&card, None, Some(ProtocolVersion::V0_3))
+            .expect("one")
+            .interface;
+        assert_eq!(
+            (i.url.as_str(), i.version),
+            ("http://a/v03", ProtocolVersion::V0_3)
         );
-        assert!(choose_interface(&json!({}), None).is_err());
+        let only_03 = json!({"supportedInterfaces": [{"url": "http://a", "protocolBinding": "JSONRPC", "protocolVersion": "0.3"}]});
+        let i = choose_interface(&only_03, None, None)
+            .expect("0.3")
+            .interface;
+        assert_eq!(i.version, ProtocolVersion::V0_3);
+        let e = choose_interface(&only_03, None, Some(ProtocolVersion::V1_0)).expect_err("none");
+        assert!(e.message.contains("JSONRPC 0.3"), "{}", e.message);
+        let only_02 = json!({"supportedInterfaces": [{"url": "http://a", "protocolBinding": "JSONRPC", "protocolVersion": "0.2.5"}]});
+        assert!(choose_interface(&only_02, None, None).is_err());
+        assert!(choose_interface(
+            &sdk_card("JSONRPC", "http://a"),
+            Some(Binding::HttpJson),
+            None
+        )
+        .is_err());
+        assert!(choose_interface(&json!({}), None, None).is_err());
         assert_eq!(NoSupportedInterface::REASON, "no_supported_interface");
     }
 
@@ -653,7 +779,10 @@ mod tests {
         assert_eq!(check_card(&served), []);
         // Chosen by the SDKs' rules, the served card leads to the gateway only.
         assert_eq!(
-            choose_interface(&served, None).expect("usable").url,
+            choose_interface(&served, None, None)
+                .expect("usable")
+                .interface
+                .url,
             "https://gw.example.com/agents/echo"
         );
         let open = serve_card(

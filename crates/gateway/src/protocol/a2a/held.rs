@@ -11,7 +11,7 @@ use hyper::http::uri::InvalidUri;
 use hyper::Uri;
 use serde_json::Value;
 
-use super::card::{check_card, choose_interface, Binding, Interface, NoSupportedInterface};
+use super::card::{check_card, choose_interface, Chosen, Interface, NoSupportedInterface, Prefer};
 use crate::protocol::{CardRefusal, InvalidCard, Violation};
 
 /// More interfaces than this is over the card budget: the gateway walks them on every fetch
@@ -34,15 +34,24 @@ pub struct HeldCard {
     pub capabilities: Vec<String>,
     /// `capabilities.extendedAgentCard`: GetExtendedAgentCard is forwarded only then.
     pub extended: bool,
+    /// What `/agents` warns of in the card (`card_warnings`), as codes.
+    pub warnings: Vec<&'static str>,
     /// The interface's URL under the agent's configured origin, parsed once (see
     /// [`HeldCard::endpoint`]), with that origin.
     endpoint: OnceLock<(Box<str>, Uri)>,
 }
 
 impl HeldCard {
-    /// Check a fetched card and choose its interface (`binding` when configured). A card with
-    /// no interface the gateway speaks is refused as [`CardRefusal::NoSupportedInterface`].
-    pub fn compile(doc: Value, binding: Option<Binding>) -> Result<HeldCard, InvalidCard> {
+    /// Check a fetched card and choose its interface (as `prefer` asks, when configured). A
+    /// 0.3 card (no `supportedInterfaces`) is read as the 1.0 card it is
+    /// (`v0_3::card::to_v1`), its interfaces at 0.3. A card with no interface the gateway
+    /// speaks is refused as [`CardRefusal::NoSupportedInterface`].
+    pub fn compile(doc: Value, prefer: Prefer) -> Result<HeldCard, InvalidCard> {
+        let doc = if super::v0_3::card::is_v0_3_card(&doc) {
+            super::v0_3::card::to_v1(doc)
+        } else {
+            doc
+        };
         let found = check_card(&doc);
         if !found.is_empty() {
             return Err(InvalidCard {
@@ -71,14 +80,16 @@ impl HeldCard {
                 });
             }
         }
-        let interface =
-            choose_interface(&doc, binding).map_err(|NoSupportedInterface { message }| {
-                InvalidCard {
-                    kind: CardRefusal::NoSupportedInterface,
-                    message,
-                    details: Vec::new(),
-                }
-            })?;
+        let Chosen {
+            interface,
+            warnings,
+        } = choose_interface(&doc, prefer.binding, prefer.version).map_err(
+            |NoSupportedInterface { message }| InvalidCard {
+                kind: CardRefusal::NoSupportedInterface,
+                message,
+                details: Vec::new(),
+            },
+        )?;
         let display_name = doc
             .get("name")
             .and_then(Value::as_str)
@@ -102,6 +113,7 @@ impl HeldCard {
             display_name,
             capabilities,
             extended,
+            warnings,
             endpoint: OnceLock::new(),
         })
     }
@@ -156,6 +168,7 @@ fn path_of(url: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::a2a::card::ProtocolVersion;
     use serde_json::json;
 
     fn card(interfaces: Value) -> Value {
@@ -176,7 +189,7 @@ mod tests {
                 {"url": "https://public.example.com/a2a/rest/?x=1", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
                 {"url": "https://public.example.com/a2a/jsonrpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
             ])),
-            None,
+            Prefer::default(),
         )
         .expect("valid");
         assert_eq!(held.interface.binding.as_str(), "HTTP+JSON");
@@ -189,7 +202,10 @@ mod tests {
             serde_json::from_value(json!("JSONRPC")).expect("a binding");
         let rpc = HeldCard::compile(
             card(held.doc["supportedInterfaces"].clone()),
-            Some(configured.into()),
+            Prefer {
+                binding: Some(configured.into()),
+                version: None,
+            },
         )
         .expect("valid");
         assert_eq!(rpc.interface_path(), "/a2a/jsonrpc");
@@ -199,7 +215,7 @@ mod tests {
     fn the_endpoint_is_the_configured_origin_and_the_interface_path_for_whichever_origin() {
         let rpc = HeldCard::compile(
             card(json!([{"url": "https://public.example.com/a2a/jsonrpc/", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}])),
-            None,
+            Prefer::default(),
         )
         .expect("valid");
         let first = rpc.endpoint("http://127.0.0.1:9000").expect("parses");
@@ -216,20 +232,58 @@ mod tests {
         let e = HeldCard::compile(
             card(
                 json!([{"url": "grpc://x", "protocolBinding": "GRPC", "protocolVersion": "1.0"},
-                {"url": "http://x/old", "protocolBinding": "JSONRPC", "protocolVersion": "0.3"}]),
+                {"url": "http://x/old", "protocolBinding": "JSONRPC", "protocolVersion": "0.2"}]),
             ),
-            None,
+            Prefer::default(),
         )
         .expect_err("no interface");
         assert_eq!(e.kind, CardRefusal::NoSupportedInterface);
         assert_eq!(e.kind.as_str(), "no_supported_interface");
-        let e = HeldCard::compile(json!({"name": "x"}), None).expect_err("invalid");
+        let e = HeldCard::compile(json!({"name": "x"}), Prefer::default()).expect_err("invalid");
         assert_eq!(e.kind, CardRefusal::Invalid);
         let many: Vec<Value> = (0..=MAX_INTERFACES)
             .map(|_| json!({"url": "http://x/", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}))
             .collect();
-        let e = HeldCard::compile(card(Value::Array(many)), None).expect_err("budget");
+        let e = HeldCard::compile(card(Value::Array(many)), Prefer::default()).expect_err("budget");
         assert_eq!(e.kind, CardRefusal::Budget);
+    }
+
+    #[test]
+    fn a_card_of_both_versions_is_used_at_1_0_unless_0_3_is_configured_and_a_0_3_card_at_0_3() {
+        let both = card(json!([
+            {"url": "http://x/v03", "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+            {"url": "http://x/v10", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+        ]));
+        let held = HeldCard::compile(both.clone(), Prefer::default()).expect("valid");
+        assert_eq!(held.interface.version, ProtocolVersion::V1_0);
+        assert_eq!(held.interface_path(), "/v10");
+        let configured: crate::config::A2aVersion =
+            serde_json::from_value(json!("0.3")).expect("a version");
+        let old = HeldCard::compile(
+            both,
+            Prefer {
+                binding: None,
+                version: Some(configured.into()),
+            },
+        )
+        .expect("valid");
+        assert_eq!(old.interface.version, ProtocolVersion::V0_3);
+        assert_eq!(old.interface_path(), "/v03");
+        let v03 = json!({
+            "name": "Old", "description": "d", "version": "1", "protocolVersion": "0.3.0",
+            "url": "http://x/rpc", "preferredTransport": "JSONRPC",
+            "capabilities": {"streaming": true}, "defaultInputModes": ["text/plain"],
+            "defaultOutputModes": ["text/plain"],
+            "skills": [{"id": "s", "name": "s", "description": "s", "tags": []}]
+        });
+        let held = HeldCard::compile(v03, Prefer::default()).expect("a 0.3 card is read");
+        assert_eq!(held.interface.version, ProtocolVersion::V0_3);
+        assert_eq!(held.interface_path(), "/rpc");
+        assert!(held.warnings.is_empty());
+        let unstated = card(json!([{"url": "http://x/a", "protocolBinding": "JSONRPC"}]));
+        let held = HeldCard::compile(unstated, Prefer::default()).expect("taken as 1.0");
+        assert_eq!(held.interface.version, ProtocolVersion::V1_0);
+        assert_eq!(held.warnings, ["missing_protocol_version"]);
     }
 
     #[test]

@@ -30,6 +30,7 @@ pub mod push;
 pub mod spelling;
 pub mod state;
 pub mod stream;
+pub mod v0_3;
 pub mod version;
 
 pub use error::{A2aError, ErrorKind};

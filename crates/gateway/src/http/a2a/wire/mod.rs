@@ -1,6 +1,7 @@
-//! The wire forms of A2A. A wire form is one version of the protocol over one binding: today
-//! A2A 1.0 over JSON-RPC ([`v1_jsonrpc`]) and A2A 1.0 over HTTP+JSON ([`v1_http_json`]). Each
-//! is one module of the same shape, implementing [`Form`] both ways:
+//! The wire forms of A2A. A wire form is one version of the protocol over one binding: A2A 1.0
+//! over JSON-RPC ([`v1_jsonrpc`]) and over HTTP+JSON ([`v1_http_json`]), A2A 0.3 over JSON-RPC
+//! ([`v0_3_jsonrpc`]) and over HTTP+JSON ([`v0_3_http_json`]). Each is one module of the same
+//! shape, implementing [`Form`] both ways:
 //!
 //! - **a client's side**: a request read into the one neutral operation (`protocol::a2a::Call`,
 //!   and the [`Echo`] its answers carry back), and the neutral answer, error and stream event
@@ -21,6 +22,8 @@
 //! (`frame::Neutral`): what an idempotent SendMessage keeps for its replays, whatever form the
 //! retry comes in. A form writes it out ([`Form::answer`]).
 
+pub mod v0_3_http_json;
+pub mod v0_3_jsonrpc;
 pub mod v1_http_json;
 pub mod v1_jsonrpc;
 
@@ -33,7 +36,7 @@ use hyper::{HeaderMap, Method as Verb, Response, Uri};
 
 use crate::http::body::Body;
 use crate::http::error::{ApiError, Code};
-use crate::protocol::a2a::card::Binding;
+use crate::protocol::a2a::card::{Binding, ProtocolVersion};
 use crate::protocol::a2a::held::HeldCard;
 use crate::protocol::a2a::{A2aError, Call, ErrorKind, Method, Reply};
 use crate::protocol::node::{Json, Node};
@@ -47,6 +50,9 @@ use self::v1_jsonrpc::envelope::RpcId;
 pub trait Form: Sync + Send + fmt::Debug {
     /// Its `binding` label on `a2a_gateway_a2a_requests_total`.
     fn label(&self) -> &'static str;
+
+    /// Its `version` label on `a2a_gateway_a2a_requests_total` (`1.0`, `0.3`).
+    fn version_label(&self) -> &'static str;
 
     /// The interface a served card lists for clients of this form, the agent's routes being
     /// under `root` (`{public base}/agents/{name}`).
@@ -129,6 +135,11 @@ impl Front {
     /// The metric label of the client's form.
     pub fn label(&self) -> &'static str {
         self.form.label()
+    }
+
+    /// The metric label of the client's version.
+    pub fn version_label(&self) -> &'static str {
+        self.form.version_label()
     }
 
     /// The neutral answer to a call of `method`, written for this client.
@@ -224,28 +235,54 @@ impl AgentAnswer<'_> {
 }
 
 /// The forms the gateway serves clients in, in the order a served card lists them (its
-/// preference: an SDK that reads the card takes the first it speaks).
-const SERVED: [&dyn Form; 2] = [&v1_http_json::V1HttpJson, &v1_jsonrpc::V1JsonRpc];
+/// preference: an SDK that reads the card takes the first it speaks; a 0.3 client reads the
+/// 0.3 fields, written from the first 0.3 interface: JSON-RPC, as 0.3's default transport).
+const SERVED: [&dyn Form; 4] = [
+    &v1_http_json::V1HttpJson,
+    &v1_jsonrpc::V1JsonRpc,
+    &v0_3_jsonrpc::V03JsonRpc,
+    &v0_3_http_json::V03HttpJson,
+];
 
 /// The served card's `supportedInterfaces` for an agent whose routes are under `root`.
 pub fn served_interfaces(root: &str) -> Vec<Value> {
     SERVED.iter().map(|f| f.interface(root)).collect()
 }
 
-/// The form a client speaks on a route: `jsonrpc` under an agent, and the fleet's `/a2a`
-/// (`tail` `None`), are JSON-RPC; every other path under an A2A agent is HTTP+JSON.
-pub fn of_route(tail: Option<&str>) -> &'static dyn Form {
+/// The version a client's request names: `A2A-Version` by header, else query parameter
+/// (§3.6); `None` when it names none.
+pub fn asked_version(headers: &HeaderMap, query: Option<&str>) -> Option<String> {
+    use crate::protocol::a2a::VERSION_HEADER;
+    match headers.get(VERSION_HEADER).and_then(|v| v.to_str().ok()) {
+        Some(h) => Some(h.to_owned()),
+        None => crate::protocol::percent::query_param(query, VERSION_HEADER),
+    }
+}
+
+/// The form a client speaks on a route, by the route and the version it asks (`asked`,
+/// [`asked_version`]). The fleet's `/a2a` (`tail` `None`) is 1.0 JSON-RPC (0.3 has no tenant
+/// to name the agent). Under an agent, `jsonrpc` (or `jsonrpc/`) is JSON-RPC and `v1/...`
+/// 0.3's HTTP+JSON, each at 0.3 when the version is absent, empty or 0.3 (§3.6) and at 1.0
+/// otherwise (whose version check then refuses what is not 1.0); every other path is 1.0's
+/// HTTP+JSON. A 1.0 client's tenant named `v1` is therefore reached only with A2A-Version 1.0.
+pub fn of_route(tail: Option<&str>, asked: Option<&str>) -> &'static dyn Form {
+    let old = asked.is_none_or(|v| v.trim().is_empty() || crate::protocol::a2a::v0_3::is_v0_3(v));
     match tail {
-        None | Some("jsonrpc") => &v1_jsonrpc::V1JsonRpc,
+        None => &v1_jsonrpc::V1JsonRpc,
+        Some("jsonrpc" | "jsonrpc/") if old => &v0_3_jsonrpc::V03JsonRpc,
+        Some("jsonrpc" | "jsonrpc/") => &v1_jsonrpc::V1JsonRpc,
+        Some(t) if old && t.starts_with("v1/") => &v0_3_http_json::V03HttpJson,
         Some(_) => &v1_http_json::V1HttpJson,
     }
 }
 
 /// The form the gateway speaks to an agent over the interface its card offers.
-pub fn of_interface(binding: Binding) -> &'static dyn Form {
-    match binding {
-        Binding::JsonRpc => &v1_jsonrpc::V1JsonRpc,
-        Binding::HttpJson => &v1_http_json::V1HttpJson,
+pub fn of_interface(binding: Binding, version: ProtocolVersion) -> &'static dyn Form {
+    match (binding, version) {
+        (Binding::JsonRpc, ProtocolVersion::V1_0) => &v1_jsonrpc::V1JsonRpc,
+        (Binding::HttpJson, ProtocolVersion::V1_0) => &v1_http_json::V1HttpJson,
+        (Binding::JsonRpc, ProtocolVersion::V0_3) => &v0_3_jsonrpc::V03JsonRpc,
+        (Binding::HttpJson, ProtocolVersion::V0_3) => &v0_3_http_json::V03HttpJson,
     }
 }
 
@@ -268,6 +305,31 @@ fn v1_version(headers: &HeaderMap, query: Option<&str>) -> Result<(), A2aError> 
     let header = headers.get(VERSION_HEADER).and_then(|v| v.to_str().ok());
     let query = crate::protocol::percent::query_param(query, VERSION_HEADER);
     version::check(header, query.as_deref())
+}
+
+/// A2A 0.3's version check, for the 0.3 forms: absent, empty (§3.6: read as 0.3) or 0.3.
+fn v0_3_version(headers: &HeaderMap, query: Option<&str>) -> Result<(), A2aError> {
+    match asked_version(headers, query) {
+        Some(v) if !v.trim().is_empty() && !crate::protocol::a2a::v0_3::is_v0_3(&v) => {
+            Err(A2aError::new(
+                ErrorKind::VersionNotSupported,
+                format!(
+                    "A2A-Version {:?} is not supported here; this route serves 0.3 (and 1.0 with A2A-Version: 1.0)",
+                    v.chars().take(32).collect::<String>()
+                ),
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// A2A 0.3's version header towards an agent, for the 0.3 forms (as a2a-sdk 1.3's client
+/// sends it to a 0.3 agent; 0.3's SDK servers do not read it).
+fn v0_3_agent_headers(headers: &mut HeaderMap) {
+    headers.insert(
+        HeaderName::from_static("a2a-version"),
+        HeaderValue::from_static(crate::protocol::a2a::v0_3::VERSION),
+    );
 }
 
 /// A2A 1.0's version header towards an agent, for the 1.0 forms.

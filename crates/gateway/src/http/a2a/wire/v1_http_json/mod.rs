@@ -30,6 +30,10 @@ impl Form for V1HttpJson {
         "HTTP+JSON"
     }
 
+    fn version_label(&self) -> &'static str {
+        crate::protocol::a2a::version::SERVED
+    }
+
     fn interface(&self, root: &str) -> serde_json::Value {
         serde_json::json!({"url": root, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"})
     }

@@ -86,8 +86,63 @@ fn refused(id: Option<RpcId>, kind: ErrorKind, message: impl Into<String>) -> Re
     }
 }
 
-/// Reads a client's request body.
+/// Reads a client's request body (A2A 1.0's method names: a 0.3 name is
+/// VersionNotSupportedError, anything else MethodNotFound).
 pub fn parse_request(body: &[u8]) -> Result<Request, Refused> {
+    let Envelope {
+        id,
+        method,
+        mut params,
+    } = read_envelope(body, v1_method)?;
+    // Proto names (`message_id`) read as JSON names, once, before anything looks at a field.
+    if let Err(e) = crate::protocol::a2a::spelling::to_json_names(method, &mut params) {
+        return Err(Refused {
+            id: Some(id),
+            error: Box::new(e),
+        });
+    }
+    Ok(Request {
+        id,
+        call: Call::new(method, params),
+    })
+}
+
+/// The operation a 1.0 method name is.
+fn v1_method(name: &str) -> Result<Method, A2aError> {
+    if let Some(m) = Method::parse(name) {
+        return Ok(m);
+    }
+    let shown: String = name.chars().take(64).collect();
+    if crate::protocol::a2a::v0_3::method_of(name).is_some() {
+        return Err(A2aError::new(
+            ErrorKind::VersionNotSupported,
+            format!("{shown:?} is an A2A 0.3 method, and this request is A2A 1.0: send it without A2A-Version 1.0"),
+        ));
+    }
+    Err(A2aError::new(
+        ErrorKind::MethodNotFound,
+        format!("Method not found: {shown:?}"),
+    ))
+}
+
+/// A request envelope as read: its id, the operation its method names, and its params as
+/// they came.
+#[derive(Debug)]
+pub struct Envelope {
+    /// The id to echo.
+    pub id: RpcId,
+    /// The operation.
+    pub method: Method,
+    /// The params, as sent.
+    pub params: Map<String, Value>,
+}
+
+/// Reads a client's request envelope, its method name read by `method` (one version's
+/// names): see the module doc for what is refused.
+pub fn read_envelope(
+    body: &[u8],
+    method: fn(&str) -> Result<Method, A2aError>,
+) -> Result<Envelope, Refused> {
     let doc = json::parse(body).map_err(|e| {
         refused(
             None,
@@ -141,16 +196,17 @@ pub fn parse_request(body: &[u8]) -> Result<Request, Refused> {
             ))
         }
     };
-    let Some(method) = Method::parse(name) else {
-        let shown: String = name.chars().take(64).collect();
-        return Err(refused(
-            Some(id),
-            ErrorKind::MethodNotFound,
-            format!("Method not found: {shown:?}"),
-        ));
+    let method = match method(name) {
+        Ok(m) => m,
+        Err(e) => {
+            return Err(Refused {
+                id: Some(id),
+                error: Box::new(e),
+            })
+        }
     };
     // Moved out of the document, not copied: the params are the bulk of a request.
-    let mut params = match obj.remove("params") {
+    let params = match obj.remove("params") {
         None => Map::new(),
         Some(Value::Object(p)) => p,
         Some(_) => {
@@ -164,17 +220,7 @@ pub fn parse_request(body: &[u8]) -> Result<Request, Refused> {
             })
         }
     };
-    // Proto names (`message_id`) read as JSON names, once, before anything looks at a field.
-    if let Err(e) = crate::protocol::a2a::spelling::to_json_names(method, &mut params) {
-        return Err(Refused {
-            id: Some(id),
-            error: Box::new(e),
-        });
-    }
-    Ok(Request {
-        id,
-        call: Call::new(method, params),
-    })
+    Ok(Envelope { id, method, params })
 }
 
 /// A success response to the client: `{"jsonrpc":"2.0","id":…,"result":…}`. For a method that
@@ -471,8 +517,13 @@ mod tests {
             refused_with(r#"{"id":1,"method":"GetTask"}"#),
             (one.clone(), InvalidRequest)
         );
+        // A 0.3 method in a 1.0 request is the version's refusal (-32009), not -32601.
         assert_eq!(
             refused_with(r#"{"jsonrpc":"2.0","id":1,"method":"message/send","params":{}}"#),
+            (one.clone(), VersionNotSupported)
+        );
+        assert_eq!(
+            refused_with(r#"{"jsonrpc":"2.0","id":1,"method":"message/sned","params":{}}"#),
             (one.clone(), MethodNotFound)
         );
         assert_eq!(

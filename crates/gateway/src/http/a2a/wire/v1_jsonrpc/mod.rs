@@ -42,6 +42,10 @@ impl Form for V1JsonRpc {
         "JSONRPC"
     }
 
+    fn version_label(&self) -> &'static str {
+        crate::protocol::a2a::version::SERVED
+    }
+
     fn interface(&self, root: &str) -> Value {
         serde_json::json!({"url": format!("{root}/jsonrpc"), "protocolBinding": "JSONRPC", "protocolVersion": "1.0"})
     }
@@ -138,7 +142,7 @@ impl Form for V1JsonRpc {
         call: &Call,
         written: Option<&[u8]>,
     ) -> Result<Written, ApiError> {
-        let id = RpcId::Str(format!("gw-{}", NEXT_ID.fetch_add(1, Ordering::Relaxed)));
+        let id = gateway_id();
         let tenant = held.interface.tenant.as_deref();
         let body = envelope::agent_request(&id, call, tenant, written);
         let url = held.endpoint(origin).map_err(super::unbuildable)?;
@@ -195,8 +199,13 @@ impl Form for V1JsonRpc {
     }
 }
 
-/// The id a JSON-RPC request was sent with (a `Sent` of this form always has one).
-fn sent_id(sent: &Sent) -> Result<&RpcId, A2aError> {
+/// A new id of the gateway's own for a request to a JSON-RPC agent (any version's).
+pub(super) fn gateway_id() -> RpcId {
+    RpcId::Str(format!("gw-{}", NEXT_ID.fetch_add(1, Ordering::Relaxed)))
+}
+
+/// The id a JSON-RPC request was sent with (a `Sent` of a JSON-RPC form always has one).
+pub(super) fn sent_id(sent: &Sent) -> Result<&RpcId, A2aError> {
     sent.id.as_ref().ok_or_else(|| {
         A2aError::gateway(
             "INTERNAL",
@@ -244,16 +253,18 @@ pub fn is_endpoint(path: &str) -> bool {
     let mut segs = path.split('/');
     matches!(
         (segs.next(), segs.next(), segs.next(), segs.next(), segs.next()),
-        (Some(""), Some("agents"), Some(n), Some("jsonrpc"), None) if !n.is_empty()
+        (Some(""), Some("agents"), Some(n), Some("jsonrpc"), None | Some("")) if !n.is_empty()
     )
 }
 
-/// Whether a JSON-RPC body calls `SubscribeToTask`.
+/// Whether a JSON-RPC body calls `SubscribeToTask` (or 0.3's `tasks/resubscribe`).
 pub fn subscribes(body: &[u8]) -> bool {
+    const SUBSCRIBE: [&str; 2] = ["SubscribeToTask", "tasks/resubscribe"];
     #[derive(serde::Deserialize)]
     struct Called<'a> {
         #[serde(borrow)]
         method: Option<&'a str>,
     }
-    serde_json::from_slice::<Called<'_>>(body).is_ok_and(|c| c.method == Some("SubscribeToTask"))
+    serde_json::from_slice::<Called<'_>>(body)
+        .is_ok_and(|c| c.method.is_some_and(|m| SUBSCRIBE.contains(&m)))
 }
