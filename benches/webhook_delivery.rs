@@ -224,6 +224,7 @@ async fn record_a2a(ledger: &Arc<RedisLedger>, ids: &[String], url: &str, base: 
                     token: Some(PUSH_TOKEN.into()),
                     scheme: Some(PUSH_SCHEME.into()),
                     credentials: Some(PUSH_CREDENTIALS.into()),
+                    version: None,
                 };
                 let put = ledger
                     .put_push_config(&key, &id, Bytes::from(config.encode()), 10)

@@ -293,7 +293,7 @@ async fn the_edges_answer_in_each_bindings_own_shape() {
         &http,
         Method::POST,
         "/agents/e/jsonrpc",
-        &[("content-type", "application/json")],
+        &[("content-type", "application/json"), ("a2a-version", "1.0")],
         &json_rpc("1", "GetTask"),
     )
     .await;
@@ -306,6 +306,26 @@ async fn the_edges_answer_in_each_bindings_own_shape() {
     assert_eq!(
         (v["id"].clone(), v["error"]["data"][0]["reason"].clone()),
         (Value::Null, json!("UNAUTHORIZED")),
+        "{v}"
+    );
+    // Without A2A-Version the request is 0.3's (§3.6), and so is its refusal: the same status,
+    // 0.3's error (no ErrorInfo: `data` is an object naming the reason).
+    let (status, _, v) = raw(
+        &http,
+        Method::POST,
+        "/agents/e/jsonrpc",
+        &[("content-type", "application/json")],
+        &json_rpc("1", "GetTask"),
+    )
+    .await;
+    assert_eq!(status, 401, "{v}");
+    assert_eq!(
+        (
+            v["id"].clone(),
+            v["error"]["code"].clone(),
+            v["error"]["data"]["reason"].clone()
+        ),
+        (Value::Null, json!(-32000), json!("UNAUTHORIZED")),
         "{v}"
     );
     let (status, r, v) = raw(

@@ -126,8 +126,18 @@ async fn the_served_card_names_only_the_gateway() {
             json!([
                 {"url": format!("{}/agents/echo", http.base), "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
                 {"url": format!("{}/agents/echo/jsonrpc", http.base), "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+                {"url": format!("{}/agents/echo/jsonrpc", http.base), "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+                {"url": format!("{}/agents/echo", http.base), "protocolBinding": "HTTP+JSON", "protocolVersion": "0.3"},
             ]),
             "{card}"
+        );
+        // And 0.3's fields, for 0.3's clients: the gateway's 0.3 interfaces, JSON-RPC first.
+        assert_eq!(card["url"], format!("{}/agents/echo/jsonrpc", http.base));
+        assert_eq!(card["preferredTransport"], "JSONRPC");
+        assert_eq!(card["protocolVersion"], "0.3.0");
+        assert_eq!(
+            card["additionalInterfaces"],
+            json!([{"url": format!("{}/agents/echo", http.base), "transport": "HTTP+JSON"}])
         );
         // The agent streams, and the gateway serves its streams; the gateway keeps and
         // delivers push configs itself, whatever the agent does.

@@ -43,6 +43,7 @@ mod a2a_sdk;
 /// both spellings of one field refused, another client's task named either way refused alike.
 mod a2a_spelling;
 mod a2a_streams;
+mod a2a_v0_3;
 /// No agent address reaches a client: `public_url` (else `Host`, never `X-Forwarded-*`), file
 /// links and content redirects rewritten or refused, and a scan of every route for the address.
 mod addresses;

@@ -132,10 +132,19 @@ impl Drop for SdkAgent {
 fn spawn_listening(script: &str, args: &[std::ffi::OsString]) -> (Child, String) {
     require_sdks();
     let mut cmd = Command::new("python3");
-    cmd.arg(repo(script))
-        .args(["--port", "0"])
-        .args(args)
-        .stdin(Stdio::null())
+    cmd.arg(repo(script)).args(["--port", "0"]).args(args);
+    listening(cmd, script)
+}
+
+/// Start `cmd` (a peer that prints `listening on URL` once it accepts) and wait for that line
+/// (what it wrote on stderr is told if it never comes): the child and the URL. `script` names
+/// it in a failure.
+pub fn listening(mut cmd: Command, script: &str) -> (Child, String) {
+    let args: Vec<String> = cmd
+        .get_args()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let mut child = cmd

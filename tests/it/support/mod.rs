@@ -20,6 +20,7 @@ pub use a2a_sample_agent as sample;
 pub mod a2a_calls;
 pub mod a2a_script;
 pub mod a2a_sdk;
+pub mod a2a_v0_3;
 pub mod cdp;
 pub mod child;
 pub mod collector;

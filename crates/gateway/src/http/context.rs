@@ -72,6 +72,9 @@ pub struct Ctx {
     /// When the pipeline took the request: a lower bound of the time of anything an agent
     /// answered to it (`Ctx::started_ms`).
     pub started: std::time::Instant,
+    /// The official A2A version the client speaks on an A2A call (`1.0`, `0.3`; set by the
+    /// A2A call path once its wire form is known): what the configs it makes are delivered in.
+    pub speaks: Option<&'static str>,
 }
 
 impl Ctx {
@@ -91,6 +94,7 @@ impl Ctx {
             cert_subject: None,
             trace: self.trace.clone(),
             started: self.started,
+            speaks: self.speaks,
         }
     }
 

@@ -61,6 +61,7 @@ pub async fn handle(state: &Arc<State>, conn: &Conn, req: Request) -> Response<B
         cert_subject: conn.cert_subject.clone(),
         trace: None,
         started,
+        speaks: None,
     };
     let origin = cors::origin(state, req.headers());
     // 2. route (the path is copied: the route borrows it while the handler owns the request)

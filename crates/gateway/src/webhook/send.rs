@@ -216,7 +216,8 @@ impl Sender {
         self.post(req, msg, trace, now).await
     }
 
-    /// Make one attempt at an A2A push config: the StreamResponse as `application/a2a+json`,
+    /// Make one attempt at an A2A push config: the StreamResponse as `application/a2a+json`
+    /// (for a config a 0.3 client made, 0.3's bare object of a2a.json, as `application/json`),
     /// with the config's `X-A2A-Notification-Token` and `Authorization: {scheme} {credentials}`
     /// (as a2a-sdk's receivers read them), and `webhook-id` and `webhook-timestamp` (the same
     /// id on every retry) so a receiver can drop duplicates. The URL is checked by the guard
@@ -235,10 +236,27 @@ impl Sender {
             Ok(u) => u,
             Err(e) => return failed(format!("push config url refused: {e}")),
         };
-        let mut req = Request::builder()
-            .method(Method::POST)
-            .uri(uri)
-            .header(header::CONTENT_TYPE, "application/a2a+json")
+        let mut req = Request::builder().method(Method::POST).uri(uri);
+        let v0_3 = cfg.version.as_deref() == Some(crate::protocol::a2a::v0_3::VERSION);
+        let translated;
+        let msg = if v0_3 {
+            translated = Message {
+                payload: in_v0_3(&msg.payload),
+                ..msg.clone()
+            };
+            &translated
+        } else {
+            msg
+        };
+        req = req
+            .header(
+                header::CONTENT_TYPE,
+                if v0_3 {
+                    "application/json"
+                } else {
+                    "application/a2a+json"
+                },
+            )
             .header(
                 header::USER_AGENT,
                 concat!("a2a-gateway/", env!("CARGO_PKG_VERSION")),
@@ -331,5 +349,20 @@ fn failed(summary: String) -> Attempt {
         retry_after: None,
         summary,
         class: "error",
+    }
+}
+
+/// A delivery's StreamResponse as a 0.3 receiver reads it: the bare object of a2a.json with its
+/// `kind` (`protocol::a2a::v0_3`); bytes that are no JSON go as they are.
+fn in_v0_3(payload: &Bytes) -> Bytes {
+    match serde_json::from_slice::<serde_json::Value>(payload) {
+        Ok(v) => {
+            let bare = crate::protocol::a2a::v0_3::model::event_out(
+                crate::protocol::a2a::v0_3::model::Style::Json,
+                v,
+            );
+            Bytes::from(serde_json::to_vec(&bare).unwrap_or_default())
+        }
+        Err(_) => payload.clone(),
     }
 }

@@ -239,7 +239,14 @@ pub async fn run(start: Start, up: Upstream) {
                 _ = topic.closed.notified() => None,
             };
             match opened {
-                Some(b) => (b, Reader::new(hub.config().max_event_bytes)),
+                Some(b) => {
+                    if !feed.sent.task_first() {
+                        // The agent's form sends no Task first (0.3's resubscribe streams only
+                        // what comes next): joiners start from the task as the ledger has it.
+                        feed.open_with_ledgers_task();
+                    }
+                    (b, Reader::new(hub.config().max_event_bytes))
+                }
                 None => return,
             }
         }
@@ -482,6 +489,16 @@ impl Feed {
             return Next::Over;
         }
         Next::On
+    }
+
+    /// Opens the topic with the task as the ledger has it now as every joiner's first event
+    /// (for an agent whose resubscription sends no Task first).
+    fn open_with_ledgers_task(&mut self) {
+        let (snapshot, _) =
+            a2a_ledger::bounded_whole(&self.state, &self.agent.cfg.name, &self.task);
+        self.published = true;
+        self.topic.set_snapshot(self.n, snapshot);
+        self.topic.set_phase(Phase::Open);
     }
 
     fn refused_past_end(&self) {

@@ -102,6 +102,7 @@ async fn call(
     } else {
         (req.into_parts().0, bytes::Bytes::new())
     };
+    ctx.speaks = Some(form.version_label());
     let (mut call, front) = match form.read(&verb, tail, query.as_deref(), &body) {
         Read::Call(call, echo) => (call, Front { form, echo }),
         Read::NotAllowed(e) => return Err(e),

@@ -78,7 +78,8 @@ pub async fn op(
         Method::CreateTaskPushNotificationConfig => {
             // Without an id, the config's id is the task's (as a2a-sdk's servers do): one
             // config per task, replaced by the next without an id.
-            let cfg = push::read(&call.params, || id.to_owned())?;
+            let mut cfg = push::read(&call.params, || id.to_owned())?;
+            cfg.version = version_of(ctx);
             guard(state, &cfg.url).await?;
             store(state, &key, &cfg).await?;
             if !record.head.status.is_terminal() {
@@ -203,9 +204,21 @@ impl SendEntry {
     }
 }
 
+/// The version a config made by this request's client is delivered in: 0.3's, for a 0.3
+/// client; none (1.0's) otherwise.
+fn version_of(ctx: &Ctx) -> Option<String> {
+    ctx.speaks
+        .filter(|v| *v == crate::protocol::a2a::v0_3::VERSION)
+        .map(str::to_owned)
+}
+
 /// SendMessage's inline config, read, checked and guarded before the agent is called, and
 /// taken out of the message: the agent never sees it.
-pub async fn take_inline(state: &State, call: &mut Call) -> Result<Option<PushConfig>, Failure> {
+pub async fn take_inline(
+    state: &State,
+    ctx: &Ctx,
+    call: &mut Call,
+) -> Result<Option<PushConfig>, Failure> {
     let Some(conf) = call
         .params
         .get_mut("configuration")
@@ -220,10 +233,11 @@ pub async fn take_inline(state: &State, call: &mut Call) -> Result<Option<PushCo
         return Ok(None);
     };
     // Without an id, the task's id once the answer names it (`keep_inline`).
-    let cfg = push::read(&o, String::new).map_err(|mut e| {
+    let mut cfg = push::read(&o, String::new).map_err(|mut e| {
         e.message = format!("configuration.taskPushNotificationConfig.{}", e.message);
         Failure::from(e)
     })?;
+    cfg.version = version_of(ctx);
     guard(state, &cfg.url).await?;
     Ok(Some(cfg))
 }
@@ -444,9 +458,17 @@ pub async fn ingest(state: &State, ctx: &mut Ctx, agent: Arc<Agent>, req: Reques
         .max_body_bytes
         .min(crate::upstream::MAX_AGENT_JSON);
     let (_, body) = read_body(req, limit).await?;
-    let mut event = crate::protocol::json::parse(&body).map_err(|e| {
+    let event = crate::protocol::json::parse(&body).map_err(|e| {
         refuse("invalid");
         ApiError::from(e)
+    })?;
+    // In the agent's version: read as its form reads a push.
+    let form = held_card(&agent)
+        .map(|h| super::wire::of_interface(h.interface.binding, h.interface.version))
+        .map_err(|_| ApiError::new(Code::AgentUnavailable, "the agent has no card"))?;
+    let mut event = form.read_push(event).map_err(|e| {
+        refuse("invalid");
+        ApiError::new(Code::InvalidRequest, e.message).with_details(e.details)
     })?;
     // Read into the gateway like any answer of the agent's: its file URLs rewritten first.
     super::files::localize(

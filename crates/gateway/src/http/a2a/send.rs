@@ -54,7 +54,7 @@ async fn send_checked(
 ) -> Result<Response<Body>, Failure> {
     // An inline push config is the gateway's to keep: checked and guarded now, taken out of
     // the message (the agent never sees it), stored once the answer names the task.
-    let push = super::push_configs::take_inline(state, &mut call).await?;
+    let push = super::push_configs::take_inline(state, ctx, &mut call).await?;
     let held = message::before_agent(state, ctx, agent, &call).await?;
     let name = agent.cfg.name.as_str();
     let continues = call

@@ -195,7 +195,7 @@ async fn send(
 ) -> Result<Opened, Failure> {
     // An inline push config is the gateway's, as on SendMessage: taken out of the message,
     // kept once the first event names the task.
-    let push = super::push_configs::take_inline(state, &mut call).await?;
+    let push = super::push_configs::take_inline(state, ctx, &mut call).await?;
     let held = before_agent(state, ctx, agent, &call).await?;
     let kill = kill_of(ctx, http1);
     shared(

@@ -33,6 +33,13 @@ struct Entry<'a> {
     /// An A2A agent's binding towards the agent (the card's interface the gateway uses).
     #[serde(skip_serializing_if = "Option::is_none")]
     binding: Option<&'static str>,
+    /// An A2A agent's version in use towards the agent (`1.0`, `0.3`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    a2a_version: Option<&'static str>,
+    /// What the card got wrong that the gateway read past, as codes
+    /// (`missing_protocol_version`); left out when nothing.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    card_warnings: Vec<&'static str>,
     /// The card as the gateway serves it (on `GET /agents`): the URL a client starts from.
     #[serde(skip_serializing_if = "Option::is_none")]
     card_url: Option<String>,
@@ -97,6 +104,16 @@ fn entry<'a>(
             .as_deref()
             .and_then(|c| c.a2a())
             .map(|c| c.interface.binding.as_str()),
+        a2a_version: s
+            .card
+            .as_deref()
+            .and_then(|c| c.a2a())
+            .map(|c| c.interface.version.as_str()),
+        card_warnings: s
+            .card
+            .as_deref()
+            .and_then(|c| c.a2a())
+            .map_or_else(Vec::new, |c| c.warnings.clone()),
         agent_id: s.card.as_deref().and_then(|c| c.agent_id()),
         display_name: s.card.as_deref().map(|c| c.display_name()),
         capabilities: s.card.as_deref().map(|c| c.capabilities()),

@@ -44,6 +44,10 @@ pub struct PushConfig {
     /// {credentials}`; never served back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credentials: Option<String>,
+    /// The A2A version of the client that made it, when not 1.0 (`0.3`): what its deliveries
+    /// are written in (0.3: the bare Task of a2a.json, as 0.3's SDK senders post it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
 }
 
 impl std::fmt::Debug for PushConfig {
@@ -57,6 +61,7 @@ impl std::fmt::Debug for PushConfig {
                 "credentials",
                 &self.credentials.as_ref().map(|_| "<redacted>"),
             )
+            .field("version", &self.version)
             .finish()
     }
 }
@@ -211,6 +216,7 @@ pub fn read(
         token,
         scheme,
         credentials,
+        version: None,
     })
 }
 

@@ -115,6 +115,18 @@ pub trait Form: Sync + Send + fmt::Debug {
 
     /// One event of the agent's stream (its data; `error`: sent as `event: error`) read back.
     fn read_event(&self, sent: &Sent, method: Method, data: &[u8], error: bool) -> Reply;
+
+    /// Whether the agent's SubscribeToTask stream starts with the Task (1.0, §3.1.6); 0.3's
+    /// `tasks/resubscribe` streams only the events after it.
+    fn task_first(&self) -> bool {
+        true
+    }
+
+    /// A push the agent POSTed to the gateway (its body, parsed) read into a StreamResponse:
+    /// 1.0's agents push one (or a Task) as it is in every binding.
+    fn read_push(&self, event: Value) -> Result<Value, A2aError> {
+        Ok(event)
+    }
 }
 
 /// What a client's form echoes in every answer to one request: a JSON-RPC request's id, or
@@ -205,6 +217,11 @@ impl Sent {
     /// One event of the agent's stream read back (see [`Form::read_event`]).
     pub fn read_event(&self, method: Method, data: &[u8], error: bool) -> Reply {
         self.form.read_event(self, method, data, error)
+    }
+
+    /// Whether the agent's SubscribeToTask starts with the Task (see [`Form::task_first`]).
+    pub fn task_first(&self) -> bool {
+        self.form.task_first()
     }
 }
 

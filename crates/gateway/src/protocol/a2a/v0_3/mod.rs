@@ -1,6 +1,6 @@
 //! A2A 0.3 (shared/spec/a2a-0.3.0/: specification.md, a2a.json, a2a.proto) as data, translated
-//! to and from A2A 1.0's ProtoJSON, the gateway's neutral form. No I/O: the 0.3 wire forms
-//! (`http::a2a::wire::v0_3_jsonrpc`, `v0_3_http_json`) and the card reader call these.
+//! to and from A2A 1.0's ProtoJSON, the gateway's neutral form. No I/O: the two 0.3 wire forms
+//! (in `http::a2a::wire`) and the card reader call these.
 //!
 //! 0.3 has two JSON spellings of the same objects, which differ only at the leaves ([`model`]):
 //! a2a.json's, on JSON-RPC (`kind` discriminators, lowercase kebab-case states and roles,
