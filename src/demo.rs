@@ -15,8 +15,19 @@ use a2a_sample_agent::{card_for, AgentOptions, NewArtifact, Progress, SampleAgen
 pub enum AgentProtocol {
     /// Clawpedia A2A 1.0 (the REST task protocol with schemas on the card).
     Clawpedia,
-    /// The official A2A 1.0 protocol: JSON-RPC and HTTP+JSON.
+    /// The official A2A protocol: JSON-RPC and HTTP+JSON.
     A2a,
+}
+
+/// The official A2A version a standalone sample agent speaks (`--a2a-version`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum AgentVersion {
+    /// A2A 1.0.
+    #[value(name = "1.0")]
+    V1_0,
+    /// A2A 0.3: a 0.3 card, 0.3's methods and shapes.
+    #[value(name = "0.3")]
+    V0_3,
 }
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -339,6 +350,8 @@ pub struct Standalone {
     pub push: Option<(String, String)>,
     /// The protocol it speaks.
     pub protocol: AgentProtocol,
+    /// The official protocol's version.
+    pub version: AgentVersion,
 }
 
 pub async fn sample_agent(run: Standalone) -> Result<(), String> {
@@ -349,7 +362,11 @@ pub async fn sample_agent(run: Standalone) -> Result<(), String> {
         agent_id,
         push,
         protocol,
+        version,
     } = run;
+    if version == AgentVersion::V0_3 && protocol != AgentProtocol::A2a {
+        return Err("--a2a-version is the official protocol's: give --protocol a2a".into());
+    }
     if protocol == AgentProtocol::A2a {
         if file_bytes > 0 || agent_id.is_some() || push.is_some() {
             return Err(
@@ -357,15 +374,27 @@ pub async fn sample_agent(run: Standalone) -> Result<(), String> {
                     .into(),
             );
         }
+        let base = match version {
+            AgentVersion::V1_0 => AgentOptions::a2a("Sample A2A Agent"),
+            AgentVersion::V0_3 => AgentOptions::a2a_v0_3("Sample A2A 0.3 Agent"),
+        };
         let opts = AgentOptions {
             listen: parse_addr(&listen)?,
             progress: progress.then(Progress::default),
             record_capacity: 0,
-            ..AgentOptions::a2a("Sample A2A Agent")
+            ..base
         };
         let agent = SampleAgent::start(opts).await.map_err(|e| e.to_string())?;
+        let rest = match version {
+            AgentVersion::V1_0 => "/a2a/rest",
+            AgentVersion::V0_3 => "/a2a/rest/v1",
+        };
         announce(&format!(
-            "sample A2A agent listening on {} (card {}{}, JSON-RPC /a2a/jsonrpc, HTTP+JSON /a2a/rest)",
+            "sample A2A {} agent listening on {} (card {}{}, JSON-RPC /a2a/jsonrpc, HTTP+JSON {rest})",
+            match version {
+                AgentVersion::V1_0 => "1.0",
+                AgentVersion::V0_3 => "0.3",
+            },
             agent.base_url(),
             agent.base_url(),
             a2a_sample_agent::A2A_CARD_PATH

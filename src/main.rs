@@ -94,6 +94,11 @@ enum Command {
         /// --agent-id and --push are Clawpedia's).
         #[arg(long, value_enum, default_value = "clawpedia")]
         protocol: demo::AgentProtocol,
+        /// The official protocol's version, with --protocol a2a: `0.3` serves a 0.3 card
+        /// (url, preferredTransport, no supportedInterfaces), 0.3's JSON-RPC methods at
+        /// /a2a/jsonrpc and 0.3's HTTP+JSON routes under /a2a/rest/v1.
+        #[arg(long = "a2a-version", value_enum, default_value = "1.0")]
+        a2a_version: demo::AgentVersion,
     },
     /// Health check: exit 0 if URL answers 2xx, 1 otherwise (for a container HEALTHCHECK).
     Probe {
@@ -147,6 +152,7 @@ fn main() -> ExitCode {
             push,
             ingest_token,
             protocol,
+            a2a_version,
         }) => {
             logs::init(LogFormat::Text);
             let standalone = demo::Standalone {
@@ -156,6 +162,7 @@ fn main() -> ExitCode {
                 agent_id,
                 push: push.zip(ingest_token),
                 protocol,
+                version: a2a_version,
             };
             run(demo::sample_agent(standalone))
         }

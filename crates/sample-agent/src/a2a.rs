@@ -5,7 +5,8 @@
 //!
 //! What a message does, by its text, as tests/a2a/agent.py (an agent on a2a-sdk's own server
 //! classes) does, so the official SDKs' clients see the same from both:
-//! - `hello`: COMPLETED with an artifact `Hello, world!`;
+//! - `hello`: COMPLETED with an artifact `Hello, world!`; `hello slowly`: WORKING, the same
+//!   after 1.5 s (to subscribe to);
 //! - `need input`: INPUT_REQUIRED, asking `what else?`; the next message on the task completes
 //!   it with an artifact `got: {text}` (multi-turn);
 //! - `slow`: WORKING until canceled (with `progress`, completed after the demo's delays);
@@ -15,8 +16,11 @@
 //!
 //! CancelTask cancels a live task (TaskNotCancelableError for a final one), GetTask reads one
 //! (`historyLength` applied), ListTasks lists the agent's own tasks newest first (one page: a
-//! gateway serves ListTasks from its ledger). Streaming and push configs are not served (the
-//! card says so). Tasks are bounded by `max_tasks`, the oldest evicted first.
+//! gateway serves ListTasks from its ledger). SendStreamingMessage and SubscribeToTask stream
+//! (`a2a_stream`); push configs are not served (the card says so). With
+//! `Protocol::A2aV0_3` every route speaks A2A 0.3 (`v0_3`): its method names, a2a.json's shapes
+//! on JSON-RPC, the 0.3 proto's on HTTP+JSON under `/a2a/rest/v1/`. Tasks are bounded by
+//! `max_tasks`, the oldest evicted first.
 
 use std::sync::Arc;
 
@@ -25,8 +29,10 @@ use hyper::header::{HeaderValue, CONTENT_TYPE};
 use hyper::{Response, StatusCode};
 use serde_json::{json, Map, Value};
 
+use super::a2a_stream;
 use super::body::OutBody;
 use super::shared::{lock, Shared};
+use super::v0_3::{self, Spelling};
 
 /// An A2A error: the JSON-RPC code, the HTTP status, the google.rpc code name and reason.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,9 +67,12 @@ impl Kind {
     }
 }
 
-struct Failure(Kind, String);
+pub(crate) struct Failure(Kind, String);
 
-type Answer = Result<Value, Failure>;
+/// How long `hello slowly` works before it completes.
+const HELLO_SLOWLY: std::time::Duration = std::time::Duration::from_millis(1500);
+
+pub(crate) type Answer = Result<Value, Failure>;
 
 fn fail(kind: Kind, message: impl Into<String>) -> Failure {
     Failure(kind, message.into())
@@ -88,6 +97,23 @@ fn agent_message(text: &str, task_id: &str, context_id: &str) -> Value {
 
 fn state_of(task: &Value) -> &str {
     task["status"]["state"].as_str().unwrap_or("")
+}
+
+/// Whether a task goes on by itself (WORKING, or SUBMITTED): a stream of it watches it.
+pub(crate) fn is_live(task: &Value) -> bool {
+    matches!(
+        state_of(task),
+        "TASK_STATE_WORKING" | "TASK_STATE_SUBMITTED"
+    )
+}
+
+/// Whether a stream ends at this state (§11.7: a final or interrupted one).
+pub(crate) fn ends_stream(state: &str) -> bool {
+    is_final(state)
+        || matches!(
+            state,
+            "TASK_STATE_INPUT_REQUIRED" | "TASK_STATE_AUTH_REQUIRED"
+        )
 }
 
 fn is_final(state: &str) -> bool {
@@ -133,7 +159,9 @@ fn act(task: &mut Value, text: &str) {
         return complete(task, Some(("answer", format!("got: {text}"))));
     }
     match text {
-        "hello" | "hello slowly" => complete(task, Some(("greeting", "Hello, world!".into()))),
+        "hello" => complete(task, Some(("greeting", "Hello, world!".into()))),
+        // Completed by `send` after HELLO_SLOWLY, as tests/a2a/agent.py's (to subscribe to).
+        "hello slowly" => set_status(task, "TASK_STATE_WORKING", None),
         "need input" => {
             let ask = agent_message("what else?", &tid, &ctx);
             history_push(task, ask.clone());
@@ -151,7 +179,7 @@ fn act(task: &mut Value, text: &str) {
 }
 
 /// SendMessage: a new task, the next turn of one, or (`message`) a Message.
-fn send(shared: &Arc<Shared>, params: &Map<String, Value>) -> Answer {
+pub(crate) fn send(shared: &Arc<Shared>, params: &Map<String, Value>) -> Answer {
     let Some(msg) = params.get("message").and_then(Value::as_object) else {
         return Err(fail(Kind::InvalidParams, "params.message is required"));
     };
@@ -221,6 +249,19 @@ fn send(shared: &Arc<Shared>, params: &Map<String, Value>) -> Answer {
     act(&mut task, text);
     let slow = state_of(&task) == "TASK_STATE_WORKING";
     lock(&shared.a2a).insert(task_id.clone(), task.clone());
+    if text == "hello slowly" {
+        let shared = shared.clone();
+        let task_id = task_id.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(HELLO_SLOWLY).await;
+            if let Some(t) = lock(&shared.a2a).map.get_mut(&task_id) {
+                if state_of(t) == "TASK_STATE_WORKING" {
+                    complete(t, Some(("greeting", "Hello, world!".into())));
+                }
+            }
+        });
+        return Ok(json!({ "task": task }));
+    }
     if let (true, Some(p)) = (slow, shared.progress) {
         let shared = shared.clone();
         tokio::spawn(async move {
@@ -252,7 +293,7 @@ fn with_history(mut task: Value, n: Option<u64>) -> Value {
     task
 }
 
-fn get(shared: &Shared, params: &Map<String, Value>) -> Answer {
+pub(crate) fn get(shared: &Shared, params: &Map<String, Value>) -> Answer {
     let id = task_id(params)?;
     let task = lock(&shared.a2a).map.get(id).cloned();
     let task = task.ok_or_else(|| fail(Kind::TaskNotFound, format!("no task {id:?}")))?;
@@ -310,10 +351,6 @@ fn call(shared: &Arc<Shared>, method: &str, params: &Map<String, Value>) -> Answ
         "GetTask" => get(shared, params),
         "CancelTask" => cancel(shared, params),
         "ListTasks" => list(shared, params),
-        "SendStreamingMessage" | "SubscribeToTask" => Err(fail(
-            Kind::Unsupported,
-            "streaming is not served (capabilities.streaming is false)",
-        )),
         "CreateTaskPushNotificationConfig"
         | "GetTaskPushNotificationConfig"
         | "ListTaskPushNotificationConfigs"
@@ -339,15 +376,32 @@ fn json(status: u16, content_type: &'static str, v: &Value) -> Response<OutBody>
     res
 }
 
-/// `POST /a2a/jsonrpc`: one JSON-RPC 2.0 request (§9).
+/// Whether the agent speaks 0.3 (`Protocol::A2aV0_3`).
+fn v0_3(shared: &Shared) -> bool {
+    shared.protocol == crate::Protocol::A2aV0_3
+}
+
+/// Whether a 1.0 method answers with a stream.
+fn streams(method: &str) -> bool {
+    matches!(method, "SendStreamingMessage" | "SubscribeToTask")
+}
+
+/// `POST /a2a/jsonrpc`: one JSON-RPC 2.0 request (§9; in 0.3, its method names and shapes).
 pub(crate) fn jsonrpc(shared: &Arc<Shared>, body: &[u8]) -> Response<OutBody> {
+    let old = v0_3(shared);
     let reply = |id: &Value, out: Answer| {
         let v = match out {
+            Ok(result) if old => {
+                json!({"jsonrpc": "2.0", "id": id, "result": v0_3::answer_out(Spelling::Json, &result)})
+            }
             Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
             Err(Failure(kind, message)) => {
                 let (code, _, _, reason) = kind.row();
-                json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message,
-                    "data": [error_info(reason)]}})
+                let mut error = json!({"code": code, "message": message});
+                if !old {
+                    error["data"] = json!([error_info(reason)]);
+                }
+                json!({"jsonrpc": "2.0", "id": id, "error": error})
             }
         };
         json(200, "application/json", &v)
@@ -357,7 +411,7 @@ pub(crate) fn jsonrpc(shared: &Arc<Shared>, body: &[u8]) -> Response<OutBody> {
         Err(_) => return reply(&Value::Null, Err(fail(Kind::Parse, "not JSON"))),
     };
     let id = req.get("id").cloned().unwrap_or(Value::Null);
-    let (Some("2.0"), Some(method)) = (
+    let (Some("2.0"), Some(name)) = (
         req.get("jsonrpc").and_then(Value::as_str),
         req.get("method").and_then(Value::as_str),
     ) else {
@@ -366,16 +420,52 @@ pub(crate) fn jsonrpc(shared: &Arc<Shared>, body: &[u8]) -> Response<OutBody> {
             Err(fail(Kind::InvalidRequest, "not a JSON-RPC 2.0 request")),
         );
     };
+    let method = if old {
+        match v0_3::method(name) {
+            Some(m) => m,
+            None => {
+                return reply(
+                    &id,
+                    Err(fail(Kind::MethodNotFound, "not an A2A 0.3 method")),
+                )
+            }
+        }
+    } else {
+        name
+    };
     let empty = Map::new();
-    let params = match req.get("params") {
-        None => &empty,
-        Some(Value::Object(p)) => p,
+    let mut params = match req.get("params") {
+        None => empty,
+        Some(Value::Object(p)) => p.clone(),
         Some(_) => return reply(&id, Err(fail(Kind::InvalidParams, "params is an object"))),
     };
-    reply(&id, call(shared, method, params))
+    if old {
+        if let Some(Value::Object(m)) = params.get("message") {
+            let m = v0_3::message_in(Spelling::Json, m);
+            params.insert("message".to_owned(), Value::Object(m));
+        }
+    }
+    if streams(method) {
+        let rpc_id = id.clone();
+        let frame: a2a_stream::Frame = Box::new(move |e| {
+            let result = if old {
+                v0_3::answer_out(Spelling::Json, e)
+            } else {
+                e.clone()
+            };
+            let doc = json!({"jsonrpc": "2.0", "id": rpc_id, "result": result});
+            Bytes::from(format!("data: {doc}\n\n"))
+        });
+        return match a2a_stream::open(shared, method, &params, frame) {
+            Ok(res) => res,
+            Err(e) => reply(&id, Err(e)),
+        };
+    }
+    reply(&id, call(shared, method, &params))
 }
 
-/// The HTTP+JSON binding (§11.3) under `/a2a/rest`: `tail` is the path after it.
+/// The HTTP+JSON binding (§11.3) under `/a2a/rest`: `tail` is the path after it (in 0.3, its
+/// routes under `/v1`, the 0.3 proto's JSON).
 pub(crate) fn rest(
     shared: &Arc<Shared>,
     http_method: &hyper::Method,
@@ -383,19 +473,59 @@ pub(crate) fn rest(
     query: Option<&str>,
     body: &[u8],
 ) -> Response<OutBody> {
-    let out = rest_call(shared, http_method, tail, query, body);
-    match out {
-        Ok(v) => json(200, "application/a2a+json", &v),
-        Err(Failure(kind, message)) => {
-            let (_, status, grpc, reason) = kind.row();
-            json(
-                status,
-                "application/json",
-                &json!({"error": {"code": status, "status": grpc, "message": message,
-                    "details": [error_info(reason)]}}),
+    let old = v0_3(shared);
+    let tail = match (old, tail.strip_prefix("/v1")) {
+        (false, _) => tail,
+        (true, Some(t)) if t.starts_with('/') => t,
+        (true, _) => {
+            return rest_error(
+                true,
+                fail(Kind::MethodNotFound, "0.3's routes are under /v1"),
             )
         }
+    };
+    let tail = if old && tail == "/card" {
+        "/extendedAgentCard"
+    } else {
+        tail
+    };
+    let frame: a2a_stream::Frame = Box::new(move |e| {
+        let e = if old {
+            v0_3::answer_out(Spelling::Proto, e)
+        } else {
+            e.clone()
+        };
+        Bytes::from(format!("data: {e}\n\n"))
+    });
+    match rest_call(shared, http_method, tail, query, body, frame) {
+        Ok(Rest::Answer(v)) if old => json(
+            200,
+            "application/json",
+            &v0_3::answer_out(Spelling::Proto, &v),
+        ),
+        Ok(Rest::Answer(v)) => json(200, "application/a2a+json", &v),
+        Ok(Rest::Stream(res)) => res,
+        Err(f) => rest_error(old, f),
     }
+}
+
+/// A REST error: google.rpc.Status in 1.0, `{code, message}` (the JSON-RPC code) in 0.3, under
+/// the error's HTTP status.
+fn rest_error(old: bool, Failure(kind, message): Failure) -> Response<OutBody> {
+    let (code, status, grpc, reason) = kind.row();
+    let body = if old {
+        json!({"code": code, "message": message})
+    } else {
+        json!({"error": {"code": status, "status": grpc, "message": message,
+            "details": [error_info(reason)]}})
+    };
+    json(status, "application/json", &body)
+}
+
+/// What a REST call gives: one answer, or a stream.
+enum Rest {
+    Answer(Value),
+    Stream(Response<OutBody>),
 }
 
 fn rest_call(
@@ -404,7 +534,8 @@ fn rest_call(
     tail: &str,
     query: Option<&str>,
     body: &[u8],
-) -> Answer {
+    frame: a2a_stream::Frame,
+) -> Result<Rest, Failure> {
     use hyper::Method as M;
     let mut params = Map::new();
     for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
@@ -420,31 +551,45 @@ fn rest_call(
     }
     let body_params = || -> Result<Map<String, Value>, Failure> {
         match serde_json::from_slice::<Value>(body) {
-            Ok(Value::Object(o)) => Ok(o),
+            Ok(Value::Object(mut o)) => {
+                if v0_3(shared) {
+                    if let Some(Value::Object(m)) = o.get("message") {
+                        let m = v0_3::message_in(Spelling::Proto, m);
+                        o.insert("message".to_owned(), Value::Object(m));
+                    }
+                }
+                Ok(o)
+            }
             _ => Err(fail(Kind::InvalidParams, "the body is a JSON object")),
         }
     };
+    let one = |a: Answer| a.map(Rest::Answer);
+    let stream = |method: &str, params: &Map<String, Value>| {
+        a2a_stream::open(shared, method, params, frame).map(Rest::Stream)
+    };
     let segs: Vec<&str> = tail.trim_start_matches('/').split('/').collect();
     match (http_method, segs.as_slice()) {
-        (&M::POST, ["message:send"]) => send(shared, &body_params()?),
-        (&M::POST, ["message:stream"]) => call(shared, "SendStreamingMessage", &params),
-        (&M::GET, ["tasks"]) => list(shared, &params),
+        (&M::POST, ["message:send"]) => one(send(shared, &body_params()?)),
+        (&M::POST, ["message:stream"]) => stream("SendStreamingMessage", &body_params()?),
+        (&M::GET, ["tasks"]) => one(list(shared, &params)),
         (&M::POST, ["tasks", t]) if t.ends_with(":cancel") => {
             let id = decode(&t[..t.len() - ":cancel".len()]).unwrap_or_default();
             params.insert("id".into(), Value::from(id));
-            cancel(shared, &params)
+            one(cancel(shared, &params))
         }
-        (&M::GET, ["tasks", t]) if t.ends_with(":subscribe") => {
-            call(shared, "SubscribeToTask", &params)
+        (&M::GET | &M::POST, ["tasks", t]) if t.ends_with(":subscribe") => {
+            let id = decode(&t[..t.len() - ":subscribe".len()]).unwrap_or_default();
+            params.insert("id".into(), Value::from(id));
+            stream("SubscribeToTask", &params)
         }
         (&M::GET, ["tasks", t]) => {
             params.insert("id".into(), Value::from(decode(t).unwrap_or_default()));
-            get(shared, &params)
+            one(get(shared, &params))
         }
         (_, ["tasks", _, "pushNotificationConfigs", ..]) => {
-            call(shared, "GetTaskPushNotificationConfig", &params)
+            one(call(shared, "GetTaskPushNotificationConfig", &params))
         }
-        (&M::GET, ["extendedAgentCard"]) => call(shared, "GetExtendedAgentCard", &params),
+        (&M::GET, ["extendedAgentCard"]) => one(call(shared, "GetExtendedAgentCard", &params)),
         _ => Err(fail(Kind::MethodNotFound, "no such route")),
     }
 }

@@ -14,6 +14,7 @@
 #![warn(missing_docs)]
 
 mod a2a;
+mod a2a_stream;
 mod body;
 mod notify;
 mod official;
@@ -23,6 +24,7 @@ mod shared;
 mod state;
 #[cfg(test)]
 mod tests;
+mod v0_3;
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -34,7 +36,7 @@ use serde_json::{json, Value};
 
 use shared::{lock, Shared};
 
-pub use official::{a2a_card, CARD_PATH as A2A_CARD_PATH};
+pub use official::{a2a_card, a2a_card_v0_3, CARD_PATH as A2A_CARD_PATH};
 
 /// Which protocol the agent speaks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -45,6 +47,10 @@ pub enum Protocol {
     /// The official A2A 1.0 protocol (a2aproject): JSON-RPC at `/a2a/jsonrpc` and HTTP+JSON
     /// under `/a2a/rest`, the card at `/.well-known/agent-card.json` (see [`a2a_card`]).
     A2a,
+    /// The official protocol at A2A 0.3: the same routes and tasks, a 0.3 card (see
+    /// [`a2a_card_v0_3`]), 0.3's JSON-RPC methods and shapes, and 0.3's HTTP+JSON routes under
+    /// `/a2a/rest/v1/`.
+    A2aV0_3,
 }
 
 /// How to start a [`SampleAgent`]. Every field has a default so callers set only what their
@@ -102,6 +108,14 @@ impl AgentOptions {
             card: json!({ "name": name }),
             card_path: A2A_CARD_PATH.to_string(),
             ..AgentOptions::default()
+        }
+    }
+
+    /// The same agent speaking A2A 0.3 (its card [`a2a_card_v0_3`]).
+    pub fn a2a_v0_3(name: &str) -> AgentOptions {
+        AgentOptions {
+            protocol: Protocol::A2aV0_3,
+            ..AgentOptions::a2a(name)
         }
     }
 }

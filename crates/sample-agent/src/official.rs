@@ -12,7 +12,7 @@ pub(crate) const REST_BASE: &str = "/a2a/rest";
 /// The card path of the official protocol.
 pub const CARD_PATH: &str = "/.well-known/agent-card.json";
 
-/// A valid A2A 1.0 AgentCard for an agent at `base_url`: both bindings, no streaming, no push.
+/// A valid A2A 1.0 AgentCard for an agent at `base_url`: both bindings, streaming, no push.
 pub fn a2a_card(name: &str, base_url: &str) -> Value {
     json!({
         "name": name,
@@ -22,16 +22,42 @@ pub fn a2a_card(name: &str, base_url: &str) -> Value {
             {"url": format!("{base_url}{JSONRPC_PATH}"), "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
             {"url": format!("{base_url}{REST_BASE}"), "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"}
         ],
-        "capabilities": {"streaming": false, "pushNotifications": false},
+        "capabilities": {"streaming": true, "pushNotifications": false},
         "defaultInputModes": ["text/plain"],
         "defaultOutputModes": ["text/plain"],
-        "skills": [{
-            "id": "echo",
-            "name": "Echo",
-            "description": "Answers a message with its text; `need input` asks a question first, `slow` works until canceled.",
-            "tags": ["echo", "multi-turn"],
-            "examples": ["hello", "need input", "slow"]
-        }]
+        "skills": [skill()]
+    })
+}
+
+/// A valid A2A 0.3 AgentCard (a2a.json's: `url`, `preferredTransport`, `additionalInterfaces`,
+/// `protocolVersion`, no `supportedInterfaces`) for the agent at `base_url` speaking 0.3: its
+/// JSON-RPC at the same path, its HTTP+JSON routes under `{REST_BASE}/v1/`.
+pub fn a2a_card_v0_3(name: &str, base_url: &str) -> Value {
+    json!({
+        "name": name,
+        "description": "A sample official A2A agent speaking 0.3: echoes a message, asks for input when told to, fails and rejects on request.",
+        "version": "1.0.0",
+        "protocolVersion": "0.3.0",
+        "url": format!("{base_url}{JSONRPC_PATH}"),
+        "preferredTransport": "JSONRPC",
+        "additionalInterfaces": [
+            {"url": format!("{base_url}{JSONRPC_PATH}"), "transport": "JSONRPC"},
+            {"url": format!("{base_url}{REST_BASE}"), "transport": "HTTP+JSON"}
+        ],
+        "capabilities": {"streaming": true, "pushNotifications": false},
+        "defaultInputModes": ["text/plain"],
+        "defaultOutputModes": ["text/plain"],
+        "skills": [skill()]
+    })
+}
+
+fn skill() -> Value {
+    json!({
+        "id": "echo",
+        "name": "Echo",
+        "description": "Answers a message with its text; `need input` asks a question first, `slow` works until canceled.",
+        "tags": ["echo", "multi-turn"],
+        "examples": ["hello", "need input", "slow"]
     })
 }
 

@@ -82,7 +82,7 @@ fn classify(
     if path == card_path && (get || method == Method::HEAD) {
         return (Route::Card, String::new());
     }
-    if protocol == crate::Protocol::A2a {
+    if matches!(protocol, crate::Protocol::A2a | crate::Protocol::A2aV0_3) {
         if path == official::JSONRPC_PATH && method == Method::POST {
             return (Route::A2aJsonRpc, String::new());
         }

@@ -150,10 +150,11 @@ impl Shared {
         let base_url = format!("http://{}", SocketAddr::new(ip, addr.port()));
         // An A2A card names the agent's own URLs: built here, once the port is known, unless
         // the caller gave a whole card (one with interfaces).
+        let name = opts.card["name"].as_str().unwrap_or("Sample A2A Agent");
         let card = match (&opts.protocol, opts.card.get("supportedInterfaces")) {
-            (super::Protocol::A2a, None) => {
-                let name = opts.card["name"].as_str().unwrap_or("Sample A2A Agent");
-                super::official::a2a_card(name, &base_url)
+            (super::Protocol::A2a, None) => super::official::a2a_card(name, &base_url),
+            (super::Protocol::A2aV0_3, None) if opts.card.get("url").is_none() => {
+                super::official::a2a_card_v0_3(name, &base_url)
             }
             _ => opts.card.clone(),
         };

@@ -911,7 +911,7 @@ async fn a2a_card_names_both_bindings_at_the_agents_own_paths() {
             {"url": format!("{base}/a2a/rest"), "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"}
         ])
     );
-    assert_eq!(card["capabilities"]["streaming"], false);
+    assert_eq!(card["capabilities"]["streaming"], true);
     // The Clawpedia routes are not this agent's.
     assert_eq!(create(&c, &agent, json!({})).await.status, 404);
 }
@@ -987,8 +987,41 @@ async fn a2a_tasks_take_turns_cancel_and_refuse_in_the_protocols_errors() {
     assert_eq!(v["error"]["code"], -32001);
     let v = rpc(&c, &agent, "NoSuchMethod", json!({})).await;
     assert_eq!(v["error"]["code"], -32601);
-    let v = rpc(&c, &agent, "SendStreamingMessage", say("x", None)).await;
-    assert_eq!(v["error"]["code"], -32004);
+    // A stream: the Task at SUBMITTED, WORKING, the artifact, COMPLETED, each a response to
+    // the request's id.
+    let body = json!({"jsonrpc": "2.0", "id": 9, "method": "SendStreamingMessage",
+        "params": say("x", None)});
+    let streamed = call(
+        &c,
+        "POST",
+        &format!("{base}/a2a/jsonrpc"),
+        &[("content-type", "application/json")],
+        &body.to_string(),
+    )
+    .await;
+    let events: Vec<Value> = String::from_utf8_lossy(&streamed.body)
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| {
+            assert_eq!(e["id"], 9, "{e}");
+            ["task", "statusUpdate", "artifactUpdate"]
+                .into_iter()
+                .find(|k| e["result"].get(*k).is_some())
+                .unwrap_or("?")
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        ["task", "statusUpdate", "artifactUpdate", "statusUpdate"]
+    );
+    assert_eq!(
+        events[3]["result"]["statusUpdate"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
     let r = call(&c, "POST", &format!("{base}/a2a/jsonrpc"), &[], "{not json").await;
     assert_eq!(r.json()["error"]["code"], -32700);
     // A Message answer, no task.
@@ -1018,4 +1051,73 @@ async fn a2a_tasks_are_bounded_oldest_first() {
     }
     let listed = rpc(&c, &agent, "ListTasks", json!({})).await;
     assert_eq!(listed["result"]["totalSize"], 2, "{listed}");
+}
+
+/// The same agent in A2A 0.3 (`AgentOptions::a2a_v0_3`): a 0.3 card, 0.3's methods and shapes
+/// on JSON-RPC, 0.3's proto JSON under `/a2a/rest/v1/`.
+#[tokio::test]
+async fn a2a_0_3_speaks_0_3_on_both_bindings() {
+    let c = client();
+    let agent = SampleAgent::start(AgentOptions::a2a_v0_3("Old"))
+        .await
+        .unwrap();
+    let base = agent.base_url();
+    let card = get(&c, &format!("{base}{A2A_CARD_PATH}")).await.json();
+    assert_eq!(card.get("supportedInterfaces"), None, "{card}");
+    assert_eq!(card["url"], format!("{base}/a2a/jsonrpc"));
+    assert_eq!(card["protocolVersion"], "0.3.0");
+    let send = json!({"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": {
+        "kind": "message", "messageId": "m-1", "role": "user",
+        "parts": [{"kind": "text", "text": "need input"}]}}});
+    let r = call(
+        &c,
+        "POST",
+        &format!("{base}/a2a/jsonrpc"),
+        &[("content-type", "application/json")],
+        &send.to_string(),
+    )
+    .await
+    .json();
+    let task = &r["result"];
+    assert_eq!(task["kind"], "task", "{r}");
+    assert_eq!(task["status"]["state"], "input-required", "{r}");
+    assert_eq!(task["status"]["message"]["role"], "agent", "{r}");
+    assert_eq!(task["status"]["message"]["parts"][0]["kind"], "text", "{r}");
+    // 1.0's names are not 0.3's methods.
+    let v = rpc(&c, &agent, "SendMessage", say("x", None)).await;
+    assert_eq!(v["error"]["code"], -32601, "{v}");
+    // HTTP+JSON under /v1, in the 0.3 proto's JSON.
+    let id = task["id"].as_str().unwrap();
+    let got = get(&c, &format!("{base}/a2a/rest/v1/tasks/{id}"))
+        .await
+        .json();
+    assert_eq!(got["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{got}");
+    assert_eq!(
+        got["status"]["message"]["content"][0]["text"], "what else?",
+        "{got}"
+    );
+    let sent = call(
+        &c,
+        "POST",
+        &format!("{base}/a2a/rest/v1/message:send"),
+        &[("content-type", "application/json")],
+        &json!({"message": {"messageId": "m-2", "role": "ROLE_USER", "content": [{"text": "blue"}],
+            "taskId": id}})
+        .to_string(),
+    )
+    .await
+    .json();
+    assert_eq!(
+        sent["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{sent}"
+    );
+    assert_eq!(
+        sent["task"]["artifacts"][0]["parts"][0]["text"], "got: blue",
+        "{sent}"
+    );
+    let missing = get(&c, &format!("{base}/a2a/rest/v1/tasks/nope")).await;
+    assert_eq!(
+        (missing.status, missing.json()["code"].clone()),
+        (404, json!(-32001))
+    );
 }

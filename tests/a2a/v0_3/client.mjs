@@ -137,7 +137,8 @@ class Driver {
         const task = await this.send('hello slowly', { blocking: false });
         const events = [];
         for await (const e of this.client.resubscribeTask({ id: task.id })) events.push(summary(e));
-        return { last: events.slice(-1), count_at_least_2: events.length >= 2 };
+        const then = await this.client.getTask({ id: task.id });
+        return { last: events.slice(-1), count_at_least_2: events.length >= 2, then: then.status.state };
       }
       case 'follow': {
         const events = [];

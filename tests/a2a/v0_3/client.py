@@ -165,7 +165,12 @@ class Driver:
                 event_summary(e)
                 async for e in self.streaming.resubscribe(TaskIdParams(id=task.id))
             ]
-            return {'last': events[-1:], 'count_at_least_2': len(events) >= 2}
+            then = await self.client.get_task(TaskQueryParams(id=task.id))
+            return {
+                'last': events[-1:],
+                'count_at_least_2': len(events) >= 2,
+                'then': then.status.state.value,
+            }
         if scenario == 'follow':
             events = []
             try:

@@ -295,6 +295,11 @@ pub async fn run(start: Start, up: Upstream) {
                 if let Err(ReadError::Cut(why)) = &next {
                     tracing::info!(agent = %feed.agent.cfg.name, task_id = %feed.id, error = %why, "agent stream cut; subscribing again");
                 }
+                if !feed.sent.task_first() {
+                    if let Next::Over = feed.ask_for_the_task().await {
+                        return;
+                    }
+                }
                 let topic = feed.topic.clone();
                 let again = loop {
                     reconnects += 1;
@@ -404,6 +409,11 @@ impl Feed {
                 return Next::Over;
             }
         };
+        self.apply(v).await
+    }
+
+    /// A StreamResponse of the agent's, read back: judged, applied to the ledger and published.
+    async fn apply(&mut self, v: Value) -> Next {
         let found = check_answer(self.method, &v, Some(&self.id));
         if let Some(first) = found.first() {
             // Named by where and which rule: the agent's own words are not relayed.
@@ -601,6 +611,17 @@ impl Feed {
                 .await;
                 Resubscribed::Over
             }
+        }
+    }
+
+    /// For an agent whose resubscription sends no Task first (0.3), which would say nothing of a
+    /// task that changed or ended while its stream was down: the task asked for (GetTask) and
+    /// taken as a resubscription's first Task is (subscribers told what changed, as updates;
+    /// the feed over if it ended). No answer: nothing known, the feed goes on.
+    async fn ask_for_the_task(&mut self) -> Next {
+        match super::poll::get(&self.state, &self.state.upstream, &self.agent, &self.id).await {
+            Some(task) => self.apply(serde_json::json!({ "task": task })).await,
+            None => Next::On,
         }
     }
 

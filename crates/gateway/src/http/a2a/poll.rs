@@ -103,6 +103,16 @@ pub async fn get_and_apply(
     agent: &Agent,
     id: &str,
 ) -> Option<Applied> {
+    let task = get(state, up, agent, id).await?;
+    let head = of_task(&task).filter(|h| h.id == id)?;
+    a2a_ledger::apply_news(state, &agent.cfg.name, &head, &task, 0, None, None)
+        .await
+        .ok()
+}
+
+/// GetTask of task `id` in the agent's binding, the gateway's own call: the Task, when the
+/// answer is one within the protocol and about this task.
+pub async fn get(state: &State, up: &Upstream, agent: &Agent, id: &str) -> Option<Value> {
     let held = held_card(agent).ok()?;
     let mut params = Map::new();
     params.insert("id".into(), Value::from(id));
@@ -122,10 +132,7 @@ pub async fn get_and_apply(
     if !check_answer(Method::GetTask, &task, Some(id)).is_empty() {
         return None;
     }
-    let head = of_task(&task).filter(|h| h.id == id)?;
-    a2a_ledger::apply_news(state, &agent.cfg.name, &head, &task, 0, None, None)
-        .await
-        .ok()
+    Some(task)
 }
 
 /// The reconciler's GetTask for official A2A agents (`reconcile::A2aAsk`): the backstop of
