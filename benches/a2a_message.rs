@@ -11,11 +11,17 @@
 //! 5. record the Task in the in-process ledger, keyed `{agent}/{id}`;
 //! 6. the neutral answer, written for the JSON-RPC client (`Front::answer`).
 //!
+//! And what A2A 0.3 adds (group `a2a_message_versions`): the same message and answer through a
+//! 1.0 client's form and a 0.3 client's (read, then the neutral answer written back), and
+//! through a 1.0 agent's form and a 0.3 agent's (the request written, the answer read back):
+//! the difference is what translating costs per message.
+//!
 //!     cargo bench --bench a2a_message
 
 use std::time::Duration;
 
 use a2a_gateway::http::a2a::frame::neutral;
+use a2a_gateway::http::a2a::wire::v0_3_jsonrpc::V03JsonRpc;
 use a2a_gateway::http::a2a::wire::v1_http_json::V1HttpJson;
 use a2a_gateway::http::a2a::wire::v1_jsonrpc::V1JsonRpc;
 use a2a_gateway::http::a2a::wire::{Echo, Form, Front, Read};
@@ -164,11 +170,109 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
+/// The message of [`REQUEST`] as a 0.3 client sends it (a2a.json's shapes).
+const REQUEST_0_3: &[u8] = br#"{"jsonrpc":"2.0","id":17,"method":"message/send","params":{"message":{"kind":"message","messageId":"7c1f5a52-2b1e-4f0e-9d7b-3f0a9c1d2e4f","role":"user","parts":[{"kind":"text","text":"summarise the attached report in three bullet points"}],"contextId":"ctx-42"},"configuration":{"acceptedOutputModes":["text/plain"],"blocking":true}}}"#;
+
+/// The agent's answer of [`answer`] as a 0.3 agent sends it, to the gateway's id `id`.
+fn answer_0_3(rpc_id: &str) -> Vec<u8> {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":"{rpc_id}","result":{{"kind":"task","id":"task-1","contextId":"ctx-42","status":{{"state":"completed","timestamp":"2026-12-01T10:00:00.000Z"}},"artifacts":[{{"artifactId":"a-1","parts":[{{"kind":"text","text":"- one
+- two
+- three"}}]}}],"history":[{{"kind":"message","messageId":"7c1f5a52-2b1e-4f0e-9d7b-3f0a9c1d2e4f","role":"user","parts":[{{"kind":"text","text":"summarise the attached report in three bullet points"}}]}}]}}}}"#
+    )
+    .into_bytes()
+}
+
+/// [`answer`] as a 1.0 JSON-RPC agent sends it, to the gateway's id `id`.
+fn answer_1_0(rpc_id: &str) -> Vec<u8> {
+    let task = String::from_utf8(answer("task-1")).expect("utf8");
+    format!(r#"{{"jsonrpc":"2.0","id":"{rpc_id}","result":{task}}}"#).into_bytes()
+}
+
+/// An agent whose card offers JSON-RPC at `version` only.
+fn rpc_agent(version: &str) -> HeldCard {
+    let card = serde_json::json!({
+        "name": "Echo", "description": "echoes", "version": "1.0.0",
+        "supportedInterfaces": [{"url": "http://agent.example/a2a", "protocolBinding": "JSONRPC", "protocolVersion": version}],
+        "capabilities": {}, "defaultInputModes": ["text/plain"], "defaultOutputModes": ["text/plain"],
+        "skills": [{"id": "echo", "name": "Echo", "description": "echoes", "tags": []}]
+    });
+    HeldCard::compile(card, Default::default()).expect("a card")
+}
+
+/// The gateway's id in a request it wrote (`"id":"gw-N"`), found without reading the body.
+fn sent_id(body: &[u8]) -> &str {
+    let text = std::str::from_utf8(body).expect("utf8");
+    let at = text.find(r#""id":"gw-"#).expect("an id") + r#""id":""#.len();
+    let len = text[at..].find('"').expect("the id's end");
+    &text[at..at + len]
+}
+
+fn versions(c: &mut Criterion) {
+    let mut g = c.benchmark_group("a2a_message_versions");
+    g.throughput(Throughput::Elements(1));
+    let parts = ok_parts();
+    let neutral_answer: serde_json::Value =
+        serde_json::from_slice(&answer("task-1")).expect("json");
+    // A client's side: its request read, the neutral answer written back in its form.
+    for (name, form, request) in [
+        ("client_1_0", &V1JsonRpc as &dyn Form, REQUEST),
+        ("client_0_3", &V03JsonRpc as &dyn Form, REQUEST_0_3),
+    ] {
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                let Read::Call(call, echo) =
+                    form.read(&hyper::Method::POST, "jsonrpc", None, request)
+                else {
+                    panic!("a call")
+                };
+                assert!(check_request(&call).is_empty());
+                let front = Front { form, echo };
+                front.answer(
+                    Method::SendMessage,
+                    neutral(Method::SendMessage, Ok(neutral_answer.clone())),
+                )
+            })
+        });
+    }
+    // An agent's side: the request written in its form, its answer read back.
+    let (call, _) = read(REQUEST);
+    for (name, form, version, answer_of) in [
+        (
+            "agent_1_0",
+            &V1JsonRpc as &dyn Form,
+            "1.0",
+            answer_1_0 as fn(&str) -> Vec<u8>,
+        ),
+        ("agent_0_3", &V03JsonRpc as &dyn Form, "0.3", answer_0_3),
+    ] {
+        let held = rpc_agent(version);
+        // Each request has a new id: the answer is written for the id of the one it answers.
+        let template = String::from_utf8(answer_of("ID")).expect("utf8");
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                let out = form
+                    .request("http://127.0.0.1:9000", &held, &call, None)
+                    .expect("a request");
+                let id = sent_id(&out.body);
+                let body = template.replace("\"ID\"", &format!("\"{id}\""));
+                let v = out
+                    .sent
+                    .read(&call, &parts, body.as_bytes())
+                    .expect("an answer");
+                assert!(check_answer(Method::SendMessage, &v, None).is_empty());
+                v
+            })
+        });
+    }
+    g.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default()
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(3));
-    targets = bench
+    targets = bench, versions
 }
 criterion_main!(benches);

@@ -24,6 +24,10 @@
 # A2A_RUN (1; 0 skips them): an official A2A SendMessage over JSON-RPC (send_message.lua, a new
 # messageId each) to an official A2A sample agent (`sample-agent --protocol a2a`), direct,
 # through nginx and through the gateway (`[[agents]] protocol = "a2a"`), in the same rounds.
+# A2A03_RUN (1 when A2A_RUN is; 0 skips them): an A2A 0.3 `message/send` (send_message_v0_3.lua,
+# a2a.json's shapes, no A2A-Version) to the sample agent speaking 0.3 (`--a2a-version 0.3`),
+# direct, through nginx and through the gateway (which reads and writes 0.3 on both sides), in
+# the same rounds as the 1.0 SendMessage.
 # CREATE_KEYS (0; 1: every create carries a new Idempotency-Key, so the gateway keeps a key
 # record for each create as it does for each A2A message's messageId).
 # Everything listens on 127.0.0.1 only; every process started here is killed on exit.
@@ -53,6 +57,8 @@ RATE_SHARE="${RATE_SHARE:-0.5}"
 POST_RUN="${POST_RUN:-1}"
 A2A_RUN="${A2A_RUN:-1}"
 A2A_NAME=echo
+A2A03_RUN="${A2A03_RUN:-$A2A_RUN}"
+A2A03_NAME=legacy
 TELEMETRY="${TELEMETRY:-off}"
 TELEMETRY_RATIO="${TELEMETRY_RATIO:-1.0}"
 AGENT_NAME=scripts
@@ -168,11 +174,19 @@ AGENT_ADDR="${AGENT_URL#http://}"
 PIDS+=($!)
 A2A_AGENT_PID=$!
 A2A_AGENT_URL="$(wait_line "$TMP/a2a-agent.out" 'http://127\.0\.0\.1:[0-9]+' "$A2A_AGENT_PID")"
+# The same agent speaking A2A 0.3 (A2A03_RUN), always started: nginx names it.
+"${ON_REST[@]}" "$AGENT_BIN" sample-agent --protocol a2a --a2a-version 0.3 --listen 127.0.0.1:0 \
+    >"$TMP/a2a03-agent.out" 2>"$TMP/a2a03-agent.err" &
+PIDS+=($!)
+A2A03_AGENT_PID=$!
+A2A03_AGENT_URL="$(wait_line "$TMP/a2a03-agent.out" 'http://127\.0\.0\.1:[0-9]+' "$A2A03_AGENT_PID")"
 
 # --- nginx ----------------------------------------------------------------------------------------
 NGINX_PORT="$(free_port)"
 NGINX_A2A_PORT="$(free_port)"
 while [[ "$NGINX_A2A_PORT" == "$NGINX_PORT" ]]; do NGINX_A2A_PORT="$(free_port)"; done
+NGINX_A2A03_PORT="$(free_port)"
+while [[ "$NGINX_A2A03_PORT" == "$NGINX_PORT" || "$NGINX_A2A03_PORT" == "$NGINX_A2A_PORT" ]]; do NGINX_A2A03_PORT="$(free_port)"; done
 mkdir -p "$TMP/nginx/tmp" "$TMP/nginx/logs"
 if [[ "$(id -u)" == 0 ]]; then USER_LINE="user root root;"; else USER_LINE=""; fi
 sed -e "s|@USER_LINE@|$USER_LINE|" \
@@ -180,6 +194,8 @@ sed -e "s|@USER_LINE@|$USER_LINE|" \
     -e "s|@UPSTREAM@|$AGENT_ADDR|" \
     -e "s|@LISTEN_A2A@|127.0.0.1:$NGINX_A2A_PORT|" \
     -e "s|@UPSTREAM_A2A@|${A2A_AGENT_URL#http://}|" \
+    -e "s|@LISTEN_A2A03@|127.0.0.1:$NGINX_A2A03_PORT|" \
+    -e "s|@UPSTREAM_A2A03@|${A2A03_AGENT_URL#http://}|" \
     -e "s|^worker_processes auto;|worker_processes $NGINX_WORKERS;|" \
     "$HERE/nginx.conf" >"$TMP/nginx/nginx.conf"
 cp "$TMP/nginx/nginx.conf" "$RESULTS/nginx.conf"
@@ -189,6 +205,7 @@ PIDS+=($!)
 NGINX_PID=$!
 NGINX_URL="http://127.0.0.1:$NGINX_PORT"
 NGINX_A2A_URL="http://127.0.0.1:$NGINX_A2A_PORT"
+NGINX_A2A03_URL="http://127.0.0.1:$NGINX_A2A03_PORT"
 
 # --- the gateway ----------------------------------------------------------------------------------
 cat >"$TMP/gateway.toml" <<EOF
@@ -206,6 +223,11 @@ url = "$AGENT_URL"
 [[agents]]
 name = "$A2A_NAME"
 url = "$A2A_AGENT_URL"
+protocol = "a2a"
+
+[[agents]]
+name = "$A2A03_NAME"
+url = "$A2A03_AGENT_URL"
 protocol = "a2a"
 EOF
 if [[ -n "${RECONCILE_AFTER_MS:-}" ]]; then
@@ -311,6 +333,20 @@ if [[ "$A2A_RUN" == 1 ]]; then
         [[ "$answer" == *'"result"'* ]] || { echo "$url never answered a SendMessage: $answer" >&2; exit 1; }
     done
 fi
+# One 0.3 message/send through each 0.3 target must answer a task.
+send03() { curl -s -X POST -H 'Content-Type: application/json' \
+    ${WRK_AUTH:+-H "Authorization: $WRK_AUTH"} \
+    -d "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"message/send\",\"params\":{\"message\":{\"kind\":\"message\",\"messageId\":\"ready-$RANDOM$RANDOM\",\"role\":\"user\",\"parts\":[{\"kind\":\"text\",\"text\":\"hello\"}]}}}" "$1" || true; }
+if [[ "$A2A03_RUN" == 1 ]]; then
+    for url in "$A2A03_AGENT_URL/a2a/jsonrpc" "$NGINX_A2A03_URL/a2a/jsonrpc" "$GATEWAY_URL/agents/$A2A03_NAME/jsonrpc"; do
+        for _ in $(seq 100); do
+            answer="$(send03 "$url")"
+            [[ "$answer" == *'"kind":"task"'* ]] && break
+            sleep 0.1
+        done
+        [[ "$answer" == *'"kind":"task"'* ]] || { echo "$url never answered a 0.3 message/send: $answer" >&2; exit 1; }
+    done
+fi
 
 {
     echo "date: $(date -Is)"
@@ -324,7 +360,7 @@ fi
     if [[ -n "$(cd "$ROOT" && git status --porcelain -- src 2>/dev/null)" ]]; then dirty=" (src/ has uncommitted changes)"; fi
     echo "work tree: $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo '?')$dirty"
     echo "params: THREADS=$THREADS CONNS=$CONNS DURATION=$DURATION WARMUP=$WARMUP PIN=$PIN ROUNDS=$ROUNDS ORDER=\"$ORDER\" AUTH=$AUTH LEDGER=$LEDGER FILE_RUN=$FILE_RUN RATE_RUN=$RATE_RUN CREATE_KEYS=$CREATE_KEYS nginx worker_processes=$NGINX_WORKERS"
-    echo "agent=$AGENT_URL nginx=$NGINX_URL gateway=$GATEWAY_URL a2a-agent=$A2A_AGENT_URL a2a-nginx=$NGINX_A2A_URL A2A_RUN=$A2A_RUN"
+    echo "agent=$AGENT_URL nginx=$NGINX_URL gateway=$GATEWAY_URL a2a-agent=$A2A_AGENT_URL a2a-nginx=$NGINX_A2A_URL A2A_RUN=$A2A_RUN a2a03-agent=$A2A03_AGENT_URL a2a03-nginx=$NGINX_A2A03_URL A2A03_RUN=$A2A03_RUN"
 } | tee "$RESULTS/env.txt"
 
 # --- CPU accounting: user+system time of a process and its children (nginx's workers) ----------
@@ -470,6 +506,15 @@ for round in $(seq "$ROUNDS"); do
             gateway) BENCH_AGENT_PID=$A2A_AGENT_PID bench "a2a-gateway$(suffix "$round")" send_message.lua "$GATEWAY_URL" "/agents/$A2A_NAME/jsonrpc" "$GATEWAY_CPU" ;;
         esac
     done
+    # And A2A 0.3's message/send, in the same round.
+    [[ "$A2A03_RUN" == 1 ]] || continue
+    for target in $ORDER; do
+        case "$target" in
+            agent)   BENCH_AGENT_PID=$A2A03_AGENT_PID bench "a2a03-agent$(suffix "$round")"   send_message_v0_3.lua "$A2A03_AGENT_URL" "/a2a/jsonrpc" "" ;;
+            nginx)   BENCH_AGENT_PID=$A2A03_AGENT_PID bench "a2a03-nginx$(suffix "$round")"   send_message_v0_3.lua "$NGINX_A2A03_URL" "/a2a/jsonrpc" "$NGINX_PID" ;;
+            gateway) BENCH_AGENT_PID=$A2A03_AGENT_PID bench "a2a03-gateway$(suffix "$round")" send_message_v0_3.lua "$GATEWAY_URL" "/agents/$A2A03_NAME/jsonrpc" "$GATEWAY_CPU" ;;
+        esac
+    done
 done
 
 # What the ledger holds after the create and SendMessage rounds (from the gateway's own
@@ -575,7 +620,7 @@ fi
         done
         echo "$best"
     }
-    for kind in post a2a get file; do
+    for kind in post a2a a2a03 get file; do
         g="$(best_of "$kind-gateway")"; n="$(best_of "$kind-nginx")"
         if [[ "$g" != - && "$n" != - ]]; then
             awk -v g="$g" -v n="$n" -v k="$kind" -v r="$ROUNDS" 'BEGIN{

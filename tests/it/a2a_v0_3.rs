@@ -274,6 +274,38 @@ async fn versions_choose_the_form_and_each_refuses_the_others_methods() {
         assert_eq!(v["result"]["kind"], "task", "{v}");
         assert_eq!(v["result"]["status"]["state"], "completed", "{v}");
     }
+    // A message is answered once whatever version it is retried in: the 1.0 retry of `m-0`
+    // gets the task its 0.3 try made.
+    let (_, first) = post(
+        &http,
+        "/agents/old/jsonrpc",
+        &[
+            ("content-type", "application/json"),
+            ("authorization", &alice),
+        ],
+        &{
+            let mut send = send_03.clone();
+            send["params"]["message"]["messageId"] = json!("m-0");
+            send
+        },
+    )
+    .await;
+    let (_, retried) = post(
+        &http,
+        "/agents/old/jsonrpc",
+        &[
+            ("content-type", "application/json"),
+            ("a2a-version", "1.0"),
+            ("authorization", &alice),
+        ],
+        &json!({"jsonrpc": "2.0", "id": 9, "method": "SendMessage", "params": {"message": {
+            "messageId": "m-0", "role": "ROLE_USER", "parts": [{"text": "hello"}]}}}),
+    )
+    .await;
+    assert_eq!(
+        retried["result"]["task"]["id"], first["result"]["id"],
+        "{first} {retried}"
+    );
     // A 0.3 method with 1.0, and a 1.0 method without: VersionNotSupported, each in its form.
     let (_, v) = post(
         &http,
@@ -634,4 +666,71 @@ async fn the_gemini_cli_agents_card_is_read_and_the_agent_called_in_0_3() {
         "{sent}"
     );
     assert_eq!(*seen.lock().expect("lock"), ["message/send"]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_zero_three_agent_that_pushes_is_heard_in_0_3_and_its_client_in_0_3_too() {
+    // a2a-sdk 0.3's agent with its own push sender: the gateway gives it a config to itself and
+    // reads its pushes (0.3's bare Task) through its form.
+    let agent = Agent03::start(Sdk03::Python, JSONRPC, &["--push"]);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port");
+    let mut old = a2a_agent("old", &agent.base);
+    old.callback_url = Some(format!("http://127.0.0.1:{port}"));
+    let receiver = Receiver03::start();
+    let (_gw, http) = gateway(vec![old], |cfg| {
+        cfg.listen = format!("127.0.0.1:{port}").parse().expect("addr");
+        cfg.webhooks.allow = vec!["127.0.0.1/32".into()];
+    })
+    .await;
+    let url = card_url(&http, "old");
+    let sent = tokio::task::block_in_place(|| {
+        run_client03(
+            Sdk03::Js,
+            &url,
+            HTTP_JSON,
+            &["--push-url", &receiver.url, "--push-token", "tok-js03"],
+            &["send-push"],
+        )
+    });
+    let id = sent["scenarios"]["send-push"]["result"]["task_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{sent}"))
+        .to_owned();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let got = receiver.requests();
+        if got
+            .iter()
+            .any(|r| r["body"]["status"]["state"] == "completed")
+        {
+            assert!(
+                got.iter()
+                    .all(|r| r["ok"] == true && r["body"]["id"] == id.as_str()),
+                "{got:?}"
+            );
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no completed delivery: {got:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let heard = http
+        .metric(
+            "a2a_gateway_notifications_ingested_total",
+            &[("agent", "old")],
+        )
+        .await;
+    assert!(heard >= 1.0, "the agent's own pushes were read: {heard}");
+    let refused = http
+        .metric(
+            "a2a_gateway_notifications_refused_total",
+            &[("agent", "old"), ("reason", "invalid")],
+        )
+        .await;
+    assert_eq!(refused, 0.0, "none of its pushes was refused");
 }
