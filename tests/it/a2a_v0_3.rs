@@ -734,3 +734,35 @@ async fn a_zero_three_agent_that_pushes_is_heard_in_0_3_and_its_client_in_0_3_to
         .await;
     assert_eq!(refused, 0.0, "none of its pushes was refused");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn google_adks_remote_agent_on_a2a_sdk_0_3_reaches_the_sample_agent_through_the_gateway() {
+    let sample =
+        a2a_sample_agent::SampleAgent::start(a2a_sample_agent::AgentOptions::a2a("Sample"))
+            .await
+            .expect("sample agent starts");
+    let direct = format!("{}{}", sample.base_url(), a2a_sample_agent::A2A_CARD_PATH);
+    let (_gw, http) = gateway(vec![a2a_agent("sample", &sample.base_url())], |_| {}).await;
+    let via = card_url(&http, "sample");
+    let (through, alone) = tokio::task::block_in_place(|| {
+        (
+            crate::support::a2a_v0_3::run_adk03(&via, "hello"),
+            crate::support::a2a_v0_3::run_adk03(&direct, "hello"),
+        )
+    });
+    assert_eq!(through["a2a_sdk"], "0.3.26", "{through}");
+    assert_eq!(through["texts"], json!(["Hello, world!"]), "{through}");
+    assert!(through.get("error").is_none(), "{through}");
+    // Without the gateway it cannot: a2a-sdk 0.3 does not read the sample agent's 1.0 card.
+    assert!(
+        alone["error"].as_str().is_some_and(|e| e.contains("url")),
+        "{alone}"
+    );
+    let sends = http
+        .metric(
+            "a2a_gateway_a2a_requests_total",
+            &[("agent", "sample"), ("version", "0.3"), ("outcome", "ok")],
+        )
+        .await;
+    assert!(sends >= 1.0, "{sends}");
+}

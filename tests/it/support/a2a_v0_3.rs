@@ -1,7 +1,7 @@
 //! The A2A 0.3 fleet as test peers: agents of a2a-sdk 0.3.26 (tests/a2a/v0_3/agent.py) and
 //! @a2a-js/sdk 0.3.14 (agent.mjs), their clients' drivers (client.py, client.mjs), and a push
 //! receiver that reads deliveries with a2a-sdk 0.3's own types (receiver.py). a2a-sdk 0.3 lives
-//! beside 1.3 in its own folder (`tests/a2a/v0_3/site`, `pip install --target`, what
+//! beside 1.3 in its own folder (`tests/a2a/v0_3/a2a-site`, `pip install --target`, what
 //! scripts/test does), put first on `PYTHONPATH`; @a2a-js/sdk 0.3 is tests/node's `a2a-js-0.3`.
 //!
 //! Nothing is skipped: without them every user of this module fails, naming the install.
@@ -17,12 +17,12 @@ use super::a2a_sdk::{listening, require_sdks, DEADLINE};
 use super::child::repo;
 
 const INSTALL: &str = "install the pinned A2A 0.3 SDKs (scripts/test does this): \
-    `python3 -m pip install --target tests/a2a/v0_3/site -r tests/requirements/v0_3/a2a.txt` \
+    `python3 -m pip install --target tests/a2a/v0_3/a2a-site -r tests/requirements/v0_3/a2a.txt` \
     and `npm ci --prefix tests/node`";
 
 /// Where a2a-sdk 0.3 is installed.
 pub fn site() -> PathBuf {
-    repo("tests/a2a/v0_3/site")
+    repo("tests/a2a/v0_3/a2a-site")
 }
 
 /// Panics, naming the install commands, unless both 0.3 SDKs are installed at their pins.
@@ -203,6 +203,38 @@ pub fn run_client03(
         panic!(
             "{what} printed no JSON document ({e}): {stdout}\n{}",
             String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// Runs google-adk's `RemoteA2aAgent` on a2a-sdk 0.3 (tests/a2a/v0_3/adk_client.py, from
+/// `tests/a2a/v0_3/adk-site`) with `text` to the agent of `card_url`: its JSON document,
+/// `{"a2a_sdk", "texts", "error"?}`.
+pub fn run_adk03(card_url: &str, text: &str) -> Value {
+    require_v0_3();
+    let site = repo("tests/a2a/v0_3/adk-site");
+    let mut cmd = Command::new("python3");
+    cmd.env("PYTHONPATH", &site)
+        .env("PYTHONWARNINGS", "ignore")
+        .arg(repo("tests/a2a/v0_3/adk_client.py"))
+        .args(["--card-url", card_url, "--text", text])
+        .stdin(Stdio::null());
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(cmd.output());
+    });
+    let out = match rx.recv_timeout(DEADLINE) {
+        Ok(Ok(out)) => out,
+        Ok(Err(e)) => panic!("adk_client.py: cannot run ({e})"),
+        Err(_) => panic!("adk_client.py: no answer within {DEADLINE:?}"),
+    };
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
+        panic!(
+            "adk_client.py printed no JSON document ({e}): {stdout}\n{}\ninstall google-adk on a2a-sdk 0.3 \
+             (scripts/test does): python3 -m pip install --target {} -r tests/requirements/v0_3/adk.txt",
+            String::from_utf8_lossy(&out.stderr),
+            site.display()
         )
     })
 }
