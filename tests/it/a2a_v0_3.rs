@@ -84,7 +84,10 @@ async fn zero_three_clients_get_through_the_gateway_what_they_get_from_their_own
     entries.push(a2a_agent("py13", &new.base));
     entries.push(a2a_agent("sample", &sample.base_url()));
     entries.push(a2a_agent("sample03", &sample03.base_url()));
-    let (_gw, http) = gateway(entries, |_| {}).await;
+    let (_gw, http) = gateway(entries, |cfg| {
+        cfg.webhooks.allow = vec!["127.0.0.1/32".into()];
+    })
+    .await;
     let direct = |sdk: Sdk03, binding: &str| -> String {
         let name = match (sdk, binding) {
             (Sdk03::Python, JSONRPC) => "py03rpc",
@@ -104,8 +107,19 @@ async fn zero_three_clients_get_through_the_gateway_what_they_get_from_their_own
         (Sdk03::Js, HTTP_JSON),
     ];
     let names = [
-        "py03rpc", "py03rest", "js03rpc", "js03rest", "py13", "sample",
+        "py03rpc", "py03rest", "js03rpc", "js03rest", "py13", "sample", "sample03",
     ];
+    // Every pair through the gateway also sends a message with a push config: the receiver
+    // reads what the gateway delivers with a2a-sdk 0.3's own types.
+    let receiver = Receiver03::start();
+    let push_args = [
+        "--push-url",
+        receiver.url.as_str(),
+        "--push-token",
+        "tok-pair",
+    ];
+    let mut with_push = SCENARIOS_03.to_vec();
+    with_push.push("send-push");
     let mut jobs: Vec<Box<dyn FnOnce() -> (String, Value) + Send + '_>> = Vec::new();
     for (sdk, binding) in clients {
         let url = direct(sdk, binding);
@@ -115,8 +129,9 @@ async fn zero_three_clients_get_through_the_gateway_what_they_get_from_their_own
         }));
         for name in names {
             let url = card_url(&http, name);
+            let (push_args, with_push) = (&push_args, &with_push);
             jobs.push(Box::new(move || {
-                let out = run_client03(sdk, &url, binding, &[], SCENARIOS_03);
+                let out = run_client03(sdk, &url, binding, push_args, with_push);
                 (format!("{sdk:?} {binding} {name}"), out)
             }));
         }
@@ -166,6 +181,39 @@ async fn zero_three_clients_get_through_the_gateway_what_they_get_from_their_own
             }
         }
     }
+    // Each pair's push config heard the task to its end, in 0.3.
+    let pushed: Vec<(String, String)> = outs
+        .iter()
+        .filter(|(k, _)| !k.ends_with("direct"))
+        .map(|(k, out)| {
+            let id = out["scenarios"]["send-push"]["result"]["task_id"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{k}: {out}"))
+                .to_owned();
+            (k.clone(), id)
+        })
+        .collect();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let got = receiver.requests();
+        assert!(got.iter().all(|r| r["ok"] == true), "{got:?}");
+        let missing: Vec<&(String, String)> = pushed
+            .iter()
+            .filter(|(_, id)| {
+                !got.iter().any(|r| {
+                    r["body"]["id"] == id.as_str() && r["body"]["status"]["state"] == "completed"
+                })
+            })
+            .collect();
+        if missing.is_empty() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no completed delivery for {missing:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
     // Counted by the client's version, under the 1.0 method names.
     let sends = http
         .metric(
@@ -197,7 +245,10 @@ async fn one_three_clients_reach_zero_three_agents_as_they_reach_one_zero_agents
     let rpc = SdkAgent::start(JSONRPC);
     let rest = SdkAgent::start(HTTP_JSON);
     let entries: Vec<_> = olds.iter().map(|(n, a)| a2a_agent(n, &a.base)).collect();
-    let (_gw, http) = gateway(entries, |_| {}).await;
+    let (_gw, http) = gateway(entries, |cfg| {
+        cfg.webhooks.allow = vec!["127.0.0.1/32".into()];
+    })
+    .await;
     let cards: Vec<String> = olds.iter().map(|(n, _)| card_url(&http, n)).collect();
     let mut runs: Vec<Run<'_>> = Vec::new();
     for sdk in [Sdk::Python, Sdk::Js] {
@@ -230,6 +281,67 @@ async fn one_three_clients_reach_zero_three_agents_as_they_reach_one_zero_agents
                 );
             }
         }
+    }
+    // Each pair's push config (made by the 1.3 client, so delivered in 1.0) heard the task to
+    // its end, read by a2a-sdk 1.3's own StreamResponse.
+    let receiver = crate::support::a2a_sdk::SdkReceiver::start();
+    let push_args = [
+        "--text",
+        "hello slowly",
+        "--push-url",
+        receiver.url.as_str(),
+        "--push-token",
+        "tok-13",
+    ];
+    let mut jobs: Vec<Box<dyn FnOnce() -> Value + Send + '_>> = Vec::new();
+    for sdk in [Sdk::Python, Sdk::Js] {
+        for card in &cards {
+            for binding in [JSONRPC, HTTP_JSON] {
+                let push_args = &push_args;
+                jobs.push(Box::new(move || {
+                    crate::support::a2a_sdk::run_client_with(
+                        sdk,
+                        card,
+                        binding,
+                        None,
+                        push_args,
+                        &["send-push"],
+                    )
+                }));
+            }
+        }
+    }
+    let sent = tokio::task::block_in_place(|| in_parallel(jobs));
+    let ids: Vec<String> = sent
+        .iter()
+        .map(|out| {
+            out["result"]["task_id"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{out}"))
+                .to_owned()
+        })
+        .collect();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let got = receiver.deliveries();
+        let missing: Vec<&String> = ids
+            .iter()
+            .filter(|id| {
+                !got.iter().any(|d| {
+                    d["task"]["id"] == id.as_str()
+                        && d["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+                })
+            })
+            .collect();
+        if missing.is_empty() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no completed delivery for {missing:?}: {:?}",
+            receiver.requests()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
 }
 
@@ -765,4 +877,81 @@ async fn google_adks_remote_agent_on_a2a_sdk_0_3_reaches_the_sample_agent_throug
         )
         .await;
     assert!(sends >= 1.0, "{sends}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_sample_agent_pushes_in_both_versions() {
+    let sample =
+        a2a_sample_agent::SampleAgent::start(a2a_sample_agent::AgentOptions::a2a("Sample"))
+            .await
+            .expect("sample agent starts");
+    let sample03 =
+        a2a_sample_agent::SampleAgent::start(a2a_sample_agent::AgentOptions::a2a_v0_3("Old"))
+            .await
+            .expect("sample agent starts");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port");
+    let callback = format!("http://127.0.0.1:{port}");
+    let mut new = a2a_agent("new", &sample.base_url());
+    new.callback_url = Some(callback.clone());
+    let mut old = a2a_agent("old", &sample03.base_url());
+    old.callback_url = Some(callback);
+    let receiver = Receiver03::start();
+    let (_gw, http) = gateway(vec![new, old], |cfg| {
+        cfg.listen = format!("127.0.0.1:{port}").parse().expect("addr");
+        cfg.webhooks.allow = vec!["127.0.0.1/32".into()];
+    })
+    .await;
+    let mut ids = Vec::new();
+    for name in ["new", "old"] {
+        let url = card_url(&http, name);
+        let sent = tokio::task::block_in_place(|| {
+            run_client03(
+                Sdk03::Python,
+                &url,
+                JSONRPC,
+                &["--push-url", &receiver.url, "--push-token", "tok"],
+                &["send-push"],
+            )
+        });
+        ids.push(
+            sent["scenarios"]["send-push"]["result"]["task_id"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{sent}"))
+                .to_owned(),
+        );
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let got = receiver.requests();
+        let done = ids.iter().all(|id| {
+            got.iter().any(|r| {
+                r["body"]["id"] == id.as_str() && r["body"]["status"]["state"] == "completed"
+            })
+        });
+        if done {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{got:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    // Each sample agent pushed its tasks to the gateway itself, in its own version.
+    for name in ["new", "old"] {
+        let heard = http
+            .metric(
+                "a2a_gateway_notifications_ingested_total",
+                &[("agent", name)],
+            )
+            .await;
+        assert!(heard >= 1.0, "{name}: {heard}");
+        let refused = http
+            .metric(
+                "a2a_gateway_notifications_refused_total",
+                &[("agent", name), ("reason", "invalid")],
+            )
+            .await;
+        assert_eq!(refused, 0.0, "{name}");
+    }
 }

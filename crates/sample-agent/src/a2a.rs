@@ -43,7 +43,6 @@ enum Kind {
     InvalidParams,
     TaskNotFound,
     TaskNotCancelable,
-    PushNotSupported,
     Unsupported,
 }
 
@@ -56,12 +55,6 @@ impl Kind {
             Kind::InvalidParams => (-32602, 400, "INVALID_ARGUMENT", "INVALID_PARAMS"),
             Kind::TaskNotFound => (-32001, 404, "NOT_FOUND", "TASK_NOT_FOUND"),
             Kind::TaskNotCancelable => (-32002, 400, "FAILED_PRECONDITION", "TASK_NOT_CANCELABLE"),
-            Kind::PushNotSupported => (
-                -32003,
-                400,
-                "FAILED_PRECONDITION",
-                "PUSH_NOTIFICATION_NOT_SUPPORTED",
-            ),
             Kind::Unsupported => (-32004, 400, "FAILED_PRECONDITION", "UNSUPPORTED_OPERATION"),
         }
     }
@@ -178,6 +171,19 @@ fn act(task: &mut Value, text: &str) {
     }
 }
 
+/// SendMessage's inline push config (`configuration.taskPushNotificationConfig`), kept for the
+/// task it made or continued.
+fn keep_inline(shared: &Shared, params: &Map<String, Value>, task: &Value) -> Result<(), Failure> {
+    let Some(Value::Object(c)) = params
+        .get("configuration")
+        .and_then(|c| c.get("taskPushNotificationConfig"))
+    else {
+        return Ok(());
+    };
+    let id = task["id"].as_str().unwrap_or("");
+    keep_config(shared, config_of(id, c)?).map(|_| ())
+}
+
 /// SendMessage: a new task, the next turn of one, or (`message`) a Message.
 pub(crate) fn send(shared: &Arc<Shared>, params: &Map<String, Value>) -> Answer {
     let Some(msg) = params.get("message").and_then(Value::as_object) else {
@@ -231,7 +237,11 @@ pub(crate) fn send(shared: &Arc<Shared>, params: &Map<String, Value>) -> Answer 
         user["contextId"] = task["contextId"].clone();
         history_push(task, user);
         act(task, text);
-        return Ok(json!({ "task": task.clone() }));
+        let task = task.clone();
+        drop(tasks);
+        keep_inline(shared, params, &task)?;
+        shared.push_a2a(&task);
+        return Ok(json!({ "task": task }));
     }
     let context = asked_context.map_or_else(id, str::to_owned);
     if text == "message" {
@@ -249,15 +259,21 @@ pub(crate) fn send(shared: &Arc<Shared>, params: &Map<String, Value>) -> Answer 
     act(&mut task, text);
     let slow = state_of(&task) == "TASK_STATE_WORKING";
     lock(&shared.a2a).insert(task_id.clone(), task.clone());
+    keep_inline(shared, params, &task)?;
+    shared.push_a2a(&task);
     if text == "hello slowly" {
         let shared = shared.clone();
         let task_id = task_id.clone();
         tokio::spawn(async move {
             tokio::time::sleep(HELLO_SLOWLY).await;
-            if let Some(t) = lock(&shared.a2a).map.get_mut(&task_id) {
-                if state_of(t) == "TASK_STATE_WORKING" {
+            let done = lock(&shared.a2a).map.get_mut(&task_id).and_then(|t| {
+                (state_of(t) == "TASK_STATE_WORKING").then(|| {
                     complete(t, Some(("greeting", "Hello, world!".into())));
-                }
+                    t.clone()
+                })
+            });
+            if let Some(t) = done {
+                shared.push_a2a(&t);
             }
         });
         return Ok(json!({ "task": task }));
@@ -266,10 +282,14 @@ pub(crate) fn send(shared: &Arc<Shared>, params: &Map<String, Value>) -> Answer 
         let shared = shared.clone();
         tokio::spawn(async move {
             tokio::time::sleep(p.to_working + p.to_completed).await;
-            if let Some(t) = lock(&shared.a2a).map.get_mut(&task_id) {
-                if state_of(t) == "TASK_STATE_WORKING" {
+            let done = lock(&shared.a2a).map.get_mut(&task_id).and_then(|t| {
+                (state_of(t) == "TASK_STATE_WORKING").then(|| {
                     complete(t, Some(("echo", "slow, and done".into())));
-                }
+                    t.clone()
+                })
+            });
+            if let Some(t) = done {
+                shared.push_a2a(&t);
             }
         });
     }
@@ -314,7 +334,10 @@ fn cancel(shared: &Shared, params: &Map<String, Value>) -> Answer {
         return Err(fail(Kind::TaskNotCancelable, "the task is final"));
     }
     set_status(task, "TASK_STATE_CANCELED", None);
-    Ok(task.clone())
+    let task = task.clone();
+    drop(tasks);
+    shared.push_a2a(&task);
+    Ok(task)
 }
 
 fn list(shared: &Shared, params: &Map<String, Value>) -> Answer {
@@ -344,6 +367,75 @@ fn list(shared: &Shared, params: &Map<String, Value>) -> Answer {
     Ok(json!({"tasks": tasks, "nextPageToken": "", "pageSize": size, "totalSize": total}))
 }
 
+/// A push config as kept: `{id, taskId, url, token?}` (1.0's TaskPushNotificationConfig), its
+/// id the task's when none is given, as the SDK servers name it.
+fn config_of(task_id: &str, c: &Map<String, Value>) -> Result<Value, Failure> {
+    let url = c
+        .get("url")
+        .and_then(Value::as_str)
+        .filter(|u| u.starts_with("http://") || u.starts_with("https://"))
+        .ok_or_else(|| fail(Kind::InvalidParams, "a push config's url is an http(s) URL"))?;
+    let id = c
+        .get("id")
+        .and_then(Value::as_str)
+        .filter(|i| !i.is_empty())
+        .unwrap_or(task_id);
+    let mut out = json!({"id": id, "taskId": task_id, "url": url});
+    if let Some(t) = c.get("token").and_then(Value::as_str) {
+        out["token"] = json!(t);
+    }
+    Ok(out)
+}
+
+/// Keeps `config` for its task (one of the same id replaced), at most MAX_PUSH_CONFIGS.
+fn keep_config(shared: &Shared, config: Value) -> Result<Value, Failure> {
+    let task_id = config["taskId"].as_str().unwrap_or("").to_owned();
+    let mut tasks = lock(&shared.a2a);
+    if !tasks.map.contains_key(&task_id) {
+        return Err(fail(Kind::TaskNotFound, format!("no task {task_id:?}")));
+    }
+    let kept = tasks.push.entry(task_id).or_default();
+    kept.retain(|c| c["id"] != config["id"]);
+    if kept.len() >= super::official::MAX_PUSH_CONFIGS {
+        return Err(fail(
+            Kind::InvalidParams,
+            "too many push configs for this task",
+        ));
+    }
+    kept.push(config.clone());
+    Ok(config)
+}
+
+/// The four push-config methods.
+fn push_config(shared: &Shared, method: &str, params: &Map<String, Value>) -> Answer {
+    let task_id = params
+        .get("taskId")
+        .and_then(Value::as_str)
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| fail(Kind::InvalidParams, "params.taskId is required"))?;
+    let id = params.get("id").and_then(Value::as_str).unwrap_or(task_id);
+    if method == "CreateTaskPushNotificationConfig" {
+        return keep_config(shared, config_of(task_id, params)?);
+    }
+    let mut tasks = lock(&shared.a2a);
+    if !tasks.map.contains_key(task_id) {
+        return Err(fail(Kind::TaskNotFound, format!("no task {task_id:?}")));
+    }
+    let kept = tasks.push.entry(task_id.to_owned()).or_default();
+    match method {
+        "ListTaskPushNotificationConfigs" => Ok(json!({"configs": kept.clone()})),
+        "GetTaskPushNotificationConfig" => kept
+            .iter()
+            .find(|c| c["id"] == id)
+            .cloned()
+            .ok_or_else(|| fail(Kind::TaskNotFound, format!("no push config {id:?}"))),
+        _ => {
+            kept.retain(|c| c["id"] != id);
+            Ok(json!({}))
+        }
+    }
+}
+
 /// One call, whichever binding it came in.
 fn call(shared: &Arc<Shared>, method: &str, params: &Map<String, Value>) -> Answer {
     match method {
@@ -354,10 +446,7 @@ fn call(shared: &Arc<Shared>, method: &str, params: &Map<String, Value>) -> Answ
         "CreateTaskPushNotificationConfig"
         | "GetTaskPushNotificationConfig"
         | "ListTaskPushNotificationConfigs"
-        | "DeleteTaskPushNotificationConfig" => Err(fail(
-            Kind::PushNotSupported,
-            "push notifications are not served (capabilities.pushNotifications is false)",
-        )),
+        | "DeleteTaskPushNotificationConfig" => push_config(shared, method, params),
         "GetExtendedAgentCard" => Err(fail(Kind::Unsupported, "no extended card")),
         other => Err(fail(
             Kind::MethodNotFound,
@@ -389,10 +478,10 @@ fn streams(method: &str) -> bool {
 /// `POST /a2a/jsonrpc`: one JSON-RPC 2.0 request (§9; in 0.3, its method names and shapes).
 pub(crate) fn jsonrpc(shared: &Arc<Shared>, body: &[u8]) -> Response<OutBody> {
     let old = v0_3(shared);
-    let reply = |id: &Value, out: Answer| {
+    let reply = |id: &Value, method: &str, out: Answer| {
         let v = match out {
             Ok(result) if old => {
-                json!({"jsonrpc": "2.0", "id": id, "result": v0_3::answer_out(Spelling::Json, &result)})
+                json!({"jsonrpc": "2.0", "id": id, "result": v0_3::answer_for(Spelling::Json, method, &result)})
             }
             Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
             Err(Failure(kind, message)) => {
@@ -408,7 +497,7 @@ pub(crate) fn jsonrpc(shared: &Arc<Shared>, body: &[u8]) -> Response<OutBody> {
     };
     let req: Value = match serde_json::from_slice(body) {
         Ok(v) => v,
-        Err(_) => return reply(&Value::Null, Err(fail(Kind::Parse, "not JSON"))),
+        Err(_) => return reply(&Value::Null, "", Err(fail(Kind::Parse, "not JSON"))),
     };
     let id = req.get("id").cloned().unwrap_or(Value::Null);
     let (Some("2.0"), Some(name)) = (
@@ -417,6 +506,7 @@ pub(crate) fn jsonrpc(shared: &Arc<Shared>, body: &[u8]) -> Response<OutBody> {
     ) else {
         return reply(
             &id,
+            "",
             Err(fail(Kind::InvalidRequest, "not a JSON-RPC 2.0 request")),
         );
     };
@@ -426,6 +516,7 @@ pub(crate) fn jsonrpc(shared: &Arc<Shared>, body: &[u8]) -> Response<OutBody> {
             None => {
                 return reply(
                     &id,
+                    "",
                     Err(fail(Kind::MethodNotFound, "not an A2A 0.3 method")),
                 )
             }
@@ -437,13 +528,20 @@ pub(crate) fn jsonrpc(shared: &Arc<Shared>, body: &[u8]) -> Response<OutBody> {
     let mut params = match req.get("params") {
         None => empty,
         Some(Value::Object(p)) => p.clone(),
-        Some(_) => return reply(&id, Err(fail(Kind::InvalidParams, "params is an object"))),
+        Some(_) => {
+            return reply(
+                &id,
+                method,
+                Err(fail(Kind::InvalidParams, "params is an object")),
+            )
+        }
     };
     if old {
         if let Some(Value::Object(m)) = params.get("message") {
             let m = v0_3::message_in(Spelling::Json, m);
             params.insert("message".to_owned(), Value::Object(m));
         }
+        v0_3::params_in(method, &mut params);
     }
     if streams(method) {
         let rpc_id = id.clone();
@@ -458,10 +556,10 @@ pub(crate) fn jsonrpc(shared: &Arc<Shared>, body: &[u8]) -> Response<OutBody> {
         });
         return match a2a_stream::open(shared, method, &params, frame) {
             Ok(res) => res,
-            Err(e) => reply(&id, Err(e)),
+            Err(e) => reply(&id, method, Err(e)),
         };
     }
-    reply(&id, call(shared, method, &params))
+    reply(&id, method, call(shared, method, &params))
 }
 
 /// The HTTP+JSON binding (§11.3) under `/a2a/rest`: `tail` is the path after it (in 0.3, its
@@ -498,12 +596,12 @@ pub(crate) fn rest(
         Bytes::from(format!("data: {e}\n\n"))
     });
     match rest_call(shared, http_method, tail, query, body, frame) {
-        Ok(Rest::Answer(v)) if old => json(
+        Ok(Rest::Answer(method, v)) if old => json(
             200,
             "application/json",
-            &v0_3::answer_out(Spelling::Proto, &v),
+            &v0_3::answer_for(Spelling::Proto, method, &v),
         ),
-        Ok(Rest::Answer(v)) => json(200, "application/a2a+json", &v),
+        Ok(Rest::Answer(_, v)) => json(200, "application/a2a+json", &v),
         Ok(Rest::Stream(res)) => res,
         Err(f) => rest_error(old, f),
     }
@@ -524,7 +622,8 @@ fn rest_error(old: bool, Failure(kind, message): Failure) -> Response<OutBody> {
 
 /// What a REST call gives: one answer, or a stream.
 enum Rest {
-    Answer(Value),
+    /// The answer to the method of that (1.0) name.
+    Answer(&'static str, Value),
     Stream(Response<OutBody>),
 }
 
@@ -563,19 +662,19 @@ fn rest_call(
             _ => Err(fail(Kind::InvalidParams, "the body is a JSON object")),
         }
     };
-    let one = |a: Answer| a.map(Rest::Answer);
+    let one = |method: &'static str, a: Answer| a.map(|v| Rest::Answer(method, v));
     let stream = |method: &str, params: &Map<String, Value>| {
         a2a_stream::open(shared, method, params, frame).map(Rest::Stream)
     };
     let segs: Vec<&str> = tail.trim_start_matches('/').split('/').collect();
     match (http_method, segs.as_slice()) {
-        (&M::POST, ["message:send"]) => one(send(shared, &body_params()?)),
+        (&M::POST, ["message:send"]) => one("SendMessage", send(shared, &body_params()?)),
         (&M::POST, ["message:stream"]) => stream("SendStreamingMessage", &body_params()?),
-        (&M::GET, ["tasks"]) => one(list(shared, &params)),
+        (&M::GET, ["tasks"]) => one("ListTasks", list(shared, &params)),
         (&M::POST, ["tasks", t]) if t.ends_with(":cancel") => {
             let id = decode(&t[..t.len() - ":cancel".len()]).unwrap_or_default();
             params.insert("id".into(), Value::from(id));
-            one(cancel(shared, &params))
+            one("CancelTask", cancel(shared, &params))
         }
         (&M::GET | &M::POST, ["tasks", t]) if t.ends_with(":subscribe") => {
             let id = decode(&t[..t.len() - ":subscribe".len()]).unwrap_or_default();
@@ -584,12 +683,34 @@ fn rest_call(
         }
         (&M::GET, ["tasks", t]) => {
             params.insert("id".into(), Value::from(decode(t).unwrap_or_default()));
-            one(get(shared, &params))
+            one("GetTask", get(shared, &params))
         }
-        (_, ["tasks", _, "pushNotificationConfigs", ..]) => {
-            one(call(shared, "GetTaskPushNotificationConfig", &params))
+        (_, ["tasks", t, "pushNotificationConfigs", rest @ ..]) if rest.len() <= 1 => {
+            let method = match (http_method, rest) {
+                (&M::POST, []) => "CreateTaskPushNotificationConfig",
+                (&M::GET, []) => "ListTaskPushNotificationConfigs",
+                (&M::GET, [_]) => "GetTaskPushNotificationConfig",
+                (&M::DELETE, [_]) => "DeleteTaskPushNotificationConfig",
+                _ => return Err(fail(Kind::MethodNotFound, "no such route")),
+            };
+            let mut p = if method == "CreateTaskPushNotificationConfig" {
+                body_params()?
+            } else {
+                Map::new()
+            };
+            if v0_3(shared) {
+                v0_3::params_in(method, &mut p);
+            }
+            p.insert("taskId".into(), Value::from(decode(t).unwrap_or_default()));
+            if let [id] = rest {
+                p.insert("id".into(), Value::from(decode(id).unwrap_or_default()));
+            }
+            one(method, push_config(shared, method, &p))
         }
-        (&M::GET, ["extendedAgentCard"]) => one(call(shared, "GetExtendedAgentCard", &params)),
+        (&M::GET, ["extendedAgentCard"]) => one(
+            "GetExtendedAgentCard",
+            call(shared, "GetExtendedAgentCard", &params),
+        ),
         _ => Err(fail(Kind::MethodNotFound, "no such route")),
     }
 }

@@ -55,6 +55,23 @@ impl Target {
     }
 }
 
+impl Target {
+    /// An official A2A push config's: its `url`, its `token` as `X-A2A-Notification-Token`.
+    pub(crate) fn a2a(url: &str, token: Option<&str>) -> Target {
+        let uri = url
+            .parse::<Uri>()
+            .ok()
+            .filter(|u| u.scheme_str() == Some("http") && u.host().is_some());
+        let header = token.and_then(|t| {
+            Some((
+                HeaderName::from_static("x-a2a-notification-token"),
+                HeaderValue::from_str(t).ok()?,
+            ))
+        });
+        Target { uri, header }
+    }
+}
+
 /// `"Name: value"` as in the spec's example; a string that is not a header line is taken as
 /// the value of `Authorization`.
 fn parse_header(line: &str) -> Option<(HeaderName, HeaderValue)> {

@@ -12,7 +12,7 @@ pub(crate) const REST_BASE: &str = "/a2a/rest";
 /// The card path of the official protocol.
 pub const CARD_PATH: &str = "/.well-known/agent-card.json";
 
-/// A valid A2A 1.0 AgentCard for an agent at `base_url`: both bindings, streaming, no push.
+/// A valid A2A 1.0 AgentCard for an agent at `base_url`: both bindings, streaming, push.
 pub fn a2a_card(name: &str, base_url: &str) -> Value {
     json!({
         "name": name,
@@ -22,7 +22,7 @@ pub fn a2a_card(name: &str, base_url: &str) -> Value {
             {"url": format!("{base_url}{JSONRPC_PATH}"), "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
             {"url": format!("{base_url}{REST_BASE}"), "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"}
         ],
-        "capabilities": {"streaming": true, "pushNotifications": false},
+        "capabilities": {"streaming": true, "pushNotifications": true},
         "defaultInputModes": ["text/plain"],
         "defaultOutputModes": ["text/plain"],
         "skills": [skill()]
@@ -44,7 +44,7 @@ pub fn a2a_card_v0_3(name: &str, base_url: &str) -> Value {
             {"url": format!("{base_url}{JSONRPC_PATH}"), "transport": "JSONRPC"},
             {"url": format!("{base_url}{REST_BASE}"), "transport": "HTTP+JSON"}
         ],
-        "capabilities": {"streaming": true, "pushNotifications": false},
+        "capabilities": {"streaming": true, "pushNotifications": true},
         "defaultInputModes": ["text/plain"],
         "defaultOutputModes": ["text/plain"],
         "skills": [skill()]
@@ -61,9 +61,14 @@ fn skill() -> Value {
     })
 }
 
-/// The agent's official A2A tasks, bounded (the oldest evicted first).
+/// Push configs kept for one task at most (a client's Create past it is refused).
+pub(crate) const MAX_PUSH_CONFIGS: usize = 10;
+
+/// The agent's official A2A tasks, bounded (the oldest evicted first), and their push configs
+/// (1.0's TaskPushNotificationConfig, at most [`MAX_PUSH_CONFIGS`] a task, gone with the task).
 pub(crate) struct Tasks {
     pub(crate) map: HashMap<String, Value>,
+    pub(crate) push: HashMap<String, Vec<Value>>,
     order: VecDeque<String>,
     max: usize,
 }
@@ -72,6 +77,7 @@ impl Tasks {
     pub(crate) fn new(max: usize) -> Tasks {
         Tasks {
             map: HashMap::new(),
+            push: HashMap::new(),
             order: VecDeque::new(),
             max: max.max(1),
         }
@@ -82,6 +88,7 @@ impl Tasks {
             match self.order.pop_front() {
                 Some(old) => {
                     self.map.remove(&old);
+                    self.push.remove(&old);
                 }
                 None => break,
             }

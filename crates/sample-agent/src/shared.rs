@@ -211,6 +211,32 @@ impl Shared {
         let _ = rx.wait_for(|s| *s).await;
     }
 
+    /// Queues an official A2A task's push to each of its configs (never blocks): the
+    /// StreamResponse `{"task": ...}` in 1.0, the bare Task of a2a.json in 0.3.
+    pub(crate) fn push_a2a(&self, task: &Value) {
+        let id = task["id"].as_str().unwrap_or("");
+        let configs = lock(&self.a2a).push.get(id).cloned().unwrap_or_default();
+        if configs.is_empty() {
+            return;
+        }
+        let body = if self.protocol == super::Protocol::A2aV0_3 {
+            super::v0_3::task_out(super::v0_3::Spelling::Json, task)
+        } else {
+            serde_json::json!({ "task": task })
+        };
+        let body = Bytes::from(serde_json::to_vec(&body).unwrap_or_default());
+        for c in configs {
+            let target = Target::a2a(c["url"].as_str().unwrap_or(""), c["token"].as_str());
+            let delivery = Delivery {
+                target: Arc::new(target),
+                body: body.clone(),
+            };
+            if self.notify_tx.try_send(delivery).is_err() {
+                self.notify_stats.failed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
     /// Queues a push notification if the current card asks for them (never blocks).
     fn notify(&self, task: &Value) {
         if let Some(target) = self.card().notify.clone() {

@@ -181,3 +181,106 @@ pub(crate) fn answer_out(s: Spelling, v: &Value) -> Value {
         Spelling::Proto => json!({ key: out }),
     }
 }
+
+/// A 0.3 call's params where they differ from 1.0's beyond the message: a push config
+/// (`{taskId, pushNotificationConfig}`, or on the proto's JSON `{config: {pushNotificationConfig}}`)
+/// made flat, `{id, pushNotificationConfigId}` as `{taskId, id}`, a send's inline config under
+/// 1.0's name.
+pub(crate) fn params_in(method: &str, p: &mut Map<String, Value>) {
+    let flat = |c: &Value, task: Option<&Value>| {
+        let mut out = Map::new();
+        for k in ["id", "url", "token"] {
+            if let Some(v) = c.get(k).filter(|v| v.is_string()) {
+                out.insert(k.to_owned(), v.clone());
+            }
+        }
+        if let Some(t) = task {
+            out.insert("taskId".to_owned(), t.clone());
+        }
+        out
+    };
+    match method {
+        "SendMessage" | "SendStreamingMessage" => {
+            if let Some(Value::Object(c)) = p.get_mut("configuration") {
+                let push = c
+                    .remove("pushNotificationConfig")
+                    .or_else(|| c.remove("pushNotification"));
+                if let Some(push) = push {
+                    c.insert(
+                        "taskPushNotificationConfig".to_owned(),
+                        Value::Object(flat(&push, None)),
+                    );
+                }
+            }
+        }
+        "CreateTaskPushNotificationConfig" => {
+            let task = p.get("taskId").cloned();
+            let c = p
+                .get("pushNotificationConfig")
+                .or_else(|| {
+                    p.get("config")
+                        .and_then(|c| c.get("pushNotificationConfig"))
+                })
+                .cloned()
+                .unwrap_or(Value::Null);
+            let mut out = flat(&c, task.as_ref());
+            if let Some(id) = p.get("configId").filter(|v| v.is_string()) {
+                out.insert("id".to_owned(), id.clone());
+            }
+            *p = out;
+        }
+        "GetTaskPushNotificationConfig" | "DeleteTaskPushNotificationConfig" => {
+            if let Some(task) = p.remove("id") {
+                let id = p.remove("pushNotificationConfigId").unwrap_or(task.clone());
+                p.insert("taskId".to_owned(), task);
+                p.insert("id".to_owned(), id);
+            }
+        }
+        "ListTaskPushNotificationConfigs" => {
+            if let Some(task) = p.remove("id") {
+                p.insert("taskId".to_owned(), task);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A kept (1.0) push config in 0.3.
+fn config_out(s: Spelling, c: &Value) -> Value {
+    let mut pnc = json!({"id": c["id"], "url": c["url"]});
+    if let Some(t) = c.get("token") {
+        pnc["token"] = t.clone();
+    }
+    match s {
+        Spelling::Json => json!({"taskId": c["taskId"], "pushNotificationConfig": pnc}),
+        Spelling::Proto => json!({
+            "name": format!("tasks/{}/pushNotificationConfigs/{}",
+                c["taskId"].as_str().unwrap_or(""), c["id"].as_str().unwrap_or("")),
+            "pushNotificationConfig": pnc
+        }),
+    }
+}
+
+/// [`answer_out`] for `method` (a 1.0 name): the push-config methods' answers too.
+pub(crate) fn answer_for(s: Spelling, method: &str, v: &Value) -> Value {
+    match method {
+        "CreateTaskPushNotificationConfig" | "GetTaskPushNotificationConfig" => config_out(s, v),
+        "ListTaskPushNotificationConfigs" => {
+            let configs: Vec<Value> = v["configs"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|c| config_out(s, c))
+                .collect();
+            match s {
+                Spelling::Json => Value::Array(configs),
+                Spelling::Proto => json!({ "configs": configs }),
+            }
+        }
+        "DeleteTaskPushNotificationConfig" => match s {
+            Spelling::Json => Value::Null,
+            Spelling::Proto => json!({}),
+        },
+        _ => answer_out(s, v),
+    }
+}
