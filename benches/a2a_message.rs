@@ -176,9 +176,7 @@ const REQUEST_0_3: &[u8] = br#"{"jsonrpc":"2.0","id":17,"method":"message/send",
 /// The agent's answer of [`answer`] as a 0.3 agent sends it, to the gateway's id `id`.
 fn answer_0_3(rpc_id: &str) -> Vec<u8> {
     format!(
-        r#"{{"jsonrpc":"2.0","id":"{rpc_id}","result":{{"kind":"task","id":"task-1","contextId":"ctx-42","status":{{"state":"completed","timestamp":"2026-12-01T10:00:00.000Z"}},"artifacts":[{{"artifactId":"a-1","parts":[{{"kind":"text","text":"- one
-- two
-- three"}}]}}],"history":[{{"kind":"message","messageId":"7c1f5a52-2b1e-4f0e-9d7b-3f0a9c1d2e4f","role":"user","parts":[{{"kind":"text","text":"summarise the attached report in three bullet points"}}]}}]}}}}"#
+        r#"{{"jsonrpc":"2.0","id":"{rpc_id}","result":{{"kind":"task","id":"task-1","contextId":"ctx-42","status":{{"state":"completed","timestamp":"2026-12-01T10:00:00.000Z"}},"artifacts":[{{"artifactId":"a-1","parts":[{{"kind":"text","text":"- one\n- two\n- three"}}]}}],"history":[{{"kind":"message","messageId":"7c1f5a52-2b1e-4f0e-9d7b-3f0a9c1d2e4f","role":"user","parts":[{{"kind":"text","text":"summarise the attached report in three bullet points"}}]}}]}}}}"#
     )
     .into_bytes()
 }

@@ -324,6 +324,22 @@ fn v1_version(headers: &HeaderMap, query: Option<&str>) -> Result<(), A2aError> 
     version::check(header, query.as_deref())
 }
 
+/// A neutral answer's reply, for a form that writes it anew (the 0.3 forms): a success is the
+/// gateway's own bytes, read by serde_json's reader (the strict one judges what comes from
+/// outside); an error is read back as `frame::read_neutral` reads it.
+fn neutral_reply(status: hyper::StatusCode, body: &Body) -> crate::protocol::a2a::Reply {
+    let bytes: &[u8] = match body {
+        Body::Full(Some(b)) => b,
+        _ => &[],
+    };
+    if status.is_success() {
+        if let Ok(v) = serde_json::from_slice(bytes) {
+            return Ok(v);
+        }
+    }
+    crate::http::a2a::frame::read_neutral(status.as_u16(), bytes)
+}
+
 /// A2A 0.3's version check, for the 0.3 forms: absent, empty (§3.6: read as 0.3) or 0.3.
 fn v0_3_version(headers: &HeaderMap, query: Option<&str>) -> Result<(), A2aError> {
     match asked_version(headers, query) {

@@ -152,6 +152,27 @@ fn some(v: Option<Value>) -> Option<Value> {
 
 fn part_in(s: Style, v: Value) -> In<Value> {
     let mut p = object(v, "a Part")?;
+    // The common part, a text (and its metadata), read in place: no new map, no new keys.
+    let plain = p
+        .keys()
+        .all(|k| matches!(k.as_str(), "kind" | "text" | "metadata"))
+        && p.get("text").is_some_and(Value::is_string)
+        && p.get("metadata")
+            .is_none_or(|m| m.is_object() && m.get("data_part_compat").is_none());
+    if plain {
+        match (s, p.get("kind").and_then(Value::as_str)) {
+            (Style::Json, Some("text")) | (Style::Proto, None) => {
+                p.remove("kind");
+                if p.get("metadata")
+                    .is_some_and(|m| m.as_object().is_some_and(Map::is_empty))
+                {
+                    p.remove("metadata");
+                }
+                return Ok(Value::Object(p));
+            }
+            _ => {}
+        }
+    }
     let mut out = Obj::new();
     let mut metadata = some(p.remove("metadata"));
     match s {
@@ -246,6 +267,18 @@ fn part_out(s: Style, v: Value) -> Value {
     let Value::Object(mut p) = v else {
         return v;
     };
+    // The common part, a text (and its metadata), written in place.
+    if p.get("text").is_some() && p.keys().all(|k| matches!(k.as_str(), "text" | "metadata")) {
+        match s {
+            Style::Json => {
+                p.insert("kind".to_owned(), Value::from("text"));
+            }
+            Style::Proto => {
+                p.remove("metadata");
+            }
+        }
+        return Value::Object(p);
+    }
     let mut metadata = some(p.remove("metadata"));
     let media = some(p.remove("mediaType"));
     let name = some(p.remove("filename"));
@@ -345,8 +378,9 @@ pub fn message_in(s: Style, v: Value) -> In<Value> {
         *r = Value::from(role);
     }
     let key = parts_key(s);
-    let parts = m.remove(key).or_else(|| m.remove("parts"));
-    if let Some(parts) = parts {
+    if let Some(parts) = m.get_mut("parts") {
+        *parts = parts_in(s, parts.take()).map_err(|v| under(v, "/parts"))?;
+    } else if let Some(parts) = m.remove(key) {
         let parts = parts_in(s, parts).map_err(|v| under(v, &format!("/{key}")))?;
         m.insert("parts".to_owned(), parts);
     }
@@ -366,10 +400,13 @@ pub fn message_out(s: Style, v: Value) -> Value {
     if let Some(r) = m.get_mut("role") {
         *r = Value::from(role_out(s, r.as_str().unwrap_or("")));
     }
-    if let Some(parts) = m.remove("parts") {
-        m.insert(parts_key(s).to_owned(), parts_out(s, parts));
-    } else {
-        m.insert(parts_key(s).to_owned(), Value::Array(Vec::new()));
+    match (s, m.get_mut("parts")) {
+        (Style::Json, Some(parts)) => *parts = parts_out(s, parts.take()),
+        (_, parts) => {
+            let parts = parts.map(Value::take).unwrap_or(Value::Array(Vec::new()));
+            m.remove("parts");
+            m.insert(parts_key(s).to_owned(), parts_out(s, parts));
+        }
     }
     Value::Object(with_kind(m, s, "message"))
 }
@@ -383,11 +420,12 @@ fn status_in(s: Style, v: Value) -> In<Value> {
             .ok_or_else(|| bad("/state", "not a task state of A2A 0.3"))?;
         *state = Value::from(v1);
     }
-    if let Some(m) = some(st.remove("message")) {
-        st.insert(
-            "message".to_owned(),
-            message_in(s, m).map_err(|v| under(v, "/message"))?,
-        );
+    match st.get_mut("message") {
+        Some(Value::Null) => {
+            st.remove("message");
+        }
+        Some(m) => *m = message_in(s, m.take()).map_err(|v| under(v, "/message"))?,
+        None => {}
     }
     if st.get("timestamp").is_some_and(Value::is_null) {
         st.remove("timestamp");
@@ -400,20 +438,22 @@ fn status_out(s: Style, v: Value) -> Value {
         return v;
     };
     let state = state_out(s, st.get("state").and_then(Value::as_str).unwrap_or(""));
-    st.insert("state".to_owned(), Value::from(state));
-    if let Some(m) = st.remove("message") {
-        st.insert("message".to_owned(), message_out(s, m));
+    match st.get_mut("state") {
+        Some(v) => *v = Value::from(state),
+        None => {
+            st.insert("state".to_owned(), Value::from(state));
+        }
+    }
+    if let Some(m) = st.get_mut("message") {
+        *m = message_out(s, m.take());
     }
     Value::Object(st)
 }
 
 fn artifact_in(s: Style, v: Value) -> In<Value> {
     let mut a = object(v, "an Artifact")?;
-    if let Some(parts) = a.remove("parts") {
-        a.insert(
-            "parts".to_owned(),
-            parts_in(s, parts).map_err(|v| under(v, "/parts"))?,
-        );
+    if let Some(parts) = a.get_mut("parts") {
+        *parts = parts_in(s, parts.take()).map_err(|v| under(v, "/parts"))?;
     }
     for k in ["name", "description"] {
         if a.get(k).is_some_and(Value::is_null) {
@@ -427,8 +467,12 @@ fn artifact_out(s: Style, v: Value) -> Value {
     let Value::Object(mut a) = v else {
         return v;
     };
-    let parts = a.remove("parts").unwrap_or(Value::Array(Vec::new()));
-    a.insert("parts".to_owned(), parts_out(s, parts));
+    match a.get_mut("parts") {
+        Some(parts) => *parts = parts_out(s, parts.take()),
+        None => {
+            a.insert("parts".to_owned(), Value::Array(Vec::new()));
+        }
+    }
     Value::Object(a)
 }
 
@@ -456,23 +500,14 @@ fn each_out(s: Style, v: Value, f: fn(Style, Value) -> Value) -> Value {
 pub fn task_in(s: Style, v: Value) -> In<Value> {
     let mut t = object(v, "a Task")?;
     kind_is(&mut t, s, "task", "a task")?;
-    if let Some(st) = t.remove("status") {
-        t.insert(
-            "status".to_owned(),
-            status_in(s, st).map_err(|v| under(v, "/status"))?,
-        );
+    if let Some(st) = t.get_mut("status") {
+        *st = status_in(s, st.take()).map_err(|v| under(v, "/status"))?;
     }
-    if let Some(h) = t.remove("history") {
-        t.insert(
-            "history".to_owned(),
-            each_in(s, h, message_in).map_err(|v| under(v, "/history"))?,
-        );
+    if let Some(h) = t.get_mut("history") {
+        *h = each_in(s, h.take(), message_in).map_err(|v| under(v, "/history"))?;
     }
-    if let Some(a) = t.remove("artifacts") {
-        t.insert(
-            "artifacts".to_owned(),
-            each_in(s, a, artifact_in).map_err(|v| under(v, "/artifacts"))?,
-        );
+    if let Some(a) = t.get_mut("artifacts") {
+        *a = each_in(s, a.take(), artifact_in).map_err(|v| under(v, "/artifacts"))?;
     }
     Ok(Value::Object(t))
 }
@@ -482,15 +517,18 @@ pub fn task_out(s: Style, v: Value) -> Value {
     let Value::Object(mut t) = v else {
         return v;
     };
-    let status = t
-        .remove("status")
-        .unwrap_or_else(|| serde_json::json!({"state": "TASK_STATE_UNSPECIFIED"}));
-    t.insert("status".to_owned(), status_out(s, status));
-    if let Some(h) = t.remove("history") {
-        t.insert("history".to_owned(), each_out(s, h, message_out));
+    match t.get_mut("status") {
+        Some(st) => *st = status_out(s, st.take()),
+        None => {
+            let st = serde_json::json!({"state": "TASK_STATE_UNSPECIFIED"});
+            t.insert("status".to_owned(), status_out(s, st));
+        }
     }
-    if let Some(a) = t.remove("artifacts") {
-        t.insert("artifacts".to_owned(), each_out(s, a, artifact_out));
+    if let Some(h) = t.get_mut("history") {
+        *h = each_out(s, h.take(), message_out);
+    }
+    if let Some(a) = t.get_mut("artifacts") {
+        *a = each_out(s, a.take(), artifact_out);
     }
     if !t.contains_key("contextId") {
         t.insert("contextId".to_owned(), Value::from(""));
@@ -753,14 +791,12 @@ fn push_key(s: Style) -> &'static str {
 /// it blocks; absent from a proto configuration, it does not: proto3 leaves `false` out), a
 /// `historyLength` of 0 (0.3's "all") is left out.
 pub fn send_in(s: Style, mut p: Obj) -> In<Obj> {
-    let message = p
-        .remove("message")
-        .ok_or_else(|| bad("/message", "a message is required"))?;
     let mut out = Obj::new();
-    out.insert(
-        "message".to_owned(),
-        message_in(s, message).map_err(|v| under(v, "/message"))?,
-    );
+    let (key, mut message) = p
+        .remove_entry("message")
+        .ok_or_else(|| bad("/message", "a message is required"))?;
+    message = message_in(s, message).map_err(|v| under(v, "/message"))?;
+    out.insert(key, message);
     if let Some(c) = some(p.remove("configuration")) {
         let mut c = object(c, "configuration").map_err(|v| under(v, "/configuration"))?;
         let mut v1 = Obj::new();

@@ -164,13 +164,7 @@ impl Form for V03HttpJson {
         let kept = parts.extensions.remove::<Neutral>();
         let reply = match kept {
             Some(Neutral(Err(e))) => Err(e),
-            _ => {
-                let bytes = match &body {
-                    Body::Full(Some(b)) => b.clone(),
-                    _ => Bytes::new(),
-                };
-                frame::read_neutral(parts.status.as_u16(), &bytes)
-            }
+            _ => super::neutral_reply(parts.status, &body),
         };
         let doc = match reply {
             Ok(v) => model::answer_out(Style::Proto, method, v),

@@ -109,20 +109,29 @@ impl Form for V03JsonRpc {
         };
         let reply = match kept {
             Some(Neutral(Err(e))) => Err(e),
-            _ => {
-                let bytes = match &body {
-                    Body::Full(Some(b)) => b.clone(),
-                    _ => Bytes::new(),
-                };
-                frame::read_neutral(parts.status.as_u16(), &bytes)
+            _ => super::neutral_reply(parts.status, &body),
+        };
+        let mut out = match reply {
+            Ok(v) => {
+                // Written around the translated result, with no envelope tree of its own.
+                let result = model::answer_out(Style::Json, method, v);
+                let mut w = Vec::with_capacity(512);
+                w.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+                // An id and a Value: writing them cannot fail.
+                let _ = serde_json::to_writer(&mut w, &id);
+                w.extend_from_slice(br#","result":"#);
+                let _ = serde_json::to_writer(&mut w, &result);
+                w.push(b'}');
+                let mut out = Response::new(Body::full(w));
+                *out.status_mut() = status;
+                out.headers_mut().insert(
+                    hyper::header::CONTENT_TYPE,
+                    hyper::header::HeaderValue::from_static("application/json"),
+                );
+                out
             }
+            Err(e) => json_response(status, "application/json", &error_response(id, &e)),
         };
-        let envelope = match reply {
-            Ok(v) => json!({"jsonrpc": "2.0", "id": id.map_or(Value::Null, RpcId::to_value),
-                "result": model::answer_out(Style::Json, method, v)}),
-            Err(e) => error_response(id, &e),
-        };
-        let mut out = json_response(status, "application/json", &envelope);
         frame::copy_headers(&parts.headers, out.headers_mut());
         out
     }
