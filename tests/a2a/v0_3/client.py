@@ -106,13 +106,18 @@ def user_message(text, task_id=None, context_id=None):
 
 
 class Driver:
-    def __init__(self, client, streaming, args):
-        self.client, self.streaming, self.args = client, streaming, args
+    def __init__(self, make, args):
+        self.make, self.args = make, args
+        self.client, self.streaming = make(False), make(True)
 
     async def send(self, text, *, task_id=None, context_id=None, blocking=True, push=None):
-        config = MessageSendConfiguration(blocking=blocking, push_notification_config=push)
+        # A push config goes in the client's config, not the call's: a2a-sdk 0.3.26 merges a
+        # call's configuration with model_copy, leaving a dict where its REST and gRPC
+        # transports want a model ('dict' object has no attribute 'authentication').
+        client = self.client if push is None else self.make(False, push)
+        config = MessageSendConfiguration(blocking=blocking)
         last = None
-        async for e in self.client.send_message(
+        async for e in client.send_message(
             user_message(text, task_id, context_id), configuration=config
         ):
             last = e
@@ -215,13 +220,18 @@ async def run_one(args, scenario, http, card):
     if scenario == 'card':
         return {'result': dump(card)}
 
-    def make(streaming):
+    def make(streaming, push=None):
         return ClientFactory(
-            ClientConfig(streaming=streaming, httpx_client=http, supported_transports=[args.binding])
+            ClientConfig(
+                streaming=streaming,
+                httpx_client=http,
+                supported_transports=[args.binding],
+                push_notification_configs=[push] if push else [],
+            )
         ).create(card)
 
     try:
-        return {'result': await Driver(make(False), make(True), args).run(scenario)}
+        return {'result': await Driver(make, args).run(scenario)}
     except Exception as e:  # noqa: BLE001
         return {'error': error_data(e)}
 

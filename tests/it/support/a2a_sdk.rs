@@ -306,9 +306,15 @@ pub fn run_client_with(
         cmd.args(["--token", t]);
     }
     cmd.args(extra);
-    cmd.args(scenarios).stdin(Stdio::null());
+    cmd.args(scenarios);
+    run_json(cmd, &format!("{sdk:?} client {binding} {scenarios:?}"))
+}
+
+/// Runs `cmd` (a driver printing one JSON document) within [`DEADLINE`]: its document. It
+/// must exit 0; `what` names it in a failure.
+pub fn run_json(mut cmd: Command, what: &str) -> Value {
+    cmd.stdin(Stdio::null());
     let (tx, rx) = mpsc::channel();
-    let what = format!("{sdk:?} client {binding} {scenarios:?}");
     std::thread::spawn(move || {
         let _ = tx.send(cmd.output());
     });

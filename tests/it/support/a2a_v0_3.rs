@@ -7,13 +7,12 @@
 //! Nothing is skipped: without them every user of this module fails, naming the install.
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::{Child, Command};
 use std::sync::OnceLock;
 
 use serde_json::Value;
 
-use super::a2a_sdk::{listening, require_sdks, DEADLINE};
+use super::a2a_sdk::{listening, require_sdks, run_json};
 use super::child::repo;
 
 const INSTALL: &str = "install the pinned A2A 0.3 SDKs (scripts/test does this): \
@@ -180,31 +179,8 @@ pub fn run_client03(
     let mut cmd = sdk.command("client");
     cmd.args(["--card-url", card_url, "--binding", binding])
         .args(extra)
-        .args(scenarios)
-        .stdin(Stdio::null());
-    let what = format!("{sdk:?} 0.3 client {binding} {scenarios:?}");
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(cmd.output());
-    });
-    let out = match rx.recv_timeout(DEADLINE) {
-        Ok(Ok(out)) => out,
-        Ok(Err(e)) => panic!("{what}: cannot run ({e})"),
-        Err(_) => panic!("{what}: no answer within {DEADLINE:?}"),
-    };
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{what} exited {}: {stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
-        panic!(
-            "{what} printed no JSON document ({e}): {stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
+        .args(scenarios);
+    run_json(cmd, &format!("{sdk:?} 0.3 client {binding} {scenarios:?}"))
 }
 
 /// Runs google-adk's `RemoteA2aAgent` on a2a-sdk 0.3 (tests/a2a/v0_3/adk_client.py, from
@@ -217,26 +193,13 @@ pub fn run_adk03(card_url: &str, text: &str) -> Value {
     cmd.env("PYTHONPATH", &site)
         .env("PYTHONWARNINGS", "ignore")
         .arg(repo("tests/a2a/v0_3/adk_client.py"))
-        .args(["--card-url", card_url, "--text", text])
-        .stdin(Stdio::null());
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(cmd.output());
-    });
-    let out = match rx.recv_timeout(DEADLINE) {
-        Ok(Ok(out)) => out,
-        Ok(Err(e)) => panic!("adk_client.py: cannot run ({e})"),
-        Err(_) => panic!("adk_client.py: no answer within {DEADLINE:?}"),
-    };
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
-        panic!(
-            "adk_client.py printed no JSON document ({e}): {stdout}\n{}\ninstall google-adk on a2a-sdk 0.3 \
-             (scripts/test does): python3 -m pip install --target {} -r tests/requirements/v0_3/adk.txt",
-            String::from_utf8_lossy(&out.stderr),
-            site.display()
-        )
-    })
+        .args(["--card-url", card_url, "--text", text]);
+    let what = format!(
+        "adk_client.py (google-adk on a2a-sdk 0.3: python3 -m pip install --target {} -r \
+         tests/requirements/v0_3/adk.txt, as scripts/test does)",
+        site.display()
+    );
+    run_json(cmd, &what)
 }
 
 /// A driver's document as two runs compare: error messages left out (the gateway words its

@@ -17,8 +17,13 @@ pub const SERVED: &str = "1.0";
 
 /// Whether `v` (trimmed) is 1.0 with or without a patch part.
 pub fn is_served(v: &str) -> bool {
-    let v = v.trim();
-    match v.strip_prefix("1.0") {
+    is_version(v, SERVED)
+}
+
+/// Whether `v` (trimmed) is `major_minor` (`1.0`, `0.3`) with or without a patch part: the
+/// patch "MUST not be considered" (§3.6).
+pub fn is_version(v: &str, major_minor: &str) -> bool {
+    match v.trim().strip_prefix(major_minor) {
         Some("") => true,
         Some(rest) => rest.strip_prefix('.').is_some_and(|p| {
             !p.is_empty() && p.len() <= 9 && p.bytes().all(|b| b.is_ascii_digit())

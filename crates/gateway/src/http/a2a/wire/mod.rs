@@ -356,6 +356,19 @@ fn v0_3_version(headers: &HeaderMap, query: Option<&str>) -> Result<(), A2aError
     }
 }
 
+/// A 0.3 agent's push read into a StreamResponse, for the 0.3 forms: 0.3's SDK senders post
+/// the bare Task of a2a.json, whatever the binding; a push already a StreamResponse (a 0.3
+/// agent of a later SDK) is taken as it is.
+fn v0_3_push(event: Value) -> Result<Value, A2aError> {
+    use crate::protocol::a2a::v0_3::model::{event_in, Style};
+    match event.get("kind") {
+        Some(_) => {
+            event_in(Style::Json, event).map_err(|v| A2aError::invalid_agent_response(vec![v]))
+        }
+        None => Ok(event),
+    }
+}
+
 /// A2A 0.3's version header towards an agent, for the 0.3 forms (as a2a-sdk 1.3's client
 /// sends it to a 0.3 agent; 0.3's SDK servers do not read it).
 fn v0_3_agent_headers(headers: &mut HeaderMap) {
@@ -404,6 +417,15 @@ fn unbuildable(e: impl fmt::Display) -> ApiError {
         Code::AgentUnreachable,
         format!("cannot build the agent request: {e}"),
     )
+}
+
+/// `takes_body` of a form whose every call is one POST (JSON-RPC): its 405 for anything else.
+fn post_only(verb: &Verb) -> Result<bool, ApiError> {
+    if verb == Verb::POST {
+        Ok(true)
+    } else {
+        Err(not_allowed(&["POST"]))
+    }
 }
 
 /// The 405 of a route that takes only `allow`.

@@ -29,14 +29,7 @@ pub const CARD_VERSION: &str = "0.3.0";
 /// Whether `v` (trimmed) names 0.3: `0.3` or `0.3.x`. The caller decides what an absent or
 /// empty version means (§3.6: a client's is 0.3).
 pub fn is_v0_3(v: &str) -> bool {
-    let v = v.trim();
-    match v.strip_prefix("0.3") {
-        Some("") => true,
-        Some(rest) => rest.strip_prefix('.').is_some_and(|p| {
-            !p.is_empty() && p.len() <= 9 && p.bytes().all(|b| b.is_ascii_digit())
-        }),
-        None => false,
-    }
+    super::version::is_version(v, VERSION)
 }
 
 /// The 0.3 JSON-RPC method names, with the 1.0 operation each is.

@@ -279,14 +279,8 @@ impl Form for V03HttpJson {
         false
     }
 
-    /// 0.3's SDK senders post the bare Task of a2a.json, whatever the binding.
     fn read_push(&self, event: Value) -> Result<Value, A2aError> {
-        match event.get("kind") {
-            Some(_) => model::event_in(Style::Json, event)
-                .map_err(|v| A2aError::invalid_agent_response(vec![v])),
-            // Already a StreamResponse (a 0.3 agent of a later SDK): as it is.
-            None => Ok(event),
-        }
+        super::v0_3_push(event)
     }
 }
 

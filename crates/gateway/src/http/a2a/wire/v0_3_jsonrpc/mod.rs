@@ -68,11 +68,7 @@ impl Form for V03JsonRpc {
     }
 
     fn takes_body(&self, verb: &Verb) -> Result<bool, ApiError> {
-        if verb == Verb::POST {
-            Ok(true)
-        } else {
-            Err(super::not_allowed(&["POST"]))
-        }
+        super::post_only(verb)
     }
 
     fn read(&self, _: &Verb, _: &str, _: Option<&str>, body: &[u8]) -> Read {
@@ -209,14 +205,8 @@ impl Form for V03JsonRpc {
         false
     }
 
-    /// 0.3's SDK senders post the bare Task of a2a.json, whatever the binding.
     fn read_push(&self, event: Value) -> Result<Value, A2aError> {
-        match event.get("kind") {
-            Some(_) => model::event_in(Style::Json, event)
-                .map_err(|v| A2aError::invalid_agent_response(vec![v])),
-            // Already a StreamResponse (a 0.3 agent of a later SDK): as it is.
-            None => Ok(event),
-        }
+        super::v0_3_push(event)
     }
 }
 

@@ -51,11 +51,7 @@ impl Form for V1JsonRpc {
     }
 
     fn takes_body(&self, verb: &Verb) -> Result<bool, ApiError> {
-        if verb == Verb::POST {
-            Ok(true)
-        } else {
-            Err(super::not_allowed(&["POST"]))
-        }
+        super::post_only(verb)
     }
 
     fn read(&self, _: &Verb, _: &str, _: Option<&str>, body: &[u8]) -> Read {
