@@ -51,6 +51,31 @@ fn agents_03() -> Vec<(&'static str, Agent03)> {
     ]
 }
 
+/// Waits (at most `secs` seconds) until `receiver` holds a completed delivery of every task of
+/// `ids`, each delivery one a2a-sdk 0.3 read, with `token`: every request it received.
+async fn completed_03(receiver: &Receiver03, ids: &[String], token: &str, secs: u64) -> Vec<Value> {
+    let done = || async {
+        let got = receiver.requests();
+        ids.iter().all(|id| {
+            got.iter().any(|r| {
+                r["body"]["id"] == id.as_str() && r["body"]["status"]["state"] == "completed"
+            })
+        })
+    };
+    let reached = crate::support::within(std::time::Duration::from_secs(secs), done).await;
+    let got = receiver.requests();
+    assert!(
+        reached,
+        "no completed delivery of every task of {ids:?}: {got:?}"
+    );
+    for r in &got {
+        assert_eq!(r["ok"], true, "a2a-sdk 0.3 reads every delivery: {r}");
+        assert_eq!(r["body"]["kind"], "task", "{r}");
+        assert_eq!(r["headers"]["x-a2a-notification-token"], token, "{r}");
+    }
+    got
+}
+
 /// Runs `jobs` (each a closure running one client) a few at a time, in order.
 fn in_parallel<T: Send>(jobs: Vec<Box<dyn FnOnce() -> T + Send + '_>>) -> Vec<T> {
     let mut out = Vec::new();
@@ -193,27 +218,8 @@ async fn zero_three_clients_get_through_the_gateway_what_they_get_from_their_own
             (k.clone(), id)
         })
         .collect();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
-        let got = receiver.requests();
-        assert!(got.iter().all(|r| r["ok"] == true), "{got:?}");
-        let missing: Vec<&(String, String)> = pushed
-            .iter()
-            .filter(|(_, id)| {
-                !got.iter().any(|r| {
-                    r["body"]["id"] == id.as_str() && r["body"]["status"]["state"] == "completed"
-                })
-            })
-            .collect();
-        if missing.is_empty() {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no completed delivery for {missing:?}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    }
+    let ids: Vec<String> = pushed.into_iter().map(|(_, id)| id).collect();
+    completed_03(&receiver, &ids, "tok-pair", 30).await;
     // Counted by the client's version, under the 1.0 method names.
     let sends = http
         .metric(
@@ -635,27 +641,12 @@ async fn a_zero_three_clients_push_config_gets_the_bare_task_it_reads() {
     });
     let result = &sent["scenarios"]["send-push"]["result"];
     assert!(result["task_id"].is_string(), "{sent}");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    loop {
-        let got = receiver.requests();
-        let done = got
-            .iter()
-            .any(|r| r["body"]["status"]["state"] == "completed");
-        if done {
-            for r in &got {
-                assert_eq!(r["ok"], true, "a2a-sdk 0.3 reads every delivery: {r}");
-                assert_eq!(r["body"]["kind"], "task", "{r}");
-                assert_eq!(r["body"]["id"], result["task_id"], "{r}");
-                assert_eq!(r["headers"]["x-a2a-notification-token"], "tok-03", "{r}");
-            }
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no completed delivery: {got:?}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    let id = result["task_id"].as_str().unwrap_or_default().to_owned();
+    let got = completed_03(&receiver, std::slice::from_ref(&id), "tok-03", 20).await;
+    assert!(
+        got.iter().all(|r| r["body"]["id"] == id.as_str()),
+        "{got:?}"
+    );
 }
 
 /// A 0.3 agent scripted by 0.3 method name: its card is 0.3's, its answers a2a.json's.
@@ -811,26 +802,11 @@ async fn a_zero_three_agent_that_pushes_is_heard_in_0_3_and_its_client_in_0_3_to
         .as_str()
         .unwrap_or_else(|| panic!("{sent}"))
         .to_owned();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    loop {
-        let got = receiver.requests();
-        if got
-            .iter()
-            .any(|r| r["body"]["status"]["state"] == "completed")
-        {
-            assert!(
-                got.iter()
-                    .all(|r| r["ok"] == true && r["body"]["id"] == id.as_str()),
-                "{got:?}"
-            );
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no completed delivery: {got:?}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    let got = completed_03(&receiver, std::slice::from_ref(&id), "tok-js03", 20).await;
+    assert!(
+        got.iter().all(|r| r["body"]["id"] == id.as_str()),
+        "{got:?}"
+    );
     let heard = http
         .metric(
             "a2a_gateway_notifications_ingested_total",
@@ -923,20 +899,7 @@ async fn the_sample_agent_pushes_in_both_versions() {
                 .to_owned(),
         );
     }
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    loop {
-        let got = receiver.requests();
-        let done = ids.iter().all(|id| {
-            got.iter().any(|r| {
-                r["body"]["id"] == id.as_str() && r["body"]["status"]["state"] == "completed"
-            })
-        });
-        if done {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "{got:?}");
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    completed_03(&receiver, &ids, "tok", 20).await;
     // Each sample agent pushed its tasks to the gateway itself, in its own version.
     for name in ["new", "old"] {
         let heard = http
