@@ -97,6 +97,7 @@ fn in_parallel<T: Send>(jobs: Vec<Box<dyn FnOnce() -> T + Send + '_>>) -> Vec<T>
 async fn zero_three_clients_get_through_the_gateway_what_they_get_from_their_own_agents() {
     let olds = agents_03();
     let new = SdkAgent::start(JSONRPC);
+    let new_rest = SdkAgent::start(HTTP_JSON);
     let sample =
         a2a_sample_agent::SampleAgent::start(a2a_sample_agent::AgentOptions::a2a("Sample"))
             .await
@@ -107,7 +108,11 @@ async fn zero_three_clients_get_through_the_gateway_what_they_get_from_their_own
             .expect("sample agent starts");
     let mut entries: Vec<_> = olds.iter().map(|(n, a)| a2a_agent(n, &a.base)).collect();
     entries.push(a2a_agent("py13", &new.base));
+    entries.push(a2a_agent("py13rest", &new_rest.base));
+    let mut sample_rest = a2a_agent("samplerest", &sample.base_url());
+    sample_rest.binding = Some(a2a_gateway::config::Binding::HttpJson);
     entries.push(a2a_agent("sample", &sample.base_url()));
+    entries.push(sample_rest);
     entries.push(a2a_agent("sample03", &sample03.base_url()));
     let (_gw, http) = gateway(entries, |cfg| {
         cfg.webhooks.allow = vec!["127.0.0.1/32".into()];
@@ -132,7 +137,15 @@ async fn zero_three_clients_get_through_the_gateway_what_they_get_from_their_own
         (Sdk03::Js, HTTP_JSON),
     ];
     let names = [
-        "py03rpc", "py03rest", "js03rpc", "js03rest", "py13", "sample", "sample03",
+        "py03rpc",
+        "py03rest",
+        "js03rpc",
+        "js03rest",
+        "py13",
+        "py13rest",
+        "sample",
+        "samplerest",
+        "sample03",
     ];
     // Every pair through the gateway also sends a message with a push config: the receiver
     // reads what the gateway delivers with a2a-sdk 0.3's own types.
@@ -236,7 +249,10 @@ async fn zero_three_clients_get_through_the_gateway_what_they_get_from_their_own
     // `/agents` says which version the gateway speaks to each.
     let listed = http.get("/agents").await.json();
     for a in listed["agents"].as_array().expect("agents") {
-        let want = if matches!(a["name"].as_str(), Some("py13" | "sample")) {
+        let want = if matches!(
+            a["name"].as_str(),
+            Some("py13" | "py13rest" | "sample" | "samplerest")
+        ) {
             "1.0"
         } else {
             "0.3"
@@ -917,4 +933,105 @@ async fn the_sample_agent_pushes_in_both_versions() {
             .await;
         assert_eq!(refused, 0.0, "{name}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_1_0_card_without_protocol_version_is_used_at_1_0_with_a_warning() {
+    let agent = ScriptedAgent::start(Arc::new(|_, _| {
+        Answer::Result(
+            json!({"task": crate::support::a2a_script::task("t-1", "c", "TASK_STATE_COMPLETED")}),
+        )
+    }))
+    .await;
+    let mut card = crate::support::a2a_script::card(&format!("{}/rpc", agent.base));
+    card["supportedInterfaces"][0]
+        .as_object_mut()
+        .map(|i| i.remove("protocolVersion"));
+    agent.set_card(card);
+    let (_gw, http) = gateway(vec![a2a_agent("loose", &agent.base)], |_| {}).await;
+    let listed = http.get("/agents").await.json();
+    let entry = &listed["agents"][0];
+    assert_eq!(entry["card_state"], "fresh", "{entry}");
+    assert_eq!(entry["a2a_version"], "1.0", "{entry}");
+    assert_eq!(
+        entry["card_warnings"],
+        json!(["missing_protocol_version"]),
+        "{entry}"
+    );
+    let (status, sent) = post(
+        &http,
+        "/agents/loose/jsonrpc",
+        &[("content-type", "application/json"), ("a2a-version", "1.0")],
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
+            "messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{sent}");
+    assert_eq!(
+        sent["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{sent}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a2a_version_chooses_the_version_and_a_reload_of_it_keeps_the_agent_and_its_tasks() {
+    // One agent speaking both versions at one URL, as a2a-sdk 1.3's compatibility layer serves.
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let agent = {
+        let seen = seen.clone();
+        ScriptedAgent::start(Arc::new(move |method, params| {
+            seen.lock().expect("lock").push(method.to_owned());
+            let id = if params["message"]["messageId"] == "m-2" { "t-2" } else { "t-1" };
+            match method {
+                "message/send" => Answer::Result(json!({"kind": "task", "id": id, "contextId": "c",
+                    "status": {"state": "completed"}})),
+                _ => Answer::Result(json!({"task": crate::support::a2a_script::task(id, "c", "TASK_STATE_COMPLETED")})),
+            }
+        }))
+        .await
+    };
+    let mut card = crate::support::a2a_script::card(&format!("{}/rpc", agent.base));
+    card["supportedInterfaces"] = json!([
+        {"url": format!("{}/rpc", agent.base), "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+        {"url": format!("{}/rpc", agent.base), "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+    ]);
+    agent.set_card(card);
+    let (gw, http) = gateway(vec![a2a_agent("both", &agent.base)], |_| {}).await;
+    let listed = http.get("/agents").await.json();
+    assert_eq!(
+        listed["agents"][0]["a2a_version"], "1.0",
+        "the newest: {listed}"
+    );
+    let send = |mid: &str| {
+        json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
+            "messageId": mid, "role": "ROLE_USER", "parts": [{"text": "go"}]}}})
+    };
+    let h = [("content-type", "application/json"), ("a2a-version", "1.0")];
+    let (_, first) = post(&http, "/agents/both/jsonrpc", &h, &send("m-1")).await;
+    assert_eq!(first["result"]["task"]["id"], "t-1", "{first}");
+    let mut next = gw.config().as_ref().clone();
+    next.agents[0].a2a_version = Some(a2a_gateway::config::A2aVersion::V0_3);
+    gw.reload(next).await.expect("applied");
+    crate::support::wait_for("the card compiled for 0.3", || async {
+        http.get("/agents").await.json()["agents"][0]["a2a_version"] == "0.3"
+    })
+    .await;
+    let (_, second) = post(&http, "/agents/both/jsonrpc", &h, &send("m-2")).await;
+    assert_eq!(second["result"]["task"]["id"], "t-2", "{second}");
+    // The task made before the reload is still the client's to read.
+    let (_, kept) = post(
+        &http,
+        "/agents/both/jsonrpc",
+        &h,
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": "t-1"}}),
+    )
+    .await;
+    assert_eq!(kept["result"]["id"], "t-1", "{kept}");
+    let methods = seen.lock().expect("lock").clone();
+    assert_eq!(
+        methods.first().map(String::as_str),
+        Some("SendMessage"),
+        "{methods:?}"
+    );
+    assert!(methods.iter().any(|m| m == "message/send"), "{methods:?}");
 }
