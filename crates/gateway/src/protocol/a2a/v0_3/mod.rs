@@ -13,6 +13,7 @@
 //! 1.0 state 0.3 cannot say does not exist today (1.0 added none), so the nearest-state rule
 //! is only: anything unknown is `unknown`.
 
+pub mod calls;
 pub mod card;
 pub mod model;
 

@@ -28,6 +28,7 @@ use crate::http::body::Body;
 use crate::http::error::{ApiError, Code};
 use crate::protocol::a2a::held::HeldCard;
 use crate::protocol::a2a::stream::frame_json;
+use crate::protocol::a2a::v0_3::calls;
 use crate::protocol::a2a::v0_3::model::{self, Style};
 use crate::protocol::a2a::v0_3::{self, error_object, read_error};
 use crate::protocol::a2a::{A2aError, Call, ErrorKind, Method, Reply};
@@ -72,7 +73,7 @@ fn push_body(task: &str, mut body: Map<String, Value>) -> Result<Map<String, Val
         None => Value::Object(body),
     };
     let Value::Object(mut c) =
-        model::task_push_in(Style::Proto, config).map_err(|v| A2aError::invalid_params(vec![v]))?
+        calls::task_push_in(Style::Proto, config).map_err(|v| A2aError::invalid_params(vec![v]))?
     else {
         return Ok(Map::new());
     };
@@ -131,7 +132,7 @@ impl Form for V03HttpJson {
         let Call { method, mut params } = call;
         let read = match method {
             Method::SendMessage | Method::SendStreamingMessage => body_object(body).and_then(|b| {
-                model::send_in(Style::Proto, b).map_err(|v| A2aError::invalid_params(vec![v]))
+                calls::send_in(Style::Proto, b).map_err(|v| A2aError::invalid_params(vec![v]))
             }),
             Method::CreateTaskPushNotificationConfig => {
                 let task = params
@@ -167,7 +168,7 @@ impl Form for V03HttpJson {
             _ => super::neutral_reply(parts.status, &body),
         };
         let doc = match reply {
-            Ok(v) => model::answer_out(Style::Proto, method, v),
+            Ok(v) => calls::answer_out(Style::Proto, method, v),
             Err(e) => error_object(&e),
         };
         let mut out = json_response(parts.status, "application/json", &doc);
@@ -197,7 +198,7 @@ impl Form for V03HttpJson {
         let text = |k: &str| p.get(k).and_then(Value::as_str).unwrap_or("");
         let (verb, path, body) = match call.method {
             Method::SendMessage | Method::SendStreamingMessage => {
-                (Verb::POST, r.path, Some(model::send_out(Style::Proto, p)))
+                (Verb::POST, r.path, Some(calls::send_out(Style::Proto, p)))
             }
             Method::CancelTask => (
                 Verb::POST,
@@ -212,7 +213,7 @@ impl Form for V03HttpJson {
                 Some(json!({
                     "parent": format!("tasks/{}", text("taskId")),
                     "configId": text("id"),
-                    "config": model::task_push_out(Style::Proto, &Value::Object(p.clone())),
+                    "config": calls::task_push_out(Style::Proto, &Value::Object(p.clone())),
                 })),
             ),
             Method::GetExtendedAgentCard => (Verb::GET, "/card".to_owned(), None),
@@ -271,7 +272,7 @@ impl Form for V03HttpJson {
         if error {
             return Err(super::the_agents(agent_error(500, data)));
         }
-        model::answer_in(Style::Proto, method, doc)
+        calls::answer_in(Style::Proto, method, doc)
             .map_err(|v| A2aError::invalid_agent_response(vec![v]))
     }
 

@@ -22,6 +22,7 @@ use crate::http::body::Body;
 use crate::http::error::{ApiError, Code};
 use crate::protocol::a2a::held::HeldCard;
 use crate::protocol::a2a::stream::frame_json;
+use crate::protocol::a2a::v0_3::calls;
 use crate::protocol::a2a::v0_3::model::{self, Style};
 use crate::protocol::a2a::v0_3::{self, error_object};
 use crate::protocol::a2a::{A2aError, Call, ErrorKind, Method, Reply};
@@ -76,7 +77,7 @@ impl Form for V03JsonRpc {
             Ok(e) => e,
             Err(refused) => return Read::Refused(*refused.error, Echo(refused.id)),
         };
-        let mut params = match model::params_in(method, params) {
+        let mut params = match calls::params_in(method, params) {
             Ok(p) => p,
             Err(v) => return Read::Refused(A2aError::invalid_params(vec![v]), Echo(Some(id))),
         };
@@ -110,7 +111,7 @@ impl Form for V03JsonRpc {
         let mut out = match reply {
             Ok(v) => {
                 // Written around the translated result, with no envelope tree of its own.
-                let result = model::answer_out(Style::Json, method, v);
+                let result = calls::answer_out(Style::Json, method, v);
                 let mut w = Vec::with_capacity(512);
                 w.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
                 // An id and a Value: writing them cannot fail.
@@ -160,7 +161,7 @@ impl Form for V03JsonRpc {
         })?;
         let id = super::v1_jsonrpc::gateway_id();
         let body = json!({"jsonrpc": "2.0", "id": &id, "method": name,
-            "params": model::params_out(call.method, &call.params)});
+            "params": calls::params_out(call.method, &call.params)});
         let url = held.endpoint(origin).map_err(super::unbuildable)?;
         Ok(Written {
             verb: Verb::POST,
@@ -197,7 +198,7 @@ impl Form for V03JsonRpc {
     fn read_event(&self, sent: &Sent, method: Method, data: &[u8], _error: bool) -> Reply {
         let id = super::v1_jsonrpc::sent_id(sent)?;
         let result = envelope::parse_agent_response(data, id, method).map_err(super::the_agents)?;
-        model::answer_in(Style::Json, method, result)
+        calls::answer_in(Style::Json, method, result)
             .map_err(|v| A2aError::invalid_agent_response(vec![v]))
     }
 
