@@ -268,11 +268,16 @@ pub fn served_interfaces(root: &str) -> Vec<Value> {
 
 /// The version a client's request names: `A2A-Version` by header, else query parameter
 /// (§3.6); `None` when it names none.
-pub fn asked_version(headers: &HeaderMap, query: Option<&str>) -> Option<String> {
+pub fn asked_version<'a>(
+    headers: &'a HeaderMap,
+    query: Option<&str>,
+) -> Option<std::borrow::Cow<'a, str>> {
     use crate::protocol::a2a::VERSION_HEADER;
+    // The header borrowed (every SDK sends it so): no copy per request.
     match headers.get(VERSION_HEADER).and_then(|v| v.to_str().ok()) {
-        Some(h) => Some(h.to_owned()),
-        None => crate::protocol::percent::query_param(query, VERSION_HEADER),
+        Some(h) => Some(std::borrow::Cow::Borrowed(h)),
+        None => crate::protocol::percent::query_param(query, VERSION_HEADER)
+            .map(std::borrow::Cow::Owned),
     }
 }
 
