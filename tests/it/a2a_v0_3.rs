@@ -665,6 +665,23 @@ async fn a_zero_three_clients_push_config_gets_the_bare_task_it_reads() {
     );
 }
 
+/// A 1.0 SendMessage to `agent` through the gateway: it must answer a completed task.
+async fn completes_in_1_0(http: &crate::support::Http, agent: &str) {
+    let (status, sent) = post(
+        http,
+        &format!("/agents/{agent}/jsonrpc"),
+        &[("content-type", "application/json"), ("a2a-version", "1.0")],
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
+            "messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{sent}");
+    assert_eq!(
+        sent["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{sent}"
+    );
+}
+
 /// A 0.3 agent scripted by 0.3 method name: its card is 0.3's, its answers a2a.json's.
 async fn scripted_03(
     card: impl FnOnce(&str) -> Value,
@@ -771,19 +788,7 @@ async fn the_gemini_cli_agents_card_is_read_and_the_agent_called_in_0_3() {
     assert_eq!(entry["card_state"], "fresh", "{entry}");
     assert_eq!(entry["a2a_version"], "0.3", "{entry}");
     assert_eq!(entry["display_name"], "Gemini SDLC Agent", "{entry}");
-    let (status, sent) = post(
-        &http,
-        "/agents/gemini/jsonrpc",
-        &[("content-type", "application/json"), ("a2a-version", "1.0")],
-        &json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
-            "messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}}}),
-    )
-    .await;
-    assert_eq!(status, 200, "{sent}");
-    assert_eq!(
-        sent["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
-        "{sent}"
-    );
+    completes_in_1_0(&http, "gemini").await;
     assert_eq!(*seen.lock().expect("lock"), ["message/send"]);
 }
 
@@ -958,19 +963,7 @@ async fn a_1_0_card_without_protocol_version_is_used_at_1_0_with_a_warning() {
         json!(["missing_protocol_version"]),
         "{entry}"
     );
-    let (status, sent) = post(
-        &http,
-        "/agents/loose/jsonrpc",
-        &[("content-type", "application/json"), ("a2a-version", "1.0")],
-        &json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
-            "messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}}}),
-    )
-    .await;
-    assert_eq!(status, 200, "{sent}");
-    assert_eq!(
-        sent["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
-        "{sent}"
-    );
+    completes_in_1_0(&http, "loose").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
