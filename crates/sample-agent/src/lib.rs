@@ -9,11 +9,14 @@
 //! Layout: this file is the public handle; `server` routes and answers requests, `state` keeps the
 //! tasks, artifacts and open streams, `shared` holds what the handle and the server both touch,
 //! `body` the response bodies, `progress` the demo's auto-advance, `notify` the push
-//! notifications the spec requires when the card has a `notification_config`.
+//! notifications the spec requires when the card has a `notification_config` (and the official
+//! agent's pushes). The official A2A agent: `official` its card and tasks, `a2a` its calls,
+//! `a2a_bindings` its two bindings in 1.0 or 0.3 (`v0_3`), `a2a_stream` its streams.
 
 #![warn(missing_docs)]
 
 mod a2a;
+mod a2a_bindings;
 mod a2a_stream;
 mod body;
 mod notify;

@@ -22,7 +22,7 @@ use tokio::task::JoinSet;
 use super::body::{EventBody, OutBody};
 use super::shared::{lock, Shared};
 use super::state::{Cancel, Content, Opened};
-use super::{a2a, official, progress, Recorded, Reply, Route};
+use super::{a2a_bindings, official, progress, Recorded, Reply, Route};
 
 /// Largest request body read; larger ones get 413 (a test agent has no use for more).
 const MAX_BODY: usize = 8 * 1024 * 1024;
@@ -154,9 +154,9 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<
             }
             Reply::Default => {
                 return Ok(match route {
-                    Route::A2aJsonRpc => a2a::jsonrpc(&shared, &body),
+                    Route::A2aJsonRpc => a2a_bindings::jsonrpc(&shared, &body),
                     Route::A2aRest => {
-                        a2a::rest(&shared, &parts.method, &id, parts.uri.query(), &body)
+                        a2a_bindings::rest(&shared, &parts.method, &id, parts.uri.query(), &body)
                     }
                     _ => answer(&shared, route, &id, &parts.headers, &body),
                 })
