@@ -41,6 +41,9 @@ pub enum Binding {
     /// HTTP+JSON, the REST binding (§11).
     #[serde(rename = "HTTP+JSON")]
     HttpJson,
+    /// gRPC (§10), called at `grpc_url` (or the card's gRPC port on `url`'s host).
+    #[serde(rename = "GRPC")]
+    Grpc,
 }
 
 /// The official A2A version the gateway speaks to an agent (`[[agents]] a2a_version`): without
@@ -91,6 +94,11 @@ pub struct AgentConfig {
     pub binding: Option<Binding>,
     /// An A2A agent's version, when not the newest its card offers.
     pub a2a_version: Option<A2aVersion>,
+    /// Where a gRPC agent's service is called (`http://host:port` for h2c, `https://...` for
+    /// TLS); without it, `url`'s scheme and host with the port of the card's gRPC interface.
+    /// Never a host the card names.
+    #[serde(deserialize_with = "de::opt_base_url")]
+    pub grpc_url: Option<String>,
     /// How often the card is fetched again (sooner when the agent's Cache-Control says so).
     #[serde(rename = "refresh_secs", deserialize_with = "de::secs")]
     pub refresh: Duration,
@@ -152,6 +160,7 @@ impl Default for AgentConfig {
             card_path: String::new(),
             binding: None,
             a2a_version: None,
+            grpc_url: None,
             refresh: Duration::from_secs(300),
             timeout: Duration::from_millis(10_000),
             ingest_token: None,

@@ -27,6 +27,9 @@ pub enum Body {
     Events(Box<crate::stream::topic::Subscription>),
     /// Frames a task of the gateway's own produces (`/events`); ends when it drops the sender.
     Channel(tokio::sync::mpsc::Receiver<Bytes>),
+    /// A buffer and then trailers: a gRPC answer (its message, then `grpc-status`). Boxed: a
+    /// header map is large, and every other body would carry its size.
+    Trailed(Box<(Option<Bytes>, Option<hyper::HeaderMap>)>),
 }
 
 /// An agent's body being relayed, with the deadline that cuts it when the agent goes quiet.
@@ -49,6 +52,14 @@ impl Body {
     pub fn full(b: impl Into<Bytes>) -> Body {
         let b = b.into();
         Body::Full((!b.is_empty()).then_some(b))
+    }
+
+    /// `data` (none when empty), then `trailers`.
+    pub fn trailed(data: Bytes, trailers: hyper::HeaderMap) -> Body {
+        Body::Trailed(Box::new((
+            (!data.is_empty()).then_some(data),
+            Some(trailers),
+        )))
     }
 
     /// Relay `inner`, failing it after `idle` without a frame, holding `pass` until it ends.
@@ -91,6 +102,10 @@ impl HttpBody for Body {
                 .poll_frame(cx)
                 .map(|o| o.map(|r| r.map_err(Into::into))),
             Body::Channel(rx) => rx.poll_recv(cx).map(|o| o.map(|b| Ok(Frame::data(b)))),
+            Body::Trailed(t) => Poll::Ready(match t.0.take() {
+                Some(b) => Some(Ok(Frame::data(b))),
+                None => t.1.take().map(|h| Ok(Frame::trailers(h))),
+            }),
             Body::Stream(r) => match Pin::new(&mut r.inner).poll_frame(cx) {
                 Poll::Ready(Some(Ok(frame))) => {
                     let next = Instant::now() + r.idle;
@@ -119,6 +134,7 @@ impl HttpBody for Body {
     fn is_end_stream(&self) -> bool {
         match self {
             Body::Full(b) => b.is_none(),
+            Body::Trailed(t) => t.0.is_none() && t.1.is_none(),
             Body::Stream(r) => r.inner.is_end_stream(),
             Body::Events(_) | Body::Channel(_) => false,
         }
@@ -128,6 +144,7 @@ impl HttpBody for Body {
         match self {
             Body::Full(Some(b)) => SizeHint::with_exact(b.len() as u64),
             Body::Full(None) => SizeHint::with_exact(0),
+            Body::Trailed(t) => SizeHint::with_exact(t.0.as_ref().map_or(0, |b| b.len() as u64)),
             Body::Stream(r) => r.inner.size_hint(),
             Body::Events(_) | Body::Channel(_) => SizeHint::default(),
         }

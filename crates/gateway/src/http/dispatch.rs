@@ -53,6 +53,7 @@ pub async fn handler(
         Route::RefreshAgent(a) => catalog::refresh(state, ctx, a).await,
         Route::A2a(a, tail) => a2a::serve(state, ctx, a, tail, req).await,
         Route::A2aFleet => a2a::fleet(state, ctx, req).await,
+        Route::A2aService => a2a::service(state, ctx, req).await,
         Route::NotFound => Err(ApiError::new(Code::NotFound, "no such route")),
     }
 }

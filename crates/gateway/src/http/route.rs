@@ -68,6 +68,9 @@ pub enum Route<'a> {
     A2a(&'a str, &'a str),
     /// `POST /a2a`: the fleet's JSON-RPC endpoint, over every A2A agent the caller may use.
     A2aFleet,
+    /// `POST /lf.a2a.v1.A2AService/{method}` (and 0.3's `/a2a.v1.A2AService/...`, refused):
+    /// A2A's gRPC service over every A2A agent the caller may use, the tenant naming the agent.
+    A2aService,
     /// Any other path, and a task or artifact id that is not a [`valid_id`].
     NotFound,
 }
@@ -119,6 +122,9 @@ impl<'a> Route<'a> {
     /// The route of a request path, with no agent of the official A2A protocol: every route of
     /// the gateway's own and of Clawpedia agents.
     pub fn parse(path: &'a str) -> Route<'a> {
+        if wire::is_service_path(path) {
+            return Route::A2aService;
+        }
         let mut segs = path.strip_prefix('/').unwrap_or(path).split('/');
         let parts: [Option<&str>; 6] = std::array::from_fn(|_| segs.next());
         if segs.next().is_some() {
@@ -215,7 +221,7 @@ impl<'a> Route<'a> {
 
     /// Whether the route is answered in the official A2A protocol's shapes.
     pub fn is_a2a(&self) -> bool {
-        matches!(self, Route::A2a(..) | Route::A2aFleet)
+        matches!(self, Route::A2a(..) | Route::A2aFleet | Route::A2aService)
     }
 
     /// Whether the route's handler answers a method it does not take itself (405 with its own
@@ -231,6 +237,7 @@ impl<'a> Route<'a> {
         match self {
             Route::A2a(_, tail) => Some(wire::of_route(Some(tail), asked().as_deref())),
             Route::A2aFleet => Some(wire::of_route(None, None)),
+            Route::A2aService => Some(wire::of_service_path()),
             _ => None,
         }
     }
@@ -255,7 +262,7 @@ impl<'a> Route<'a> {
             Route::Catalog | Route::Card(_) | Route::Fleet => Needs::Client,
             Route::A2a(_, tail) if is_a2a_card(tail) => Needs::Client,
             // Send, get, cancel and the push configs; streams come with their own right.
-            Route::A2a(..) | Route::A2aFleet => Needs::Right(Right::Tasks),
+            Route::A2a(..) | Route::A2aFleet | Route::A2aService => Needs::Right(Right::Tasks),
             Route::Metrics => Needs::Right(Right::Metrics),
             Route::CreateTask(_)
             | Route::ListTasks
@@ -301,6 +308,7 @@ impl<'a> Route<'a> {
             // Each tail takes its own methods: `http::a2a` answers 405 with `Allow` itself.
             Route::A2a(..) => ("a2a", Method::POST),
             Route::A2aFleet => ("a2a_fleet", Method::POST),
+            Route::A2aService => ("a2a_grpc", Method::POST),
             Route::NotFound => ("not_found", Method::GET),
         }
     }
@@ -355,10 +363,14 @@ impl<'a> Route<'a> {
             Route::Fleet => Some("/api/fleet"),
             Route::A2a(_, tail) => Some(a2a_template(tail)),
             Route::A2aFleet => Some("/a2a"),
+            Route::A2aService => Some(SERVICE_TEMPLATE),
             Route::NotFound => None,
         }
     }
 }
+
+/// The template of the gRPC service's route.
+pub const SERVICE_TEMPLATE: &str = "/lf.a2a.v1.A2AService/{method}";
 
 /// What a route asks of its caller (`admission::admit` judges it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -437,7 +449,7 @@ fn a2a_template(tail: &str) -> &'static str {
 /// agent.
 /// `/agents/{name}/tasks` is both: ListTasks (GET) on an A2A agent, a create (POST) on a
 /// Clawpedia agent.
-pub const A2A_TEMPLATES: [(&str, &[&str]); 12] = [
+pub const A2A_TEMPLATES: [(&str, &[&str]); 13] = [
     ("/agents/{name}/.well-known/agent-card.json", &["GET"]),
     ("/agents/{name}/tasks", &["GET"]),
     ("/agents/{name}/agent-card.json", &["GET"]),
@@ -456,6 +468,7 @@ pub const A2A_TEMPLATES: [(&str, &[&str]); 12] = [
     ("/agents/{name}/extendedAgentCard", &["GET"]),
     ("/agents/{name}/files/{file_id}", &["GET"]),
     ("/a2a", &["POST"]),
+    (SERVICE_TEMPLATE, &["POST"]),
 ];
 
 /// The name [`instantiate_a2a`] puts in `{name}`: the official A2A agent of the agreement tests.
@@ -470,6 +483,7 @@ pub fn instantiate_a2a(template: &str) -> String {
         .replace("{task_id}", "t%2F1:x")
         .replace("{config_id}", "cfg-1")
         .replace("{file_id}", "f_1-AbC")
+        .replace("{method}", "SendMessage")
 }
 
 /// Every path template of the router (each route's [`Route::template`]), in the order of the

@@ -6,6 +6,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use hyper::body::Frame;
 
 use crate::protocol::a2a::stream as a2a;
 use crate::protocol::a2a::A2aError;
@@ -18,6 +19,47 @@ pub trait Frames: Sync + Send + fmt::Debug {
     fn event(&self, id: Option<&str>, stored: &Bytes) -> Bytes;
     /// The gateway's last event of a stream, `event: error` in the subscriber's form.
     fn error(&self, id: Option<&str>, e: &A2aError) -> Bytes;
+    /// The last frame of a stream: `e`, the gateway's ending, if it ended it; `None` at a
+    /// plain end. An SSE form writes the ending as [`Frames::error`] and nothing else; gRPC
+    /// ends every stream with trailers (its status).
+    fn last(&self, id: Option<&str>, e: Option<&A2aError>) -> Option<Frame<Bytes>> {
+        e.map(|e| Frame::data(self.error(id, e)))
+    }
+    /// Whether the topic's pings (SSE comments) reach this subscriber: not over gRPC, whose
+    /// connection has HTTP/2's own.
+    fn pings(&self) -> bool {
+        true
+    }
+}
+
+/// How an agent's stream is cut into events, by the agent's wire form (an SSE parser; gRPC's
+/// messages and final status): the feed reads every form's streams through it.
+pub trait Decoder: Send + Sync {
+    /// Data as it came; the events it completes appended to `out`. An error: the stream broke
+    /// its form's rules (why, for the operator).
+    fn feed(
+        &mut self,
+        data: &[u8],
+        out: &mut Vec<crate::protocol::sse::Event>,
+    ) -> Result<(), String>;
+    /// The stream's trailers (gRPC's status), events they complete appended to `out`.
+    fn trailers(
+        &mut self,
+        _trailers: &hyper::HeaderMap,
+        _out: &mut Vec<crate::protocol::sse::Event>,
+    ) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+impl Decoder for crate::protocol::sse::Parser {
+    fn feed(
+        &mut self,
+        data: &[u8],
+        out: &mut Vec<crate::protocol::sse::Event>,
+    ) -> Result<(), String> {
+        crate::protocol::sse::Parser::feed(self, data, out).map_err(|e| e.to_string())
+    }
 }
 
 /// How one subscriber reads its topic's events.
@@ -39,11 +81,22 @@ impl Framing {
         }
     }
 
-    /// The gateway's last event of an A2A stream, `event: error` as this subscriber reads it.
-    pub(super) fn error(&self, e: &A2aError) -> Bytes {
+    /// The gateway's last event of an A2A stream, `e` (`None`: the stream's plain end), as
+    /// this subscriber reads it; `None` when it reads nothing more.
+    pub(super) fn last(&self, e: Option<&A2aError>) -> Option<Frame<Bytes>> {
         match self {
-            Framing::Form(form, id) => form.error(id.as_deref(), e),
-            Framing::Stored => a2a::error_event(e.to_status().to_string().as_bytes()),
+            Framing::Form(form, id) => form.last(id.as_deref(), e),
+            Framing::Stored => {
+                e.map(|e| Frame::data(a2a::error_event(e.to_status().to_string().as_bytes())))
+            }
+        }
+    }
+
+    /// Whether this subscriber reads the topic's pings.
+    pub(super) fn pings(&self) -> bool {
+        match self {
+            Framing::Form(form, _) => form.pings(),
+            Framing::Stored => true,
         }
     }
 }
@@ -112,7 +165,8 @@ mod tests {
         let withheld = e.error(false, "echo");
         assert_eq!(withheld.kind, ErrorKind::InternalError);
         assert!(!withheld.message.contains("18103"), "{withheld:?}");
-        let framed = Framing::Stored.error(&withheld);
+        let framed = Framing::Stored.last(Some(&withheld)).expect("a frame");
+        let framed = framed.into_data().expect("data");
         assert!(!String::from_utf8_lossy(&framed).contains("18103"));
         let up = Ending::Upstream("it broke".into());
         assert_eq!(up.error(false, "echo"), up.error(true, "echo"));

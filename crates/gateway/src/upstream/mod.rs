@@ -76,6 +76,31 @@ where
         .build(connector)
 }
 
+/// A pool of HTTP/2 connections only, for gRPC agents: h2c with prior knowledge on `http://`,
+/// ALPN `h2` on `https://`. One connection per origin carries every call (HTTP/2 multiplexes),
+/// kept alive by HTTP/2 pings.
+fn h2_pool<C>(connector: C, idle: Duration) -> Client<C, Full<Bytes>>
+where
+    C: hyper_util::client::legacy::connect::Connect + Clone,
+{
+    Client::builder(TokioExecutor::new())
+        .pool_timer(TokioTimer::new())
+        .timer(TokioTimer::new())
+        .pool_idle_timeout(idle)
+        .http2_only(true)
+        .http2_keep_alive_interval(Duration::from_secs(30))
+        .http2_keep_alive_while_idle(true)
+        .build(connector)
+}
+
+/// Whether a request is a gRPC call (sent on the HTTP/2 pool, its trailers read).
+fn is_grpc(req: &Request<Full<Bytes>>) -> bool {
+    req.headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/grpc"))
+}
+
 /// A pooled HTTP/1.1 + HTTP/2 client over rustls (webpki roots) on `http`, with a timer so idle
 /// connections are reaped. The webhook sender's (its connector resolves through the URL guard).
 pub fn pooled_client<R>(
@@ -232,6 +257,8 @@ pub struct AgentError {
 #[derive(Clone)]
 pub struct Upstream {
     client: HttpClient,
+    /// gRPC agents' calls (see [`h2_pool`]).
+    grpc: HttpClient,
     /// Buffered exchanges with `http://` agents (the create path): see [`http1`].
     http1: Arc<http1::Http1Pool>,
 }
@@ -252,8 +279,13 @@ impl Upstream {
             Duration::from_secs(90),
         ));
         let connector = AgentConnector::new(http, agents)?;
+        let grpc = h2_pool(connector.clone(), Duration::from_secs(90));
         let client = pool(connector, Duration::from_secs(90), 256);
-        Ok(Upstream { client, http1 })
+        Ok(Upstream {
+            client,
+            grpc,
+            http1,
+        })
     }
 
     /// Send and wait for the response head, within `timeout`.
@@ -262,7 +294,12 @@ impl Upstream {
         req: Request<Full<Bytes>>,
         timeout: Duration,
     ) -> Result<Response<Incoming>, UpstreamError> {
-        match tokio::time::timeout(timeout, self.client.request(req)).await {
+        let client = if is_grpc(&req) {
+            &self.grpc
+        } else {
+            &self.client
+        };
+        match tokio::time::timeout(timeout, client.request(req)).await {
             Err(_) => Err(UpstreamError::Timeout(timeout)),
             Ok(Err(e)) => Err(UpstreamError::Unreachable(describe(&e))),
             Ok(Ok(res)) => Ok(res),
@@ -288,6 +325,9 @@ impl Upstream {
         req: Request<Full<Bytes>>,
         limit: usize,
     ) -> Result<(hyper::http::response::Parts, Bytes), UpstreamError> {
+        if is_grpc(&req) {
+            return self.fetch_grpc(req, limit).await;
+        }
         if req.uri().scheme() == Some(&hyper::http::uri::Scheme::HTTP) {
             http1::Http1Pool::reap_in_background(&self.http1);
             return self.http1.fetch(req, limit).await;
@@ -300,6 +340,40 @@ impl Upstream {
         let (parts, body) = res.into_parts();
         let body = read_limited(body, limit).await?;
         Ok((parts, body))
+    }
+}
+
+impl Upstream {
+    /// A gRPC call's whole answer: its trailers (the call's status) folded into the head's
+    /// headers, where the gRPC form reads a status whether it came as trailers or in a
+    /// trailers-only head.
+    async fn fetch_grpc(
+        &self,
+        req: Request<Full<Bytes>>,
+        limit: usize,
+    ) -> Result<(hyper::http::response::Parts, Bytes), UpstreamError> {
+        let res = self
+            .grpc
+            .request(req)
+            .await
+            .map_err(|e| UpstreamError::Unreachable(describe(&e)))?;
+        let (mut parts, body) = res.into_parts();
+        if hyper::body::Body::size_hint(&body).lower() > limit as u64 {
+            return Err(UpstreamError::TooLarge(limit));
+        }
+        let collected = match Limited::new(body, limit).collect().await {
+            Ok(c) => c,
+            Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+                return Err(UpstreamError::TooLarge(limit))
+            }
+            Err(e) => return Err(UpstreamError::Unreachable(format!("body: {e}"))),
+        };
+        if let Some(trailers) = collected.trailers() {
+            for (name, value) in trailers {
+                parts.headers.insert(name.clone(), value.clone());
+            }
+        }
+        Ok((parts, collected.to_bytes()))
     }
 }
 

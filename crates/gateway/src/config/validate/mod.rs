@@ -342,6 +342,16 @@ impl Validator {
                 "chooses an official A2A binding: only for an agent with protocol = \"a2a\"",
             );
         }
+        if let Some(g) = &a.grpc_url {
+            if a.protocol != Protocol::A2a {
+                self.problem(
+                    format!("{at}.grpc_url"),
+                    "is where an official A2A agent's gRPC service is: only for an agent with protocol = \"a2a\"",
+                );
+            } else if let Err(why) = check_grpc_url(g) {
+                self.problem(format!("{at}.grpc_url"), why);
+            }
+        }
         if a.a2a_version.is_some() && a.protocol != Protocol::A2a {
             self.problem(
                 format!("{at}.a2a_version"),
@@ -522,6 +532,29 @@ pub fn redact_url(u: &str) -> String {
         (Some(s), Some(at)) if at > s => format!("{}***{}{query}", &u[..s + 3], &u[at..]),
         _ => format!("{u}{query}"),
     }
+}
+
+/// A gRPC agent's address: `http://` or `https://`, a host, an optional port, nothing else
+/// (gRPC's paths are the service's own).
+fn check_grpc_url(u: &str) -> Result<(), String> {
+    let parsed = url::Url::parse(u).map_err(|e| format!("{u:?} is not a URL: {e}"))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(format!(
+            "{u:?}: http://host:port (h2c) or https://host:port (TLS)"
+        ));
+    }
+    if parsed.host_str().is_none_or(str::is_empty) {
+        return Err(format!("{u:?} names no host"));
+    }
+    if parsed.path() != "/" || parsed.query().is_some() || parsed.fragment().is_some() {
+        return Err(format!(
+            "{u:?}: a gRPC service is at an origin only (no path, query or fragment)"
+        ));
+    }
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err(format!("{u:?}: no credentials in the URL"));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -819,9 +852,30 @@ mod tests {
         assert_eq!(cfg.agents[0].card_path(), "/card");
         let problems = Config::parse(&agents("binding = \"JSONRPC\"")).expect_err("clawpedia");
         assert_eq!(problems[0].key, "agents[0].binding");
-        let problems =
-            Config::parse(&agents("protocol = \"a2a\"\nbinding = \"GRPC\"")).expect_err("grpc");
-        assert!(problems[0].message.contains("JSONRPC"), "{}", problems[0]);
+        let cfg = Config::parse(&agents(
+            "protocol = \"a2a\"\nbinding = \"GRPC\"\ngrpc_url = \"http://127.0.0.1:50051/\"",
+        ))
+        .expect("grpc");
+        assert_eq!(cfg.agents[0].binding, Some(crate::config::Binding::Grpc));
+        assert_eq!(
+            cfg.agents[0].grpc_url.as_deref(),
+            Some("http://127.0.0.1:50051")
+        );
+        for bad in [
+            "127.0.0.1:50051",
+            "http://h:1/path",
+            "ftp://h:1",
+            "http://:1",
+            "http://h:1?q",
+        ] {
+            let problems = Config::parse(&agents(&format!(
+                "protocol = \"a2a\"\ngrpc_url = \"{bad}\""
+            )))
+            .expect_err(bad);
+            assert_eq!(problems[0].key, "agents[0].grpc_url", "{bad}");
+        }
+        let problems = Config::parse(&agents("grpc_url = \"http://h:1\"")).expect_err("clawpedia");
+        assert_eq!(problems[0].key, "agents[0].grpc_url");
         let problems = Config::parse(&agents("protocol = \"grpc\"")).expect_err("unknown");
         assert_eq!(problems[0].key, "agents[0].protocol");
         // The accepted values are named.

@@ -14,9 +14,10 @@ use super::files::{self, Shape};
 use super::to_agent;
 use super::wire::Sent;
 use crate::protocol::a2a::{A2aError, Call, Method};
-use crate::protocol::sse::{Event, Parser};
+use crate::protocol::sse::Event;
 use crate::registry::Agent;
 use crate::state::State;
+use crate::stream::framing::Decoder;
 use crate::upstream::MAX_AGENT_JSON;
 
 /// The gateway's own `SubscribeToTask` of task `id` (a shared stream's upstream, or its
@@ -40,19 +41,20 @@ pub enum ReadError {
     Cut(String),
 }
 
-/// Reads one agent stream's events, one at a time.
+/// Reads one agent stream's events, one at a time, cut as the agent's form cuts them (SSE
+/// events, gRPC messages: `wire::Form::stream_decoder`).
 pub struct Reader {
-    /// The SSE parser (bounded by `streams.max_event_bytes`).
-    pub parser: Parser,
-    /// Events parsed and not yet handed out.
-    pub pending: VecDeque<Event>,
+    /// The decoder (bounded by `streams.max_event_bytes`).
+    decoder: Box<dyn Decoder>,
+    /// Events decoded and not yet handed out.
+    pending: VecDeque<Event>,
 }
 
 impl Reader {
-    /// A reader of a new stream, events at most `max_event_bytes`.
-    pub fn new(max_event_bytes: usize) -> Reader {
+    /// A reader of a new stream sent as `sent`, events at most `max_event_bytes`.
+    pub fn new(sent: &Sent, max_event_bytes: usize) -> Reader {
         Reader {
-            parser: Parser::new(max_event_bytes),
+            decoder: sent.stream_decoder(max_event_bytes),
             pending: VecDeque::new(),
         }
     }
@@ -66,13 +68,15 @@ impl Reader {
             }
             match body.frame().await {
                 Some(Ok(frame)) => {
-                    let Ok(data) = frame.into_data() else {
-                        continue;
-                    };
                     let mut out = Vec::new();
-                    self.parser
-                        .feed(&data, &mut out)
-                        .map_err(|e| ReadError::Broken(e.to_string()))?;
+                    let read = match frame.into_data() {
+                        Ok(data) => self.decoder.feed(&data, &mut out),
+                        Err(frame) => match frame.into_trailers() {
+                            Ok(trailers) => self.decoder.trailers(&trailers, &mut out),
+                            Err(_) => Ok(()),
+                        },
+                    };
+                    read.map_err(ReadError::Broken)?;
                     self.pending.extend(out);
                 }
                 Some(Err(e)) => return Err(ReadError::Cut(e.to_string())),
@@ -90,7 +94,7 @@ pub async fn stream_or_answer(
     sent: &Sent,
     timeout: Duration,
 ) -> Result<Incoming, A2aError> {
-    if res.status() == StatusCode::OK && crate::stream::is_event_stream(res.headers()) {
+    if res.status() == StatusCode::OK && sent.is_stream(res.headers()) {
         return Ok(res.into_body());
     }
     let (parts, body) = res.into_parts();

@@ -16,7 +16,6 @@
 //! doubling, a try that cannot reach the agent counting as one, so an agent back within them
 //! is picked up; then UPSTREAM_ERROR, or the ledger's final Task if the task ended meanwhile.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -36,7 +35,7 @@ use crate::protocol::a2a::answer::{check_answer, payload, task_of};
 use crate::protocol::a2a::held::HeldCard;
 use crate::protocol::a2a::stream::{changes, fold};
 use crate::protocol::a2a::{Method, TaskState};
-use crate::protocol::sse::{Event, Parser};
+use crate::protocol::sse::Event;
 use crate::protocol::task::Verdict;
 use crate::registry::Agent;
 use crate::state::State;
@@ -75,10 +74,8 @@ pub enum Upstream {
     Reading {
         /// The rest of the agent's stream.
         body: Incoming,
-        /// Its parser, as the first event left it.
-        parser: Parser,
-        /// Events read with the first, after it.
-        pending: VecDeque<Event>,
+        /// Its reader, as the first event left it.
+        reader: Reader,
         /// What the stream's request was sent as.
         sent: Sent,
     },
@@ -222,11 +219,9 @@ pub async fn run(start: Start, up: Upstream) {
     let (mut body, mut reader) = match up {
         Upstream::Reading {
             body,
-            parser,
-            pending,
+            reader,
             sent: _,
         } => {
-            let reader = Reader { parser, pending };
             if closes_at(&feed.task) {
                 feed.after_end(body, reader).await;
                 return;
@@ -245,7 +240,7 @@ pub async fn run(start: Start, up: Upstream) {
                         // what comes next): joiners start from the task as the ledger has it.
                         feed.open_with_ledgers_task();
                     }
-                    (b, Reader::new(hub.config().max_event_bytes))
+                    (b, Reader::new(&feed.sent, hub.config().max_event_bytes))
                 }
                 None => return,
             }
@@ -602,7 +597,10 @@ impl Feed {
             Err(e) => return Resubscribed::Unreachable(e.to_string()),
         };
         match stream_or_answer(res, &call, &out.sent, self.agent.cfg.timeout).await {
-            Ok(b) => Resubscribed::Stream(b, Reader::new(self.state.hub.config().max_event_bytes)),
+            Ok(b) => Resubscribed::Stream(
+                b,
+                Reader::new(&out.sent, self.state.hub.config().max_event_bytes),
+            ),
             Err(_) => {
                 self.give_up(
                     "its stream ended before the task did, and it would not stream the task again"

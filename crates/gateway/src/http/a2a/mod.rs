@@ -47,7 +47,7 @@ use crate::http::error::{ApiError, ApiResult, Code};
 use crate::http::exchange::named_agent;
 use crate::http::request::{read_body, Request};
 use crate::protocol::a2a::check::check_request;
-use crate::protocol::a2a::{is_json_media_type, A2aError, ErrorKind, Method};
+use crate::protocol::a2a::{A2aError, ErrorKind, Method};
 use crate::registry::Agent;
 use crate::state::State;
 
@@ -84,6 +84,26 @@ pub async fn fleet(state: &Arc<State>, ctx: &mut Ctx, req: Request) -> ApiResult
     call(state, ctx, None, wire::of_route(None, None), "", req).await
 }
 
+/// `POST /lf.a2a.v1.A2AService/{Method}`: A2A's gRPC service over every A2A agent the caller
+/// may use, the message's `tenant` naming the agent as at `/a2a` ([`tenant`]). The call's
+/// deadline (`grpc-timeout`) bounds it until its answer (a stream's events are not bounded by
+/// it): past it, AGENT_TIMEOUT, gRPC's DEADLINE_EXCEEDED.
+pub async fn service(state: &Arc<State>, ctx: &mut Ctx, req: Request) -> ApiResult {
+    let form = wire::of_service_path();
+    let path = req.uri().path().to_owned();
+    match form.deadline(req.headers()) {
+        None => call(state, ctx, None, form, &path, req).await,
+        Some(d) => tokio::time::timeout(d, call(state, ctx, None, form, &path, req))
+            .await
+            .unwrap_or_else(|_| {
+                Err(ApiError::new(
+                    Code::AgentTimeout,
+                    format!("the call's deadline ({} ms) passed", d.as_millis()),
+                ))
+            }),
+    }
+}
+
 /// One A2A call in `form`, for `agent` (the route's), or for the agent the fleet's tenant
 /// names (`None`): see the module doc. Counted on `a2a_gateway_a2a_requests_total` once its
 /// agent is known.
@@ -98,7 +118,7 @@ async fn call(
     let verb = req.method().clone();
     let query = req.uri().query().map(str::to_owned);
     let (parts, body) = if form.takes_body(&verb)? {
-        body_of(state, req).await?
+        body_of(state, req, form).await?
     } else {
         (req.into_parts().0, bytes::Bytes::new())
     };
@@ -179,22 +199,24 @@ async fn call(
     Ok(front.answer(method, for_caller(ctx, answer, &agent)))
 }
 
-/// The body of a POST, bounded, in a JSON media type (`application/a2a+json` or
-/// `application/json`; 415 otherwise). A bodiless POST may omit the type.
+/// The body of a POST, bounded, in a media type the form reads (`application/a2a+json` or
+/// `application/json`, gRPC's `application/grpc`; 415 otherwise). A bodiless POST may omit
+/// the type.
 async fn body_of(
     state: &State,
     req: Request,
+    form: &'static dyn Form,
 ) -> Result<(hyper::http::request::Parts, bytes::Bytes), ApiError> {
     let typed = req
         .headers()
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .map(is_json_media_type);
+        .map(|t| form.reads_type(t));
     let (parts, body) = read_body(req, state.config.max_body_bytes).await?;
     if typed == Some(false) || (typed.is_none() && !body.is_empty()) {
         return Err(ApiError::new(
             Code::UnsupportedMediaType,
-            "A2A requests take Content-Type: application/a2a+json or application/json",
+            format!("these requests take Content-Type: {}", form.media_types()),
         ));
     }
     Ok((parts, body))

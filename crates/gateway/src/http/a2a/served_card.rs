@@ -48,7 +48,12 @@ pub fn rewrite<'a>(
         base.url().trim_end_matches('/'),
         agent.cfg.name
     );
-    let interfaces = super::wire::served_interfaces(&root);
+    let origin = listener_origin(base.url());
+    let interfaces = super::wire::served_interfaces(&super::wire::At {
+        root: &root,
+        origin: &origin,
+        name: &agent.cfg.name,
+    });
     let doc = serve_card(
         card,
         &ServeOptions {
@@ -68,4 +73,46 @@ pub fn rewrite<'a>(
         },
     );
     (doc, base)
+}
+
+/// The gateway's listener as the public base names it, `scheme://host:port` with the port
+/// always written (gRPC's targets default to 443 whatever the scheme: `http://gw` must say
+/// `:80`). A base that is no URL is kept as it is.
+fn listener_origin(base: &str) -> String {
+    match url::Url::parse(base) {
+        Ok(u) => {
+            let host = match u.host() {
+                Some(url::Host::Ipv6(a)) => format!("[{a}]"),
+                Some(h) => h.to_string(),
+                None => return base.trim_end_matches('/').to_owned(),
+            };
+            match u.port_or_known_default() {
+                Some(p) => format!("{}://{host}:{p}", u.scheme()),
+                None => format!("{}://{host}", u.scheme()),
+            }
+        }
+        Err(_) => base.trim_end_matches('/').to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::listener_origin;
+
+    #[test]
+    fn the_grpc_address_is_the_bases_origin_with_its_port() {
+        assert_eq!(
+            listener_origin("http://gw.example.com"),
+            "http://gw.example.com:80"
+        );
+        assert_eq!(
+            listener_origin("https://gw.example.com/prefix/"),
+            "https://gw.example.com:443"
+        );
+        assert_eq!(
+            listener_origin("http://127.0.0.1:8080"),
+            "http://127.0.0.1:8080"
+        );
+        assert_eq!(listener_origin("http://[::1]:9/"), "http://[::1]:9");
+    }
 }

@@ -34,7 +34,6 @@ use crate::http::admission;
 use crate::http::body::Body;
 use crate::http::context::Ctx;
 use crate::http::error::{ApiError, Code};
-use crate::http::response::event_stream;
 use crate::protocol::a2a::answer::{payload, Payload};
 use crate::protocol::a2a::stream as a2a_stream;
 use crate::protocol::a2a::{A2aError, Call, ErrorKind, Method};
@@ -101,9 +100,9 @@ pub async fn run(
             if ctx.caller.reads_agents_texts() {
                 sub.show_agents_texts();
             }
-            Streamed::Events(event_stream(Body::Events(sub)))
+            Streamed::Events(front.stream_response(Body::Events(sub)))
         }
-        Ok(Opened::One(frame)) => Streamed::Events(event_stream(Body::Full(Some(frame)))),
+        Ok(Opened::One(frame)) => Streamed::Events(front.stream_response(Body::Full(Some(frame)))),
         Err(f) => Streamed::Neutral(neutral(method, Err(f))),
     }
 }
@@ -284,8 +283,7 @@ pub(super) async fn shared(
             topic.publish_a2a(n, &json, Some(snapshot));
             let up = Upstream::Reading {
                 body: first.body,
-                parser: first.parser,
-                pending: first.pending,
+                reader: first.reader,
                 sent: first.sent,
             };
             let task_id = id.clone();
@@ -310,10 +308,8 @@ pub(super) async fn shared(
 struct FirstRead {
     /// The rest of the agent's stream.
     body: hyper::body::Incoming,
-    /// Its parser, as the first event left it.
-    parser: crate::protocol::sse::Parser,
-    /// Events read with the first, after it.
-    pending: std::collections::VecDeque<crate::protocol::sse::Event>,
+    /// Its reader, as the first event left it.
+    reader: agent_stream::Reader,
     /// What the stream's request was sent as.
     sent: super::wire::Sent,
     /// The first event, read back (JSON-RPC: its result).
@@ -337,7 +333,7 @@ async fn open(
         .send(out.request, timeout)
         .await
         .map_err(|e| Failure::from(ApiError::from(e.at(&agent.cfg.name))))?;
-    let mut read = agent_stream::Reader::new(state.hub.config().max_event_bytes);
+    let mut read = agent_stream::Reader::new(&out.sent, state.hub.config().max_event_bytes);
     let deadline = tokio::time::Instant::now() + timeout;
     let mut body = match agent_stream::stream_or_answer(res, call, &out.sent, timeout).await {
         Ok(body) => body,
@@ -366,8 +362,7 @@ async fn open(
     let value = agent_stream::read_event(from, &event, call.method, &out.sent).await?;
     Ok(FirstRead {
         body,
-        parser: read.parser,
-        pending: read.pending,
+        reader: read,
         sent: out.sent,
         event: value,
     })

@@ -1,9 +1,9 @@
 //! The gateway's requests to an official A2A agent, in the agent's wire form
 //! (`wire::of_interface`), and its answers read back as one [`Reply`] whatever the form.
 //!
-//! The request goes to the agent's configured origin (`[[agents]] url`) and the path of the
-//! card's chosen interface: a card names public host names, and must never steer the gateway to
-//! another host. It carries its form's own headers (`wire::Form::agent_headers`: `A2A-Version:
+//! The request goes to the agent's configured origin (`[[agents]] url`, or for gRPC its gRPC
+//! address: `wire::Form::origin`) and the path of the card's chosen interface: a card names
+//! public host names, and must never steer the gateway to another host. It carries its form's own headers (`wire::Form::agent_headers`: `A2A-Version:
 //! 1.0` for the 1.0 forms), the client's `A2A-Extensions`, the
 //! request id and forwarding headers, the agent's own `upstream_auth_header`, and nothing else of
 //! the client's: the body is rebuilt from the checked call by the agent's form.
@@ -93,12 +93,13 @@ fn build(
     accept: &'static str,
 ) -> Result<Outgoing, ApiError> {
     let form = wire::of_interface(held.interface.binding, held.interface.version);
+    let origin = form.origin(&agent.cfg, held);
     let Written {
         verb: method,
         url,
         body,
         sent,
-    } = form.request(&agent.cfg.url, held, call, written)?;
+    } = form.request(&origin, held, call, written)?;
     let has_body = !body.is_empty();
     let mut request = crate::http::exchange::call::new_request(method, url, body)?;
     // Of the client's headers only the extensions it asks for go on.
@@ -117,7 +118,6 @@ fn build(
             kept
         }
     };
-    form.agent_headers(&mut headers);
     headers.insert(header::ACCEPT, HeaderValue::from_static(accept));
     if has_body {
         headers.insert(
@@ -125,6 +125,8 @@ fn build(
             HeaderValue::from_static("application/json"),
         );
     }
+    // After the JSON defaults: a form that is not JSON (gRPC) sets its own.
+    form.agent_headers(&mut headers);
     *request.headers_mut() = headers;
     agent.authorize(request.headers_mut());
     Ok(Outgoing { request, sent })

@@ -231,6 +231,8 @@ pub enum Binding {
     JsonRpc,
     /// `HTTP+JSON` (§11).
     HttpJson,
+    /// `GRPC` (§10).
+    Grpc,
 }
 
 impl Binding {
@@ -239,13 +241,14 @@ impl Binding {
         match self {
             Binding::JsonRpc => "JSONRPC",
             Binding::HttpJson => "HTTP+JSON",
+            Binding::Grpc => "GRPC",
         }
     }
 
     /// The binding a card names (case-insensitively, as @a2a-js/sdk matches; a2a-sdk matches
-    /// exactly); `None` for GRPC and custom bindings.
+    /// exactly); `None` for custom bindings.
     pub fn parse(s: &str) -> Option<Binding> {
-        [Binding::JsonRpc, Binding::HttpJson]
+        [Binding::JsonRpc, Binding::HttpJson, Binding::Grpc]
             .into_iter()
             .find(|b| b.as_str().eq_ignore_ascii_case(s))
     }
@@ -256,6 +259,7 @@ impl From<crate::config::Binding> for Binding {
         match b {
             crate::config::Binding::JsonRpc => Binding::JsonRpc,
             crate::config::Binding::HttpJson => Binding::HttpJson,
+            crate::config::Binding::Grpc => Binding::Grpc,
         }
     }
 }
@@ -366,9 +370,11 @@ pub struct Chosen {
 
 /// The first of `supportedInterfaces` (the card's preference order, §8.3.1) with a JSONRPC or
 /// HTTP+JSON binding — or only `prefer`'s, when configured — at the newest version the card
-/// offers (1.0 before 0.3), or only `version`'s when configured. A patch part is ignored
-/// (§3.6); an interface without `protocolVersion` is 1.0, with the warning
-/// [`MISSING_PROTOCOL_VERSION`].
+/// offers (1.0 before 0.3), or only `version`'s when configured; without `prefer`, a GRPC
+/// interface only when the card has no usable JSON one (the gateway reads and writes JSON:
+/// gRPC costs a translation each way). gRPC is spoken at 1.0 only (0.3's package `a2a.v1` is
+/// not). A patch part is ignored (§3.6); an interface without `protocolVersion` is 1.0, with
+/// the warning [`MISSING_PROTOCOL_VERSION`].
 pub fn choose_interface(
     card: &Value,
     prefer: Option<Binding>,
@@ -384,7 +390,16 @@ pub fn choose_interface(
         Some(ProtocolVersion::V0_3) => &[ProtocolVersion::V0_3],
         None => &[ProtocolVersion::V1_0, ProtocolVersion::V0_3],
     };
-    for want in wanted {
+    // Without a binding asked: the JSON bindings first, gRPC after.
+    let passes: &[bool] = if prefer.is_some() {
+        &[true]
+    } else {
+        &[false, true]
+    };
+    for (pass, want) in passes
+        .iter()
+        .flat_map(|p| wanted.iter().map(move |w| (*p, w)))
+    {
         for i in &offered {
             let Some(binding) = i
                 .get("protocolBinding")
@@ -393,7 +408,10 @@ pub fn choose_interface(
             else {
                 continue;
             };
-            if prefer.is_some_and(|p| p != binding) {
+            if prefer.is_some_and(|p| p != binding)
+                || (prefer.is_none() && pass != (binding == Binding::Grpc))
+                || (binding == Binding::Grpc && *want != ProtocolVersion::V1_0)
+            {
                 continue;
             }
             let stated = i
@@ -444,8 +462,9 @@ pub fn choose_interface(
             )
         })
         .collect();
-    let wanted_binding =
-        prefer.map_or("JSONRPC or HTTP+JSON".to_owned(), |b| b.as_str().to_owned());
+    let wanted_binding = prefer.map_or("JSONRPC, HTTP+JSON or GRPC".to_owned(), |b| {
+        b.as_str().to_owned()
+    });
     let wanted_version = match version {
         Some(v) => v.as_str(),
         None => "1.0 or 0.3",
@@ -712,6 +731,22 @@ mod tests {
         .is_err());
         assert!(choose_interface(&json!({}), None, None).is_err());
         assert_eq!(NoSupportedInterface::REASON, "no_supported_interface");
+        // gRPC when asked, or when the card has no usable JSON interface; at 1.0 only.
+        let i = choose_interface(&card, Some(Binding::Grpc), None)
+            .expect("grpc")
+            .interface;
+        assert_eq!((i.url.as_str(), i.binding), ("grpc://a", Binding::Grpc));
+        let only_grpc = json!({"supportedInterfaces": [
+            {"url": "http://a:1", "protocolBinding": "GRPC", "protocolVersion": "0.3"},
+            {"url": "http://a:2", "protocolBinding": "GRPC", "protocolVersion": "1.0", "tenant": "x"}]});
+        let i = choose_interface(&only_grpc, None, None)
+            .expect("grpc")
+            .interface;
+        assert_eq!(
+            (i.url.as_str(), i.tenant.as_deref()),
+            ("http://a:2", Some("x"))
+        );
+        assert!(choose_interface(&only_grpc, None, Some(ProtocolVersion::V0_3)).is_err());
     }
 
     #[test]

@@ -240,11 +240,13 @@ impl ErrorKind {
         }
     }
 
-    /// google.rpc.Status `status`: the gRPC code name (§5.4's column, or Google's HTTP mapping
-    /// for the gateway's own statuses).
+    /// google.rpc.Status `status`, and gRPC's status code: the gRPC code name (§5.4's column;
+    /// for the gateway's own errors [`gateway_grpc`]'s table, else Google's HTTP mapping).
     pub fn grpc_status(&self) -> &'static str {
         match self {
-            ErrorKind::Gateway { status, .. } => grpc_for_http(*status),
+            ErrorKind::Gateway { reason, status } => {
+                gateway_grpc(reason).unwrap_or_else(|| grpc_for_http(*status))
+            }
             ErrorKind::Other(o) => grpc_for_http(o.status),
             k => k.row().map_or("INTERNAL", |r| r.3),
         }
@@ -288,6 +290,29 @@ impl ErrorKind {
         }
         TABLE.iter().find(|r| r.4 == reason).map(|r| r.0.clone())
     }
+}
+
+/// The gRPC code of the gateway's own errors by their reason: one table wherever a gRPC status
+/// is written (the gRPC binding's `grpc-status`, the HTTP+JSON binding's google.rpc.Status),
+/// docs/official-a2a.md's. A reason not here takes its HTTP status's code.
+pub fn gateway_grpc(reason: &str) -> Option<&'static str> {
+    Some(match reason {
+        "UNAUTHORIZED" => "UNAUTHENTICATED",
+        "FORBIDDEN" | "ACCESS_REVOKED" => "PERMISSION_DENIED",
+        "RATE_LIMITED" | "TOO_MANY_STREAMS" | "TOO_MANY_TASKS" | "TOO_MANY_CONTEXTS"
+        | "PAYLOAD_TOO_LARGE" | "SLOW_CONSUMER" => "RESOURCE_EXHAUSTED",
+        "AGENT_BUSY"
+        | "AGENT_UNAVAILABLE"
+        | "AGENT_UNREACHABLE"
+        | "LEDGER_FULL"
+        | "STORE_UNAVAILABLE"
+        | "REPLICA_UNAVAILABLE"
+        | "AUTH_UNAVAILABLE"
+        | "DRAINING"
+        | "UPSTREAM_ERROR" => "UNAVAILABLE",
+        "AGENT_TIMEOUT" => "DEADLINE_EXCEEDED",
+        _ => return None,
+    })
 }
 
 /// Google's mapping of HTTP statuses to canonical codes (google/rpc/code.proto).

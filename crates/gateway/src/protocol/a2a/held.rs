@@ -231,7 +231,8 @@ mod tests {
     fn a_card_without_a_spoken_interface_is_refused_with_its_reason() {
         let e = HeldCard::compile(
             card(
-                json!([{"url": "grpc://x", "protocolBinding": "GRPC", "protocolVersion": "1.0"},
+                json!([{"url": "ws://x", "protocolBinding": "WEBSOCKET", "protocolVersion": "1.0"},
+                {"url": "http://x:1", "protocolBinding": "GRPC", "protocolVersion": "0.3"},
                 {"url": "http://x/old", "protocolBinding": "JSONRPC", "protocolVersion": "0.2"}]),
             ),
             Prefer::default(),

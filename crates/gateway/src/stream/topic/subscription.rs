@@ -60,8 +60,19 @@ impl Subscription {
         &self.topic
     }
 
-    /// The next frame for this subscriber, `Ready(None)` at the end of the stream.
+    /// The next frame's data for this subscriber, `Ready(None)` at the end of the stream (an
+    /// ending in trailers, gRPC's, reads as empty data: the HTTP/1 readers of this never
+    /// speak gRPC).
     pub fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, SlowConsumer>>> {
+        self.poll_any(cx)
+            .map(|o| o.map(|r| r.map(|f| f.into_data().unwrap_or_default())))
+    }
+
+    /// The next frame for this subscriber, `Ready(None)` at the end of the stream.
+    fn poll_any(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, SlowConsumer>>> {
         if self.done {
             return Poll::Ready(None);
         }
@@ -77,9 +88,9 @@ impl Subscription {
                         why.reason()
                     ),
                 );
-                return Poll::Ready(Some(Ok(self.cursor.framing.error(&e))));
+                return Poll::Ready(self.cursor.framing.last(Some(&e)).map(Ok));
             }
-            return Poll::Ready(Some(Ok(why.event())));
+            return Poll::Ready(Some(Ok(Frame::data(why.event()))));
         }
         if self.cursor.cut.load(Ordering::Acquire) {
             return self.cut_now();
@@ -94,7 +105,7 @@ impl Subscription {
                 self.cursor.next.store(self.next, Ordering::Release);
                 drop(inner);
                 let stored = Bytes::from(a2a::task_frame(&task));
-                return Poll::Ready(Some(Ok(self.cursor.framing.frame(&stored))));
+                return Poll::Ready(Some(Ok(Frame::data(self.cursor.framing.frame(&stored)))));
             }
             if !inner.closed {
                 if self.round != inner.round {
@@ -122,19 +133,21 @@ impl Subscription {
                 let m = &topic.metrics;
                 m.stream_events_out.inc();
                 m.stream_fanout_seconds.observe(at.elapsed().as_secs_f64());
-                return Poll::Ready(Some(Ok(self.cursor.framing.frame(&bytes))));
+                return Poll::Ready(Some(Ok(Frame::data(self.cursor.framing.frame(&bytes)))));
             }
         }
         if inner.ping_gen != self.ping_gen {
             self.ping_gen = inner.ping_gen;
-            return Poll::Ready(Some(Ok(inner.ping.clone())));
+            if self.cursor.framing.pings() {
+                return Poll::Ready(Some(Ok(Frame::data(inner.ping.clone()))));
+            }
         }
         if inner.closed {
             self.done = true;
             let (texts, agent) = (self.agent_texts, &*self.topic.key.0);
             let ending = inner.ending.as_ref().map(|e| e.error(texts, agent));
             drop(inner);
-            return Poll::Ready(ending.map(|e| Ok(self.cursor.framing.error(&e))));
+            return Poll::Ready(self.cursor.framing.last(ending.as_ref()).map(Ok));
         }
         if self.round != inner.round {
             self.round = inner.round;
@@ -143,7 +156,10 @@ impl Subscription {
         Poll::Pending
     }
 
-    fn cut(&mut self, inner: MutexGuard<'_, Inner>) -> Poll<Option<Result<Bytes, SlowConsumer>>> {
+    fn cut(
+        &mut self,
+        inner: MutexGuard<'_, Inner>,
+    ) -> Poll<Option<Result<Frame<Bytes>, SlowConsumer>>> {
         drop(inner);
         if !self.cursor.cut.swap(true, Ordering::AcqRel) {
             self.topic.metrics.stream_slow_consumers.inc();
@@ -154,7 +170,7 @@ impl Subscription {
     /// The end of a subscriber cut as a slow consumer: a Clawpedia stream ends incomplete (the
     /// client resumes with its last id); an A2A stream ends with `event: error` SLOW_CONSUMER
     /// (its client subscribes again, and gets the task as it is now).
-    fn cut_now(&mut self) -> Poll<Option<Result<Bytes, SlowConsumer>>> {
+    fn cut_now(&mut self) -> Poll<Option<Result<Frame<Bytes>, SlowConsumer>>> {
         self.done = true;
         if self.topic.dialect == Dialect::A2a {
             let e = ending(
@@ -162,7 +178,7 @@ impl Subscription {
                 429,
                 "this subscriber fell too far behind the stream: subscribe again",
             );
-            return Poll::Ready(Some(Ok(self.cursor.framing.error(&e))));
+            return Poll::Ready(self.cursor.framing.last(Some(&e)).map(Ok));
         }
         Poll::Ready(Some(Err(SlowConsumer)))
     }
@@ -172,9 +188,7 @@ impl Subscription {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, SlowConsumer>>> {
-        self.get_mut()
-            .poll_next(cx)
-            .map(|o| o.map(|r| r.map(Frame::data)))
+        self.get_mut().poll_any(cx)
     }
 }
 

@@ -1,6 +1,7 @@
 //! The wire forms of A2A. A wire form is one version of the protocol over one binding: A2A 1.0
-//! over JSON-RPC ([`v1_jsonrpc`]) and over HTTP+JSON ([`v1_http_json`]), A2A 0.3 over JSON-RPC
-//! ([`v0_3_jsonrpc`]) and over HTTP+JSON ([`v0_3_http_json`]). Each is one module of the same
+//! over JSON-RPC ([`v1_jsonrpc`]), over HTTP+JSON ([`v1_http_json`]) and over gRPC
+//! ([`v1_grpc`]), A2A 0.3 over JSON-RPC ([`v0_3_jsonrpc`]) and over HTTP+JSON
+//! ([`v0_3_http_json`]). Each is one module of the same
 //! shape, implementing [`Form`] both ways:
 //!
 //! - **a client's side**: a request read into the one neutral operation (`protocol::a2a::Call`,
@@ -24,6 +25,7 @@
 
 pub mod v0_3_http_json;
 pub mod v0_3_jsonrpc;
+pub mod v1_grpc;
 pub mod v1_http_json;
 pub mod v1_jsonrpc;
 
@@ -54,14 +56,35 @@ pub trait Form: Sync + Send + fmt::Debug {
     /// Its `version` label on `a2a_gateway_a2a_requests_total` (`1.0`, `0.3`).
     fn version_label(&self) -> &'static str;
 
-    /// The interface a served card lists for clients of this form, the agent's routes being
-    /// under `root` (`{public base}/agents/{name}`).
-    fn interface(&self, root: &str) -> Value;
+    /// The interface a served card lists for clients of this form (see [`At`]).
+    fn interface(&self, at: &At<'_>) -> Value;
 
     /// Whether a client's request with this HTTP method carries a body to read (a form whose
     /// every call is one method answers any other with its 405 here; a form of many routes,
     /// from [`Form::read`], `Read::NotAllowed`).
     fn takes_body(&self, verb: &Verb) -> Result<bool, ApiError>;
+
+    /// Whether a client's body of this `Content-Type` is one the form reads (else 415).
+    fn reads_type(&self, content_type: &str) -> bool {
+        crate::protocol::a2a::is_json_media_type(content_type)
+    }
+
+    /// The media types [`Form::reads_type`] takes, for the 415's message.
+    fn media_types(&self) -> &'static str {
+        "application/a2a+json or application/json"
+    }
+
+    /// The deadline a client's request sets on its call, if its form has one (gRPC's
+    /// `grpc-timeout`).
+    fn deadline(&self, _headers: &HeaderMap) -> Option<std::time::Duration> {
+        None
+    }
+
+    /// A stream's answer to a client around its body (its events framed by [`Form::framing`];
+    /// a `Body::Full` is a stream of that one event): SSE's `text/event-stream`.
+    fn stream_response(&self, body: Body) -> Response<Body> {
+        crate::http::response::event_stream(body)
+    }
 
     /// A client's request read into the neutral call (`tail`: the path under the agent's
     /// `/agents/{name}/`; `query` and `body` as they came).
@@ -80,6 +103,16 @@ pub trait Form: Sync + Send + fmt::Debug {
 
     /// How a subscriber that called in this form reads a stream's events.
     fn framing(&self, echo: &Echo) -> Framing;
+
+    /// Where the agent of `cfg` is called in this form: its configured `url` (a card names
+    /// public hosts, and must never steer the gateway), or for gRPC its gRPC address.
+    fn origin<'a>(
+        &self,
+        cfg: &'a crate::config::AgentConfig,
+        _held: &HeldCard,
+    ) -> std::borrow::Cow<'a, str> {
+        std::borrow::Cow::Borrowed(&cfg.url)
+    }
 
     /// The request for `call` to an agent at `origin` over the interface of `held`, which is of
     /// this form; `written`: the call's params as serde_json wrote them already, if they were.
@@ -127,6 +160,27 @@ pub trait Form: Sync + Send + fmt::Debug {
     fn read_push(&self, event: Value) -> Result<Value, A2aError> {
         Ok(event)
     }
+
+    /// Whether an agent's answer (its head) to a stream request is the stream, not an error
+    /// answered instead: SSE's `text/event-stream`.
+    fn is_stream(&self, headers: &HeaderMap) -> bool {
+        crate::stream::is_event_stream(headers)
+    }
+
+    /// How the agent's stream is cut into events (events at most `max` bytes): SSE's parser.
+    fn stream_decoder(&self, max: usize) -> Box<dyn crate::stream::framing::Decoder> {
+        Box::new(crate::protocol::sse::Parser::new(max))
+    }
+}
+
+/// Where a served card's interfaces point, for one agent.
+pub struct At<'a> {
+    /// The agent's routes, `{public base}/agents/{name}`.
+    pub root: &'a str,
+    /// The gateway's listener as an absolute origin, `scheme://host:port` (gRPC's address).
+    pub origin: &'a str,
+    /// The agent's name (gRPC's tenant).
+    pub name: &'a str,
 }
 
 /// What a client's form echoes in every answer to one request: a JSON-RPC request's id, or
@@ -162,6 +216,11 @@ impl Front {
     /// How this client reads a stream's events.
     pub fn framing(&self) -> Framing {
         self.form.framing(&self.echo)
+    }
+
+    /// A stream's answer to this client around its body.
+    pub fn stream_response(&self, body: Body) -> Response<Body> {
+        self.form.stream_response(body)
     }
 }
 
@@ -223,6 +282,16 @@ impl Sent {
     pub fn task_first(&self) -> bool {
         self.form.task_first()
     }
+
+    /// Whether the agent's answer to a stream request is its stream (see [`Form::is_stream`]).
+    pub fn is_stream(&self, headers: &HeaderMap) -> bool {
+        self.form.is_stream(headers)
+    }
+
+    /// How the agent's stream is cut into events (see [`Form::stream_decoder`]).
+    pub fn stream_decoder(&self, max: usize) -> Box<dyn crate::stream::framing::Decoder> {
+        self.form.stream_decoder(max)
+    }
 }
 
 /// What [`Sent::read_in_place`] gives: an answer read in place or as serde_json's tree.
@@ -254,16 +323,28 @@ impl AgentAnswer<'_> {
 /// The forms the gateway serves clients in, in the order a served card lists them (its
 /// preference: an SDK that reads the card takes the first it speaks; a 0.3 client reads the
 /// 0.3 fields, written from the first 0.3 interface: JSON-RPC, as 0.3's default transport).
-const SERVED: [&dyn Form; 4] = [
+const SERVED: [&dyn Form; 5] = [
     &v1_http_json::V1HttpJson,
     &v1_jsonrpc::V1JsonRpc,
+    &v1_grpc::V1Grpc,
     &v0_3_jsonrpc::V03JsonRpc,
     &v0_3_http_json::V03HttpJson,
 ];
 
-/// The served card's `supportedInterfaces` for an agent whose routes are under `root`.
-pub fn served_interfaces(root: &str) -> Vec<Value> {
-    SERVED.iter().map(|f| f.interface(root)).collect()
+/// The served card's `supportedInterfaces` for one agent (see [`At`]).
+pub fn served_interfaces(at: &At<'_>) -> Vec<Value> {
+    SERVED.iter().map(|f| f.interface(at)).collect()
+}
+
+/// Whether `path` is a method of A2A's gRPC service (1.0's, or 0.3's, which is refused): a
+/// route of its own, whatever agent its tenant names.
+pub fn is_service_path(path: &str) -> bool {
+    v1_grpc::is_service_path(path)
+}
+
+/// The form a client speaks at a gRPC service path ([`is_service_path`]).
+pub fn of_service_path() -> &'static dyn Form {
+    &v1_grpc::V1Grpc
 }
 
 /// The version a client's request names: `A2A-Version` by header, else query parameter
@@ -305,6 +386,8 @@ pub fn of_interface(binding: Binding, version: ProtocolVersion) -> &'static dyn 
         (Binding::HttpJson, ProtocolVersion::V1_0) => &v1_http_json::V1HttpJson,
         (Binding::JsonRpc, ProtocolVersion::V0_3) => &v0_3_jsonrpc::V03JsonRpc,
         (Binding::HttpJson, ProtocolVersion::V0_3) => &v0_3_http_json::V03HttpJson,
+        // 0.3's gRPC (package a2a.v1) is never chosen (`card::choose_interface`).
+        (Binding::Grpc, _) => &v1_grpc::V1Grpc,
     }
 }
 

@@ -103,7 +103,8 @@ impl Form for V03HttpJson {
         v0_3::VERSION
     }
 
-    fn interface(&self, root: &str) -> Value {
+    fn interface(&self, at: &super::At<'_>) -> Value {
+        let root = at.root;
         json!({"url": root, "protocolBinding": "HTTP+JSON", "protocolVersion": v0_3::VERSION})
     }
 

@@ -64,7 +64,8 @@ impl Form for V03JsonRpc {
         v0_3::VERSION
     }
 
-    fn interface(&self, root: &str) -> Value {
+    fn interface(&self, at: &super::At<'_>) -> Value {
+        let root = at.root;
         json!({"url": format!("{root}/jsonrpc"), "protocolBinding": "JSONRPC", "protocolVersion": v0_3::VERSION})
     }
 

@@ -34,7 +34,8 @@ impl Form for V1HttpJson {
         crate::protocol::a2a::version::SERVED
     }
 
-    fn interface(&self, root: &str) -> serde_json::Value {
+    fn interface(&self, at: &super::At<'_>) -> serde_json::Value {
+        let root = at.root;
         serde_json::json!({"url": root, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"})
     }
 

@@ -46,7 +46,8 @@ impl Form for V1JsonRpc {
         crate::protocol::a2a::version::SERVED
     }
 
-    fn interface(&self, root: &str) -> Value {
+    fn interface(&self, at: &super::At<'_>) -> Value {
+        let root = at.root;
         serde_json::json!({"url": format!("{root}/jsonrpc"), "protocolBinding": "JSONRPC", "protocolVersion": "1.0"})
     }
 
