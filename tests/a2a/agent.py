@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """A scripted A2A 1.0 agent built on a2a-sdk's own server classes (not our imitation).
 
-It serves exactly ONE binding (`--binding JSONRPC` or `--binding HTTP+JSON`) on 127.0.0.1,
-with its card at `/.well-known/agent-card.json` naming only that binding. What it does depends
+It serves exactly ONE binding (`--binding JSONRPC`, `HTTP+JSON` or `GRPC`) on 127.0.0.1,
+with its card at `/.well-known/agent-card.json` naming only that binding. With GRPC the card is
+still served over HTTP on the announced port, and a2a-sdk's gRPC server (grpc.aio and the SDK's
+GrpcHandler) listens on a second port, which the card's interface names (`http://127.0.0.1:G`,
+or `127.0.0.1:G` with `--grpc-url-form host-port`). What it does depends
 on the text of the message (see `ScriptedExecutor`). It prints one line, `listening on
 http://127.0.0.1:PORT`, once it accepts connections, and with `--record FILE` writes every
 request it receives as one JSON line (method, path, query, headers with credential values
@@ -223,15 +226,20 @@ class Recorder:
         await self.app(scope, replay, send)
 
 
-def build_card(binding: str, base_url: str, push: bool = False, streaming: bool = True) -> AgentCard:
-    path = JSONRPC_PATH if binding == 'JSONRPC' else REST_PATH
+def build_card(
+    binding: str, base_url: str, push: bool = False, streaming: bool = True, grpc_url: str = ''
+) -> AgentCard:
+    if binding == 'GRPC':
+        url = grpc_url
+    else:
+        url = f'{base_url}{JSONRPC_PATH if binding == "JSONRPC" else REST_PATH}'
     return AgentCard(
         name='sdk-scripted-agent',
         description='a2a-sdk agent scripted by message text, for a2a-gateway tests',
         version='1.0.0',
         supported_interfaces=[
             AgentInterface(
-                url=f'{base_url}{path}',
+                url=url,
                 protocol_binding=binding,
                 protocol_version='1.0',
             )
@@ -250,7 +258,7 @@ def build_card(binding: str, base_url: str, push: bool = False, streaming: bool 
     )
 
 
-def build_app(binding: str, card: AgentCard, record: str | None, push: bool = False):
+def build_handler(card: AgentCard, push: bool = False) -> DefaultRequestHandler:
     push_args = {}
     if push:
         # a2a-sdk's own store and sender (on a plain httpx client: 5 s timeout, redirects not
@@ -261,18 +269,61 @@ def build_app(binding: str, card: AgentCard, record: str | None, push: bool = Fa
             'push_config_store': store,
             'push_sender': BasePushNotificationSender(httpx.AsyncClient(), store),
         }
-    handler = DefaultRequestHandler(
+    return DefaultRequestHandler(
         agent_executor=ScriptedExecutor(),
         task_store=InMemoryTaskStore(),
         agent_card=card,
         **push_args,
     )
+
+
+def build_app(binding: str, card: AgentCard, handler, record: str | None):
     routes = list(create_agent_card_routes(card))
-    if binding == 'JSONRPC':
+    if binding == 'GRPC':
+        pass
+    elif binding == 'JSONRPC':
         routes += create_jsonrpc_routes(handler, rpc_url=JSONRPC_PATH)
     else:
         routes += create_rest_routes(handler, path_prefix=REST_PATH)
     return Recorder(Starlette(routes=routes), record)
+
+
+def grpc_recorder(path: str):
+    """A grpc.aio server interceptor writing each call as --record writes an HTTP request: the
+    method's path, the metadata (credentials redacted), no body (it is protobuf)."""
+    import grpc
+
+    class GrpcRecorder(grpc.aio.ServerInterceptor):
+        def __init__(self):
+            self.file = open(path, 'a', encoding='utf-8')
+
+        async def intercept_service(self, continuation, details):
+            headers = {}
+            for k, v in details.invocation_metadata or ():
+                name = k.lower()
+                headers[name] = '<redacted>' if name in SECRET_HEADERS else (
+                    v if isinstance(v, str) else '<binary>')
+            line = {'method': 'POST', 'path': details.method, 'query': '', 'headers': headers,
+                    'body': None}
+            self.file.write(json.dumps(line) + '\n')
+            self.file.flush()
+            return await continuation(details)
+
+    return GrpcRecorder()
+
+
+async def grpc_server(handler, record: str | None):
+    """a2a-sdk's gRPC service on a free port of 127.0.0.1: (server, port)."""
+    import grpc
+    from a2a.server.request_handlers import GrpcHandler
+    from a2a.types import a2a_pb2_grpc
+
+    interceptors = [grpc_recorder(record)] if record else []
+    server = grpc.aio.server(interceptors=interceptors)
+    a2a_pb2_grpc.add_A2AServiceServicer_to_server(GrpcHandler(handler), server)
+    port = server.add_insecure_port('127.0.0.1:0')
+    await server.start()
+    return server, port
 
 
 async def serve(args) -> None:
@@ -281,8 +332,26 @@ async def serve(args) -> None:
     sock.bind(('127.0.0.1', args.port))
     port = sock.getsockname()[1]
     host = args.public_host or '127.0.0.1'
-    card = build_card(args.binding, f'http://{host}:{port}', args.push, not args.no_streaming)
-    app = build_app(args.binding, card, args.record, args.push)
+    grpc = None
+    grpc_url = ''
+    if args.binding == 'GRPC':
+        # The handler needs the card, and the card the gRPC port: the port first, the
+        # servicer's handler set once the card is made.
+        holder = {}
+
+        class Late:
+            def __getattr__(self, name):
+                return getattr(holder['h'], name)
+
+        grpc, gport = await grpc_server(Late(), args.record)
+        grpc_url = f'http://{host}:{gport}' if args.grpc_url_form == 'url' else f'{host}:{gport}'
+    card = build_card(
+        args.binding, f'http://{host}:{port}', args.push, not args.no_streaming, grpc_url
+    )
+    handler = build_handler(card, args.push)
+    if grpc is not None:
+        holder['h'] = handler
+    app = build_app(args.binding, card, handler, args.record)
     server = uvicorn.Server(
         uvicorn.Config(app, log_level='warning', lifespan='off', access_log=False)
     )
@@ -300,7 +369,13 @@ async def serve(args) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument('--port', type=int, default=0, help='0 picks a free port')
-    p.add_argument('--binding', choices=['JSONRPC', 'HTTP+JSON'], required=True)
+    p.add_argument('--binding', choices=['JSONRPC', 'HTTP+JSON', 'GRPC'], required=True)
+    p.add_argument(
+        '--grpc-url-form',
+        choices=['url', 'host-port'],
+        default='url',
+        help="how the card writes the gRPC interface's address",
+    )
     p.add_argument('--public-host', help="host name the card's interface URL names")
     p.add_argument('--record', help='append each received request to FILE as a JSON line')
     p.add_argument(

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Drive an A2A 1.0 agent (or the gateway) with a2a-sdk's own client, and print what it saw.
 
-    client.py --card-url URL --binding JSONRPC|HTTP+JSON [--token T] SCENARIO [SCENARIO...]
+    client.py --card-url URL --binding JSONRPC|HTTP+JSON|GRPC [--token T] SCENARIO [SCENARIO...]
               [--task ID] [--text T] [--push-url URL] [--push-id ID] [--push-token T]
               [--push-auth "SCHEME CREDENTIALS"]
 
@@ -311,6 +311,32 @@ async def guarded(coro):
         return {'error': error_data(e)}
 
 
+def grpc_channel_factory(token):
+    """What a2a-sdk's gRPC client asks its user for: a channel for the interface's URL. The card's
+    URL is absolute (`http://host:port`, as a2a.proto asks); grpc takes `host:port`. The client's
+    bearer token goes on every call as `authorization` metadata (a channel interceptor)."""
+    import grpc
+
+    class Bearer(grpc.aio.UnaryUnaryClientInterceptor, grpc.aio.UnaryStreamClientInterceptor):
+        async def _with_token(self, continuation, details, request):
+            metadata = list(details.metadata or [])
+            metadata.append(('authorization', f'Bearer {token}'))
+            details = details._replace(metadata=metadata)
+            return await continuation(details, request)
+
+        async def intercept_unary_unary(self, continuation, details, request):
+            return await self._with_token(continuation, details, request)
+
+        async def intercept_unary_stream(self, continuation, details, request):
+            return await self._with_token(continuation, details, request)
+
+    def factory(url):
+        target = url.split('://', 1)[-1].rstrip('/')
+        return grpc.aio.insecure_channel(target, interceptors=[Bearer()] if token else None)
+
+    return factory
+
+
 async def run_one(args, scenario, http, card):
     if scenario == 'card':
         return {'scenario': 'card', 'card': MessageToDict(card)}
@@ -321,6 +347,7 @@ async def run_one(args, scenario, http, card):
                 streaming=streaming,
                 httpx_client=http,
                 supported_protocol_bindings=[args.binding],
+                grpc_channel_factory=grpc_channel_factory(args.token),
             )
         ).create(card)
 
@@ -353,7 +380,7 @@ async def main_async(args):
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument('--card-url', required=True, help='the full URL of the agent card')
-    p.add_argument('--binding', choices=['JSONRPC', 'HTTP+JSON'], required=True)
+    p.add_argument('--binding', choices=['JSONRPC', 'HTTP+JSON', 'GRPC'], required=True)
     p.add_argument('--token', help='send Authorization: Bearer TOKEN on every request')
     p.add_argument('--task', help='the task id of `follow` and the push-config scenarios')
     p.add_argument('--text', default='hello slowly', help='the message text of `send-push`')
