@@ -347,7 +347,9 @@ async def run_one(args, scenario, http, card):
                 streaming=streaming,
                 httpx_client=http,
                 supported_protocol_bindings=[args.binding],
-                grpc_channel_factory=grpc_channel_factory(args.token),
+                grpc_channel_factory=grpc_channel_factory(
+                    args.token if args.grpc_token is None else args.grpc_token
+                ),
             )
         ).create(card)
 
@@ -382,6 +384,10 @@ def main():
     p.add_argument('--card-url', required=True, help='the full URL of the agent card')
     p.add_argument('--binding', choices=['JSONRPC', 'HTTP+JSON', 'GRPC'], required=True)
     p.add_argument('--token', help='send Authorization: Bearer TOKEN on every request')
+    p.add_argument(
+        '--grpc-token',
+        help='over gRPC, this token instead of --token ("" for none): the card still with --token',
+    )
     p.add_argument('--task', help='the task id of `follow` and the push-config scenarios')
     p.add_argument('--text', default='hello slowly', help='the message text of `send-push`')
     p.add_argument('--push-url', help='the push config url (push-set, send-push)')

@@ -22,6 +22,10 @@ mod a2a_edges;
 /// Official A2A agents behind the gateway: the served card, both bindings either way, the
 /// ledger's guarantees, ownership, hostile agents, the gateway's own errors, by both SDKs.
 mod a2a_gateway;
+/// A2A's gRPC binding through the gateway: a2a-sdk's gRPC client to agents of each binding,
+/// both SDKs' JSON clients to a gRPC agent, statuses, push configs, streams shared with the
+/// JSON bindings, endings as final statuses.
+mod a2a_grpc;
 /// Final states, ownership on one gateway and two replicas, hostile agents, messageId
 /// idempotency and the gateway's own errors, for official A2A tasks.
 mod a2a_guarantees;
