@@ -126,6 +126,7 @@ async fn the_served_card_names_only_the_gateway() {
             json!([
                 {"url": format!("{}/agents/echo", http.base), "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
                 {"url": format!("{}/agents/echo/jsonrpc", http.base), "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+                {"url": http.base, "protocolBinding": "GRPC", "tenant": "echo", "protocolVersion": "1.0"},
                 {"url": format!("{}/agents/echo/jsonrpc", http.base), "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
                 {"url": format!("{}/agents/echo", http.base), "protocolBinding": "HTTP+JSON", "protocolVersion": "0.3"},
             ]),

@@ -169,6 +169,32 @@ async fn a_grpc_agent_is_called_at_grpc_url_or_at_the_cards_port_on_the_configur
             r.messages
         );
     }
+    // Under an agent's route the service needs no tenant: the route names the agent (what a
+    // proxy that prefixes gRPC paths sends). At the root, SendMessage without one is refused.
+    let plain =
+        json!({"message": {"messageId": "m-2", "role": "ROLE_USER", "parts": [{"text": "hello"}]}});
+    let r = grpc::call_path(
+        &http.base,
+        "/agents/steer/lf.a2a.v1.A2AService/SendMessage",
+        "SendMessage",
+        &plain,
+        &[],
+    )
+    .await;
+    assert_eq!(r.code, 0, "{:?}", r.status);
+    let id = r.messages[0]["task"]["id"]
+        .as_str()
+        .expect("a task")
+        .to_owned();
+    let r = grpc::call(&http.base, "GetTask", &json!({"id": id}), &[]).await;
+    assert_eq!(
+        r.messages[0]["id"],
+        id.as_str(),
+        "found without a tenant: {:?}",
+        r.status
+    );
+    let r = grpc::call(&http.base, "SendMessage", &plain, &[]).await;
+    assert_eq!(r.code, 3, "{:?}", r.status);
 }
 
 /// Metadata as the raw client takes it.
@@ -672,4 +698,51 @@ async fn the_gateways_stream_endings_are_the_streams_final_status() {
         "{status}"
     );
     let _ = stopping.await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_sample_agent_serves_grpc_as_an_sdk_agent_does_direct_and_behind_the_gateway() {
+    let sample =
+        a2a_sample_agent::SampleAgent::start(a2a_sample_agent::AgentOptions::a2a("Sample"))
+            .await
+            .expect("sample agent starts");
+    // Its card lists its three bindings, gRPC on its own listener.
+    let own = Http::new(sample.base_url())
+        .get(a2a_sample_agent::A2A_CARD_PATH)
+        .await
+        .json();
+    let bindings: Vec<&str> = own["supportedInterfaces"]
+        .as_array()
+        .expect("interfaces")
+        .iter()
+        .filter_map(|i| i["protocolBinding"].as_str())
+        .collect();
+    assert_eq!(bindings, ["JSONRPC", "HTTP+JSON", GRPC], "{own}");
+    let direct = format!("{}{}", sample.base_url(), a2a_sample_agent::A2A_CARD_PATH);
+    let mut via_grpc = a2a_agent("g", &sample.base_url());
+    via_grpc.binding = Some(Binding::Grpc);
+    let (_gw, http) = gateway(vec![via_grpc], |_| {}).await;
+    let agents = http.get("/agents").await.json();
+    assert!(agents.to_string().contains("\"binding\":\"GRPC\""), "{agents}");
+    let card = card_url(&http, "g");
+    // Its tasks complete at once: nothing to subscribe to while live.
+    let scenarios: Vec<&str> = SCENARIOS
+        .iter()
+        .copied()
+        .filter(|s| *s != "subscribe")
+        .collect();
+    let runs: Vec<Run<'_>> = vec![
+        (Sdk::Python, direct.as_str(), GRPC, None, scenarios.as_slice()),
+        (Sdk::Python, card.as_str(), GRPC, None, scenarios.as_slice()),
+        (Sdk::Python, card.as_str(), JSONRPC, None, scenarios.as_slice()),
+        (Sdk::Js, card.as_str(), HTTP_JSON, None, scenarios.as_slice()),
+    ];
+    let outs = tokio::task::block_in_place(|| run_clients(&runs));
+    for (run, out) in runs.iter().zip(&outs) {
+        check_scenarios(out, &scenarios, &format!("{:?} {} {}", run.0, run.1, run.2));
+    }
+    // The gateway called it over gRPC only.
+    let grpc_calls = sample.request_count(a2a_sample_agent::Route::A2aGrpc);
+    assert!(grpc_calls >= 3 * scenarios.len(), "{grpc_calls}");
+    assert_eq!(sample.request_count(a2a_sample_agent::Route::A2aJsonRpc), 0);
 }

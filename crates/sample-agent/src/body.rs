@@ -24,8 +24,10 @@ pub(crate) enum OutBody {
     Full(Option<Bytes>),
     /// A known body sent in `CHUNK`-sized frames.
     Chunked(Bytes),
-    /// A server-sent-event stream.
+    /// A server-sent-event stream (or gRPC's messages, ending in trailers).
     Events(EventBody),
+    /// A whole body, then trailers (a gRPC answer: its message, then its status).
+    Trailed(Option<Bytes>, Option<hyper::HeaderMap>),
 }
 
 impl OutBody {
@@ -57,6 +59,10 @@ impl Body for OutBody {
                 Poll::Ready(Some(Ok(Frame::data(rest.split_to(n)))))
             }
             OutBody::Events(ev) => ev.poll_next(cx),
+            OutBody::Trailed(b, t) => Poll::Ready(match b.take() {
+                Some(b) => Some(Ok(Frame::data(b))),
+                None => t.take().map(|t| Ok(Frame::trailers(t))),
+            }),
         }
     }
 
@@ -65,6 +71,7 @@ impl Body for OutBody {
             OutBody::Full(b) => b.is_none(),
             OutBody::Chunked(rest) => rest.is_empty(),
             OutBody::Events(_) => false,
+            OutBody::Trailed(b, t) => b.is_none() && t.is_none(),
         }
     }
 
@@ -72,7 +79,7 @@ impl Body for OutBody {
         match self {
             OutBody::Full(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
             OutBody::Chunked(rest) => SizeHint::with_exact(rest.len() as u64),
-            OutBody::Events(_) => SizeHint::default(),
+            OutBody::Events(_) | OutBody::Trailed(..) => SizeHint::default(),
         }
     }
 }
@@ -82,13 +89,25 @@ impl Body for OutBody {
 pub(crate) struct EventBody {
     rx: mpsc::Receiver<Bytes>,
     ping: Option<(Duration, Pin<Box<Sleep>>)>,
+    /// Sent when the channel ends (a gRPC stream's status).
+    trailers: Option<hyper::HeaderMap>,
 }
 
 impl EventBody {
     /// `every == 0` means no pings.
     pub(crate) fn new(rx: mpsc::Receiver<Bytes>, every: Duration) -> Self {
         let ping = (!every.is_zero()).then(|| (every, Box::pin(tokio::time::sleep(every))));
-        EventBody { rx, ping }
+        EventBody {
+            rx,
+            ping,
+            trailers: None,
+        }
+    }
+
+    /// This stream, ending with `trailers` once its events are sent.
+    pub(crate) fn ending_with(mut self, trailers: hyper::HeaderMap) -> Self {
+        self.trailers = Some(trailers);
+        self
     }
 
     fn poll_next(
@@ -97,7 +116,9 @@ impl EventBody {
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         let frame = match self.rx.poll_recv(cx) {
             Poll::Ready(Some(bytes)) => bytes,
-            Poll::Ready(None) => return Poll::Ready(None),
+            Poll::Ready(None) => {
+                return Poll::Ready(self.trailers.take().map(|t| Ok(Frame::trailers(t))))
+            }
             Poll::Pending => {
                 let quiet_for_long = match &mut self.ping {
                     Some((_, sleep)) => sleep.as_mut().poll(cx).is_ready(),

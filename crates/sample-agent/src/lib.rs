@@ -17,6 +17,7 @@
 
 mod a2a;
 mod a2a_bindings;
+mod a2a_grpc;
 mod a2a_stream;
 mod body;
 mod notify;
@@ -169,13 +170,15 @@ pub enum Route {
     A2aJsonRpc,
     /// Anything under `/a2a/rest/`: the official protocol's HTTP+JSON binding.
     A2aRest,
+    /// `POST /lf.a2a.v1.A2AService/{Method}`: the official protocol's gRPC binding (h2c).
+    A2aGrpc,
     /// Anything else (answered 404 by default; tests use it e.g. as a webhook sink).
     Other,
 }
 
 impl Route {
     /// Number of routes, for the per-route counters.
-    pub(crate) const COUNT: usize = 11;
+    pub(crate) const COUNT: usize = 12;
 }
 
 /// A scripted answer for a route (see [`SampleAgent::script`]).

@@ -1,5 +1,5 @@
-//! What the official A2A agent holds (`AgentOptions::a2a`): its card, naming its two bindings'
-//! paths, and its tasks, bounded. The protocol's routes are in `a2a`.
+//! What the official A2A agent holds (`AgentOptions::a2a`): its card, naming its three
+//! bindings' paths, and its tasks, bounded. The protocol's routes are in `a2a`.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -12,7 +12,8 @@ pub(crate) const REST_BASE: &str = "/a2a/rest";
 /// The card path of the official protocol.
 pub const CARD_PATH: &str = "/.well-known/agent-card.json";
 
-/// A valid A2A 1.0 AgentCard for an agent at `base_url`: both bindings, streaming, push.
+/// A valid A2A 1.0 AgentCard for an agent at `base_url`: its three bindings (gRPC on the same
+/// listener, h2c), streaming, push.
 pub fn a2a_card(name: &str, base_url: &str) -> Value {
     json!({
         "name": name,
@@ -20,7 +21,8 @@ pub fn a2a_card(name: &str, base_url: &str) -> Value {
         "version": "1.0.0",
         "supportedInterfaces": [
             {"url": format!("{base_url}{JSONRPC_PATH}"), "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
-            {"url": format!("{base_url}{REST_BASE}"), "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"}
+            {"url": format!("{base_url}{REST_BASE}"), "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
+            {"url": base_url, "protocolBinding": "GRPC", "protocolVersion": "1.0"}
         ],
         "capabilities": {"streaming": true, "pushNotifications": true},
         "defaultInputModes": ["text/plain"],

@@ -25,7 +25,7 @@ use super::state::{Cancel, Content, Opened};
 use super::{a2a_bindings, official, progress, Recorded, Reply, Route};
 
 /// Largest request body read; larger ones get 413 (a test agent has no use for more).
-const MAX_BODY: usize = 8 * 1024 * 1024;
+pub(crate) const MAX_BODY: usize = 8 * 1024 * 1024;
 
 /// The service's error: hyper then drops the connection without answering (`Reply::Close`,
 /// `Reply::Hang` at shutdown, a broken request body).
@@ -85,6 +85,11 @@ fn classify(
     if matches!(protocol, crate::Protocol::A2a | crate::Protocol::A2aV0_3) {
         if path == official::JSONRPC_PATH && method == Method::POST {
             return (Route::A2aJsonRpc, String::new());
+        }
+        if let Some(name) = path.strip_prefix(a2a_grpc::SERVICE_PATH) {
+            if method == Method::POST {
+                return (Route::A2aGrpc, name.to_owned());
+            }
         }
         return match path.strip_prefix(official::REST_BASE) {
             Some(tail) if tail.starts_with('/') => (Route::A2aRest, tail.to_owned()),
@@ -158,6 +163,7 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<
                     Route::A2aRest => {
                         a2a_bindings::rest(&shared, &parts.method, &id, parts.uri.query(), &body)
                     }
+                    Route::A2aGrpc => super::a2a_grpc::grpc(&shared, &id, &body),
                     _ => answer(&shared, route, &id, &parts.headers, &body),
                 })
             }
@@ -237,7 +243,7 @@ fn answer(
         },
         Route::Stream => stream(shared, id),
         // Answered by `a2a` before this (an A2A agent's routes).
-        Route::A2aJsonRpc | Route::A2aRest | Route::Other => {
+        Route::A2aJsonRpc | Route::A2aRest | Route::A2aGrpc | Route::Other => {
             error(StatusCode::NOT_FOUND, "NOT_FOUND", "no such endpoint")
         }
     }

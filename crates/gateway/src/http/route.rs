@@ -371,6 +371,9 @@ impl<'a> Route<'a> {
 
 /// The template of the gRPC service's route.
 pub const SERVICE_TEMPLATE: &str = "/lf.a2a.v1.A2AService/{method}";
+/// The template of the gRPC service's route under one agent (for a proxy that prefixes the
+/// path: the agent is the route's, as on the JSON bindings' routes).
+pub const AGENT_SERVICE_TEMPLATE: &str = "/agents/{name}/lf.a2a.v1.A2AService/{method}";
 
 /// What a route asks of its caller (`admission::admit` judges it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -439,6 +442,7 @@ fn a2a_template(tail: &str) -> &'static str {
             "/agents/{name}/tasks/{task_id}:subscribe"
         }
         (Some("tasks"), Some(_), None, ..) => "/agents/{name}/tasks/{task_id}",
+        (Some("lf.a2a.v1.A2AService"), Some(_), None, ..) => AGENT_SERVICE_TEMPLATE,
         _ => "/agents/{name}/{a2a_path}",
     }
 }
@@ -449,7 +453,7 @@ fn a2a_template(tail: &str) -> &'static str {
 /// agent.
 /// `/agents/{name}/tasks` is both: ListTasks (GET) on an A2A agent, a create (POST) on a
 /// Clawpedia agent.
-pub const A2A_TEMPLATES: [(&str, &[&str]); 13] = [
+pub const A2A_TEMPLATES: [(&str, &[&str]); 14] = [
     ("/agents/{name}/.well-known/agent-card.json", &["GET"]),
     ("/agents/{name}/tasks", &["GET"]),
     ("/agents/{name}/agent-card.json", &["GET"]),
@@ -469,6 +473,7 @@ pub const A2A_TEMPLATES: [(&str, &[&str]); 13] = [
     ("/agents/{name}/files/{file_id}", &["GET"]),
     ("/a2a", &["POST"]),
     (SERVICE_TEMPLATE, &["POST"]),
+    (AGENT_SERVICE_TEMPLATE, &["POST"]),
 ];
 
 /// The name [`instantiate_a2a`] puts in `{name}`: the official A2A agent of the agreement tests.

@@ -75,7 +75,12 @@ pub async fn serve(
     }
     let asked = wire::asked_version(req.headers(), req.uri().query());
     let form = wire::of_route(Some(tail), asked.as_deref());
-    call(state, ctx, Some(agent), form, tail, req).await
+    drop(asked);
+    match form.deadline(req.headers()) {
+        None => call(state, ctx, Some(agent), form, tail, req).await,
+        // Boxed: only a call with a deadline pays for its timer, not every request's future.
+        Some(d) => within(d, Box::pin(call(state, ctx, Some(agent), form, tail, req))).await,
+    }
 }
 
 /// `POST /a2a`: JSON-RPC over every A2A agent the caller may use, `params.tenant` naming the
@@ -93,15 +98,22 @@ pub async fn service(state: &Arc<State>, ctx: &mut Ctx, req: Request) -> ApiResu
     let path = req.uri().path().to_owned();
     match form.deadline(req.headers()) {
         None => call(state, ctx, None, form, &path, req).await,
-        Some(d) => tokio::time::timeout(d, call(state, ctx, None, form, &path, req))
-            .await
-            .unwrap_or_else(|_| {
-                Err(ApiError::new(
-                    Code::AgentTimeout,
-                    format!("the call's deadline ({} ms) passed", d.as_millis()),
-                ))
-            }),
+        Some(d) => within(d, Box::pin(call(state, ctx, None, form, &path, req))).await,
     }
+}
+
+/// A call within the deadline `d` its client set (gRPC's `grpc-timeout`): past it,
+/// AGENT_TIMEOUT (the call is dropped as if its client had gone).
+async fn within(
+    d: std::time::Duration,
+    call: std::pin::Pin<Box<impl std::future::Future<Output = ApiResult>>>,
+) -> ApiResult {
+    tokio::time::timeout(d, call).await.unwrap_or_else(|_| {
+        Err(ApiError::new(
+            Code::AgentTimeout,
+            format!("the call's deadline ({} ms) passed", d.as_millis()),
+        ))
+    })
 }
 
 /// One A2A call in `form`, for `agent` (the route's), or for the agent the fleet's tenant

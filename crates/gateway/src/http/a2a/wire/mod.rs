@@ -366,12 +366,14 @@ pub fn asked_version<'a>(
 /// [`asked_version`]). The fleet's `/a2a` (`tail` `None`) is 1.0 JSON-RPC (0.3 has no tenant
 /// to name the agent). Under an agent, `jsonrpc` (or `jsonrpc/`) is JSON-RPC and `v1/...`
 /// 0.3's HTTP+JSON, each at 0.3 when the version is absent, empty or 0.3 (§3.6) and at 1.0
-/// otherwise (whose version check then refuses what is not 1.0); every other path is 1.0's
+/// otherwise (whose version check then refuses what is not 1.0); `lf.a2a.v1.A2AService/...`
+/// is gRPC (the agent's own, for a proxy that prefixes the path); every other path is 1.0's
 /// HTTP+JSON. A 1.0 client's tenant named `v1` is therefore reached only with A2A-Version 1.0.
 pub fn of_route(tail: Option<&str>, asked: Option<&str>) -> &'static dyn Form {
     let old = asked.is_none_or(|v| v.trim().is_empty() || crate::protocol::a2a::v0_3::is_v0_3(v));
     match tail {
         None => &v1_jsonrpc::V1JsonRpc,
+        Some(t) if v1_grpc::is_service_tail(t) => &v1_grpc::V1Grpc,
         Some("jsonrpc" | "jsonrpc/") if old => &v0_3_jsonrpc::V03JsonRpc,
         Some("jsonrpc" | "jsonrpc/") => &v1_jsonrpc::V1JsonRpc,
         Some(t) if old && t.starts_with("v1/") => &v0_3_http_json::V03HttpJson,

@@ -19,6 +19,9 @@
 //!   package is 1.0's), `a2a-extensions`, `authorization`; `grpc-timeout` bounds the call.
 //! - **0.3's service** (`/a2a.v1.A2AService/...`) and methods the service does not have are
 //!   UNIMPLEMENTED.
+//! - **Under an agent**, `/agents/{name}/lf.a2a.v1.A2AService/{Method}` is the same service for
+//!   that agent (the route names it, as on the JSON bindings' routes): for a proxy that prefixes
+//!   gRPC paths (nginx's `rewrite` before `grpc_pass`), and for clients that send no tenant.
 //! - **Towards agents**: the agent's own gRPC address (`[[agents]] grpc_url`, else `url`'s
 //!   scheme and host with the port of the card's interface: never a host the card names), its
 //!   interface's tenant in every request, the answer's status read from its trailers.
@@ -56,7 +59,13 @@ const MAX_REQUEST: usize = 16 << 20;
 
 /// Whether `path` is a method of A2A's gRPC service, 1.0's or 0.3's (which is refused).
 pub fn is_service_path(path: &str) -> bool {
-    path.starts_with(a2a_grpc::SERVICE_PATH) || path.starts_with(a2a_grpc::V0_3_SERVICE_PATH)
+    path.strip_prefix('/').is_some_and(is_service_tail)
+}
+
+/// [`is_service_path`] of a path without its leading `/` (the tail under `/agents/{name}/`).
+pub fn is_service_tail(tail: &str) -> bool {
+    tail.starts_with(&a2a_grpc::SERVICE_PATH[1..])
+        || tail.starts_with(&a2a_grpc::V0_3_SERVICE_PATH[1..])
 }
 
 impl Form for V1Grpc {
@@ -86,10 +95,12 @@ impl Form for V1Grpc {
         "application/grpc"
     }
 
-    /// `tail`: the request's path, `/lf.a2a.v1.A2AService/{Method}`; the body one message.
+    /// `tail`: the request's path, `/lf.a2a.v1.A2AService/{Method}` (or, under an agent,
+    /// without the leading `/`); the body one message.
     fn read(&self, _: &Verb, tail: &str, _: Option<&str>, body: &[u8]) -> Read {
         let refused = |e: A2aError| Read::Refused(e, Echo(None));
-        let Some(name) = tail.strip_prefix(a2a_grpc::SERVICE_PATH) else {
+        let tail = tail.strip_prefix('/').unwrap_or(tail);
+        let Some(name) = tail.strip_prefix(&a2a_grpc::SERVICE_PATH[1..]) else {
             return refused(A2aError::new(
                 ErrorKind::MethodNotFound,
                 "A2A 0.3's gRPC service (a2a.v1.A2AService) is not served here: call lf.a2a.v1.A2AService (A2A 1.0)",
@@ -157,7 +168,13 @@ impl Form for V1Grpc {
         out
     }
 
+    /// A gRPC status, but for a request no gRPC client sends (another HTTP method than POST, a
+    /// content type that is not gRPC's): its plain HTTP 405 (with `Allow`) or 415, as gRPC's
+    /// HTTP/2 mapping asks of a server.
     fn refusal(&self, e: ApiError) -> Response<Body> {
+        if matches!(e.code, Code::MethodNotAllowed | Code::UnsupportedMediaType) {
+            return e.into_response();
+        }
         let retry = e
             .headers
             .iter()

@@ -220,3 +220,13 @@ fn a_grpc_agent_is_called_on_the_configured_host_never_the_cards() {
         "http://[::1]:9000"
     );
 }
+
+#[test]
+fn a_request_no_grpc_client_sends_keeps_its_http_status() {
+    let res = V1Grpc.refusal(super::super::not_allowed(&["POST"]));
+    assert_eq!(res.status(), 405);
+    assert_eq!(res.headers()["allow"], "POST");
+    assert!(!res.headers().contains_key("grpc-status"));
+    let res = V1Grpc.refusal(ApiError::new(Code::UnsupportedMediaType, "json"));
+    assert_eq!(res.status(), 415);
+}
