@@ -28,6 +28,11 @@
 # a2a.json's shapes, no A2A-Version) to the sample agent speaking 0.3 (`--a2a-version 0.3`),
 # direct, through nginx and through the gateway (which reads and writes 0.3 on both sides), in
 # the same rounds as the 1.0 SendMessage.
+# GRPC_RUN (1 when A2A_RUN is; 0 skips them): an official A2A SendMessage over gRPC (h2c, a new
+# messageId each, benches/grpc_load.rs: GRPC_CONNS (8) HTTP/2 connections x GRPC_STREAMS (8)
+# calls in flight) to the same official A2A sample agent's gRPC service, direct, through nginx's
+# grpc_pass and through the gateway (the agent as `[[agents]] binding = "GRPC"`: gRPC on both
+# sides), in the same rounds.
 # CREATE_KEYS (0; 1: every create carries a new Idempotency-Key, so the gateway keeps a key
 # record for each create as it does for each A2A message's messageId).
 # Everything listens on 127.0.0.1 only; every process started here is killed on exit.
@@ -59,6 +64,10 @@ A2A_RUN="${A2A_RUN:-1}"
 A2A_NAME=echo
 A2A03_RUN="${A2A03_RUN:-$A2A_RUN}"
 A2A03_NAME=legacy
+GRPC_RUN="${GRPC_RUN:-$A2A_RUN}"
+GRPC_NAME=echo-grpc
+GRPC_CONNS="${GRPC_CONNS:-8}"
+GRPC_STREAMS="${GRPC_STREAMS:-8}"
 TELEMETRY="${TELEMETRY:-off}"
 TELEMETRY_RATIO="${TELEMETRY_RATIO:-1.0}"
 AGENT_NAME=scripts
@@ -85,11 +94,17 @@ if [[ "$SKIP_BUILD" != 1 ]]; then
     echo "building the release binary (cargo build --release; SKIP_BUILD=1 skips) ..."
     (cd "$ROOT" && cargo build --release --quiet)
     if [[ "$RATE_RUN" == 1 ]]; then (cd "$ROOT" && cargo bench --bench open_loop --no-run --quiet); fi
+    if [[ "$GRPC_RUN" == 1 ]]; then (cd "$ROOT" && cargo bench --bench grpc_load --no-run --quiet); fi
 fi
 [[ -x "$BIN" ]] || { echo "no binary at $BIN: run cargo build --release" >&2; exit 1; }
 if [[ "$RATE_RUN" == 1 ]]; then
     OPEN_LOOP="$(ls -t "$ROOT"/target/release/deps/open_loop-* 2>/dev/null | grep -v '\.d$' | head -n1 || true)"
     [[ -x "$OPEN_LOOP" ]] || { echo "RATE_RUN=1 needs the open-loop client: cargo bench --bench open_loop --no-run" >&2; exit 1; }
+fi
+
+if [[ "$GRPC_RUN" == 1 ]]; then
+    GRPC_LOAD="$(ls -t "$ROOT"/target/release/deps/grpc_load-* 2>/dev/null | grep -v '\.d$' | head -n1 || true)"
+    [[ -x "$GRPC_LOAD" ]] || { echo "GRPC_RUN=1 needs the gRPC load client: cargo bench --bench grpc_load --no-run" >&2; exit 1; }
 fi
 
 # --- scratch space, results, cleanup ------------------------------------------------------------
@@ -187,6 +202,8 @@ NGINX_A2A_PORT="$(free_port)"
 while [[ "$NGINX_A2A_PORT" == "$NGINX_PORT" ]]; do NGINX_A2A_PORT="$(free_port)"; done
 NGINX_A2A03_PORT="$(free_port)"
 while [[ "$NGINX_A2A03_PORT" == "$NGINX_PORT" || "$NGINX_A2A03_PORT" == "$NGINX_A2A_PORT" ]]; do NGINX_A2A03_PORT="$(free_port)"; done
+NGINX_GRPC_PORT="$(free_port)"
+while [[ " $NGINX_PORT $NGINX_A2A_PORT $NGINX_A2A03_PORT " == *" $NGINX_GRPC_PORT "* ]]; do NGINX_GRPC_PORT="$(free_port)"; done
 mkdir -p "$TMP/nginx/tmp" "$TMP/nginx/logs"
 if [[ "$(id -u)" == 0 ]]; then USER_LINE="user root root;"; else USER_LINE=""; fi
 sed -e "s|@USER_LINE@|$USER_LINE|" \
@@ -196,6 +213,7 @@ sed -e "s|@USER_LINE@|$USER_LINE|" \
     -e "s|@UPSTREAM_A2A@|${A2A_AGENT_URL#http://}|" \
     -e "s|@LISTEN_A2A03@|127.0.0.1:$NGINX_A2A03_PORT|" \
     -e "s|@UPSTREAM_A2A03@|${A2A03_AGENT_URL#http://}|" \
+    -e "s|@LISTEN_GRPC@|127.0.0.1:$NGINX_GRPC_PORT|" \
     -e "s|^worker_processes auto;|worker_processes $NGINX_WORKERS;|" \
     "$HERE/nginx.conf" >"$TMP/nginx/nginx.conf"
 cp "$TMP/nginx/nginx.conf" "$RESULTS/nginx.conf"
@@ -206,6 +224,7 @@ NGINX_PID=$!
 NGINX_URL="http://127.0.0.1:$NGINX_PORT"
 NGINX_A2A_URL="http://127.0.0.1:$NGINX_A2A_PORT"
 NGINX_A2A03_URL="http://127.0.0.1:$NGINX_A2A03_PORT"
+NGINX_GRPC_URL="http://127.0.0.1:$NGINX_GRPC_PORT"
 
 # --- the gateway ----------------------------------------------------------------------------------
 cat >"$TMP/gateway.toml" <<EOF
@@ -229,6 +248,12 @@ protocol = "a2a"
 name = "$A2A03_NAME"
 url = "$A2A03_AGENT_URL"
 protocol = "a2a"
+
+[[agents]]
+name = "$GRPC_NAME"
+url = "$A2A_AGENT_URL"
+protocol = "a2a"
+binding = "GRPC"
 EOF
 if [[ -n "${RECONCILE_AFTER_MS:-}" ]]; then
     printf 'reconcile_after_ms = %d\n' "$RECONCILE_AFTER_MS" >>"$TMP/gateway.toml"
@@ -348,6 +373,20 @@ if [[ "$A2A03_RUN" == 1 ]]; then
     done
 fi
 
+# One gRPC SendMessage through each gRPC target must answer OK.
+if [[ "$GRPC_RUN" == 1 ]]; then
+    for target in "$A2A_AGENT_URL|-" "$NGINX_GRPC_URL|-" "$GATEWAY_URL|$GRPC_NAME"; do
+        url="${target%|*}"; tenant="${target#*|}"
+        for _ in $(seq 50); do
+            answer="$("$GRPC_LOAD" "$url" 0.2 1 1 "$tenant" 2>&1 || true)"
+            [[ "$answer" == *" ok="[1-9]* && "$answer" == *" failed=0 errors=0 "* ]] && break
+            sleep 0.2
+        done
+        [[ "$answer" == *" failed=0 errors=0 "* && "$answer" != *" ok=0 "* ]] \
+            || { echo "$url never answered a gRPC SendMessage: $answer" >&2; exit 1; }
+    done
+fi
+
 {
     echo "date: $(date -Is)"
     echo "host: nproc=$(nproc) cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
@@ -360,7 +399,7 @@ fi
     if [[ -n "$(cd "$ROOT" && git status --porcelain -- src 2>/dev/null)" ]]; then dirty=" (src/ has uncommitted changes)"; fi
     echo "work tree: $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo '?')$dirty"
     echo "params: THREADS=$THREADS CONNS=$CONNS DURATION=$DURATION WARMUP=$WARMUP PIN=$PIN ROUNDS=$ROUNDS ORDER=\"$ORDER\" AUTH=$AUTH LEDGER=$LEDGER FILE_RUN=$FILE_RUN RATE_RUN=$RATE_RUN CREATE_KEYS=$CREATE_KEYS nginx worker_processes=$NGINX_WORKERS"
-    echo "agent=$AGENT_URL nginx=$NGINX_URL gateway=$GATEWAY_URL a2a-agent=$A2A_AGENT_URL a2a-nginx=$NGINX_A2A_URL A2A_RUN=$A2A_RUN a2a03-agent=$A2A03_AGENT_URL a2a03-nginx=$NGINX_A2A03_URL A2A03_RUN=$A2A03_RUN"
+    echo "agent=$AGENT_URL nginx=$NGINX_URL gateway=$GATEWAY_URL a2a-agent=$A2A_AGENT_URL a2a-nginx=$NGINX_A2A_URL A2A_RUN=$A2A_RUN a2a03-agent=$A2A03_AGENT_URL a2a03-nginx=$NGINX_A2A03_URL A2A03_RUN=$A2A03_RUN grpc-nginx=$NGINX_GRPC_URL GRPC_RUN=$GRPC_RUN (${GRPC_CONNS}x$GRPC_STREAMS)"
 } | tee "$RESULTS/env.txt"
 
 # --- CPU accounting: user+system time of a process and its children (nginx's workers) ----------
@@ -463,6 +502,48 @@ bench() {
     ROWS+=("$label|$rps|$p50|$p99|$non2xx|$sock|$proxy_us|$agent_us|$other|$codes")
 }
 
+# gbench LABEL URL TENANT PROXY_PID ("" for the agent run): bench's measure, with the gRPC
+# load client in place of wrk.
+gbench() {
+    local label="$1" url="$2" tenant="$3" proxy_pid="$4" out summary
+    local a0 a1 p0=0 p1=0 w0 w1 m0 m1 mt0 mt1
+    echo "== $label: warm-up $WARMUP, then $DURATION: gRPC SendMessage $url (tenant $tenant)" >&2
+    "${ON_REST[@]}" "$GRPC_LOAD" "$url" "${WARMUP%s}" "$GRPC_CONNS" "$GRPC_STREAMS" "$tenant" \
+        >"$RESULTS/$label.warmup.txt" 2>&1 || true
+    out="$RESULTS/$label.txt"
+    wait_quiet
+    # shellcheck disable=SC2086
+    a0="$(cpu_ticks "$A2A_AGENT_PID")"; [[ -n "$proxy_pid" ]] && p0="$(cpu_ticks $proxy_pid)"
+    children_ticks w0; read -r m0 mt0 <<<"$(machine_ticks)"
+    "${ON_REST[@]}" "$GRPC_LOAD" "$url" "${DURATION%s}" "$GRPC_CONNS" "$GRPC_STREAMS" "$tenant" \
+        >"$out" 2>&1 || true
+    read -r m1 mt1 <<<"$(machine_ticks)"; children_ticks w1
+    # shellcheck disable=SC2086
+    a1="$(cpu_ticks "$A2A_AGENT_PID")"; [[ -n "$proxy_pid" ]] && p1="$(cpu_ticks $proxy_pid)"
+    summary="$(grep '^GRPCLOAD ' "$out" || true)"
+    if [[ -z "$summary" ]]; then
+        echo "grpc_load gave no summary for $label; see $out" >&2
+        ROWS+=("$label|-|-|-|-|-|-|-|-|no summary")
+        BAD=1
+        return
+    fi
+    field() { sed -E "s/.* $1=([^ ]+).*/\1/" <<<"$summary"; }
+    local rps p50 p99 failed errors reqs proxy_us agent_us other
+    rps="$(field rps)"; p50="$(field p50_us)"; p99="$(field p99_us)"
+    failed="$(field failed)"; errors="$(field errors)"; reqs="$(field ok)"
+    if [[ "$failed" != 0 || "$errors" != 0 || "$reqs" == 0 ]]; then BAD=1; fi
+    agent_us="$(awk -v t=$((a1 - a0)) -v hz="$CLK_TCK" -v n="$reqs" 'BEGIN{printf "%.1f", t * 1e6 / hz / (n > 0 ? n : 1)}')"
+    if [[ -n "$proxy_pid" ]]; then
+        proxy_us="$(awk -v t=$((p1 - p0)) -v hz="$CLK_TCK" -v n="$reqs" 'BEGIN{printf "%.1f", t * 1e6 / hz / (n > 0 ? n : 1)}')"
+    else
+        proxy_us="-"
+    fi
+    other="$(awk -v busy=$((m1 - m0)) -v tot=$((mt1 - mt0)) -v ours=$(((a1 - a0) + (p1 - p0) + (w1 - w0))) \
+        'BEGIN{ o = (busy - ours) * 100 / (tot > 0 ? tot : 1); if (o < 0) o = 0; printf "%.0f%%", o }')"
+    echo "CPU proxy_us_per_req=$proxy_us agent_us_per_req=$agent_us other_cpu=$other" >>"$out"
+    ROWS+=("$label|$rps|$p50|$p99|$failed|$errors|$proxy_us|$agent_us|$other|grpc-status 0:$reqs")
+}
+
 fmt_ms() { awk -v us="$1" 'BEGIN{ if (us == "-") print "-"; else printf "%.2f ms", us / 1000 }'; }
 
 # With ROUNDS > 1 the targets take turns (agent nginx gateway agent nginx gateway ...), each run
@@ -506,6 +587,16 @@ for round in $(seq "$ROUNDS"); do
             gateway) BENCH_AGENT_PID=$A2A_AGENT_PID bench "a2a-gateway$(suffix "$round")" send_message.lua "$GATEWAY_URL" "/agents/$A2A_NAME/jsonrpc" "$GATEWAY_CPU" ;;
         esac
     done
+    # And gRPC's SendMessage, in the same round (gRPC on both sides of each proxy).
+    if [[ "$GRPC_RUN" == 1 ]]; then
+        for target in $ORDER; do
+            case "$target" in
+                agent)   gbench "grpc-agent$(suffix "$round")"   "$A2A_AGENT_URL"  - "" ;;
+                nginx)   gbench "grpc-nginx$(suffix "$round")"   "$NGINX_GRPC_URL" - "$NGINX_PID" ;;
+                gateway) gbench "grpc-gateway$(suffix "$round")" "$GATEWAY_URL"    "$GRPC_NAME" "$GATEWAY_CPU" ;;
+            esac
+        done
+    fi
     # And A2A 0.3's message/send, in the same round.
     [[ "$A2A03_RUN" == 1 ]] || continue
     for target in $ORDER; do
@@ -620,7 +711,7 @@ fi
         done
         echo "$best"
     }
-    for kind in post a2a a2a03 get file; do
+    for kind in post a2a a2a03 grpc get file; do
         g="$(best_of "$kind-gateway")"; n="$(best_of "$kind-nginx")"
         if [[ "$g" != - && "$n" != - ]]; then
             awk -v g="$g" -v n="$n" -v k="$kind" -v r="$ROUNDS" 'BEGIN{

@@ -723,7 +723,10 @@ async fn the_sample_agent_serves_grpc_as_an_sdk_agent_does_direct_and_behind_the
     via_grpc.binding = Some(Binding::Grpc);
     let (_gw, http) = gateway(vec![via_grpc], |_| {}).await;
     let agents = http.get("/agents").await.json();
-    assert!(agents.to_string().contains("\"binding\":\"GRPC\""), "{agents}");
+    assert!(
+        agents.to_string().contains("\"binding\":\"GRPC\""),
+        "{agents}"
+    );
     let card = card_url(&http, "g");
     // Its tasks complete at once: nothing to subscribe to while live.
     let scenarios: Vec<&str> = SCENARIOS
@@ -732,10 +735,28 @@ async fn the_sample_agent_serves_grpc_as_an_sdk_agent_does_direct_and_behind_the
         .filter(|s| *s != "subscribe")
         .collect();
     let runs: Vec<Run<'_>> = vec![
-        (Sdk::Python, direct.as_str(), GRPC, None, scenarios.as_slice()),
+        (
+            Sdk::Python,
+            direct.as_str(),
+            GRPC,
+            None,
+            scenarios.as_slice(),
+        ),
         (Sdk::Python, card.as_str(), GRPC, None, scenarios.as_slice()),
-        (Sdk::Python, card.as_str(), JSONRPC, None, scenarios.as_slice()),
-        (Sdk::Js, card.as_str(), HTTP_JSON, None, scenarios.as_slice()),
+        (
+            Sdk::Python,
+            card.as_str(),
+            JSONRPC,
+            None,
+            scenarios.as_slice(),
+        ),
+        (
+            Sdk::Js,
+            card.as_str(),
+            HTTP_JSON,
+            None,
+            scenarios.as_slice(),
+        ),
     ];
     let outs = tokio::task::block_in_place(|| run_clients(&runs));
     for (run, out) in runs.iter().zip(&outs) {
