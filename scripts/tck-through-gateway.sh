@@ -24,7 +24,12 @@
 #   TCK_RUN          the kit's runner (default /work/shared/tools/tck/run.sh); TCK_DIR, TCK_VENV,
 #                    TCK_TIMEOUT, TCK_A2A_VERSION... are passed on to it
 #   TCK_CATEGORIES   default "mandatory capabilities"
-#   TCK_TRANSPORTS   default "jsonrpc rest"
+#   TCK_TRANSPORTS   default "jsonrpc rest"; "grpc" too: the agent serves gRPC on a port of its own
+#                    (run.sh --sut ... --grpc-port), and through the gateway a second nginx server
+#                    (HTTP/2, h2c) fronts the gateway's gRPC service, rewriting each call to the
+#                    agent's gRPC route (`/agents/tck/lf.a2a.v1.A2AService/...`: the kit's gRPC
+#                    client sends no tenant); the gateway's public_url is that server, so the card
+#                    the kit reads names it as the gRPC interface
 #   TCK_MODES        default "direct gateway" (one of them runs that side only; no comparison)
 #   TCK_HOSTS        1 (default): while it runs, /etc/hosts points the host names the kit's push
 #                    tests register webhooks on at 127.0.0.1 (only lines it added are removed
@@ -131,27 +136,41 @@ wait_http() {
   return 1
 }
 
-# start_agent LOG: the kit's reference agent on a free port; sets AGENT_PORT.
+# start_agent LOG [TRANSPORT]: the kit's reference agent on a free port (and its gRPC service on
+# another, for grpc); sets AGENT_PORT.
 start_agent() {
-  local log=$1 pid
+  local log=$1 tr=${2:-} pid grpc=()
   AGENT_PORT=$(free_port)
-  "$RUN" --sut "$AGENT_PORT" --log-level info >"$log" 2>&1 &
+  [ "$tr" = grpc ] && grpc=(--grpc-port "$(free_port)")
+  "$RUN" --sut "$AGENT_PORT" "${grpc[@]}" --log-level info >"$log" 2>&1 &
   pid=$!
   PIDS+=("$pid")
   wait_http "http://127.0.0.1:$AGENT_PORT/.well-known/agent-card.json" "$pid" 300 \
     || { tail -20 "$log" >&2; return 1; }
 }
 
-# start_gateway NAME: a gateway fronting the agent as `tck`, nginx in front; sets SUT_URL.
+# start_gateway NAME [TRANSPORT]: a gateway fronting the agent as `tck`, nginx in front (and its
+# h2c server for grpc); sets SUT_URL.
 start_gateway() {
-  local name=$1 dir="$OUT/logs/$1" gw_port ngx_port pid
+  local name=$1 tr=${2:-} dir="$OUT/logs/$1" gw_port ngx_port h2_port public pid h2_server=""
   mkdir -p "$dir/nginx-temp"
   gw_port=$(free_port)
   ngx_port=$(free_port)
+  h2_port=$(free_port)
+  public="127.0.0.1:$ngx_port"
+  if [ "$tr" = grpc ]; then
+    public="127.0.0.1:$h2_port"
+    h2_server="server {
+    listen 127.0.0.1:$h2_port http2;
+    grpc_read_timeout 3600s;
+    grpc_send_timeout 3600s;
+    location /lf.a2a.v1.A2AService/ { rewrite ^(.*)\$ /agents/tck\$1 break; grpc_pass grpc://127.0.0.1:$gw_port; }
+  }"
+  fi
   cat >"$dir/gateway.toml" <<EOF
 # written by scripts/tck-through-gateway.sh
 listen = "127.0.0.1:$gw_port"
-public_url = "http://127.0.0.1:$ngx_port"
+public_url = "http://$public"
 access_log = true
 
 [[agents]]
@@ -200,6 +219,7 @@ http {
     location = / { proxy_pass http://127.0.0.1:$gw_port/agents/tck/jsonrpc; }
     location / { proxy_pass http://127.0.0.1:$gw_port/agents/tck/; }
   }
+  $h2_server
 }
 EOF
   "$NGINX" -t -q -c "$dir/nginx.conf" -g 'daemon off;' 2>"$dir/nginx-t.txt" \
@@ -208,7 +228,7 @@ EOF
   pid=$!
   PIDS+=("$pid")
   SUT_URL="http://127.0.0.1:$ngx_port"
-  wait_http "$SUT_URL/.well-known/agent-card.json" "$pid" 30 "127.0.0.1:$ngx_port/agents/tck" \
+  wait_http "$SUT_URL/.well-known/agent-card.json" "$pid" 30 "$public/agents/tck" \
     || { say "nginx did not serve the gateway's card"; cat "$dir/nginx-error.log" >&2; return 1; }
 }
 
@@ -268,11 +288,11 @@ for cat in $CATEGORIES; do
       name="$mode-$cat-$tr"
       mkdir -p "$OUT/logs/$name"
       say "$name: starting"
-      if ! start_agent "$OUT/logs/$name/agent.log"; then
+      if ! start_agent "$OUT/logs/$name/agent.log" "$tr"; then
         say "$name: the reference agent did not start"; stop_all; FAILED_RUNS=$((FAILED_RUNS + 1)); continue
       fi
       SUT_URL="http://127.0.0.1:$AGENT_PORT"
-      if [ "$mode" = gateway ] && ! start_gateway "$name"; then
+      if [ "$mode" = gateway ] && ! start_gateway "$name" "$tr"; then
         say "$name: the gateway or nginx did not start"; stop_all; FAILED_RUNS=$((FAILED_RUNS + 1)); continue
       fi
       line=$(TCK_REPORT="$OUT/$name.json" "$RUN" "$SUT_URL" "$cat" "$tr" 2>>"$OUT/logs/$name/run.stderr" | tail -1)
