@@ -14,7 +14,9 @@
 //! And what A2A 0.3 adds (group `a2a_message_versions`): the same message and answer through a
 //! 1.0 client's form and a 0.3 client's (read, then the neutral answer written back), and
 //! through a 1.0 agent's form and a 0.3 agent's (the request written, the answer read back):
-//! the difference is what translating costs per message.
+//! the difference is what translating costs per message. Beside them (`client_grpc`,
+//! `agent_grpc`), the same through the gRPC form: a2a.proto's messages read into ProtoJSON and
+//! written back by their descriptors.
 //!
 //!     cargo bench --bench a2a_message
 
@@ -22,6 +24,7 @@ use std::time::Duration;
 
 use a2a_gateway::http::a2a::frame::neutral;
 use a2a_gateway::http::a2a::wire::v0_3_jsonrpc::V03JsonRpc;
+use a2a_gateway::http::a2a::wire::v1_grpc::V1Grpc;
 use a2a_gateway::http::a2a::wire::v1_http_json::V1HttpJson;
 use a2a_gateway::http::a2a::wire::v1_jsonrpc::V1JsonRpc;
 use a2a_gateway::http::a2a::wire::{Echo, Form, Front, Read};
@@ -233,8 +236,35 @@ fn versions(c: &mut Criterion) {
             })
         });
     }
-    // An agent's side: the request written in its form, its answer read back.
+    // The same over gRPC: the request as a2a.proto's bytes, the answer written as them.
+    let rpc = a2a_grpc::rpc("SendMessage").expect("SendMessage");
     let (call, _) = read(REQUEST);
+    let grpc_request = a2a_grpc::frame::encode(
+        &a2a_grpc::json::to_bytes(&rpc.input, &serde_json::Value::Object(call.params.clone()))
+            .expect("bytes"),
+    );
+    g.bench_function("client_grpc", |b| {
+        b.iter(|| {
+            let Read::Call(call, echo) = V1Grpc.read(
+                &hyper::Method::POST,
+                "/lf.a2a.v1.A2AService/SendMessage",
+                None,
+                &grpc_request,
+            ) else {
+                panic!("a call")
+            };
+            assert!(check_request(&call).is_empty());
+            let front = Front {
+                form: &V1Grpc,
+                echo,
+            };
+            front.answer(
+                Method::SendMessage,
+                neutral(Method::SendMessage, Ok(neutral_answer.clone())),
+            )
+        })
+    });
+    // An agent's side: the request written in its form, its answer read back.
     for (name, form, version, answer_of) in [
         (
             "agent_1_0",
@@ -263,7 +293,41 @@ fn versions(c: &mut Criterion) {
             })
         });
     }
+    // A gRPC agent: the request written as a2a.proto's bytes, its answer (the message, the
+    // status folded into the head as the transport gives it) read back.
+    let held = grpc_agent();
+    let grpc_answer = a2a_grpc::frame::encode(
+        &a2a_grpc::json::to_bytes(&rpc.output, &neutral_answer).expect("bytes"),
+    );
+    let mut grpc_parts = ok_parts();
+    grpc_parts
+        .headers
+        .insert("grpc-status", hyper::header::HeaderValue::from_static("0"));
+    g.bench_function("agent_grpc", |b| {
+        b.iter(|| {
+            let out = V1Grpc
+                .request("http://127.0.0.1:9000", &held, &call, None)
+                .expect("a request");
+            let v = out
+                .sent
+                .read(&call, &grpc_parts, &grpc_answer)
+                .expect("an answer");
+            assert!(check_answer(Method::SendMessage, &v, None).is_empty());
+            v
+        })
+    });
     g.finish();
+}
+
+/// An agent whose card offers gRPC only.
+fn grpc_agent() -> HeldCard {
+    let card = serde_json::json!({
+        "name": "Echo", "description": "echoes", "version": "1.0.0",
+        "supportedInterfaces": [{"url": "http://agent.example:50051", "protocolBinding": "GRPC", "protocolVersion": "1.0"}],
+        "capabilities": {}, "defaultInputModes": ["text/plain"], "defaultOutputModes": ["text/plain"],
+        "skills": [{"id": "echo", "name": "Echo", "description": "echoes", "tags": []}]
+    });
+    HeldCard::compile(card, Default::default()).expect("a card")
 }
 
 criterion_group! {

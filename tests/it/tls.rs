@@ -629,3 +629,67 @@ async fn check_config_names_the_tls_files_it_cannot_use() {
         }
     }
 }
+
+/// gRPC over TLS: ALPN `h2`, the served card's gRPC interface an `https` URL, a call answered
+/// with its message and status, towards a gRPC agent over the gateway's own HTTP/2 client.
+#[tokio::test(flavor = "multi_thread")]
+async fn grpc_over_tls_by_alpn_h2_with_an_https_interface_in_the_card() {
+    use http_body_util::{BodyExt, Full};
+    let official = sample::SampleAgent::start(sample::AgentOptions::a2a("Sample"))
+        .await
+        .expect("agent");
+    let (ca, _files, _a, g) = https_gateway(|cfg| {
+        let mut o = AgentConfig::new("official", &official.base_url());
+        o.protocol = a2a_gateway::config::Protocol::A2a;
+        o.binding = Some(a2a_gateway::config::Binding::Grpc);
+        cfg.agents.push(o);
+    })
+    .await;
+    let card = g
+        .http
+        .get("/agents/official/.well-known/agent-card.json")
+        .await
+        .json();
+    let grpc = card["supportedInterfaces"]
+        .as_array()
+        .and_then(|a| a.iter().find(|i| i["protocolBinding"] == "GRPC"))
+        .cloned()
+        .expect("a gRPC interface");
+    assert_eq!(grpc["url"], https(&g.gw), "{card}");
+    assert_eq!(grpc["tenant"], "official");
+    let tls = connect(g.gw.addr(), client_config(&ca, None, &[H2]))
+        .await
+        .expect("TLS");
+    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(H2));
+    let (mut send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tls),
+    )
+    .await
+    .expect("h2");
+    tokio::spawn(conn);
+    let rpc = a2a_grpc::rpc("SendMessage").expect("rpc");
+    let msg = serde_json::json!({"tenant": "official", "message": {"messageId": "m-tls",
+        "role": "ROLE_USER", "parts": [{"text": "hello"}]}});
+    let body = a2a_grpc::frame::encode(&a2a_grpc::json::to_bytes(&rpc.input, &msg).expect("bytes"));
+    let req = hyper::Request::post(format!("{}/lf.a2a.v1.A2AService/SendMessage", https(&g.gw)))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(Full::new(body))
+        .expect("request");
+    let res = send.send_request(req).await.expect("an answer");
+    assert_eq!(res.version(), hyper::Version::HTTP_2);
+    let collected = res.into_body().collect().await.expect("a body");
+    assert_eq!(collected.trailers().expect("trailers")["grpc-status"], "0");
+    let data = collected.to_bytes();
+    let answer = a2a_grpc::json::to_json(
+        &rpc.output,
+        a2a_grpc::frame::read_one(&data, 1 << 20).expect("one"),
+    )
+    .expect("a SendMessageResponse");
+    assert_eq!(
+        answer["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{answer}"
+    );
+    assert!(official.request_count(sample::Route::A2aGrpc) >= 1);
+}

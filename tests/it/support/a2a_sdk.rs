@@ -29,14 +29,14 @@ pub fn require_sdks() {
         let py = Command::new("python3")
             .args([
                 "-c",
-                "import importlib.metadata as m, uvicorn, starlette, sse_starlette, httpx, a2a.server.routes; \
+                "import importlib.metadata as m, uvicorn, starlette, sse_starlette, httpx, a2a.server.routes, grpc, a2a.types.a2a_pb2_grpc; \
                  v = m.version('a2a-sdk'); assert v == '1.3.0', v",
             ])
             .output()
             .map_err(|e| format!("python3 not runnable ({e})"))?;
         if !py.status.success() {
             return Err(format!(
-                "a2a-sdk 1.3.0 with its HTTP server is not importable by python3: {}",
+                "a2a-sdk 1.3.0 with its HTTP server and gRPC is not importable by python3: {}",
                 String::from_utf8_lossy(&py.stderr).trim()
             ));
         }

@@ -167,20 +167,25 @@ impl AgentConnector {
     pub fn new(http: HttpConnector, agents: &[AgentConfig]) -> Result<AgentConnector, ClientError> {
         let mut own: Vec<(Origin, HttpsConnector<HttpConnector>)> = Vec::new();
         for a in agents {
-            let (Some(ca), Some(origin)) = (a.ca_file.as_deref(), Origin::of_url(&a.url)) else {
+            let Some(ca) = a.ca_file.as_deref() else {
                 continue;
             };
-            if own.iter().any(|(o, _)| *o == origin) {
-                continue; // the same CA: check-config refuses another on one origin
-            }
-            let config =
-                crate::tls::agent_client_config(std::path::Path::new(ca)).map_err(|source| {
-                    ClientError::CaFile {
+            // The agent's origins: its url's, and its gRPC service's when configured apart.
+            let origins = std::iter::once(&a.url)
+                .chain(a.grpc_url.as_ref())
+                .filter_map(|u| Origin::of_url(u));
+            for origin in origins {
+                if own.iter().any(|(o, _)| *o == origin) {
+                    continue; // the same CA: check-config refuses another on one origin
+                }
+                let config = crate::tls::agent_client_config(std::path::Path::new(ca)).map_err(
+                    |source| ClientError::CaFile {
                         agent: a.name.clone(),
                         source,
-                    }
-                })?;
-            own.push((origin, https(http.clone(), Some(config))?));
+                    },
+                )?;
+                own.push((origin, https(http.clone(), Some(config))?));
+            }
         }
         Ok(AgentConnector {
             shared: https(http, None)?,

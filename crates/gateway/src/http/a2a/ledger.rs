@@ -76,12 +76,14 @@ pub async fn visible(
     }
 }
 
-/// TaskNotFoundError for `id`: the same words for an unknown task and another client's.
+/// TaskNotFoundError for `id`: the same words for an unknown task and another client's. They
+/// say "not found" as the SDKs' servers do: a client that reads only the message (a gRPC status
+/// read by its text, as the conformance kit's gRPC client does) reads the same.
 pub fn not_found(id: &str) -> Failure {
     A2aError::new(
         ErrorKind::TaskNotFound,
         format!(
-            "task {:?} is not known to the gateway",
+            "task {:?} not found: it is not known to the gateway",
             id.chars().take(64).collect::<String>()
         ),
     )
