@@ -7,9 +7,11 @@
 //! cargo bench --bench grpc_load -- URL SECONDS [CONNS=8] [STREAMS=8] [TENANT] [WARMUP_SECONDS=0]
 //! # URL: http://127.0.0.1:PORT (the service path is appended)
 //! ```
-//! Prints one line: `GRPCLOAD requests=.. ok=.. failed=.. errors=.. rps=.. p50_us=.. p99_us=..
-//! max_us=..`: `failed` counts calls answered with a non-OK gRPC status, `errors` calls that
-//! got no answer (a broken connection). Warm-up calls are not counted.
+//! Prints `GRPCLOAD requests=.. ok=.. failed=.. errors=.. rps=.. p50_us=.. p99_us=.. max_us=..`
+//! (`failed`: calls answered with a non-OK gRPC status, `errors`: calls that got no answer, a
+//! broken connection; `requests` and `rps` count the OK ones), then the same as run.sh reads
+//! wrk's (`SUMMARY requests=.. rps=.. p50_us=.. p99_us=.. non2xx=.. sock_errors=..` and a
+//! `STATUS grpc-0 N` line). Warm-up calls are not counted.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -166,15 +168,19 @@ async fn run(
         all.latencies_us[i]
     };
     let requests = all.ok + all.failed + all.errors;
+    let rps = all.ok as f64 / secs;
+    let (p50, p99) = (pct(0.5), pct(0.99));
     println!(
-        "GRPCLOAD requests={requests} ok={} failed={} errors={} rps={:.1} p50_us={} p99_us={} max_us={}",
+        "GRPCLOAD requests={requests} ok={} failed={} errors={} rps={rps:.1} p50_us={p50} p99_us={p99} max_us={}",
         all.ok,
         all.failed,
         all.errors,
-        all.ok as f64 / secs,
-        pct(0.5),
-        pct(0.99),
         all.latencies_us.last().copied().unwrap_or(0)
     );
+    println!(
+        "SUMMARY requests={} rps={rps:.1} p50_us={p50} p99_us={p99} non2xx={} sock_errors={}",
+        all.ok, all.failed, all.errors
+    );
+    println!("STATUS grpc-0 {}", all.ok);
     Ok(())
 }

@@ -382,7 +382,7 @@ if [[ "$GRPC_RUN" == 1 ]]; then
             [[ "$answer" == *" ok="[1-9]* && "$answer" == *" failed=0 errors=0 "* ]] && break
             sleep 0.2
         done
-        [[ "$answer" == *" failed=0 errors=0 "* && "$answer" != *" ok=0 "* ]] \
+        [[ "$answer" == *" ok="[1-9]* && "$answer" == *" failed=0 errors=0 "* ]] \
             || { echo "$url never answered a gRPC SendMessage: $answer" >&2; exit 1; }
     done
 fi
@@ -454,21 +454,31 @@ wait_quiet() {
 ROWS=()
 BAD=0
 
-# bench LABEL SCRIPT URL_BASE PATH PROXY_PID ("" for the agent run)
+# load SCRIPT URL_BASE PATH DURATION: one load run, wrk with SCRIPT on URL_BASE and PATH, or
+# with SCRIPT "grpc" the gRPC load client on URL_BASE, PATH the tenant ("-" for none). Both
+# print a SUMMARY line and STATUS lines.
+load() {
+    local script="$1" base="$2" path="$3" duration="$4"
+    if [[ "$script" == grpc ]]; then
+        "${ON_REST[@]}" "$GRPC_LOAD" "$base" "${duration%s}" "$GRPC_CONNS" "$GRPC_STREAMS" "$path"
+    else
+        WRK_LUA_DIR="$HERE" WRK_PATH="$path" "${ON_REST[@]}" \
+            wrk -t"$THREADS" -c"${BENCH_CONNS:-$CONNS}" --latency -s "$HERE/$script" -d"$duration" "$base"
+    fi
+}
+
+# bench LABEL SCRIPT URL_BASE PATH PROXY_PID ("" for the agent run); SCRIPT "grpc": see load.
 bench() {
     local label="$1" script="$2" base="$3" path="$4" proxy_pid="$5" out summary codes
     local a0 a1 p0=0 p1=0 w0 w1 m0 m1 mt0 mt1
-    local -a cmd=(wrk -t"$THREADS" -c"${BENCH_CONNS:-$CONNS}" --latency -s "$HERE/$script")
-    echo "== $label: warm-up $WARMUP, then $DURATION: POST/GET $base$path" >&2
-    WRK_LUA_DIR="$HERE" WRK_PATH="$path" "${ON_REST[@]}" "${cmd[@]}" -d"$WARMUP" "$base" \
-        >"$RESULTS/$label.warmup.txt" 2>&1
+    echo "== $label: warm-up $WARMUP, then $DURATION: $script $base $path" >&2
+    load "$script" "$base" "$path" "$WARMUP" >"$RESULTS/$label.warmup.txt" 2>&1 || true
     out="$RESULTS/$label.txt"
     wait_quiet
     # shellcheck disable=SC2086  # proxy_pid may list two processes (the gateway and its redis)
     a0="$(cpu_ticks "${BENCH_AGENT_PID:-$AGENT_PID}")"; [[ -n "$proxy_pid" ]] && p0="$(cpu_ticks $proxy_pid)"
     children_ticks w0; read -r m0 mt0 <<<"$(machine_ticks)"
-    WRK_LUA_DIR="$HERE" WRK_PATH="$path" "${ON_REST[@]}" "${cmd[@]}" -d"$DURATION" "$base" \
-        >"$out" 2>&1
+    load "$script" "$base" "$path" "$DURATION" >"$out" 2>&1 || true
     read -r m1 mt1 <<<"$(machine_ticks)"; children_ticks w1
     # shellcheck disable=SC2086
     a1="$(cpu_ticks "${BENCH_AGENT_PID:-$AGENT_PID}")"; [[ -n "$proxy_pid" ]] && p1="$(cpu_ticks $proxy_pid)"
@@ -500,48 +510,6 @@ bench() {
         'BEGIN{ o = (busy - ours) * 100 / (tot > 0 ? tot : 1); if (o < 0) o = 0; printf "%.0f%%", o }')"
     echo "CPU proxy_us_per_req=$proxy_us agent_us_per_req=$agent_us other_cpu=$other" >>"$out"
     ROWS+=("$label|$rps|$p50|$p99|$non2xx|$sock|$proxy_us|$agent_us|$other|$codes")
-}
-
-# gbench LABEL URL TENANT PROXY_PID ("" for the agent run): bench's measure, with the gRPC
-# load client in place of wrk.
-gbench() {
-    local label="$1" url="$2" tenant="$3" proxy_pid="$4" out summary
-    local a0 a1 p0=0 p1=0 w0 w1 m0 m1 mt0 mt1
-    echo "== $label: warm-up $WARMUP, then $DURATION: gRPC SendMessage $url (tenant $tenant)" >&2
-    "${ON_REST[@]}" "$GRPC_LOAD" "$url" "${WARMUP%s}" "$GRPC_CONNS" "$GRPC_STREAMS" "$tenant" \
-        >"$RESULTS/$label.warmup.txt" 2>&1 || true
-    out="$RESULTS/$label.txt"
-    wait_quiet
-    # shellcheck disable=SC2086
-    a0="$(cpu_ticks "$A2A_AGENT_PID")"; [[ -n "$proxy_pid" ]] && p0="$(cpu_ticks $proxy_pid)"
-    children_ticks w0; read -r m0 mt0 <<<"$(machine_ticks)"
-    "${ON_REST[@]}" "$GRPC_LOAD" "$url" "${DURATION%s}" "$GRPC_CONNS" "$GRPC_STREAMS" "$tenant" \
-        >"$out" 2>&1 || true
-    read -r m1 mt1 <<<"$(machine_ticks)"; children_ticks w1
-    # shellcheck disable=SC2086
-    a1="$(cpu_ticks "$A2A_AGENT_PID")"; [[ -n "$proxy_pid" ]] && p1="$(cpu_ticks $proxy_pid)"
-    summary="$(grep '^GRPCLOAD ' "$out" || true)"
-    if [[ -z "$summary" ]]; then
-        echo "grpc_load gave no summary for $label; see $out" >&2
-        ROWS+=("$label|-|-|-|-|-|-|-|-|no summary")
-        BAD=1
-        return
-    fi
-    field() { sed -E "s/.* $1=([^ ]+).*/\1/" <<<"$summary"; }
-    local rps p50 p99 failed errors reqs proxy_us agent_us other
-    rps="$(field rps)"; p50="$(field p50_us)"; p99="$(field p99_us)"
-    failed="$(field failed)"; errors="$(field errors)"; reqs="$(field ok)"
-    if [[ "$failed" != 0 || "$errors" != 0 || "$reqs" == 0 ]]; then BAD=1; fi
-    agent_us="$(awk -v t=$((a1 - a0)) -v hz="$CLK_TCK" -v n="$reqs" 'BEGIN{printf "%.1f", t * 1e6 / hz / (n > 0 ? n : 1)}')"
-    if [[ -n "$proxy_pid" ]]; then
-        proxy_us="$(awk -v t=$((p1 - p0)) -v hz="$CLK_TCK" -v n="$reqs" 'BEGIN{printf "%.1f", t * 1e6 / hz / (n > 0 ? n : 1)}')"
-    else
-        proxy_us="-"
-    fi
-    other="$(awk -v busy=$((m1 - m0)) -v tot=$((mt1 - mt0)) -v ours=$(((a1 - a0) + (p1 - p0) + (w1 - w0))) \
-        'BEGIN{ o = (busy - ours) * 100 / (tot > 0 ? tot : 1); if (o < 0) o = 0; printf "%.0f%%", o }')"
-    echo "CPU proxy_us_per_req=$proxy_us agent_us_per_req=$agent_us other_cpu=$other" >>"$out"
-    ROWS+=("$label|$rps|$p50|$p99|$failed|$errors|$proxy_us|$agent_us|$other|grpc-status 0:$reqs")
 }
 
 fmt_ms() { awk -v us="$1" 'BEGIN{ if (us == "-") print "-"; else printf "%.2f ms", us / 1000 }'; }
@@ -591,9 +559,9 @@ for round in $(seq "$ROUNDS"); do
     if [[ "$GRPC_RUN" == 1 ]]; then
         for target in $ORDER; do
             case "$target" in
-                agent)   gbench "grpc-agent$(suffix "$round")"   "$A2A_AGENT_URL"  - "" ;;
-                nginx)   gbench "grpc-nginx$(suffix "$round")"   "$NGINX_GRPC_URL" - "$NGINX_PID" ;;
-                gateway) gbench "grpc-gateway$(suffix "$round")" "$GATEWAY_URL"    "$GRPC_NAME" "$GATEWAY_CPU" ;;
+                agent)   BENCH_AGENT_PID=$A2A_AGENT_PID bench "grpc-agent$(suffix "$round")"   grpc "$A2A_AGENT_URL"  - "" ;;
+                nginx)   BENCH_AGENT_PID=$A2A_AGENT_PID bench "grpc-nginx$(suffix "$round")"   grpc "$NGINX_GRPC_URL" - "$NGINX_PID" ;;
+                gateway) BENCH_AGENT_PID=$A2A_AGENT_PID bench "grpc-gateway$(suffix "$round")" grpc "$GATEWAY_URL"    "$GRPC_NAME" "$GATEWAY_CPU" ;;
             esac
         done
     fi

@@ -353,6 +353,36 @@ async fn statuses_over_grpc_carry_the_tables_codes_and_the_sdk_reads_them() {
         "{:?}",
         started.elapsed()
     );
+    // A request at the service's path that is not gRPC gets plain HTTP errors, not a gRPC
+    // status under HTTP 200: 401 without credentials, 415 without gRPC's content type.
+    let plain = http
+        .send(
+            hyper::Method::POST,
+            "/lf.a2a.v1.A2AService/SendMessage",
+            &[],
+            bytes::Bytes::new(),
+        )
+        .await;
+    assert_eq!(plain.status, 401, "{plain:?}");
+    assert!(plain.header("grpc-status").is_none(), "{plain:?}");
+    let auth = format!("Bearer {ALICE}");
+    for headers in [
+        vec![("authorization", auth.as_str())],
+        vec![
+            ("authorization", auth.as_str()),
+            ("content-type", "application/json"),
+        ],
+    ] {
+        let r = http
+            .send(
+                hyper::Method::POST,
+                "/agents/g/lf.a2a.v1.A2AService/SendMessage",
+                &headers,
+                bytes::Bytes::from_static(b"{}"),
+            )
+            .await;
+        assert_eq!(r.status, 415, "{headers:?}: {r:?}");
+    }
     // a2a-sdk's gRPC client reads the same statuses.
     let card = card_url(&http, "g");
     let outs = tokio::task::block_in_place(|| {

@@ -898,7 +898,7 @@ fn say(text: &str, task: Option<&str>) -> Value {
 }
 
 #[tokio::test]
-async fn a2a_card_names_both_bindings_at_the_agents_own_paths() {
+async fn a2a_card_names_its_three_bindings_at_the_agents_own_paths() {
     let (c, agent) = (client(), a2a_agent(10).await);
     let card = get(&c, &format!("{}{}", agent.base_url(), A2A_CARD_PATH))
         .await
@@ -908,7 +908,8 @@ async fn a2a_card_names_both_bindings_at_the_agents_own_paths() {
         card["supportedInterfaces"],
         json!([
             {"url": format!("{base}/a2a/jsonrpc"), "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
-            {"url": format!("{base}/a2a/rest"), "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"}
+            {"url": format!("{base}/a2a/rest"), "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
+            {"url": base, "protocolBinding": "GRPC", "protocolVersion": "1.0"}
         ])
     );
     assert_eq!(card["capabilities"]["streaming"], true);

@@ -246,7 +246,7 @@ impl<'a> Route<'a> {
     /// 405, a handler's error): in the wire form the request speaks, or as the gateway's error
     /// body.
     pub fn errors(&self, headers: &HeaderMap, query: Option<&str>) -> Errors {
-        Errors(self.form(headers, query))
+        Errors(self.form(headers, query).filter(|f| f.speaks(headers)))
     }
 
     /// What admission asks of the route's caller.

@@ -63,15 +63,21 @@ fn https<R>(
         .wrap_connector(http))
 }
 
+/// A pool's builder, with a timer so idle connections are reaped after `idle`.
+fn builder(idle: Duration) -> hyper_util::client::legacy::Builder {
+    let mut b = Client::builder(TokioExecutor::new());
+    b.pool_timer(TokioTimer::new())
+        .timer(TokioTimer::new())
+        .pool_idle_timeout(idle);
+    b
+}
+
 /// A pool on `connector`, with a timer so idle connections are reaped.
 fn pool<C>(connector: C, idle: Duration, max_idle_per_host: usize) -> Client<C, Full<Bytes>>
 where
     C: hyper_util::client::legacy::connect::Connect + Clone,
 {
-    Client::builder(TokioExecutor::new())
-        .pool_timer(TokioTimer::new())
-        .timer(TokioTimer::new())
-        .pool_idle_timeout(idle)
+    builder(idle)
         .pool_max_idle_per_host(max_idle_per_host)
         .build(connector)
 }
@@ -83,10 +89,7 @@ fn h2_pool<C>(connector: C, idle: Duration) -> Client<C, Full<Bytes>>
 where
     C: hyper_util::client::legacy::connect::Connect + Clone,
 {
-    Client::builder(TokioExecutor::new())
-        .pool_timer(TokioTimer::new())
-        .timer(TokioTimer::new())
-        .pool_idle_timeout(idle)
+    builder(idle)
         .http2_only(true)
         .http2_keep_alive_interval(Duration::from_secs(30))
         .http2_keep_alive_while_idle(true)
@@ -363,16 +366,7 @@ impl Upstream {
             .await
             .map_err(|e| UpstreamError::Unreachable(describe(&e)))?;
         let (mut parts, body) = res.into_parts();
-        if hyper::body::Body::size_hint(&body).lower() > limit as u64 {
-            return Err(UpstreamError::TooLarge(limit));
-        }
-        let collected = match Limited::new(body, limit).collect().await {
-            Ok(c) => c,
-            Err(e) if e.is::<http_body_util::LengthLimitError>() => {
-                return Err(UpstreamError::TooLarge(limit))
-            }
-            Err(e) => return Err(UpstreamError::Unreachable(format!("body: {e}"))),
-        };
+        let collected = collect_limited(body, limit).await?;
         if let Some(trailers) = collected.trailers() {
             for (name, value) in trailers {
                 parts.headers.insert(name.clone(), value.clone());
@@ -390,11 +384,24 @@ where
     B::Error:
         std::fmt::Display + Send + Sync + 'static + Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    collect_limited(body, limit).await.map(|c| c.to_bytes())
+}
+
+/// [`read_limited`], its trailers kept.
+async fn collect_limited<B>(
+    body: B,
+    limit: usize,
+) -> Result<http_body_util::Collected<Bytes>, UpstreamError>
+where
+    B: hyper::body::Body<Data = Bytes>,
+    B::Error:
+        std::fmt::Display + Send + Sync + 'static + Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     if body.size_hint().lower() > limit as u64 {
         return Err(UpstreamError::TooLarge(limit));
     }
     match Limited::new(body, limit).collect().await {
-        Ok(c) => Ok(c.to_bytes()),
+        Ok(c) => Ok(c),
         Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(UpstreamError::TooLarge(limit)),
         Err(e) => Err(UpstreamError::Unreachable(format!("body: {e}"))),
     }

@@ -225,7 +225,7 @@ async fn body_of(
         .and_then(|v| v.to_str().ok())
         .map(|t| form.reads_type(t));
     let (parts, body) = read_body(req, state.config.max_body_bytes).await?;
-    if typed == Some(false) || (typed.is_none() && !body.is_empty()) {
+    if typed == Some(false) || (typed.is_none() && (!body.is_empty() || form.needs_type())) {
         return Err(ApiError::new(
             Code::UnsupportedMediaType,
             format!("these requests take Content-Type: {}", form.media_types()),

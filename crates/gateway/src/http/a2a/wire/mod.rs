@@ -74,6 +74,19 @@ pub trait Form: Sync + Send + fmt::Debug {
         "application/a2a+json or application/json"
     }
 
+    /// Whether a request of this form must name its media type even without a body (gRPC's
+    /// every request does; a JSON form's bodiless POST may leave it out).
+    fn needs_type(&self) -> bool {
+        false
+    }
+
+    /// Whether a request to this form's route speaks the form at all, so that the gateway's
+    /// refusals are written in it (`Route::errors`): a request that is not gRPC at gRPC's path
+    /// gets the gateway's plain HTTP errors, not a gRPC status under HTTP 200.
+    fn speaks(&self, _headers: &HeaderMap) -> bool {
+        true
+    }
+
     /// The deadline a client's request sets on its call, if its form has one (gRPC's
     /// `grpc-timeout`).
     fn deadline(&self, _headers: &HeaderMap) -> Option<std::time::Duration> {

@@ -95,6 +95,19 @@ impl Form for V1Grpc {
         "application/grpc"
     }
 
+    fn needs_type(&self) -> bool {
+        true
+    }
+
+    /// A request is gRPC by its content type: anything else at the service's path gets the
+    /// gateway's plain HTTP errors (401, 415...), as a gRPC server answers what is not gRPC.
+    fn speaks(&self, headers: &HeaderMap) -> bool {
+        headers
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(is_grpc)
+    }
+
     /// `tail`: the request's path, `/lf.a2a.v1.A2AService/{Method}` (or, under an agent,
     /// without the leading `/`); the body one message.
     fn read(&self, _: &Verb, tail: &str, _: Option<&str>, body: &[u8]) -> Read {
