@@ -45,6 +45,18 @@ pub fn to_bytes(desc: &MessageDescriptor, json: &Value) -> Result<Vec<u8>, Strin
     Ok(message.encode_to_vec())
 }
 
+/// [`to_bytes`] of ProtoJSON still as its bytes: read straight into the message, no JSON tree
+/// between (an answer the gateway wrote itself, a stored stream event).
+pub fn slice_to_bytes(desc: &MessageDescriptor, json: &[u8]) -> Result<Vec<u8>, String> {
+    let options = DeserializeOptions::new().deny_unknown_fields(false);
+    let mut de = serde_json::Deserializer::from_slice(json);
+    let message = DynamicMessage::deserialize_with_options(desc.clone(), &mut de, &options)
+        .map_err(|e| format!("not a {}: {e}", desc.name()))?;
+    de.end()
+        .map_err(|e| format!("not a {}: {e}", desc.name()))?;
+    Ok(message.encode_to_vec())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -79,6 +91,14 @@ mod tests {
             json!({"id": "t", "status": {"state": "TASK_STATE_WORKING",
                 "timestamp": "2026-01-02T03:04:05.678Z"}})
         );
+        let from_slice = slice_to_bytes(
+            &desc,
+            br#"{"id": "t", "kind": "task", "status": {"state": "TASK_STATE_WORKING",
+                "timestamp": "2026-01-02T03:04:05.678Z"}}"#,
+        )
+        .expect("written from bytes");
+        assert_eq!(from_slice, bytes);
+        assert!(slice_to_bytes(&desc, b"{} trailing").is_err());
         let bad = to_bytes(&desc, &json!({"id": 7})).expect_err("refused");
         assert!(bad.contains("Task"), "{bad}");
         assert!(to_json(&desc, &[0xff, 0xff, 0xff]).is_err());

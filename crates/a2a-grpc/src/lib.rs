@@ -52,20 +52,37 @@ pub struct Rpc {
     pub server_streaming: bool,
 }
 
-/// The method of the service named `name` (`SendMessage`), if it has one.
+/// The method of the service named `name` (`SendMessage`), if it has one. Looked up once per
+/// process: every gRPC call asks.
 pub fn rpc(name: &str) -> Option<Rpc> {
-    let service = pool().get_service_by_name(SERVICE)?;
-    let m = service.methods().find(|m| m.name() == name)?;
-    Some(Rpc {
-        input: m.input(),
-        output: m.output(),
-        server_streaming: m.is_server_streaming(),
-    })
+    static RPCS: OnceLock<Vec<(String, Rpc)>> = OnceLock::new();
+    let rpcs = RPCS.get_or_init(|| {
+        pool()
+            .get_service_by_name(SERVICE)
+            .map(|service| {
+                service
+                    .methods()
+                    .map(|m| {
+                        let rpc = Rpc {
+                            input: m.input(),
+                            output: m.output(),
+                            server_streaming: m.is_server_streaming(),
+                        };
+                        (m.name().to_owned(), rpc)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    });
+    rpcs.iter().find(|(n, _)| n == name).map(|(_, r)| r.clone())
 }
 
-/// The message of a stream's events, `StreamResponse`.
+/// The message of a stream's events, `StreamResponse` (looked up once per process).
 pub fn stream_response() -> MessageDescriptor {
-    message("lf.a2a.v1.StreamResponse")
+    static STREAM_RESPONSE: OnceLock<MessageDescriptor> = OnceLock::new();
+    STREAM_RESPONSE
+        .get_or_init(|| message("lf.a2a.v1.StreamResponse"))
+        .clone()
 }
 
 /// A message of the proto by its full name. Only names the proto defines are asked for.

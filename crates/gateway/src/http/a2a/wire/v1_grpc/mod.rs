@@ -162,14 +162,19 @@ impl Form for V1Grpc {
             _ => Bytes::new(),
         };
         let retry = retry_after(&parts.headers);
-        let reply = match kept {
+        let written = match kept {
             Some(Neutral(Err(e))) => Err(e),
-            _ if parts.status.is_success() && bytes.is_empty() => Ok(serde_json::json!({})),
-            _ if parts.status.is_success() => crate::protocol::json::parse(&bytes)
-                .map_err(|e| A2aError::new(ErrorKind::InternalError, e.to_string())),
-            _ => read_neutral(parts.status.as_u16(), &bytes),
+            // The gateway's own bytes, read straight into the message (no JSON tree).
+            _ if parts.status.is_success() => {
+                let json: &[u8] = if bytes.is_empty() { b"{}" } else { &bytes };
+                message(method, json)
+            }
+            _ => read_neutral(parts.status.as_u16(), &bytes).and_then(|v| {
+                // A success read back from a replayed answer: written as it is.
+                message(method, v.to_string().as_bytes())
+            }),
         };
-        let mut out = match reply.and_then(|v| message(method, &v)) {
+        let mut out = match written {
             Ok(m) => grpc_response(Body::trailed(frame::encode(&m), ok_trailers())),
             Err(e) => error_response(&e, retry),
         };
@@ -317,8 +322,7 @@ impl Frames for V1Grpc {
     /// the gateway, is skipped: an empty data frame).
     fn event(&self, _: Option<&str>, stored: &Bytes) -> Bytes {
         frame_json(stored)
-            .and_then(|j| crate::protocol::json::parse(j).ok())
-            .and_then(|v| json::to_bytes(&a2a_grpc::stream_response(), &v).ok())
+            .and_then(|j| json::slice_to_bytes(&a2a_grpc::stream_response(), j).ok())
             .map_or_else(Bytes::new, |m| frame::encode(&m))
     }
 
@@ -346,11 +350,11 @@ fn is_grpc(content_type: &str) -> bool {
         || media.eq_ignore_ascii_case("application/grpc+proto")
 }
 
-/// The response message of `method` written from its ProtoJSON.
-fn message(method: Method, v: &Value) -> Result<Vec<u8>, A2aError> {
+/// The response message of `method` written from its ProtoJSON's bytes.
+fn message(method: Method, json: &[u8]) -> Result<Vec<u8>, A2aError> {
     let rpc = a2a_grpc::rpc(method.as_str())
         .ok_or_else(|| A2aError::new(ErrorKind::MethodNotFound, method.as_str()))?;
-    json::to_bytes(&rpc.output, v).map_err(|e| A2aError::new(ErrorKind::InternalError, e))
+    json::slice_to_bytes(&rpc.output, json).map_err(|e| A2aError::new(ErrorKind::InternalError, e))
 }
 
 /// A gRPC answer's head around `body`.
