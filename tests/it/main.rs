@@ -111,6 +111,9 @@ mod pipeline;
 /// delivery slots, and another client's delivery arrives within a second, in process and on
 /// Redis.
 mod push_shares;
+/// docs/quickstart-a2a.md as written: its files extracted, its commands run (an a2a-sdk agent,
+/// the gateway, both SDKs' clients, curl at /a2a), its outputs and warnings checked.
+mod quickstart;
 /// The reconciler: tasks of agents that do not push reach their final state in the ledger, on
 /// `/events` and in webhook deliveries, on the memory store and on Redis with two replicas
 /// (each check made once, by one replica); and a restarted agent with a new `agent_id`
