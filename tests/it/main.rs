@@ -9,6 +9,10 @@ mod support;
 /// a client reads; the rewritten file URL is its task owner's to fetch, and reaches nothing
 /// else of the agent.
 mod a2a_addresses;
+/// The A2A alerts against the gateway: every reason it answers in the rule of the party at
+/// fault, and a stopped, a slow, a busy and an erring agent making the series that promtool
+/// fires each rule on.
+mod a2a_alerts;
 /// The record keeps what it was given, or says it did not: large artifacts whole through
 /// GetTask, ListTasks and push, streamed appends folded, and past the artifact bound every
 /// artifact listed, the cut marked and counted; in-process and on Redis.

@@ -34,7 +34,7 @@ const TARGET_LABELS: &[&str] = &["job", "instance"];
 /// A family's label names and the values seen for each, from one scrape.
 type Labels = BTreeMap<String, BTreeSet<String>>;
 
-fn repo_file(path: &str) -> String {
+pub(crate) fn repo_file(path: &str) -> String {
     let full = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
     std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{}: {e}", full.display()))
 }
@@ -71,7 +71,7 @@ fn family(name: &str) -> &str {
 }
 
 /// `k="v",k2="v2"` (the inside of a sample's braces) as pairs; values unescaped.
-fn sample_labels(inner: &str) -> Vec<(String, String)> {
+pub(crate) fn sample_labels(inner: &str) -> Vec<(String, String)> {
     let mut out = Vec::new();
     let mut chars = inner.chars().peekable();
     loop {
@@ -115,7 +115,7 @@ fn exported(text: &str) -> BTreeMap<String, Labels> {
 }
 
 /// The PromQL of every alert rule: `expr: |` blocks and one-line `expr:`s.
-fn rule_exprs(yaml: &str) -> Vec<String> {
+pub(crate) fn rule_exprs(yaml: &str) -> Vec<String> {
     let lines: Vec<&str> = yaml.lines().collect();
     let mut out = Vec::new();
     for (i, line) in lines.iter().enumerate() {
@@ -136,6 +136,23 @@ fn rule_exprs(yaml: &str) -> Vec<String> {
         out.push(block.join("\n"));
     }
     out
+}
+
+/// Every alert rule as (its name, its PromQL), in the file's order: each `- alert:` with the
+/// expression [`rule_exprs`] reads after it.
+pub(crate) fn alert_exprs(yaml: &str) -> Vec<(String, String)> {
+    let names: Vec<String> = yaml
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix("- alert:"))
+        .map(|n| n.trim().to_owned())
+        .collect();
+    let exprs = rule_exprs(yaml);
+    assert_eq!(
+        names.len(),
+        exprs.len(),
+        "one expression per alert: {names:?}"
+    );
+    names.into_iter().zip(exprs).collect()
 }
 
 /// The PromQL of every dashboard panel, and its template variables' `label_values(...)`.
@@ -202,10 +219,10 @@ fn grouping_labels(expr: &str) -> BTreeSet<String> {
 }
 
 /// One label matcher of a selector: (label, operator, value).
-type Matcher = (String, String, String);
+pub(crate) type Matcher = (String, String, String);
 
 /// Each `a2a_gateway_x{...}` selector in `expr`: (name, its matchers).
-fn selectors(expr: &str) -> Vec<(String, Vec<Matcher>)> {
+pub(crate) fn selectors(expr: &str) -> Vec<(String, Vec<Matcher>)> {
     let mut out = Vec::new();
     for name in metric_names(expr) {
         let mut rest = expr;
@@ -649,6 +666,10 @@ fn the_expression_readers_find_names_selectors_and_groupings() {
             "a2a_gateway_z == 1"
         ]
     );
+    let named = alert_exprs(yaml);
+    let names: Vec<&str> = named.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["X", "Y"]);
+    assert_eq!(named[1].1, "a2a_gateway_z == 1");
     let scrape = exported(
         "# TYPE a2a_gateway_x counter\na2a_gateway_x{agent=\"a\",outcome=\"ok\"} 1\na2a_gateway_h_bucket{le=\"+Inf\"} 2\n",
     );
