@@ -19,7 +19,7 @@ pub struct Metrics {
     pub requests: IntCounterVec,
     /// `a2a_requests_total`: official A2A calls answered, by agent, method (the 1.0 proto's
     /// name, whatever version the client speaks), the client's binding, its version (`1.0`,
-    /// `0.3`) and outcome (`ok` or the ErrorInfo reason).
+    /// `0.3`), outcome (`ok` or the ErrorInfo reason) and client (as on `requests_total`).
     pub a2a_requests: IntCounterVec,
     /// `request_duration_seconds`: time to answer a request (to response headers), by route,
     /// agent and client.
@@ -279,8 +279,8 @@ impl Metrics {
             )?,
             a2a_requests: counter(
                 "a2a_requests_total",
-                "Official A2A calls answered, by agent, method, the client's binding and version, and outcome (ok or the error's reason).",
-                &["agent", "method", "binding", "version", "outcome"],
+                "Official A2A calls answered, by agent, method, the client's binding and version, outcome (ok or the error's reason) and client (a configured client's name, jwt for unbound tokens, anonymous).",
+                &["agent", "method", "binding", "version", "outcome", "client"],
             )?,
             request_seconds: histogram(
                 "request_duration_seconds",

@@ -147,7 +147,7 @@ async fn call(
         }
         Read::Refused(e, echo) => {
             if let Some(a) = &agent {
-                count(state, &a.cfg.name, None, form, e.kind.reason());
+                count(state, ctx, &a.cfg.name, None, form, e.kind.reason());
             }
             let front = Front { form, echo };
             return Ok(front.answer(
@@ -165,7 +165,14 @@ async fn call(
     if let Some(e) = refused {
         let answer = neutral(method, Err(e.into()));
         if let Some(a) = &agent {
-            count(state, &a.cfg.name, Some(method), form, &outcome_of(&answer));
+            count(
+                state,
+                ctx,
+                &a.cfg.name,
+                Some(method),
+                form,
+                &outcome_of(&answer),
+            );
         }
         return Ok(front.answer(method, answer));
     }
@@ -178,7 +185,7 @@ async fn call(
             }
             Tenant::Every(agents) => {
                 let answer = neutral(method, list::list(state, ctx, agents, "", &call).await);
-                count(state, "", Some(method), form, &outcome_of(&answer));
+                count(state, ctx, "", Some(method), form, &outcome_of(&answer));
                 return Ok(front.answer(method, answer));
             }
             Tenant::Answered(reply) => return Ok(front.answer(method, neutral(method, reply))),
@@ -193,7 +200,7 @@ async fn call(
         .await
         {
             stream::Streamed::Events(res) => {
-                count(state, &agent.cfg.name, Some(method), form, "ok");
+                count(state, ctx, &agent.cfg.name, Some(method), form, "ok");
                 return Ok(res);
             }
             stream::Streamed::Neutral(n) => n,
@@ -203,6 +210,7 @@ async fn call(
     };
     count(
         state,
+        ctx,
         &agent.cfg.name,
         Some(method),
         form,
@@ -270,11 +278,13 @@ fn label_of(e: &A2aError) -> String {
     }
 }
 
-/// `a2a_gateway_a2a_requests_total{agent,method,binding,version,outcome}`. Only the agent's
-/// route name, the 1.0 method names (a 0.3 call counts as the 1.0 operation it is), the two
-/// bindings, the two versions and ErrorInfo reasons: bounded.
+/// `a2a_gateway_a2a_requests_total{agent,method,binding,version,outcome,client}`. Only the
+/// agent's route name, the 1.0 method names (a 0.3 call counts as the 1.0 operation it is), the
+/// bindings, the two versions, ErrorInfo reasons and the caller's `client` label (a configured
+/// client's name, `jwt`, `anonymous`, as on `a2a_gateway_requests_total`): bounded.
 fn count(
     state: &State,
+    ctx: &Ctx,
     agent: &str,
     method: Option<Method>,
     form: &'static dyn Form,
@@ -285,6 +295,13 @@ fn count(
     state
         .metrics
         .a2a_requests
-        .with_label_values(&[agent, method, form.label(), form.version_label(), outcome])
+        .with_label_values(&[
+            agent,
+            method,
+            form.label(),
+            form.version_label(),
+            outcome,
+            ctx.caller.label(),
+        ])
         .inc();
 }
