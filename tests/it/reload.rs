@@ -159,7 +159,23 @@ async fn a_reload_rotates_client_keys_and_ends_what_the_old_key_opened() {
     .await;
     let mut next = (*g.gw.config()).clone();
     next.clients[0].key_sha256 = Some(sha(NEW));
-    g.gw.reload(next).await.expect("applied");
+    next.clients.push(client(
+        "auditor",
+        "auditor-key-0123456789",
+        &["*"],
+        &[Right::Tasks],
+    ));
+    let r = g.gw.reload(next).await.expect("applied");
+    // The reload reports clients (its log line says what this says), not only agents.
+    assert_eq!(
+        (r.clients.added.as_slice(), r.clients.changed.as_slice()),
+        (&["auditor".to_owned()][..], &["orch".to_owned()][..]),
+        "{r:?}"
+    );
+    assert!(
+        r.clients.removed.is_empty() && r.agents_changed.is_empty(),
+        "{r:?}"
+    );
     let r = g
         .http
         .post_json_as("/agents/a/tasks", OLD, &body, &[])

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::config::{self, Config};
 use crate::registry::Registry;
-use crate::reload::{ReloadError, Reloaded};
+use crate::reload::{Changes, ReloadError, Reloaded};
 use crate::state::State;
 use crate::upstream::Upstream;
 use crate::{auth, stream, webhook, ConfigRules, Gateway};
@@ -150,6 +150,8 @@ impl Gateway {
                 out.agents_removed.push(name);
             }
         }
+        out.clients = Changes::between(&old.clients, &new.clients, |c| &c.name);
+        out.subscribers = Changes::between(&old.subscribers, &new.subscribers, |s| &s.name);
         out.agents_added = fresh
             .iter()
             .map(|a| a.cfg.name.clone())
@@ -353,7 +355,12 @@ impl Gateway {
         match self.reload(cfg).await {
             Ok(r) => {
                 tracing::info!(added = ?r.agents_added, changed = ?r.agents_changed,
-                    removed = ?r.agents_removed, "config reloaded from {}", path.display());
+                    removed = ?r.agents_removed, clients_added = ?r.clients.added,
+                    clients_changed = ?r.clients.changed, clients_removed = ?r.clients.removed,
+                    subscribers_added = ?r.subscribers.added,
+                    subscribers_changed = ?r.subscribers.changed,
+                    subscribers_removed = ?r.subscribers.removed,
+                    "config reloaded from {}", path.display());
                 if !r.need_restart.is_empty() {
                     tracing::warn!(keys = ?r.need_restart,
                         "reload applied, but these changed keys need a restart; their running values stay");

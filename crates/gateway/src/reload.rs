@@ -13,6 +13,42 @@ pub struct Reloaded {
     pub agents_changed: Vec<String>,
     /// Agents no longer configured (their streams ended with a final event).
     pub agents_removed: Vec<String>,
+    /// `[[clients]]` entries added, changed and removed, by name.
+    pub clients: Changes,
+    /// `[[subscribers]]` added, changed and removed, by name.
+    pub subscribers: Changes,
+}
+
+/// Entries of a named list that a reload added, changed or removed.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Changes {
+    /// Names new to the config.
+    pub added: Vec<String>,
+    /// Names whose entry differs.
+    pub changed: Vec<String>,
+    /// Names no longer in the config.
+    pub removed: Vec<String>,
+}
+
+impl Changes {
+    /// What differs between `old` and `new`, entries matched by `name`.
+    pub fn between<T: PartialEq>(old: &[T], new: &[T], name: impl Fn(&T) -> &str) -> Changes {
+        let find = |list: &[T], n: &str| list.iter().position(|e| name(e) == n);
+        let mut out = Changes::default();
+        for e in new {
+            match find(old, name(e)) {
+                None => out.added.push(name(e).to_owned()),
+                Some(i) if old[i] != *e => out.changed.push(name(e).to_owned()),
+                Some(_) => {}
+            }
+        }
+        out.removed = old
+            .iter()
+            .filter(|e| find(new, name(e)).is_none())
+            .map(|e| name(e).to_owned())
+            .collect();
+        out
+    }
 }
 
 /// Why a reload was refused; nothing of it was applied.
@@ -36,4 +72,20 @@ pub enum ReloadError {
     /// The gateway was started without `[tls]`.
     #[error("[tls]: the gateway was started without TLS; serving TLS needs a restart")]
     TlsOff,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Changes;
+
+    #[test]
+    fn changes_name_what_was_added_changed_and_removed() {
+        let old = [("a", 1), ("b", 2), ("c", 3)];
+        let new = [("b", 2), ("c", 4), ("d", 5)];
+        let c = Changes::between(&old, &new, |e| e.0);
+        assert_eq!(c.added, ["d"]);
+        assert_eq!(c.changed, ["c"]);
+        assert_eq!(c.removed, ["a"]);
+        assert_eq!(Changes::between(&old, &old, |e| e.0), Changes::default());
+    }
 }

@@ -7,7 +7,7 @@ use hyper::header::HeaderName;
 use serde::de::Error;
 use serde::{Deserialize, Deserializer};
 
-use super::Secret;
+use super::{Right, Secret};
 
 pub fn millis<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     u64::deserialize(d).map(Duration::from_millis)
@@ -51,4 +51,28 @@ pub fn one_or_many<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Secret>, D::Er
         Ok(OneOrMany::Many(v)) => v,
         Err(_) => return Err(D::Error::custom("must be a signing key or a list of them")),
     })
+}
+
+/// `can`: a list of rights. Every unknown value is named in one message (serde's own would
+/// stop at the first), with the values it may be.
+pub fn rights<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Right>, D::Error> {
+    let names = Vec::<String>::deserialize(d)?;
+    let mut rights = Vec::with_capacity(names.len());
+    let mut unknown = Vec::new();
+    for name in &names {
+        match Right::ALL.iter().find(|r| r.as_str() == name) {
+            Some(r) => rights.push(*r),
+            None => unknown.push(format!("{name:?}")),
+        }
+    }
+    if unknown.is_empty() {
+        return Ok(rights);
+    }
+    let known: Vec<&str> = Right::ALL.iter().map(|r| r.as_str()).collect();
+    Err(D::Error::custom(format!(
+        "unknown right{} {}: each must be one of {}",
+        if unknown.len() == 1 { "" } else { "s" },
+        unknown.join(", "),
+        known.join(", ")
+    )))
 }

@@ -45,7 +45,7 @@ impl Right {
 }
 
 /// One client of the gateway (`[[clients]]`): who it is, how it proves it, what it may use.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ClientConfig {
     /// 1-64 characters of A-Z a-z 0-9 . _ -; in logs and the `client` metrics label, and the
@@ -64,6 +64,7 @@ pub struct ClientConfig {
     /// Route names or card `agent_id`s it may use; `["*"]` for every agent.
     pub agents: Vec<String>,
     /// What it may do.
+    #[serde(deserialize_with = "de::rights")]
     pub can: Vec<Right>,
     /// Streams (task streams and `/events`) it may hold open at once, per replica.
     pub max_streams: usize,

@@ -284,7 +284,7 @@ mod tests {
             [[clients]]
             name = "d"
             key_sha256 = "{HASH2}"
-            can = ["tasks", "root"]
+            can = ["tasks", "root", "streams", "everything"]
             [[clients]]
             name = "d"
             key_sha256 = "{HASH2}"
@@ -315,6 +315,12 @@ mod tests {
             "{p:#?}"
         );
         assert!(p[0].message.contains("`admin` right"), "{}", p[0].message);
+        // Every unknown right is named at once, with what a right may be.
+        let can = &p[6].message;
+        assert!(
+            can.contains("unknown rights \"root\", \"everything\"") && can.contains("all_tasks"),
+            "{can}"
+        );
     }
 
     #[test]
