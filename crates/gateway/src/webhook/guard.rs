@@ -329,7 +329,10 @@ pub enum GuardError {
         host: String,
     },
     /// The host is, or resolves to, an address that is neither public nor allowed.
-    #[error("{host} resolves to {addr}, a {reason} address; allow it explicitly to deliver there")]
+    #[error(
+        "{host} resolves to {addr}, a {reason} address; to deliver there, add a range holding it to the gateway's [webhooks] allow (e.g. allow = [\"{addr}/{}\"])",
+        if .addr.is_ipv4() { 32 } else { 128 }
+    )]
     Refused {
         /// The host, as the URL names it.
         host: String,
@@ -895,9 +898,20 @@ mod tests {
             .check_url("http://localhost:8080/hook")
             .unwrap();
         match UrlGuard::default().resolve(&uri).await {
-            Err(GuardError::Refused { host, reason, .. }) => {
+            Err(e @ GuardError::Refused { .. }) => {
+                // The refusal says where to allow it, with a range that would.
+                let text = e.to_string();
+                let GuardError::Refused { host, reason, addr } = e else {
+                    unreachable!()
+                };
                 assert_eq!(host, "localhost");
                 assert_eq!(reason, Blocked::Loopback);
+                let range = if addr.is_ipv4() { "/32" } else { "/128" };
+                assert!(
+                    text.contains("[webhooks] allow")
+                        && text.contains(&format!("\"{addr}{range}\"")),
+                    "{text}"
+                );
             }
             other => panic!("{other:?}"),
         }
