@@ -23,16 +23,20 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[command(
     name = "a2a-gateway",
     version,
-    about = "A reverse-proxy gateway for fleets of A2A 1.0 agents",
-    long_about = "A reverse-proxy gateway for fleets of A2A 1.0 agents: one endpoint for \
-orchestrators, AgentCards fetched and checked, task inputs validated against each card's \
-input_schema, a ledger that keeps COMPLETED, FAILED and CANCELLED final, webhooks fanned out \
-durably, shared event streams, Prometheus metrics and OpenTelemetry traces.\n\n\
+    about = "A reverse-proxy gateway for fleets of A2A agents: Clawpedia A2A 1.0 and the official A2A (1.0 and 0.3; JSON-RPC, HTTP+JSON, gRPC)",
+    long_about = "A reverse-proxy gateway for fleets of A2A agents, of two protocols: Clawpedia \
+A2A 1.0 (the REST task protocol) and the official A2A of a2aproject, 1.0 and 0.3, over JSON-RPC, \
+HTTP+JSON and gRPC (clients speak any of them, whatever their agent's). One endpoint for \
+orchestrators; AgentCards fetched, checked and served; requests and answers checked against the \
+protocol (Clawpedia inputs against each card's input_schema); a ledger that holds every task's \
+final state final; tasks and contexts scoped to the client that made them; webhooks and A2A \
+push notifications delivered durably; one upstream stream per task shared by its subscribers; \
+Prometheus metrics, OpenTelemetry traces and a live fleet page at /ui.\n\n\
 Serve with `a2a-gateway --config FILE`: the in-process store when the file has no [redis] \
 table, one of many replicas sharing Redis when it has one. SIGHUP reloads the file; SIGTERM \
 drains and stops.",
     after_help = "Examples:\n  \
-a2a-gateway demo                                  try it: two sample agents, curl commands printed\n  \
+a2a-gateway demo                                  try it: three sample agents (two Clawpedia, one\n                                                  official A2A), curl commands printed\n  \
 a2a-gateway example-config > gateway.toml         every config key, commented, with its default\n  \
 a2a-gateway check-config --config gateway.toml    list every problem of a config, with its key\n  \
 a2a-gateway --config gateway.toml                 serve\n  \
@@ -56,7 +60,8 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         config: PathBuf,
     },
-    /// Start the gateway on the in-process store with two sample agents, and print curl commands.
+    /// Start the gateway on the in-process store with three sample agents (two Clawpedia A2A,
+    /// one official A2A 1.0), and print curl commands for both protocols.
     Demo {
         /// Where the gateway listens.
         #[arg(long, default_value = "127.0.0.1:8080")]
@@ -66,7 +71,8 @@ enum Command {
         #[arg(long, value_name = "KEY")]
         key: Option<String>,
     },
-    /// Run one sample A2A agent on its own (for load runs and manual testing).
+    /// Run one sample agent on its own, Clawpedia A2A or official A2A (for load runs and
+    /// manual testing).
     SampleAgent {
         /// Where the agent listens.
         #[arg(long, default_value = "127.0.0.1:9000")]
@@ -90,8 +96,8 @@ enum Command {
         #[arg(long, value_name = "T", requires = "push")]
         ingest_token: Option<String>,
         /// The protocol it speaks: `a2a` is the official A2A 1.0 (JSON-RPC at /a2a/jsonrpc,
-        /// HTTP+JSON under /a2a/rest, the card at /.well-known/agent-card.json; --file-bytes,
-        /// --agent-id and --push are Clawpedia's).
+        /// HTTP+JSON under /a2a/rest, gRPC at /lf.a2a.v1.A2AService/*, the card at
+        /// /.well-known/agent-card.json; --file-bytes, --agent-id and --push are Clawpedia's).
         #[arg(long, value_enum, default_value = "clawpedia")]
         protocol: demo::AgentProtocol,
         /// The official protocol's version, with --protocol a2a: `0.3` serves a 0.3 card

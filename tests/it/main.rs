@@ -142,6 +142,10 @@ mod revocation;
 mod routes;
 /// A real Prometheus scraping /metrics with the shipped deploy/prometheus.yml credentials.
 mod scrape;
+/// What the shipped files tell a user holds: `example-config` switched to an A2A agent serves
+/// it, check-config's card path warning, the card fetch URL for operators only, the config's
+/// JWT comments as the docs state the rule, `--help`.
+mod shipped;
 /// The shortest path through the gateway: create a task, then read it back.
 mod smoke;
 /// A Redis at `maxmemory` refusing writes: 503 STORE_UNAVAILABLE on both protocols without

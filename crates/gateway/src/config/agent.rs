@@ -198,4 +198,10 @@ impl AgentConfig {
             (path, _) => path,
         }
     }
+
+    /// The URL its card is fetched from: `url` and [`AgentConfig::card_path`]. An agent's
+    /// address: for operators only (`/agents` to `metrics` and `admin` callers), never a client.
+    pub fn card_fetch_url(&self) -> String {
+        format!("{}{}", self.url, self.card_path())
+    }
 }

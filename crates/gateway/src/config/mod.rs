@@ -67,7 +67,7 @@ impl fmt::Debug for Secret {
 
 /// One webhook subscriber (`[[subscribers]]`): every accepted task status change of the agents
 /// it follows is POSTed to `url` as the spec's push-notification payload.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SubscriberConfig {
     /// 1-64 characters of A-Z a-z 0-9 . _ -; the label in metrics and the admin API.
@@ -549,6 +549,14 @@ impl Config {
                 "public_url: not set while listen ({}) is not loopback: URLs written for clients take their host from each request's Host header; set public_url to the address clients use",
                 self.listen
             ));
+        }
+        for (i, a) in self.agents.iter().enumerate() {
+            if a.protocol == Protocol::A2a && a.card_path == "/agent-card.json" {
+                w.push(format!(
+                    "agents[{i}].card_path: {:?} is Clawpedia's card path, and agent {:?} has protocol = \"a2a\": an official A2A agent serves its card at /.well-known/agent-card.json (leave card_path out for the protocol's default)",
+                    a.card_path, a.name
+                ));
+            }
         }
         w
     }

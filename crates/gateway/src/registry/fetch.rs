@@ -73,8 +73,7 @@ pub(super) async fn fetch(
     up: &Upstream,
     compiles: &Arc<Semaphore>,
 ) -> Result<Fetched, CardError> {
-    let url = format!("{}{}", agent.cfg.url, agent.cfg.card_path());
-    let mut req = Request::get(url)
+    let mut req = Request::get(agent.cfg.card_fetch_url())
         .header(header::ACCEPT, "application/json")
         .header(header::ACCEPT_ENCODING, "identity")
         .body(Full::new(Bytes::new()))

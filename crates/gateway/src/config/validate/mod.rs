@@ -850,6 +850,22 @@ mod tests {
             Some(crate::config::Binding::HttpJson)
         );
         assert_eq!(cfg.agents[0].card_path(), "/card");
+        assert!(cfg.warnings().is_empty(), "{:?}", cfg.warnings());
+        // Clawpedia's card path on an "a2a" agent: valid (an agent may serve its card there),
+        // but a likely leftover that check-config and the start-up log point out.
+        let cfg = Config::parse(&agents(
+            "protocol = \"a2a\"\ncard_path = \"/agent-card.json\"",
+        ))
+        .expect("valid");
+        let w = cfg.warnings();
+        assert!(
+            w.len() == 1
+                && w[0].starts_with("agents[0].card_path")
+                && w[0].contains("/.well-known/agent-card.json"),
+            "{w:?}"
+        );
+        let cfg = Config::parse(&agents("card_path = \"/agent-card.json\"")).expect("valid");
+        assert!(cfg.warnings().is_empty(), "{:?}", cfg.warnings());
         let problems = Config::parse(&agents("binding = \"JSONRPC\"")).expect_err("clawpedia");
         assert_eq!(problems[0].key, "agents[0].binding");
         let cfg = Config::parse(&agents(

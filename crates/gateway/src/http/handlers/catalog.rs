@@ -48,8 +48,13 @@ struct Entry<'a> {
     capabilities: Option<&'a [String]>,
     card_state: &'static str,
     fetched_at: Option<String>,
+    /// Where the card is fetched from (`url` and `card_path`): an agent's address, so only
+    /// for callers that may read agents' errors.
     #[serde(skip_serializing_if = "Option::is_none")]
-    last_error: Option<&'a str>,
+    card_fetch_url: Option<String>,
+    /// The last fetch's error, naming the URL fetched: for the same callers only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last_error: Option<String>,
     /// Why the last fetched card was refused (`invalid`, `budget`, `no_supported_interface`).
     #[serde(skip_serializing_if = "Option::is_none")]
     card_refusal: Option<&'static str>,
@@ -83,6 +88,11 @@ struct Live {
 /// clients anyone, with them `metrics` and `admin` clients.
 fn sees_errors(ctx: &Ctx) -> bool {
     ctx.caller.reads_agents_texts()
+}
+
+/// The agent's card URL as an operator may see it: any credential in it masked.
+fn fetch_url(a: &Agent) -> String {
+    crate::config::redact_url(&a.cfg.card_fetch_url())
 }
 
 /// One catalog entry: the agent, its card's state and its health on this replica; with `live`,
@@ -119,7 +129,12 @@ fn entry<'a>(
         capabilities: s.card.as_deref().map(|c| c.capabilities()),
         card_state: s.state.as_str(),
         fetched_at: s.fetched_at.map(crate::protocol::time::format),
-        last_error: s.last_error.as_deref().filter(|_| errors),
+        card_fetch_url: errors.then(|| fetch_url(a)),
+        last_error: s
+            .last_error
+            .as_deref()
+            .filter(|_| errors)
+            .map(|e| format!("{e} (GET {})", fetch_url(a))),
         card_refusal: s.refusal.map(|r| r.as_str()),
         health: h.as_str(),
         ejected_until: match h {
