@@ -117,7 +117,9 @@ name = "summaries"
 url = "$summaries"
 ingest_token = "$ingest"
 
-# An official A2A agent: the a2a-tagged operations (example name "echo") are its.
+# An official A2A agent: the a2a-tagged operations (example name "echo") are its, and the
+# templates both protocols share (/agents/{name}/...) are tried with either agent's name (their
+# `name` examples are "scripts" and "echo"): each answers in its agent's protocol's shape.
 [[agents]]
 name = "echo"
 url = "$echo_agent"

@@ -30,6 +30,12 @@ pub fn served(state: &State, _ctx: &Ctx, agent: &Agent, req: &Request) -> ApiRes
     base.mark(res.headers_mut());
     res.headers_mut()
         .insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    // As on a Clawpedia agent's card: whether the card is the last fetch's, or the last good
+    // one while refreshes fail.
+    res.headers_mut().insert(
+        "x-a2a-card-state",
+        HeaderValue::from_static(agent.slot().state.as_str()),
+    );
     Ok(res)
 }
 
