@@ -132,9 +132,12 @@ pub async fn demo(listen: String, key: Option<String>) -> Result<(), String> {
         });
         agent.set_card(card);
     }
+    let auth = key.as_deref().map(|k| format!("Bearer {k}"));
+    // The gateway fetches the cards in the background: a create before an agent's card is in
+    // would be answered 503 (and show as an error on the fleet page).
+    wait_for_cards(&base, auth.as_deref(), CARDS_WAIT).await?;
     announce("preparing a finished sample task (about 4 s)...");
 
-    let auth = key.as_deref().map(|k| format!("Bearer {k}"));
     let (task, artifact_id) = sample_task(&base, auth.as_deref()).await?;
     let task_id = task["task_id"].as_str().unwrap_or_default().to_owned();
     let a2a_task = sample_a2a_task(&base, auth.as_deref()).await?;
@@ -221,42 +224,94 @@ pub async fn demo(listen: String, key: Option<String>) -> Result<(), String> {
     Ok(())
 }
 
+/// How long the demo waits for the gateway to have every sample agent's card.
+const CARDS_WAIT: Duration = Duration::from_secs(20);
+
+/// Wait until the gateway reports a card for every agent (`GET /agents`: each `card_state` is
+/// `fresh`), asking every 100 ms for at most `limit`; past it, an error naming each agent still
+/// without one and why.
+async fn wait_for_cards(base: &str, auth: Option<&str>, limit: Duration) -> Result<(), String> {
+    let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
+    let deadline = Instant::now() + limit;
+    loop {
+        let mut req = Request::builder().uri(format!("{base}/agents"));
+        if let Some(a) = auth {
+            req = req.header("authorization", a);
+        }
+        let req = req
+            .body(Full::new(Bytes::new()))
+            .map_err(|e| e.to_string())?;
+        let missing = match client.request(req).await {
+            Ok(res) => {
+                let status = res.status();
+                let raw = res
+                    .into_body()
+                    .collect()
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .to_bytes();
+                let v: Value = serde_json::from_slice(&raw).unwrap_or(Value::Null);
+                match v["agents"].as_array() {
+                    Some(agents) if status.is_success() => agents
+                        .iter()
+                        .filter(|a| a["card_state"] != "fresh")
+                        .map(|a| {
+                            let why = a["last_error"].as_str().unwrap_or("not fetched yet");
+                            format!(
+                                "{} ({}: {why})",
+                                a["name"].as_str().unwrap_or("?"),
+                                a["card_state"].as_str().unwrap_or("?")
+                            )
+                        })
+                        .collect::<Vec<_>>(),
+                    _ => vec![format!("GET /agents answered {status}: {v}")],
+                }
+            }
+            Err(e) => vec![format!("GET /agents: {e}")],
+        };
+        if missing.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "the gateway did not have every sample agent's card within {} s: {}",
+                limit.as_secs(),
+                missing.join(", ")
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// Send one message to the official A2A agent through the gateway (with `auth`, if any) and
-/// return the id of its task, COMPLETED.
+/// return the id of its task, COMPLETED. Its card is in already ([`wait_for_cards`]).
 async fn sample_a2a_task(base: &str, auth: Option<&str>) -> Result<String, String> {
     let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
         "messageId": uuid::Uuid::new_v4().to_string(), "role": "ROLE_USER",
         "parts": [{"text": "hello"}]}}});
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let mut req = Request::builder()
-            .method("POST")
-            .uri(format!("{base}/agents/echo/jsonrpc"))
-            .header("content-type", "application/json")
-            .header("a2a-version", "1.0");
-        if let Some(a) = auth {
-            req = req.header("authorization", a);
-        }
-        let req = req
-            .body(Full::new(Bytes::from(body.to_string())))
-            .map_err(|e| e.to_string())?;
-        let res = client.request(req).await.map_err(|e| e.to_string())?;
-        let raw = res
-            .into_body()
-            .collect()
-            .await
-            .map_err(|e| e.to_string())?
-            .to_bytes();
-        let v: Value = serde_json::from_slice(&raw).map_err(|e| e.to_string())?;
-        if let Some(id) = v["result"]["task"]["id"].as_str() {
-            return Ok(id.to_owned());
-        }
-        // The card is fetched in the background: the first message may race it.
-        if Instant::now() > deadline {
-            return Err(format!("the sample A2A message failed: {v}"));
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
+    let mut req = Request::builder()
+        .method("POST")
+        .uri(format!("{base}/agents/echo/jsonrpc"))
+        .header("content-type", "application/json")
+        .header("a2a-version", "1.0");
+    if let Some(a) = auth {
+        req = req.header("authorization", a);
+    }
+    let req = req
+        .body(Full::new(Bytes::from(body.to_string())))
+        .map_err(|e| e.to_string())?;
+    let res = client.request(req).await.map_err(|e| e.to_string())?;
+    let raw = res
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?
+        .to_bytes();
+    let v: Value = serde_json::from_slice(&raw).map_err(|e| e.to_string())?;
+    match v["result"]["task"]["id"].as_str() {
+        Some(id) => Ok(id.to_owned()),
+        None => Err(format!("the sample A2A message failed: {v}")),
     }
 }
 
@@ -297,21 +352,15 @@ async fn sample_task(base: &str, auth: Option<&str>) -> Result<(Value, String), 
             Ok::<Value, String>(v)
         }
     };
+    // The agent's card is in already ([`wait_for_cards`]): one create.
+    let task = call(
+        "POST",
+        "/agents/scripts/tasks".into(),
+        Some(json!({"input": {"topic": "fizzbuzz up to 100", "filename": "fizzbuzz.py"}})),
+    )
+    .await
+    .map_err(|e| format!("sample task: {e}"))?;
     let deadline = Instant::now() + Duration::from_secs(20);
-    // The cards are fetched in the background; the first create may race them.
-    let task = loop {
-        match call(
-            "POST",
-            "/agents/scripts/tasks".into(),
-            Some(json!({"input": {"topic": "fizzbuzz up to 100", "filename": "fizzbuzz.py"}})),
-        )
-        .await
-        {
-            Ok(t) => break t,
-            Err(e) if Instant::now() > deadline => return Err(format!("sample task: {e}")),
-            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-        }
-    };
     let id = task["task_id"]
         .as_str()
         .ok_or("sample task without task_id")?

@@ -76,6 +76,17 @@ fn commands_work_as_printed(args: &[&str]) -> Vec<String> {
         assert!(out.status.success(), "{cmd} exited {:?}", out.status);
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
+    // The demo waited for its agents' cards before its own first requests: none of them was
+    // answered with a 5xx (a create racing the card fetch is answered 503).
+    let metrics = commands
+        .iter()
+        .find(|c| c.contains("/metrics"))
+        .expect("the metrics command");
+    let before = run(metrics);
+    assert!(
+        before.contains("a2a_gateway_requests_total{") && !before.contains("status=\"5"),
+        "{before}"
+    );
     let mut seen_stream_event = false;
     let mut a2a_commands = 0;
     for cmd in &commands {
