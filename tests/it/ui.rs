@@ -222,7 +222,7 @@ async fn the_fleet_page_shows_the_demo_live_without_a_key() {
     .await;
     b.wait_for(
         "the live feed connected",
-        "document.getElementById('feed-state').textContent === 'Live.'",
+        "document.getElementById('status').textContent === 'Live.'",
         WAIT,
     )
     .await;
@@ -444,7 +444,7 @@ async fn the_fleet_page_asks_for_a_key_and_keeps_it_for_the_session() {
     // The live feed is an EventSource with ?access_token=.
     b.wait_for(
         "the live feed connected",
-        "document.getElementById('feed-state').textContent === 'Live.'",
+        "document.getElementById('status').textContent === 'Live.'",
         WAIT,
     )
     .await;
@@ -550,7 +550,7 @@ async fn the_fleet_page_renders_200_agents_and_keeps_up_with_a_burst() {
     );
     b.wait_for(
         "the live feed connected",
-        "document.getElementById('feed-state').textContent === 'Live.'",
+        "document.getElementById('status').textContent === 'Live.'",
         WAIT,
     )
     .await;
@@ -611,4 +611,298 @@ async fn the_fleet_page_renders_200_agents_and_keeps_up_with_a_burst() {
     });
     let report_path = screenshot_path("fleet-200-agents.json");
     std::fs::write(&report_path, format!("{report:#}\n")).expect("report written");
+}
+
+/// What the page's layout gets wrong, measured in the page: every state name shown in full
+/// (no ellipsis, nothing clipped by a box that hides overflow) and inside its panel; every task
+/// count tile and every item of the transitions legend inside its panel's box, and each of their
+/// parts inside the item; no panel alone in a row that it leaves partly empty. Each list names
+/// what it found.
+pub(crate) async fn layout(b: &mut Browser) -> Value {
+    b.eval(
+        r##"(() => {
+  const EPS = 0.5;
+  const shown = (e) => e.getClientRects().length > 0 && !e.closest("[hidden], .sr-only, dialog:not([open])");
+  const what = (e) => {
+    const home = e.closest("[id]");
+    return `${home ? "#" + home.id + " " : ""}${e.tagName.toLowerCase()}${[...e.classList].map((c) => "." + c).join("")} ${JSON.stringify(e.textContent.trim().slice(0, 40))}`;
+  };
+  const px = (r) => [r.left, r.right, r.top, r.bottom].map((v) => Math.round(v)).join(",");
+  // The box a panel's content must stay in: its border box less its borders.
+  const inner = (p) => {
+    const r = p.getBoundingClientRect(), s = getComputedStyle(p);
+    const bl = parseFloat(s.borderLeftWidth), br = parseFloat(s.borderRightWidth);
+    const bt = parseFloat(s.borderTopWidth), bb = parseFloat(s.borderBottomWidth);
+    return { left: r.left + bl, right: r.right - br, top: r.top + bt, bottom: r.bottom - bb };
+  };
+  const within = (a, b, vertical) => a.left >= b.left - EPS && a.right <= b.right + EPS &&
+    (!vertical || (a.top >= b.top - EPS && a.bottom <= b.bottom + EPS));
+  // The text's own extent, not its element's box.
+  const text = (e) => { const r = document.createRange(); r.selectNodeContents(e); return r.getBoundingClientRect(); };
+  const truncated = [], outside = [], crowded = [];
+  for (const e of document.querySelectorAll(".state")) {
+    if (!shown(e) || !e.textContent.trim()) continue;
+    const s = getComputedStyle(e);
+    if (s.display !== "inline" && e.scrollWidth > e.clientWidth) {
+      truncated.push(`${what(e)}: ${e.scrollWidth} px of text in ${e.clientWidth} px${s.textOverflow === "ellipsis" ? ", with an ellipsis" : ""}`);
+      continue;
+    }
+    const t = text(e), panel = e.closest(".panel");
+    // Every box between the name and its panel that hides what overflows it sideways.
+    for (let a = e; a && a !== panel.parentElement; a = a.parentElement) {
+      if (getComputedStyle(a).overflowX === "visible") continue;
+      if (!within(t, a.getBoundingClientRect(), false)) {
+        truncated.push(`${what(e)}: text at ${px(t)} cut by ${what(a)} at ${px(a.getBoundingClientRect())}`);
+        break;
+      }
+    }
+    if (!within(t, inner(panel), false)) outside.push(`${what(e)} at ${px(t)}, its panel at ${px(inner(panel))}`);
+  }
+  for (const li of document.querySelectorAll("#task-counts > li, #transitions > li")) {
+    if (!shown(li)) continue;
+    const panel = li.closest(".panel"), r = li.getBoundingClientRect();
+    if (!within(r, inner(panel), true)) outside.push(`${what(li)} at ${px(r)}, its panel at ${px(inner(panel))}`);
+    for (const part of li.children) {
+      if (!shown(part)) continue;
+      const q = part.getBoundingClientRect();
+      if (!within(q, r, true)) outside.push(`${what(part)} at ${px(q)}, outside its item at ${px(r)}`);
+    }
+  }
+  // The panels side by side with each one (overlapping it vertically) must fill the row.
+  const main = document.getElementById("main"), ms = getComputedStyle(main), mr = main.getBoundingClientRect();
+  const width = mr.width - parseFloat(ms.paddingLeft) - parseFloat(ms.paddingRight);
+  const panels = [...main.children].filter((p) => p.classList.contains("panel") && shown(p));
+  for (const p of panels) {
+    const r = p.getBoundingClientRect();
+    const row = panels.map((q) => q.getBoundingClientRect()).filter((q) => q.top < r.bottom - 1 && q.bottom > r.top + 1);
+    const used = Math.max(...row.map((q) => q.right)) - Math.min(...row.map((q) => q.left));
+    if (used < 0.95 * width) crowded.push(`${what(p.querySelector("h2"))}: its row uses ${Math.round(used)} of ${Math.round(width)} px`);
+  }
+  return { width: window.innerWidth, truncated, outside, crowded };
+})()"##,
+    )
+    .await
+}
+
+/// Every element whose own text tells the state of the page's connection to the gateway: the
+/// page must show one.
+pub(crate) async fn connection_texts(b: &mut Browser) -> Value {
+    b.eval(
+        r#"(() => {
+  const words = /\b(not connected|disconnected|connected|connecting|reconnecting|live\.)/i;
+  return [...document.querySelectorAll("body *")]
+    .filter((e) => e.getClientRects().length > 0 && !e.closest("[hidden], .sr-only, dialog:not([open])"))
+    .filter((e) => [...e.childNodes].some((n) => n.nodeType === 3 && words.test(n.textContent)))
+    .map((e) => `${e.id || e.tagName.toLowerCase()}: ${e.textContent.trim()}`);
+})()"#,
+    )
+    .await
+}
+
+/// How task `id` is shown in the live feed, in "Recent tasks" and (when it is the open one) in
+/// the task panel: for each, the text of the entry and of its state.
+async fn task_entries(b: &mut Browser, id: &str) -> Value {
+    b.eval(&format!(
+        r#"(() => {{
+  const entries = [...document.querySelectorAll('#feed li[data-kind=transition][data-task="{id}"], #recent tr[data-task="{id}"]')];
+  const panel = document.getElementById("task-detail");
+  if (!panel.hidden && panel.dataset.task === "{id}") entries.push(panel);
+  return entries.map((e) => ({{ where: e.closest("[id]").id, text: e.textContent, state: e.querySelector(".state")?.textContent ?? null }}));
+}})()"#
+    ))
+    .await
+}
+
+/// Each of `entries` ([`task_entries`]) names its protocol and shows the state in that
+/// protocol's spelling only.
+fn assert_protocol_spelling(entries: &Value, protocol: &str) {
+    let list = entries.as_array().expect("entries");
+    assert!(list.len() >= 2, "the task is listed: {entries}");
+    let (other, a2a) = match protocol {
+        "A2A" => ("Clawpedia", true),
+        _ => ("A2A", false),
+    };
+    for e in list {
+        let text = e["text"].as_str().unwrap_or_default();
+        let state = e["state"].as_str().unwrap_or_default();
+        assert!(
+            text.contains(protocol) && !text.contains(other),
+            "the protocol named, only its own: {e}"
+        );
+        assert!(
+            state.starts_with("TASK_STATE_") == a2a
+                && !state.is_empty()
+                && state.chars().all(|c| c.is_ascii_uppercase() || c == '_'),
+            "the state in {protocol}'s spelling: {e}"
+        );
+    }
+}
+
+/// A message to the demo's official A2A agent (JSON-RPC SendMessage): its task's id and state.
+async fn a2a_message(http: &Http, text: &str) -> (String, String) {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
+        "messageId": uuid::Uuid::new_v4().to_string(), "role": "ROLE_USER", "parts": [{"text": text}]}}});
+    let r = http
+        .send(
+            hyper::Method::POST,
+            "/agents/echo/jsonrpc",
+            &[("content-type", "application/json"), ("a2a-version", "1.0")],
+            body.to_string(),
+        )
+        .await;
+    let v = r.json();
+    let task = &v["result"]["task"];
+    match (task["id"].as_str(), task["status"]["state"].as_str()) {
+        (Some(id), Some(state)) => (id.to_owned(), state.to_owned()),
+        _ => panic!("{text}: {v}"),
+    }
+}
+
+/// The fleet page at 1280 and 1920 px, against the demo with tasks of both protocols in most of
+/// their states: every state name in full and inside its panel, every count tile and legend
+/// item inside the Tasks panel, no row half empty; one connection state on the page; each
+/// task's protocol named beside its state, spelled the protocol's way. The screenshots are the
+/// docs' (`docs/images/`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fleet_page_fits_1280_and_1920_px_and_names_each_tasks_protocol() {
+    let (_demo, base, ingest) = demo(&[]).await;
+    let http = Http::new(base.clone());
+    let mut pages = Vec::new();
+    for width in [1280, 1920] {
+        let mut b = Browser::launch(width, 1000).await;
+        b.navigate(&format!("{base}/ui")).await;
+        expect_demo_agents(&mut b).await;
+        pages.push((width, b));
+    }
+    // The live feed is open on both pages once a task made now shows on them.
+    let first = create(&http, None).await;
+    for (_, b) in &mut pages {
+        b.wait_for(
+            "the live feed",
+            &format!("document.querySelector('#feed li[data-task=\"{first}\"]') !== null"),
+            WAIT,
+        )
+        .await;
+    }
+    // Clawpedia: one cancelled, one failed (as its agent's push would say; the agent's later
+    // pushes are refused, on the feed), one completing on its own.
+    let cancelled = create(&http, None).await;
+    let r = http
+        .post_json(&format!("/tasks/{cancelled}/cancel"), &json!({}))
+        .await;
+    assert_eq!(r.status, 202, "{r:?}");
+    let failed = create(&http, None).await;
+    let mut task = http.get(&format!("/tasks/{failed}")).await.json();
+    task["status"] = json!("FAILED");
+    task["error"] = json!({"code": "OUT_OF_PAPER", "message": "the printer is empty"});
+    task["updated_at"] = json!(a2a_gateway::protocol::time::now());
+    let r = http.push_task("scripts", &ingest, &task).await;
+    assert_eq!(r.status, 202, "{r:?}");
+    // A2A: completed, waiting for input, failed, rejected; one working, then canceled.
+    let mut a2a = Vec::new();
+    for text in ["hello", "need input", "fail", "reject"] {
+        a2a.push(a2a_message(&http, text).await);
+    }
+    let (slow, _) = a2a_message(&http, "slow").await;
+    let body = json!({"jsonrpc": "2.0", "id": 2, "method": "CancelTask", "params": {"id": slow}});
+    let r = http
+        .send(
+            hyper::Method::POST,
+            "/agents/echo/jsonrpc",
+            &[("content-type", "application/json"), ("a2a-version", "1.0")],
+            body.to_string(),
+        )
+        .await;
+    assert_eq!(
+        r.json()["result"]["status"]["state"],
+        "TASK_STATE_CANCELED",
+        "{r:?}"
+    );
+    a2a.push((slow, "TASK_STATE_CANCELED".into()));
+    let mut expected = vec![
+        (first.clone(), "COMPLETED".to_owned()),
+        (cancelled, "CANCELLED".into()),
+        (failed, "FAILED".into()),
+    ];
+    expected.extend(a2a.iter().cloned());
+    let (hello, _) = a2a[0].clone();
+    for (width, b) in &mut pages {
+        for (id, state) in &expected {
+            b.wait_for(
+                &format!("{id} shown {state} at {width} px"),
+                &format!("({}) === '{state}'", recent_state(id)),
+                WAIT,
+            )
+            .await;
+        }
+        // The A2A task opened: its panel too names the protocol.
+        b.eval(&format!(
+            r#"document.querySelector('#recent tr[data-task="{hello}"] button.link').click(); true"#
+        ))
+        .await;
+        b.wait_for(
+            "the A2A task's panel",
+            "document.getElementById('task-detail').dataset.status === 'TASK_STATE_COMPLETED'",
+            WAIT,
+        )
+        .await;
+        let mut shown = vec![(task_entries(b, &hello).await, "A2A")];
+        // The Clawpedia task opened, as the screenshot shows it.
+        b.eval(&format!(
+            r#"document.querySelector('#recent tr[data-task="{first}"] button.link').click(); true"#
+        ))
+        .await;
+        b.wait_for(
+            "the Clawpedia task's panel, its artifacts and its stream ended",
+            "document.getElementById('task-detail').dataset.status === 'COMPLETED' && \
+             document.querySelectorAll('#detail-artifacts li[data-artifact]').length >= 1 && \
+             document.getElementById('detail-stream-state').textContent.includes('ended')",
+            WAIT,
+        )
+        .await;
+        shown.push((task_entries(b, &first).await, "Clawpedia"));
+        // Every A2A task in A2A's words, every Clawpedia task in Clawpedia's.
+        for (id, _) in &expected {
+            let protocol = if a2a.iter().any(|(a, _)| a == id) {
+                "A2A"
+            } else {
+                "Clawpedia"
+            };
+            shown.push((task_entries(b, id).await, protocol));
+        }
+        // The pictures drawn from two samples at least (one every 10 s).
+        b.wait_for(
+            "two samples in the agents' pictures",
+            "Number(document.querySelector('#agents tr[data-agent=scripts] [data-chart=requests] svg')?.dataset.points) >= 2",
+            Duration::from_secs(60),
+        )
+        .await;
+        // And one still moving when the picture is taken.
+        let working = create(&http, None).await;
+        b.wait_for(
+            "a task working",
+            &format!("({}) === 'WORKING'", recent_state(&working)),
+            WAIT,
+        )
+        .await;
+        let report = layout(b).await;
+        eprintln!("layout at {width} px: {report}");
+        assert_eq!(report["width"], *width, "the window's width");
+        assert_eq!(report["truncated"], json!([]), "at {width} px: {report}");
+        assert_eq!(report["outside"], json!([]), "at {width} px: {report}");
+        assert_eq!(report["crowded"], json!([]), "at {width} px: {report}");
+        let connection = connection_texts(b).await;
+        assert_eq!(
+            connection.as_array().map(Vec::len),
+            Some(1),
+            "one connection state at {width} px: {connection}"
+        );
+        for (entries, protocol) in &shown {
+            assert_protocol_spelling(entries, protocol);
+        }
+        accessibility(b).await;
+        let path = screenshot_path(&format!("fleet-page-{width}.png"));
+        b.screenshot(&path).await;
+        eprintln!("screenshot: {}", path.display());
+    }
 }

@@ -150,11 +150,17 @@ async fn the_fleet_page_shows_both_protocols_recent_tasks_artifacts_and_pictures
     )
     .await;
     assert_eq!(
-        b.eval("document.getElementById('feed-state').textContent")
+        b.eval("document.getElementById('status').textContent")
             .await
             .as_str()
             .map(|s| s.contains("lacks the `events` right")),
         Some(true)
+    );
+    let connection = crate::ui::connection_texts(&mut b).await;
+    assert_eq!(
+        connection.as_array().map(Vec::len),
+        Some(1),
+        "one connection state: {connection}"
     );
     let row = b
         .eval(&format!(
@@ -183,7 +189,7 @@ async fn the_fleet_page_shows_both_protocols_recent_tasks_artifacts_and_pictures
     page_with_key(&mut b, &http.base, OPS).await;
     b.wait_for(
         "the live feed connected",
-        "document.getElementById('feed-state').textContent === 'Live.'",
+        "document.getElementById('status').textContent === 'Live.'",
         WAIT,
     )
     .await;

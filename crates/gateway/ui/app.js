@@ -13,6 +13,20 @@ const RECENT_MAX = 100;    // tasks kept in "Recent tasks"
 const STREAM_MAX = 200;    // events kept for the open task's stream
 const PENDING_MAX = 5000;  // events waiting for the next batch; past it the oldest are dropped
 const STATE_ORDER = ["SUBMITTED", "WORKING", "INPUT_REQUIRED", "AUTH_REQUIRED", "COMPLETED", "FAILED", "CANCELLED", "REJECTED"];
+// The counts and the transitions are of both protocols together: each state named in words,
+// not in one protocol's spelling; a task's own state is always its protocol's (TASK_STATE_* for
+// an official A2A task), next to its protocol.
+const STATE_WORDS = {
+  SUBMITTED: "Submitted", WORKING: "Working", INPUT_REQUIRED: "Input required", AUTH_REQUIRED: "Auth required",
+  COMPLETED: "Completed", FAILED: "Failed", CANCELLED: "Cancelled", REJECTED: "Rejected",
+};
+const A2A_ONLY = new Set(["AUTH_REQUIRED", "REJECTED"]);
+const a2aSpelling = (state) => "TASK_STATE_" + (state === "CANCELLED" ? "CANCELED" : state);
+const stateWords = (state) => STATE_WORDS[state] || state;
+// How each protocol spells a state the gateway counts (shown on hover).
+const spellings = (state) => A2A_ONLY.has(state)
+  ? `A2A only: ${a2aSpelling(state)}`
+  : `Clawpedia: ${state}; A2A: ${a2aSpelling(state)}`;
 const STREAM_EVENTS = ["log", "artifact.update", "status", "upstream_error", "stream.lagged", "message"];
 
 const $ = (id) => document.getElementById(id);
@@ -43,6 +57,10 @@ const stateClass = (s) => "s-" + String(s || "").replace(/^TASK_STATE_/, "").rep
 const FINAL = new Set(["COMPLETED", "FAILED", "CANCELLED", "REJECTED"]);
 const isFinal = (s) => FINAL.has(stateClass(s).slice(2));
 const setText = (node, text) => { if (node.textContent !== text) node.textContent = text; };
+// A task's or an agent's protocol, as a tag.
+const protoTag = (protocol) => protocol === "a2a"
+  ? el("span", { class: "proto proto-a2a", text: "A2A" })
+  : el("span", { class: "proto proto-clawpedia", text: "Clawpedia" });
 
 const page = {
   key: sessionStorage.getItem(KEY_ITEM),
@@ -67,7 +85,32 @@ const page = {
   samples: new Map(),       // agent -> its samples, asked for every 10 s (`?samples=false` between)
   fleetSamples: null,
   samplesAt: 0,
+  // The connection, shown in one place (the header): the snapshot's state (`connecting`, `ok`,
+  // `key`, or a sentence saying what failed) and the live feed's (`none`, `connecting`, `live`,
+  // `reconnecting`, `refused`, `no-right`).
+  conn: { snapshot: "connecting", feed: "none" },
 };
+
+// The one text saying how the page is connected: the snapshot (polled) and the live feed
+// (/events) together. The live region speaks when it changes, not on every poll.
+function showConnection() {
+  const { snapshot, feed } = page.conn;
+  let text;
+  if (snapshot === "connecting") text = "Connecting…";
+  else if (snapshot === "key") text = "A key is needed.";
+  else if (snapshot !== "ok") text = snapshot;
+  else if (feed === "live") text = "Live.";
+  else if (feed === "no-right") text = "Connected, without the live feed: this key lacks the `events` right.";
+  else if (feed === "reconnecting") text = "Connected; the live feed is reconnecting…";
+  else if (feed === "refused") text = "Connected; the live feed was refused or closed, retrying in 10 s.";
+  else text = "Connected; the live feed is connecting…";
+  setText($("status"), text);
+}
+
+function setConnection(part, value) {
+  page.conn[part] = value;
+  showConnection();
+}
 
 // ---- talking to the gateway ---------------------------------------------------------------
 
@@ -146,8 +189,9 @@ function resetView() {
   delete $("transitions").dataset.last;
   for (const id of ["transitions-note", "recent-note", "detail-push"]) $(id).hidden = true;
   for (const id of ["agents", "recent", "subscribers"]) $(id).tBodies[0].replaceChildren();
-  for (const id of ["who", "agents-count", "feed-rate", "updated"]) setText($(id), "");
-  setText($("feed-state"), "Not connected.");
+  for (const id of ["who", "agents-count", "feed-rate", "feed-note", "updated"]) setText($(id), "");
+  page.conn = { snapshot: "connecting", feed: "none" };
+  showConnection();
 }
 
 function restart() {
@@ -180,7 +224,7 @@ async function poll() {
   if (gen !== page.gen) return;
   const again = () => { page.pollTimer = setTimeout(poll, POLL_MS); };
   if (r === null) {
-    setText($("status"), "The gateway cannot be reached; retrying.");
+    setConnection("snapshot", "The gateway cannot be reached; retrying.");
     return again();
   }
   if (r.status === 401) {
@@ -189,12 +233,12 @@ async function poll() {
     page.key = null;
     page.gen += 1;
     resetView();
-    setText($("status"), "A key is needed.");
+    setConnection("snapshot", "key");
     askForKey(had ? "That key was not accepted (" + errorText(r) + ")." : "");
     return;
   }
   if (r.status !== 200) {
-    setText($("status"), "The fleet snapshot failed: " + errorText(r) + "; retrying.");
+    setConnection("snapshot", "The fleet snapshot failed: " + errorText(r) + "; retrying.");
     return again();
   }
   if (withSamples) {
@@ -210,8 +254,10 @@ async function poll() {
     loadRecent(r.body.caller.rights).then((ok) => { if (!ok && gen === page.gen) page.recentLoaded = false; }, () => { if (gen === page.gen) page.recentLoaded = false; });
   }
   const mayListen = r.body.caller.rights.includes("events");
-  if (!mayListen) setText($("feed-state"), "This key lacks the `events` right: no live feed.");
-  else if (!page.events && Date.now() >= page.eventsRetryAt) openEvents();
+  if (!mayListen) {
+    setConnection("feed", "no-right");
+    feedNote();
+  } else if (!page.events && Date.now() >= page.eventsRetryAt) openEvents();
   again();
 }
 document.addEventListener("visibilitychange", () => { if (!document.hidden) poll(); });
@@ -224,8 +270,7 @@ function render(f) {
   $("forget-key").hidden = !page.key;
   $("enter-key").hidden = !!page.key || !(page.needsKey || !f.caller.client);
   setText($("enter-key"), f.caller.client ? "Enter a key" : "Admin token");
-  // The live region speaks only when the connection changes, not on every poll.
-  setText($("status"), "Connected.");
+  setConnection("snapshot", "ok");
   setText($("updated"), `Updated ${utc(new Date(f.at))}`);
   renderAgents(f.agents);
   renderCounts(f.tasks);
@@ -283,7 +328,7 @@ function renderAgents(agents) {
     if (a.agent_id) page.agentIds.set(a.agent_id, a.name);
     let row = page.rows.get(a.name);
     if (!row) {
-      const cells = Array.from({ length: 10 }, (_, j) => el(j === 0 ? "th" : "td", j === 0 ? { scope: "row" } : (j >= 5 && j <= 7 ? { class: "num" } : j === 2 ? { class: "caps" } : j === 9 ? { class: "charts" } : null)));
+      const cells = Array.from({ length: 10 }, (_, j) => el(j === 0 ? "th" : "td", j === 0 ? { scope: "row" } : (j >= 5 && j <= 7 ? { class: "num" } : j === 2 ? { class: "caps" } : j === 8 ? { class: "protocol" } : j === 9 ? { class: "charts" } : null)));
       const tr = el("tr", { dataset: { agent: a.name } }, ...cells);
       row = { tr, cells, sig: "" };
       page.rows.set(a.name, row);
@@ -294,7 +339,7 @@ function renderAgents(agents) {
     const caps = (a.capabilities || []).join(", ");
     const samples = page.samples.get(a.name) || [];
     const lastAt = samples.length ? samples[samples.length - 1].at : "";
-    const proto = a.protocol === "a2a" ? `A2A${a.binding ? " (" + a.binding + ")" : ""}` : "Clawpedia";
+    const proto = a.protocol === "a2a" ? `A2A${a.binding ? " " + a.binding : ""}` : "Clawpedia";
     const sig = [a.display_name, caps, card, cardWhy, health, healthWhy, a.in_flight, rps, eps, proto].join("\u0000");
     if (row.sig !== sig) {
       row.sig = sig;
@@ -309,9 +354,10 @@ function renderAgents(agents) {
       setText(c[5], String(a.in_flight));
       setText(c[6], rps);
       setText(c[7], eps);
-      setText(c[8], proto);
+      c[8].replaceChildren(protoTag(a.protocol));
+      if (a.protocol === "a2a" && a.binding) c[8].append(" ", el("span", { class: "muted", text: a.binding }));
       row.tr.dataset.protocol = a.protocol;
-      row.tr.dataset.search = `${a.name} ${a.display_name || ""} ${caps} ${card} ${health}`.toLowerCase();
+      row.tr.dataset.search = `${a.name} ${a.display_name || ""} ${caps} ${card} ${health} ${proto}`.toLowerCase();
     }
     // The pictures change with a new sample (every 10 s), not with every poll.
     if (row.charts !== lastAt || !row.cells[9].firstChild) {
@@ -394,7 +440,10 @@ function renderTransitions(samples) {
   ul.dataset.last = last;
   ul.replaceChildren(...STATE_ORDER.map((state) => {
     const values = samples.map((s) => (s.transitions_per_sec || {})[state] ?? null);
-    return el("li", { dataset: { state } }, el("span", { class: `label state ${stateClass(state)}`, text: state }), sparkLine(`${state} transitions per second`, values, "transitions"), el("span", { class: "muted", text: fmt(values.length ? values[values.length - 1] : null) }));
+    return el("li", { dataset: { state }, title: spellings(state) },
+      el("span", { class: `label state ${stateClass(state)}`, text: stateWords(state) }),
+      sparkLine(`${stateWords(state)}: transitions per second`, values, "transitions"),
+      el("span", { class: "muted", text: fmt(values.length ? values[values.length - 1] : null) }));
   }));
 }
 
@@ -418,7 +467,7 @@ function renderCounts(tasks) {
     const n = tasks[state];
     let li = ul.querySelector(`li[data-state="${state}"]`);
     if (!li) {
-      li = el("li", { dataset: { state } }, el("span", { class: "n" }), el("span", { class: `state s-${state}`, text: state }));
+      li = el("li", { dataset: { state }, title: spellings(state) }, el("span", { class: "n" }), el("span", { class: `state s-${state}`, text: stateWords(state) }));
       ul.append(li);
     }
     setText(li.firstChild, String(n));
@@ -491,16 +540,17 @@ function openEvents() {
   closeEvents();
   const es = new EventSource(withToken("/events"));
   page.events = es;
-  es.onopen = () => setText($("feed-state"), "Live.");
+  setConnection("feed", "connecting");
+  es.onopen = () => setConnection("feed", "live");
   es.onerror = () => {
     if (es.readyState === EventSource.CLOSED) {
       // Refused (a key without the `events` right, too many streams) or the gateway is gone:
       // try again later rather than hammer it.
-      setText($("feed-state"), "The live feed was refused or closed; retrying in 10 s.");
+      setConnection("feed", "refused");
       page.events = null;
       page.eventsRetryAt = Date.now() + 10000;
     } else {
-      setText($("feed-state"), "Reconnecting…");
+      setConnection("feed", "reconnecting");
     }
   };
   es.addEventListener("task.status.updated", (e) => {
@@ -536,18 +586,28 @@ function queue(ev) {
 function feedItem(ev) {
   const open = taskId(ev.task_id, () => openTask(ev.task_id, ev.agent, ev.protocol));
   if (ev.kind === "refused") {
-    return el("li", { class: "refused", dataset: { kind: "refused", task: ev.task_id, reason: ev.reason } },
-      time(ev.at), el("span", { class: "state s-refused", text: "REFUSED" }), open,
+    return el("li", { class: "refused", dataset: { kind: "refused", task: ev.task_id, reason: ev.reason, protocol: ev.protocol || "clawpedia" } },
+      time(ev.at), protoTag(ev.protocol), el("span", { class: "state s-refused", text: "REFUSED" }), open,
       el("span", { text: `${ev.agent}: ${ev.recorded} → ${ev.offered} refused (${ev.reason})` }));
   }
-  return el("li", { dataset: { kind: "transition", task: ev.task_id, status: ev.status } },
-    time(ev.at), el("span", { class: `state ${stateClass(ev.status)}`, text: ev.status }), open, el("span", { class: "muted", text: ev.agent }));
+  return el("li", { dataset: { kind: "transition", task: ev.task_id, status: ev.status, protocol: ev.protocol } },
+    time(ev.at), protoTag(ev.protocol), el("span", { class: `state ${stateClass(ev.status)}`, text: ev.status }), open, el("span", { class: "muted", text: ev.agent }));
+}
+
+// What the feed's panel says of its entries (the connection is the header's to say).
+function feedNote() {
+  let text = "";
+  if (page.conn.feed === "no-right") text = "No live feed with this key.";
+  else if (page.dropped) text = `${page.dropped} events were skipped to keep up.`;
+  else if (page.conn.feed === "live" && !$("feed").firstElementChild) text = "No transitions since this page opened.";
+  setText($("feed-note"), text);
 }
 
 function flush() {
   const now = performance.now();
   while (page.seen.length && now - page.seen[0] > 5000) page.seen.shift();
   setText($("feed-rate"), page.seen.length ? `${(page.seen.length / 5).toFixed(1)} events/s` : "");
+  feedNote();
   // Paused, or a feed entry holds the keyboard focus: entries would move or vanish under it.
   const holding = $("feed").contains(document.activeElement);
   if (page.paused || holding || page.pending.length === 0) return;
@@ -559,9 +619,7 @@ function flush() {
   for (let i = batch.length - 1; i >= Math.max(0, batch.length - FEED_MAX); i--) frag.append(feedItem(batch[i]));
   feed.prepend(frag);
   while (feed.children.length > FEED_MAX) feed.lastElementChild.remove();
-  if (page.dropped) {
-    setText($("feed-state"), `Live. ${page.dropped} events were skipped to keep up.`);
-  }
+  feedNote();
   // Recent tasks: the latest state of each, newest first.
   const latest = new Map();
   for (const ev of batch) {
@@ -589,11 +647,11 @@ function recentRow(ev, top) {
   if (!tr) {
     tr = el("tr", { dataset: { task: ev.task_id, key } },
       el("th", { scope: "row" }, taskId(ev.task_id, () => openTask(ev.task_id, tr.dataset.agent, tr.dataset.protocol))),
-      el("td"), el("td", { class: "muted" }), el("td"), el("td"));
+      el("td"), el("td"), el("td"), el("td"));
     page.recent.set(key, tr);
   }
   if (ev.agent) { tr.dataset.agent = ev.agent; setText(tr.cells[1], ev.agent); }
-  if (ev.protocol) { tr.dataset.protocol = ev.protocol; setText(tr.cells[2], ev.protocol === "a2a" ? "A2A" : "Clawpedia"); }
+  if (ev.protocol && tr.dataset.protocol !== ev.protocol) { tr.dataset.protocol = ev.protocol; tr.cells[2].replaceChildren(protoTag(ev.protocol)); }
   tr.dataset.status = ev.status;
   tr.cells[3].replaceChildren(...stateSpan(ev.status));
   tr.cells[4].replaceChildren(time(ev.at));
@@ -805,6 +863,8 @@ async function openTask(id, agent, protocol) {
   panel.dataset.task = id;
   panel.dataset.protocol = protocol || "clawpedia";
   setText($("detail-id"), id);
+  $("detail-protocol").replaceChildren(protoTag(protocol));
+  setText($("detail-agent"), agent ? `on ${agent}` : "");
   $("detail-record").textContent = "Loading…";
   $("detail-artifacts").replaceChildren();
   $("detail-stream").replaceChildren();
