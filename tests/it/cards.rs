@@ -407,13 +407,22 @@ async fn a_dead_agent_keeps_its_card_serving_stale() {
 // --- no good card: unavailable ---
 
 /// Start a gateway in front of `agent`, wait for its first card attempt, and check that the agent
-/// is unavailable, with a reason that mentions every one of `reasons`, and never contacted.
-async fn assert_unavailable(agent: &SampleAgent, reasons: &[&str]) {
+/// is unavailable, never contacted, with a `last_error` on `/agents` that mentions every one of
+/// `reasons`; a create's 503 says only `kind`, the kind of failure (its text reaches every client
+/// that may use the agent, and a card error can quote the agent's card or name its host).
+async fn assert_unavailable(agent: &SampleAgent, reasons: &[&str], kind: &str) {
     let g = TestGateway::start(&[("broken", agent)], |_| {}).await;
     g.ready().await;
     let e = entry(&g, "broken").await;
     assert_eq!(e["card_state"], "unavailable", "{e}");
     assert!(e["agent_id"].is_null(), "{e}");
+    let detail = e["last_error"].as_str().unwrap_or_default();
+    for reason in reasons {
+        assert!(
+            detail.contains(reason),
+            "last_error does not carry the reason ({reason}): {detail}"
+        );
+    }
     let r = g.http.post_task("broken").await;
     assert_eq!(r.status, 503, "{r:?}");
     assert_eq!(r.error_code(), "AGENT_UNAVAILABLE");
@@ -421,12 +430,11 @@ async fn assert_unavailable(agent: &SampleAgent, reasons: &[&str]) {
         .as_str()
         .unwrap_or_default()
         .to_owned();
-    for reason in reasons {
-        assert!(
-            message.contains(reason),
-            "the 503 does not carry the reason ({reason}): {message}"
-        );
-    }
+    assert_eq!(
+        message,
+        format!("agent \"broken\" has no valid card: {kind}"),
+        "the 503 says the kind of failure, not the fetch's own text"
+    );
     assert_eq!(creates_seen(agent), 0, "the agent was contacted");
     let r = served_card(&g, "broken").await;
     assert_eq!(r.status, 503, "{r:?}");
@@ -440,13 +448,13 @@ fn creates_seen(agent: &SampleAgent) -> usize {
 #[tokio::test]
 async fn a_card_whose_agent_id_is_not_a_uuid_is_unavailable() {
     let a = agent_serving(card_with("agent_id", json!("nope"))).await;
-    assert_unavailable(&a, &["/agent_id", "uuid"]).await;
+    assert_unavailable(&a, &["/agent_id", "uuid"], "invalid card").await;
 }
 
 #[tokio::test]
 async fn a_card_with_a_short_description_is_unavailable() {
     let a = agent_serving(card_with("description", json!("too short"))).await;
-    assert_unavailable(&a, &["/description"]).await;
+    assert_unavailable(&a, &["/description"], "invalid card").await;
 }
 
 #[tokio::test]
@@ -454,7 +462,12 @@ async fn a_card_with_a_bad_notification_endpoint_is_unavailable() {
     let mut card = card_for("Hooked Agent", None);
     card["notification_config"] = json!({"endpoint_url": "not a uri"});
     let a = agent_serving(card).await;
-    assert_unavailable(&a, &["/notification_config/endpoint_url", "uri"]).await;
+    assert_unavailable(
+        &a,
+        &["/notification_config/endpoint_url", "uri"],
+        "invalid card",
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -464,7 +477,7 @@ async fn a_card_whose_input_schema_has_a_remote_ref_is_unavailable() {
         json!({"$ref": "http://169.254.169.254/latest/meta-data"}),
     ))
     .await;
-    assert_unavailable(&a, &["input_schema"]).await;
+    assert_unavailable(&a, &["input_schema"], "invalid card").await;
 }
 
 #[tokio::test]
@@ -474,7 +487,7 @@ async fn a_card_whose_input_schema_has_a_file_ref_is_unavailable() {
         json!({"$ref": "file:///etc/passwd"}),
     ))
     .await;
-    assert_unavailable(&a, &["input_schema"]).await;
+    assert_unavailable(&a, &["input_schema"], "invalid card").await;
 }
 
 #[tokio::test]
@@ -507,7 +520,7 @@ async fn a_card_that_is_not_json_is_unavailable() {
             body: bytes::Bytes::from_static(b"<html>not a card</html>"),
         },
     );
-    assert_unavailable(&a, &["not JSON"]).await;
+    assert_unavailable(&a, &["not JSON"], "invalid card").await;
 }
 
 #[tokio::test]
@@ -516,7 +529,7 @@ async fn an_oversized_card_is_unavailable() {
     let mut card = a.card();
     card["description"] = json!("x".repeat(2 << 20));
     a.set_card(card);
-    assert_unavailable(&a, &["larger than"]).await;
+    assert_unavailable(&a, &["larger than"], "card too large").await;
 }
 
 #[tokio::test]
@@ -526,7 +539,7 @@ async fn a_card_answered_with_an_http_error_is_unavailable() {
         Route::Card,
         Reply::Json(404, json!({"error": "no card here"})),
     );
-    assert_unavailable(&a, &["404"]).await;
+    assert_unavailable(&a, &["404"], "card fetch answered 404 Not Found").await;
 }
 
 #[tokio::test]

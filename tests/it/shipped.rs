@@ -113,7 +113,9 @@ async fn only_operators_see_where_a_card_is_fetched_from_and_a_failed_fetch_name
     let mut wrong = crate::a2a_gateway::a2a_agent("wrong", &echo.base_url());
     wrong.card_path = "/agent-card.json".into();
     let right = crate::a2a_gateway::a2a_agent("right", &echo.base_url());
-    let (_gw, http) = gateway(vec![wrong, right], |cfg: &mut Config| {
+    // Port 1 on loopback: nothing listens there; the connect error is the fetch's own text.
+    let dead = crate::a2a_gateway::a2a_agent("dead", "http://127.0.0.1:1");
+    let (_gw, http) = gateway(vec![wrong, right, dead], |cfg: &mut Config| {
         cfg.clients = vec![
             client("alice", "alice-key-0123456789abcdef", &["*"], &[Tasks]),
             client("ops", "ops-key-0123456789abcdef0", &["*"], &[Metrics]),
@@ -125,14 +127,14 @@ async fn only_operators_see_where_a_card_is_fetched_from_and_a_failed_fetch_name
             .as_array()
             .and_then(|a| a.iter().find(|e| e["name"] == name))
             .cloned()
-            .unwrap_or(Value::Null)
+            .unwrap_or_else(|| panic!("{name} in {v}"))
     };
     wait_for("the wrong card path's fetch to fail", || async {
         let v = http
             .get_as("/agents", "ops-key-0123456789abcdef0")
             .await
             .json();
-        entry(&v, "wrong")["last_error"].is_string()
+        entry(&v, "wrong")["last_error"].is_string() && entry(&v, "dead")["last_error"].is_string()
     })
     .await;
     let ops = http
@@ -174,6 +176,40 @@ async fn only_operators_see_where_a_card_is_fetched_from_and_a_failed_fetch_name
         .to_owned();
     let body = String::from_utf8_lossy(&alice.body);
     assert!(!body.contains(&port), "{body}");
+    // An agent without a card: operators read the fetch's own error; a client that may use the
+    // agent reads only the kind of failure, in every answer that says why (a call, the card).
+    let detail = entry(&ops, "dead")["last_error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(detail.contains("tcp connect error"), "{detail}");
+    let send = rpc(
+        &http,
+        "dead",
+        Some("alice-key-0123456789abcdef"),
+        "SendMessage",
+        message("hello", json!({})),
+    )
+    .await;
+    let card = http
+        .get_as(
+            "/agents/dead/.well-known/agent-card.json",
+            "alice-key-0123456789abcdef",
+        )
+        .await;
+    assert_eq!(card.status, 503, "{card:?}");
+    let card = card.json();
+    for said in [&send["error"]["message"], &card["error"]["message"]] {
+        let said = said.as_str().unwrap_or_default();
+        assert!(
+            said.ends_with("has no valid card: card fetch failed: the agent could not be reached"),
+            "{said}"
+        );
+        assert!(
+            !said.contains("tcp connect") && !said.contains("127.0.0.1"),
+            "{said}"
+        );
+    }
 }
 
 /// Normalised prose: comment markers and line breaks gone, spaces collapsed.

@@ -40,13 +40,15 @@ pub enum CardError {
 
 impl std::error::Error for CardError {}
 
-/// An agent without a serving card: it cannot be proxied (AGENT_UNAVAILABLE).
+/// An agent without a serving card: it cannot be proxied (AGENT_UNAVAILABLE). Its text reaches
+/// any client that may use the agent, so it says only the kind of failure
+/// ([`CardError::public`]); operators read the whole error on `GET /agents`.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("agent {agent:?} has no valid card: {reason}")]
 pub struct NoCard {
     /// The agent's route name.
     pub agent: String,
-    /// The last fetch's error, or that none has finished yet.
+    /// The kind of the last fetch's failure, or that none has finished yet.
     pub reason: String,
 }
 
@@ -64,6 +66,24 @@ impl std::fmt::Display for CardError {
             CardError::Invalid(e) => write!(f, "invalid card: {e}"),
             CardError::OverBudget(e) => write!(f, "card refused: {e}"),
             CardError::NoInterface(e) => write!(f, "card refused: {e}"),
+        }
+    }
+}
+
+impl CardError {
+    /// What any client may read of it: the kind of failure, never a text of the fetch's own
+    /// (a TLS error names the agent's host, an invalid card's errors quote the agent's card).
+    /// The whole of it is `last_error`, for operators (`GET /agents`).
+    pub fn public(&self) -> String {
+        match self {
+            CardError::Upstream(UpstreamError::Timeout(_)) => "card fetch timed out".into(),
+            CardError::Upstream(UpstreamError::TooLarge(_)) => "card too large".into(),
+            CardError::Upstream(UpstreamError::Unreachable(_)) => {
+                "card fetch failed: the agent could not be reached".into()
+            }
+            CardError::Status(s) => format!("card fetch answered {s}"),
+            CardError::Invalid(_) => "invalid card".into(),
+            CardError::OverBudget(_) | CardError::NoInterface(_) => "card refused".into(),
         }
     }
 }

@@ -79,8 +79,10 @@ pub struct CardSlot {
     pub fetched_at: Option<DateTime<Utc>>,
     /// The same moment on the monotonic clock, for the card age metric.
     pub fetched_instant: Option<Instant>,
-    /// Why the last attempt failed, if it did.
+    /// Why the last attempt failed, if it did: the whole error, for operators.
     pub last_error: Option<String>,
+    /// The same, as any client may read it ([`CardError::public`]).
+    pub public_error: Option<String>,
     /// Why the last fetched card was refused, if it was: a reason code (`invalid`, `budget`,
     /// `no_supported_interface`), which unlike `last_error` names nothing of the agent's.
     pub refusal: Option<Refusal>,
@@ -135,6 +137,7 @@ impl Agent {
                 fetched_at: None,
                 fetched_instant: None,
                 last_error: None,
+                public_error: None,
                 refusal: None,
                 etag: None,
                 attempted: false,
@@ -212,7 +215,7 @@ impl Agent {
             None => Err(NoCard {
                 agent: self.cfg.name.clone(),
                 reason: s
-                    .last_error
+                    .public_error
                     .clone()
                     .unwrap_or_else(|| "agent card not fetched yet".into()),
             }),
@@ -487,6 +490,7 @@ impl Registry {
                         s.fetched_at = Some(Utc::now());
                         s.fetched_instant = Some(Instant::now());
                         s.last_error = None;
+                        s.public_error = None;
                     }
                 });
                 Ok(max_age.unwrap_or(agent.cfg.refresh))
@@ -534,6 +538,7 @@ impl Registry {
                         fetched_at: Some(Utc::now()),
                         fetched_instant: Some(Instant::now()),
                         last_error: None,
+                        public_error: None,
                         refusal: None,
                         etag,
                         attempted: true,
@@ -543,6 +548,7 @@ impl Registry {
             }
             Err(e) => {
                 let reason = e.to_string();
+                let public = e.public();
                 tracing::warn!(agent = name, error = %reason, "agent card fetch failed; last good card (if any) keeps serving");
                 agent.update(|s| {
                     s.attempted = true;
@@ -552,6 +558,7 @@ impl Registry {
                         CardState::Unavailable
                     };
                     s.last_error = Some(reason);
+                    s.public_error = Some(public);
                     s.refusal = refusal;
                 });
                 Err(())

@@ -338,10 +338,10 @@ pub fn card(state: &State, ctx: &mut Ctx, name: &str) -> ApiResult {
     let errors = sees_errors(ctx);
     let slot = agent.slot();
     let card = slot.card.ok_or_else(|| {
-        let why = match slot.last_error.as_deref() {
-            Some(e) if errors => e,
-            Some(_) => "its card cannot be fetched or is not valid",
-            None => "not fetched yet",
+        let why = match (slot.last_error.as_deref(), slot.public_error.as_deref()) {
+            (Some(e), _) if errors => e,
+            (_, Some(e)) => e,
+            _ => "not fetched yet",
         };
         ApiError::new(
             Code::AgentUnavailable,
