@@ -19,7 +19,7 @@ use crate::support::a2a_sdk::{
 use crate::support::grpc::{self, bearer};
 use crate::support::hook::Hook;
 use crate::support::sse::Events;
-use crate::support::{wait_for, wait_for_within, Http};
+use crate::support::{metric_value, wait_for, wait_for_within, Http};
 
 const GRPC: &str = "GRPC";
 
@@ -353,6 +353,22 @@ async fn statuses_over_grpc_carry_the_tables_codes_and_the_sdk_reads_them() {
         "{:?}",
         started.elapsed()
     );
+    // A call its deadline cut is counted like any other (JSON's HTTP 200 and gRPC's alike
+    // hide it from requests_total's status): the timeout alert sees it.
+    let metrics = http.get_as("/metrics", "reader-key-0123456789abcdef").await;
+    assert_eq!(metrics.status, 200);
+    let cut = metric_value(
+        &String::from_utf8_lossy(&metrics.body),
+        "a2a_gateway_a2a_requests_total",
+        &[
+            ("agent", "g"),
+            ("method", "SendMessage"),
+            ("binding", GRPC),
+            ("outcome", "AGENT_TIMEOUT"),
+            ("client", "alice"),
+        ],
+    );
+    assert_eq!(cut, 1.0);
     // A request at the service's path that is not gRPC gets plain HTTP errors, not a gRPC
     // status under HTTP 200: 401 without credentials, 415 without gRPC's content type.
     let plain = http

@@ -75,6 +75,9 @@ pub struct Ctx {
     /// The official A2A version the client speaks on an A2A call (`1.0`, `0.3`; set by the
     /// A2A call path once its wire form is known): what the configs it makes are delivered in.
     pub speaks: Option<&'static str>,
+    /// The A2A method of an A2A call, once read: its `method` label, should the call's
+    /// deadline cut it before it is counted.
+    pub a2a_method: Option<crate::protocol::a2a::Method>,
 }
 
 impl Ctx {
@@ -95,6 +98,7 @@ impl Ctx {
             trace: self.trace.clone(),
             started: self.started,
             speaks: self.speaks,
+            a2a_method: self.a2a_method,
         }
     }
 

@@ -62,6 +62,7 @@ pub async fn handle(state: &Arc<State>, conn: &Conn, req: Request) -> Response<B
         trace: None,
         started,
         speaks: None,
+        a2a_method: None,
     };
     let origin = cors::origin(state, req.headers());
     // 2. route (the path is copied: the route borrows it while the handler owns the request)

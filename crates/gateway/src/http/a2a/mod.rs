@@ -79,7 +79,12 @@ pub async fn serve(
     match form.deadline(req.headers()) {
         None => call(state, ctx, Some(agent), form, tail, req).await,
         // Boxed: only a call with a deadline pays for its timer, not every request's future.
-        Some(d) => within(d, Box::pin(call(state, ctx, Some(agent), form, tail, req))).await,
+        Some(d) => {
+            let answer =
+                tokio::time::timeout(d, Box::pin(call(state, ctx, Some(agent), form, tail, req)))
+                    .await;
+            within(state, ctx, form, d, answer)
+        }
     }
 }
 
@@ -98,17 +103,35 @@ pub async fn service(state: &Arc<State>, ctx: &mut Ctx, req: Request) -> ApiResu
     let path = req.uri().path().to_owned();
     match form.deadline(req.headers()) {
         None => call(state, ctx, None, form, &path, req).await,
-        Some(d) => within(d, Box::pin(call(state, ctx, None, form, &path, req))).await,
+        Some(d) => {
+            let answer =
+                tokio::time::timeout(d, Box::pin(call(state, ctx, None, form, &path, req))).await;
+            within(state, ctx, form, d, answer)
+        }
     }
 }
 
-/// A call within the deadline `d` its client set (gRPC's `grpc-timeout`): past it,
-/// AGENT_TIMEOUT (the call is dropped as if its client had gone).
-async fn within(
+/// The answer of a call run within the deadline `d` its client set (gRPC's `grpc-timeout`):
+/// past it, AGENT_TIMEOUT (the call was dropped as if its client had gone), counted as the call
+/// would have been once its agent and method were known.
+fn within(
+    state: &State,
+    ctx: &Ctx,
+    form: &'static dyn Form,
     d: std::time::Duration,
-    call: std::pin::Pin<Box<impl std::future::Future<Output = ApiResult>>>,
+    answer: Result<ApiResult, tokio::time::error::Elapsed>,
 ) -> ApiResult {
-    tokio::time::timeout(d, call).await.unwrap_or_else(|_| {
+    answer.unwrap_or_else(|_| {
+        if let Some(agent) = &ctx.agent {
+            count(
+                state,
+                ctx,
+                &agent.cfg.name,
+                ctx.a2a_method,
+                form,
+                "AGENT_TIMEOUT",
+            );
+        }
         Err(ApiError::new(
             Code::AgentTimeout,
             format!("the call's deadline ({} ms) passed", d.as_millis()),
@@ -157,6 +180,7 @@ async fn call(
         }
     };
     let method = call.method;
+    ctx.a2a_method = Some(method);
     let (headers, http1) = (&parts.headers, parts.version < hyper::Version::HTTP_2);
     let refused = form.version(headers, query.as_deref()).err().or_else(|| {
         let found = check_request(&call);
