@@ -23,10 +23,10 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[command(
     name = "a2a-gateway",
     version,
-    about = "A reverse-proxy gateway for fleets of A2A agents: Clawpedia A2A 1.0 and the official A2A (1.0 and 0.3; JSON-RPC, HTTP+JSON, gRPC)",
+    about = "A reverse-proxy gateway for fleets of A2A agents: Clawpedia A2A 1.0 and the official A2A (1.0 and 0.3 over JSON-RPC and HTTP+JSON, 1.0 over gRPC)",
     long_about = "A reverse-proxy gateway for fleets of A2A agents, of two protocols: Clawpedia \
-A2A 1.0 (the REST task protocol) and the official A2A of a2aproject, 1.0 and 0.3, over JSON-RPC, \
-HTTP+JSON and gRPC (clients speak any of them, whatever their agent's). One endpoint for \
+A2A 1.0 (the REST task protocol) and the official A2A of a2aproject, 1.0 and 0.3 over JSON-RPC and \
+HTTP+JSON, 1.0 over gRPC (clients speak any of them, whatever their agent's). One endpoint for \
 orchestrators; AgentCards fetched, checked and served; requests and answers checked against the \
 protocol (Clawpedia inputs against each card's input_schema); a ledger that holds every task's \
 final state final; tasks and contexts scoped to the client that made them; webhooks and A2A \
