@@ -16,7 +16,9 @@
 # nginx's best req/s, for the tail at a fixed rate)
 # TELEMETRY (off; "on": [telemetry] exports the spans of TELEMETRY_RATIO (1.0) of the requests
 # to the nginx of the run, which accepts and drops them)
-# POST_RUN (1; 0 skips the create runs) A2A_GATEWAY_BIN (target/release/a2a-gateway)
+# POST_RUN (1; 0 skips the create runs) PROFILE (release: the cargo profile built and run;
+# "profiling" is release's optimisations with debug info, for perf: target/profiling/a2a-gateway)
+# A2A_GATEWAY_BIN (target/$PROFILE/a2a-gateway)
 # AGENT_BIN (A2A_GATEWAY_BIN: whose `sample-agent` is the agent; set it to compare two gateway
 # builds in front of the same agent) RESULTS_DIR (target/load-results/<date>)
 # MAX_TASKS (4000000, and max_ledger_bytes 4 GiB: the ledger's bounds, above what five rounds make) RECONCILE_AFTER_MS (unset: the default, 15000; 0 turns the reconciler off; the agent's tasks
@@ -50,7 +52,8 @@ GET_RUN="${GET_RUN:-1}"
 ORDER="${ORDER:-agent nginx gateway}"
 ROUNDS="${ROUNDS:-1}"
 SKIP_BUILD="${SKIP_BUILD:-0}"
-BIN="${A2A_GATEWAY_BIN:-$ROOT/target/release/a2a-gateway}"
+PROFILE="${PROFILE:-release}"
+BIN="${A2A_GATEWAY_BIN:-$ROOT/target/$PROFILE/a2a-gateway}"
 AGENT_BIN="${AGENT_BIN:-$BIN}"
 AUTH="${AUTH:-none}"
 LEDGER="${LEDGER:-memory}"
@@ -91,12 +94,12 @@ if [[ "$LEDGER" == redis || "$LEDGER" == cluster ]] && ! command -v redis-server
     echo "LEDGER=$LEDGER needs redis-server and redis-cli (apt-get install -y redis-server)" >&2; exit 1
 fi
 if [[ "$SKIP_BUILD" != 1 ]]; then
-    echo "building the release binary (cargo build --release; SKIP_BUILD=1 skips) ..."
-    (cd "$ROOT" && cargo build --release --quiet)
+    echo "building the $PROFILE binary (cargo build --profile $PROFILE; SKIP_BUILD=1 skips) ..."
+    (cd "$ROOT" && cargo build --profile "$PROFILE" --quiet)
     if [[ "$RATE_RUN" == 1 ]]; then (cd "$ROOT" && cargo bench --bench open_loop --no-run --quiet); fi
     if [[ "$GRPC_RUN" == 1 ]]; then (cd "$ROOT" && cargo bench --bench grpc_load --no-run --quiet); fi
 fi
-[[ -x "$BIN" ]] || { echo "no binary at $BIN: run cargo build --release" >&2; exit 1; }
+[[ -x "$BIN" ]] || { echo "no binary at $BIN: run cargo build --profile $PROFILE" >&2; exit 1; }
 if [[ "$RATE_RUN" == 1 ]]; then
     OPEN_LOOP="$(ls -t "$ROOT"/target/release/deps/open_loop-* 2>/dev/null | grep -v '\.d$' | head -n1 || true)"
     [[ -x "$OPEN_LOOP" ]] || { echo "RATE_RUN=1 needs the open-loop client: cargo bench --bench open_loop --no-run" >&2; exit 1; }
