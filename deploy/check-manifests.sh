@@ -447,8 +447,8 @@ for m in cargo["workspace"]["members"]:
     if build:
         check(f"> {m}/{build}" in docker[:first_copy_all], f"Dockerfile: the dependency layer stubs {m}/{build}")
 # What the build reads from outside its crate (a2a-grpc's build script compiles a2a.proto from
-# docs/spec/) must be in the build context, which .dockerignore trims. A warning for now:
-# .dockerignore is not a deploy/ file (see its `docs/` line).
+# docs/spec/) must be in the build context, which .dockerignore trims (its `docs/` line and the
+# exception after it).
 import fnmatch
 rules = [l.strip() for l in open("../.dockerignore") if l.strip() and not l.startswith("#")]
 def ignored(path):
@@ -464,11 +464,8 @@ for m in cargo["workspace"]["members"]:
     b = f"../{m}/build.rs"
     for rel_path in re.findall(r'join\("((?:\.\./)+[^"]+)"\)', open(b).read()) if os.path.isfile(b) else []:
         path = os.path.normpath(os.path.join(m, rel_path))
-        if ignored(path):
-            print(f"WARN  .dockerignore leaves out {path}, which {m}/build.rs reads: the image build "
-                  f"fails there until .dockerignore lets it in (!{path})")
-        else:
-            print(f"ok    {path} ({m}/build.rs reads it) is in the image's build context")
+        check(not ignored(path), f"{path} ({m}/build.rs reads it) is in the image's build context "
+              f"(.dockerignore lets it in: !{path})")
 # What ships has no debug info; `profiling` is the same build with it, for perf.
 rel, prof = cargo["profile"]["release"], cargo["profile"].get("profiling", {})
 check(rel.get("debug", False) in (False, 0, "none") and rel.get("strip", "debuginfo") in ("debuginfo", "symbols", True),
