@@ -19,8 +19,8 @@
 #    deploy/schemas/, made strict the same way. Then what schemas cannot see: probes, drain
 #    timing against terminationGracePeriodSeconds, the security context, selectors, every
 #    *_file of the ConfigMap's gateway.toml present in the projected volume, and the sample
-#    agent (sample-agent-a2a.yaml): its Service an agent of gateway.toml in the protocol it
-#    is started with, one agent of each protocol in all.
+#    agents (sample-agent.yaml, sample-agent-a2a.yaml): each one's Service an agent of
+#    gateway.toml in the protocol it is started with, one agent of each protocol in all.
 # 2. Compose: deploy/docker-compose.yml against the compose-spec JSON schema, vendored in
 #    deploy/schemas/compose-spec.json (from github.com/compose-spec/compose-spec,
 #    Apache-2.0; see deploy/schemas/README.md), plus health-gated dependencies and ports, the
