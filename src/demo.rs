@@ -135,12 +135,13 @@ pub async fn demo(listen: String, key: Option<String>) -> Result<(), String> {
     let auth = key.as_deref().map(|k| format!("Bearer {k}"));
     // The gateway fetches the cards in the background: a create before an agent's card is in
     // would be answered 503 (and show as an error on the fleet page).
-    wait_for_cards(&base, auth.as_deref(), CARDS_WAIT).await?;
+    let calls = Calls::new(&base, auth.as_deref());
+    wait_for_cards(&calls, CARDS_WAIT).await?;
     announce("preparing a finished sample task (about 4 s)...");
 
-    let (task, artifact_id) = sample_task(&base, auth.as_deref()).await?;
+    let (task, artifact_id) = sample_task(&calls).await?;
     let task_id = task["task_id"].as_str().unwrap_or_default().to_owned();
-    let a2a_task = sample_a2a_task(&base, auth.as_deref()).await?;
+    let a2a_task = sample_a2a_task(&calls).await?;
     // The finished task, as a late push would bring it back: WORKING again, and newer.
     let mut reopened = task.clone();
     reopened["status"] = json!("WORKING");
@@ -227,32 +228,81 @@ pub async fn demo(listen: String, key: Option<String>) -> Result<(), String> {
 /// How long the demo waits for the gateway to have every sample agent's card.
 const CARDS_WAIT: Duration = Duration::from_secs(20);
 
-/// Wait until the gateway reports a card for every agent (`GET /agents`: each `card_state` is
-/// `fresh`), asking every 100 ms for at most `limit`; past it, an error naming each agent still
-/// without one and why.
-async fn wait_for_cards(base: &str, auth: Option<&str>, limit: Duration) -> Result<(), String> {
-    let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
-    let deadline = Instant::now() + limit;
-    loop {
-        let mut req = Request::builder().uri(format!("{base}/agents"));
-        if let Some(a) = auth {
+/// The demo's own calls to its gateway: JSON in and out, with the demo's key when it has one.
+struct Calls<'a> {
+    client: Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>,
+    base: &'a str,
+    auth: Option<&'a str>,
+}
+
+impl<'a> Calls<'a> {
+    fn new(base: &'a str, auth: Option<&'a str>) -> Calls<'a> {
+        Calls {
+            client: Client::builder(TokioExecutor::new()).build_http(),
+            base,
+            auth,
+        }
+    }
+
+    /// `method path` (with `headers` and a JSON `body`, if any): the answer's status and JSON
+    /// (`null` when it is not JSON), or why there was none.
+    async fn call(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&Value>,
+    ) -> Result<(hyper::StatusCode, Value), String> {
+        let mut req = Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", self.base))
+            .header("content-type", "application/json");
+        for (name, value) in headers {
+            req = req.header(*name, *value);
+        }
+        if let Some(a) = self.auth {
             req = req.header("authorization", a);
         }
         let req = req
-            .body(Full::new(Bytes::new()))
+            .body(Full::new(
+                body.map(|b| Bytes::from(b.to_string())).unwrap_or_default(),
+            ))
             .map_err(|e| e.to_string())?;
-        let missing = match client.request(req).await {
-            Ok(res) => {
-                let status = res.status();
-                let raw = res
-                    .into_body()
-                    .collect()
-                    .await
-                    .map_err(|e| e.to_string())?
-                    .to_bytes();
-                let v: Value = serde_json::from_slice(&raw).unwrap_or(Value::Null);
-                match v["agents"].as_array() {
-                    Some(agents) if status.is_success() => agents
+        let res = self
+            .client
+            .request(req)
+            .await
+            .map_err(|e| format!("{method} {path}: {e}"))?;
+        let status = res.status();
+        let raw = res
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| format!("{method} {path}: {e}"))?
+            .to_bytes();
+        Ok((status, serde_json::from_slice(&raw).unwrap_or(Value::Null)))
+    }
+
+    /// [`Calls::call`] that must succeed: its JSON, or the status and body as the error.
+    async fn ok(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Value, String> {
+        match self.call(method, path, &[], body).await? {
+            (status, v) if status.is_success() => Ok(v),
+            (status, v) => Err(format!("{method} {path} answered {status}: {v}")),
+        }
+    }
+}
+
+/// Wait until the gateway reports a card for every agent (`GET /agents`: each `card_state` is
+/// `fresh`), asking every 100 ms for at most `limit`; past it, an error naming each agent still
+/// without one and why.
+async fn wait_for_cards(calls: &Calls<'_>, limit: Duration) -> Result<(), String> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let missing = match calls.ok("GET", "/agents", None).await {
+            Ok(v) => v["agents"]
+                .as_array()
+                .map(|agents| {
+                    agents
                         .iter()
                         .filter(|a| a["card_state"] != "fresh")
                         .map(|a| {
@@ -263,11 +313,10 @@ async fn wait_for_cards(base: &str, auth: Option<&str>, limit: Duration) -> Resu
                                 a["card_state"].as_str().unwrap_or("?")
                             )
                         })
-                        .collect::<Vec<_>>(),
-                    _ => vec![format!("GET /agents answered {status}: {v}")],
-                }
-            }
-            Err(e) => vec![format!("GET /agents: {e}")],
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_else(|| vec![format!("GET /agents answered {v}")]),
+            Err(e) => vec![e],
         };
         if missing.is_empty() {
             return Ok(());
@@ -283,90 +332,42 @@ async fn wait_for_cards(base: &str, auth: Option<&str>, limit: Duration) -> Resu
     }
 }
 
-/// Send one message to the official A2A agent through the gateway (with `auth`, if any) and
-/// return the id of its task, COMPLETED. Its card is in already ([`wait_for_cards`]).
-async fn sample_a2a_task(base: &str, auth: Option<&str>) -> Result<String, String> {
-    let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
+/// Send one message to the official A2A agent through the gateway and return the id of its
+/// task, COMPLETED. Its card is in already ([`wait_for_cards`]).
+async fn sample_a2a_task(calls: &Calls<'_>) -> Result<String, String> {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
         "messageId": uuid::Uuid::new_v4().to_string(), "role": "ROLE_USER",
         "parts": [{"text": "hello"}]}}});
-    let mut req = Request::builder()
-        .method("POST")
-        .uri(format!("{base}/agents/echo/jsonrpc"))
-        .header("content-type", "application/json")
-        .header("a2a-version", "1.0");
-    if let Some(a) = auth {
-        req = req.header("authorization", a);
-    }
-    let req = req
-        .body(Full::new(Bytes::from(body.to_string())))
-        .map_err(|e| e.to_string())?;
-    let res = client.request(req).await.map_err(|e| e.to_string())?;
-    let raw = res
-        .into_body()
-        .collect()
-        .await
-        .map_err(|e| e.to_string())?
-        .to_bytes();
-    let v: Value = serde_json::from_slice(&raw).map_err(|e| e.to_string())?;
+    let (_, v) = calls
+        .call(
+            "POST",
+            "/agents/echo/jsonrpc",
+            &[("a2a-version", "1.0")],
+            Some(&body),
+        )
+        .await?;
     match v["result"]["task"]["id"].as_str() {
         Some(id) => Ok(id.to_owned()),
         None => Err(format!("the sample A2A message failed: {v}")),
     }
 }
 
-/// Create a task through the gateway (with `auth` as its `Authorization`, if any), wait for it
-/// to finish, list its artifacts (which teaches the gateway where they live) and return the
-/// finished task and the script's artifact id.
-async fn sample_task(base: &str, auth: Option<&str>) -> Result<(Value, String), String> {
-    let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
-    let call = |method: &str, path: String, body: Option<Value>| {
-        let client = client.clone();
-        let mut req = Request::builder()
-            .method(method)
-            .uri(format!("{base}{path}"))
-            .header("content-type", "application/json");
-        if let Some(a) = auth {
-            req = req.header("authorization", a);
-        }
-        let req = req.body(Full::new(
-            body.map(|b| Bytes::from(b.to_string())).unwrap_or_default(),
-        ));
-        async move {
-            let req = req.map_err(|e| e.to_string())?;
-            let res = client
-                .request(req)
-                .await
-                .map_err(|e| format!("{path}: {e}"))?;
-            let status = res.status();
-            let body = res
-                .into_body()
-                .collect()
-                .await
-                .map_err(|e| e.to_string())?
-                .to_bytes();
-            let v: Value = serde_json::from_slice(&body).map_err(|e| format!("{path}: {e}"))?;
-            if !status.is_success() {
-                return Err(format!("{path} answered {status}: {v}"));
-            }
-            Ok::<Value, String>(v)
-        }
-    };
+/// Create a task through the gateway, wait for it to finish, list its artifacts (which teaches
+/// the gateway where they live) and return the finished task and the script's artifact id.
+async fn sample_task(calls: &Calls<'_>) -> Result<(Value, String), String> {
     // The agent's card is in already ([`wait_for_cards`]): one create.
-    let task = call(
-        "POST",
-        "/agents/scripts/tasks".into(),
-        Some(json!({"input": {"topic": "fizzbuzz up to 100", "filename": "fizzbuzz.py"}})),
-    )
-    .await
-    .map_err(|e| format!("sample task: {e}"))?;
+    let input = json!({"input": {"topic": "fizzbuzz up to 100", "filename": "fizzbuzz.py"}});
+    let task = calls
+        .ok("POST", "/agents/scripts/tasks", Some(&input))
+        .await
+        .map_err(|e| format!("sample task: {e}"))?;
     let deadline = Instant::now() + Duration::from_secs(20);
     let id = task["task_id"]
         .as_str()
         .ok_or("sample task without task_id")?
         .to_owned();
     let done = loop {
-        let t = call("GET", format!("/tasks/{id}"), None).await?;
+        let t = calls.ok("GET", &format!("/tasks/{id}"), None).await?;
         if t["status"] == "COMPLETED" {
             break t;
         }
@@ -375,7 +376,9 @@ async fn sample_task(base: &str, auth: Option<&str>) -> Result<(Value, String), 
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     };
-    let list = call("GET", format!("/tasks/{id}/artifacts"), None).await?;
+    let list = calls
+        .ok("GET", &format!("/tasks/{id}/artifacts"), None)
+        .await?;
     let artifact = list["artifacts"]
         .as_array()
         .and_then(|a| a.iter().find(|a| a["type"] == "file"))

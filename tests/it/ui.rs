@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use crate::support::a2a_calls::{message, rpc};
 use crate::support::cdp::Browser;
 use crate::support::child::Proc;
 use crate::support::*;
@@ -740,17 +741,7 @@ fn assert_protocol_spelling(entries: &Value, protocol: &str) {
 
 /// A message to the demo's official A2A agent (JSON-RPC SendMessage): its task's id and state.
 async fn a2a_message(http: &Http, text: &str) -> (String, String) {
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
-        "messageId": uuid::Uuid::new_v4().to_string(), "role": "ROLE_USER", "parts": [{"text": text}]}}});
-    let r = http
-        .send(
-            hyper::Method::POST,
-            "/agents/echo/jsonrpc",
-            &[("content-type", "application/json"), ("a2a-version", "1.0")],
-            body.to_string(),
-        )
-        .await;
-    let v = r.json();
+    let v = rpc(http, "echo", None, "SendMessage", message(text, json!({}))).await;
     let task = &v["result"]["task"];
     match (task["id"].as_str(), task["status"]["state"].as_str()) {
         (Some(id), Some(state)) => (id.to_owned(), state.to_owned()),
@@ -804,20 +795,8 @@ async fn the_fleet_page_fits_1280_and_1920_px_and_names_each_tasks_protocol() {
         a2a.push(a2a_message(&http, text).await);
     }
     let (slow, _) = a2a_message(&http, "slow").await;
-    let body = json!({"jsonrpc": "2.0", "id": 2, "method": "CancelTask", "params": {"id": slow}});
-    let r = http
-        .send(
-            hyper::Method::POST,
-            "/agents/echo/jsonrpc",
-            &[("content-type", "application/json"), ("a2a-version", "1.0")],
-            body.to_string(),
-        )
-        .await;
-    assert_eq!(
-        r.json()["result"]["status"]["state"],
-        "TASK_STATE_CANCELED",
-        "{r:?}"
-    );
+    let v = rpc(&http, "echo", None, "CancelTask", json!({"id": slow})).await;
+    assert_eq!(v["result"]["status"]["state"], "TASK_STATE_CANCELED", "{v}");
     a2a.push((slow, "TASK_STATE_CANCELED".into()));
     let mut expected = vec![
         (first.clone(), "COMPLETED".to_owned()),
