@@ -25,6 +25,7 @@ use subtle::ConstantTimeEq;
 
 use crate::config::{ClientConfig, Config, Right};
 use crate::limits::Rate;
+use crate::protocol::a2a::Method;
 use crate::registry::{Agent, Registry};
 
 /// A set of [`Right`]s, as bits.
@@ -44,6 +45,36 @@ impl Rights {
     /// Whether `r` is among them.
     pub fn has(self, r: Right) -> bool {
         self.0 & Rights::bit(r) != 0
+    }
+}
+
+/// The official A2A methods a client may call (`[[clients]] methods`), as bits of
+/// [`Method::ALL`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Methods(u16);
+
+impl Methods {
+    /// Every method: a client without `methods`, an unbound token subject, no clients at all.
+    pub const ALL: Methods = Methods((1 << Method::ALL.len()) - 1);
+
+    fn bit(m: Method) -> u16 {
+        // Declared in `Method::ALL`'s order: 0 to 10.
+        1 << (m as u16)
+    }
+
+    /// The methods named (the checked config's names; a name of no method adds nothing).
+    pub fn of(names: &[String]) -> Methods {
+        Methods(
+            names
+                .iter()
+                .filter_map(|n| Method::parse(n))
+                .fold(0, |acc, m| acc | Methods::bit(m)),
+        )
+    }
+
+    /// Whether `m` is among them.
+    pub fn has(self, m: Method) -> bool {
+        self.0 & Methods::bit(m) != 0
     }
 }
 
@@ -92,6 +123,8 @@ pub struct Client {
     pub agents: Agents,
     /// What it may do.
     pub rights: Rights,
+    /// The official A2A methods it may call, beside its rights.
+    pub methods: Methods,
     /// Streams it may hold open at once on this replica.
     pub max_streams: usize,
     /// Its token bucket's rate on each replica (`rate_per_sec`, `burst`); `None`: unlimited.
@@ -114,6 +147,7 @@ impl Client {
             name,
             agents: Agents::of(&c.agents),
             rights: Rights::of(&c.can),
+            methods: Methods::of(&c.methods),
             max_streams: c.max_streams,
             rate: c.rate_per_sec.map(|r| Rate::new(r, c.burst)),
             max_live_tasks: c.max_live_tasks,
@@ -125,6 +159,12 @@ impl Client {
     /// Whether it holds `r`.
     pub fn can(&self, r: Right) -> bool {
         self.rights.has(r)
+    }
+
+    /// Whether it may call the official A2A method `m` (its `methods`; the right a call needs
+    /// is checked apart).
+    pub fn may_call(&self, m: Method) -> bool {
+        self.methods.has(m)
     }
 }
 
@@ -182,6 +222,16 @@ impl Caller {
             Caller::Open => true,
             Caller::Public => false,
             Caller::Client(c) => c.can(r),
+        }
+    }
+
+    /// Whether it may call the official A2A method `m` (every one when no clients are
+    /// configured).
+    pub fn may_call(&self, m: Method) -> bool {
+        match self {
+            Caller::Open => true,
+            Caller::Public => false,
+            Caller::Client(c) => c.may_call(m),
         }
     }
 
@@ -422,6 +472,8 @@ impl Auth {
             label: "jwt".into(),
             agents: Agents::of(&agents),
             rights: Rights::of(&can),
+            // Its rights are its claims', which name no method: every one.
+            methods: Methods::ALL,
             max_streams: defaults.max_streams,
             // A subject without a [[clients]] entry has no rate: limits are configured per
             // named client.
@@ -528,6 +580,9 @@ impl Auth {
         if relies.all_tasks && !now.can(Right::AllTasks) {
             return Some(Revoked::RightRemoved);
         }
+        if relies.method.is_some_and(|m| !now.may_call(m)) {
+            return Some(Revoked::RightRemoved);
+        }
         let allowed = match &relies.agents {
             // An agent still configured, for a client whose list did not change, stays
             // allowed even while its card is missing (a list may name it by the card's
@@ -617,6 +672,35 @@ mod tests {
         drop(p1);
         let _p3 = open().expect("a slot came free");
         assert!(open().is_none());
+    }
+
+    #[test]
+    fn methods_are_the_configured_ones_and_every_one_by_default() {
+        // The config's names are the protocol's, in its order.
+        let names: Vec<&str> = Method::ALL.iter().map(|m| m.as_str()).collect();
+        assert_eq!(ClientConfig::default().methods, names);
+        let a = auth(&format!(
+            "[[clients]]\nname = \"reader\"\nkey_sha256 = \"{}\"\nmethods = [\"GetTask\", \"ListTasks\"]\n[[clients]]\nname = \"all\"\nkey_sha256 = \"{}\"\n[[clients]]\nname = \"none\"\nkey_sha256 = \"{}\"\nmethods = []\n",
+            sha("reader-0123456789"),
+            sha("all-0123456789"),
+            sha("none-0123456789")
+        ));
+        let reader = a.authenticate(b"reader-0123456789").expect("reader");
+        let allowed: Vec<Method> = Method::ALL
+            .into_iter()
+            .filter(|m| reader.may_call(*m))
+            .collect();
+        assert_eq!(allowed, [Method::GetTask, Method::ListTasks]);
+        // `methods` is beside `can`, which it leaves as it was.
+        assert!(reader.can(Right::Tasks) && reader.can(Right::Streams));
+        let all = a.authenticate(b"all-0123456789").expect("all");
+        assert_eq!(all.methods, Methods::ALL);
+        assert!(Method::ALL.into_iter().all(|m| all.may_call(m)));
+        let none = a.authenticate(b"none-0123456789").expect("none");
+        assert!(!Method::ALL.into_iter().any(|m| none.may_call(m)));
+        assert!(Caller::Open.may_call(Method::SendMessage));
+        assert!(!Caller::Public.may_call(Method::GetTask));
+        assert!(!Caller::Client(reader).may_call(Method::SendMessage));
     }
 
     #[test]

@@ -17,6 +17,7 @@ use futures_util::task::AtomicWaker;
 
 use super::{Client, Digest32};
 use crate::config::Right;
+use crate::protocol::a2a::Method;
 
 /// Why an open stream was ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,7 +28,8 @@ pub enum Revoked {
     /// The key (or certificate subject, or the JWKS key) that opened the stream no longer
     /// names its client.
     KeyRotated,
-    /// The client lost a right the stream needs (`streams`, `events`, `all_tasks`).
+    /// The client lost a right the stream needs (`streams`, `events`, `all_tasks`), or the
+    /// official A2A method it was opened with (`methods`).
     RightRemoved,
     /// The agent the stream reads was removed, or the client may no longer use it.
     AgentRemoved,
@@ -87,6 +89,9 @@ pub(super) struct Relies {
     pub agents: Option<Vec<Arc<str>>>,
     /// It reads tasks of other clients (`all_tasks`).
     pub all_tasks: bool,
+    /// The official A2A method that opened it (SendStreamingMessage, SubscribeToTask): the
+    /// client's `methods` must keep it.
+    pub method: Option<Method>,
 }
 
 /// One open stream's grant: what was proved, what it needs, and whether it was revoked.
@@ -296,6 +301,16 @@ impl StreamPermit {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .all_tasks = true;
+    }
+
+    /// The stream was opened by the official A2A method `m`: it needs the client's `methods`
+    /// to keep it.
+    pub fn relies_on_method(&self, m: Method) {
+        self.grant
+            .relies
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .method = Some(m);
     }
 
     /// Called once the handler has said what the stream stands on: if a reload came between

@@ -7,6 +7,7 @@ use hyper::header::HeaderName;
 use serde::de::Error;
 use serde::{Deserialize, Deserializer};
 
+use super::identity::A2A_METHODS;
 use super::{Right, Secret};
 
 pub fn millis<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
@@ -57,22 +58,43 @@ pub fn one_or_many<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Secret>, D::Er
 /// stop at the first), with the values it may be.
 pub fn rights<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Right>, D::Error> {
     let names = Vec::<String>::deserialize(d)?;
-    let mut rights = Vec::with_capacity(names.len());
-    let mut unknown = Vec::new();
-    for name in &names {
-        match Right::ALL.iter().find(|r| r.as_str() == name) {
-            Some(r) => rights.push(*r),
-            None => unknown.push(format!("{name:?}")),
-        }
-    }
-    if unknown.is_empty() {
-        return Ok(rights);
-    }
     let known: Vec<&str> = Right::ALL.iter().map(|r| r.as_str()).collect();
-    Err(D::Error::custom(format!(
-        "unknown right{} {}: each must be one of {}",
+    check_names(&names, &known, "right", "").map_err(D::Error::custom)?;
+    Ok(names
+        .iter()
+        .filter_map(|n| Right::ALL.into_iter().find(|r| r.as_str() == n))
+        .collect())
+}
+
+/// `methods`: a list of official A2A methods, by the 1.0 proto's names. Every unknown value is
+/// named in one message, with the names there are, as for `can`.
+pub fn methods<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    let names = Vec::<String>::deserialize(d)?;
+    check_names(
+        &names,
+        &A2A_METHODS,
+        "A2A method",
+        " (the 1.0 proto's names; a 0.3 call such as message/send counts as its 1.0 method)",
+    )
+    .map_err(D::Error::custom)?;
+    Ok(names)
+}
+
+/// `Ok` when every one of `names` is one of `known`; else one message naming every unknown
+/// one (a `what`, plural when several) and what they may be, then `hint`.
+fn check_names(names: &[String], known: &[&str], what: &str, hint: &str) -> Result<(), String> {
+    let unknown: Vec<String> = names
+        .iter()
+        .filter(|n| !known.contains(&n.as_str()))
+        .map(|n| format!("{n:?}"))
+        .collect();
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "unknown {what}{} {}: each must be one of {}{hint}",
         if unknown.len() == 1 { "" } else { "s" },
         unknown.join(", "),
         known.join(", ")
-    )))
+    ))
 }

@@ -44,6 +44,22 @@ impl Right {
     }
 }
 
+/// The official A2A methods, by the 1.0 proto's names (`[[clients]] methods`; the names
+/// `protocol::a2a::Method` gives its methods, which `auth` checks they stay).
+pub const A2A_METHODS: [&str; 11] = [
+    "SendMessage",
+    "SendStreamingMessage",
+    "GetTask",
+    "ListTasks",
+    "CancelTask",
+    "SubscribeToTask",
+    "CreateTaskPushNotificationConfig",
+    "GetTaskPushNotificationConfig",
+    "ListTaskPushNotificationConfigs",
+    "DeleteTaskPushNotificationConfig",
+    "GetExtendedAgentCard",
+];
+
 /// One client of the gateway (`[[clients]]`): who it is, how it proves it, what it may use.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -66,6 +82,12 @@ pub struct ClientConfig {
     /// What it may do.
     #[serde(deserialize_with = "de::rights")]
     pub can: Vec<Right>,
+    /// The official A2A methods it may call, by the 1.0 proto's names ([`A2A_METHODS`]; a 0.3
+    /// call counts as the 1.0 method it is). Beside `can`: an A2A call needs what `can` asks
+    /// of it and its method here; another is refused with 403 FORBIDDEN before the agent is
+    /// called. Absent: every method. The served card is no method: any client reads it.
+    #[serde(deserialize_with = "de::methods")]
+    pub methods: Vec<String>,
     /// Streams (task streams and `/events`) it may hold open at once, per replica.
     pub max_streams: usize,
     /// Requests a second it may make on each replica (a token bucket); absent: unlimited. Past
@@ -97,6 +119,7 @@ impl Default for ClientConfig {
             cert_subject: None,
             agents: vec!["*".into()],
             can: vec![Right::Tasks, Right::Streams],
+            methods: A2A_METHODS.map(String::from).to_vec(),
             max_streams: 100,
             rate_per_sec: None,
             burst: None,
@@ -196,6 +219,7 @@ mod tests {
             key_sha256 = "{}"
             agents = ["scripts", "f47ac10b-58cc-4372-a567-0e02b2c3d479"]
             can = ["metrics", "admin", "all_tasks"]
+            methods = ["GetTask", "ListTasks"]
             max_streams = 5
             [auth.jwt]
             jwks_file = "jwks.json"
@@ -215,8 +239,13 @@ mod tests {
         let a = &cfg.clients[0];
         assert_eq!(a.agents, ["*"]);
         assert_eq!(a.can, [Right::Tasks, Right::Streams]);
+        assert_eq!(
+            a.methods, A2A_METHODS,
+            "every method when the key is absent"
+        );
         assert_eq!(a.max_streams, 100);
         assert_eq!(cfg.clients[1].can.len(), 3);
+        assert_eq!(cfg.clients[1].methods, ["GetTask", "ListTasks"]);
         let jwt = cfg.auth.jwt.as_ref().expect("jwt");
         assert_eq!(jwt.leeway, Duration::from_secs(30));
         let cors = cfg.cors.as_ref().expect("cors");

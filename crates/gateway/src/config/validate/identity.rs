@@ -324,6 +324,51 @@ mod tests {
     }
 
     #[test]
+    fn methods_are_the_protos_names_every_unknown_one_named_at_once() {
+        let clients = |methods: &str| {
+            format!(
+                "listen = \"127.0.0.1:1\"\n[[agents]]\nname = \"a\"\nurl = \"http://x\"\n[[clients]]\nname = \"r\"\nkey_sha256 = \"{HASH}\"\n{methods}[[clients]]\nname = \"w\"\nkey_sha256 = \"{HASH2}\"\n"
+            )
+        };
+        let p = Config::parse(&clients(
+            "methods = [\"GetTask\", \"message/send\", \"ListTasks\", \"getTask\"]\n",
+        ))
+        .expect_err("unknown methods");
+        assert_eq!(p.len(), 1, "{p:#?}");
+        assert_eq!(p[0].key, "clients[0].methods");
+        let m = &p[0].message;
+        assert!(
+            m.contains("unknown A2A methods \"message/send\", \"getTask\":"),
+            "{m}"
+        );
+        // With the names there are: every method of the proto.
+        for name in A2A_METHODS_OF_TEST {
+            assert!(m.contains(name), "{name}: {m}");
+        }
+        let cfg =
+            Config::parse(&clients("methods = [\"GetTask\", \"ListTasks\"]\n")).expect("valid");
+        assert_eq!(cfg.clients[0].methods, ["GetTask", "ListTasks"]);
+        assert_eq!(cfg.clients[1].methods.len(), 11, "absent: every method");
+        let none = Config::parse(&clients("methods = []\n")).expect("no method is a choice");
+        assert!(none.clients[0].methods.is_empty());
+    }
+
+    /// The 1.0 proto's eleven methods, as an operator reads them in the docs.
+    const A2A_METHODS_OF_TEST: [&str; 11] = [
+        "SendMessage",
+        "SendStreamingMessage",
+        "GetTask",
+        "ListTasks",
+        "CancelTask",
+        "SubscribeToTask",
+        "CreateTaskPushNotificationConfig",
+        "GetTaskPushNotificationConfig",
+        "ListTaskPushNotificationConfigs",
+        "DeleteTaskPushNotificationConfig",
+        "GetExtendedAgentCard",
+    ];
+
+    #[test]
     fn a_public_listen_address_needs_clients_or_allow_anonymous() {
         let agents = "[[agents]]\nname = \"a\"\nurl = \"http://x\"\n";
         let p = Config::parse(&format!("listen = \"0.0.0.0:8080\"\n{agents}")).expect_err("open");
