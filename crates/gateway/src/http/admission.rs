@@ -87,15 +87,22 @@ pub fn admit(
 
 /// 403 FORBIDDEN: `client` lacks right `r` (counted).
 fn lacks(state: &State, client: &Client, r: Right) -> ApiError {
+    forbidden(
+        state,
+        format!("client {:?} lacks the `{}` right", client.name, r.as_str()),
+    )
+}
+
+/// 403 FORBIDDEN with `message`, counted on `auth_failures_total{reason="forbidden"}`: every
+/// refusal of an authenticated client outside what it may do (a right, an agent, a protocol's
+/// method) is made here.
+pub fn forbidden(state: &State, message: String) -> ApiError {
     state
         .metrics
         .auth_failures
         .with_label_values(&["forbidden"])
         .inc();
-    ApiError::new(
-        Code::Forbidden,
-        format!("client {:?} lacks the `{}` right", client.name, r.as_str()),
-    )
+    ApiError::new(Code::Forbidden, message)
 }
 
 /// A stream slot of `client` (`max_streams`), kept with the stream to judge it again when
@@ -199,13 +206,8 @@ pub fn agent(state: &State, ctx: &Ctx, agent: &Agent) -> Result<(), ApiError> {
     if ctx.caller.may_use(agent) {
         return Ok(());
     }
-    state
-        .metrics
-        .auth_failures
-        .with_label_values(&["forbidden"])
-        .inc();
-    Err(ApiError::new(
-        Code::Forbidden,
+    Err(forbidden(
+        state,
         format!("this client may not use agent {:?}", agent.cfg.name),
     ))
 }

@@ -41,6 +41,7 @@ use hyper::Response;
 use self::frame::neutral;
 use self::tenant::Tenant;
 use self::wire::{Form, Front, Read};
+use crate::http::admission;
 use crate::http::body::Body;
 use crate::http::context::Ctx;
 use crate::http::error::{ApiError, ApiResult, Code};
@@ -181,6 +182,12 @@ async fn call(
     };
     let method = call.method;
     ctx.a2a_method = Some(method);
+    if let Err(e) = may_call(state, ctx, method) {
+        let answer = neutral(method, Err(e.into()));
+        let name = agent.as_ref().map_or("", |a| a.cfg.name.as_str());
+        count(state, ctx, name, Some(method), form, &outcome_of(&answer));
+        return Ok(front.answer(method, answer));
+    }
     let (headers, http1) = (&parts.headers, parts.version < hyper::Version::HTTP_2);
     let refused = form.version(headers, query.as_deref()).err().or_else(|| {
         let found = check_request(&call);
@@ -241,6 +248,24 @@ async fn call(
         &outcome_of(&answer),
     );
     Ok(front.answer(method, for_caller(ctx, answer, &agent)))
+}
+
+/// 403 FORBIDDEN unless the caller may call `method` (its client's `methods`, beside the
+/// `tasks` right admission checked), the method named in the ErrorInfo's metadata. Decided on
+/// the method alone: before the version, the proto's checks and the fleet's tenant, so a call
+/// the client may not make learns nothing of them, and no agent is called.
+fn may_call(state: &State, ctx: &Ctx, method: Method) -> Result<(), ApiError> {
+    if ctx.caller.may_call(method) {
+        return Ok(());
+    }
+    let e = admission::forbidden(
+        state,
+        format!(
+            "this client may not call {} (its `methods`)",
+            method.as_str()
+        ),
+    );
+    Err(e.with_details(serde_json::json!({ "method": method.as_str() })))
 }
 
 /// The body of a POST, bounded, in a media type the form reads (`application/a2a+json` or

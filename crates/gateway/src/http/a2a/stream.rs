@@ -88,9 +88,11 @@ pub async fn run(
     match opened {
         Ok(Opened::Stream(mut sub, owner, _)) => {
             // What the stream stands on, judged again when credentials change: this agent,
-            // and `all_tasks` for a task that is not the caller's own.
+            // the method that opened it, and `all_tasks` for a task that is not the caller's
+            // own.
             if let Some(p) = &permit {
                 p.relies_on_agents(Some(vec![agent.cfg.name.as_str().into()]));
+                p.relies_on_method(method);
                 if owner.is_none() || owner.as_deref() != ctx.caller.owner().map(|o| &**o) {
                     p.relies_on_all_tasks();
                 }
