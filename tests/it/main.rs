@@ -36,6 +36,10 @@ mod a2a_guarantees;
 /// ListTasks and GET /tasks from the ledger: 250 tasks, three clients, two replicas, pages of
 /// 100, 50 and 7 while tasks keep arriving; tokens bound to their caller and filters.
 mod a2a_listing;
+/// Rights per A2A method (`[[clients]] methods`): a call of another method refused with 403
+/// FORBIDDEN on every binding and version, before the agent, counted; the served card readable
+/// whatever the methods; a reload that takes a streaming method away ends its streams.
+mod a2a_methods;
 /// Push receivers hear a task's progress: every tick of a task that reports WORKING with new
 /// status messages, whether the agent pushes, streams or is polled, for a config created on a
 /// running task and an inline config on a blocking message; a cancel heard all three ways; a
