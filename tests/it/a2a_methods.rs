@@ -14,7 +14,7 @@ use a2a_sample_agent::{AgentOptions, Route, SampleAgent};
 
 use crate::a2a_gateway::{a2a_agent, gateway};
 use crate::auth::client;
-use crate::support::a2a_calls::{error_code, message, raw, reason, rest, rpc};
+use crate::support::a2a_calls::{error_code, message, raw, rest, rpc};
 use crate::support::{grpc, metric_value, Http};
 
 const READER: &str = "reader-key-0123456789abcdef";
