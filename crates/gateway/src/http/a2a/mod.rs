@@ -10,10 +10,11 @@
 //!
 //! Every call takes one path, [`call`]: the body (bounded, a JSON media type) → the form reads
 //! it into one neutral `protocol::a2a::Call` → the method among the client's `methods`
-//! ([`may_call`]: 403 FORBIDDEN otherwise, the agent not called) → `A2A-Version` → the call checked against the
-//! proto → the agent (the route's, or the fleet's tenant) → the operation ([`ops::run`]: the
-//! ledger, the agent in its own form) → the neutral answer as the caller may read it, written
-//! in the client's form → counted. A client may use any form whatever the agent's.
+//! ([`may_call`]: 403 FORBIDDEN otherwise, the agent not called) → `A2A-Version` → the call
+//! checked against the proto → the agent (the route's, or the fleet's tenant) → the operation
+//! ([`ops::run`]: the ledger, the agent in its own form) → the neutral answer as the caller may
+//! read it, written in the client's form → counted. A client may use any form whatever the
+//! agent's.
 
 pub mod agent_stream;
 pub mod feed;
