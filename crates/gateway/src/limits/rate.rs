@@ -9,6 +9,13 @@
 //! Only clients with a rate have a bucket. A full bucket is the same as no bucket, so when the
 //! map grows, the full ones are dropped ([`Buckets::take`]); the map holds at most the
 //! rate-limited clients seen lately (the configured ones with a rate, so a bounded set).
+//!
+//! Token subjects (a verified JWT without a `[[clients]]` entry) are an open set: the identity
+//! provider issues them, not the operator. Their buckets are a table of their own
+//! ([`Buckets::take_subject`]), of at most `[auth] max_token_subjects`, the least recently used
+//! evicted (an evicted subject comes back to a full bucket). Apart, so that no number of
+//! subjects ever evicts a configured client's bucket. A hit there costs what a configured
+//! client's does (one read lock, one CAS) and one relaxed store of the time of use.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -177,6 +184,20 @@ impl Bucket {
     }
 }
 
+/// The refusal of `client` at `rate`, its next token `wait` ns away.
+fn refused(client: &Arc<str>, rate: Rate, wait: u64) -> RateLimited {
+    RateLimited {
+        client: client.clone(),
+        rate,
+        quota: Quota {
+            limit: rate.burst,
+            window_secs: rate.window_secs(),
+            remaining: 0,
+            reset_secs: ceil_secs(wait),
+        },
+    }
+}
+
 /// Nanoseconds as whole seconds, rounded up, at least 1 (a `Retry-After` of 0 would invite an
 /// immediate retry).
 fn ceil_secs(ns: u64) -> u64 {
@@ -189,12 +210,63 @@ struct Map {
     prune_at: usize,
 }
 
+/// A token subject's bucket, and when it was last used (ns since [`Buckets`]' epoch).
+struct Held {
+    bucket: Bucket,
+    used: AtomicU64,
+}
+
+/// The token subjects' buckets, by the client's name (`jwt:{sub}`), at most
+/// `max_token_subjects` of them.
+#[derive(Default)]
+struct Subjects {
+    buckets: HashMap<Arc<str>, Held>,
+}
+
+impl Subjects {
+    /// Room for one more subject within `max`: when the table is full, the full buckets go
+    /// first (a new bucket is full: dropping one loses nothing), then, if the table is still
+    /// past its mark, the least recently used. A sixteenth of `max` (at least one) is freed at
+    /// once, so the pass, linear in the table, comes once per that many new subjects.
+    fn make_room(&mut self, max: usize, now: u64) {
+        if self.buckets.len() < max {
+            return;
+        }
+        let keep = max.saturating_sub((max / 16).max(1));
+        self.buckets.retain(|_, h| !h.bucket.is_full(now));
+        let Some(evict) = self.buckets.len().checked_sub(keep).filter(|n| *n > 0) else {
+            return;
+        };
+        // The `evict`-th oldest time of use: older ones go, and as many of its ties as needed.
+        let mut used: Vec<u64> = self
+            .buckets
+            .values()
+            .map(|h| h.used.load(Ordering::Relaxed))
+            .collect();
+        let (older, &mut cut, _) = used.select_nth_unstable(evict - 1);
+        let mut ties = evict - older.len();
+        self.buckets.retain(|_, h| {
+            let u = h.used.load(Ordering::Relaxed);
+            if u < cut {
+                return false;
+            }
+            if u == cut && ties > 0 {
+                ties -= 1;
+                return false;
+            }
+            true
+        });
+    }
+}
+
 /// The token buckets of this replica, by client name. Held by `State` rather than by the
 /// clients, so that the buckets outlive a reload of the clients; the rate is the current
 /// client's, passed on each request.
 pub struct Buckets {
     epoch: Instant,
     map: RwLock<Map>,
+    /// Token subjects', apart from `map`: they never evict a configured client's bucket.
+    subjects: RwLock<Subjects>,
 }
 
 impl Default for Buckets {
@@ -205,13 +277,10 @@ impl Default for Buckets {
 
 impl std::fmt::Debug for Buckets {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let n = self
-            .map
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .buckets
-            .len();
-        f.debug_struct("Buckets").field("clients", &n).finish()
+        f.debug_struct("Buckets")
+            .field("clients", &self.len())
+            .field("token_subjects", &self.subjects())
+            .finish()
     }
 }
 
@@ -224,6 +293,7 @@ impl Buckets {
                 buckets: HashMap::new(),
                 prune_at: MIN_PRUNE,
             }),
+            subjects: RwLock::default(),
         }
     }
 
@@ -264,19 +334,72 @@ impl Buckets {
                     .take_counted(rate, now)
             }
         };
-        taken.map_err(|wait| RateLimited {
-            client: client.clone(),
-            rate,
-            quota: Quota {
-                limit: rate.burst,
-                window_secs: rate.window_secs(),
-                remaining: 0,
-                reset_secs: ceil_secs(wait),
-            },
-        })
+        taken.map_err(|wait| refused(client, rate, wait))
     }
 
-    /// Buckets held (tests, and the bound).
+    /// Take a token from the bucket of the token subject `client` (a verified token's own
+    /// identity, without a `[[clients]]` entry) at `rate`, in the table of at most `max`
+    /// subjects: the quota left, or [`RateLimited`] (counted under `label`, the subjects'
+    /// one bounded label, never their names). A subject not in the table starts with a full
+    /// bucket, the least recently used subjects evicted to make room for it.
+    pub fn take_subject(
+        &self,
+        client: &Arc<str>,
+        label: &str,
+        rate: Rate,
+        max: usize,
+        metrics: &Metrics,
+    ) -> Result<Quota, RateLimited> {
+        self.take_subject_at(client, label, rate, max, metrics, self.now())
+    }
+
+    fn take_subject_at(
+        &self,
+        client: &Arc<str>,
+        label: &str,
+        rate: Rate,
+        max: usize,
+        metrics: &Metrics,
+        now: u64,
+    ) -> Result<Quota, RateLimited> {
+        let take = |h: &Held| {
+            h.used.store(now, Ordering::Relaxed);
+            h.bucket.take_counted(rate, now)
+        };
+        let found = {
+            let table = self.subjects.read().unwrap_or_else(|p| p.into_inner());
+            table.buckets.get(&**client).map(take)
+        };
+        let taken = match found {
+            Some(taken) => taken,
+            None => {
+                let mut table = self.subjects.write().unwrap_or_else(|p| p.into_inner());
+                if !table.buckets.contains_key(&**client) {
+                    table.make_room(max.max(1), now);
+                }
+                let held = table.buckets.entry(client.clone()).or_insert_with(|| Held {
+                    bucket: Bucket {
+                        tat: AtomicU64::new(0),
+                        refused: metrics.rate_limited.with_label_values(&[label]),
+                    },
+                    used: AtomicU64::new(now),
+                });
+                take(held)
+            }
+        };
+        taken.map_err(|wait| refused(client, rate, wait))
+    }
+
+    /// Token subjects' buckets held (tests, and the bound).
+    pub fn subjects(&self) -> usize {
+        self.subjects
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .buckets
+            .len()
+    }
+
+    /// Configured clients' buckets held (tests, and the bound).
     pub fn len(&self) -> usize {
         self.map
             .read()
@@ -373,5 +496,112 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_micros(2));
         }
         assert!(buckets.len() < MIN_PRUNE * 3, "{}", buckets.len());
+    }
+
+    fn holds(buckets: &Buckets, name: &str) -> bool {
+        buckets
+            .subjects
+            .read()
+            .expect("table")
+            .buckets
+            .contains_key(name)
+    }
+
+    /// One request every 1000 s, a bucket of 2: never full again within a test.
+    fn slow() -> Rate {
+        Rate::new(0.001, Some(2))
+    }
+
+    #[test]
+    fn a_full_table_of_token_subjects_evicts_the_least_recently_used() {
+        let m = Metrics::new().expect("metrics");
+        let buckets = Buckets::new();
+        let take = |name: &str, at: u64| {
+            buckets.take_subject_at(&Arc::from(name), "jwt", slow(), 3, &m, at * S)
+        };
+        for (i, name) in ["jwt:a", "jwt:b", "jwt:c"].into_iter().enumerate() {
+            take(name, i as u64 + 1).expect("a new subject's bucket is full");
+        }
+        // a is used again: b is now the least recently used.
+        assert_eq!(take("jwt:a", 4).expect("its second token").remaining, 0);
+        take("jwt:d", 5).expect("room is made");
+        assert_eq!(buckets.subjects(), 3);
+        assert!(!holds(&buckets, "jwt:b"), "the least recently used goes");
+        assert!(["jwt:a", "jwt:c", "jwt:d"]
+            .iter()
+            .all(|n| holds(&buckets, n)));
+        // a kept its (empty) bucket; b, evicted, comes back to a full one.
+        assert!(take("jwt:a", 6).is_err(), "a's bucket was kept");
+        assert_eq!(take("jwt:b", 7).expect("full again").remaining, 1);
+        // b took c's place: c was then the least recently used (a was refused at 6: a use).
+        assert!(!holds(&buckets, "jwt:c"));
+        assert_eq!(buckets.subjects(), 3);
+    }
+
+    #[test]
+    fn full_buckets_leave_the_table_before_the_least_recently_used() {
+        let m = Metrics::new().expect("metrics");
+        let buckets = Buckets::new();
+        let fast = Rate::new(1_000.0, Some(1));
+        let take = |name: &str, rate: Rate, at: u64| {
+            buckets.take_subject_at(&Arc::from(name), "jwt", rate, 3, &m, at * S)
+        };
+        take("jwt:old", slow(), 1).expect("first");
+        take("jwt:older", slow(), 2).expect("first");
+        // The most recent, but refilled within a millisecond: full at 10 s.
+        take("jwt:refilled", fast, 3).expect("first");
+        take("jwt:new", slow(), 10).expect("room is made");
+        assert!(
+            !holds(&buckets, "jwt:refilled"),
+            "a full bucket loses nothing"
+        );
+        assert!(["jwt:old", "jwt:older", "jwt:new"]
+            .iter()
+            .all(|n| holds(&buckets, n)));
+    }
+
+    #[test]
+    fn token_subjects_never_evict_a_configured_clients_bucket() {
+        let m = Metrics::new().expect("metrics");
+        let buckets = Buckets::new();
+        let ops: Arc<str> = "ops".into();
+        let one = Rate::new(0.001, Some(1));
+        buckets.take(&ops, one, &m).expect("ops' one token");
+        for i in 0..100 {
+            let name: Arc<str> = format!("jwt:s{i}").into();
+            buckets
+                .take_subject(&name, "jwt", slow(), 4, &m)
+                .expect("a new subject");
+        }
+        assert!(buckets.subjects() <= 4, "{}", buckets.subjects());
+        assert_eq!(buckets.len(), 1);
+        assert!(
+            buckets.take(&ops, one, &m).is_err(),
+            "ops' bucket is still empty"
+        );
+    }
+
+    #[test]
+    fn token_subjects_are_refused_under_their_one_label() {
+        let m = Metrics::new().expect("metrics");
+        let buckets = Buckets::new();
+        let sub: Arc<str> = "jwt:mallory".into();
+        let one = Rate::new(0.001, Some(1));
+        buckets
+            .take_subject(&sub, "jwt", one, 10, &m)
+            .expect("first");
+        let refused = buckets
+            .take_subject(&sub, "jwt", one, 10, &m)
+            .expect_err("empty");
+        assert_eq!(&*refused.client, "jwt:mallory");
+        assert_eq!(refused.quota.remaining, 0);
+        assert!(refused.quota.reset_secs >= 999, "{:?}", refused.quota);
+        assert_eq!(m.rate_limited.with_label_values(&["jwt"]).get(), 1);
+        assert!(
+            m.rate_limited
+                .remove_label_values(&["jwt:mallory"])
+                .is_err(),
+            "no label per subject"
+        );
     }
 }
