@@ -133,6 +133,12 @@ impl Default for ClientConfig {
 /// `max_contexts` and `token_max_contexts` when not set.
 pub const DEFAULT_MAX_CONTEXTS: u64 = 10_000;
 
+/// `token_rate_per_sec` when not set.
+pub const DEFAULT_TOKEN_RATE: f64 = 20.0;
+
+/// `max_token_subjects` when not set.
+pub const DEFAULT_MAX_TOKEN_SUBJECTS: usize = 100_000;
+
 /// `[auth]`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -142,6 +148,16 @@ pub struct AuthConfig {
     /// `max_contexts` of a token subject without a `[[clients]]` entry (`jwt:{sub}`), each its
     /// own.
     pub token_max_contexts: u64,
+    /// Requests a second each token subject without a `[[clients]]` entry may make on each
+    /// replica (a token bucket per subject); past it, 429 RATE_LIMITED. A bound token has its
+    /// entry's `rate_per_sec` instead.
+    pub token_rate_per_sec: f64,
+    /// A token subject's bucket: requests at once after a quiet spell. Absent: one second's
+    /// worth (`token_rate_per_sec` rounded up, at least 1).
+    pub token_burst: Option<u64>,
+    /// Token subjects whose buckets a replica holds at most, the least recently used evicted
+    /// (an evicted subject starts again with a full bucket).
+    pub max_token_subjects: usize,
 }
 
 impl Default for AuthConfig {
@@ -149,6 +165,9 @@ impl Default for AuthConfig {
         AuthConfig {
             jwt: None,
             token_max_contexts: DEFAULT_MAX_CONTEXTS,
+            token_rate_per_sec: DEFAULT_TOKEN_RATE,
+            token_burst: None,
+            max_token_subjects: DEFAULT_MAX_TOKEN_SUBJECTS,
         }
     }
 }

@@ -74,6 +74,7 @@ impl Validator {
             c.auth.token_max_contexts,
             1 << 32,
         );
+        self.token_rate(&c.auth);
         if let Some(jwt) = &c.auth.jwt {
             self.jwt(jwt, rules);
         }
@@ -173,6 +174,25 @@ impl Validator {
         }
     }
 
+    /// `[auth]`'s bucket of each token subject, and the table of them. No switch turns it off:
+    /// a subject the operator never named has a rate all the same.
+    fn token_rate(&mut self, a: &AuthConfig) {
+        if !(MIN_RATE..=MAX_RATE).contains(&a.token_rate_per_sec) {
+            self.problem(
+                "auth.token_rate_per_sec",
+                format!("must be a number between {MIN_RATE} and {MAX_RATE}"),
+            );
+        }
+        if let Some(b) = a.token_burst {
+            self.range("auth.token_burst", b, MAX_BURST);
+        }
+        self.range(
+            "auth.max_token_subjects",
+            a.max_token_subjects as u64,
+            MAX_TOKEN_SUBJECTS,
+        );
+    }
+
     fn jwt(&mut self, j: &JwtConfig, rules: &dyn Rules) {
         if j.jwks_file.is_empty() {
             self.problem("auth.jwt.jwks_file", "is required in [auth.jwt]");
@@ -225,6 +245,9 @@ fn check_subject(s: &str) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// `[auth] max_token_subjects` at most: ten million buckets are about a gigabyte.
+const MAX_TOKEN_SUBJECTS: u64 = 10_000_000;
 
 fn is_sha256_hex(k: &str) -> bool {
     k.len() == 64 && k.bytes().all(|b| b.is_ascii_hexdigit())
@@ -401,5 +424,45 @@ mod tests {
                 "auth.jwt.leeway_secs"
             ]
         );
+    }
+
+    #[test]
+    fn token_subjects_rates_are_checked_each_with_its_key() {
+        let auth = |keys: &str| {
+            Config::parse(&format!(
+                "listen = \"127.0.0.1:1\"\n[auth]\n{keys}[[agents]]\nname = \"a\"\nurl = \"http://x\"\n"
+            ))
+        };
+        let p = auth("token_rate_per_sec = 0.0\ntoken_burst = 0\nmax_token_subjects = 0\n")
+            .expect_err("out of range");
+        let keys: Vec<&str> = p.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "auth.token_rate_per_sec",
+                "auth.token_burst",
+                "auth.max_token_subjects"
+            ],
+            "{p:#?}"
+        );
+        for bad in ["nan", "inf", "-1.0", "1000001.0"] {
+            let p = auth(&format!("token_rate_per_sec = {bad}\n")).expect_err(bad);
+            assert_eq!(p[0].key, "auth.token_rate_per_sec", "{bad}: {p:#?}");
+        }
+        let p = auth("max_token_subjects = 10000001\n").expect_err("too many");
+        assert!(p[0].message.contains("10000000"), "{}", p[0].message);
+        let cfg = auth("").expect("the defaults");
+        assert_eq!(
+            (
+                cfg.auth.token_rate_per_sec,
+                cfg.auth.token_burst,
+                cfg.auth.max_token_subjects
+            ),
+            (20.0, None, 100_000)
+        );
+        let cfg =
+            auth("token_rate_per_sec = 0.5\ntoken_burst = 3\nmax_token_subjects = 10000000\n")
+                .expect("in range");
+        assert_eq!(cfg.auth.token_burst, Some(3));
     }
 }
