@@ -300,3 +300,147 @@ async fn a_remembered_token_still_expires() {
         .unwrap_or_default()
         .contains("expired"));
 }
+
+const KEYED: &str = "keyed-key-0123456789abcdef";
+
+/// Token subjects at 2 requests a second, a bucket of 2; carol bound (no rate of her own) with
+/// `metrics`; a key client without a rate.
+fn token_rates(cfg: &mut a2a_gateway::config::Config) {
+    cfg.auth.jwt = Some(JwtConfig {
+        jwks_file: fixture("jwks.json").to_string_lossy().into_owned(),
+        issuer: ISSUER.into(),
+        audience: AUDIENCE.into(),
+        ..JwtConfig::default()
+    });
+    cfg.auth.token_rate_per_sec = 2.0;
+    cfg.auth.token_burst = Some(2);
+    cfg.clients = vec![
+        ClientConfig {
+            name: "carol".into(),
+            key_sha256: None,
+            jwt_subject: Some("carol".into()),
+            can: vec![Right::Tasks, Right::Metrics],
+            ..ClientConfig::default()
+        },
+        crate::auth::client("keyed", KEYED, &["*"], &[Right::Tasks]),
+    ];
+}
+
+fn subject(sub: &str) -> String {
+    let rights = json!({ "a2a_agents": ["*"], "a2a_can": ["tasks"] });
+    sign(Algorithm::ES256, "ec-1", &claims(sub, rights))
+}
+
+#[tokio::test]
+async fn each_token_subject_has_a_bucket_of_its_own() {
+    let a = agent().await;
+    let g = TestGateway::start(&[("a", &a)], token_rates).await;
+    g.ready().await;
+    let (dave, erin, carol) = (subject("dave"), subject("erin"), subject("carol"));
+    // Two at once, the bucket's, with the RateLimit headers of a rate-limited client.
+    let first = g.http.get_as("/agents", &dave).await;
+    assert_eq!(first.status, 200, "{first:?}");
+    assert_eq!(
+        first.header("ratelimit-policy"),
+        Some("\"client\";q=2;w=1"),
+        "{first:?}"
+    );
+    assert_eq!(
+        create(&g, "a", &dave).await.status,
+        202,
+        "every route costs"
+    );
+    // The third: refused, and the agent is not called.
+    let tasks = a.task_ids().len();
+    let refused = create(&g, "a", &dave).await;
+    let err = assert_api_error(&refused, 429, "RATE_LIMITED");
+    assert_eq!(refused.header("retry-after"), Some("1"), "{refused:?}");
+    assert_eq!(
+        refused.header("ratelimit"),
+        Some("\"client\";r=0;t=1"),
+        "{refused:?}"
+    );
+    assert_eq!(err["details"]["rate_per_sec"], json!(2.0), "{err}");
+    assert_eq!(a.task_ids().len(), tasks, "refused before the agent");
+    // Per subject: erin's bucket is her own, full.
+    let hers = g.http.get_as("/agents", &erin).await;
+    assert_eq!(hers.status, 200, "{hers:?}");
+    assert_eq!(
+        hers.header("ratelimit"),
+        Some("\"client\";r=1;t=1"),
+        "{hers:?}"
+    );
+    // Neither a key client nor a bound token has the subjects' rate: their entries have none.
+    for _ in 0..4 {
+        let keyed = g.http.get_as("/agents", KEYED).await;
+        assert_eq!(keyed.status, 200, "{keyed:?}");
+        assert_eq!(keyed.header("ratelimit"), None);
+        let bound = g.http.get_as("/agents", &carol).await;
+        assert_eq!(bound.status, 200, "{bound:?}");
+        assert_eq!(bound.header("ratelimit"), None);
+    }
+    // Counted under the subjects' one label, never by subject.
+    let scraped = g.http.get_as("/metrics", &carol).await;
+    let text = String::from_utf8_lossy(&scraped.body);
+    assert_eq!(
+        metric_value(
+            &text,
+            "a2a_gateway_rate_limited_total",
+            &[("client", "jwt")]
+        ),
+        1.0,
+        "{text}"
+    );
+    assert!(!text.contains("jwt:dave"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_token_subject_past_its_rate_is_refused_in_json_rpcs_shape() {
+    use a2a_sample_agent::{AgentOptions, SampleAgent};
+    use hyper::Method;
+
+    use crate::a2a_gateway::{a2a_agent, gateway};
+    use crate::support::a2a_calls::{error_code, message, raw, reason};
+
+    let echo = SampleAgent::start(AgentOptions::a2a("Echo"))
+        .await
+        .expect("sample agent starts");
+    let (_gw, http) = gateway(vec![a2a_agent("echo", &echo.base_url())], token_rates).await;
+    // A JSON-RPC call as `token` at `path`: (HTTP status, its headers, the envelope).
+    let call = |path: &'static str, token: String, method: &'static str, params: Value| {
+        let http = &http;
+        async move {
+            let auth = format!("Bearer {token}");
+            let headers = [
+                ("content-type", "application/json"),
+                ("a2a-version", "1.0"),
+                ("authorization", auth.as_str()),
+            ];
+            let body = json!({"jsonrpc": "2.0", "id": "c-1", "method": method, "params": params});
+            raw(http, Method::POST, path, &headers, &body.to_string()).await
+        }
+    };
+    let (dave, erin) = (subject("dave"), subject("erin"));
+    let send = || message("hi", json!({}));
+    for _ in 0..2 {
+        let (status, _, sent) =
+            call("/agents/echo/jsonrpc", dave.clone(), "SendMessage", send()).await;
+        assert_eq!(status, 200, "{sent}");
+        assert!(sent["result"]["task"]["id"].is_string(), "{sent}");
+    }
+    // Refused at admission, before the call is read: the form's error, under HTTP 429.
+    let (status, r, refused) =
+        call("/agents/echo/jsonrpc", dave.clone(), "SendMessage", send()).await;
+    assert_eq!(status, 429, "{refused}");
+    assert_eq!(error_code(&refused), -32000, "{refused}");
+    assert_eq!(reason(&refused), "RATE_LIMITED", "{refused}");
+    assert_eq!(r.header("retry-after"), Some("1"), "{r:?}");
+    // At the fleet's endpoint too: the bucket is the subject's, whatever the route.
+    let tenant = json!({"id": "x", "tenant": "echo"});
+    let (status, _, fleet) = call("/a2a", dave.clone(), "GetTask", tenant).await;
+    assert_eq!((status, reason(&fleet)), (429, "RATE_LIMITED"), "{fleet}");
+    // Another subject is served.
+    let (status, _, hers) = call("/agents/echo/jsonrpc", erin, "SendMessage", send()).await;
+    assert_eq!(status, 200, "{hers}");
+    assert!(hers["result"]["task"]["id"].is_string(), "{hers}");
+}

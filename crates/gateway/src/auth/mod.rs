@@ -161,6 +161,13 @@ impl Client {
         self.rights.has(r)
     }
 
+    /// Whether it is a verified token's own identity, without a `[[clients]]` entry: one of
+    /// an open set of subjects, counted under a shared label (a configured client's label is
+    /// its name). Its bucket is held apart, in a bounded table (`limits::Buckets`).
+    pub fn is_token_subject(&self) -> bool {
+        self.label != self.name
+    }
+
     /// Whether it may call the official A2A method `m` (its `methods`; the right a call needs
     /// is checked apart).
     pub fn may_call(&self, m: Method) -> bool {
@@ -318,6 +325,8 @@ pub struct Auth {
     gen: u64,
     /// `[auth] token_max_contexts`.
     token_max_contexts: u64,
+    /// `[auth] token_rate_per_sec` and `token_burst`: each token subject's bucket.
+    token_rate: Rate,
 }
 
 impl std::fmt::Debug for Auth {
@@ -377,6 +386,7 @@ impl Auth {
             streams: Arc::default(),
             gen: 0,
             token_max_contexts: cfg.auth.token_max_contexts,
+            token_rate: Rate::new(cfg.auth.token_rate_per_sec, cfg.auth.token_burst),
         })
     }
 
@@ -475,9 +485,8 @@ impl Auth {
             // Its rights are its claims', which name no method: every one.
             methods: Methods::ALL,
             max_streams: defaults.max_streams,
-            // A subject without a [[clients]] entry has no rate: limits are configured per
-            // named client.
-            rate: None,
+            // A bucket of its own (by this name), in the bounded table of token subjects.
+            rate: Some(self.token_rate),
             max_live_tasks: None,
             max_contexts: self.token_max_contexts,
             max_ledger_bytes: None,

@@ -3,8 +3,8 @@
 //! it authenticates (a bearer key or JWT, from `Authorization`, or `?access_token=` on the
 //! stream routes, where a browser's EventSource cannot set headers; without one, the client
 //! certificate the TLS connection verified, by its `cert_subject`), takes a token from the
-//! client's bucket if it has a `rate_per_sec` ([`rate`]), checks the route's right, and takes a
-//! stream slot for the stream routes.
+//! client's bucket if it has a `rate_per_sec` or is a token subject ([`rate`]), checks the
+//! route's right, and takes a stream slot for the stream routes.
 //!
 //! What needs the ledger cannot be decided before the handler has the task: [`agent`] (the
 //! caller may use this agent) and [`task`] (the caller may see this task) are the two checks a
@@ -165,12 +165,24 @@ pub fn stream_of_call(
 /// A token from `client`'s bucket, if it has a rate; 429 RATE_LIMITED past it. Before the
 /// right is checked: every authenticated request costs a token, so a client cannot hammer
 /// the gateway with requests it will be refused anyway. An unlimited client costs nothing
-/// here (no lookup, no lock).
+/// here (no lookup, no lock). A token subject without a `[[clients]]` entry always has a rate
+/// (`[auth] token_rate_per_sec`), its bucket in the table of at most `max_token_subjects`.
 fn rate(state: &State, ctx: &mut Ctx, client: &Client) -> Result<(), ApiError> {
     let Some(rate) = client.rate else {
         return Ok(());
     };
-    match state.buckets.take(&client.name, rate, &state.metrics) {
+    let taken = if client.is_token_subject() {
+        state.buckets.take_subject(
+            &client.name,
+            &client.label,
+            rate,
+            state.config.auth.max_token_subjects,
+            &state.metrics,
+        )
+    } else {
+        state.buckets.take(&client.name, rate, &state.metrics)
+    };
+    match taken {
         Ok(quota) => {
             ctx.quota = Some(quota);
             Ok(())
