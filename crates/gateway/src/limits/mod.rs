@@ -1,8 +1,10 @@
 //! Limits: how much one client may ask of this replica, and how much this replica may ask of
 //! one agent. Decided in memory, without I/O, and without a lock held across an await:
 //!
-//! - [`rate`]: a token bucket per client with a `rate_per_sec` ([`Buckets`]), taken at
-//!   admission once the client is known; past it, 429 RATE_LIMITED.
+//! - [`rate`]: a token bucket per client with a `rate_per_sec`, and per token subject without
+//!   a `[[clients]]` entry (`[auth] token_rate_per_sec`, in a table of its own bounded by
+//!   `max_token_subjects`) ([`Buckets`]), taken at admission once the client is known; past
+//!   it, 429 RATE_LIMITED.
 //! - [`agent`]: per agent, its requests in flight against `max_in_flight` (503 AGENT_BUSY past
 //!   it) and its circuit: ejected after `eject_after` consecutive failures, answered 503
 //!   AGENT_UNAVAILABLE without a call until one half-open probe after `eject_secs` succeeds
