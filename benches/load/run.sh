@@ -277,7 +277,9 @@ case "$AUTH" in
             $(($(date +%s) + 86400)) | b64url)"
         sig="$(printf '%s.%s' "$header" "$payload" | openssl dgst -sha256 -sign "$JWT_DIR/rsa.pem" -binary | b64url)"
         WRK_AUTH="Bearer $header.$payload.$sig"
-        printf '\n[auth.jwt]\njwks_file = "%s"\nissuer = "https://idp.example.test/"\naudience = "a2a-gateway"\n' \
+        # The token's subject has no [[clients]] entry: it is limited per subject, here beyond
+        # what the run sends, so the run measures verification rather than 429s.
+        printf '\n[auth]\ntoken_rate_per_sec = 1000000\ntoken_burst = 1000000\n[auth.jwt]\njwks_file = "%s"\nissuer = "https://idp.example.test/"\naudience = "a2a-gateway"\n' \
             "$JWT_DIR/jwks.json" >>"$TMP/gateway.toml" ;;
     *) echo "AUTH must be none, key or jwt" >&2; exit 1 ;;
 esac
