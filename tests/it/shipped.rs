@@ -243,6 +243,7 @@ fn the_configs_comments_state_the_jwt_rule_as_the_docs_do() {
         "only through that entry's jwt_subject",
         "merely equals a client's name is not that client",
         "jwt:{sub}",
+        "jwt:{name}:{sub}",
         "neither: nothing",
     ];
     for phrase in rule {
@@ -251,6 +252,10 @@ fn the_configs_comments_state_the_jwt_rule_as_the_docs_do() {
             "docs/security.md: {phrase:?}"
         );
     }
+    assert!(
+        !security.contains("not rate-limited"),
+        "docs/security.md says token subjects are not rate-limited"
+    );
     for path in configs {
         let text = prose(&std::fs::read_to_string(&path).expect("config"));
         let name = path.display();
@@ -258,6 +263,11 @@ fn the_configs_comments_state_the_jwt_rule_as_the_docs_do() {
         assert!(
             !text.contains("[[clients]] entry of that name"),
             "{name} says a token's sub takes the [[clients]] entry of that name"
+        );
+        // Token subjects are rate-limited, per subject ([auth] token_rate_per_sec).
+        assert!(
+            !text.contains("not rate-limited"),
+            "{name} says token subjects are not rate-limited"
         );
         if path.ends_with("config/gateway.toml") {
             for phrase in rule {
