@@ -164,6 +164,9 @@ impl Gateway {
             None => None,
         };
         let metrics = Arc::new(Metrics::new()?);
+        // The `[[auth.oidc]]` issuers' keys are fetched in the background: the gateway serves
+        // with its identity providers down (their tokens get 503 until their keys arrive).
+        auth.start_oidc(&metrics);
         let telemetry =
             telemetry::Telemetry::start(&config.telemetry, metrics.telemetry_spans.clone())?;
         let outbox = Arc::new(Outbox::new(

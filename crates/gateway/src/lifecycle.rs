@@ -195,6 +195,8 @@ impl Gateway {
                 ..State::clone(&cur)
             }));
         }
+        // Issuers the reload added (or whose source changed) start fetching their keys.
+        auth.start_oidc(&self.metrics);
         // Every worker serves with the new identity now: streams it no longer grants end.
         auth.revoke_withdrawn(&registry);
         self.outbox.replace(&new.agents, &new.subscribers);

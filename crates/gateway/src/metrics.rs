@@ -25,8 +25,14 @@ pub struct Metrics {
     /// agent and client.
     pub request_seconds: HistogramVec,
     /// `auth_failures_total`: requests refused at the edge, by reason (missing, invalid,
-    /// expired, forbidden, not_owner).
+    /// expired, unavailable, forbidden, not_owner).
     pub auth_failures: IntCounterVec,
+    /// `jwks_fetches_total{issuer,outcome}`: fetches of an `[[auth.oidc]]` issuer's keys, by
+    /// its name and outcome (`ok`; `error`: unreachable, too slow, an error status; `invalid`:
+    /// no usable discovery document or key set).
+    pub jwks_fetches: IntCounterVec,
+    /// `jwks_keys{issuer}`: the usable keys held for an `[[auth.oidc]]` issuer.
+    pub jwks_keys: IntGaugeVec,
     /// `streams_refused_total`: streams refused because the client holds `max_streams`.
     pub streams_refused: IntCounterVec,
     /// `config_reloads_total`: reloads (SIGHUP), by result (`applied`, `refused`).
@@ -289,8 +295,18 @@ impl Metrics {
             )?,
             auth_failures: counter(
                 "auth_failures_total",
-                "Requests refused at the edge, by reason: missing, invalid or expired credentials, a right or agent the client lacks (forbidden), a task it does not own (not_owner).",
+                "Requests refused at the edge, by reason: missing, invalid or expired credentials, a token that cannot be checked while its identity provider is out of reach (unavailable), a right or agent the client lacks (forbidden), a task it does not own (not_owner).",
                 &["reason"],
+            )?,
+            jwks_fetches: counter(
+                "jwks_fetches_total",
+                "Fetches of an [[auth.oidc]] issuer's signing keys (discovery, then its jwks_uri), by issuer (its name) and outcome: ok, error (unreachable, too slow, an error status), invalid (no usable document or key).",
+                &["issuer", "outcome"],
+            )?,
+            jwks_keys: gauge(
+                "jwks_keys",
+                "Usable signing keys held for an [[auth.oidc]] issuer (by its name).",
+                &["issuer"],
             )?,
             streams_refused: counter(
                 "streams_refused_total",

@@ -54,6 +54,14 @@ pub enum JwtError {
 /// Why a JWKS file cannot be used (`check-config` and start say which file, and why).
 #[derive(Debug, thiserror::Error)]
 pub enum JwksError {
+    /// An `[[auth.oidc]]` issuer's client cannot be built (its `ca_file`).
+    #[error("[[auth.oidc]] {name:?}: {why}")]
+    Oidc {
+        /// The issuer's name.
+        name: String,
+        /// Why.
+        why: String,
+    },
     /// The file could not be read.
     #[error("cannot read {path}: {source}")]
     Read {
@@ -119,10 +127,21 @@ fn rsa_bits(n: &str) -> Option<usize> {
     Some((b.len() - first) * 8 - b[first].leading_zeros() as usize)
 }
 
-struct Key {
-    kid: Option<String>,
+/// One usable key of a set.
+pub(super) struct Key {
+    pub(super) kid: Option<String>,
     alg: Algorithm,
     key: DecodingKey,
+    /// The SHA-256 of the JWK as published: the same key in two fetches of a set, another
+    /// key under a reused `kid` (a verification made with it is dropped when it goes).
+    pub(super) fp: [u8; 32],
+}
+
+impl Key {
+    /// The algorithm it verifies.
+    pub(super) fn alg(&self) -> Algorithm {
+        self.alg
+    }
 }
 
 /// Verifies tokens against the keys read from `jwks_file`.
@@ -172,77 +191,101 @@ impl Verifier {
     /// Read and check the key set (see [`read_keys`]).
     pub fn load(cfg: &JwtConfig) -> Result<Verifier, JwksError> {
         let keys = read_keys(Path::new(&cfg.jwks_file))?;
-        let validations = ALLOWED
-            .iter()
-            .map(|&alg| {
-                let mut v = Validation::new(alg);
-                v.set_issuer(&[&cfg.issuer]);
-                v.set_audience(&[&cfg.audience]);
-                v.set_required_spec_claims(&["exp", "sub", "iss", "aud"]);
-                v.validate_nbf = true;
-                v.leeway = cfg.leeway.as_secs();
-                (alg, v)
-            })
-            .collect();
+        let validations = validations(&cfg.issuer, &cfg.audience, cfg.leeway.as_secs(), &ALLOWED);
         Ok(Verifier { keys, validations })
     }
 
     /// The claims of a valid token.
     pub fn verify(&self, token: &str) -> Result<Claims, JwtError> {
-        let header =
-            jsonwebtoken::decode_header(token).map_err(|_| JwtError::Invalid("malformed token"))?;
-        let Some((_, validation)) = self.validations.iter().find(|(a, _)| *a == header.alg) else {
-            return Err(JwtError::Invalid("token algorithm is not accepted"));
-        };
-        let mut candidates = self.keys.iter().filter(|k| {
-            k.alg == header.alg
-                && match (&header.kid, &k.kid) {
-                    (Some(want), Some(have)) => want == have,
-                    // A token without a kid is tried on every key of its algorithm.
-                    (None, _) => true,
-                    (Some(_), None) => true,
-                }
-        });
-        let mut outcome = Err(JwtError::Invalid("no key for this token"));
-        for key in &mut candidates {
-            match jsonwebtoken::decode::<Claims>(token, &key.key, validation) {
-                Ok(data) => {
-                    outcome = Ok(data.claims);
+        verify_with(&self.keys, &self.validations, token).map(|(claims, _)| claims)
+    }
+}
+
+/// The [`Validation`]s of a token of `issuer` for `audience`: one per algorithm of `algs`.
+pub(super) fn validations(
+    issuer: &str,
+    audience: &str,
+    leeway: u64,
+    algs: &[Algorithm],
+) -> Vec<(Algorithm, Validation)> {
+    algs.iter()
+        .map(|&alg| {
+            let mut v = Validation::new(alg);
+            v.set_issuer(&[issuer]);
+            v.set_audience(&[audience]);
+            v.set_required_spec_claims(&["exp", "sub", "iss", "aud"]);
+            v.validate_nbf = true;
+            v.leeway = leeway;
+            (alg, v)
+        })
+        .collect()
+}
+
+/// The algorithm a name of `[[auth.oidc]] algorithms` stands for (only the allowed ones).
+pub(super) fn allowed_alg(name: &str) -> Option<Algorithm> {
+    ALLOWED
+        .into_iter()
+        .find(|a| format!("{a:?}").eq_ignore_ascii_case(name))
+}
+
+/// The claims of a token valid under one of `validations` and signed by one of `keys`, and
+/// the fingerprint of the key that verified it.
+pub(super) fn verify_with(
+    keys: &[Key],
+    validations: &[(Algorithm, Validation)],
+    token: &str,
+) -> Result<(Claims, [u8; 32]), JwtError> {
+    let header =
+        jsonwebtoken::decode_header(token).map_err(|_| JwtError::Invalid("malformed token"))?;
+    let Some((_, validation)) = validations.iter().find(|(a, _)| *a == header.alg) else {
+        return Err(JwtError::Invalid("token algorithm is not accepted"));
+    };
+    let mut candidates = keys.iter().filter(|k| {
+        k.alg == header.alg
+            && match (&header.kid, &k.kid) {
+                (Some(want), Some(have)) => want == have,
+                // A token without a kid is tried on every key of its algorithm.
+                (None, _) => true,
+                (Some(_), None) => true,
+            }
+    });
+    let mut outcome = Err(JwtError::Invalid("no key for this token"));
+    for key in &mut candidates {
+        match jsonwebtoken::decode::<Claims>(token, &key.key, validation) {
+            Ok(data) => {
+                outcome = Ok((data.claims, key.fp));
+                break;
+            }
+            Err(e) => {
+                use jsonwebtoken::errors::ErrorKind as K;
+                let err = match e.kind() {
+                    K::InvalidSignature => JwtError::Invalid("bad signature"),
+                    K::ExpiredSignature => JwtError::Expired,
+                    K::ImmatureSignature => JwtError::Invalid("token not yet valid (nbf)"),
+                    K::InvalidIssuer => JwtError::Invalid("wrong issuer"),
+                    K::InvalidAudience => JwtError::Invalid("wrong audience"),
+                    K::MissingRequiredClaim(_) => JwtError::Invalid("a required claim is missing"),
+                    _ => JwtError::Invalid("malformed token"),
+                };
+                // Only a bad signature may mean another key of the set is the right one.
+                let again = err == JwtError::Invalid("bad signature");
+                outcome = Err(err);
+                if !again {
                     break;
-                }
-                Err(e) => {
-                    use jsonwebtoken::errors::ErrorKind as K;
-                    let err = match e.kind() {
-                        K::InvalidSignature => JwtError::Invalid("bad signature"),
-                        K::ExpiredSignature => JwtError::Expired,
-                        K::ImmatureSignature => JwtError::Invalid("token not yet valid (nbf)"),
-                        K::InvalidIssuer => JwtError::Invalid("wrong issuer"),
-                        K::InvalidAudience => JwtError::Invalid("wrong audience"),
-                        K::MissingRequiredClaim(_) => {
-                            JwtError::Invalid("a required claim is missing")
-                        }
-                        _ => JwtError::Invalid("malformed token"),
-                    };
-                    // Only a bad signature may mean another key of the set is the right one.
-                    let again = err == JwtError::Invalid("bad signature");
-                    outcome = Err(err);
-                    if !again {
-                        break;
-                    }
                 }
             }
         }
-        let claims = outcome?;
-        let sub_ok = !claims.sub.is_empty()
-            && claims.sub.len() <= MAX_SUB
-            && !claims.sub.chars().any(char::is_control);
-        if !sub_ok {
-            return Err(JwtError::Invalid(
-                "sub must be 1-256 characters without control characters",
-            ));
-        }
-        Ok(claims)
     }
+    let (claims, fp) = outcome?;
+    let sub_ok = !claims.sub.is_empty()
+        && claims.sub.len() <= MAX_SUB
+        && !claims.sub.chars().any(char::is_control);
+    if !sub_ok {
+        return Err(JwtError::Invalid(
+            "sub must be 1-256 characters without control characters",
+        ));
+    }
+    Ok((claims, fp))
 }
 
 /// The usable keys of a JWKS file, or why it cannot be used. Keys for encryption (`use: enc`)
@@ -273,6 +316,19 @@ fn read_set(path: &Path) -> Result<(Vec<Key>, Vec<String>), JwksError> {
         path: shown(),
         source,
     })?;
+    let (keys, skipped) = usable_keys(set.keys);
+    if keys.is_empty() {
+        return Err(JwksError::NoUsableKey {
+            path: shown(),
+            skipped,
+        });
+    }
+    Ok((keys, skipped))
+}
+
+/// The usable keys of a set's `keys`, and why each other key is not used.
+pub(super) fn usable_keys(raw_keys: Vec<serde_json::Value>) -> (Vec<Key>, Vec<String>) {
+    let set = RawSet { keys: raw_keys };
     let mut keys = Vec::with_capacity(set.keys.len());
     let mut skipped = Vec::new();
     for (i, raw) in set.keys.into_iter().enumerate() {
@@ -280,6 +336,10 @@ fn read_set(path: &Path) -> Result<(Vec<Key>, Vec<String>), JwksError> {
             .get("kid")
             .and_then(|k| k.as_str())
             .map_or_else(|| format!("keys[{i}]"), str::to_owned);
+        let fp = {
+            use sha2::Digest;
+            sha2::Sha256::digest(serde_json::to_vec(&raw).unwrap_or_default())
+        };
         let jwk = match serde_json::from_value::<Jwk>(raw) {
             Ok(jwk) => jwk,
             Err(e) => {
@@ -302,17 +362,16 @@ fn read_set(path: &Path) -> Result<(Vec<Key>, Vec<String>), JwksError> {
                 kid: jwk.common.key_id.clone(),
                 alg,
                 key,
+                fp: fp.into(),
             }),
             Err(e) => skipped.push(format!("key {name:?} {e}")),
         }
     }
-    if keys.is_empty() {
-        return Err(JwksError::NoUsableKey {
-            path: shown(),
-            skipped,
-        });
-    }
-    Ok((keys, skipped))
+    (keys, skipped)
+}
+
+struct RawSet {
+    keys: Vec<serde_json::Value>,
 }
 
 /// The check of `check-config` (and of start and reload, which check the same way): the file

@@ -12,6 +12,7 @@
 //! sends the same token on every request pays for one signature check, not one per request.
 
 pub mod jwt;
+pub mod oidc;
 mod streams;
 
 use streams::{Grant, Proof};
@@ -261,6 +262,9 @@ pub enum Failure {
     Invalid(&'static str),
     /// A JWT past its `exp`.
     Expired,
+    /// A JWT of an `[[auth.oidc]]` issuer none of whose keys are held yet (its identity
+    /// provider has been out of reach): it cannot be checked; try again after these seconds.
+    Unavailable(u64),
 }
 
 impl Failure {
@@ -270,6 +274,7 @@ impl Failure {
             Failure::Missing => "missing",
             Failure::Invalid(_) => "invalid",
             Failure::Expired => "expired",
+            Failure::Unavailable(_) => "unavailable",
         }
     }
 }
@@ -315,11 +320,15 @@ pub struct Auth {
     by_name: HashMap<String, Arc<Client>>,
     /// `cert_subject` → its client.
     subjects: HashMap<String, Arc<Client>>,
-    /// `jwt_subject` → its client: the only way a token names a configured client.
-    jwt_subjects: HashMap<String, Arc<Client>>,
+    /// (`jwt_issuer`, `jwt_subject`) → its client: the only way a token names a configured
+    /// client (`jwt_issuer` empty: `[auth.jwt]`'s tokens).
+    jwt_subjects: HashMap<(String, String), Arc<Client>>,
     jwt: Option<jwt::Verifier>,
-    /// SHA-256 of a verified token → its client and its `exp` (Unix seconds).
-    tokens: Mutex<HashMap<Digest32, (Arc<Client>, u64)>>,
+    /// `[[auth.oidc]]`: the issuers whose keys are fetched by URL.
+    oidc: Vec<oidc::Issuer>,
+    /// SHA-256 of a verified token → its client, its `exp` (Unix seconds), and the
+    /// `[[auth.oidc]]` key that verified it (which must still be held for the entry to count).
+    tokens: Mutex<HashMap<Digest32, Cached>>,
     streams: Arc<StreamCounts>,
     /// 0 at start, one more at each reload: which identity admitted a stream.
     gen: u64,
@@ -351,9 +360,24 @@ fn decode_hex32(s: &str) -> Option<[u8; 32]> {
     Some(out)
 }
 
+/// A verified token remembered: its client, its `exp`, the issuer key that verified it.
+type Cached = (Arc<Client>, u64, Option<(Arc<oidc::KeyState>, [u8; 32])>);
+
+/// A verified token: its claims, and for an `[[auth.oidc]]` token its issuer (index) and the
+/// fingerprint of its key.
+type Verified = (jwt::Claims, Option<(usize, [u8; 32])>);
+
 impl Auth {
     /// From a checked config; fails only if the JWKS file cannot be used.
     pub fn from_config(cfg: &Config) -> Result<Auth, jwt::JwksError> {
+        Auth::build(cfg, Arc::default(), &[])
+    }
+
+    fn build(
+        cfg: &Config,
+        streams: Arc<StreamCounts>,
+        old_oidc: &[oidc::Issuer],
+    ) -> Result<Auth, jwt::JwksError> {
         let mut keys = HashMap::new();
         let mut by_name = HashMap::new();
         let mut subjects = HashMap::new();
@@ -367,7 +391,8 @@ impl Auth {
                 subjects.insert(subject.clone(), client.clone());
             }
             if let Some(sub) = &c.jwt_subject {
-                jwt_subjects.insert(sub.clone(), client.clone());
+                let issuer = c.jwt_issuer.clone().unwrap_or_default();
+                jwt_subjects.insert((issuer, sub.clone()), client.clone());
             }
             by_name.insert(c.name.clone(), client);
         }
@@ -375,6 +400,12 @@ impl Auth {
             Some(j) => Some(jwt::Verifier::load(j)?),
             None => None,
         };
+        let oidc = cfg
+            .auth
+            .oidc
+            .iter()
+            .map(|o| oidc::Issuer::new(o, old_oidc, &streams))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Auth {
             enabled: cfg.auth_enabled(),
             keys,
@@ -382,8 +413,9 @@ impl Auth {
             subjects,
             jwt_subjects,
             jwt,
+            oidc,
             tokens: Mutex::default(),
-            streams: Arc::default(),
+            streams,
             gen: 0,
             token_max_contexts: cfg.auth.token_max_contexts,
             token_rate: Rate::new(cfg.auth.token_rate_per_sec, cfg.auth.token_burst),
@@ -394,10 +426,74 @@ impl Auth {
     /// open-stream counts carried over (streams opened before the reload still count against
     /// their clients' `max_streams`). Remembered tokens are not: they are checked again.
     pub fn reloaded(&self, cfg: &Config) -> Result<Auth, jwt::JwksError> {
-        let mut next = Auth::from_config(cfg)?;
-        next.streams = self.streams.clone();
+        // An `[[auth.oidc]]` issuer whose source did not change keeps the keys it holds.
+        let mut next = Auth::build(cfg, self.streams.clone(), &self.oidc)?;
         next.gen = self.gen + 1;
         Ok(next)
+    }
+
+    /// Start fetching the keys of the `[[auth.oidc]]` issuers that are not fetched yet (at
+    /// start, and for the issuers a reload added).
+    pub fn start_oidc(&self, metrics: &Arc<crate::metrics::Metrics>) {
+        for i in &self.oidc {
+            i.keys.start(metrics);
+        }
+    }
+
+    /// The `[[auth.oidc]]` issuers whose identity provider is out of reach (the last fetch
+    /// of their keys failed), as `/readyz` names them: `oidc:{name}`.
+    pub fn degraded(&self) -> Vec<String> {
+        self.oidc
+            .iter()
+            .filter(|i| i.keys.degraded())
+            .map(|i| format!("oidc:{}", i.name))
+            .collect()
+    }
+
+    /// The `[[auth.oidc]]` issuers: their names and discovery URLs (the served cards'
+    /// `openIdConnect` schemes).
+    pub fn oidc_discovery(&self) -> Vec<(Arc<str>, String)> {
+        self.oidc
+            .iter()
+            .map(|i| {
+                (
+                    i.name.clone(),
+                    format!(
+                        "{}/.well-known/openid-configuration",
+                        i.issuer.trim_end_matches('/')
+                    ),
+                )
+            })
+            .collect()
+    }
+
+    /// Whether bearer tokens are verified at all (`[auth.jwt]` or `[[auth.oidc]]`).
+    fn takes_tokens(&self) -> bool {
+        self.jwt.is_some() || !self.oidc.is_empty()
+    }
+
+    /// Verify a token with its issuer's keys: the `[[auth.oidc]]` issuer its `iss` names, else
+    /// `[auth.jwt]`'s. `kick`: a token naming a key not held asks for a fetch.
+    fn verify_token(&self, token: &[u8], kick: bool) -> Result<Verified, Failure> {
+        let token = std::str::from_utf8(token).map_err(|_| Failure::Invalid("token"))?;
+        let iss = oidc::unverified_iss(token);
+        if let Some((at, issuer)) = self
+            .oidc
+            .iter()
+            .enumerate()
+            .find(|(_, i)| iss.as_deref() == Some(i.issuer.as_str()))
+        {
+            let (claims, fp) = issuer.verify(token, kick)?;
+            return Ok((claims, Some((at, fp))));
+        }
+        let Some(verifier) = &self.jwt else {
+            return Err(Failure::Invalid("the token's issuer is not configured"));
+        };
+        match verifier.verify(token) {
+            Ok(claims) => Ok((claims, None)),
+            Err(jwt::JwtError::Expired) => Err(Failure::Expired),
+            Err(jwt::JwtError::Invalid(why)) => Err(Failure::Invalid(why)),
+        }
     }
 
     /// Whether callers must authenticate (clients or JWT are configured).
@@ -410,8 +506,8 @@ impl Auth {
         if bearer.is_empty() {
             return Err(Failure::Missing);
         }
-        if let Some(jwt) = self.jwt.as_ref().filter(|_| looks_like_jwt(bearer)) {
-            return self.jwt_client(jwt, bearer);
+        if self.takes_tokens() && looks_like_jwt(bearer) {
+            return self.jwt_client(bearer);
         }
         self.keys
             .get(&digest(bearer))
@@ -429,43 +525,56 @@ impl Auth {
     }
 
     /// The client of a JWT: from the cache while the token has not expired, else verified.
-    fn jwt_client(&self, jwt: &jwt::Verifier, token: &[u8]) -> Result<Arc<Client>, Failure> {
+    fn jwt_client(&self, token: &[u8]) -> Result<Arc<Client>, Failure> {
         let id = digest(token);
         let now = jwt::now_secs();
         {
-            let cache = self.tokens.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some((client, exp)) = cache.get(&id) {
-                if now < *exp {
+            let mut cache = self.tokens.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some((client, exp, key)) = cache.get(&id) {
+                // A key its identity provider withdrew verifies nothing any more.
+                let held = key.as_ref().is_none_or(|(k, fp)| k.holds(fp));
+                if now < *exp && held {
                     return Ok(client.clone());
+                }
+                if !held {
+                    cache.remove(&id);
                 }
             }
         }
-        let token = std::str::from_utf8(token).map_err(|_| Failure::Invalid("token"))?;
-        let claims = match jwt.verify(token) {
-            Ok(claims) => claims,
-            Err(jwt::JwtError::Expired) => return Err(Failure::Expired),
-            Err(jwt::JwtError::Invalid(why)) => return Err(Failure::Invalid(why)),
-        };
+        let (claims, key) = self.verify_token(token, true)?;
         let exp = claims.exp;
-        let client = self.claims_client(claims)?;
+        let client = self.claims_client(claims, key.map(|(at, _)| at))?;
+        let key = key.map(|(at, fp)| (self.oidc[at].keys.clone(), fp));
         let mut cache = self.tokens.lock().unwrap_or_else(|p| p.into_inner());
         if cache.len() >= MAX_CACHED_TOKENS {
             cache.clear();
         }
-        cache.insert(id, (client.clone(), exp));
+        cache.insert(id, (client.clone(), exp, key));
         Ok(client)
     }
 
     /// The client a verified token names: the `[[clients]]` entry bound to its `sub` by
-    /// `jwt_subject`, or else the identity `jwt:{sub}`, built from its claims. A `sub` that
+    /// `jwt_subject` (and to its `[[auth.oidc]]` issuer by `jwt_issuer`), or else the identity
+    /// `jwt:{sub}` (`[auth.jwt]`) or `jwt:{name}:{sub}` (the issuer's `name`), built from its
+    /// claims: one `sub` at two identity providers is two identities. A `sub` that
     /// equals a configured client's name is not that client: names are the operator's, a
     /// subject is the identity provider's, and only `jwt_subject` joins the two. Without an
     /// entry and without claims, a token grants nothing (no agent, no right): the identity
     /// provider must say what a subject may do.
-    fn claims_client(&self, claims: jwt::Claims) -> Result<Arc<Client>, Failure> {
-        if let Some(c) = self.jwt_subjects.get(&claims.sub) {
+    fn claims_client(
+        &self,
+        claims: jwt::Claims,
+        issuer: Option<usize>,
+    ) -> Result<Arc<Client>, Failure> {
+        let issuer = issuer.and_then(|at| self.oidc.get(at)).map(|i| &i.name);
+        let bound = (
+            issuer.map(|n| n.to_string()).unwrap_or_default(),
+            claims.sub,
+        );
+        if let Some(c) = self.jwt_subjects.get(&bound) {
             return Ok(c.clone());
         }
+        let sub = bound.1;
         let defaults = ClientConfig::default();
         let agents = claims.a2a_agents.unwrap_or_default();
         let can = match claims.a2a_can {
@@ -478,7 +587,10 @@ impl Auth {
         Ok(Arc::new(Client {
             // Apart from every configured name (those are A-Z a-z 0-9 . _ - only): its tasks
             // and its stream count are its own.
-            name: format!("jwt:{}", claims.sub).into(),
+            name: match issuer {
+                Some(n) => format!("jwt:{n}:{sub}").into(),
+                None => format!("jwt:{sub}").into(),
+            },
             label: "jwt".into(),
             agents: Agents::of(&agents),
             rights: Rights::of(&can),
@@ -503,19 +615,20 @@ impl Auth {
     ) -> Option<StreamPermit> {
         let proof = match credential {
             Credential::Cert(subject) => Proof::Cert(subject.into()),
-            Credential::Bearer(b) if self.jwt.is_some() && looks_like_jwt(b) => {
+            Credential::Bearer(b) if self.takes_tokens() && looks_like_jwt(b) => {
                 let cached = self
                     .tokens
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .get(&digest(b))
-                    .map(|(_, exp)| *exp);
+                    .map(|(_, exp, key)| (*exp, key.as_ref().map(|(_, fp)| *fp)));
                 // Just verified, so cached, unless the cache started over meanwhile; then the
                 // stream lives no longer than now (it is judged again at its first sweep).
-                let exp = cached.unwrap_or_else(jwt::now_secs);
+                let (exp, key) = cached.unwrap_or_else(|| (jwt::now_secs(), None));
                 Proof::Jwt {
                     token: b.into(),
                     exp,
+                    key,
                 }
             }
             Credential::Bearer(b) => Proof::Key(digest(b)),
@@ -560,20 +673,16 @@ impl Auth {
                 Some(c) if c.name == g.client.name => c.clone(),
                 _ => return Some(gone()),
             },
-            Proof::Jwt { token, exp } => {
+            Proof::Jwt { token, exp, .. } => {
                 if *exp <= jwt::now_secs() {
                     return Some(Revoked::TokenExpired);
                 }
-                let Some(verifier) = &self.jwt else {
-                    return Some(Revoked::KeyRotated);
-                };
-                let claims = std::str::from_utf8(token)
-                    .map_err(|_| jwt::JwtError::Invalid("token"))
-                    .and_then(|t| verifier.verify(t));
-                match claims {
-                    Err(jwt::JwtError::Expired) => return Some(Revoked::TokenExpired),
-                    Err(jwt::JwtError::Invalid(_)) => return Some(Revoked::KeyRotated),
-                    Ok(claims) => match self.claims_client(claims) {
+                match self.verify_token(token, false) {
+                    Err(Failure::Expired) => return Some(Revoked::TokenExpired),
+                    // Its identity provider out of reach since start: nothing withdrawn.
+                    Err(Failure::Unavailable(_)) => return None,
+                    Err(_) => return Some(Revoked::KeyRotated),
+                    Ok((claims, key)) => match self.claims_client(claims, key.map(|(at, _)| at)) {
                         Ok(c) if c.name == g.client.name => c,
                         // The token now names another identity: its entry's binding went.
                         Ok(_) => return Some(Revoked::ClientRemoved),

@@ -78,8 +78,14 @@ pub(super) enum Proof {
     Key(Digest32),
     /// A client certificate's subject.
     Cert(Box<str>),
-    /// A verified JWT (kept to verify again when the JWKS changes) and its `exp`.
-    Jwt { token: Box<[u8]>, exp: u64 },
+    /// A verified JWT (kept to verify again when the JWKS changes), its `exp`, and the
+    /// fingerprint of the `[[auth.oidc]]` key that verified it (its stream ends when the
+    /// identity provider withdraws that key).
+    Jwt {
+        token: Box<[u8]>,
+        exp: u64,
+        key: Option<[u8; 32]>,
+    },
 }
 
 /// What a stream relies on besides its client's identity, set by the handler that opens it.
@@ -223,6 +229,21 @@ impl StreamCounts {
             registry,
         });
         self.lock().grants.values().cloned().collect()
+    }
+
+    /// Revoke every grant of a token verified with one of these keys (their identity provider
+    /// withdrew them): `key_rotated`.
+    pub fn revoke_keys(&self, gone: &[[u8; 32]]) {
+        let due: Vec<Arc<Grant>> = self
+            .lock()
+            .grants
+            .values()
+            .filter(|g| matches!(&g.proof, Proof::Jwt { key: Some(k), .. } if gone.contains(k)))
+            .cloned()
+            .collect();
+        for g in due {
+            g.revoke(Revoked::KeyRotated);
+        }
     }
 
     /// Revoke every JWT grant whose `exp` is at or before `now` (Unix seconds).

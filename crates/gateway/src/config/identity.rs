@@ -73,6 +73,9 @@ pub struct ClientConfig {
     /// token whose `sub` merely equals a client's name is not that client). A bound token gets
     /// exactly this entry's rights and agents, whatever its claims say.
     pub jwt_subject: Option<String>,
+    /// The `name` of the `[[auth.oidc]]` issuer whose tokens `jwt_subject` is for; absent: the
+    /// tokens of `[auth.jwt]`. One `sub` at two identity providers is two identities.
+    pub jwt_issuer: Option<String>,
     /// The subject of its client certificate, in RFC 4514 form as the gateway renders it
     /// (`"CN=orchestrator-a,O=Example"`: last RDN first, no spaces around `,`): a certificate
     /// verified against `[tls] client_ca_file` with exactly this subject is this client.
@@ -116,6 +119,7 @@ impl Default for ClientConfig {
             name: String::new(),
             key_sha256: None,
             jwt_subject: None,
+            jwt_issuer: None,
             cert_subject: None,
             agents: vec!["*".into()],
             can: vec![Right::Tasks, Right::Streams],
@@ -145,6 +149,9 @@ pub const DEFAULT_MAX_TOKEN_SUBJECTS: usize = 100_000;
 pub struct AuthConfig {
     /// JWT bearer tokens, checked against keys from a file.
     pub jwt: Option<JwtConfig>,
+    /// `[[auth.oidc]]`: JWT bearer tokens of identity providers whose keys are fetched by URL
+    /// (OpenID Connect discovery), one entry per issuer.
+    pub oidc: Vec<OidcConfig>,
     /// `max_contexts` of a token subject without a `[[clients]]` entry (`jwt:{sub}`), each its
     /// own.
     pub token_max_contexts: u64,
@@ -164,6 +171,7 @@ impl Default for AuthConfig {
     fn default() -> AuthConfig {
         AuthConfig {
             jwt: None,
+            oidc: Vec::new(),
             token_max_contexts: DEFAULT_MAX_CONTEXTS,
             token_rate_per_sec: DEFAULT_TOKEN_RATE,
             token_burst: None,
@@ -172,8 +180,8 @@ impl Default for AuthConfig {
     }
 }
 
-/// `[auth.jwt]`: tokens from an identity provider, verified against its published keys. The
-/// keys come from a file only: the gateway makes no outbound call for its own auth.
+/// `[auth.jwt]`: tokens from an identity provider, verified against its published keys, read
+/// from a file (`[[auth.oidc]]` fetches them from the identity provider by URL).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct JwtConfig {
@@ -196,6 +204,64 @@ impl Default for JwtConfig {
             audience: String::new(),
             leeway: Duration::from_secs(30),
         }
+    }
+}
+
+/// The algorithms a token may be signed with when `algorithms` is not set (the only ones the
+/// gateway accepts at all).
+pub const OIDC_ALGORITHMS: [&str; 3] = ["RS256", "ES256", "EdDSA"];
+
+/// `[[auth.oidc]]`: an OpenID Connect identity provider whose keys the gateway fetches: the
+/// discovery document at `{issuer}/.well-known/openid-configuration`, then its `jwks_uri`,
+/// refetched every `jwks_refresh_secs` and when a token names a key it does not hold. These
+/// URLs are the operator's configuration: `https`, or `http` to a loopback address.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OidcConfig {
+    /// The issuer's name in this config: 1-64 characters of A-Z a-z 0-9 . _ -, unique; the
+    /// `issuer` label of its metrics, the `{name}` of its unbound subjects (`jwt:{name}:{sub}`)
+    /// and what `[[clients]] jwt_issuer` names.
+    pub name: String,
+    /// The required `iss`, and where discovery starts.
+    pub issuer: String,
+    /// The required `aud` (one of the token's audiences).
+    pub audience: String,
+    /// Clock skew tolerated on `exp` and `nbf`.
+    #[serde(rename = "leeway_secs", deserialize_with = "de::secs")]
+    pub leeway: Duration,
+    /// The algorithms its tokens may be signed with (among RS256, ES256 and EdDSA).
+    pub algorithms: Vec<String>,
+    /// CA certificates (PEM) to trust for the issuer's https URLs, beside the public roots;
+    /// relative to the config file's directory.
+    pub ca_file: Option<String>,
+    /// How often its keys are fetched again (shorter when the answer's Cache-Control max-age
+    /// is).
+    #[serde(rename = "jwks_refresh_secs", deserialize_with = "de::secs")]
+    pub jwks_refresh: Duration,
+}
+
+impl Default for OidcConfig {
+    fn default() -> OidcConfig {
+        OidcConfig {
+            name: String::new(),
+            issuer: String::new(),
+            audience: String::new(),
+            leeway: Duration::from_secs(30),
+            algorithms: OIDC_ALGORITHMS.map(String::from).to_vec(),
+            ca_file: None,
+            jwks_refresh: Duration::from_secs(300),
+        }
+    }
+}
+
+impl OidcConfig {
+    /// The discovery document's URL: `{issuer}/.well-known/openid-configuration` (one `/`
+    /// between them, whether the issuer ends with one or not).
+    pub fn discovery_url(&self) -> String {
+        format!(
+            "{}/.well-known/openid-configuration",
+            self.issuer.trim_end_matches('/')
+        )
     }
 }
 

@@ -18,7 +18,9 @@ mod tls;
 mod validate;
 
 pub use agent::{A2aVersion, AgentConfig, Binding, Conformance, Protocol};
-pub use identity::{AuthConfig, ClientConfig, CorsConfig, JwtConfig, Right};
+pub use identity::{
+    AuthConfig, ClientConfig, CorsConfig, JwtConfig, OidcConfig, Right, OIDC_ALGORITHMS,
+};
 pub use rules::{Check, NoRules, Refused, Rules};
 pub use tls::{ClientAuth, PemKind, TlsConfig};
 
@@ -434,7 +436,7 @@ impl Config {
 
     /// Whether callers must authenticate: clients or `[auth.jwt]` are configured.
     pub fn auth_enabled(&self) -> bool {
-        !self.clients.is_empty() || self.auth.jwt.is_some()
+        !self.clients.is_empty() || self.auth.jwt.is_some() || !self.auth.oidc.is_empty()
     }
 
     /// Make every file path in the config relative to `dir` (the config file's directory), so
@@ -447,6 +449,11 @@ impl Config {
         };
         if let Some(jwt) = self.auth.jwt.as_mut() {
             fix(&mut jwt.jwks_file);
+        }
+        for o in &mut self.auth.oidc {
+            if let Some(ca) = o.ca_file.as_mut() {
+                fix(ca);
+            }
         }
         if let Some(tls) = self.tls.as_mut() {
             fix(&mut tls.cert_file);

@@ -24,7 +24,9 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use hyper::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION, WWW_AUTHENTICATE};
+use hyper::header::{
+    HeaderMap, HeaderName, HeaderValue, AUTHORIZATION, RETRY_AFTER, WWW_AUTHENTICATE,
+};
 
 use super::context::Ctx;
 use super::error::{ApiError, Code};
@@ -264,6 +266,13 @@ fn refuse(state: &State, f: Failure) -> ApiError {
         .with_label_values(&[f.reason()])
         .inc();
     let (message, challenge) = match f {
+        Failure::Unavailable(retry) => {
+            return ApiError::new(
+                Code::AuthUnavailable,
+                "the token's identity provider has not been reached yet: its keys are not held, so the token cannot be checked",
+            )
+            .with_header(RETRY_AFTER, HeaderValue::from(retry));
+        }
         Failure::Missing => (
             "this route needs credentials: Authorization: Bearer <key or JWT>".to_owned(),
             "Bearer realm=\"a2a-gateway\"",

@@ -97,11 +97,15 @@ pub enum Code {
     /// message that would start another is answered before the agent is called, with
     /// `Retry-After`.
     TooManyContexts,
+    /// 503: a JWT of an `[[auth.oidc]]` issuer whose keys could not be fetched yet (its
+    /// identity provider out of reach since start): it cannot be checked, which is not a
+    /// refusal of the token; answered with `Retry-After`.
+    AuthUnavailable,
 }
 
 impl Code {
     /// Every code, in the order of the enum (the OpenAPI document's `ErrorCode` lists each).
-    pub const ALL: [Code; 30] = [
+    pub const ALL: [Code; 31] = [
         Code::InvalidJson,
         Code::InvalidRequest,
         Code::InputSchemaViolation,
@@ -132,6 +136,7 @@ impl Code {
         Code::LedgerFull,
         Code::TooManyTasks,
         Code::TooManyContexts,
+        Code::AuthUnavailable,
     ];
 
     /// The code as the error body spells it (`INVALID_JSON`...).
@@ -167,6 +172,7 @@ impl Code {
             Code::LedgerFull => "LEDGER_FULL",
             Code::TooManyTasks => "TOO_MANY_TASKS",
             Code::TooManyContexts => "TOO_MANY_CONTEXTS",
+            Code::AuthUnavailable => "AUTH_UNAVAILABLE",
         }
     }
 
@@ -202,7 +208,8 @@ impl Code {
             | Code::Unavailable
             | Code::StoreUnavailable
             | Code::AgentBusy
-            | Code::LedgerFull => StatusCode::SERVICE_UNAVAILABLE,
+            | Code::LedgerFull
+            | Code::AuthUnavailable => StatusCode::SERVICE_UNAVAILABLE,
             Code::AgentUnreachable | Code::AgentProtocolViolation => StatusCode::BAD_GATEWAY,
             Code::AgentTimeout => StatusCode::GATEWAY_TIMEOUT,
             Code::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,

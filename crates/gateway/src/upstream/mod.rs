@@ -127,6 +127,28 @@ where
     Ok(pool(https(http, None)?, idle, max_idle_per_host))
 }
 
+/// The HTTP/1.1 + HTTP/2 client of an identity provider's documents (`[[auth.oidc]]`): rustls
+/// with the webpki roots plus `ca_file`'s CAs when given, this connect timeout, a small pool.
+/// Redirects are never followed (hyper follows none).
+pub fn issuer_client(
+    connect_timeout: Duration,
+    ca_file: Option<&std::path::Path>,
+) -> Result<Client<HttpsConnector<HttpConnector>, Full<Bytes>>, String> {
+    let mut http = HttpConnector::new();
+    http.set_nodelay(true);
+    http.set_connect_timeout(Some(connect_timeout));
+    http.enforce_http(false);
+    let tls = match ca_file {
+        Some(ca) => Some(crate::tls::agent_client_config(ca).map_err(|e| e.to_string())?),
+        None => None,
+    };
+    Ok(pool(
+        https(http, tls).map_err(|e| e.to_string())?,
+        Duration::from_secs(90),
+        2,
+    ))
+}
+
 /// An https origin as connections are pooled: lower-case host (as the URI spells it, `[::1]`
 /// for IPv6) and port.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -59,7 +59,7 @@ impl Validator {
                 }
             }
             if let Some(s) = cl.jwt_subject.as_deref().filter(|s| !s.is_empty()) {
-                if let Some(first) = jwt_subjects.insert(s, i) {
+                if let Some(first) = jwt_subjects.insert((cl.jwt_issuer.as_deref(), s), i) {
                     self.problem(
                         format!("{at}.jwt_subject"),
                         format!(
@@ -77,6 +77,17 @@ impl Validator {
         self.token_rate(&c.auth);
         if let Some(jwt) = &c.auth.jwt {
             self.jwt(jwt, rules);
+        }
+        let mut issuers = HashSet::new();
+        for (i, o) in c.auth.oidc.iter().enumerate() {
+            let at = format!("auth.oidc[{i}]");
+            self.oidc(o, &at, rules);
+            if !o.name.is_empty() && !issuers.insert(o.name.as_str()) {
+                self.problem(
+                    format!("{at}.name"),
+                    format!("{:?} is used by another [[auth.oidc]] entry", o.name),
+                );
+            }
         }
         if let Some(cors) = &c.cors {
             for (i, o) in cors.allow_origins.iter().enumerate() {
@@ -111,11 +122,24 @@ impl Validator {
             ),
             _ => {}
         }
+        if let Some(issuer) = &cl.jwt_issuer {
+            if cl.jwt_subject.is_none() {
+                self.problem(
+                    format!("{at}.jwt_issuer"),
+                    "has no effect without jwt_subject (it names the issuer a jwt_subject is for)",
+                );
+            } else if !c.auth.oidc.iter().any(|o| o.name == *issuer) {
+                self.problem(
+                    format!("{at}.jwt_issuer"),
+                    format!("{issuer:?} is not the name of an [[auth.oidc]] entry"),
+                );
+            }
+        }
         if let Some(sub) = &cl.jwt_subject {
-            if c.auth.jwt.is_none() {
+            if cl.jwt_issuer.is_none() && c.auth.jwt.is_none() {
                 self.problem(
                     format!("{at}.jwt_subject"),
-                    "needs [auth.jwt]: without it no token is verified, so none could name this client",
+                    "needs [auth.jwt], or jwt_issuer naming an [[auth.oidc]] entry: without one no token is verified, so none could name this client",
                 );
             } else if sub.is_empty() || sub.len() > 256 || sub.chars().any(char::is_control) {
                 self.problem(
@@ -208,6 +232,85 @@ impl Validator {
         if j.leeway > Duration::from_secs(300) {
             self.problem("auth.jwt.leeway_secs", "must be between 0 and 300");
         }
+    }
+}
+
+impl Validator {
+    fn oidc(&mut self, o: &OidcConfig, at: &str, rules: &dyn Rules) {
+        if o.name.is_empty() {
+            self.problem(format!("{at}.name"), "is required in [[auth.oidc]]");
+        } else if !valid_name(&o.name) {
+            self.problem(
+                format!("{at}.name"),
+                format!(
+                    "{:?} must be 1-64 characters of A-Z a-z 0-9 . _ - (a metrics label)",
+                    o.name
+                ),
+            );
+        }
+        if o.issuer.is_empty() {
+            self.problem(format!("{at}.issuer"), "is required in [[auth.oidc]]");
+        } else if let Err(e) = check_issuer(&o.issuer) {
+            self.problem(format!("{at}.issuer"), e);
+        }
+        if o.audience.is_empty() {
+            self.problem(format!("{at}.audience"), "is required in [[auth.oidc]]");
+        }
+        if o.leeway > Duration::from_secs(300) {
+            self.problem(format!("{at}.leeway_secs"), "must be between 0 and 300");
+        }
+        if o.algorithms.is_empty() {
+            self.problem(
+                format!("{at}.algorithms"),
+                "must name at least one of RS256, ES256, EdDSA",
+            );
+        }
+        for a in &o.algorithms {
+            if !OIDC_ALGORITHMS.contains(&a.as_str()) {
+                self.problem(
+                    format!("{at}.algorithms"),
+                    format!("{a:?} is not accepted; only RS256, ES256 and EdDSA are"),
+                );
+            }
+        }
+        if let Some(ca) = &o.ca_file {
+            if let Err(e) = rules.check(Check::PemFile(PemKind::TrustAnchors, Path::new(ca))) {
+                self.problem(format!("{at}.ca_file"), e);
+            }
+        }
+        if o.jwks_refresh < Duration::from_secs(1) || o.jwks_refresh > Duration::from_secs(86_400) {
+            self.problem(
+                format!("{at}.jwks_refresh_secs"),
+                "must be between 1 and 86400",
+            );
+        }
+    }
+}
+
+/// An issuer URL the gateway may fetch from: `https`, or `http` to a loopback address only
+/// (a token's keys over plaintext could be swapped by anyone on the path); no query or
+/// fragment (the discovery path is appended to it).
+fn check_issuer(issuer: &str) -> Result<(), String> {
+    let url = url::Url::parse(issuer)
+        .map_err(|e| format!("{issuer:?} is not a URL ({e}); it must be https://..."))?;
+    if url.query().is_some() || url.fragment().is_some() || !url.username().is_empty() {
+        return Err(format!(
+            "{issuer:?} must have no query, fragment or user: the discovery path is appended to it"
+        ));
+    }
+    let loopback = match url.host() {
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        None => false,
+    };
+    match url.scheme() {
+        "https" if url.host().is_some() => Ok(()),
+        "http" if loopback => Ok(()),
+        "http" => Err(format!(
+            "{issuer:?} is plain http to a host that is not a loopback address: the keys that verify tokens must come over https"
+        )),
+        _ => Err(format!("{issuer:?} must be an https:// URL")),
     }
 }
 
@@ -464,5 +567,72 @@ mod tests {
             auth("token_rate_per_sec = 0.5\ntoken_burst = 3\nmax_token_subjects = 10000000\n")
                 .expect("in range");
         assert_eq!(cfg.auth.token_burst, Some(3));
+    }
+
+    #[test]
+    fn oidc_issuers_are_checked_each_with_its_key() {
+        let cfg = |oidc: &str, clients: &str| {
+            Config::parse(&format!(
+                "listen = \"127.0.0.1:1\"\n[[agents]]\nname = \"a\"\nurl = \"http://x\"\n{oidc}{clients}"
+            ))
+        };
+        let entry = |name: &str, issuer: &str| {
+            format!("[[auth.oidc]]\nname = \"{name}\"\nissuer = \"{issuer}\"\naudience = \"gw\"\n")
+        };
+        let ok = cfg(
+            &(entry("corp", "https://idp.example.com/") + &entry("dev", "http://127.0.0.1:8080")),
+            "[[clients]]\nname = \"c1\"\njwt_subject = \"svc\"\njwt_issuer = \"corp\"\n[[clients]]\nname = \"c2\"\njwt_subject = \"svc\"\njwt_issuer = \"dev\"\n",
+        )
+        .expect("one sub at two issuers is two clients");
+        assert!(ok.auth_enabled());
+        let o = &ok.auth.oidc[0];
+        assert_eq!(o.algorithms, ["RS256", "ES256", "EdDSA"]);
+        assert_eq!(o.jwks_refresh, Duration::from_secs(300));
+        assert_eq!(
+            o.discovery_url(),
+            "https://idp.example.com/.well-known/openid-configuration"
+        );
+        let keys = |p: Vec<crate::config::Problem>| -> Vec<String> {
+            p.into_iter().map(|p| p.key).collect()
+        };
+        let p = cfg(
+            "[[auth.oidc]]\nalgorithms = [\"HS256\"]\njwks_refresh_secs = 0\nleeway_secs = 301\n",
+            "",
+        )
+        .expect_err("empty");
+        assert_eq!(
+            keys(p),
+            [
+                "auth.oidc[0].name",
+                "auth.oidc[0].issuer",
+                "auth.oidc[0].audience",
+                "auth.oidc[0].leeway_secs",
+                "auth.oidc[0].algorithms",
+                "auth.oidc[0].jwks_refresh_secs"
+            ]
+        );
+        for bad in [
+            "http://idp.example.com",
+            "http://10.0.0.1:8080",
+            "ftp://idp.example.com",
+            "https://idp.example.com/?x=1",
+            "not a url",
+        ] {
+            let p = cfg(&entry("corp", bad), "").expect_err(bad);
+            assert_eq!(keys(p), ["auth.oidc[0].issuer"], "{bad}");
+        }
+        let p = cfg(
+            &(entry("corp", "https://a.example.com") + &entry("corp", "https://b.example.com")),
+            "[[clients]]\nname = \"c\"\njwt_subject = \"s\"\njwt_issuer = \"nope\"\n[[clients]]\nname = \"d\"\njwt_subject = \"s\"\njwt_issuer = \"corp\"\n[[clients]]\nname = \"e\"\njwt_subject = \"s\"\njwt_issuer = \"corp\"\n",
+        )
+        .expect_err("duplicates");
+        assert_eq!(
+            keys(p),
+            [
+                "clients[0].jwt_issuer",
+                "clients[2].jwt_subject",
+                "auth.oidc[1].name"
+            ]
+        );
     }
 }

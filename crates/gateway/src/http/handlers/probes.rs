@@ -28,6 +28,10 @@ pub fn openapi() -> ApiResult {
 /// the store answers and takes writes. Lists agents without a
 /// card; with clients configured (anyone may ask, unauthenticated), only the classes of what is
 /// missing (`cards`, `redis`): agent names, URLs and error texts are on `GET /agents`.
+/// With `[[auth.oidc]]`, `degraded` names what is out of reach without making the gateway
+/// unready: an identity provider whose keys could not be fetched (`oidc:{name}`, its name in
+/// the config, never its URL or the error). `[[auth.oidc]]` makes clients configured, so only
+/// that shape of the answer has it.
 pub fn readyz(state: &State) -> ApiResult {
     let mut pending = Vec::new();
     let mut without_card = Vec::new();
@@ -66,8 +70,16 @@ pub fn readyz(state: &State) -> ApiResult {
     if draining {
         missing.push("draining");
     }
+    // An identity provider out of reach does not make the gateway unready: the keys it holds
+    // still verify tokens, and API-key and certificate clients are served all the same.
+    // Given only with `[[auth.oidc]]` issuers (nothing else is ever degraded yet).
+    let degraded = (!state.config.auth.oidc.is_empty()).then(|| state.auth.degraded());
     if state.auth.enabled() {
-        let body = to_json(&serde_json::json!({ "ready": ready, "missing": missing }))?;
+        let mut v = serde_json::json!({ "ready": ready, "missing": missing });
+        if let Some(d) = &degraded {
+            v["degraded"] = serde_json::json!(d);
+        }
+        let body = to_json(&v)?;
         return Ok(response::json(status, body));
     }
     let body = to_json(&serde_json::json!({
