@@ -76,6 +76,7 @@ pub fn rewrite<'a>(
             // does (it pushes to the gateway, streams, or is polled).
             push_notifications: true,
             interfaces: &interfaces,
+            openid: &state.auth.oidc_discovery(),
         },
     );
     (doc, base)

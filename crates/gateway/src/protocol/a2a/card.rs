@@ -495,6 +495,9 @@ pub struct ServeOptions<'a> {
     /// The gateway's own interfaces for the agent, as its wire forms write them
     /// (`http::a2a::wire::served_interfaces`), in its order of preference.
     pub interfaces: &'a [Value],
+    /// The `[[auth.oidc]]` issuers, by name, with their discovery URLs: each an
+    /// `openIdConnect` scheme beside the bearer scheme.
+    pub openid: &'a [(std::sync::Arc<str>, String)],
 }
 
 /// The members of each card message the gateway passes on, by the proto's JSON names: what
@@ -612,9 +615,21 @@ pub fn serve_card(card: &Value, opts: &ServeOptions<'_>) -> Value {
             json!({"bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer",
                 "description": "a client token of the gateway"}}}),
         );
+        let mut requirements = vec![json!({"schemes": {"bearer": {"list": []}}})];
+        if let Some(Value::Object(schemes)) = out.get_mut("securitySchemes") {
+            for (name, url) in opts.openid {
+                let key = format!("oidc-{name}");
+                schemes.insert(
+                    key.clone(),
+                    json!({"openIdConnectSecurityScheme": {"openIdConnectUrl": url,
+                        "description": "a token of this identity provider, as a bearer token"}}),
+                );
+                requirements.push(json!({"schemes": {key: {"list": []}}}));
+            }
+        }
         out.insert(
             "securityRequirements".to_owned(),
-            json!([{"schemes": {"bearer": {"list": []}}}]),
+            Value::Array(requirements),
         );
     }
     // A 0.3 client reads the card too: the 0.3 fields of the gateway's 0.3 interfaces.
@@ -772,6 +787,7 @@ mod tests {
             streaming: false,
             push_notifications: false,
             interfaces: &gateway_interfaces("https://gw.example.com/agents/echo"),
+            openid: &[],
         };
         let served = serve_card(&card, &opts);
         assert_eq!(
@@ -820,6 +836,27 @@ mod tests {
                 .url,
             "https://gw.example.com/agents/echo"
         );
+        let issuers = [(
+            std::sync::Arc::from("corp"),
+            "https://idp.example.com/.well-known/openid-configuration".to_owned(),
+        )];
+        let with_oidc = serve_card(
+            &card,
+            &ServeOptions {
+                openid: &issuers,
+                ..opts
+            },
+        );
+        assert_eq!(
+            with_oidc["securitySchemes"]["oidc-corp"],
+            json!({"openIdConnectSecurityScheme": {"openIdConnectUrl": "https://idp.example.com/.well-known/openid-configuration",
+                "description": "a token of this identity provider, as a bearer token"}})
+        );
+        assert_eq!(
+            with_oidc["securityRequirements"],
+            json!([{"schemes": {"bearer": {"list": []}}}, {"schemes": {"oidc-corp": {"list": []}}}])
+        );
+        assert_eq!(check_card(&with_oidc), []);
         let open = serve_card(
             &card,
             &ServeOptions {
@@ -865,6 +902,7 @@ mod tests {
             streaming: true,
             push_notifications: true,
             interfaces: &gateway_interfaces("https://gw.example.com/agents/echo"),
+            openid: &[],
         };
         let s = serve_card(&c, &opts);
         assert!(!s.to_string().contains("18103"), "{s}");

@@ -148,6 +148,7 @@ pub fn add_fields(card: &mut Map<String, Value>, bearer: bool) {
         );
     }
     if bearer {
+        let mut security = vec![json!({"bearer": []})];
         if let Some(Value::Object(schemes)) = card.get_mut("securitySchemes") {
             if let Some(Value::Object(b)) = schemes.get_mut("bearer") {
                 b.insert("type".to_owned(), Value::from("http"));
@@ -157,8 +158,19 @@ pub fn add_fields(card: &mut Map<String, Value>, bearer: bool) {
                     Value::from("a client token of the gateway"),
                 );
             }
+            // Each `[[auth.oidc]]` issuer's scheme, in 0.3's shape too.
+            for (name, s) in schemes.iter_mut() {
+                let url = s
+                    .pointer("/openIdConnectSecurityScheme/openIdConnectUrl")
+                    .cloned();
+                if let (Some(url), Value::Object(s)) = (url, s) {
+                    s.insert("type".to_owned(), Value::from("openIdConnect"));
+                    s.insert("openIdConnectUrl".to_owned(), url);
+                    security.push(json!({ name.clone(): [] }));
+                }
+            }
         }
-        card.insert("security".to_owned(), json!([{"bearer": []}]));
+        card.insert("security".to_owned(), Value::Array(security));
     }
 }
 
@@ -246,5 +258,26 @@ mod tests {
         };
         add_fields(&mut only_1_0, true);
         assert_eq!(only_1_0.get("url"), None);
+    }
+
+    #[test]
+    fn an_openid_connect_scheme_is_served_in_0_3_shape_too() {
+        let url = "https://idp.example.com/.well-known/openid-configuration";
+        let Value::Object(mut card) = json!({
+            "name": "n",
+            "supportedInterfaces": [
+                {"url": "https://g/agents/e/jsonrpc", "protocolBinding": "JSONRPC", "protocolVersion": "0.3"}],
+            "securitySchemes": {
+                "bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer"}},
+                "oidc-corp": {"openIdConnectSecurityScheme": {"openIdConnectUrl": url}}}
+        }) else {
+            unreachable!()
+        };
+        add_fields(&mut card, true);
+        let s = &card["securitySchemes"]["oidc-corp"];
+        assert_eq!(s["type"], "openIdConnect");
+        assert_eq!(s["openIdConnectUrl"], url);
+        assert_eq!(s["openIdConnectSecurityScheme"]["openIdConnectUrl"], url);
+        assert_eq!(card["security"], json!([{"bearer": []}, {"oidc-corp": []}]));
     }
 }
