@@ -1,0 +1,307 @@
+//! `[[auth.oidc]]` against a real identity provider: node's oidc-provider (OpenID Certified,
+//! tests/node/oidc-provider.mjs) on loopback, issuing client-credentials access tokens as JWTs
+//! (RFC 9068, `typ: at+jwt`). The gateway finds its keys by discovery, follows its key rotation
+//! without a reload, refuses a withdrawn key's tokens, and starts with the provider down:
+//! token clients get 503 AUTH_UNAVAILABLE until its keys arrive, key clients are served
+//! throughout, `/readyz` stays 200 and says what is degraded.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use hyper::Method;
+use serde_json::{json, Value};
+
+use a2a_gateway::config::{Config, OidcConfig};
+
+use crate::a2a_gateway::a2a_agent;
+use crate::support::a2a_calls::{message, reason, two_clients, ALICE, OPS};
+use crate::support::child::repo;
+use crate::support::*;
+
+const AUDIENCE: &str = "a2a-gateway";
+
+/// The provider, killed when dropped.
+struct Idp {
+    _child: tokio::process::Child,
+    issuer: String,
+    http: Http,
+}
+
+impl Idp {
+    /// Start it on `port` and wait until it serves its discovery document.
+    async fn start(port: u16) -> Idp {
+        let child = tokio::process::Command::new("node")
+            .arg(repo("tests/node/oidc-provider.mjs"))
+            .arg(port.to_string())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("node runs the provider");
+        let issuer = format!("http://127.0.0.1:{port}");
+        let http = Http::new(issuer.clone());
+        wait_for_within("the provider serves", Duration::from_secs(20), || async {
+            http.try_send(
+                Method::GET,
+                "/.well-known/openid-configuration",
+                &[],
+                Bytes::new(),
+            )
+            .await
+            .is_ok_and(|r| r.status == 200)
+        })
+        .await;
+        Idp {
+            _child: child,
+            issuer,
+            http,
+        }
+    }
+
+    /// A client-credentials access token for the gateway's audience.
+    async fn token(&self) -> String {
+        let r = self
+            .http
+            .send(
+                Method::POST,
+                "/token",
+                &[("content-type", "application/x-www-form-urlencoded")],
+                Bytes::from_static(b"grant_type=client_credentials&client_id=orchestrator&client_secret=orchestrator-secret&resource=urn:a2a-gateway&scope=a2a"),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{r:?}");
+        r.json()["access_token"]
+            .as_str()
+            .expect("an access token")
+            .to_owned()
+    }
+
+    /// Publish a new signing key, withdrawing the old one.
+    async fn rotate(&self) {
+        let r = self
+            .http
+            .send(Method::POST, "/admin/rotate", &[], Bytes::new())
+            .await;
+        assert_eq!(r.status, 200, "{r:?}");
+    }
+}
+
+/// A port nothing listens on now.
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr").port()
+}
+
+fn oidc(issuer: &str) -> OidcConfig {
+    OidcConfig {
+        name: "corp".into(),
+        issuer: issuer.into(),
+        audience: AUDIENCE.into(),
+        ..OidcConfig::default()
+    }
+}
+
+/// The decoded header of a JWT.
+fn header(token: &str) -> Value {
+    use base64::Engine;
+    let h = token.split('.').next().expect("a header");
+    serde_json::from_slice(
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(h)
+            .expect("base64url"),
+    )
+    .expect("json")
+}
+
+async fn send_message(http: &Http, token: &str) -> Resp {
+    let body = json!({"jsonrpc": "2.0", "id": "c-1", "method": "SendMessage",
+        "params": message("hello", json!({}))});
+    let auth = format!("Bearer {token}");
+    http.send(
+        Method::POST,
+        "/agents/echo/jsonrpc",
+        &[
+            ("content-type", "application/json"),
+            ("a2a-version", "1.0"),
+            ("authorization", &auth),
+        ],
+        Bytes::from(body.to_string()),
+    )
+    .await
+}
+
+/// A JSON-RPC SendMessage that went through to the agent.
+fn answered(r: &Resp) -> bool {
+    r.status == 200 && r.json().get("result").is_some()
+}
+
+async fn metric(http: &Http, family: &str, labels: &[(&str, &str)]) -> f64 {
+    let text = String::from_utf8(http.get_as("/metrics", OPS).await.body.to_vec()).expect("utf8");
+    metric_value(&text, family, labels)
+}
+
+async fn gateway(
+    issuer: &str,
+    tweak: impl FnOnce(&mut Config),
+) -> (Vec<Box<dyn std::any::Any>>, Http) {
+    let echo = a2a_sample_agent::SampleAgent::start(a2a_sample_agent::AgentOptions::a2a("Echo"))
+        .await
+        .expect("sample agent starts");
+    let clawpedia = agent().await;
+    let mut cfg = Config::with_agents(
+        "127.0.0.1:0".parse().expect("addr"),
+        vec![
+            a2a_agent("echo", &echo.base_url()),
+            a2a_gateway::config::AgentConfig::new("c", &clawpedia.base_url()),
+        ],
+    );
+    two_clients(&mut cfg);
+    cfg.auth.oidc = vec![oidc(issuer)];
+    tweak(&mut cfg);
+    let gw = a2a_gateway::Gateway::start(cfg)
+        .await
+        .expect("gateway starts");
+    let http = Http::new(format!("http://{}", gw.addr()));
+    http.ready().await;
+    (
+        vec![Box::new(echo), Box::new(clawpedia), Box::new(gw)],
+        http,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_real_providers_tokens_get_through_and_follow_its_key_rotation_without_a_reload() {
+    let idp = Idp::start(free_port()).await;
+    let (_keep, http) = gateway(&idp.issuer, |_| {}).await;
+    wait_for("the provider's keys are held", || async {
+        metric(&http, "a2a_gateway_jwks_keys", &[("issuer", "corp")]).await == 1.0
+    })
+    .await;
+    assert!(
+        metric(
+            &http,
+            "a2a_gateway_jwks_fetches_total",
+            &[("issuer", "corp"), ("outcome", "ok")]
+        )
+        .await
+            >= 1.0
+    );
+    let first = idp.token().await;
+    assert_eq!(header(&first)["typ"], "at+jwt", "an RFC 9068 access token");
+    // The official A2A sample agent, over JSON-RPC.
+    let r = send_message(&http, &first).await;
+    assert!(answered(&r), "{r:?}");
+    // A Clawpedia create.
+    let body = json!({ "input": good_input() });
+    let r = http
+        .post_json_as("/agents/c/tasks", &first, &body, &[])
+        .await;
+    assert_eq!(r.status, 202, "{r:?}");
+    // The served card names the provider's discovery document.
+    let card = http
+        .get_as("/agents/echo/.well-known/agent-card.json", ALICE)
+        .await
+        .json();
+    let discovery = format!("{}/.well-known/openid-configuration", idp.issuer);
+    assert_eq!(
+        card["securitySchemes"]["oidc-corp"]["openIdConnectSecurityScheme"]["openIdConnectUrl"],
+        discovery.as_str(),
+        "{card}"
+    );
+
+    // The provider rotates: a new key published, the old one withdrawn. A token of the new key
+    // names a kid the gateway does not hold: it fetches the keys at once (no reload, no wait
+    // for jwks_refresh_secs, 300 s here).
+    idp.rotate().await;
+    let second = idp.token().await;
+    assert_ne!(header(&second)["kid"], header(&first)["kid"]);
+    wait_for("the new key's tokens are accepted", || async {
+        answered(&send_message(&http, &second).await)
+    })
+    .await;
+    // The withdrawn key's token is refused, cached or not.
+    let r = send_message(&http, &first).await;
+    assert_eq!(r.status, 401, "{r:?}");
+    assert_eq!(reason(&r.json()), "UNAUTHORIZED", "{r:?}");
+    let r = http
+        .post_json_as("/agents/c/tasks", &first, &body, &[])
+        .await;
+    assert_api_error(&r, 401, "UNAUTHORIZED");
+    assert!(
+        metric(
+            &http,
+            "a2a_gateway_jwks_fetches_total",
+            &[("issuer", "corp"), ("outcome", "ok")]
+        )
+        .await
+            >= 2.0
+    );
+    // A key client is untouched.
+    assert_eq!(http.post_task_as("c", ALICE).await.status, 202);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_the_provider_down_at_start_token_clients_wait_and_key_clients_are_served() {
+    let port = free_port();
+    let issuer = format!("http://127.0.0.1:{port}");
+    let (_keep, http) = gateway(&issuer, |_| {}).await;
+    // Ready all the same, and saying what is degraded.
+    let r = http.get("/readyz").await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.json()["degraded"], json!(["oidc:corp"]), "{r:?}");
+    wait_for("a failed fetch is counted", || async {
+        metric(
+            &http,
+            "a2a_gateway_jwks_fetches_total",
+            &[("issuer", "corp"), ("outcome", "error")],
+        )
+        .await
+            >= 1.0
+    })
+    .await;
+    // A token of that issuer cannot be checked yet: 503, not 401 (signed by any key: no key
+    // is held to tell).
+    let claims = json!({"sub": "orchestrator", "iss": issuer, "aud": AUDIENCE,
+        "iat": crate::jwt::now(), "exp": crate::jwt::now() + 600,
+        "a2a_agents": ["*"], "a2a_can": ["tasks"]});
+    let early = crate::jwt::sign(jsonwebtoken::Algorithm::ES256, "ec-1", &claims);
+    let body = json!({ "input": good_input() });
+    let r = http
+        .post_json_as("/agents/c/tasks", &early, &body, &[])
+        .await;
+    assert_api_error(&r, 503, "AUTH_UNAVAILABLE");
+    assert!(r.header("retry-after").is_some(), "{r:?}");
+    // On A2A JSON-RPC, the gateway's -32000 with the code as the reason.
+    let r = send_message(&http, &early).await;
+    assert_eq!(r.status, 503, "{r:?}");
+    assert!(r.header("retry-after").is_some(), "{r:?}");
+    assert_eq!(r.json()["error"]["code"], -32000, "{r:?}");
+    assert_eq!(reason(&r.json()), "AUTH_UNAVAILABLE", "{r:?}");
+    // A key client is served meanwhile.
+    assert_eq!(http.post_task_as("c", ALICE).await.status, 202);
+
+    // The provider comes up: its tokens work once the gateway holds its keys.
+    let idp = Idp::start(port).await;
+    let token = idp.token().await;
+    wait_for_within(
+        "the provider's tokens are accepted",
+        Duration::from_secs(15),
+        || async { answered(&send_message(&http, &token).await) },
+    )
+    .await;
+    // The token signed by no key of the provider is now refused as what it is.
+    let r = http
+        .post_json_as("/agents/c/tasks", &early, &body, &[])
+        .await;
+    assert_api_error(&r, 401, "UNAUTHORIZED");
+    let r = http.get("/readyz").await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.json()["degraded"], json!([]), "{r:?}");
+    assert_eq!(
+        metric(&http, "a2a_gateway_jwks_keys", &[("issuer", "corp")]).await,
+        1.0
+    );
+    assert_eq!(http.post_task_as("c", ALICE).await.status, 202);
+    drop(idp);
+}
