@@ -305,3 +305,60 @@ async fn with_the_provider_down_at_start_token_clients_wait_and_key_clients_are_
     assert_eq!(http.post_task_as("c", ALICE).await.status, 202);
     drop(idp);
 }
+
+/// The next `access_revoked` of `s`: its reason, and whether the stream then ended.
+async fn revoked(s: &mut crate::support::sse::Events) -> Option<(String, bool)> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let e = s.next_event(left).await?;
+        if e.event == "access_revoked" {
+            let v: Value = serde_json::from_str(&e.data).expect("JSON data");
+            let reason = v["reason"].as_str().expect("reason").to_owned();
+            return Some((reason, s.until_end(Duration::from_secs(2)).await));
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stream_opened_with_a_key_the_provider_withdraws_ends_with_key_rotated() {
+    let idp = Idp::start(free_port()).await;
+    let (_keep, http) = gateway(&idp.issuer, |_| {}).await;
+    wait_for("the provider's keys are held", || async {
+        metric(&http, "a2a_gateway_jwks_keys", &[("issuer", "corp")]).await == 1.0
+    })
+    .await;
+    let first = idp.token().await;
+    let body = json!({ "input": good_input() });
+    let r = http
+        .post_json_as("/agents/c/tasks", &first, &body, &[])
+        .await;
+    assert_eq!(r.status, 202, "{r:?}");
+    let task = r.json()["task_id"].as_str().expect("task_id").to_owned();
+    let client: hyper_util::client::legacy::Client<_, http_body_util::Full<Bytes>> =
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .build_http();
+    let req = hyper::Request::get(format!("{}/tasks/{task}/stream", http.base))
+        .header("authorization", format!("Bearer {first}"))
+        .header("accept", "text/event-stream")
+        .body(http_body_util::Full::new(Bytes::new()))
+        .expect("request");
+    let res = client.request(req).await.expect("stream opens");
+    assert_eq!(res.status(), 200);
+    let mut stream = crate::support::sse::Events::new(res);
+    // The provider publishes a new key and withdraws the old one; the new key's first token
+    // makes the gateway fetch the set, where the stream's key is gone.
+    idp.rotate().await;
+    let second = idp.token().await;
+    wait_for("the new key's tokens are accepted", || async {
+        answered(&send_message(&http, &second).await)
+    })
+    .await;
+    assert_eq!(
+        revoked(&mut stream).await,
+        Some(("key_rotated".into(), true)),
+        "{:?}",
+        stream.raw
+    );
+    assert!(!stream.raw.contains("retry:"), "no reconnect hint");
+}
