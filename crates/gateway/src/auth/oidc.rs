@@ -240,6 +240,8 @@ impl KeyState {
                 let gone = self.install(keys);
                 if self.down.swap(false, Ordering::AcqRel) {
                     tracing::info!(issuer = name, keys = n, "identity provider keys fetched");
+                } else {
+                    tracing::debug!(issuer = name, keys = n, "identity provider keys fetched");
                 }
                 if gone > 0 {
                     tracing::info!(
