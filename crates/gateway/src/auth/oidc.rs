@@ -587,6 +587,26 @@ jwt_issuer = "corp"
     }
 
     #[test]
+    fn a_reload_keeps_an_issuers_keys_unless_where_they_come_from_changed() {
+        let a = auth();
+        let (_, jwk) = ed_key("k1");
+        a.oidc[0].keys.install_set(vec![jwk]);
+        let same = Config::parse(&format!(
+            "listen = \"127.0.0.1:0\"\n[[agents]]\nname = \"a\"\nurl = \"http://x\"\n\
+             [[auth.oidc]]\nname = \"corp\"\nissuer = \"{CORP}\"\naudience = \"another\"\n\
+             [[auth.oidc]]\nname = \"other\"\nissuer = \"https://moved.example.com\"\naudience = \"gw\"\n"
+        ))
+        .expect("config");
+        let next = a.reloaded(&same).expect("reloaded");
+        // corp's audience changed, not where its keys come from: the keys held stay held.
+        assert!(Arc::ptr_eq(&next.oidc[0].keys, &a.oidc[0].keys));
+        assert!(next.oidc[0].keys.held().is_some());
+        // other's issuer moved: its keys are fetched again, from the new place.
+        assert!(!Arc::ptr_eq(&next.oidc[1].keys, &a.oidc[1].keys));
+        assert_eq!(next.degraded(), ["oidc:other"]);
+    }
+
+    #[test]
     fn max_age_is_read_from_cache_control() {
         let mut h = hyper::HeaderMap::new();
         assert_eq!(max_age(&h), None);
