@@ -158,6 +158,8 @@ async fn gateway(
     );
     two_clients(&mut cfg);
     cfg.auth.oidc = vec![oidc(issuer)];
+    // The tests poll as one token subject: its own rate is not what they measure.
+    cfg.auth.token_rate_per_sec = 10_000.0;
     tweak(&mut cfg);
     let gw = a2a_gateway::Gateway::start(cfg)
         .await
@@ -361,4 +363,40 @@ async fn a_stream_opened_with_a_key_the_provider_withdraws_ends_with_key_rotated
         stream.raw
     );
     assert!(!stream.raw.contains("retry:"), "no reconnect hint");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn keys_are_fetched_again_every_jwks_refresh_secs_without_a_token_asking() {
+    let idp = Idp::start(free_port()).await;
+    let (_keep, http) = gateway(&idp.issuer, |cfg| {
+        cfg.auth.oidc[0].jwks_refresh = Duration::from_secs(1);
+    })
+    .await;
+    wait_for("the provider's keys are held", || async {
+        metric(&http, "a2a_gateway_jwks_keys", &[("issuer", "corp")]).await == 1.0
+    })
+    .await;
+    let old = idp.token().await;
+    let body = json!({ "input": good_input() });
+    let r = http.post_json_as("/agents/c/tasks", &old, &body, &[]).await;
+    assert_eq!(r.status, 202, "{r:?}");
+    // Its kid is held: presenting it asks for no fetch. The timer's fetch finds its key gone.
+    idp.rotate().await;
+    wait_for("the withdrawn key's token is refused", || async {
+        http.post_json_as("/agents/c/tasks", &old, &body, &[])
+            .await
+            .status
+            == 401
+    })
+    .await;
+    let fetched = metric(
+        &http,
+        "a2a_gateway_jwks_fetches_total",
+        &[("issuer", "corp"), ("outcome", "ok")],
+    )
+    .await;
+    assert!(fetched >= 2.0, "{fetched}");
+    let new = idp.token().await;
+    let r = http.post_json_as("/agents/c/tasks", &new, &body, &[]).await;
+    assert_eq!(r.status, 202, "held already, no fetch needed: {r:?}");
 }
