@@ -88,6 +88,21 @@ impl Validator {
                     format!("{:?} is used by another [[auth.oidc]] entry", o.name),
                 );
             }
+            // A token goes to the issuer its `iss` names: one `iss`, one place to check it.
+            let same_iss =
+                |other: &str| other.trim_end_matches('/') == o.issuer.trim_end_matches('/');
+            let earlier = c.auth.oidc[..i].iter().any(|p| same_iss(&p.issuer));
+            let jwt = c.auth.jwt.as_ref().is_some_and(|j| same_iss(&j.issuer));
+            if !o.issuer.is_empty() && (earlier || jwt) {
+                self.problem(
+                    format!("{at}.issuer"),
+                    format!(
+                        "{:?} is the issuer of {} too: a token's `iss` must name one place its keys come from",
+                        o.issuer,
+                        if earlier { "another [[auth.oidc]] entry" } else { "[auth.jwt]" }
+                    ),
+                );
+            }
         }
         if let Some(cors) = &c.cors {
             for (i, o) in cors.allow_origins.iter().enumerate() {
@@ -621,6 +636,19 @@ mod tests {
             let p = cfg(&entry("corp", bad), "").expect_err(bad);
             assert_eq!(keys(p), ["auth.oidc[0].issuer"], "{bad}");
         }
+        let p = cfg(
+            &(entry("corp", "https://a.example.com") + &entry("dup", "https://a.example.com/")),
+            "",
+        )
+        .expect_err("one iss, two issuers");
+        assert_eq!(keys(p), ["auth.oidc[1].issuer"]);
+        let p = cfg(
+            &(entry("corp", "https://a.example.com/")
+                + "[auth.jwt]\njwks_file = \"/dev/null\"\nissuer = \"https://a.example.com\"\naudience = \"gw\"\n"),
+            "",
+        )
+        .expect_err("[auth.jwt]'s iss too");
+        assert!(keys(p).contains(&"auth.oidc[0].issuer".to_owned()));
         let p = cfg(
             &(entry("corp", "https://a.example.com") + &entry("corp", "https://b.example.com")),
             "[[clients]]\nname = \"c\"\njwt_subject = \"s\"\njwt_issuer = \"nope\"\n[[clients]]\nname = \"d\"\njwt_subject = \"s\"\njwt_issuer = \"corp\"\n[[clients]]\nname = \"e\"\njwt_subject = \"s\"\njwt_issuer = \"corp\"\n",
