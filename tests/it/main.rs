@@ -107,12 +107,12 @@ mod listing;
 mod monitoring;
 /// `POST /agents/{name}/notifications`: authenticated pushes judged by the ledger.
 mod notifications;
-/// `GET /openapi.json`: public, the document built in, and the router and the document agree
-/// both ways on a live gateway.
-mod openapi;
 /// `[[auth.oidc]]` against a real identity provider (node's oidc-provider): keys by
 /// discovery, rotation followed without a reload, the provider down at start.
 mod oidc;
+/// `GET /openapi.json`: public, the document built in, and the router and the document agree
+/// both ways on a live gateway.
+mod openapi;
 /// What operators run: `--version`, completions, the man page, `probe`, subcommand options,
 /// JSON logs with the access log and trace ids.
 mod operators;
