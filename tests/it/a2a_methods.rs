@@ -138,33 +138,18 @@ async fn a_client_calls_only_its_methods_on_every_binding_and_version() {
         assert_forbidden(what, &v, "SendMessage");
     }
     // The streaming methods and the extended card are methods too.
-    let v = rpc(
-        &http,
-        "echo",
-        Some(READER),
-        "SendStreamingMessage",
-        message("hello", json!({})),
-    )
-    .await;
-    assert_forbidden("stream", &v, "SendStreamingMessage");
-    let v = rpc(
-        &http,
-        "echo",
-        Some(READER),
-        "SubscribeToTask",
-        json!({ "id": mine }),
-    )
-    .await;
-    assert_forbidden("subscribe", &v, "SubscribeToTask");
-    let v = rpc(
-        &http,
-        "echo",
-        Some(READER),
-        "CancelTask",
-        json!({ "id": mine }),
-    )
-    .await;
-    assert_forbidden("cancel", &v, "CancelTask");
+    for (what, method, params) in [
+        (
+            "stream",
+            "SendStreamingMessage",
+            message("hello", json!({})),
+        ),
+        ("subscribe", "SubscribeToTask", json!({ "id": mine })),
+        ("cancel", "CancelTask", json!({ "id": mine })),
+    ] {
+        let v = rpc(&http, "echo", Some(READER), method, params).await;
+        assert_forbidden(what, &v, method);
+    }
     // HTTP+JSON 1.0: 403 and a google.rpc.Status.
     for (path, body, m) in [
         (

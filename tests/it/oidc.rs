@@ -172,14 +172,19 @@ async fn gateway(
     )
 }
 
+/// Wait until the gateway holds the provider's one signing key.
+async fn keys_held(http: &Http) {
+    wait_for("the provider's keys are held", || async {
+        metric(http, "a2a_gateway_jwks_keys", &[("issuer", "corp")]).await == 1.0
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_real_providers_tokens_get_through_and_follow_its_key_rotation_without_a_reload() {
     let idp = Idp::start(free_port()).await;
     let (_keep, http) = gateway(&idp.issuer, |_| {}).await;
-    wait_for("the provider's keys are held", || async {
-        metric(&http, "a2a_gateway_jwks_keys", &[("issuer", "corp")]).await == 1.0
-    })
-    .await;
+    keys_held(&http).await;
     assert!(
         metric(
             &http,
@@ -326,10 +331,7 @@ async fn revoked(s: &mut crate::support::sse::Events) -> Option<(String, bool)> 
 async fn a_stream_opened_with_a_key_the_provider_withdraws_ends_with_key_rotated() {
     let idp = Idp::start(free_port()).await;
     let (_keep, http) = gateway(&idp.issuer, |_| {}).await;
-    wait_for("the provider's keys are held", || async {
-        metric(&http, "a2a_gateway_jwks_keys", &[("issuer", "corp")]).await == 1.0
-    })
-    .await;
+    keys_held(&http).await;
     let first = idp.token().await;
     let body = json!({ "input": good_input() });
     let r = http
@@ -372,10 +374,7 @@ async fn keys_are_fetched_again_every_jwks_refresh_secs_without_a_token_asking()
         cfg.auth.oidc[0].jwks_refresh = Duration::from_secs(1);
     })
     .await;
-    wait_for("the provider's keys are held", || async {
-        metric(&http, "a2a_gateway_jwks_keys", &[("issuer", "corp")]).await == 1.0
-    })
-    .await;
+    keys_held(&http).await;
     let old = idp.token().await;
     let body = json!({ "input": good_input() });
     let r = http.post_json_as("/agents/c/tasks", &old, &body, &[]).await;
