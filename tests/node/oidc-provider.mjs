@@ -8,8 +8,11 @@
 // Prints `ready <issuer>` once it serves. Besides the provider's own routes:
 //   POST /admin/rotate   publish a new signing key and withdraw the old one (answers the new kid)
 //   GET  /admin/kid      the kid tokens are signed with now
-// Client `orchestrator` / `orchestrator-secret` (client_secret_post); its tokens carry
-// a2a_agents ["*"] and a2a_can ["tasks", "streams"].
+// Client `orchestrator` / `orchestrator-secret` (client_secret_post) may ask for the scopes
+// `a2a`, `a2a.read`, `a2a.send` and `a2a.short`; a token asked for with `a2a.short` lives 4 s
+// (for streams that must end at `exp`), others 300 s. Every token also carries the claims
+// a2a_agents ["*"] and a2a_can ["tasks", "streams"], which an [[auth.oidc]] issuer's tokens
+// must not be granted anything by.
 import http from 'node:http';
 import crypto from 'node:crypto';
 import Provider from 'oidc-provider';
@@ -21,6 +24,7 @@ if (!Number.isInteger(port) || port <= 0) {
 }
 const issuer = `http://127.0.0.1:${port}`;
 export const AUDIENCE = 'a2a-gateway';
+const SCOPES = 'a2a a2a.read a2a.send a2a.short';
 
 function signingKey() {
   const { privateKey } = crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' });
@@ -39,11 +43,11 @@ function provider(key) {
         response_types: [],
         token_endpoint_auth_method: 'client_secret_post',
         id_token_signed_response_alg: 'ES256',
-        scope: 'a2a',
+        scope: SCOPES,
       },
     ],
     jwks: { keys: [key] },
-    scopes: ['a2a'],
+    scopes: SCOPES.split(' '),
     features: {
       devInteractions: { enabled: false },
       clientCredentials: { enabled: true },
@@ -51,10 +55,12 @@ function provider(key) {
         enabled: true,
         defaultResource: () => 'urn:a2a-gateway',
         useGrantedResource: () => true,
-        getResourceServerInfo: () => ({
-          scope: 'a2a',
+        getResourceServerInfo: (ctx) => ({
+          scope: SCOPES,
           audience: AUDIENCE,
-          accessTokenTTL: 300,
+          accessTokenTTL: String(ctx.oidc.params.scope || '').split(' ').includes('a2a.short')
+            ? 4
+            : 300,
           accessTokenFormat: 'jwt',
           jwt: { sign: { alg: 'ES256' } },
         }),

@@ -238,6 +238,34 @@ pub struct OidcConfig {
     /// is).
     #[serde(rename = "jwks_refresh_secs", deserialize_with = "de::secs")]
     pub jwks_refresh: Duration,
+    /// What each scope of a token's `scope` (or `scp`) claim grants. A token of this issuer
+    /// without a `[[clients]]` entry gets the union of its scopes' rights and nothing else:
+    /// its `a2a_can` and `a2a_agents` claims are not read, and no mapped scope is no right.
+    pub scopes: BTreeMap<String, ScopeRights>,
+}
+
+/// What one scope grants (`[[auth.oidc]] scopes`): each key read as `[[clients]]` reads it.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ScopeRights {
+    /// Route names or card `agent_id`s; `["*"]` (the default) for every agent.
+    pub agents: Vec<String>,
+    /// Rights, as `[[clients]] can`; absent: none.
+    #[serde(deserialize_with = "de::rights")]
+    pub can: Vec<Right>,
+    /// Official A2A methods, as `[[clients]] methods`; absent: every method.
+    #[serde(deserialize_with = "de::methods")]
+    pub methods: Vec<String>,
+}
+
+impl Default for ScopeRights {
+    fn default() -> ScopeRights {
+        ScopeRights {
+            agents: vec!["*".into()],
+            can: Vec::new(),
+            methods: A2A_METHODS.map(String::from).to_vec(),
+        }
+    }
 }
 
 impl Default for OidcConfig {
@@ -250,6 +278,7 @@ impl Default for OidcConfig {
             algorithms: OIDC_ALGORITHMS.map(String::from).to_vec(),
             ca_file: None,
             jwks_refresh: Duration::from_secs(300),
+            scopes: BTreeMap::new(),
         }
     }
 }

@@ -19,7 +19,8 @@ mod validate;
 
 pub use agent::{A2aVersion, AgentConfig, Binding, Conformance, Protocol};
 pub use identity::{
-    AuthConfig, ClientConfig, CorsConfig, JwtConfig, OidcConfig, Right, OIDC_ALGORITHMS,
+    AuthConfig, ClientConfig, CorsConfig, JwtConfig, OidcConfig, Right, ScopeRights,
+    OIDC_ALGORITHMS,
 };
 pub use rules::{Check, NoRules, Refused, Rules};
 pub use tls::{ClientAuth, PemKind, TlsConfig};
@@ -30,6 +31,7 @@ pub use validate::redact_url;
 pub use validate::Problem;
 use validate::{merge, parse_header_line, Validator};
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::Path;
