@@ -71,6 +71,20 @@ impl Protocol {
     }
 }
 
+/// What an agent is told of who is calling (`[[agents]] identity`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Identity {
+    /// Nothing: the agent sees the gateway only (the default).
+    #[default]
+    None,
+    /// `A2A-Caller: <JWT>` signed by the gateway (`[auth.assertion]`), naming the client.
+    Assertion,
+    /// A token client's own bearer token as `A2A-Caller`, when its audience includes
+    /// `token_audience` (else 403); other callers get an assertion.
+    Token,
+}
+
 /// `[[agents]]`. Compared whole by a reload: an agent whose entry is unchanged keeps its card,
 /// its streams and its counters.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -148,6 +162,13 @@ pub struct AgentConfig {
     /// final, when its agent does not push to the gateway.
     #[serde(rename = "poll_interval_ms", deserialize_with = "de::millis")]
     pub poll_interval: Duration,
+    /// Whether each request to the agent carries `A2A-Caller`, and what: see [`Identity`].
+    /// A client's own `A2A-Caller` never reaches an agent, whatever this says.
+    pub identity: Identity,
+    /// With `identity = "token"`: the audience a caller's token must include to be sent on.
+    pub token_audience: Option<String>,
+    /// Claims of a token caller's token copied into its assertion (`email`, `groups`...).
+    pub forward_claims: Vec<String>,
 }
 
 impl Default for AgentConfig {
@@ -175,6 +196,9 @@ impl Default for AgentConfig {
             reconcile_after: Duration::from_millis(15_000),
             callback_url: None,
             poll_interval: Duration::from_millis(2_000),
+            identity: Identity::None,
+            token_audience: None,
+            forward_claims: Vec::new(),
         }
     }
 }

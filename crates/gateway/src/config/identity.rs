@@ -165,6 +165,20 @@ pub struct AuthConfig {
     /// Token subjects whose buckets a replica holds at most, the least recently used evicted
     /// (an evicted subject starts again with a full bucket).
     pub max_token_subjects: usize,
+    /// `[auth.assertion]`: the keys the gateway signs `A2A-Caller` assertions with.
+    pub assertion: Option<AssertionConfig>,
+}
+
+/// `[auth.assertion]`: the gateway's signing keys for the `A2A-Caller` assertions it sends to
+/// agents with `identity = "assertion"` (or `"token"`), published at `/.well-known/jwks.json`.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AssertionConfig {
+    /// PEM private keys (PKCS#8; ECDSA P-256 for ES256 or Ed25519 for EdDSA), relative to the
+    /// config file's directory. The first signs; all are published, so a rotation lists the
+    /// next key first and keeps the old one until its assertions have expired (60 s). Every
+    /// replica must be given the same files.
+    pub key_files: Vec<String>,
 }
 
 impl Default for AuthConfig {
@@ -176,6 +190,7 @@ impl Default for AuthConfig {
             token_rate_per_sec: DEFAULT_TOKEN_RATE,
             token_burst: None,
             max_token_subjects: DEFAULT_MAX_TOKEN_SUBJECTS,
+            assertion: None,
         }
     }
 }

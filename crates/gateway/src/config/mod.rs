@@ -17,10 +17,10 @@ mod telemetry;
 mod tls;
 mod validate;
 
-pub use agent::{A2aVersion, AgentConfig, Binding, Conformance, Protocol};
+pub use agent::{A2aVersion, AgentConfig, Binding, Conformance, Identity, Protocol};
 pub use identity::{
-    AuthConfig, ClientConfig, CorsConfig, JwtConfig, OidcConfig, Right, ScopeRights,
-    OIDC_ALGORITHMS,
+    AssertionConfig, AuthConfig, ClientConfig, CorsConfig, JwtConfig, OidcConfig, Right,
+    ScopeRights, OIDC_ALGORITHMS,
 };
 pub use rules::{Check, NoRules, Refused, Rules};
 pub use tls::{ClientAuth, PemKind, TlsConfig};
