@@ -258,7 +258,9 @@ def build_card(
     )
 
 
-def build_handler(card: AgentCard, push: bool = False) -> DefaultRequestHandler:
+def build_handler(
+    card: AgentCard, push: bool = False, executor: AgentExecutor | None = None
+) -> DefaultRequestHandler:
     push_args = {}
     if push:
         # a2a-sdk's own store and sender (on a plain httpx client: 5 s timeout, redirects not
@@ -270,21 +272,25 @@ def build_handler(card: AgentCard, push: bool = False) -> DefaultRequestHandler:
             'push_sender': BasePushNotificationSender(httpx.AsyncClient(), store),
         }
     return DefaultRequestHandler(
-        agent_executor=ScriptedExecutor(),
+        agent_executor=executor or ScriptedExecutor(),
         task_store=InMemoryTaskStore(),
         agent_card=card,
         **push_args,
     )
 
 
-def build_app(binding: str, card: AgentCard, handler, record: str | None):
+def build_app(binding: str, card: AgentCard, handler, record: str | None, context_builder=None):
     routes = list(create_agent_card_routes(card))
     if binding == 'GRPC':
         pass
     elif binding == 'JSONRPC':
-        routes += create_jsonrpc_routes(handler, rpc_url=JSONRPC_PATH)
+        routes += create_jsonrpc_routes(
+            handler, rpc_url=JSONRPC_PATH, context_builder=context_builder
+        )
     else:
-        routes += create_rest_routes(handler, path_prefix=REST_PATH)
+        routes += create_rest_routes(
+            handler, path_prefix=REST_PATH, context_builder=context_builder
+        )
     return Recorder(Starlette(routes=routes), record)
 
 
@@ -326,7 +332,9 @@ async def grpc_server(handler, record: str | None):
     return server, port
 
 
-async def serve(args) -> None:
+async def serve(args, executor=None, context_builder=None, wrap=None) -> None:
+    """Serve as the flags say; caller_agent.py passes its own executor, ServerCallContext
+    builder and an ASGI middleware (`wrap(app)`) for the JSON and REST bindings."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(('127.0.0.1', args.port))
@@ -348,10 +356,12 @@ async def serve(args) -> None:
     card = build_card(
         args.binding, f'http://{host}:{port}', args.push, not args.no_streaming, grpc_url
     )
-    handler = build_handler(card, args.push)
+    handler = build_handler(card, args.push, executor)
     if grpc is not None:
         holder['h'] = handler
-    app = build_app(args.binding, card, handler, args.record)
+    app = build_app(args.binding, card, handler, args.record, context_builder)
+    if wrap is not None:
+        app = wrap(app)
     server = uvicorn.Server(
         uvicorn.Config(app, log_level='warning', lifespan='off', access_log=False)
     )
