@@ -27,6 +27,11 @@ impl Rights {
     pub fn has(self, r: Right) -> bool {
         self.0 & Rights::bit(r) != 0
     }
+
+    /// These and `other`'s.
+    pub fn union(self, other: Rights) -> Rights {
+        Rights(self.0 | other.0)
+    }
 }
 
 /// The official A2A methods a client may call (`[[clients]] methods`), as bits of
@@ -37,6 +42,9 @@ pub struct Methods(u16);
 impl Methods {
     /// Every method: a client without `methods`, an unbound token subject, no clients at all.
     pub const ALL: Methods = Methods((1 << Method::ALL.len()) - 1);
+
+    /// No method: a token of an `[[auth.oidc]]` issuer without a mapped scope.
+    pub const NONE: Methods = Methods(0);
 
     fn bit(m: Method) -> u16 {
         // Declared in `Method::ALL`'s order: 0 to 10.
@@ -57,6 +65,11 @@ impl Methods {
     pub fn has(self, m: Method) -> bool {
         self.0 & Methods::bit(m) != 0
     }
+
+    /// These and `other`'s.
+    pub fn union(self, other: Methods) -> Methods {
+        Methods(self.0 | other.0)
+    }
 }
 
 /// The agents a client may use: every one, or these route names and card `agent_id`s.
@@ -75,6 +88,21 @@ impl Agents {
             Agents::All
         } else {
             Agents::Only(list.to_vec())
+        }
+    }
+
+    /// These and `other`'s: every agent if either is, else both lists.
+    pub fn union(&mut self, other: &Agents) {
+        match (&mut *self, other) {
+            (Agents::All, _) => {}
+            (_, Agents::All) => *self = Agents::All,
+            (Agents::Only(mine), Agents::Only(theirs)) => {
+                for a in theirs {
+                    if !mine.contains(a) {
+                        mine.push(a.clone());
+                    }
+                }
+            }
         }
     }
 

@@ -31,6 +31,157 @@ pub struct Claims {
     /// Its rights, when it has no `[[clients]]` entry.
     #[serde(default)]
     pub a2a_can: Option<Vec<String>>,
+    /// The OAuth scopes granted (RFC 8693 / RFC 9068: one space-separated string).
+    #[serde(default)]
+    pub scope: Scopes,
+    /// The scopes as Entra ID (a space-separated string) and Okta (an array) name them.
+    #[serde(default)]
+    pub scp: Scopes,
+}
+
+impl Claims {
+    /// The token's scopes: [`scopes`] of its `scope` and `scp` claims.
+    pub fn scopes(&self) -> Option<impl Iterator<Item = &str>> {
+        scopes(&self.scope, &self.scp)
+    }
+}
+
+/// A token's scopes: its `scope` claim's and its `scp` claim's, in that order (a scope in both
+/// comes twice), or `None` when they hold more than [`MAX_SCOPES`] (an identity provider
+/// issuing that many to one token is not one a table of scopes can speak for).
+pub fn scopes<'a>(scope: &'a Scopes, scp: &'a Scopes) -> Option<impl Iterator<Item = &'a str>> {
+    if scope.overflow || scp.overflow || scope.list.len() + scp.list.len() > MAX_SCOPES {
+        return None;
+    }
+    Some(scope.list.iter().chain(&scp.list).map(String::as_str))
+}
+
+/// The most scopes one token may carry (`scope` and `scp` together) to be granted by them.
+pub const MAX_SCOPES: usize = 256;
+
+/// The longest scope kept (`[[auth.oidc]] scopes` names none longer: a longer one grants
+/// nothing, and is dropped as it is read).
+pub const MAX_SCOPE_LEN: usize = 256;
+
+/// A `scope` or `scp` claim: a space-separated string or an array of strings, read leniently
+/// (anything else, or an array's non-string item, is no scope: only `[[auth.oidc]]` issuers
+/// read scopes, and a claim they cannot read must not refuse an `[auth.jwt]` token that never
+/// needed it). At most [`MAX_SCOPES`] are kept; past them, `overflow`.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Scopes {
+    list: Vec<String>,
+    overflow: bool,
+}
+
+impl Scopes {
+    fn push(&mut self, s: &str) {
+        if s.is_empty() || s.len() > MAX_SCOPE_LEN {
+            return;
+        }
+        if self.list.len() == MAX_SCOPES {
+            self.overflow = true;
+            return;
+        }
+        self.list.push(s.to_owned());
+    }
+}
+
+impl<'de> Deserialize<'de> for Scopes {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Scopes, D::Error> {
+        use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+        /// One item of an array: a string, or nothing.
+        struct Item(Option<String>);
+
+        impl<'de> Deserialize<'de> for Item {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Item, D::Error> {
+                d.deserialize_any(ItemVisitor)
+            }
+        }
+
+        struct ItemVisitor;
+
+        impl<'de> Visitor<'de> for ItemVisitor {
+            type Value = Item;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a scope")
+            }
+            fn visit_str<E>(self, s: &str) -> Result<Item, E> {
+                // An array's item is one scope: one with a space in it names no scope.
+                Ok(Item((!s.contains(' ')).then(|| s.to_owned())))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Item, E> {
+                Ok(Item(None))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Item, E> {
+                Ok(Item(None))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Item, E> {
+                Ok(Item(None))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Item, E> {
+                Ok(Item(None))
+            }
+            fn visit_unit<E>(self) -> Result<Item, E> {
+                Ok(Item(None))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Item, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Item(None))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Item, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Item(None))
+            }
+        }
+
+        struct ClaimVisitor;
+
+        impl<'de> Visitor<'de> for ClaimVisitor {
+            type Value = Scopes;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a space-separated string or an array of strings")
+            }
+            fn visit_str<E>(self, s: &str) -> Result<Scopes, E> {
+                let mut out = Scopes::default();
+                // RFC 6749 3.3: scope-tokens separated by spaces (%x20).
+                for one in s.split(' ') {
+                    out.push(one);
+                }
+                Ok(out)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Scopes, A::Error> {
+                let mut out = Scopes::default();
+                while let Some(Item(one)) = seq.next_element::<Item>()? {
+                    if let Some(one) = one {
+                        out.push(&one);
+                    }
+                }
+                Ok(out)
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Scopes, E> {
+                Ok(Scopes::default())
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Scopes, E> {
+                Ok(Scopes::default())
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Scopes, E> {
+                Ok(Scopes::default())
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Scopes, E> {
+                Ok(Scopes::default())
+            }
+            fn visit_unit<E>(self) -> Result<Scopes, E> {
+                Ok(Scopes::default())
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Scopes, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Scopes::default())
+            }
+        }
+
+        d.deserialize_any(ClaimVisitor)
+    }
 }
 
 /// Now, in Unix seconds (what `exp` is compared with).
@@ -473,6 +624,54 @@ mod tests {
         );
         assert_eq!(rsa_bits(&enc(&[0x01; 256])), Some(2041));
         assert_eq!(rsa_bits("!!"), None);
+    }
+
+    fn scopes_of(claims: serde_json::Value) -> Option<Vec<String>> {
+        let mut c = serde_json::json!({"sub": "s", "exp": 1});
+        if let (Some(c), serde_json::Value::Object(x)) = (c.as_object_mut(), claims) {
+            c.extend(x);
+        }
+        let claims: Claims = serde_json::from_value(c).expect("claims");
+        claims.scopes().map(|s| s.map(str::to_owned).collect())
+    }
+
+    #[test]
+    fn scopes_are_read_from_scope_and_scp_as_a_string_or_an_array() {
+        use serde_json::json;
+        let of = |v| scopes_of(v).expect("read");
+        // RFC 9068's `scope`, and Entra's `scp`: one space-separated string.
+        assert_eq!(
+            of(json!({"scope": "a2a.read  a2a.send "})),
+            ["a2a.read", "a2a.send"]
+        );
+        assert_eq!(of(json!({"scp": "User.Read a2a"})), ["User.Read", "a2a"]);
+        // Okta's `scp`: an array; an item that is not one scope is none.
+        assert_eq!(
+            of(json!({"scp": ["a2a.read", 5, null, "two words", ["x"], {"y": 1}, "a2a"]})),
+            ["a2a.read", "a2a"]
+        );
+        // Both claims: both read, `scope` first.
+        assert_eq!(of(json!({"scope": "a", "scp": ["b"]})), ["a", "b"]);
+        // Neither, or a claim of another shape: no scope, and the token is not refused for it.
+        assert!(of(json!({})).is_empty());
+        assert!(of(json!({"scope": 7, "scp": {"a": "b"}})).is_empty());
+        assert!(of(json!({"scope": null, "scp": true})).is_empty());
+        // A scope no config could name is dropped as it is read.
+        let long = "s".repeat(MAX_SCOPE_LEN + 1);
+        assert_eq!(of(json!({ "scope": format!("{long} ok") })), ["ok"]);
+        // Past MAX_SCOPES, in one claim or both together: the token's scopes speak for nothing.
+        let many: Vec<String> = (0..=MAX_SCOPES).map(|i| format!("s{i}")).collect();
+        assert_eq!(scopes_of(json!({ "scp": many })), None);
+        assert_eq!(scopes_of(json!({ "scope": many.join(" ") })), None);
+        let half: Vec<String> = many[..MAX_SCOPES / 2 + 1].to_vec();
+        assert_eq!(
+            scopes_of(json!({ "scope": half.join(" "), "scp": half })),
+            None
+        );
+        assert_eq!(
+            of(json!({ "scp": many[..MAX_SCOPES].to_vec() })).len(),
+            MAX_SCOPES
+        );
     }
 
     #[test]

@@ -14,6 +14,7 @@
 mod client;
 pub mod jwt;
 pub mod oidc;
+mod scopes;
 mod streams;
 
 pub use client::{Agents, Caller, Client, Methods, Rights};
@@ -334,47 +335,72 @@ impl Auth {
 
     /// The client a verified token names: the `[[clients]]` entry bound to its `sub` by
     /// `jwt_subject` (and to its `[[auth.oidc]]` issuer by `jwt_issuer`), or else the identity
-    /// `jwt:{sub}` (`[auth.jwt]`) or `jwt:{name}:{sub}` (the issuer's `name`), built from its
-    /// claims: one `sub` at two identity providers is two identities. A `sub` that
-    /// equals a configured client's name is not that client: names are the operator's, a
-    /// subject is the identity provider's, and only `jwt_subject` joins the two. Without an
-    /// entry and without claims, a token grants nothing (no agent, no right): the identity
-    /// provider must say what a subject may do.
+    /// `jwt:{sub}` (`[auth.jwt]`) or `jwt:{name}:{sub}` (the issuer's `name`): one `sub` at two
+    /// identity providers is two identities. A `sub` that equals a configured client's name is
+    /// not that client: names are the operator's, a subject is the identity provider's, and
+    /// only `jwt_subject` joins the two. An unbound `[auth.jwt]` token has the agents and
+    /// rights of its claims (`a2a_agents`, `a2a_can`) and every method; an unbound
+    /// `[[auth.oidc]]` token has the union of what its issuer's `scopes` grant its scopes,
+    /// its claims unread. Either way, without claims or a mapped scope, a token grants nothing
+    /// (no agent, no right): the identity provider must say what a subject may do.
     fn claims_client(
         &self,
         claims: jwt::Claims,
         issuer: Option<usize>,
     ) -> Result<Arc<Client>, Failure> {
-        let issuer = issuer.and_then(|at| self.oidc.get(at)).map(|i| &i.name);
-        let bound = (
-            issuer.map(|n| n.to_string()).unwrap_or_default(),
-            claims.sub,
-        );
-        if let Some(c) = self.jwt_subjects.get(&bound) {
+        let jwt::Claims {
+            sub,
+            a2a_agents,
+            a2a_can,
+            scope,
+            scp,
+            ..
+        } = claims;
+        let issuer = issuer.and_then(|at| self.oidc.get(at));
+        let key = (issuer.map(|i| i.name.to_string()).unwrap_or_default(), sub);
+        if let Some(c) = self.jwt_subjects.get(&key) {
             return Ok(c.clone());
         }
-        let sub = bound.1;
-        let defaults = ClientConfig::default();
-        let agents = claims.a2a_agents.unwrap_or_default();
-        let can = match claims.a2a_can {
-            None => Vec::new(),
-            Some(list) => list
-                .iter()
-                .map(|r| parse_right(r).ok_or(Failure::Invalid("unknown right in a2a_can")))
-                .collect::<Result<Vec<_>, _>>()?,
+        let sub = key.1;
+        let (name, agents, rights, methods) = match issuer {
+            Some(i) => {
+                let scopes = jwt::scopes(&scope, &scp).ok_or(Failure::Invalid(
+                    "the token carries more scopes than the gateway reads",
+                ))?;
+                let g = i.scopes.grant(scopes);
+                (
+                    format!("jwt:{}:{sub}", i.name),
+                    g.agents,
+                    g.rights,
+                    g.methods,
+                )
+            }
+            None => {
+                let can = match &a2a_can {
+                    None => Vec::new(),
+                    Some(list) => list
+                        .iter()
+                        .map(|r| parse_right(r).ok_or(Failure::Invalid("unknown right in a2a_can")))
+                        .collect::<Result<Vec<_>, _>>()?,
+                };
+                (
+                    format!("jwt:{sub}"),
+                    Agents::of(a2a_agents.as_deref().unwrap_or_default()),
+                    Rights::of(&can),
+                    // Its rights are its claims', which name no method: every one.
+                    Methods::ALL,
+                )
+            }
         };
+        let defaults = ClientConfig::default();
         Ok(Arc::new(Client {
             // Apart from every configured name (those are A-Z a-z 0-9 . _ - only): its tasks
             // and its stream count are its own.
-            name: match issuer {
-                Some(n) => format!("jwt:{n}:{sub}").into(),
-                None => format!("jwt:{sub}").into(),
-            },
+            name: name.into(),
             label: "jwt".into(),
-            agents: Agents::of(&agents),
-            rights: Rights::of(&can),
-            // Its rights are its claims', which name no method: every one.
-            methods: Methods::ALL,
+            agents,
+            rights,
+            methods,
             max_streams: defaults.max_streams,
             // A bucket of its own (by this name), in the bounded table of token subjects.
             rate: Some(self.token_rate),

@@ -24,6 +24,7 @@ use jsonwebtoken::{Algorithm, Validation};
 use serde::Deserialize;
 
 use super::jwt::{self, Claims, JwtError, Key};
+use super::scopes::ScopeTable;
 use super::{Failure, StreamCounts};
 use crate::config::OidcConfig;
 use crate::metrics::Metrics;
@@ -53,6 +54,8 @@ pub struct Issuer {
     validations: Vec<(Algorithm, Validation)>,
     /// The keys held, shared with the next reload's issuer when its source is the same.
     pub keys: Arc<KeyState>,
+    /// What each scope grants (`scopes`): an unbound token's only source of rights.
+    pub scopes: ScopeTable,
 }
 
 impl std::fmt::Debug for Issuer {
@@ -151,6 +154,7 @@ impl Issuer {
             issuer: cfg.issuer.clone(),
             validations: jwt::validations(&cfg.issuer, &cfg.audience, cfg.leeway.as_secs(), &algs),
             keys,
+            scopes: ScopeTable::new(&cfg.scopes),
         })
     }
 
@@ -471,13 +475,28 @@ mod tests {
         )
     }
 
+    /// A token with the scope `a2a` (which both issuers map to tasks and streams).
     fn token(key: &EncodingKey, kid: &str, iss: &str, sub: &str) -> String {
+        token_with(key, kid, iss, sub, json!({"scope": "a2a"}))
+    }
+
+    /// A token with `extra` claims; its claims grant every right, which no issuer reads.
+    fn token_with(
+        key: &EncodingKey,
+        kid: &str,
+        iss: &str,
+        sub: &str,
+        extra: serde_json::Value,
+    ) -> String {
         let mut h = Header::new(Algorithm::EdDSA);
         h.kid = Some(kid.into());
         h.typ = Some("at+jwt".into());
         let now = jwt::now_secs();
-        let claims = json!({"iss": iss, "sub": sub, "aud": "gw", "iat": now, "exp": now + 600,
-            "a2a_agents": ["*"], "a2a_can": ["tasks", "streams"]});
+        let mut claims = json!({"iss": iss, "sub": sub, "aud": "gw", "iat": now, "exp": now + 600,
+            "a2a_agents": ["*"], "a2a_can": ["tasks", "streams", "metrics", "admin", "all_tasks"]});
+        if let (Some(c), serde_json::Value::Object(x)) = (claims.as_object_mut(), extra) {
+            c.extend(x);
+        }
         jsonwebtoken::encode(&h, &claims, key).expect("signed")
     }
 
@@ -494,10 +513,12 @@ url = "http://x"
 name = "corp"
 issuer = "{CORP}"
 audience = "gw"
+scopes = {{ "a2a" = {{ can = ["tasks", "streams"] }}, "a2a.read" = {{ can = ["tasks"], methods = ["GetTask", "ListTasks"], agents = ["a"] }}, "a2a.ops" = {{ can = ["metrics"], methods = [] }} }}
 [[auth.oidc]]
 name = "other"
 issuer = "{OTHER}"
 audience = "gw"
+scopes = {{ "a2a" = {{ can = ["tasks", "streams"] }} }}
 [[clients]]
 name = "carol"
 jwt_subject = "carol"
@@ -549,6 +570,111 @@ jwt_issuer = "corp"
             a.authenticate(token(&forged, "k1", CORP, "eve").as_bytes()),
             Err(Failure::Invalid(_))
         ));
+    }
+
+    #[test]
+    fn an_unbound_tokens_rights_are_its_mapped_scopes_and_never_its_claims() {
+        use crate::auth::{Agents, Methods};
+        use crate::protocol::a2a::Method;
+        let a = auth();
+        let (key, jwk) = ed_key("k1");
+        a.oidc[0].keys.install_set(vec![jwk]);
+        let client = |extra| {
+            a.authenticate(token_with(&key, "k1", CORP, "dave", extra).as_bytes())
+                .expect("verified")
+        };
+        // Claims granting everything, no scope: nothing at all.
+        let none = client(json!({}));
+        assert_eq!(&*none.name, "jwt:corp:dave");
+        assert!(!Right::ALL.into_iter().any(|r| none.can(r)));
+        assert_eq!(none.methods, Methods::NONE);
+        assert_eq!(none.agents, Agents::Only(Vec::new()));
+        // Scopes the table does not name: nothing either.
+        let unmapped = client(json!({"scope": "openid profile a2a.write"}));
+        assert!(!Right::ALL.into_iter().any(|r| unmapped.can(r)));
+        assert_eq!(unmapped.methods, Methods::NONE);
+        // One scope: its grant, whatever the claims say.
+        let read = client(json!({"scope": "openid a2a.read"}));
+        assert!(read.can(Right::Tasks) && !read.can(Right::Streams) && !read.can(Right::Admin));
+        assert!(read.may_call(Method::GetTask) && !read.may_call(Method::SendMessage));
+        assert_eq!(read.agents, Agents::Only(vec!["a".into()]));
+        // Several, from `scope` and Okta's array `scp` alike: the union.
+        let both = client(json!({"scope": "a2a.read", "scp": ["a2a.ops", "a2a"]}));
+        assert!(both.can(Right::Tasks) && both.can(Right::Streams) && both.can(Right::Metrics));
+        assert!(!both.can(Right::Admin) && !both.can(Right::AllTasks));
+        assert_eq!(both.methods, Methods::ALL);
+        assert_eq!(both.agents, Agents::All);
+        let scp = client(json!({"scp": "a2a.read a2a.ops"}));
+        assert!(scp.can(Right::Metrics) && scp.can(Right::Tasks) && !scp.can(Right::Streams));
+        assert!(scp.may_call(Method::ListTasks) && !scp.may_call(Method::CancelTask));
+        // A claim the gateway does not read cannot refuse the token either.
+        let odd = client(json!({"scope": "a2a", "a2a_can": ["root"]}));
+        assert!(odd.can(Right::Streams));
+        // Absurdly many scopes: the token is refused, not cut short.
+        let many: Vec<String> = (0..=jwt::MAX_SCOPES).map(|i| format!("s{i}")).collect();
+        let t = token_with(&key, "k1", CORP, "dave", json!({ "scp": many }));
+        assert!(matches!(
+            a.authenticate(t.as_bytes()),
+            Err(Failure::Invalid(_))
+        ));
+        // A bound entry keeps precedence: carol is her entry, whatever her scopes.
+        let carol = a
+            .authenticate(
+                token_with(&key, "k1", CORP, "carol", json!({"scope": "a2a.ops"})).as_bytes(),
+            )
+            .expect("carol");
+        assert_eq!(&*carol.name, "carol");
+        assert!(carol.can(Right::Tasks) && !carol.can(Right::Metrics));
+    }
+
+    #[test]
+    fn an_auth_jwt_token_keeps_the_rights_of_its_claims() {
+        let dir = tempfile::tempdir().expect("dir");
+        let (key, jwk) = ed_key("k1");
+        let jwks = dir.path().join("jwks.json");
+        std::fs::write(&jwks, json!({ "keys": [jwk] }).to_string()).expect("jwks");
+        let cfg = Config::parse(&format!(
+            "listen = \"127.0.0.1:0\"\n[[agents]]\nname = \"a\"\nurl = \"http://x\"\n\
+             [auth.jwt]\njwks_file = \"{}\"\nissuer = \"https://file.example.com\"\naudience = \"gw\"\n",
+            jwks.display()
+        ))
+        .expect("config");
+        let a = Auth::from_config(&cfg).expect("auth");
+        let t = token_with(
+            &key,
+            "k1",
+            "https://file.example.com",
+            "dave",
+            json!({"scope": "a2a", "a2a_can": ["metrics"]}),
+        );
+        let c = a.authenticate(t.as_bytes()).expect("verified");
+        assert_eq!(&*c.name, "jwt:dave");
+        assert!(c.can(Right::Metrics) && !c.can(Right::Tasks));
+        assert_eq!(c.methods, crate::auth::Methods::ALL);
+    }
+
+    #[test]
+    fn a_reload_that_maps_a_scope_to_less_ends_the_streams_it_opened() {
+        let a = Arc::new(auth());
+        let (key, jwk) = ed_key("k1");
+        a.oidc[0].keys.install_set(vec![jwk]);
+        let t = token(&key, "k1", CORP, "dave");
+        let c = a.authenticate(t.as_bytes()).expect("verified");
+        let permit = a
+            .open_stream(&c, Credential::Bearer(t.as_bytes()), Right::Streams)
+            .expect("a stream");
+        let cfg = Config::parse(&format!(
+            "listen = \"127.0.0.1:0\"\n[[agents]]\nname = \"a\"\nurl = \"http://x\"\n\
+             [[auth.oidc]]\nname = \"corp\"\nissuer = \"{CORP}\"\naudience = \"gw\"\n\
+             scopes = {{ \"a2a\" = {{ can = [\"tasks\"] }} }}\n"
+        ))
+        .expect("config");
+        let next = Arc::new(a.reloaded(&cfg).expect("reloaded"));
+        let registry = Arc::new(crate::registry::Registry::new(&cfg.agents));
+        next.revoke_withdrawn(&registry);
+        assert_eq!(permit.revoked(), Some(Revoked::RightRemoved));
+        let again = next.authenticate(t.as_bytes()).expect("still verified");
+        assert!(again.can(Right::Tasks) && !again.can(Right::Streams));
     }
 
     #[test]
