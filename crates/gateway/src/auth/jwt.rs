@@ -61,7 +61,7 @@ pub const MAX_SCOPES: usize = 256;
 
 /// The longest scope kept (`[[auth.oidc]] scopes` names none longer: a longer one grants
 /// nothing, and is dropped as it is read).
-pub const MAX_SCOPE_LEN: usize = 256;
+pub const MAX_SCOPE_LEN: usize = crate::config::MAX_SCOPE_LEN;
 
 /// A `scope` or `scp` claim: a space-separated string or an array of strings, read leniently
 /// (anything else, or an array's non-string item, is no scope: only `[[auth.oidc]]` issuers

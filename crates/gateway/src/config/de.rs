@@ -1,6 +1,7 @@
 //! serde helpers for the config's fields: durations from whole units, and values parsed from
 //! strings. Their messages never repeat a value that may be a credential.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use hyper::header::HeaderName;
@@ -8,7 +9,7 @@ use serde::de::Error;
 use serde::{Deserialize, Deserializer};
 
 use super::identity::A2A_METHODS;
-use super::{Right, Secret};
+use super::{Right, ScopeRights, Secret};
 
 pub fn millis<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     u64::deserialize(d).map(Duration::from_millis)
@@ -78,6 +79,37 @@ pub fn methods<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error>
     )
     .map_err(D::Error::custom)?;
     Ok(names)
+}
+
+/// `[[auth.oidc]] scopes`: a table from a scope to what it grants, each entry read as
+/// [`ScopeRights`]; a refused entry's message names its scope (a scope holds `.` and `/`,
+/// which a config key path cannot: the problem's key is the table's).
+pub fn scopes<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, ScopeRights>, D::Error> {
+    struct Table;
+
+    impl<'de> serde::de::Visitor<'de> for Table {
+        type Value = BTreeMap<String, ScopeRights>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a table from a scope to { can, methods, agents }")
+        }
+
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut out = BTreeMap::new();
+            while let Some(scope) = map.next_key::<String>()? {
+                let rights = map
+                    .next_value::<ScopeRights>()
+                    .map_err(|e| A::Error::custom(format!("scope {scope:?}: {e}")))?;
+                out.insert(scope, rights);
+            }
+            Ok(out)
+        }
+    }
+
+    d.deserialize_map(Table)
 }
 
 /// `Ok` when every one of `names` is one of `known`; else one message naming every unknown

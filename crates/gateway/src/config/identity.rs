@@ -256,8 +256,12 @@ pub struct OidcConfig {
     /// What each scope of a token's `scope` (or `scp`) claim grants. A token of this issuer
     /// without a `[[clients]]` entry gets the union of its scopes' rights and nothing else:
     /// its `a2a_can` and `a2a_agents` claims are not read, and no mapped scope is no right.
+    #[serde(deserialize_with = "de::scopes")]
     pub scopes: BTreeMap<String, ScopeRights>,
 }
+
+/// The longest scope `[[auth.oidc]] scopes` may name, and that the gateway reads from a token.
+pub const MAX_SCOPE_LEN: usize = 256;
 
 /// What one scope grants (`[[auth.oidc]] scopes`): each key read as `[[clients]]` reads it.
 #[derive(Debug, Clone, PartialEq, Deserialize)]

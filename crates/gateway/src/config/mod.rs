@@ -20,7 +20,7 @@ mod validate;
 pub use agent::{A2aVersion, AgentConfig, Binding, Conformance, Identity, Protocol};
 pub use identity::{
     AssertionConfig, AuthConfig, ClientConfig, CorsConfig, JwtConfig, OidcConfig, Right,
-    ScopeRights, OIDC_ALGORITHMS,
+    ScopeRights, MAX_SCOPE_LEN, OIDC_ALGORITHMS,
 };
 pub use rules::{Check, NoRules, Refused, Rules};
 pub use tls::{ClientAuth, PemKind, TlsConfig};
@@ -558,6 +558,18 @@ impl Config {
                 "public_url: not set while listen ({}) is not loopback: URLs written for clients take their host from each request's Host header; set public_url to the address clients use",
                 self.listen
             ));
+        }
+        for (i, o) in self.auth.oidc.iter().enumerate() {
+            let bound = self
+                .clients
+                .iter()
+                .any(|c| c.jwt_subject.is_some() && c.jwt_issuer.as_deref() == Some(&o.name));
+            if o.scopes.is_empty() && !bound {
+                w.push(format!(
+                    "auth.oidc[{i}].scopes: empty, and no [[clients]] entry has jwt_issuer = {:?}: the tokens of {:?} can do nothing (a token's rights come from its scopes); map a scope, e.g. scopes = {{ \"a2a\" = {{ can = [\"tasks\", \"streams\"] }} }}",
+                    o.name, o.name
+                ));
+            }
         }
         for (i, a) in self.agents.iter().enumerate() {
             if a.protocol == Protocol::A2a && a.card_path == "/agent-card.json" {

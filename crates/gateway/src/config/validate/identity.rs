@@ -81,7 +81,7 @@ impl Validator {
         let mut issuers = HashSet::new();
         for (i, o) in c.auth.oidc.iter().enumerate() {
             let at = format!("auth.oidc[{i}]");
-            self.oidc(o, &at, rules);
+            self.oidc(o, &at, c, rules);
             if !o.name.is_empty() && !issuers.insert(o.name.as_str()) {
                 self.problem(
                     format!("{at}.name"),
@@ -251,7 +251,7 @@ impl Validator {
 }
 
 impl Validator {
-    fn oidc(&mut self, o: &OidcConfig, at: &str, rules: &dyn Rules) {
+    fn oidc(&mut self, o: &OidcConfig, at: &str, c: &Config, rules: &dyn Rules) {
         if o.name.is_empty() {
             self.problem(format!("{at}.name"), "is required in [[auth.oidc]]");
         } else if !valid_name(&o.name) {
@@ -299,7 +299,36 @@ impl Validator {
                 "must be between 1 and 86400",
             );
         }
+        // Unknown rights and methods were refused as the table was read, naming the scope.
+        for (scope, r) in &o.scopes {
+            if !scope_token(scope) {
+                self.problem(
+                    format!("{at}.scopes"),
+                    format!(
+                        "{scope:?} is not a scope a token can carry: 1-{MAX_SCOPE_LEN} characters of printable ASCII without spaces, '\"' or '\\' (RFC 6749's scope-token)"
+                    ),
+                );
+            }
+            for a in &r.agents {
+                let known = a == "*" || uuid_shaped(a) || c.agents.iter().any(|x| x.name == *a);
+                if !known {
+                    self.problem(
+                        format!("{at}.scopes"),
+                        format!("{scope:?}: agents: {a:?} is not the name of an [[agents]] entry, an agent_id, or \"*\""),
+                    );
+                }
+            }
+        }
     }
+}
+
+/// A scope as RFC 6749 (3.3) writes one, `1*( %x21 / %x23-5B / %x5D-7E )`, and no longer than
+/// the gateway reads from a token.
+fn scope_token(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= MAX_SCOPE_LEN
+        && s.bytes()
+            .all(|b| matches!(b, 0x21 | 0x23..=0x5B | 0x5D..=0x7E))
 }
 
 /// An issuer URL the gateway may fetch from: `https`, or `http` to a loopback address only
@@ -582,6 +611,111 @@ mod tests {
             auth("token_rate_per_sec = 0.5\ntoken_burst = 3\nmax_token_subjects = 10000000\n")
                 .expect("in range");
         assert_eq!(cfg.auth.token_burst, Some(3));
+    }
+
+    #[test]
+    fn oidc_scopes_parse_into_rights_and_are_checked_each_with_its_key() {
+        let cfg = |scopes: &str, clients: &str| {
+            Config::parse(&format!(
+                "listen = \"127.0.0.1:1\"\n[[agents]]\nname = \"echo\"\nurl = \"http://x\"\n\
+                 [[auth.oidc]]\nname = \"corp\"\nissuer = \"https://idp.example.com\"\naudience = \"gw\"\n{scopes}\n{clients}"
+            ))
+        };
+        let ok = cfg(
+            r#"scopes = { "a2a.read" = { can = ["tasks"], methods = ["GetTask", "ListTasks"] }, "a2a.send" = { can = ["tasks", "streams"], agents = ["echo"] }, "https://api.example.com/a2a" = {} }"#,
+            "",
+        )
+        .expect("valid");
+        let s = &ok.auth.oidc[0].scopes;
+        assert_eq!(
+            s.keys().collect::<Vec<_>>(),
+            ["a2a.read", "a2a.send", "https://api.example.com/a2a"]
+        );
+        let read = &s["a2a.read"];
+        assert_eq!(
+            (
+                read.can.as_slice(),
+                read.methods.as_slice(),
+                read.agents.as_slice()
+            ),
+            (
+                &[Right::Tasks][..],
+                &["GetTask".to_owned(), "ListTasks".to_owned()][..],
+                &["*".to_owned()][..]
+            )
+        );
+        assert_eq!(s["a2a.send"].can, [Right::Tasks, Right::Streams]);
+        assert_eq!(s["a2a.send"].agents, ["echo"]);
+        assert_eq!(s["a2a.send"].methods.len(), 11, "absent: every method");
+        let bare = &s["https://api.example.com/a2a"];
+        assert!(bare.can.is_empty(), "absent: no right");
+        assert!(ok.warnings().is_empty(), "{:?}", ok.warnings());
+        // The table form parses the same.
+        let table = cfg(
+            "[auth.oidc.scopes.\"a2a.read\"]\ncan = [\"tasks\"]\nmethods = [\"GetTask\"]\n",
+            "",
+        )
+        .expect("valid");
+        assert_eq!(table.auth.oidc[0].scopes["a2a.read"].methods, ["GetTask"]);
+
+        // An unknown method, right or key in a scope: refused at the table's key, naming the
+        // scope and the value.
+        for (scopes, names) in [
+            (
+                r#"scopes = { "a2a.read" = { methods = ["GetTask", "tasks/get"] } }"#,
+                ["\"a2a.read\"", "unknown A2A method \"tasks/get\""],
+            ),
+            (
+                r#"scopes = { "a2a.read" = { can = ["root"] } }"#,
+                ["\"a2a.read\"", "unknown right \"root\""],
+            ),
+            (
+                r#"scopes = { "a2a.read" = { cann = ["tasks"] } }"#,
+                ["\"a2a.read\"", "cann"],
+            ),
+        ] {
+            let p = cfg(scopes, "").expect_err(scopes);
+            assert_eq!(p.len(), 1, "{p:#?}");
+            assert_eq!(p[0].key, "auth.oidc[0].scopes", "{p:#?}");
+            for n in names {
+                assert!(p[0].message.contains(n), "{n}: {}", p[0].message);
+            }
+        }
+        // Scope names a token could carry, agents the config has.
+        let long = "s".repeat(MAX_SCOPE_LEN + 1);
+        for bad in [
+            "",
+            "two words",
+            "quo\\\"te",
+            "back\\\\slash",
+            "tab\\t",
+            "é",
+            long.as_str(),
+        ] {
+            let p = cfg(&format!("scopes = {{ \"{bad}\" = {{}} }}"), "").expect_err(bad);
+            assert_eq!(p.len(), 1, "{bad}: {p:#?}");
+            assert_eq!(p[0].key, "auth.oidc[0].scopes", "{bad}");
+            assert!(p[0].message.contains("RFC 6749"), "{}", p[0].message);
+        }
+        let p = cfg(r#"scopes = { "a2a" = { agents = ["echo", "nope"] } }"#, "")
+            .expect_err("unknown agent");
+        assert_eq!(p.len(), 1, "{p:#?}");
+        assert_eq!(p[0].key, "auth.oidc[0].scopes");
+        assert!(p[0].message.contains("\"nope\""), "{}", p[0].message);
+
+        // No scope and no bound client: valid, but its tokens can do nothing: said.
+        let none = cfg("", "").expect("valid");
+        let w = none.warnings();
+        assert!(
+            w.len() == 1 && w[0].starts_with("auth.oidc[0].scopes") && w[0].contains("\"corp\""),
+            "{w:?}"
+        );
+        let bound = cfg(
+            "",
+            "[[clients]]\nname = \"svc\"\njwt_subject = \"svc\"\njwt_issuer = \"corp\"\n",
+        )
+        .expect("valid");
+        assert!(bound.warnings().is_empty(), "{:?}", bound.warnings());
     }
 
     #[test]
