@@ -9,6 +9,7 @@
 #![warn(missing_docs)]
 
 pub mod auth;
+pub mod caller;
 pub mod config;
 pub mod http;
 pub mod ledger;
@@ -64,6 +65,7 @@ impl config::Rules for ConfigRules {
             Check::SubscriberUrl { allow, url } => webhook::check_subscriber_url(allow, url)?,
             Check::SigningSecret(secret) => drop(webhook::sign::SigningKey::parse(secret)?),
             Check::JwksFile(path) => auth::jwt::check_jwks(path)?,
+            Check::AssertionKey(path) => caller::check_key(path)?,
             Check::PemFile(kind, path) => tls::check_pem(kind, path)?,
             Check::KeyPair {
                 cert_file,
@@ -118,6 +120,9 @@ pub enum StartError {
     /// The `[tls]` files cannot be used.
     #[error("[tls] {0}")]
     Tls(#[from] tls::TlsError),
+    /// An `[auth.assertion]` key cannot be used.
+    #[error(transparent)]
+    Assertion(#[from] caller::KeyError),
     /// The metric families could not be registered.
     #[error("metrics: {0}")]
     Metrics(#[from] prometheus::Error),
@@ -219,6 +224,7 @@ impl Gateway {
             }
         };
         let registry = Arc::new(Registry::new(&config.agents));
+        registry.set_signer(caller::of_config(&config)?);
         let listeners = http::bind(config.listen, config.worker_count()).map_err(|source| {
             StartError::Listen {
                 addr: config.listen,

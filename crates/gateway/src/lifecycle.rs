@@ -133,6 +133,7 @@ impl Gateway {
         } else {
             None
         };
+        let signer = crate::caller::of_config(&new)?;
         if let Some(tls) = &new.tls {
             // The last step that can fail: it swaps the certificate when it succeeds.
             self.reload_tls(tls)?;
@@ -142,6 +143,7 @@ impl Gateway {
         let new = Arc::new(new);
         let (registry, fresh, ended) = self.registry.load().reload(&new.agents);
         let registry = Arc::new(registry);
+        registry.set_signer(signer);
         for a in &ended {
             let name = a.cfg.name.clone();
             if new.agents.iter().any(|c| c.name == name) {

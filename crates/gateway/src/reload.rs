@@ -57,6 +57,9 @@ pub enum ReloadError {
     /// The `[auth.jwt]` key set cannot be used.
     #[error("[auth.jwt] {0}")]
     Jwks(#[from] crate::auth::jwt::JwksError),
+    /// An `[auth.assertion]` key cannot be used.
+    #[error(transparent)]
+    Assertion(#[from] crate::caller::KeyError),
     /// A subscriber's URL or key cannot be used.
     #[error(transparent)]
     Webhooks(#[from] crate::webhook::send::SenderError),

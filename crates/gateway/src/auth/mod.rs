@@ -252,6 +252,11 @@ impl Auth {
         self.jwt.is_some() || !self.oidc.is_empty()
     }
 
+    /// Whether `bearer` is taken as a token (a JWT) rather than a key.
+    pub fn is_token(&self, bearer: &[u8]) -> bool {
+        self.takes_tokens() && looks_like_jwt(bearer)
+    }
+
     /// Verify a token with its issuer's keys: the `[[auth.oidc]]` issuer its `iss` names, else
     /// `[auth.jwt]`'s. `kick`: a token naming a key not held asks for a fetch.
     fn verify_token(&self, token: &[u8], kick: bool) -> Result<Verified, Failure> {

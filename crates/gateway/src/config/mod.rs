@@ -457,6 +457,9 @@ impl Config {
                 fix(ca);
             }
         }
+        if let Some(a) = self.auth.assertion.as_mut() {
+            a.key_files.iter_mut().for_each(fix);
+        }
         if let Some(tls) = self.tls.as_mut() {
             fix(&mut tls.cert_file);
             fix(&mut tls.key_file);

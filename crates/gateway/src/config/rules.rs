@@ -24,6 +24,8 @@ pub enum Check<'a> {
     SigningSecret(&'a str),
     /// The `[auth.jwt] jwks_file`: readable, and a key set the gateway can use.
     JwksFile(&'a Path),
+    /// One `[auth.assertion] key_files` entry: a private key the gateway can sign with.
+    AssertionKey(&'a Path),
     /// A PEM file of the `[tls]` table or an agent's `ca_file`: readable, and holding what
     /// the kind says, each item usable.
     PemFile(PemKind, &'a Path),

@@ -28,7 +28,7 @@ use hyper::header::{
     HeaderMap, HeaderName, HeaderValue, AUTHORIZATION, RETRY_AFTER, WWW_AUTHENTICATE,
 };
 
-use super::context::Ctx;
+use super::context::{Ctx, Proof};
 use super::error::{ApiError, Code};
 use super::request::Request;
 use super::route::{Needs, Route};
@@ -71,6 +71,13 @@ pub fn admit(
         (Err(f), _) => Err(*f),
     }
     .map_err(|f| refuse(state, f))?;
+    ctx.proof = match &bearer {
+        Ok(b) if state.auth.is_token(b) => {
+            Proof::Token(Arc::from(String::from_utf8_lossy(b).as_ref()))
+        }
+        Ok(_) => Proof::Key,
+        Err(_) => Proof::Certificate,
+    };
     // Known from here on, refused or not: its requests are counted under its name.
     ctx.caller = Caller::Client(client.clone());
     rate(state, ctx, &client)?;

@@ -9,6 +9,7 @@ use hyper::header::HeaderValue;
 use tokio::sync::Notify;
 
 use crate::auth::{Caller, StreamPermit};
+use crate::caller::{Kind, OnBehalf};
 use crate::limits::Quota;
 use crate::registry::Agent;
 use crate::telemetry::Trace;
@@ -45,6 +46,20 @@ impl Conn {
     }
 }
 
+/// How a caller proved who it is (set by admission).
+#[derive(Debug, Clone, Default)]
+pub enum Proof {
+    /// Nothing yet, or nothing asked (a public route, a gateway without clients).
+    #[default]
+    None,
+    /// A bearer key.
+    Key,
+    /// The connection's client certificate.
+    Certificate,
+    /// A JWT, kept for `identity = "token"` agents and the assertion's `idp_*` claims.
+    Token(Arc<str>),
+}
+
 /// What a handler knows of the request besides the request itself.
 pub struct Ctx {
     /// The request id (stage 1), sent on to the agent and set on the answer.
@@ -57,6 +72,8 @@ pub struct Ctx {
     pub kill: Arc<Notify>,
     /// Who the request is from (stage 3, admission).
     pub caller: Caller,
+    /// How it proved it (stage 3): what an agent with `identity` is told (`client_kind`).
+    pub proof: Proof,
     /// A stream route's slot among its client's `max_streams` (stage 3), for the handler to
     /// hand to the stream it opens: the slot is free again when the stream ends.
     pub permit: Option<StreamPermit>,
@@ -91,6 +108,7 @@ impl Ctx {
             agent: self.agent.clone(),
             kill: self.kill.clone(),
             caller: self.caller.clone(),
+            proof: self.proof.clone(),
             permit: None,
             quota: None,
             https: self.https,
@@ -99,6 +117,26 @@ impl Ctx {
             started: self.started,
             speaks: self.speaks,
             a2a_method: self.a2a_method,
+        }
+    }
+
+    /// On whose behalf the request goes to an agent: its client, as admission knew it.
+    pub fn on_behalf(&self) -> OnBehalf<'_> {
+        match (&self.caller, &self.proof) {
+            (Caller::Client(c), proof) => OnBehalf::Client {
+                sub: &c.name,
+                kind: match proof {
+                    Proof::Certificate => Kind::Certificate,
+                    Proof::Token(_) => Kind::Token,
+                    Proof::Key | Proof::None => Kind::Key,
+                },
+                token: match proof {
+                    Proof::Token(t) => Some(t),
+                    _ => None,
+                },
+            },
+            (Caller::Open, _) => OnBehalf::Anonymous,
+            (Caller::Public, _) => OnBehalf::Nobody,
         }
     }
 

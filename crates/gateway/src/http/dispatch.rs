@@ -26,6 +26,7 @@ pub async fn handler(
         Route::Readyz => probes::readyz(state),
         Route::Metrics => probes::metrics(state).await,
         Route::OpenApi => probes::openapi(),
+        Route::Jwks => probes::jwks(state),
         Route::Catalog => catalog::agents(state, ctx, &req),
         Route::Card(a) => catalog::card(state, ctx, a),
         Route::Fleet => catalog::fleet(state, ctx, &req).await,

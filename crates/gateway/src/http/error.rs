@@ -378,6 +378,18 @@ impl From<AgentError> for ApiError {
     }
 }
 
+impl From<crate::caller::Refused> for ApiError {
+    fn from(e: crate::caller::Refused) -> ApiError {
+        ApiError::new(
+            Code::Forbidden,
+            format!(
+                "this agent takes the caller's own token, and the token's audience does not include {:?}",
+                e.audience
+            ),
+        )
+    }
+}
+
 impl From<NoCard> for ApiError {
     fn from(e: NoCard) -> ApiError {
         ApiError::new(Code::AgentUnavailable, e.to_string())

@@ -32,7 +32,7 @@ use hyper::{Method, Response};
 
 use super::admission;
 use super::body::Body;
-use super::context::{Conn, Ctx};
+use super::context::{Conn, Ctx, Proof};
 use super::cors;
 use super::dispatch::handler;
 use super::error::{ApiError, Code};
@@ -55,6 +55,7 @@ pub async fn handle(state: &Arc<State>, conn: &Conn, req: Request) -> Response<B
         kill: conn.kill.clone(),
         // Until admission says otherwise: no agent, no task, no right.
         caller: Caller::Public,
+        proof: Proof::None,
         permit: None,
         quota: None,
         https: conn.https,

@@ -22,6 +22,8 @@ pub enum Route<'a> {
     Metrics,
     /// `GET /openapi.json`: the OpenAPI document of every route here.
     OpenApi,
+    /// `GET /.well-known/jwks.json`: the public keys of the gateway's `A2A-Caller` assertions.
+    Jwks,
     /// `GET /agents`: the catalog of agents.
     Catalog,
     /// `GET /agents/{name}/agent-card.json`: the card of one agent, as the gateway serves it.
@@ -135,6 +137,7 @@ impl<'a> Route<'a> {
             [Some("readyz"), None, ..] => Route::Readyz,
             [Some("metrics"), None, ..] => Route::Metrics,
             [Some("openapi.json"), None, ..] => Route::OpenApi,
+            [Some(".well-known"), Some("jwks.json"), None, ..] => Route::Jwks,
             [Some("agents"), None, ..] => Route::Catalog,
             [Some("events"), None, ..] => Route::Events,
             [Some("ui"), None | Some(""), None, ..] => Route::Ui(UiAsset::Page),
@@ -212,6 +215,7 @@ impl<'a> Route<'a> {
                 | Route::Readyz
                 | Route::Metrics
                 | Route::OpenApi
+                | Route::Jwks
                 | Route::Catalog
                 | Route::Card(_)
                 | Route::Ui(_)
@@ -255,6 +259,7 @@ impl<'a> Route<'a> {
             Route::Healthz
             | Route::Readyz
             | Route::OpenApi
+            | Route::Jwks
             | Route::Ui(_)
             | Route::Notifications(_)
             | Route::A2aPush(_)
@@ -287,6 +292,7 @@ impl<'a> Route<'a> {
             Route::Readyz => ("readyz", Method::GET),
             Route::Metrics => ("metrics", Method::GET),
             Route::OpenApi => ("openapi", Method::GET),
+            Route::Jwks => ("jwks", Method::GET),
             Route::Catalog => ("catalog", Method::GET),
             Route::Card(_) => ("card", Method::GET),
             Route::CreateTask(_) => ("create_task", Method::POST),
@@ -325,6 +331,7 @@ impl<'a> Route<'a> {
             Route::Readyz => Some("/readyz"),
             Route::Metrics => Some("/metrics"),
             Route::OpenApi => Some("/openapi.json"),
+            Route::Jwks => Some("/.well-known/jwks.json"),
             Route::Catalog => Some("/agents"),
             Route::Card(_) => Some("/agents/{name}/agent-card.json"),
             Route::CreateTask(a) => agent(a, "/tasks", "/agents/{name}/tasks"),
@@ -493,10 +500,11 @@ pub fn instantiate_a2a(template: &str) -> String {
 
 /// Every path template of the router (each route's [`Route::template`]), in the order of the
 /// document.
-pub const TEMPLATES: [&str; 29] = [
+pub const TEMPLATES: [&str; 30] = [
     "/healthz",
     "/readyz",
     "/openapi.json",
+    "/.well-known/jwks.json",
     "/metrics",
     "/agents",
     "/agents/{name}/agent-card.json",

@@ -98,7 +98,8 @@ pub(super) async fn fetch(
         .header(header::ACCEPT_ENCODING, "identity")
         .body(Full::new(Bytes::new()))
         .map_err(|e| CardError::Invalid(format!("card URL: {e}")))?;
-    agent.authorize(req.headers_mut());
+    // A card is asked for no one: no `A2A-Caller`, so nothing can be refused.
+    let _ = agent.authorize(req.headers_mut(), crate::caller::OnBehalf::Nobody);
     // A card compiled for another binding than the configured one (a reload changed it) is
     // fetched whole and compiled again, never revalidated with a 304.
     let have_card = agent.slot().card.is_some_and(|c| agent.fits_binding(&c));

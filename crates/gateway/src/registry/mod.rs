@@ -20,7 +20,7 @@ mod fetch;
 use fetch::{backoff, fetch, warn_about, Fetched};
 pub use fetch::{CardError, NoCard};
 
-use arc_swap::ArcSwap;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use http_body_util::Full;
@@ -28,7 +28,8 @@ use hyper::header::{self, HeaderValue};
 use hyper::{Request, StatusCode};
 use tokio::sync::{watch, Semaphore};
 
-use crate::config::AgentConfig;
+use crate::caller::{OnBehalf, Refused, Signer};
+use crate::config::{AgentConfig, Identity};
 use crate::limits::AgentLimits;
 use crate::metrics::Metrics;
 use crate::protocol::card::{Card, Refusal};
@@ -111,13 +112,16 @@ pub struct Agent {
     refetch_asked: std::sync::Mutex<Option<Instant>>,
     /// `upstream_auth_header`, built once, marked sensitive (so no debug output shows it).
     auth: Option<(header::HeaderName, HeaderValue)>,
+    /// The gateway's assertion keys (`[auth.assertion]`), one cell shared by every agent of
+    /// every generation: a reload that changes the keys changes them for kept agents too.
+    caller: Arc<ArcSwapOption<Signer>>,
     /// Its requests in flight and its circuit on this replica (`limits::agent`): an `Arc`, so
     /// that an agent kept across a config reload can keep them.
     pub limits: Arc<AgentLimits>,
 }
 
 impl Agent {
-    fn new(cfg: AgentConfig) -> Agent {
+    fn new(cfg: AgentConfig, caller: Arc<ArcSwapOption<Signer>>) -> Agent {
         let auth = cfg.upstream_auth_header.as_ref().and_then(|(name, value)| {
             let mut v = HeaderValue::from_str(value.expose()).ok()?;
             v.set_sensitive(true);
@@ -125,6 +129,7 @@ impl Agent {
         });
         Agent {
             auth,
+            caller,
             limits: Arc::default(),
             cfg,
             retired: std::sync::atomic::AtomicBool::new(false),
@@ -153,7 +158,7 @@ impl Agent {
         if self.cfg.binding != cfg.binding || self.cfg.a2a_version != cfg.a2a_version {
             self.slot.write().unwrap_or_else(|p| p.into_inner()).etag = None;
         }
-        let mut next = Agent::new(cfg);
+        let mut next = Agent::new(cfg, self.caller.clone());
         next.slot = self.slot.clone();
         next.limits = self.limits.clone();
         next
@@ -223,10 +228,24 @@ impl Agent {
     }
 
     /// Add the agent's own credential (`upstream_auth_header`) to a request for it: every call
-    /// to the agent (tasks, streams, cards) carries it, and nothing else of the gateway's.
-    pub fn authorize(&self, headers: &mut hyper::HeaderMap) {
+    /// to the agent (tasks, streams, cards) carries it, and nothing else of the gateway's. With
+    /// `identity`, also `A2A-Caller`, on behalf of `on` (`crate::caller`); refused when the
+    /// agent takes a caller's own token and `on`'s is not meant for it.
+    pub fn authorize(
+        &self,
+        headers: &mut hyper::HeaderMap,
+        on: OnBehalf<'_>,
+    ) -> Result<(), Refused> {
         if let Some((name, value)) = &self.auth {
             headers.insert(name.clone(), value.clone());
+        }
+        if self.cfg.identity == Identity::None {
+            return Ok(());
+        }
+        match self.caller.load().as_deref() {
+            Some(signer) => signer.stamp(&self.cfg, on, headers),
+            // Checked at start and reload: an agent with `identity` has keys to sign with.
+            None => Ok(()),
         }
     }
 
@@ -243,6 +262,8 @@ impl Agent {
 /// Every configured agent, by route name and by the `agent_id` of its serving card.
 pub struct Registry {
     agents: Vec<Arc<Agent>>,
+    /// See [`Agent::caller`]'s cell.
+    caller: Arc<ArcSwapOption<Signer>>,
     by_name: HashMap<String, Arc<Agent>>,
     by_id: RwLock<HashMap<String, Arc<Agent>>>,
     /// Shared by every agent's refresh: see [`COMPILE_PERMITS`].
@@ -252,10 +273,11 @@ pub struct Registry {
 impl Registry {
     /// The agents of the config, no card fetched yet.
     pub fn new(cfgs: &[AgentConfig]) -> Registry {
+        let caller = Arc::new(ArcSwapOption::empty());
         let agents: Vec<Arc<Agent>> = cfgs
             .iter()
             .cloned()
-            .map(|c| Arc::new(Agent::new(c)))
+            .map(|c| Arc::new(Agent::new(c, caller.clone())))
             .collect();
         let by_name = agents
             .iter()
@@ -263,10 +285,22 @@ impl Registry {
             .collect();
         Registry {
             agents,
+            caller,
             by_name,
             by_id: RwLock::new(HashMap::new()),
             compiles: Arc::new(Semaphore::new(COMPILE_PERMITS)),
         }
+    }
+
+    /// Sign `A2A-Caller` assertions with `signer` from now on, for every agent of every
+    /// generation (start and reload).
+    pub fn set_signer(&self, signer: Option<Arc<Signer>>) {
+        self.caller.store(signer);
+    }
+
+    /// The assertion keys, for `/.well-known/jwks.json`.
+    pub fn signer(&self) -> Option<Arc<Signer>> {
+        self.caller.load_full()
     }
 
     /// Every agent, in config order.
@@ -314,7 +348,7 @@ impl Registry {
                     a
                 }
                 _ => {
-                    let a = Arc::new(Agent::new(c.clone()));
+                    let a = Arc::new(Agent::new(c.clone(), self.caller.clone()));
                     fresh.push(a.clone());
                     a
                 }
@@ -346,6 +380,7 @@ impl Registry {
             .collect();
         let next = Registry {
             agents,
+            caller: self.caller.clone(),
             by_name,
             by_id: RwLock::new(by_id),
             compiles: self.compiles.clone(),

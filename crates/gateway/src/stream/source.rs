@@ -11,6 +11,7 @@ use hyper::{Method, Request, StatusCode};
 
 use super::topic::{Phase, Topic};
 use super::{Hub, StreamError};
+use crate::caller::OnBehalf;
 use crate::config::Conformance;
 use crate::ledger::{apply_counted, Applied, Origin, TaskLedger};
 use crate::metrics::Metrics;
@@ -27,6 +28,7 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 
 fn request(
     agent: &Agent,
+    owner: Option<&str>,
     path: &str,
     last_id: Option<&str>,
     sse: bool,
@@ -49,8 +51,20 @@ fn request(
         req = req.header("last-event-id", id);
     }
     let mut req = req.body(Full::new(Bytes::new())).ok()?;
-    agent.authorize(req.headers_mut());
+    // The gateway's own call, on behalf of the task's owner (never a caller's own token).
+    agent
+        .authorize(req.headers_mut(), OnBehalf::Owner(owner))
+        .ok()?;
     Some(req)
+}
+
+/// The owner of Clawpedia task `task_id`, for an agent told who is calling (`identity`); no
+/// ledger read for the others.
+async fn owner_of(ledger: &Arc<dyn TaskLedger>, agent: &Agent, task_id: &str) -> Option<Arc<str>> {
+    if agent.cfg.identity == crate::config::Identity::None {
+        return None;
+    }
+    ledger.get(task_id).await.ok().flatten()?.owner
 }
 
 /// Whether an answer's `Content-Type` is `text/event-stream`.
@@ -152,13 +166,14 @@ pub async fn run(hub: Arc<Hub>, topic: Arc<Topic>, agent: Arc<Agent>, client: Up
     // Connections in a row that broke the event-stream rules, and how the last one did.
     let mut failures = 0u32;
     let mut broken = String::new();
+    let owner = owner_of(&hub.ledger, &agent, &task_id).await;
     let mut tick = tokio::time::interval(tick_every(&hub));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         if topic.is_closed() {
             return;
         }
-        let Some(req) = request(&agent, &path, last_id.as_deref(), true) else {
+        let Some(req) = request(&agent, owner.as_deref(), &path, last_id.as_deref(), true) else {
             return;
         };
         let Some(sent) = tended(&hub, &topic, &mut tick, client.send(req, agent.cfg.timeout)).await
@@ -357,7 +372,14 @@ pub(crate) async fn ask_and_apply(
     task_id: &str,
 ) -> Option<Applied> {
     let card = agent.card().ok()?;
-    let req = request(agent, &card.task_path(task_id), None, false)?;
+    let owner = owner_of(ledger, agent, task_id).await;
+    let req = request(
+        agent,
+        owner.as_deref(),
+        &card.task_path(task_id),
+        None,
+        false,
+    )?;
     let (parts, body) = client
         .exchange(req, agent.cfg.timeout, MAX_AGENT_JSON)
         .await

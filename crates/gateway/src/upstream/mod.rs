@@ -490,6 +490,9 @@ pub fn upstream_headers(
             // The client's credential is for the gateway: an agent gets only its own
             // (`upstream_auth_header`, added by the caller).
             || *name == header::AUTHORIZATION
+            // Only the gateway says who is calling (`crate::caller`): a client's own claim
+            // never reaches an agent.
+            || *name == crate::caller::HEADER
             || *name == header::HOST
             || *name == header::CONTENT_LENGTH
             || (gateway_reads_body && *name == header::ACCEPT_ENCODING)
@@ -592,6 +595,7 @@ mod tests {
     fn what_the_gateway_owns_never_reaches_the_agent() {
         let mut h = HeaderMap::new();
         h.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer k"));
+        h.insert("a2a-caller", HeaderValue::from_static("e30.forged.x"));
         h.insert(header::CONNECTION, HeaderValue::from_static("x-hop"));
         h.insert("x-hop", HeaderValue::from_static("1"));
         h.insert(header::TE, HeaderValue::from_static("trailers"));
@@ -606,6 +610,7 @@ mod tests {
         let out = upstream_headers(&h, &HeaderValue::from_static("::1"), false, &rid, false);
         for gone in [
             "authorization",
+            "a2a-caller",
             "connection",
             "x-hop",
             "te",

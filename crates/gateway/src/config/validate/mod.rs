@@ -5,6 +5,7 @@ use std::collections::{HashMap, HashSet};
 
 use hyper::header::{HeaderName, HeaderValue};
 
+mod caller;
 mod identity;
 mod placeholders;
 mod store;
@@ -212,6 +213,7 @@ impl Validator {
             64 << 20,
         );
         self.identity(c, rules);
+        self.caller(c, rules);
         self.placeholders(c);
         if let Some(u) = &c.public_url {
             if let Err(e) = check_public_url(u) {

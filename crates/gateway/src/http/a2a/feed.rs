@@ -30,6 +30,7 @@ use super::agent_stream::{read_event, stream_or_answer, subscribe_call, ReadErro
 use super::ledger as a2a_ledger;
 use super::to_agent;
 use super::wire::Sent;
+use crate::caller::OnBehalf;
 use crate::ledger::{apply_counted, Origin};
 use crate::protocol::a2a::answer::{check_answer, payload, task_of};
 use crate::protocol::a2a::held::HeldCard;
@@ -115,6 +116,8 @@ struct Feed {
     /// timestamp is recorded at the gateway's time of recording, which a busy gateway reaches
     /// after the agent stamped its next status).
     last_ms: i64,
+    /// The task's owner: a resubscription is the gateway's call on its behalf.
+    owner: Option<Arc<str>>,
 }
 
 impl Drop for Feed {
@@ -141,6 +144,8 @@ pub struct Start {
     pub task: Value,
     /// Its status time as recorded (ms).
     pub last_ms: i64,
+    /// Its owner.
+    pub owner: Option<Arc<str>>,
 }
 
 /// Join the shared stream of task `id` (recorded as `record`): when nobody streams it on this
@@ -177,6 +182,7 @@ pub async fn join(
                 id: id.to_owned(),
                 task,
                 last_ms,
+                owner: record.owner.clone(),
             };
             tokio::spawn(run(start, up));
         })
@@ -194,6 +200,7 @@ pub async fn run(start: Start, up: Upstream) {
         id,
         task,
         last_ms,
+        owner,
     } = start;
     let hub = state.hub.clone();
     let mut tick = hub.tick();
@@ -215,6 +222,7 @@ pub async fn run(start: Start, up: Upstream) {
         published: method == Method::SendStreamingMessage,
         task,
         last_ms,
+        owner,
     };
     let (mut body, mut reader) = match up {
         Upstream::Reading {
@@ -580,7 +588,9 @@ impl Feed {
         self.state.metrics.stream_upstream_reconnects.inc();
         self.method = Method::SubscribeToTask;
         let call = subscribe_call(&self.id);
-        let Ok(out) = to_agent::stream_request(&self.agent, held, None, &HeaderMap::new(), &call)
+        let on = OnBehalf::Owner(self.owner.as_deref());
+        let Ok(out) =
+            to_agent::stream_request(&self.agent, held, None, on, &HeaderMap::new(), &call)
         else {
             self.give_up("its card no longer says how to stream the task".to_owned())
                 .await;

@@ -397,7 +397,7 @@ pub async fn serve(
     };
     let mut up = new_request(method, format!("{}{path}", origin.base()), Bytes::new())?;
     *up.headers_mut() = upstream_headers(&kept, &ctx.peer_ip, ctx.https, &ctx.request_id, false);
-    agent.authorize(up.headers_mut());
+    agent.authorize(up.headers_mut(), ctx.on_behalf())?;
     let mut res = pass_through(state, agent, ctx, up, agent.cfg.timeout).await?;
     // A file served through the gateway sets none of the gateway's cookies.
     res.headers_mut().remove(SET_COOKIE);

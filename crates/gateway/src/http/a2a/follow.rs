@@ -21,6 +21,7 @@ use super::agent_stream;
 use super::ledger as a2a_ledger;
 use super::poll::get_and_apply;
 use super::to_agent::{self, held_card};
+use crate::caller::OnBehalf;
 use crate::protocol::task::Status;
 use crate::registry::Agent;
 use crate::state::State;
@@ -127,7 +128,8 @@ async fn follow_once(state: &Arc<State>, agent: &Arc<Agent>, id: &str) -> bool {
         return false;
     };
     let call = agent_stream::subscribe_call(id);
-    let Ok(out) = to_agent::stream_request(agent, &held, None, &HeaderMap::new(), &call) else {
+    let on = OnBehalf::Owner(record.owner.as_deref());
+    let Ok(out) = to_agent::stream_request(agent, &held, None, on, &HeaderMap::new(), &call) else {
         return false;
     };
     let joined =

@@ -357,7 +357,8 @@ async fn ask_to_push(
     );
     params.insert("token".into(), Value::from(token));
     let call = Call::new(Method::CreateTaskPushNotificationConfig, params);
-    let Ok(out) = to_agent::own_request(agent, held, &call) else {
+    let owner = to_agent::owner_of(state, agent, id).await;
+    let Ok(out) = to_agent::own_request(agent, held, owner.as_deref(), &call) else {
         return false;
     };
     let answer = match state

@@ -163,7 +163,14 @@ async fn subscribe(
     // Built now, with this caller's forwarding headers, and used only if nobody streams the
     // task here yet.
     let upstream_call = agent_stream::subscribe_call(id);
-    let out = to_agent::stream_request(agent, &held, Some(ctx), headers, &upstream_call)?;
+    let out = to_agent::stream_request(
+        agent,
+        &held,
+        Some(ctx),
+        ctx.on_behalf(),
+        headers,
+        &upstream_call,
+    )?;
     let owner = record.owner.clone();
     let sub = feed::join(
         state,
@@ -298,6 +305,7 @@ pub(super) async fn shared(
                 id,
                 task,
                 last_ms,
+                owner: ctx.caller.owner().cloned(),
             };
             tokio::spawn(feed::run(start, up));
             let owner = ctx.caller.owner().cloned();
@@ -328,7 +336,7 @@ async fn open(
     headers: &HeaderMap,
     call: &Call,
 ) -> Result<FirstRead, Failure> {
-    let out = to_agent::stream_request(agent, held, Some(ctx), headers, call)?;
+    let out = to_agent::stream_request(agent, held, Some(ctx), ctx.on_behalf(), headers, call)?;
     let timeout = agent.cfg.timeout;
     let res = state
         .upstream

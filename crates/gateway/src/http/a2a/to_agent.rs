@@ -20,6 +20,7 @@ use super::files::{self, Shape};
 use super::frame::Failure;
 pub use super::wire::AgentAnswer;
 use super::wire::{self, Sent, Written};
+use crate::caller::OnBehalf;
 use crate::http::context::Ctx;
 use crate::http::error::{ApiError, Code};
 use crate::http::exchange::conformance;
@@ -54,40 +55,70 @@ pub fn request(
         agent,
         held,
         Some(ctx),
+        ctx.on_behalf(),
         client,
         (call, written),
         "application/json",
     )
 }
 
-/// The request of a streaming `call` (it asks for `text/event-stream`); without `ctx`, the
-/// gateway's own (a shared stream reconnecting): no client's forwarding headers.
+/// The request of a streaming `call` (it asks for `text/event-stream`), on behalf of `on`;
+/// without `ctx`, the gateway's own (a shared stream reconnecting): no client's forwarding
+/// headers.
 pub fn stream_request(
     agent: &Agent,
     held: &HeldCard,
     ctx: Option<&Ctx>,
+    on: OnBehalf<'_>,
     client: &HeaderMap,
     call: &Call,
 ) -> Result<Outgoing, ApiError> {
-    build(agent, held, ctx, client, (call, None), "text/event-stream")
+    build(
+        agent,
+        held,
+        ctx,
+        on,
+        client,
+        (call, None),
+        "text/event-stream",
+    )
 }
 
-/// A call of the gateway's own (a push config it gives the agent, a poll): no client's headers.
-pub fn own_request(agent: &Agent, held: &HeldCard, call: &Call) -> Result<Outgoing, ApiError> {
+/// A call of the gateway's own (a push config it gives the agent, a poll) for a task of
+/// `owner`: no client's headers.
+pub fn own_request(
+    agent: &Agent,
+    held: &HeldCard,
+    owner: Option<&str>,
+    call: &Call,
+) -> Result<Outgoing, ApiError> {
     build(
         agent,
         held,
         None,
+        OnBehalf::Owner(owner),
         &HeaderMap::new(),
         (call, None),
         "application/json",
     )
 }
 
+/// The owner of A2A task `id` of `agent`, for the gateway's own calls to an agent told who is
+/// calling (`identity`); no ledger read for the others.
+pub async fn owner_of(state: &State, agent: &Agent, id: &str) -> Option<Arc<str>> {
+    if agent.cfg.identity == crate::config::Identity::None {
+        return None;
+    }
+    let key = crate::protocol::a2a::ledger_key(&agent.cfg.name, id);
+    state.ledger.get(&key).await.ok().flatten()?.owner
+}
+
+#[allow(clippy::too_many_arguments)]
 fn build(
     agent: &Agent,
     held: &HeldCard,
     ctx: Option<&Ctx>,
+    on: OnBehalf<'_>,
     client: &HeaderMap,
     (call, written): (&Call, Option<&[u8]>),
     accept: &'static str,
@@ -128,7 +159,7 @@ fn build(
     // After the JSON defaults: a form that is not JSON (gRPC) sets its own.
     form.agent_headers(&mut headers);
     *request.headers_mut() = headers;
-    agent.authorize(request.headers_mut());
+    agent.authorize(request.headers_mut(), on)?;
     Ok(Outgoing { request, sent })
 }
 

@@ -65,7 +65,7 @@ pub fn build_request(
     let mut req = new_request(method, url, body)?;
     let headers = req.headers_mut();
     *headers = upstream_headers(client, &ctx.peer_ip, ctx.https, &ctx.request_id, reads_body);
-    agent.authorize(headers);
+    agent.authorize(headers, ctx.on_behalf())?;
     Ok(req)
 }
 

@@ -1,10 +1,11 @@
-//! The operational routes: liveness, readiness, the Prometheus scrape and the OpenAPI document.
+//! The operational routes: liveness, readiness, the Prometheus scrape, the OpenAPI document
+//! and the public keys of the gateway's assertions.
 
 use hyper::header::{HeaderValue, CONTENT_TYPE};
 use hyper::{Response, StatusCode};
 
 use crate::http::body::Body;
-use crate::http::error::ApiResult;
+use crate::http::error::{ApiError, ApiResult, Code};
 use crate::http::response::{self, to_json};
 use crate::protocol::task::Status;
 use crate::state::State;
@@ -21,6 +22,24 @@ pub fn openapi() -> ApiResult {
         StatusCode::OK,
         crate::http::openapi::DOCUMENT,
     ))
+}
+
+/// The public keys of the gateway's `A2A-Caller` assertions (`crate::caller`), for agents to
+/// verify them with: public, as any JWKS. Kept a minute, so an agent's cache sees a rotation's
+/// new key before the old one's assertions are gone. 404 without `[auth.assertion]`.
+pub fn jwks(state: &State) -> ApiResult {
+    let Some(signer) = state.registry.signer() else {
+        return Err(ApiError::new(
+            Code::NotFound,
+            "the gateway signs no assertions ([auth.assertion] is not configured)",
+        ));
+    };
+    let mut res = response::json(StatusCode::OK, signer.jwks());
+    res.headers_mut().insert(
+        hyper::header::CACHE_CONTROL,
+        hyper::header::HeaderValue::from_static("public, max-age=60"),
+    );
+    Ok(res)
 }
 
 /// Ready once the listener is up and every agent has had a card attempt (successful or not: a
