@@ -7,14 +7,16 @@
 use std::time::Duration;
 
 use hyper::Method;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use a2a_gateway::config::{Config, Right};
 use a2a_sample_agent::{AgentOptions, Route, SampleAgent};
 
 use crate::a2a_gateway::{a2a_agent, gateway};
 use crate::auth::client;
-use crate::support::a2a_calls::{error_code, message, raw, rest, rpc};
+use crate::support::a2a_calls::{
+    assert_forbidden, error_code, grpc_send, message, raw, rest, rpc, send_03,
+};
 use crate::support::{grpc, metric_value, Http};
 
 const READER: &str = "reader-key-0123456789abcdef";
@@ -37,40 +39,6 @@ fn agent_calls(agent: &SampleAgent) -> usize {
         .into_iter()
         .map(|r| agent.request_count(r))
         .sum()
-}
-
-/// The ErrorInfo of a 1.0 error: JSON-RPC's `error.data[0]`, HTTP+JSON's `error.details[0]`.
-fn info_of(v: &Value) -> &Value {
-    let e = &v["error"];
-    if e["data"].is_array() {
-        &e["data"][0]
-    } else {
-        &e["details"][0]
-    }
-}
-
-/// A 1.0 refusal for method `m`: FORBIDDEN in the gateway's domain, naming `m`.
-fn assert_forbidden(what: &str, v: &Value, m: &str) {
-    let info = info_of(v);
-    assert_eq!(info["reason"], "FORBIDDEN", "{what}: {v}");
-    assert_eq!(info["domain"], "a2a-gateway", "{what}: {v}");
-    assert_eq!(info["metadata"]["method"], m, "{what}: {v}");
-}
-
-fn send_03(id: i64) -> String {
-    json!({"jsonrpc": "2.0", "id": id, "method": "message/send", "params": {
-        "message": {"kind": "message", "messageId": uuid::Uuid::new_v4().to_string(),
-            "role": "user", "parts": [{"kind": "text", "text": "hello"}]}}})
-    .to_string()
-}
-
-fn grpc_send(tenant: Option<&str>) -> Value {
-    let mut m = json!({"message": {"messageId": uuid::Uuid::new_v4().to_string(),
-        "role": "ROLE_USER", "parts": [{"text": "hello"}]}});
-    if let Some(t) = tenant {
-        m["tenant"] = json!(t);
-    }
-    m
 }
 
 async fn forbidden_count(http: &Http, labels: &[(&str, &str)]) -> f64 {

@@ -3,19 +3,27 @@
 //! (RFC 9068, `typ: at+jwt`). The gateway finds its keys by discovery, follows its key rotation
 //! without a reload, refuses a withdrawn key's tokens, and starts with the provider down:
 //! token clients get 503 AUTH_UNAVAILABLE until its keys arrive, key clients are served
-//! throughout, `/readyz` stays 200 and says what is degraded.
+//! throughout, `/readyz` stays 200 and says what is degraded. A token's rights are its
+//! scopes' (`[[auth.oidc]] scopes`), never its claims': a read-only scope reads and lists its
+//! subject's tasks and is refused SendMessage on every wire form, and a token without a
+//! mapped scope may do nothing.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bytes::Bytes;
 use hyper::Method;
 use serde_json::{json, Value};
 
-use a2a_gateway::config::{Config, OidcConfig};
+use a2a_gateway::config::{Config, OidcConfig, Right, ScopeRights};
 
 use crate::a2a_gateway::a2a_agent;
-use crate::support::a2a_calls::{message, reason, two_clients, ALICE, OPS};
+use crate::support::a2a_calls::{
+    assert_forbidden, error_code, grpc_send, message, raw, reason, rest, rpc, send_03, two_clients,
+    ALICE, OPS,
+};
 use crate::support::child::repo;
+use crate::support::grpc;
 use crate::support::*;
 
 const AUDIENCE: &str = "a2a-gateway";
@@ -59,15 +67,26 @@ impl Idp {
         }
     }
 
-    /// A client-credentials access token for the gateway's audience.
+    /// A client-credentials access token for the gateway's audience, with the scope `a2a`.
     async fn token(&self) -> String {
+        self.token_with("a2a").await
+    }
+
+    /// A client-credentials access token for the gateway's audience with `scope` (several
+    /// separated by `+`, the form's space). Its subject is the client, `orchestrator`,
+    /// whatever the scope.
+    async fn token_with(&self, scope: &str) -> String {
+        let body = format!(
+            "grant_type=client_credentials&client_id=orchestrator&client_secret=orchestrator-secret\
+             &resource=urn:a2a-gateway&scope={scope}"
+        );
         let r = self
             .http
             .send(
                 Method::POST,
                 "/token",
                 &[("content-type", "application/x-www-form-urlencoded")],
-                Bytes::from_static(b"grant_type=client_credentials&client_id=orchestrator&client_secret=orchestrator-secret&resource=urn:a2a-gateway&scope=a2a"),
+                Bytes::from(body),
             )
             .await;
         assert_eq!(r.status, 200, "{r:?}");
@@ -93,25 +112,52 @@ fn free_port() -> u16 {
     l.local_addr().expect("addr").port()
 }
 
+/// The provider as an `[[auth.oidc]]` issuer. Its tokens' rights are their scopes': `a2a` and
+/// `a2a.send` may create tasks and stream, `a2a.read` may read and list tasks, nothing more
+/// (the `a2a_can` and `a2a_agents` claims every token carries grant nothing).
 fn oidc(issuer: &str) -> OidcConfig {
+    let send = ScopeRights {
+        can: vec![Right::Tasks, Right::Streams],
+        ..ScopeRights::default()
+    };
+    let read = ScopeRights {
+        can: vec![Right::Tasks],
+        methods: vec!["GetTask".into(), "ListTasks".into()],
+        ..ScopeRights::default()
+    };
     OidcConfig {
         name: "corp".into(),
         issuer: issuer.into(),
         audience: AUDIENCE.into(),
+        scopes: BTreeMap::from([
+            ("a2a".into(), send.clone()),
+            ("a2a.send".into(), send),
+            ("a2a.read".into(), read),
+        ]),
         ..OidcConfig::default()
     }
 }
 
-/// The decoded header of a JWT.
-fn header(token: &str) -> Value {
+/// Part `i` of a JWT (0: the header, 1: the claims), decoded.
+fn part(token: &str, i: usize) -> Value {
     use base64::Engine;
-    let h = token.split('.').next().expect("a header");
+    let p = token.split('.').nth(i).expect("a JWT");
     serde_json::from_slice(
         &base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .decode(h)
+            .decode(p)
             .expect("base64url"),
     )
     .expect("json")
+}
+
+/// The decoded header of a JWT.
+fn header(token: &str) -> Value {
+    part(token, 0)
+}
+
+/// The decoded claims of a JWT (not verified).
+fn claims(token: &str) -> Value {
+    part(token, 1)
 }
 
 async fn send_message(http: &Http, token: &str) -> Resp {
@@ -398,4 +444,210 @@ async fn keys_are_fetched_again_every_jwks_refresh_secs_without_a_token_asking()
     let new = idp.token().await;
     let r = http.post_json_as("/agents/c/tasks", &new, &body, &[]).await;
     assert_eq!(r.status, 202, "held already, no fetch needed: {r:?}");
+}
+
+/// A SendMessage of `token` over every wire form, each refused as FORBIDDEN for the method
+/// SendMessage before the agent is called: 1.0 JSON-RPC (HTTP 200, -32000) and HTTP+JSON
+/// (403), 0.3 JSON-RPC (HTTP 200, -32000) and HTTP+JSON (403), gRPC (PERMISSION_DENIED).
+async fn send_refused_everywhere(http: &Http, token: &str) {
+    let v = rpc(
+        http,
+        "echo",
+        Some(token),
+        "SendMessage",
+        message("hello", json!({})),
+    )
+    .await;
+    assert_eq!(error_code(&v), -32000, "1.0 JSON-RPC: {v}");
+    assert_forbidden("1.0 JSON-RPC", &v, "SendMessage");
+    let r = rest(
+        http,
+        Method::POST,
+        "/agents/echo/message:send",
+        Some(token),
+        Some(message("hello", json!({}))),
+    )
+    .await;
+    assert_eq!(r.status, 403, "1.0 HTTP+JSON: {r:?}");
+    let v = r.json();
+    assert_eq!(v["error"]["status"], "PERMISSION_DENIED", "{v}");
+    assert_forbidden("1.0 HTTP+JSON", &v, "SendMessage");
+    let auth = format!("Bearer {token}");
+    let h03 = [
+        ("content-type", "application/json"),
+        ("authorization", auth.as_str()),
+    ];
+    let (status, _, v) = raw(
+        http,
+        Method::POST,
+        "/agents/echo/jsonrpc",
+        &h03,
+        &send_03(7),
+    )
+    .await;
+    assert_eq!(status, 200, "0.3 JSON-RPC: {v}");
+    assert_eq!((v["id"].clone(), error_code(&v)), (json!(7), -32000), "{v}");
+    assert_eq!(
+        v["error"]["data"],
+        json!({"reason": "FORBIDDEN", "domain": "a2a-gateway", "method": "SendMessage"}),
+        "0.3 JSON-RPC: {v}"
+    );
+    let rest03 = json!({"message": {"messageId": uuid::Uuid::new_v4().to_string(),
+        "role": "ROLE_USER", "content": [{"text": "hello"}]}});
+    let (status, _, v) = raw(
+        http,
+        Method::POST,
+        "/agents/echo/v1/message:send",
+        &h03,
+        &rest03.to_string(),
+    )
+    .await;
+    assert_eq!(status, 403, "0.3 HTTP+JSON: {v}");
+    assert_eq!(
+        (v["data"]["reason"].clone(), v["data"]["method"].clone()),
+        (json!("FORBIDDEN"), json!("SendMessage")),
+        "0.3 HTTP+JSON: {v}"
+    );
+    let md = grpc::bearer(Some(token));
+    let md: Vec<(&str, &str)> = md.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let a = grpc::call(&http.base, "SendMessage", &grpc_send(Some("echo")), &md).await;
+    assert_eq!(
+        (a.code, a.reason()),
+        (7, "FORBIDDEN"),
+        "gRPC: {:?}",
+        a.status
+    );
+    assert_forbidden("gRPC", &a.status, "SendMessage");
+}
+
+/// The task ids of a 1.0 ListTasks answer.
+fn listed(v: &Value) -> Vec<&str> {
+    v["result"]["tasks"]
+        .as_array()
+        .unwrap_or_else(|| panic!("a listing: {v}"))
+        .iter()
+        .filter_map(|t| t["id"].as_str())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_read_scope_reads_its_subjects_tasks_and_is_refused_sendmessage_on_every_wire_form() {
+    let idp = Idp::start(free_port()).await;
+    let (_keep, http) = gateway(&idp.issuer, |_| {}).await;
+    keys_held(&http).await;
+    // One subject (the provider's client, `orchestrator`), two tokens: one may send, one
+    // may only read. Both carry the claims a2a_can ["tasks", "streams"], which count for
+    // nothing.
+    let sender = idp.token_with("a2a.send").await;
+    let reader = idp.token_with("a2a.read").await;
+    let v = rpc(
+        &http,
+        "echo",
+        Some(&sender),
+        "SendMessage",
+        message("hello", json!({})),
+    )
+    .await;
+    let task = v["result"]["task"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the sample agent answers a task: {v}"))
+        .to_owned();
+
+    // The reader reads the task its subject created, on each binding, and lists it.
+    let got = rpc(
+        &http,
+        "echo",
+        Some(&reader),
+        "GetTask",
+        json!({ "id": task }),
+    )
+    .await;
+    assert_eq!(got["result"]["id"], task.as_str(), "{got}");
+    let r = rest(
+        &http,
+        Method::GET,
+        &format!("/agents/echo/tasks/{task}"),
+        Some(&reader),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (r.status, r.json()["id"].clone()),
+        (200, json!(task)),
+        "{r:?}"
+    );
+    let md = grpc::bearer(Some(&reader));
+    let md: Vec<(&str, &str)> = md.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let a = grpc::call(
+        &http.base,
+        "GetTask",
+        &json!({"tenant": "echo", "id": task}),
+        &md,
+    )
+    .await;
+    assert_eq!(
+        (a.code, a.messages[0]["id"].clone()),
+        (0, json!(task)),
+        "{:?}",
+        a.status
+    );
+    let v = rpc(&http, "echo", Some(&reader), "ListTasks", json!({})).await;
+    assert_eq!(listed(&v), [task.as_str()], "{v}");
+    // A method outside a2a.read's, though tasks is among its rights: refused.
+    let v = rpc(
+        &http,
+        "echo",
+        Some(&reader),
+        "CancelTask",
+        json!({ "id": task }),
+    )
+    .await;
+    assert_forbidden("CancelTask", &v, "CancelTask");
+    // SendMessage, over every wire form.
+    send_refused_everywhere(&http, &reader).await;
+    // Both scopes in one token: the union, so it sends.
+    let both = idp.token_with("a2a.read+a2a.send").await;
+    let v = rpc(
+        &http,
+        "echo",
+        Some(&both),
+        "SendMessage",
+        message("hello", json!({})),
+    )
+    .await;
+    assert!(v["result"]["task"]["id"].is_string(), "{v}");
+    let v = rpc(&http, "echo", Some(&both), "ListTasks", json!({})).await;
+    assert_eq!(listed(&v).len(), 2, "{v}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_token_without_a_mapped_scope_gets_nothing_whatever_its_claims() {
+    let idp = Idp::start(free_port()).await;
+    // Only a2a.read is mapped; the token asks for `a2a`, and carries the claims
+    // a2a_agents ["*"] and a2a_can ["tasks", "streams"].
+    let (_keep, http) = gateway(&idp.issuer, |cfg| {
+        cfg.auth.oidc[0].scopes.retain(|s, _| s == "a2a.read");
+    })
+    .await;
+    keys_held(&http).await;
+    let token = idp.token().await;
+    assert_eq!(claims(&token)["scope"], "a2a", "the token's scope");
+    assert_eq!(claims(&token)["a2a_can"], json!(["tasks", "streams"]));
+    // Verified (not 401), and may do nothing: no agent, no right, no method. Without the
+    // `tasks` right a call is refused before its body is read (HTTP 403 on every binding).
+    let r = send_message(&http, &token).await;
+    assert_eq!(r.status, 403, "{r:?}");
+    assert_eq!(error_code(&r.json()), -32000, "{r:?}");
+    assert_eq!(reason(&r.json()), "FORBIDDEN", "{r:?}");
+    let r = rest(&http, Method::GET, "/agents/echo/tasks", Some(&token), None).await;
+    assert_eq!(r.status, 403, "{r:?}");
+    let body = json!({ "input": good_input() });
+    let r = http
+        .post_json_as("/agents/c/tasks", &token, &body, &[])
+        .await;
+    assert_api_error(&r, 403, "FORBIDDEN");
+    // The scope it lacked, asked for: granted.
+    let reader = idp.token_with("a2a.read").await;
+    let v = rpc(&http, "echo", Some(&reader), "ListTasks", json!({})).await;
+    assert!(listed(&v).is_empty(), "{v}");
 }

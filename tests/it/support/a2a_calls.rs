@@ -97,6 +97,42 @@ pub fn reason(v: &Value) -> &str {
     v["error"]["data"][0]["reason"].as_str().unwrap_or("")
 }
 
+/// The ErrorInfo of a 1.0 error: JSON-RPC's `error.data[0]`, HTTP+JSON's `error.details[0]`.
+pub fn info_of(v: &Value) -> &Value {
+    let e = &v["error"];
+    if e["data"].is_array() {
+        &e["data"][0]
+    } else {
+        &e["details"][0]
+    }
+}
+
+/// A 1.0 refusal for method `m`: FORBIDDEN in the gateway's domain, naming `m`.
+pub fn assert_forbidden(what: &str, v: &Value, m: &str) {
+    let info = info_of(v);
+    assert_eq!(info["reason"], "FORBIDDEN", "{what}: {v}");
+    assert_eq!(info["domain"], "a2a-gateway", "{what}: {v}");
+    assert_eq!(info["metadata"]["method"], m, "{what}: {v}");
+}
+
+/// A 0.3 JSON-RPC `message/send` with `id`, as its body.
+pub fn send_03(id: i64) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "method": "message/send", "params": {
+        "message": {"kind": "message", "messageId": uuid::Uuid::new_v4().to_string(),
+            "role": "user", "parts": [{"kind": "text", "text": "hello"}]}}})
+    .to_string()
+}
+
+/// A gRPC SendMessage request (ProtoJSON), with `tenant` if given.
+pub fn grpc_send(tenant: Option<&str>) -> Value {
+    let mut m = json!({"message": {"messageId": uuid::Uuid::new_v4().to_string(),
+        "role": "ROLE_USER", "parts": [{"text": "hello"}]}});
+    if let Some(t) = tenant {
+        m["tenant"] = json!(t);
+    }
+    m
+}
+
 /// A scripted agent that completes every new task at once, and reopens it (WORKING) when a
 /// message continues it; cancel would cancel it.
 pub fn reopening(calls: Arc<AtomicUsize>) -> crate::support::a2a_script::Script {
