@@ -45,6 +45,9 @@ pub enum Failure {
     /// A JWT of an `[[auth.oidc]]` issuer none of whose keys are held yet (its identity
     /// provider has been out of reach): it cannot be checked; try again after these seconds.
     Unavailable(u64),
+    /// A JWT naming a key its `[[auth.oidc]]` issuer does not hold, while the fetch it asked
+    /// for runs: the caller may wait for it ([`Auth::keys_fetched`]) and authenticate again.
+    KeyPending,
 }
 
 impl Failure {
@@ -55,6 +58,7 @@ impl Failure {
             Failure::Invalid(_) => "invalid",
             Failure::Expired => "expired",
             Failure::Unavailable(_) => "unavailable",
+            Failure::KeyPending => "invalid",
         }
     }
 }
@@ -250,6 +254,21 @@ impl Auth {
     /// Whether bearer tokens are verified at all (`[auth.jwt]` or `[[auth.oidc]]`).
     fn takes_tokens(&self) -> bool {
         self.jwt.is_some() || !self.oidc.is_empty()
+    }
+
+    /// Resolves once the fetch of the keys of `bearer`'s issuer that its unknown `kid` asked
+    /// for ([`Failure::KeyPending`]) is done, whatever it found (at once if none is running).
+    pub async fn keys_fetched(&self, bearer: &[u8]) {
+        let iss = std::str::from_utf8(bearer)
+            .ok()
+            .and_then(oidc::unverified_iss);
+        if let Some(issuer) = self
+            .oidc
+            .iter()
+            .find(|i| iss.as_deref() == Some(&*i.issuer))
+        {
+            issuer.keys.fetched().await;
+        }
     }
 
     /// Whether `bearer` is taken as a token (a JWT) rather than a key.

@@ -84,6 +84,10 @@ pub struct KeyState {
     started: AtomicBool,
     wake: Arc<tokio::sync::Notify>,
     last_kick: Mutex<Option<Instant>>,
+    /// A fetch a token's unknown `kid` asked for has not finished yet.
+    pending: AtomicBool,
+    /// Counts finished fetches: what a request held for a pending one waits on.
+    fetches: tokio::sync::watch::Sender<u64>,
     client: IssuerClient,
     /// The open streams, whose grants made with a withdrawn key end.
     streams: Weak<StreamCounts>,
@@ -144,6 +148,8 @@ impl Issuer {
                     started: AtomicBool::new(false),
                     wake: Arc::default(),
                     last_kick: Mutex::new(None),
+                    pending: AtomicBool::new(false),
+                    fetches: tokio::sync::watch::Sender::new(0),
                     client,
                     streams: Arc::downgrade(streams),
                 })
@@ -176,8 +182,10 @@ impl Issuer {
                     .ok()
                     .and_then(|h| h.kid)
                     .is_some_and(|kid| !keys.iter().any(|k| k.kid.as_deref() == Some(&kid)));
-                if kick && unknown_kid {
-                    self.keys.kick();
+                // Held, rather than refused, while the fetch it asked for runs: a client's
+                // first token after a rotation is served, not answered 401.
+                if kick && unknown_kid && self.keys.kick() {
+                    return Err(Failure::KeyPending);
                 }
                 Err(Failure::Invalid(why))
             }
@@ -203,12 +211,27 @@ impl KeyState {
         self.down.load(Ordering::Acquire)
     }
 
-    /// Ask the fetcher for a fetch now, unless one was asked for within [`KICK_INTERVAL`].
-    fn kick(&self) {
+    /// Ask the fetcher for a fetch now, unless one was asked for within [`KICK_INTERVAL`];
+    /// whether a fetch asked for is running now (this one or an earlier one).
+    fn kick(&self) -> bool {
         let mut last = self.last_kick.lock().unwrap_or_else(|p| p.into_inner());
         if last.is_none_or(|t| t.elapsed() >= KICK_INTERVAL) {
             *last = Some(Instant::now());
+            self.pending.store(true, Ordering::Release);
             self.wake.notify_one();
+            return true;
+        }
+        self.pending.load(Ordering::Acquire)
+    }
+
+    /// Resolves once no fetch a token asked for is running.
+    pub async fn fetched(&self) {
+        let mut rx = self.fetches.subscribe();
+        // Subscribed first: a fetch that ends between the two is seen by one or the other.
+        while self.pending.load(Ordering::Acquire) {
+            if rx.changed().await.is_err() {
+                return;
+            }
         }
     }
 
@@ -283,6 +306,9 @@ impl KeyState {
             .jwks_fetches
             .with_label_values(&[name, outcome])
             .inc();
+        // Whatever it found: the requests held for it authenticate again.
+        self.pending.store(false, Ordering::Release);
+        self.fetches.send_modify(|n| *n = n.wrapping_add(1));
         wait
     }
 
@@ -701,6 +727,15 @@ jwt_issuer = "corp"
         assert_eq!(a.oidc[0].keys.install_set(vec![new_jwk]), 1);
         assert_eq!(permit.revoked(), Some(Revoked::KeyRotated));
         assert_eq!(Revoked::KeyRotated.reason(), "key_rotated");
+        // Its kid is no longer held: it asks for a fetch and may wait for it (admission does,
+        // then judges it again); no fetcher runs here, so the fetch stays pending.
+        assert_eq!(
+            a.authenticate(t_old.as_bytes()).err(),
+            Some(Failure::KeyPending)
+        );
+        assert!(a.oidc[0].keys.pending.load(Ordering::Acquire));
+        // The fetch done, finding the key still gone: refused, with no new fetch for 10 s.
+        a.oidc[0].keys.pending.store(false, Ordering::Release);
         assert!(matches!(
             a.authenticate(t_old.as_bytes()),
             Err(Failure::Invalid(_))

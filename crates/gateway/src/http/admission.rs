@@ -41,7 +41,7 @@ use crate::state::State;
 
 /// Admit the request to `route`, or refuse it: sets `ctx.caller` (and `ctx.quota` for a
 /// rate-limited client, `ctx.permit` on the stream routes).
-pub fn admit(
+pub async fn admit(
     state: &State,
     ctx: &mut Ctx,
     route: &Route<'_>,
@@ -66,7 +66,7 @@ pub fn admit(
     // else the connection's verified client certificate.
     let bearer = credential(req, from_query);
     let client = match (&bearer, ctx.cert_subject.as_deref()) {
-        (Ok(bearer), _) => state.auth.authenticate(bearer),
+        (Ok(bearer), _) => authenticate(state, bearer).await,
         (Err(Failure::Missing), Some(subject)) => state.auth.authenticate_subject(subject),
         (Err(f), _) => Err(*f),
     }
@@ -92,6 +92,27 @@ pub fn admit(
         ctx.permit = Some(slot(state, ctx, &client, &bearer, right)?);
     }
     Ok(())
+}
+
+/// How long a request whose token names a key not held waits for the fetch it asked for.
+const KEY_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// The client of a bearer credential. A token naming a key its issuer does not hold (a
+/// rotation the gateway has not seen yet) waits, at most [`KEY_WAIT`], for the fetch it asked
+/// for, and is judged again against what it found.
+async fn authenticate(state: &State, bearer: &[u8]) -> Result<Arc<Client>, Failure> {
+    match state.auth.authenticate(bearer) {
+        Err(Failure::KeyPending) => {
+            let _ = tokio::time::timeout(KEY_WAIT, state.auth.keys_fetched(bearer)).await;
+            match state.auth.authenticate(bearer) {
+                Err(Failure::KeyPending) => Err(Failure::Invalid(
+                    "the token's key is not among its identity provider's keys",
+                )),
+                other => other,
+            }
+        }
+        other => other,
+    }
 }
 
 /// 403 FORBIDDEN: `client` lacks right `r` (counted).
@@ -287,6 +308,10 @@ fn refuse(state: &State, f: Failure) -> ApiError {
         Failure::Expired => (
             "the token has expired".to_owned(),
             "Bearer realm=\"a2a-gateway\", error=\"invalid_token\", error_description=\"expired\"",
+        ),
+        Failure::KeyPending => (
+            "the credentials were refused: the token's key is not among its identity provider's keys".to_owned(),
+            "Bearer realm=\"a2a-gateway\", error=\"invalid_token\"",
         ),
         Failure::Invalid(why) => (
             format!("the credentials were refused: {why}"),

@@ -87,7 +87,7 @@ pub async fn handle(state: &Arc<State>, conn: &Conn, req: Request) -> Response<B
         match check_method(&path, &route, &method, req.method()) {
             Err(e) => Err(e),
             // 3. admission, then 4. handler
-            Ok(()) => match admission::admit(state, &mut ctx, &route, &req) {
+            Ok(()) => match admission::admit(state, &mut ctx, &route, &req).await {
                 Err(e) => Err(e),
                 // A traced request's log lines carry its trace id (`log_format = "json"`).
                 Ok(()) => match &root {
