@@ -11,11 +11,13 @@ verifies the one value with PyJWT against the gateway's published keys
 verified: `{"sub", "client_kind", "idp_sub", "idp_iss", "alg", "kid", "lifetime", "jti"}`
 (`idp_*` null when absent, `lifetime` = exp - iat), or `{"error": "no caller"}`,
 `{"error": "invalid caller: <why>"}`. The answer is a Message; for the text `task`, a completed
-Task whose artifact `caller` holds that JSON.
+Task whose artifact `caller` holds that JSON; for `slow task`, the same Task WORKING for
+SLOW_SECONDS first (for the gateway's own calls: GetTask while it works).
 
 `--caller-log FILE` appends, for every HTTP request the agent receives (card fetches included),
-one JSON line `{"method", "path", "callers": [every A2A-Caller value, raw]}`, so a test can
-check that a value never arrived. `--ca-file` is the CA the gateway's https certificate is
+one JSON line `{"method", "path", "callers": [every A2A-Caller value, raw], "verified": [what
+each says, as above]}`, so a test can check that a value never arrived, and who the requests
+no message is in (GetTask...) were made for. `--ca-file` is the CA the gateway's https certificate is
 checked against when the keys are fetched.
 
 Used by tests/it/identity.rs; see tests/a2a/README.md.
@@ -39,6 +41,8 @@ from a2a.types.a2a_pb2 import Role, Task, TaskState, TaskStatus
 import agent
 
 HEADER = 'a2a-caller'
+# How long "slow task" stays WORKING before it completes.
+SLOW_SECONDS = 3.0
 ALGORITHMS = ['ES256', 'EdDSA']
 
 
@@ -72,7 +76,10 @@ class CallerExecutor(AgentExecutor):
             return {'error': 'no caller'}
         if len(values) > 1:
             return {'error': f'invalid caller: {len(values)} A2A-Caller headers'}
-        token = values[0]
+        return self.verify_one(values[0])
+
+    def verify_one(self, token: str) -> dict:
+        """What one A2A-Caller value says, verified, or why it is refused."""
         try:
             key = self.keys.get_signing_key_from_jwt(token)
             header = jwt.get_unverified_header(token)
@@ -101,7 +108,7 @@ class CallerExecutor(AgentExecutor):
         # PyJWKClient fetches with urllib: off the event loop.
         answer = json.dumps(await asyncio.to_thread(self.verify, context.call_context.state))
         text = context.get_user_input().strip()
-        if text != 'task':
+        if text not in ('task', 'slow task'):
             await event_queue.enqueue_event(
                 new_text_message(answer, context_id=context.context_id, role=Role.ROLE_AGENT)
             )
@@ -115,6 +122,9 @@ class CallerExecutor(AgentExecutor):
             )
         )
         updater = TaskUpdater(event_queue, context.task_id, context.context_id)
+        if text == 'slow task':
+            await updater.start_work()
+            await asyncio.sleep(SLOW_SECONDS)
         await updater.add_artifact([new_text_part(answer)], name='caller')
         await updater.complete()
 
@@ -123,11 +133,14 @@ class CallerExecutor(AgentExecutor):
 
 
 class CallerLog:
-    """Pure ASGI middleware: one JSON line per HTTP request with every A2A-Caller value, raw."""
+    """Pure ASGI middleware: one JSON line per HTTP request with every A2A-Caller value, raw,
+    and what each says, verified as the executor verifies (for the requests that reach no
+    executor: GetTask, SubscribeToTask, the gateway's own calls)."""
 
-    def __init__(self, app, path: str | None):
+    def __init__(self, app, path: str | None, executor: CallerExecutor):
         self.app = app
         self.file = open(path, 'a', encoding='utf-8') if path else None  # noqa: SIM115
+        self.executor = executor
 
     async def __call__(self, scope, receive, send):
         if scope['type'] == 'http' and self.file is not None:
@@ -140,6 +153,9 @@ class CallerLog:
                 'method': scope['method'],
                 'path': scope.get('raw_path', b'').decode('latin-1') or scope['path'],
                 'callers': callers,
+                'verified': [
+                    await asyncio.to_thread(self.executor.verify_one, c) for c in callers
+                ],
             }
             self.file.write(json.dumps(line) + '\n')
             self.file.flush()
@@ -172,7 +188,7 @@ def main() -> None:
                 args,
                 executor=executor,
                 context_builder=CallerContextBuilder(),
-                wrap=lambda app: CallerLog(app, args.caller_log),
+                wrap=lambda app: CallerLog(app, args.caller_log, executor),
             )
         )
     except KeyboardInterrupt:
