@@ -2,8 +2,8 @@
 // Drive an A2A 1.0 agent (or the gateway) with @a2a-js/sdk's own client, and print what it saw.
 //
 //     node client.mjs --card-url URL --binding JSONRPC|HTTP+JSON [--token T] SCENARIO [SCENARIO...]
-//                     [--task ID] [--text T] [--push-url URL] [--push-id ID] [--push-token T]
-//                     [--push-auth "SCHEME CREDENTIALS"]
+//                     [--card-token T] [--task ID] [--text T] [--push-url URL] [--push-id ID]
+//                     [--push-token T] [--push-auth "SCHEME CREDENTIALS"]
 //
 // The same scenarios and the same output document as client.py (a2a-sdk), so a Rust test can
 // compare the two SDKs, and a run direct to the agent with one through the gateway. The client
@@ -83,6 +83,7 @@ const FLAGS = {
   '--card-url': 'cardUrl',
   '--binding': 'binding',
   '--token': 'token',
+  '--card-token': 'cardToken',
   '--task': 'task',
   '--text': 'text',
   '--push-url': 'pushUrl',
@@ -106,7 +107,8 @@ function parseArgs(argv) {
     !out.scenarios.every((s) => (PUSH_NEEDS[s] ?? []).every((need) => out[need]))
   ) {
     process.stderr.write(
-      `usage: client.mjs --card-url URL --binding JSONRPC|HTTP+JSON [--token T] [--task ID] ` +
+      `usage: client.mjs --card-url URL --binding JSONRPC|HTTP+JSON [--token T] ` +
+        `[--card-token T] [--task ID] ` +
         `[--text T] [--push-url URL] [--push-id ID] [--push-token T] ` +
         `[--push-auth "SCHEME CREDENTIALS"] ` +
         `(${SCENARIOS.join('|')})...\n` +
@@ -395,12 +397,16 @@ async function runOne(args, scenario, fetchImpl, resolver, card) {
 
 async function main() {
   const args = parseArgs(process.argv.slice(2));
-  const fetchImpl = (url, init = {}) => {
+  // Every call with --token; the card with --card-token instead when given ("" for none).
+  const withToken = (token) => (url, init = {}) => {
     const headers = new Headers(init.headers);
-    if (args.token) headers.set('Authorization', `Bearer ${args.token}`);
+    if (token) headers.set('Authorization', `Bearer ${token}`);
     return fetch(url, { ...init, headers });
   };
-  const resolver = new DefaultAgentCardResolver({ fetchImpl });
+  const fetchImpl = withToken(args.token);
+  const resolver = new DefaultAgentCardResolver({
+    fetchImpl: args.cardToken === undefined ? fetchImpl : withToken(args.cardToken),
+  });
   let out;
   let card;
   try {

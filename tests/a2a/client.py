@@ -2,8 +2,8 @@
 """Drive an A2A 1.0 agent (or the gateway) with a2a-sdk's own client, and print what it saw.
 
     client.py --card-url URL --binding JSONRPC|HTTP+JSON|GRPC [--token T] SCENARIO [SCENARIO...]
-              [--task ID] [--text T] [--push-url URL] [--push-id ID] [--push-token T]
-              [--push-auth "SCHEME CREDENTIALS"]
+              [--card-token T] [--task ID] [--text T] [--push-url URL] [--push-id ID]
+              [--push-token T] [--push-auth "SCHEME CREDENTIALS"]
 
 The client starts from the card at URL (fetched with the SDK's A2ACardResolver), lets
 ClientFactory pick the interface for the binding, runs the scenario, and prints ONE JSON
@@ -361,11 +361,23 @@ async def run_one(args, scenario, http, card):
     return {'scenario': scenario, 'binding': args.binding, 'result': result}
 
 
+def bearer(token):
+    return {'Authorization': f'Bearer {token}'} if token else {}
+
+
+async def fetch_card(args, http):
+    """The card at --card-url, fetched with --token, or with --card-token when given."""
+    if args.card_token is None:
+        return await A2ACardResolver(http, args.card_url, agent_card_path='').get_agent_card()
+    async with httpx.AsyncClient(headers=bearer(args.card_token), timeout=30.0) as card_http:
+        resolver = A2ACardResolver(card_http, args.card_url, agent_card_path='')
+        return await resolver.get_agent_card()
+
+
 async def main_async(args):
-    headers = {'Authorization': f'Bearer {args.token}'} if args.token else {}
-    async with httpx.AsyncClient(headers=headers, timeout=30.0) as http:
+    async with httpx.AsyncClient(headers=bearer(args.token), timeout=30.0) as http:
         try:
-            card = await A2ACardResolver(http, args.card_url, agent_card_path='').get_agent_card()
+            card = await fetch_card(args, http)
         except Exception as e:  # noqa: BLE001
             failed = {'error': error_data(e)}
             if len(args.scenario) == 1:
@@ -387,6 +399,11 @@ def main():
     p.add_argument(
         '--grpc-token',
         help='over gRPC, this token instead of --token ("" for none): the card still with --token',
+    )
+    p.add_argument(
+        '--card-token',
+        help='fetch the card with this token instead of --token ("" for none): the calls still '
+        'with --token',
     )
     p.add_argument('--task', help='the task id of `follow` and the push-config scenarios')
     p.add_argument('--text', default='hello slowly', help='the message text of `send-push`')

@@ -110,6 +110,9 @@ mod notifications;
 /// `[[auth.oidc]]` against a real identity provider (node's oidc-provider): keys by
 /// discovery, rotation followed without a reload, the provider down at start.
 mod oidc;
+/// The official A2A clients and streams with a real identity provider's tokens: both SDKs'
+/// clients through its key rotation, and a token's streams ended at its `exp`.
+mod oidc_clients;
 /// `GET /openapi.json`: public, the document built in, and the router and the document agree
 /// both ways on a live gateway.
 mod openapi;

@@ -26,6 +26,7 @@ pub mod child;
 pub mod collector;
 pub mod grpc;
 pub mod hook;
+pub mod idp;
 pub mod process;
 pub mod redis_cluster;
 pub mod redis_server;

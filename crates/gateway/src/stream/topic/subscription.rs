@@ -76,7 +76,8 @@ impl Subscription {
         if self.done {
             return Poll::Ready(None);
         }
-        // Credentials withdrawn: the last event says so, and the stream ends.
+        // Credentials withdrawn: the last event says so (on A2A, ErrorInfo ACCESS_REVOKED with
+        // the `access_revoked` event's reason as metadata `reason`), and the stream ends.
         if let Some(Poll::Ready(why)) = self.permit.as_ref().map(|p| p.poll_revoked(cx)) {
             self.done = true;
             if self.topic.dialect == Dialect::A2a {
@@ -87,7 +88,8 @@ impl Subscription {
                         "the credentials that opened this stream were withdrawn ({})",
                         why.reason()
                     ),
-                );
+                )
+                .with_metadata("reason", why.reason());
                 return Poll::Ready(self.cursor.framing.last(Some(&e)).map(Ok));
             }
             return Poll::Ready(Some(Ok(Frame::data(why.event()))));
