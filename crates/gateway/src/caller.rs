@@ -218,7 +218,11 @@ pub fn check_key(path: &Path) -> Result<(), String> {
         .map_err(|e| format!("{}: {}", e.path, e.why))
 }
 
-type Kept = HashMap<(Box<str>, Kind, Box<str>), (HeaderValue, u64)>;
+/// A kept assertion's key: the client, how it proved it, the agent, and for a token the
+/// token's SHA-256 (each token's assertion carries that token's claims and lifetime).
+type KeptKey = (Box<str>, Kind, Box<str>, [u8; 32]);
+
+type Kept = HashMap<KeptKey, (HeaderValue, u64)>;
 
 /// The signer `[auth.assertion]` configures, if it does: issuing as `public_url` (or, where no
 /// agent is told who is calling and `public_url` is unset, the listen address).
@@ -306,11 +310,13 @@ impl Signer {
             OnBehalf::Owner(owner) => (owner.unwrap_or("anonymous"), Kind::Gateway, None),
             OnBehalf::Nobody => return None,
         };
-        let key = (Box::from(sub), kind, Box::from(agent.name.as_str()));
+        let of = token.map_or([0; 32], |t| Sha256::digest(t.as_bytes()).into());
+        let key = (Box::from(sub), kind, Box::from(agent.name.as_str()), of);
         {
             let kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
             if let Some((v, made)) = kept.get(&key) {
-                if now < made + REUSE_SECS {
+                // Not one made "later" than now either (a clock stepped back).
+                if *made <= now && now < made + REUSE_SECS {
                     return Some(v.clone());
                 }
             }
@@ -321,6 +327,7 @@ impl Signer {
             "client_kind": kind.as_str(),
         });
         let mut reuse = true;
+        // The token's claims: read once, at the assertion's making.
         if let (Some(token), Value::Object(out)) = (token, &mut claims) {
             let of_token = jwt::claims(token).unwrap_or_default();
             for (name, to) in [("iss", "idp_iss"), ("sub", "idp_sub")] {
@@ -563,7 +570,7 @@ mod tests {
     fn a_file_that_is_no_usable_key_is_refused_with_its_name() {
         let dir = tempfile::tempdir().expect("tempdir");
         let rsa = key_file(dir.path(), "x.pem", "not a key");
-        let e = Signer::load("https://gw", &[rsa.clone()])
+        let e = Signer::load("https://gw", std::slice::from_ref(&rsa))
             .err()
             .expect("refused");
         assert_eq!(e.path, rsa);

@@ -12,7 +12,7 @@
 //! takes with it the verifications made with it: cached ones are not used again, and the
 //! streams opened with it end (`key_rotated`).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -84,9 +84,10 @@ pub struct KeyState {
     started: AtomicBool,
     wake: Arc<tokio::sync::Notify>,
     last_kick: Mutex<Option<Instant>>,
-    /// A fetch a token's unknown `kid` asked for has not finished yet.
-    pending: AtomicBool,
-    /// Counts finished fetches: what a request held for a pending one waits on.
+    /// Fetches tokens' unknown `kid`s asked for, numbered from 1.
+    asked: AtomicU64,
+    /// The last of `asked` that a finished fetch covers (one that started after it was asked
+    /// for): what a request held for its fetch waits on.
     fetches: tokio::sync::watch::Sender<u64>,
     client: IssuerClient,
     /// The open streams, whose grants made with a withdrawn key end.
@@ -148,7 +149,7 @@ impl Issuer {
                     started: AtomicBool::new(false),
                     wake: Arc::default(),
                     last_kick: Mutex::new(None),
-                    pending: AtomicBool::new(false),
+                    asked: AtomicU64::new(0),
                     fetches: tokio::sync::watch::Sender::new(0),
                     client,
                     streams: Arc::downgrade(streams),
@@ -217,18 +218,24 @@ impl KeyState {
         let mut last = self.last_kick.lock().unwrap_or_else(|p| p.into_inner());
         if last.is_none_or(|t| t.elapsed() >= KICK_INTERVAL) {
             *last = Some(Instant::now());
-            self.pending.store(true, Ordering::Release);
+            self.asked.fetch_add(1, Ordering::AcqRel);
             self.wake.notify_one();
             return true;
         }
-        self.pending.load(Ordering::Acquire)
+        self.pending()
     }
 
-    /// Resolves once no fetch a token asked for is running.
+    /// Whether a fetch asked for has not finished yet.
+    fn pending(&self) -> bool {
+        *self.fetches.borrow() < self.asked.load(Ordering::Acquire)
+    }
+
+    /// Resolves once every fetch asked for so far has finished (a fetch that was running when
+    /// one was asked for does not count: it may have read the set before the rotation).
     pub async fn fetched(&self) {
+        let want = self.asked.load(Ordering::Acquire);
         let mut rx = self.fetches.subscribe();
-        // Subscribed first: a fetch that ends between the two is seen by one or the other.
-        while self.pending.load(Ordering::Acquire) {
+        while *rx.borrow_and_update() < want {
             if rx.changed().await.is_err() {
                 return;
             }
@@ -258,6 +265,8 @@ impl KeyState {
 
     /// One fetch of the key set, its outcome logged and counted; how long until the next.
     async fn refresh(&self, metrics: &Metrics) -> Duration {
+        // The fetches asked for until now are answered by this one.
+        let covers = self.asked.load(Ordering::Acquire);
         let name = &*self.source.name;
         let refresh = self.source.refresh;
         let (outcome, wait) = match self.fetch().await {
@@ -307,8 +316,7 @@ impl KeyState {
             .with_label_values(&[name, outcome])
             .inc();
         // Whatever it found: the requests held for it authenticate again.
-        self.pending.store(false, Ordering::Release);
-        self.fetches.send_modify(|n| *n = n.wrapping_add(1));
+        self.fetches.send_modify(|done| *done = (*done).max(covers));
         wait
     }
 
@@ -733,9 +741,12 @@ jwt_issuer = "corp"
             a.authenticate(t_old.as_bytes()).err(),
             Some(Failure::KeyPending)
         );
-        assert!(a.oidc[0].keys.pending.load(Ordering::Acquire));
+        let keys = &a.oidc[0].keys;
+        assert!(keys.pending());
         // The fetch done, finding the key still gone: refused, with no new fetch for 10 s.
-        a.oidc[0].keys.pending.store(false, Ordering::Release);
+        let asked = keys.asked.load(Ordering::Acquire);
+        keys.fetches.send_modify(|done| *done = asked);
+        assert!(!keys.pending());
         assert!(matches!(
             a.authenticate(t_old.as_bytes()),
             Err(Failure::Invalid(_))

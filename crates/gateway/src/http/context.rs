@@ -46,8 +46,8 @@ impl Conn {
     }
 }
 
-/// How a caller proved who it is (set by admission).
-#[derive(Debug, Clone, Default)]
+/// How a caller proved who it is (set by admission). Its `Debug` never shows a token.
+#[derive(Clone, Default)]
 pub enum Proof {
     /// Nothing yet, or nothing asked (a public route, a gateway without clients).
     #[default]
@@ -58,6 +58,17 @@ pub enum Proof {
     Certificate,
     /// A JWT, kept for `identity = "token"` agents and the assertion's `idp_*` claims.
     Token(Arc<str>),
+}
+
+impl std::fmt::Debug for Proof {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Proof::None => "None",
+            Proof::Key => "Key",
+            Proof::Certificate => "Certificate",
+            Proof::Token(_) => "Token(..)",
+        })
+    }
 }
 
 /// What a handler knows of the request besides the request itself.

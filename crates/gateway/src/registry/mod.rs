@@ -165,7 +165,8 @@ impl Agent {
     }
 
     /// Whether `cfg` is another agent than this one's entry, not the same agent with other
-    /// settings: where it is, how its card is found, and what it is sent with.
+    /// settings: where it is, how its card is found, and what it is sent with (its credential,
+    /// and what it is told of who is calling).
     fn same_agent(&self, cfg: &AgentConfig) -> bool {
         let a = &self.cfg;
         a.url == cfg.url
@@ -173,6 +174,11 @@ impl Agent {
             && a.card_path() == cfg.card_path()
             && a.upstream_auth_header == cfg.upstream_auth_header
             && a.ca_file == cfg.ca_file
+            // What it is told of callers: the streams it serves were opened telling it (or
+            // not), and reconnect with their agent's settings.
+            && a.identity == cfg.identity
+            && a.token_audience == cfg.token_audience
+            && a.forward_claims == cfg.forward_claims
     }
 
     /// Mark it replaced by a reload (see [`Agent::is_retired`]).

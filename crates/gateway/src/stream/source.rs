@@ -59,12 +59,20 @@ fn request(
 }
 
 /// The owner of Clawpedia task `task_id`, for an agent told who is calling (`identity`); no
-/// ledger read for the others.
-async fn owner_of(ledger: &Arc<dyn TaskLedger>, agent: &Agent, task_id: &str) -> Option<Arc<str>> {
+/// ledger read for the others. `Err` when the ledger cannot say: the call is not made, rather
+/// than made in no one's name.
+async fn owner_of(
+    ledger: &Arc<dyn TaskLedger>,
+    agent: &Agent,
+    task_id: &str,
+) -> Result<Option<Arc<str>>, ()> {
     if agent.cfg.identity == crate::config::Identity::None {
-        return None;
+        return Ok(None);
     }
-    ledger.get(task_id).await.ok().flatten()?.owner
+    match ledger.get(task_id).await {
+        Ok(record) => Ok(record.and_then(|r| r.owner)),
+        Err(_) => Err(()),
+    }
 }
 
 /// Whether an answer's `Content-Type` is `text/event-stream`.
@@ -166,7 +174,10 @@ pub async fn run(hub: Arc<Hub>, topic: Arc<Topic>, agent: Arc<Agent>, client: Up
     // Connections in a row that broke the event-stream rules, and how the last one did.
     let mut failures = 0u32;
     let mut broken = String::new();
-    let owner = owner_of(&hub.ledger, &agent, &task_id).await;
+    let Ok(owner) = owner_of(&hub.ledger, &agent, &task_id).await else {
+        tracing::warn!(agent = %agent.cfg.name, %task_id, "the ledger cannot say whose task this is; the agent's stream is not opened");
+        return;
+    };
     let mut tick = tokio::time::interval(tick_every(&hub));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -372,7 +383,7 @@ pub(crate) async fn ask_and_apply(
     task_id: &str,
 ) -> Option<Applied> {
     let card = agent.card().ok()?;
-    let owner = owner_of(ledger, agent, task_id).await;
+    let owner = owner_of(ledger, agent, task_id).await.ok()?;
     let req = request(
         agent,
         owner.as_deref(),

@@ -53,12 +53,28 @@ impl Validator {
                     "needs [auth.assertion] key_files: the keys the gateway signs A2A-Caller with",
                 );
             }
-            if a.identity == Identity::Token
-                && a.token_audience.as_deref().is_none_or(str::is_empty)
-            {
-                self.problem(
+            let takes_tokens = c.auth.jwt.is_some() || !c.auth.oidc.is_empty();
+            match a.identity {
+                Identity::Token if a.token_audience.as_deref().is_none_or(str::is_empty) => {
+                    self.problem(
+                        format!("{at}.token_audience"),
+                        "is required with identity = \"token\": the audience a caller's token must include to be sent on",
+                    );
+                }
+                Identity::Token if !takes_tokens => self.problem(
+                    format!("{at}.identity"),
+                    "is \"token\", but no caller can present a token: configure [auth.jwt] or [[auth.oidc]]",
+                ),
+                Identity::Assertion if a.token_audience.is_some() => self.problem(
                     format!("{at}.token_audience"),
-                    "is required with identity = \"token\": the audience a caller's token must include to be sent on",
+                    "only applies with identity = \"token\"",
+                ),
+                _ => {}
+            }
+            if a.identity == Identity::Token && !a.forward_claims.is_empty() {
+                self.problem(
+                    format!("{at}.forward_claims"),
+                    "does nothing with identity = \"token\": a token caller's own token is sent, with all its claims",
                 );
             }
             if a.forward_claims.len() > MAX_FORWARD_CLAIMS {
@@ -104,8 +120,18 @@ mod tests {
     #[test]
     fn an_agent_told_who_calls_needs_keys_a_public_url_and_for_tokens_an_audience() {
         assert_eq!(
+            keys(&agent("identity = \"token\"\nforward_claims = [\"sub\"]\n")),
+            [
+                "agents[0].identity",
+                "agents[0].token_audience",
+                "agents[0].forward_claims",
+                "agents[0].forward_claims",
+                "public_url"
+            ]
+        );
+        assert_eq!(
             keys(&agent(
-                "identity = \"token\"\nforward_claims = [\"sub\", \"email\"]\n"
+                "identity = \"assertion\"\ntoken_audience = \"api\"\nforward_claims = [\"iss\"]\n"
             )),
             [
                 "agents[0].identity",
@@ -122,13 +148,26 @@ mod tests {
             keys(&agent("identity = \"sometimes\"\n")),
             ["agents[0].identity"]
         );
-        // With keys (no file check without the gateway's rules) and a public URL: accepted.
-        let ok = format!(
-            "public_url = \"https://gw.example\"\n{}[auth.assertion]\nkey_files = [\"k.pem\"]\n",
-            agent("identity = \"token\"\ntoken_audience = \"api\"\nforward_claims = [\"email\"]\n")
-        );
-        let c = Config::parse(&ok).expect("accepted");
+        // With keys (no file check without the gateway's rules), a public URL and a token
+        // issuer: accepted.
+        let ok = |agent_keys: &str| {
+            format!(
+                "public_url = \"https://gw.example\"\n{}[auth.assertion]\nkey_files = [\"k.pem\"]\n[[auth.oidc]]\nname = \"corp\"\nissuer = \"https://idp.example\"\naudience = \"gw\"\nscopes = {{ \"a2a\" = {{ can = [\"tasks\"] }} }}\n",
+                agent(agent_keys)
+            )
+        };
+        let c = Config::parse(&ok(
+            "identity = \"assertion\"\nforward_claims = [\"email\"]\n",
+        ))
+        .expect("accepted");
         assert_eq!(c.agents[0].forward_claims, ["email"]);
+        Config::parse(&ok("identity = \"token\"\ntoken_audience = \"api\"\n")).expect("accepted");
+        // "token" without a way for a caller to present one.
+        let no_issuer = format!(
+            "public_url = \"https://gw.example\"\n{}[auth.assertion]\nkey_files = [\"k.pem\"]\n",
+            agent("identity = \"token\"\ntoken_audience = \"api\"\n")
+        );
+        assert_eq!(keys(&no_issuer), ["agents[0].identity"]);
         assert_eq!(
             keys(&agent("[auth.assertion]\nkey_files = []\n")),
             ["auth.assertion.key_files"]

@@ -117,7 +117,7 @@ pub async fn get(state: &State, up: &Upstream, agent: &Agent, id: &str) -> Optio
     let mut params = Map::new();
     params.insert("id".into(), Value::from(id));
     let call = Call::new(Method::GetTask, params);
-    let owner = to_agent::owner_of(state, agent, id).await;
+    let owner = to_agent::owner_of(state, agent, id).await.ok()?;
     let out = to_agent::own_request(agent, &held, owner.as_deref(), &call).ok()?;
     let (parts, body) = up
         .exchange(

@@ -357,7 +357,9 @@ async fn ask_to_push(
     );
     params.insert("token".into(), Value::from(token));
     let call = Call::new(Method::CreateTaskPushNotificationConfig, params);
-    let owner = to_agent::owner_of(state, agent, id).await;
+    let Ok(owner) = to_agent::owner_of(state, agent, id).await else {
+        return false;
+    };
     let Ok(out) = to_agent::own_request(agent, held, owner.as_deref(), &call) else {
         return false;
     };

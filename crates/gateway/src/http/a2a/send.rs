@@ -145,7 +145,17 @@ async fn send_checked(
     let out = match to_agent::request(agent, &held, ctx, headers, &call, written) {
         Ok(out) => out,
         Err(e) => {
-            let res = e.into_response();
+            // A refusal of the caller's (its token is not meant for this agent) is its own
+            // answer; anything else says the agent cannot be called. The key keeps the same.
+            let answer = if e.code == Code::Forbidden {
+                e
+            } else {
+                ApiError::new(
+                    Code::AgentUnreachable,
+                    "the agent request could not be built",
+                )
+            };
+            let res = ApiError::new(answer.code, answer.message.clone()).into_response();
             idempotency::settle(state, &key, &res, false).await;
             if let Some(p) = &pending {
                 a2a_ledger::drop_context(state, p).await;
@@ -153,11 +163,7 @@ async fn send_checked(
             if let Some(Plan::Pushed(Some(send))) = &plan {
                 let _ = state.ledger.end_send(send).await;
             }
-            return Err(ApiError::new(
-                Code::AgentUnreachable,
-                "the agent request could not be built",
-            )
-            .into());
+            return Err(answer.into());
         }
     };
     // Not held while the agent answers.

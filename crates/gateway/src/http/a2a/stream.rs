@@ -277,6 +277,7 @@ pub(super) async fn shared(
             task,
             json,
             last_ms,
+            owner: task_owner,
         } => {
             let key = a2a_ledger::key(&agent.cfg.name, &id);
             if let Some(p) = push {
@@ -305,7 +306,7 @@ pub(super) async fn shared(
                 id,
                 task,
                 last_ms,
-                owner: ctx.caller.owner().cloned(),
+                owner: task_owner,
             };
             tokio::spawn(feed::run(start, up));
             let owner = ctx.caller.owner().cloned();
@@ -389,6 +390,9 @@ enum First {
         task: Value,
         json: Vec<u8>,
         last_ms: i64,
+        /// The task's owner as recorded (not always the caller: an `all_tasks` client may
+        /// continue another's task).
+        owner: Option<std::sync::Arc<str>>,
     },
 }
 
@@ -440,5 +444,6 @@ async fn first_event(
         task,
         json,
         last_ms: recorded.applied.record.head.updated_ms,
+        owner: recorded.applied.record.owner.clone(),
     })
 }

@@ -104,13 +104,17 @@ pub fn own_request(
 }
 
 /// The owner of A2A task `id` of `agent`, for the gateway's own calls to an agent told who is
-/// calling (`identity`); no ledger read for the others.
-pub async fn owner_of(state: &State, agent: &Agent, id: &str) -> Option<Arc<str>> {
+/// calling (`identity`); no ledger read for the others. `Err` when the ledger cannot say: the
+/// call is not made, rather than made in no one's name.
+pub async fn owner_of(state: &State, agent: &Agent, id: &str) -> Result<Option<Arc<str>>, ()> {
     if agent.cfg.identity == crate::config::Identity::None {
-        return None;
+        return Ok(None);
     }
     let key = crate::protocol::a2a::ledger_key(&agent.cfg.name, id);
-    state.ledger.get(&key).await.ok().flatten()?.owner
+    match state.ledger.get(&key).await {
+        Ok(record) => Ok(record.and_then(|r| r.owner)),
+        Err(_) => Err(()),
+    }
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -25,8 +25,8 @@ pub fn openapi() -> ApiResult {
 }
 
 /// The public keys of the gateway's `A2A-Caller` assertions (`crate::caller`), for agents to
-/// verify them with: public, as any JWKS. Kept a minute, so an agent's cache sees a rotation's
-/// new key before the old one's assertions are gone. 404 without `[auth.assertion]`.
+/// verify them with: public, as any JWKS. Cacheable for a minute: a rotation publishes the
+/// next key a minute before it signs (docs/security.md). 404 without `[auth.assertion]`.
 pub fn jwks(state: &State) -> ApiResult {
     let Some(signer) = state.registry.signer() else {
         return Err(ApiError::new(
