@@ -22,95 +22,9 @@ use crate::support::a2a_calls::{
     assert_forbidden, error_code, grpc_send, message, raw, reason, rest, rpc, send_03, two_clients,
     ALICE, OPS,
 };
-use crate::support::child::repo;
 use crate::support::grpc;
+use crate::support::idp::{claims, free_port, header, keys_held, Idp, AUDIENCE};
 use crate::support::*;
-
-const AUDIENCE: &str = "a2a-gateway";
-
-/// The provider, killed when dropped.
-struct Idp {
-    _child: tokio::process::Child,
-    issuer: String,
-    http: Http,
-}
-
-impl Idp {
-    /// Start it on `port` and wait until it serves its discovery document.
-    async fn start(port: u16) -> Idp {
-        let child = tokio::process::Command::new("node")
-            .arg(repo("tests/node/oidc-provider.mjs"))
-            .arg(port.to_string())
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("node runs the provider");
-        let issuer = format!("http://127.0.0.1:{port}");
-        let http = Http::new(issuer.clone());
-        wait_for_within("the provider serves", Duration::from_secs(20), || async {
-            http.try_send(
-                Method::GET,
-                "/.well-known/openid-configuration",
-                &[],
-                Bytes::new(),
-            )
-            .await
-            .is_ok_and(|r| r.status == 200)
-        })
-        .await;
-        Idp {
-            _child: child,
-            issuer,
-            http,
-        }
-    }
-
-    /// A client-credentials access token for the gateway's audience, with the scope `a2a`.
-    async fn token(&self) -> String {
-        self.token_with("a2a").await
-    }
-
-    /// A client-credentials access token for the gateway's audience with `scope` (several
-    /// separated by `+`, the form's space). Its subject is the client, `orchestrator`,
-    /// whatever the scope.
-    async fn token_with(&self, scope: &str) -> String {
-        let body = format!(
-            "grant_type=client_credentials&client_id=orchestrator&client_secret=orchestrator-secret\
-             &resource=urn:a2a-gateway&scope={scope}"
-        );
-        let r = self
-            .http
-            .send(
-                Method::POST,
-                "/token",
-                &[("content-type", "application/x-www-form-urlencoded")],
-                Bytes::from(body),
-            )
-            .await;
-        assert_eq!(r.status, 200, "{r:?}");
-        r.json()["access_token"]
-            .as_str()
-            .expect("an access token")
-            .to_owned()
-    }
-
-    /// Publish a new signing key, withdrawing the old one.
-    async fn rotate(&self) {
-        let r = self
-            .http
-            .send(Method::POST, "/admin/rotate", &[], Bytes::new())
-            .await;
-        assert_eq!(r.status, 200, "{r:?}");
-    }
-}
-
-/// A port nothing listens on now.
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    l.local_addr().expect("addr").port()
-}
 
 /// The provider as an `[[auth.oidc]]` issuer. Its tokens' rights are their scopes': `a2a` and
 /// `a2a.send` may create tasks and stream, `a2a.read` may read and list tasks, nothing more
@@ -136,28 +50,6 @@ fn oidc(issuer: &str) -> OidcConfig {
         ]),
         ..OidcConfig::default()
     }
-}
-
-/// Part `i` of a JWT (0: the header, 1: the claims), decoded.
-fn part(token: &str, i: usize) -> Value {
-    use base64::Engine;
-    let p = token.split('.').nth(i).expect("a JWT");
-    serde_json::from_slice(
-        &base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .decode(p)
-            .expect("base64url"),
-    )
-    .expect("json")
-}
-
-/// The decoded header of a JWT.
-fn header(token: &str) -> Value {
-    part(token, 0)
-}
-
-/// The decoded claims of a JWT (not verified).
-fn claims(token: &str) -> Value {
-    part(token, 1)
 }
 
 async fn send_message(http: &Http, token: &str) -> Resp {
@@ -218,19 +110,11 @@ async fn gateway(
     )
 }
 
-/// Wait until the gateway holds the provider's one signing key.
-async fn keys_held(http: &Http) {
-    wait_for("the provider's keys are held", || async {
-        metric(http, "a2a_gateway_jwks_keys", &[("issuer", "corp")]).await == 1.0
-    })
-    .await;
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_real_providers_tokens_get_through_and_follow_its_key_rotation_without_a_reload() {
     let idp = Idp::start(free_port()).await;
     let (_keep, http) = gateway(&idp.issuer, |_| {}).await;
-    keys_held(&http).await;
+    keys_held(&http, "corp", OPS).await;
     assert!(
         metric(
             &http,
@@ -376,7 +260,7 @@ async fn revoked(s: &mut crate::support::sse::Events) -> Option<(String, bool)> 
 async fn a_stream_opened_with_a_key_the_provider_withdraws_ends_with_key_rotated() {
     let idp = Idp::start(free_port()).await;
     let (_keep, http) = gateway(&idp.issuer, |_| {}).await;
-    keys_held(&http).await;
+    keys_held(&http, "corp", OPS).await;
     let first = idp.token().await;
     let body = json!({ "input": good_input() });
     let r = http
@@ -419,7 +303,7 @@ async fn keys_are_fetched_again_every_jwks_refresh_secs_without_a_token_asking()
         cfg.auth.oidc[0].jwks_refresh = Duration::from_secs(1);
     })
     .await;
-    keys_held(&http).await;
+    keys_held(&http, "corp", OPS).await;
     let old = idp.token().await;
     let body = json!({ "input": good_input() });
     let r = http.post_json_as("/agents/c/tasks", &old, &body, &[]).await;
@@ -533,12 +417,12 @@ fn listed(v: &Value) -> Vec<&str> {
 async fn a_read_scope_reads_its_subjects_tasks_and_is_refused_sendmessage_on_every_wire_form() {
     let idp = Idp::start(free_port()).await;
     let (_keep, http) = gateway(&idp.issuer, |_| {}).await;
-    keys_held(&http).await;
+    keys_held(&http, "corp", OPS).await;
     // One subject (the provider's client, `orchestrator`), two tokens: one may send, one
     // may only read. Both carry the claims a2a_can ["tasks", "streams"], which count for
     // nothing.
-    let sender = idp.token_with("a2a.send").await;
-    let reader = idp.token_with("a2a.read").await;
+    let sender = idp.token_for("a2a.send").await;
+    let reader = idp.token_for("a2a.read").await;
     let v = rpc(
         &http,
         "echo",
@@ -605,7 +489,7 @@ async fn a_read_scope_reads_its_subjects_tasks_and_is_refused_sendmessage_on_eve
     // SendMessage, over every wire form.
     send_refused_everywhere(&http, &reader).await;
     // Both scopes in one token: the union, so it sends.
-    let both = idp.token_with("a2a.read+a2a.send").await;
+    let both = idp.token_for("a2a.read+a2a.send").await;
     let v = rpc(
         &http,
         "echo",
@@ -628,7 +512,7 @@ async fn a_token_without_a_mapped_scope_gets_nothing_whatever_its_claims() {
         cfg.auth.oidc[0].scopes.retain(|s, _| s == "a2a.read");
     })
     .await;
-    keys_held(&http).await;
+    keys_held(&http, "corp", OPS).await;
     let token = idp.token().await;
     assert_eq!(claims(&token)["scope"], "a2a", "the token's scope");
     assert_eq!(claims(&token)["a2a_can"], json!(["tasks", "streams"]));
@@ -646,7 +530,7 @@ async fn a_token_without_a_mapped_scope_gets_nothing_whatever_its_claims() {
         .await;
     assert_api_error(&r, 403, "FORBIDDEN");
     // The scope it lacked, asked for: granted.
-    let reader = idp.token_with("a2a.read").await;
+    let reader = idp.token_for("a2a.read").await;
     let v = rpc(&http, "echo", Some(&reader), "ListTasks", json!({})).await;
     assert!(listed(&v).is_empty(), "{v}");
 }
