@@ -88,6 +88,10 @@ mod hardening;
 /// Safe retries of create: `Idempotency-Key` replays, reuse, in-flight and malformed keys,
 /// late answers recorded after a timeout, and one key shared by two replicas on Redis.
 mod idempotency;
+/// The caller's identity, to the agent (`identity = "assertion"`): a2a-sdk agents verify the
+/// gateway's `A2A-Caller` with PyJWT against `/.well-known/jwks.json` for a key, a certificate
+/// and a real identity provider's token client, on both bindings; a client's own never arrives.
+mod identity;
 /// Terminal immutability and the state machine, from every direction a task can be pushed.
 mod immutability;
 /// JWT bearer tokens checked against a JWKS file: every algorithm allowed, every forgery refused.
