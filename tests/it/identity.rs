@@ -6,7 +6,8 @@
 //! bindings, answered by a Message, a Task and a stream; a client's own `A2A-Caller`, forged,
 //! never reaches an agent (an a2a-sdk agent, nor a proxied Clawpedia agent, with or without
 //! `identity`); the keys are published without credentials, public members only; an Ed25519
-//! first key signs EdDSA assertions; the gateway's own calls for a task carry its owner.
+//! first key signs EdDSA assertions; the gateway's own calls for a task carry its owner; with
+//! `identity = "token"` a token's own bytes reach an agent of its audience and no other.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
@@ -874,4 +875,103 @@ async fn the_gateways_own_calls_for_a_task_carry_its_owner() {
 /// What a Task's artifact says the agent verified.
 fn seen_of_task(task: &Value) -> Value {
     seen(&json!({ "task": task }))
+}
+
+/// `identity = "token"`: a token caller's own bearer token reaches the agent as `A2A-Caller`,
+/// exactly as presented, when its audience includes the agent's `token_audience`; a key client
+/// of that agent gets an assertion; a token not meant for an agent is refused 403 FORBIDDEN
+/// naming the audience, before the agent is called, over JSON-RPC and HTTP+JSON alike.
+#[tokio::test(flavor = "multi_thread")]
+async fn token_mode_passes_a_callers_own_token_only_to_an_agent_of_its_audience() {
+    let s = Setup::start("ec", true, |cfg| {
+        for a in &mut cfg.agents {
+            if a.name == RPC {
+                a.identity = Identity::Token;
+                a.token_audience = Some(idp::AUDIENCE.into());
+            } else if a.name == REST {
+                a.identity = Identity::Token;
+                a.token_audience = Some("downstream-api".into());
+            }
+        }
+    })
+    .await;
+    let http = s.http(None);
+    let token = s.idp.as_ref().expect("a provider").token().await;
+
+    // Its audience includes the RPC agent's: the token itself arrives.
+    let before = s.rpc.callers().len();
+    let auth = format!("Bearer {token}");
+    let body = json!({"jsonrpc": "2.0", "id": "t-1", "method": "SendMessage",
+        "params": message("who am I", json!({}))});
+    let headers = [
+        ("a2a-version", "1.0"),
+        ("content-type", "application/json"),
+        ("authorization", auth.as_str()),
+    ];
+    let r = http
+        .send(
+            Method::POST,
+            &format!("/agents/{RPC}/jsonrpc"),
+            &headers,
+            Bytes::from(body.to_string()),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let callers = s.rpc.callers();
+    assert_eq!(callers[before..], [token.clone()], "the caller's own token");
+
+    // A key client of that agent: an assertion, verified by the agent.
+    let keys = jwks(&s).await;
+    let seen = ask(&http, Some(ALICE), RPC, Front::Rpc, false, "who", &[]).await;
+    assert_caller(
+        &seen,
+        "alice",
+        "key",
+        None,
+        (&kid_of(&keys, "EC"), "ES256"),
+        "key client of a token agent",
+    );
+
+    // Not meant for the REST agent: 403 naming its audience, and the agent never called.
+    let before = s.rest.log().len();
+    let r = http
+        .send(
+            Method::POST,
+            &format!("/agents/{REST}/jsonrpc"),
+            &headers,
+            Bytes::from(body.to_string()),
+        )
+        .await;
+    // After admission, as a method refusal: HTTP 200, -32000 with the call's id.
+    assert_eq!(r.status, 200, "JSON-RPC SendMessage: {r:?}");
+    let v = r.json();
+    assert_eq!(v["error"]["code"], -32000, "{v}");
+    assert_eq!(v["id"], "t-1", "{v}");
+    assert_eq!(v["error"]["data"][0]["reason"], "FORBIDDEN", "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("downstream-api")),
+        "{v}"
+    );
+    let rest_headers = [
+        ("a2a-version", "1.0"),
+        ("content-type", "application/a2a+json"),
+        ("authorization", auth.as_str()),
+    ];
+    let r = http
+        .send(
+            Method::POST,
+            &format!("/agents/{REST}/message:send"),
+            &rest_headers,
+            Bytes::from(message("who am I", json!({})).to_string()),
+        )
+        .await;
+    assert_eq!(r.status, 403, "HTTP+JSON SendMessage: {r:?}");
+    assert_eq!(
+        r.json()["error"]["details"][0]["reason"],
+        "FORBIDDEN",
+        "{r:?}"
+    );
+    assert_eq!(s.rest.log().len(), before, "the agent was not called");
 }
