@@ -534,3 +534,30 @@ async fn a_token_without_a_mapped_scope_gets_nothing_whatever_its_claims() {
     let v = rpc(&http, "echo", Some(&reader), "ListTasks", json!({})).await;
     assert!(listed(&v).is_empty(), "{v}");
 }
+
+/// A reload that removes an issuer removes its `jwks_keys` series (a removed identity
+/// provider holds no keys: the last value must not stay on the dashboard), and its tokens are
+/// refused from then on; the issuer that stays keeps its series.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reload_that_removes_an_issuer_removes_its_key_gauge_and_its_tokens() {
+    let idp = Idp::start(free_port()).await;
+    let (keep, http) = gateway(&idp.issuer, |_| {}).await;
+    keys_held(&http, "corp", OPS).await;
+    let token = idp.token().await;
+    assert!(answered(&send_message(&http, &token).await));
+    let gw = keep[2]
+        .downcast_ref::<a2a_gateway::Gateway>()
+        .expect("the gateway");
+    let mut next = (*gw.config()).clone();
+    next.auth.oidc.clear();
+    gw.reload(next).await.expect("reload applied");
+    let text = String::from_utf8(http.get_as("/metrics", OPS).await.body.to_vec()).expect("utf8");
+    assert!(
+        !text
+            .lines()
+            .any(|l| l.starts_with("a2a_gateway_jwks_keys{") && l.contains("issuer=\"corp\"")),
+        "the removed issuer's gauge is gone"
+    );
+    let r = send_message(&http, &token).await;
+    assert_eq!(r.status, 401, "{r:?}");
+}

@@ -112,7 +112,8 @@ impl Gateway {
         }
 
         // 1. Everything that can fail, before anything changes.
-        let auth = Arc::new(self.auth().reloaded(&new)?);
+        let old_auth = self.auth();
+        let auth = Arc::new(old_auth.reloaded(&new)?);
         let webhooks = self.prepare_webhooks(&new)?;
         // An agent's ca_file and the connect timeout are built into the clients towards
         // agents: with any ca_file (its file may have been rotated in place) or a new timeout,
@@ -197,8 +198,15 @@ impl Gateway {
                 ..State::clone(&cur)
             }));
         }
-        // Issuers the reload added (or whose source changed) start fetching their keys.
+        // Issuers the reload added (or whose source changed) start fetching their keys; a
+        // removed issuer's key gauge goes with it (its fetch counts stay, as counters do).
         auth.start_oidc(&self.metrics);
+        let kept: Vec<_> = auth.oidc_discovery().into_iter().map(|(n, _)| n).collect();
+        for (gone, _) in old_auth.oidc_discovery() {
+            if !kept.contains(&gone) {
+                let _ = self.metrics.jwks_keys.remove_label_values(&[&gone]);
+            }
+        }
         // Every worker serves with the new identity now: streams it no longer grants end.
         auth.revoke_withdrawn(&registry);
         self.outbox.replace(&new.agents, &new.subscribers);
