@@ -6,8 +6,11 @@
 #
 # Knobs (environment): THREADS (2) CONNS (64) DURATION (15s) WARMUP (3s) PIN (0) GET_RUN (1)
 # ORDER ("agent nginx gateway") ROUNDS (1) SKIP_BUILD (0) QUIET_WAIT (120) QUIET_PCT (10)
-# AUTH (none; "key": one API key client, "jwt": an RS256 JWT checked against the test JWKS;
-# every target is sent the same Authorization header, which only the gateway reads)
+# AUTH (none; "key": one API key client, "jwt": an RS256 JWT checked against the test JWKS
+# file ([auth.jwt]), "oidc": the same RS256 JWT issued by a loopback identity provider whose
+# keys the gateway fetches by URL ([[auth.oidc]]: python3 -m http.server serving a discovery
+# document and the test JWKS); every target is sent the same Authorization header, which only
+# the gateway reads)
 # LEDGER (memory; "redis": the gateway records in a redis-server started here on a free port;
 # "cluster": in a three-master Redis Cluster started here, joined with redis-cli --cluster create)
 # FILE_RUN (0; 1: GET a FILE_BYTES (10 MiB) file artifact's content through each, FILE_CONNS (8)
@@ -268,20 +271,50 @@ case "$AUTH" in
     key)
         KEY="bench-key-$(openssl rand -hex 16)"
         WRK_AUTH="Bearer $KEY"
-        printf '\n[[clients]]\nname = "bench"\nkey_sha256 = "%s"\n' \
+        # Every SendMessage starts a conversation of its own: the client's max_contexts (10 000
+        # by default) and its share of the ledger are lifted above what the run makes.
+        printf '\n[[clients]]\nname = "bench"\nkey_sha256 = "%s"\nmax_contexts = 1000000000\nmax_ledger_bytes = 4294967296\n' \
             "$(printf %s "$KEY" | sha256sum | cut -d' ' -f1)" >>"$TMP/gateway.toml" ;;
-    jwt)
+    jwt|oidc)
         JWT_DIR="$ROOT/tests/fixtures/jwt"
+        if [[ "$AUTH" == oidc ]]; then
+            # Keys by URL: a loopback identity provider serving its discovery document and the
+            # test JWKS, which the gateway fetches at start (and every jwks_refresh_secs, 300).
+            command -v python3 >/dev/null 2>&1 || { echo "AUTH=oidc needs python3 (its http.server)" >&2; exit 1; }
+            IDP_URL="http://127.0.0.1:$(free_port)"
+            mkdir -p "$TMP/idp/.well-known"
+            printf '{"issuer":"%s","jwks_uri":"%s/jwks.json"}\n' "$IDP_URL" "$IDP_URL" \
+                >"$TMP/idp/.well-known/openid-configuration"
+            cp "$JWT_DIR/jwks.json" "$TMP/idp/jwks.json"
+            python3 -m http.server "${IDP_URL##*:}" --bind 127.0.0.1 --directory "$TMP/idp" \
+                >"$TMP/idp.out" 2>&1 &
+            PIDS+=($!)
+            for _ in $(seq 100); do curl -sf -o /dev/null "$IDP_URL/jwks.json" && break; sleep 0.1; done
+            curl -sf -o /dev/null "$IDP_URL/.well-known/openid-configuration" \
+                || { echo "the loopback identity provider did not start: $(cat "$TMP/idp.out")" >&2; exit 1; }
+            ISS="$IDP_URL"
+        else
+            ISS="https://idp.example.test/"
+        fi
         header="$(printf '{"alg":"RS256","typ":"JWT","kid":"rsa-1"}' | b64url)"
-        payload="$(printf '{"sub":"bench","iss":"https://idp.example.test/","aud":"a2a-gateway","a2a_agents":["*"],"a2a_can":["tasks"],"exp":%d}' \
-            $(($(date +%s) + 86400)) | b64url)"
+        # a2a_can/a2a_agents grant [auth.jwt]'s token its rights; an [[auth.oidc]] token's come
+        # from its scope (the issuer's `scopes` table below).
+        payload="$(printf '{"sub":"bench","iss":"%s","aud":"a2a-gateway","scope":"a2a.send","a2a_agents":["*"],"a2a_can":["tasks"],"exp":%d}' \
+            "$ISS" $(($(date +%s) + 86400)) | b64url)"
         sig="$(printf '%s.%s' "$header" "$payload" | openssl dgst -sha256 -sign "$JWT_DIR/rsa.pem" -binary | b64url)"
         WRK_AUTH="Bearer $header.$payload.$sig"
-        # The token's subject has no [[clients]] entry: it is limited per subject, here beyond
-        # what the run sends, so the run measures verification rather than 429s.
-        printf '\n[auth]\ntoken_rate_per_sec = 1000000\ntoken_burst = 1000000\n[auth.jwt]\njwks_file = "%s"\nissuer = "https://idp.example.test/"\naudience = "a2a-gateway"\n' \
-            "$JWT_DIR/jwks.json" >>"$TMP/gateway.toml" ;;
-    *) echo "AUTH must be none, key or jwt" >&2; exit 1 ;;
+        # The token's subject has no [[clients]] entry: it is limited per subject (requests a
+        # second, conversations), here beyond what the run sends, so the run measures
+        # verification rather than 429s.
+        printf '\n[auth]\ntoken_rate_per_sec = 1000000\ntoken_burst = 1000000\ntoken_max_contexts = 1000000000\n' >>"$TMP/gateway.toml"
+        if [[ "$AUTH" == oidc ]]; then
+            printf '[[auth.oidc]]\nname = "bench"\nissuer = "%s"\naudience = "a2a-gateway"\nscopes = { "a2a.send" = { can = ["tasks", "streams"] } }\n' \
+                "$ISS" >>"$TMP/gateway.toml"
+        else
+            printf '[auth.jwt]\njwks_file = "%s"\nissuer = "%s"\naudience = "a2a-gateway"\n' \
+                "$JWT_DIR/jwks.json" "$ISS" >>"$TMP/gateway.toml"
+        fi ;;
+    *) echo "AUTH must be none, key, jwt or oidc" >&2; exit 1 ;;
 esac
 case "$LEDGER" in
     memory) ;;
