@@ -15,6 +15,7 @@ use std::hash::{BuildHasher, RandomState};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
+pub mod dns;
 mod fetch;
 
 use fetch::{backoff, fetch, warn_about, Fetched};
