@@ -78,6 +78,8 @@ mod cli;
 mod credentials;
 /// `a2a-gateway demo`: the curl commands it prints work when pasted.
 mod demo;
+/// Agents' replicas found by DNS (`discover = "dns"`) against a real dnsmasq.
+mod dns_discovery;
 /// The README and docs/ in a clone: every relative link resolves, the README links every doc,
 /// stays short and gives `scripts/test` as the test command.
 mod docs;

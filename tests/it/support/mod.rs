@@ -24,6 +24,7 @@ pub mod a2a_v0_3;
 pub mod cdp;
 pub mod child;
 pub mod collector;
+pub mod dnsmasq;
 pub mod grpc;
 pub mod hook;
 pub mod idp;
