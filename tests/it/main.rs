@@ -150,6 +150,10 @@ mod redis_failover;
 mod redis_ledger;
 /// Live reload (SIGHUP), the SIGTERM drain, and secrets read from files.
 mod reload;
+/// One agent in front of three a2a-sdk replicas (`urls`): nginx's round-robin loses tasks
+/// (TaskNotFoundError, counted), the gateway pins every call of a task to the replica holding it
+/// and spreads new tasks evenly.
+mod replicas;
 /// Withdrawn credentials cut what they opened: a removed client, a rotated key, a right or an
 /// agent taken away, or a JWT's `exp` passing ends the streams they opened, with the reason.
 mod revocation;

@@ -28,6 +28,7 @@ pub mod dnsmasq;
 pub mod grpc;
 pub mod hook;
 pub mod idp;
+pub mod nginx;
 pub mod process;
 pub mod redis_cluster;
 pub mod redis_server;
