@@ -349,6 +349,7 @@ impl Gateway {
             card_upstream.clone(),
             stop_rx.clone(),
         ));
+        tokio::spawn(http::replicas::run(states[0].clone(), stop_rx.clone()));
         let a2a_ask = http::a2a::poll::Reconcile {
             state: states[0].clone(),
             client: card_upstream.clone(),

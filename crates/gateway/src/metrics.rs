@@ -325,8 +325,8 @@ impl Metrics {
             )?,
             agent_in_flight: gauge(
                 "agent_in_flight",
-                "Requests to the agent in flight on this replica (counted against its max_in_flight).",
-                &["agent"],
+                "Requests to the agent's replica (host:port) in flight on this gateway (counted against its max_in_flight).",
+                &["agent", "replica"],
             )?,
             agent_busy: counter(
                 "agent_busy_total",
@@ -335,18 +335,18 @@ impl Metrics {
             )?,
             agent_ejections: counter(
                 "agent_ejections_total",
-                "Times the agent was ejected after eject_after consecutive failures or a failed probe.",
-                &["agent"],
+                "Times the agent's replica (host:port) was ejected after eject_after consecutive failures or a failed probe.",
+                &["agent", "replica"],
             )?,
             agent_ejected: gauge(
                 "agent_ejected",
-                "1 while the agent is ejected (not called until a probe succeeds), 0 otherwise.",
-                &["agent"],
+                "1 while the agent's replica (host:port) is ejected (not called until a probe succeeds), 0 otherwise.",
+                &["agent", "replica"],
             )?,
             upstream_seconds: histogram(
                 "upstream_duration_seconds",
-                "Time for an agent to answer the gateway (to response headers).",
-                &["agent"],
+                "Time for an agent's replica (host:port) to answer the gateway (to response headers).",
+                &["agent", "replica"],
             )?,
             validation_failures: counter(
                 "validation_failures_total",

@@ -24,7 +24,6 @@ use arc_swap::ArcSwap;
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use crate::ledger::TaskLedger;
-use crate::limits::Health;
 use crate::metrics::Metrics;
 use crate::protocol::task::{Refusal, Verdict};
 use crate::registry::{Agent, Registry};
@@ -278,7 +277,7 @@ impl Reconciler {
             if agent.cfg.protocol == crate::config::Protocol::A2a && self.a2a.is_none() {
                 continue;
             }
-            if after.is_zero() || !matches!(agent.limits.health(), Health::Ok) {
+            if after.is_zero() || !agent.replicas.any_ok() {
                 continue;
             }
             let slots = self.slots_of(&reg, &agent.cfg.name);

@@ -85,6 +85,15 @@ pub enum Identity {
     Token,
 }
 
+/// How an agent's replicas are found besides its configured `url`/`urls` (`[[agents]] discover`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Discover {
+    /// Every address `url`'s host resolves to is a replica (a Kubernetes headless Service),
+    /// re-resolved every `discover_interval_ms`.
+    Dns,
+}
+
 /// `[[agents]]`. Compared whole by a reload: an agent whose entry is unchanged keeps its card,
 /// its streams and its counters.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -97,6 +106,24 @@ pub struct AgentConfig {
     /// Base URL, without a trailing slash.
     #[serde(deserialize_with = "de::base_url")]
     pub url: String,
+    /// The base URLs of the agent's replicas, instead of `url` (one agent served by several
+    /// processes: new tasks are balanced, each task's later calls pinned to its replica).
+    #[serde(deserialize_with = "de::base_urls")]
+    pub urls: Vec<String>,
+    /// With `dns`, the replicas are every address `url`'s host resolves to.
+    pub discover: Option<Discover>,
+    /// How often a `discover = "dns"` name is resolved again.
+    #[serde(rename = "discover_interval_ms", deserialize_with = "de::millis")]
+    pub discover_interval: Duration,
+    /// How long a replica may be gone (from `urls` or from DNS) before its live tasks are
+    /// failed in the ledger; meanwhile their calls get 503 REPLICA_UNAVAILABLE.
+    #[serde(rename = "replica_grace_ms", deserialize_with = "de::millis")]
+    pub replica_grace: Duration,
+    /// The replicas share their task store: any replica takes any call, nothing is pinned.
+    pub shared_state: bool,
+    /// At most this many replicas are used (and labelled in metrics); addresses past it are
+    /// left out, and said so in the log.
+    pub max_replicas: usize,
     /// A PEM file of CA certificates trusted for this agent's https connections, beside the
     /// system roots (webpki-roots); relative to the config file's directory. Only this agent's
     /// origin trusts it.
@@ -177,6 +204,12 @@ impl Default for AgentConfig {
             name: String::new(),
             protocol: Protocol::default(),
             url: String::new(),
+            urls: Vec::new(),
+            discover: None,
+            discover_interval: Duration::from_millis(5_000),
+            replica_grace: Duration::from_millis(60_000),
+            shared_state: false,
+            max_replicas: 64,
             ca_file: None,
             card_path: String::new(),
             binding: None,
@@ -211,6 +244,22 @@ impl AgentConfig {
             url: url.trim_end_matches('/').into(),
             ..AgentConfig::default()
         }
+    }
+
+    /// The configured base URLs of its replicas: `urls`, or else `url` alone. With
+    /// `discover = "dns"`, `url` names them all; the registry resolves it.
+    pub fn base_urls(&self) -> &[String] {
+        if self.urls.is_empty() {
+            std::slice::from_ref(&self.url)
+        } else {
+            &self.urls
+        }
+    }
+
+    /// Whether later calls of a task go to the replica that holds it: the agent may have more
+    /// than one replica, and they do not share their task store.
+    pub fn pins(&self) -> bool {
+        !self.shared_state && (self.urls.len() > 1 || self.discover.is_some())
     }
 
     /// Where the card is fetched, under `url`: `card_path`, or the protocol's default

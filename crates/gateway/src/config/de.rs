@@ -130,3 +130,12 @@ fn check_names(names: &[String], known: &[&str], what: &str, hint: &str) -> Resu
         known.join(", ")
     ))
 }
+
+/// A list of base URLs, each kept without its trailing slash.
+pub fn base_urls<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    Vec::<String>::deserialize(d).map(|v| {
+        v.into_iter()
+            .map(|u| u.trim_end_matches('/').to_owned())
+            .collect()
+    })
+}

@@ -17,7 +17,7 @@ mod telemetry;
 mod tls;
 mod validate;
 
-pub use agent::{A2aVersion, AgentConfig, Binding, Conformance, Identity, Protocol};
+pub use agent::{A2aVersion, AgentConfig, Binding, Conformance, Discover, Identity, Protocol};
 pub use identity::{
     AssertionConfig, AuthConfig, ClientConfig, CorsConfig, JwtConfig, OidcConfig, Right,
     ScopeRights, MAX_SCOPE_LEN, OIDC_ALGORITHMS,
@@ -382,11 +382,28 @@ pub struct Config {
     pub cors: Option<CorsConfig>,
     /// OpenTelemetry traces (off without `otlp_endpoint`).
     pub telemetry: TelemetryConfig,
+    /// How `discover = "dns"` agents' names are resolved.
+    pub discovery: DiscoveryConfig,
     /// `text` or `json` log lines (read at start: a change needs a restart).
     pub log_format: LogFormat,
     /// One log line per request (`a2a_gateway::access`): client, agent, route, status,
     /// duration, request id and trace id.
     pub access_log: bool,
+}
+
+/// `[discovery]`: where `discover = "dns"` names are resolved.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DiscoveryConfig {
+    /// A DNS server (`"10.0.0.10:53"`) asked directly; without it, the system resolver.
+    pub nameserver: Option<String>,
+}
+
+impl DiscoveryConfig {
+    /// The nameserver's address, when one is configured and valid (checked at start).
+    pub fn nameserver(&self) -> Option<SocketAddr> {
+        self.nameserver.as_deref().and_then(|n| n.parse().ok())
+    }
 }
 
 impl Default for Config {
@@ -420,6 +437,7 @@ impl Default for Config {
             auth: AuthConfig::default(),
             cors: None,
             telemetry: TelemetryConfig::default(),
+            discovery: DiscoveryConfig::default(),
             log_format: LogFormat::Text,
             access_log: false,
         }
@@ -541,6 +559,15 @@ impl Config {
         };
         if !dir.as_os_str().is_empty() {
             cfg.resolve_paths(dir);
+        }
+        // `urls` without `url`: the first replica stands for the agent where one address is
+        // needed (its card path, the origin of the file URLs it names).
+        for a in &mut cfg.agents {
+            if a.url.is_empty() {
+                if let Some(first) = a.urls.first() {
+                    a.url = first.clone();
+                }
+            }
         }
         let mut late = cfg.read_secret_files();
         late.extend(cfg.validate_with(rules).err().unwrap_or_default());

@@ -106,6 +106,10 @@ pub struct Ctx {
     /// The A2A method of an A2A call, once read: its `method` label, should the call's
     /// deadline cut it before it is counted.
     pub a2a_method: Option<crate::protocol::a2a::Method>,
+    /// Which of the agent's replicas the request goes to, once known: pinned by the task or
+    /// context it names (`exchange::replica::pin`), or picked for new work when its request is
+    /// built; what the ledger then records as the task's replica.
+    pub replica: crate::http::exchange::replica::Slot,
 }
 
 impl Ctx {
@@ -128,6 +132,7 @@ impl Ctx {
             started: self.started,
             speaks: self.speaks,
             a2a_method: self.a2a_method,
+            replica: self.replica.clone(),
         }
     }
 

@@ -101,11 +101,15 @@ pub enum Code {
     /// identity provider out of reach since start): it cannot be checked, which is not a
     /// refusal of the token; answered with `Retry-After`.
     AuthUnavailable,
+    /// 503: the task lives on a replica of its agent that is gone or ejected (its in-memory
+    /// store holds it; no other replica knows it); answered with `Retry-After` while it may
+    /// come back. Past `replica_grace_ms` the task is failed in the ledger.
+    ReplicaUnavailable,
 }
 
 impl Code {
     /// Every code, in the order of the enum (the OpenAPI document's `ErrorCode` lists each).
-    pub const ALL: [Code; 31] = [
+    pub const ALL: [Code; 32] = [
         Code::InvalidJson,
         Code::InvalidRequest,
         Code::InputSchemaViolation,
@@ -137,6 +141,7 @@ impl Code {
         Code::TooManyTasks,
         Code::TooManyContexts,
         Code::AuthUnavailable,
+        Code::ReplicaUnavailable,
     ];
 
     /// The code as the error body spells it (`INVALID_JSON`...).
@@ -173,6 +178,7 @@ impl Code {
             Code::TooManyTasks => "TOO_MANY_TASKS",
             Code::TooManyContexts => "TOO_MANY_CONTEXTS",
             Code::AuthUnavailable => "AUTH_UNAVAILABLE",
+            Code::ReplicaUnavailable => "REPLICA_UNAVAILABLE",
         }
     }
 
@@ -209,7 +215,8 @@ impl Code {
             | Code::StoreUnavailable
             | Code::AgentBusy
             | Code::LedgerFull
-            | Code::AuthUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            | Code::AuthUnavailable
+            | Code::ReplicaUnavailable => StatusCode::SERVICE_UNAVAILABLE,
             Code::AgentUnreachable | Code::AgentProtocolViolation => StatusCode::BAD_GATEWAY,
             Code::AgentTimeout => StatusCode::GATEWAY_TIMEOUT,
             Code::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,

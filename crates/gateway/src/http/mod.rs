@@ -40,6 +40,7 @@ mod linger;
 pub mod openapi;
 pub mod pipeline;
 mod public;
+pub mod replicas;
 pub mod request;
 mod response;
 pub mod route;

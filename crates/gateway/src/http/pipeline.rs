@@ -64,6 +64,7 @@ pub async fn handle(state: &Arc<State>, conn: &Conn, req: Request) -> Response<B
         started,
         speaks: None,
         a2a_method: None,
+        replica: Default::default(),
     };
     let origin = cors::origin(state, req.headers());
     // 2. route (the path is copied: the route borrows it while the handler owns the request)

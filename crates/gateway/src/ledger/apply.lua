@@ -17,11 +17,12 @@
 --         channel, owner ('' for none), publish command (SPUBLISH on a cluster, PUBLISH on one
 --         node), lane entry format version (with the trace context after it, if any: see
 --         webhook::queue::entry_version), the task's A2A contextId ('' for none), the task's
---         content digest (task::TaskRef::content, 16 hex digits; '' for none), subscriber...
+--         content digest (task::TaskRef::content, 16 hex digits; '' for none), the replica
+--         that answered (host:port; '' for none), subscriber...
 -- Every key is in the task's partition (one hash tag): a script may touch one slot only.
 -- The owner is the client whose create this answers: recorded if the task has none yet,
 -- whatever the verdict (a push may have recorded the task first), except on another agent's
--- task. An owner is never replaced.
+-- task. An owner is never replaced. The replica that holds the task ('rp') likewise.
 -- A first sighting or a transition is queued for every subscriber named, in this same step:
 -- a change is never recorded without its deliveries, nor delivered without being recorded.
 -- The task's push configs hear of those and of every refresh whose content digest differs
@@ -45,17 +46,19 @@
 -- contextId \n task_id", score its expiry) so list.lua can drop it from them once the task
 -- hash has expired.
 -- Returns {verdict, agent, status, updated_ms, task, previous status or '', owner or '', created_ms,
---   push deliveries left out for want of room}: the record after
+--   push deliveries left out for want of room, replica or ''}: the record after
 --   the call (the new one when accepted, with task left empty since the caller has it; the
 --   standing one otherwise) and the state it left.
 
 local TERMINAL = { COMPLETED = true, FAILED = true, CANCELLED = true, REJECTED = true }
 local agent, status, updated = ARGV[1], ARGV[2], tonumber(ARGV[3])
-local rec = redis.call('HMGET', KEYS[1], 'agent', 'status', 'updated_ms', 'task', 'owner', 'created_ms', 'ctx', 'cd')
+local rec = redis.call('HMGET', KEYS[1], 'agent', 'status', 'updated_ms', 'task', 'owner', 'created_ms', 'ctx', 'cd', 'rp')
 local owner = rec[5] or ''
 local claims = ARGV[14] ~= '' and owner == ''
 local content, had = ARGV[18], rec[8] or ''
-local FIRST_SUB = 19
+local replica = rec[9] or ''
+local pins = ARGV[19] ~= '' and replica == ''
+local FIRST_SUB = 20
 local created = rec[6] or rec[3] or ARGV[5]
 
 local LS = KEYS[4] .. 'ls:'
@@ -108,6 +111,11 @@ else
 end
 
 if verdict ~= 'new' and verdict ~= 'transition' and verdict ~= 'refresh' then
+  -- Not taken, but where the task lives is known now, if it was not.
+  if pins and rec[1] and verdict ~= 'foreign_agent' then
+    replica = ARGV[19]
+    redis.call('HSET', KEYS[1], 'rp', replica)
+  end
   -- Not taken, but the creator's claim on a task without an owner still stands.
   if claims and verdict ~= 'foreign_agent' then
     owner = ARGV[14]
@@ -126,7 +134,7 @@ if verdict ~= 'new' and verdict ~= 'transition' and verdict ~= 'refresh' then
     redis.call(ARGV[15], ARGV[13], agent .. '\n' .. ARGV[8] .. '\n~refused\n' .. verdict .. '\n'
       .. rec[2] .. ' ' .. status .. ' ' .. ARGV[10] .. ' ' .. rec[1])
   end
-  return { verdict, rec[1], rec[2], rec[3], rec[4], rec[2] or '', owner, created }
+  return { verdict, rec[1], rec[2], rec[3], rec[4], rec[2] or '', owner, created, 0, replica }
 end
 
 local changed = verdict == 'new' or verdict == 'transition'
@@ -153,7 +161,7 @@ if notify then
   -- A message's bytes: the document and its envelope (the id and head are under 256 bytes).
   local size = #ARGV[4] + 256
   if queued + nsubs > maxq or qbytes + nsubs * size > maxb then
-    return { 'queue_full', rec[1] or agent, rec[2] or status, rec[3] or ARGV[3], '', rec[2] or '', owner, created }
+    return { 'queue_full', rec[1] or agent, rec[2] or status, rec[3] or ARGV[3], '', rec[2] or '', owner, created, 0, replica }
   end
   -- Clients' push configs never make a change unrecordable: without room, in the queue or in
   -- the client's share, their deliveries of this change are left out (and counted by the caller).
@@ -177,6 +185,10 @@ redis.call('HSET', KEYS[1], 'agent', agent, 'status', status, 'updated_ms', ARGV
   'created_ms', created)
 if ARGV[17] ~= '' then redis.call('HSET', KEYS[1], 'ctx', ARGV[17]) else redis.call('HDEL', KEYS[1], 'ctx') end
 if content ~= '' then redis.call('HSET', KEYS[1], 'cd', content) else redis.call('HDEL', KEYS[1], 'cd') end
+if pins then
+  replica = ARGV[19]
+  redis.call('HSET', KEYS[1], 'rp', replica)
+end
 redis.call('PEXPIRE', KEYS[1], ttl)
 redis.call('PEXPIRE', KEYS[5], ttl)
 if rec[1] then relist(rec[2], rec[1], rec[5] or '', rec[7] or '', ARGV[8]) end
@@ -256,4 +268,4 @@ if changed and ARGV[13] ~= '' then
   redis.call(ARGV[15], ARGV[13], agent .. '\n' .. ARGV[8] .. '\n' .. status .. '\n' .. owner .. '\n' .. ARGV[4])
 end
 -- The caller holds the accepted document already: do not send it back.
-return { verdict, agent, status, ARGV[3], '', rec[2] or '', owner, created, dropped }
+return { verdict, agent, status, ARGV[3], '', rec[2] or '', owner, created, dropped, replica }

@@ -236,7 +236,11 @@ impl MemoryLedger {
             context: super::listing::context_of(task_id, &task),
             content: 0,
         };
-        self.apply_now(agent, &task_ref, task, owner, trace)
+        let from = super::Origin {
+            trace,
+            ..Default::default()
+        };
+        self.apply_now(agent, &task_ref, task, owner, from)
     }
 
     fn apply_now(
@@ -245,8 +249,9 @@ impl MemoryLedger {
         task_ref: &TaskRef,
         task: Bytes,
         owner: Option<&str>,
-        trace: Option<&str>,
+        from: super::Origin<'_>,
     ) -> Result<Applied, LedgerError> {
+        let (trace, replica) = (from.trace, from.replica);
         let (task_id, head) = (task_ref.task_id.as_str(), task_ref.head);
         let now = Instant::now();
         let now_ms = crate::protocol::time::now_ms();
@@ -286,7 +291,7 @@ impl MemoryLedger {
                     // push recorded the task first): see `TaskLedger::apply`.
                     if verdict != Verdict::Refused(Refusal::ForeignAgent) {
                         if let Some(e) = s.tasks.get_mut(&key) {
-                            claim(&mut e.record, owner);
+                            claim(&mut e.record, owner, replica);
                         }
                         self.sync(&mut s, &key, None);
                     }
@@ -305,6 +310,7 @@ impl MemoryLedger {
                     task,
                     owner: None,
                     created_ms: now_ms,
+                    replica: None,
                 },
             };
             if let Verdict::Refused(reason) = verdict {
@@ -348,7 +354,7 @@ impl MemoryLedger {
             e.record.head = head;
             e.context = task_ref.context.clone();
             e.record.task = task;
-            claim(&mut e.record, owner);
+            claim(&mut e.record, owner, replica);
             e.expires = expires;
             e.changes = changes;
             e.content = task_ref.content;
@@ -388,6 +394,7 @@ impl MemoryLedger {
             task,
             owner: owner.map(Into::into),
             created_ms: now_ms,
+            replica: replica.map(Into::into),
         };
         s.counts[head.status.index()] += 1;
         self.held.fetch_add(1, Ordering::Relaxed);
@@ -436,8 +443,11 @@ impl MemoryLedger {
     }
 }
 
-/// Record `owner` as the task's creator if it has none yet.
-fn claim(record: &mut Record, owner: Option<&str>) {
+/// Record `owner` as the task's creator, and `replica` as where it lives, if it has none yet.
+fn claim(record: &mut Record, owner: Option<&str>, replica: Option<&str>) {
+    if record.replica.is_none() {
+        record.replica = replica.map(Into::into);
+    }
     if record.owner.is_none() {
         record.owner = owner.map(Into::into);
     }
@@ -450,10 +460,10 @@ impl TaskLedger for MemoryLedger {
         task: &'a TaskRef,
         raw: Bytes,
         owner: Option<&'a str>,
-        trace: Option<&'a str>,
+        from: super::Origin<'a>,
     ) -> LedgerFuture<'a, Applied> {
         Box::pin(std::future::ready(
-            self.apply_now(agent, task, raw, owner, trace),
+            self.apply_now(agent, task, raw, owner, from),
         ))
     }
 

@@ -46,6 +46,10 @@ pub struct Record {
     /// When the ledger first recorded the task (ms since the epoch, the recording replica's
     /// clock).
     pub created_ms: i64,
+    /// The agent's replica that holds the task (`host:port`), for an agent whose later calls
+    /// are pinned (`registry::replicas`): recorded with the first news that names it, never
+    /// replaced.
+    pub replica: Option<Arc<str>>,
 }
 
 /// Where an artifact was listed: its agent and its task.
@@ -240,19 +244,24 @@ pub trait TaskLedger: Send + Sync + 'static {
             context: listing::context_of(task_id, &task),
             content: 0,
         };
-        Box::pin(async move { self.apply_traced(agent, &task_ref, task, owner, None).await })
+        Box::pin(async move {
+            self.apply_traced(agent, &task_ref, task, owner, Origin::default())
+                .await
+        })
     }
-    /// [`TaskLedger::apply`], with the W3C trace context (`traceparent[ tracestate]`) of the
-    /// news, stored with the change's queued deliveries: their spans join the trace, and the
-    /// subscribers get it as their `traceparent`. `task` is what the document was read as
-    /// (its id, head and context), `raw` the document.
+    /// [`TaskLedger::apply`], with where the news came from (`from`): the W3C trace context
+    /// (`traceparent[ tracestate]`), stored with the change's queued deliveries (their spans
+    /// join the trace, and the subscribers get it as their `traceparent`), and the replica that
+    /// answered, recorded like the owner (if the task has none yet, whatever the verdict but
+    /// another agent's task). `task` is what the document was read as (its id, head and
+    /// context), `raw` the document.
     fn apply_traced<'a>(
         &'a self,
         agent: &'a str,
         task: &'a TaskRef,
         raw: Bytes,
         owner: Option<&'a str>,
-        trace: Option<&'a str>,
+        from: Origin<'a>,
     ) -> LedgerFuture<'a, Applied>;
     /// The record of a task, if the gateway has seen it (and it has not expired).
     fn get<'a>(&'a self, task_id: &'a str) -> LedgerFuture<'a, Option<Record>>;
@@ -490,6 +499,9 @@ pub struct Origin<'a> {
     pub request_id: Option<&'a str>,
     /// Queued with the change's deliveries (see [`TaskLedger::apply_traced`]).
     pub trace: Option<&'a str>,
+    /// The agent's replica that sent the news (`host:port`), when the agent's calls are
+    /// pinned: recorded as the task's replica if it has none.
+    pub replica: Option<&'a str>,
 }
 
 /// Apply news about a task (an agent's answer, a push, what a stream learned) and count and log
@@ -507,10 +519,8 @@ pub async fn apply_counted(
     owner: Option<&str>,
     from: Origin<'_>,
 ) -> Result<Applied, LedgerError> {
-    let Origin { request_id, trace } = from;
-    let applied = ledger
-        .apply_traced(agent, task, raw.0, owner, trace)
-        .await?;
+    let request_id = from.request_id;
+    let applied = ledger.apply_traced(agent, task, raw.0, owner, from).await?;
     if applied.push_dropped > 0 {
         metrics
             .webhook_deliveries

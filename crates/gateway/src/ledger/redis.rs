@@ -264,8 +264,9 @@ impl RedisLedger {
         task_ref: &TaskRef,
         task: Bytes,
         owner: Option<&str>,
-        trace: Option<&str>,
+        from: super::Origin<'_>,
     ) -> Result<Applied, LedgerError> {
+        let (trace, replica) = (from.trace, from.replica);
         let (task_id, head) = (task_ref.task_id.as_str(), task_ref.head);
         let keys = &self.store.keys;
         let part = keys.prefixes(keys.of(task_id));
@@ -302,7 +303,8 @@ impl RedisLedger {
                     .arg(self.publish)
                     .arg(&*entry_version(trace))
                     .arg(context.unwrap_or(""))
-                    .arg(content_arg(task_ref.content));
+                    .arg(content_arg(task_ref.content))
+                    .arg(replica.unwrap_or(""));
                 for s in subs.iter() {
                     inv.arg(s.as_ref());
                 }
@@ -317,7 +319,8 @@ impl RedisLedger {
                     .arg(self.publish)
                     .arg("1")
                     .arg(context.unwrap_or(""))
-                    .arg(content_arg(task_ref.content));
+                    .arg(content_arg(task_ref.content))
+                    .arg(replica.unwrap_or(""));
             }
         }
         let inv = &inv;
@@ -416,9 +419,9 @@ impl TaskLedger for RedisLedger {
         task: &'a TaskRef,
         raw: Bytes,
         owner: Option<&'a str>,
-        trace: Option<&'a str>,
+        from: super::Origin<'a>,
     ) -> LedgerFuture<'a, Applied> {
-        Box::pin(self.apply_inner(agent, task, raw, owner, trace))
+        Box::pin(self.apply_inner(agent, task, raw, owner, from))
     }
 
     fn push_configs<'a>(&'a self, task_id: &'a str) -> LedgerFuture<'a, Vec<Bytes>> {
@@ -512,6 +515,7 @@ impl TaskLedger for RedisLedger {
                 Option<Vec<u8>>,
                 Option<String>,
                 Option<i64>,
+                Option<String>,
             );
             let mut cmd = redis::cmd("HMGET");
             cmd.arg(self.task_key(task_id)).arg(&[
@@ -521,9 +525,10 @@ impl TaskLedger for RedisLedger {
                 "task",
                 "owner",
                 "created_ms",
+                "rp",
             ]);
             let cmd = &cmd;
-            let (agent, status, updated, task, owner, created): Fields = self
+            let (agent, status, updated, task, owner, created, replica): Fields = self
                 .read(|mut c| async move { cmd.query_async(&mut c).await })
                 .await?;
             Ok(
@@ -539,6 +544,7 @@ impl TaskLedger for RedisLedger {
                         task: Bytes::from(task),
                         owner: owner.filter(|o| !o.is_empty()).map(Into::into),
                         created_ms: created.unwrap_or(updated_ms),
+                        replica: replica.filter(|r| !r.is_empty()).map(Into::into),
                     }),
                     _ => None,
                 },

@@ -198,6 +198,8 @@ pub struct AgentLimits {
     generation: AtomicU64,
     circuit: Mutex<Circuit>,
     handles: OnceLock<Handles>,
+    /// The replica these limits are of (`host:port`), their metrics' `replica` label.
+    replica: Arc<str>,
     /// Told when the agent answers its probe and comes back from an ejection (its card is
     /// fetched again then: it may have restarted as another agent).
     pub back: tokio::sync::Notify,
@@ -205,7 +207,15 @@ pub struct AgentLimits {
 
 impl Default for AgentLimits {
     fn default() -> Self {
+        AgentLimits::of_replica("".into())
+    }
+}
+
+impl AgentLimits {
+    /// The limits of the agent's replica at `replica` (`host:port`).
+    pub fn of_replica(replica: Arc<str>) -> Self {
         AgentLimits {
+            replica,
             in_flight: AtomicUsize::new(0),
             exchanges: AtomicU64::new(0),
             failures: AtomicU64::new(0),
@@ -221,6 +231,20 @@ impl Default for AgentLimits {
             handles: OnceLock::new(),
             back: tokio::sync::Notify::new(),
         }
+    }
+
+    /// The replica these limits are of (`host:port`).
+    pub fn replica(&self) -> &Arc<str> {
+        &self.replica
+    }
+
+    /// Remove this replica's series of `agent` (it left the agent's replicas).
+    pub fn unbind(&self, m: &Metrics, agent: &str) {
+        let labels = [agent, &*self.replica];
+        let _ = m.agent_in_flight.remove_label_values(&labels);
+        let _ = m.agent_ejections.remove_label_values(&labels);
+        let _ = m.agent_ejected.remove_label_values(&labels);
+        let _ = m.upstream_seconds.remove_label_values(&labels);
     }
 }
 
@@ -243,11 +267,13 @@ impl AgentLimits {
     fn handles(&self, m: &Metrics, agent: &str) -> &Handles {
         self.handles.get_or_init(|| Handles {
             agent: agent.into(),
-            in_flight: m.agent_in_flight.with_label_values(&[agent]),
-            upstream_seconds: m.upstream_seconds.with_label_values(&[agent]),
+            in_flight: m.agent_in_flight.with_label_values(&[agent, &self.replica]),
+            upstream_seconds: m
+                .upstream_seconds
+                .with_label_values(&[agent, &self.replica]),
             busy: m.agent_busy.with_label_values(&[agent]),
-            ejections: m.agent_ejections.with_label_values(&[agent]),
-            ejected: m.agent_ejected.with_label_values(&[agent]),
+            ejections: m.agent_ejections.with_label_values(&[agent, &self.replica]),
+            ejected: m.agent_ejected.with_label_values(&[agent, &self.replica]),
         })
     }
 
@@ -554,7 +580,7 @@ mod tests {
         let _three = l.admit(p, &m, "a").expect("a pass came free");
         drop(two);
         assert_eq!(l.in_flight(), 1);
-        assert_eq!(m.agent_in_flight.with_label_values(&["a"]).get(), 1);
+        assert_eq!(m.agent_in_flight.with_label_values(&["a", ""]).get(), 1);
         assert_eq!(m.agent_busy.with_label_values(&["a"]).get(), 1);
     }
 
@@ -613,8 +639,8 @@ mod tests {
         assert!(e
             .to_string()
             .starts_with("agent \"a\" is ejected after 3 consecutive failures"));
-        assert_eq!(m.agent_ejected.with_label_values(&["a"]).get(), 1);
-        assert_eq!(m.agent_ejections.with_label_values(&["a"]).get(), 1);
+        assert_eq!(m.agent_ejected.with_label_values(&["a", ""]).get(), 1);
+        assert_eq!(m.agent_ejections.with_label_values(&["a", ""]).get(), 1);
     }
 
     #[test]
@@ -631,13 +657,13 @@ mod tests {
         assert!(matches!(e.refusal, Refusal::Probing { .. }));
         probe.report(Err(&UpstreamError::Timeout(Duration::from_millis(5))));
         assert!(matches!(l.health(), Health::Ejected { failures: 2, .. }));
-        assert_eq!(m.agent_ejections.with_label_values(&["a"]).get(), 2);
+        assert_eq!(m.agent_ejections.with_label_values(&["a", ""]).get(), 2);
         // A probe whose client left hands the probe on.
         drop(l.admit(p, &m, "a").expect("probe"));
         let mut probe = l.admit(p, &m, "a").expect("the next request probes");
         probe.report(Ok(StatusCode::ACCEPTED));
         assert_eq!(l.health(), Health::Ok);
-        assert_eq!(m.agent_ejected.with_label_values(&["a"]).get(), 0);
+        assert_eq!(m.agent_ejected.with_label_values(&["a", ""]).get(), 0);
         drop(probe);
         // Closed again: counting starts from zero.
         fail(&l, p, &m);

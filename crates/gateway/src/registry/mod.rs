@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 pub mod dns;
 mod fetch;
+pub mod replicas;
 
 use fetch::{backoff, fetch, warn_about, Fetched};
 pub use fetch::{CardError, NoCard};
@@ -31,10 +32,10 @@ use tokio::sync::{watch, Semaphore};
 
 use crate::caller::{OnBehalf, Refused, Signer};
 use crate::config::{AgentConfig, Identity};
-use crate::limits::AgentLimits;
 use crate::metrics::Metrics;
 use crate::protocol::card::{Card, Refusal};
 use crate::upstream::{Upstream, UpstreamError};
+use replicas::Replicas;
 
 /// An answer naming another `agent_id` than the card refetches the card at most this often.
 pub const REFETCH_EVERY: Duration = Duration::from_secs(5);
@@ -116,9 +117,9 @@ pub struct Agent {
     /// The gateway's assertion keys (`[auth.assertion]`), one cell shared by every agent of
     /// every generation: a reload that changes the keys changes them for kept agents too.
     caller: Arc<ArcSwapOption<Signer>>,
-    /// Its requests in flight and its circuit on this replica (`limits::agent`): an `Arc`, so
-    /// that an agent kept across a config reload can keep them.
-    pub limits: Arc<AgentLimits>,
+    /// Its replicas, each with its requests in flight and its circuit (`limits::agent`): an
+    /// `Arc`, so that an agent kept across a config reload keeps them.
+    pub replicas: Arc<Replicas>,
 }
 
 impl Agent {
@@ -131,7 +132,7 @@ impl Agent {
         Agent {
             auth,
             caller,
-            limits: Arc::default(),
+            replicas: Arc::new(Replicas::of(&cfg)),
             cfg,
             retired: std::sync::atomic::AtomicBool::new(false),
             retire: tokio::sync::Notify::new(),
@@ -161,7 +162,13 @@ impl Agent {
         }
         let mut next = Agent::new(cfg, self.caller.clone());
         next.slot = self.slot.clone();
-        next.limits = self.limits.clone();
+        next.replicas = self.replicas.clone();
+        // A change of `urls` keeps the agent and its tasks: replicas that stay keep their
+        // limits, those that leave are gone (their tasks wait out `replica_grace_ms`).
+        if next.cfg.discover.is_none() {
+            next.replicas
+                .set(&next.cfg, replicas::configured(&next.cfg), None);
+        }
         next
     }
 
@@ -170,7 +177,14 @@ impl Agent {
     /// and what it is told of who is calling).
     fn same_agent(&self, cfg: &AgentConfig) -> bool {
         let a = &self.cfg;
-        a.url == cfg.url
+        // Replicas listed in `urls` (or found by DNS) may change and it is the same agent.
+        let place = if a.urls.is_empty() && cfg.urls.is_empty() {
+            a.url == cfg.url
+        } else {
+            !a.urls.is_empty() && !cfg.urls.is_empty()
+        };
+        place
+            && a.discover == cfg.discover
             && a.protocol == cfg.protocol
             && a.card_path() == cfg.card_path()
             && a.upstream_auth_header == cfg.upstream_auth_header
@@ -253,6 +267,15 @@ impl Agent {
             Some(signer) => signer.stamp(&self.cfg, on, headers),
             // Checked at start and reload: an agent with `identity` has keys to sign with.
             None => Ok(()),
+        }
+    }
+
+    /// The replica a call of the gateway's own goes to: the task's (`at`, for an agent whose
+    /// calls are pinned; `None` while it is gone), else one picked for new work.
+    pub fn replica_for(&self, at: Option<&str>) -> Option<Arc<replicas::Replica>> {
+        match at {
+            Some(address) if self.cfg.pins() => self.replicas.find(address),
+            _ => self.replicas.pick(&self.cfg),
         }
     }
 
@@ -451,7 +474,7 @@ impl Registry {
     ) {
         for agent in agents {
             // Its limits' series exist from the start, not from its first request.
-            agent.limits.bind(&metrics, &agent.cfg.name);
+            agent.replicas.bind(&metrics, &agent.cfg.name);
             let (current, agent, up, m, mut stop) = (
                 current.clone(),
                 agent.clone(),
@@ -478,12 +501,19 @@ impl Registry {
                         }
                     };
                     drop((reg, client));
+                    let first = agent.replicas.live().first().map(|r| r.limits.clone());
+                    let back = async {
+                        match &first {
+                            Some(l) => l.back.notified().await,
+                            None => std::future::pending().await,
+                        }
+                    };
                     tokio::select! {
                         _ = tokio::time::sleep(wait) => {}
                         // An answer named another agent_id than the card's.
                         _ = agent.refetch.notified() => {}
                         // Back from an ejection: it may have restarted as another agent.
-                        _ = agent.limits.back.notified() => {}
+                        _ = back => {}
                         _ = agent.retire.notified() => return,
                         _ = stop.changed() => return,
                     }

@@ -28,14 +28,17 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 
 fn request(
     agent: &Agent,
-    owner: Option<&str>,
+    holder: &Holder,
     path: &str,
     last_id: Option<&str>,
     sse: bool,
 ) -> Option<Request<Full<Bytes>>> {
+    // The task's replica (none while it is gone: the call waits, it is not sent elsewhere).
+    let replica = agent.replica_for(holder.replica.as_deref())?;
+    let owner = holder.owner.as_deref();
     let mut req = Request::builder()
         .method(Method::GET)
-        .uri(format!("{}{path}", agent.cfg.url))
+        .uri(format!("{}{path}", replica.base))
         .header(
             header::USER_AGENT,
             concat!("a2a-gateway/", env!("CARGO_PKG_VERSION")),
@@ -50,6 +53,9 @@ fn request(
     if let Some(id) = last_id.and_then(|id| HeaderValue::from_str(id).ok()) {
         req = req.header("last-event-id", id);
     }
+    if let Some(host) = &replica.host {
+        req = req.header(header::HOST, host.clone());
+    }
     let mut req = req.body(Full::new(Bytes::new())).ok()?;
     // The gateway's own call, on behalf of the task's owner (never a caller's own token).
     agent
@@ -58,19 +64,32 @@ fn request(
     Some(req)
 }
 
-/// The owner of Clawpedia task `task_id`, for an agent told who is calling (`identity`); no
-/// ledger read for the others. `Err` when the ledger cannot say: the call is not made, rather
-/// than made in no one's name.
+/// Whose Clawpedia task `task_id` is and which replica holds it.
+#[derive(Default)]
+struct Holder {
+    owner: Option<Arc<str>>,
+    replica: Option<Arc<str>>,
+}
+
+/// The owner of Clawpedia task `task_id` (for an agent told who is calling, `identity`) and
+/// its replica (for an agent whose calls are pinned); no ledger read for the others. `Err`
+/// when the ledger cannot say: the call is not made, rather than made in no one's name or to
+/// any replica.
 async fn owner_of(
     ledger: &Arc<dyn TaskLedger>,
     agent: &Agent,
     task_id: &str,
-) -> Result<Option<Arc<str>>, ()> {
-    if agent.cfg.identity == crate::config::Identity::None {
-        return Ok(None);
+) -> Result<Holder, ()> {
+    if agent.cfg.identity == crate::config::Identity::None && !agent.cfg.pins() {
+        return Ok(Holder::default());
     }
     match ledger.get(task_id).await {
-        Ok(record) => Ok(record.and_then(|r| r.owner)),
+        Ok(record) => Ok(record
+            .map(|r| Holder {
+                owner: r.owner,
+                replica: r.replica,
+            })
+            .unwrap_or_default()),
         Err(_) => Err(()),
     }
 }
@@ -184,7 +203,7 @@ pub async fn run(hub: Arc<Hub>, topic: Arc<Topic>, agent: Arc<Agent>, client: Up
         if topic.is_closed() {
             return;
         }
-        let Some(req) = request(&agent, owner.as_deref(), &path, last_id.as_deref(), true) else {
+        let Some(req) = request(&agent, &owner, &path, last_id.as_deref(), true) else {
             return;
         };
         let Some(sent) = tended(&hub, &topic, &mut tick, client.send(req, agent.cfg.timeout)).await
@@ -384,13 +403,7 @@ pub(crate) async fn ask_and_apply(
 ) -> Option<Applied> {
     let card = agent.card().ok()?;
     let owner = owner_of(ledger, agent, task_id).await.ok()?;
-    let req = request(
-        agent,
-        owner.as_deref(),
-        &card.task_path(task_id),
-        None,
-        false,
-    )?;
+    let req = request(agent, &owner, &card.task_path(task_id), None, false)?;
     let (parts, body) = client
         .exchange(req, agent.cfg.timeout, MAX_AGENT_JSON)
         .await

@@ -8,6 +8,7 @@ use hyper::header::{HeaderName, HeaderValue};
 mod caller;
 mod identity;
 mod placeholders;
+mod replicas;
 mod store;
 mod webhooks;
 
@@ -214,6 +215,7 @@ impl Validator {
         );
         self.identity(c, rules);
         self.caller(c, rules);
+        self.replicas(c);
         self.placeholders(c);
         if let Some(u) = &c.public_url {
             if let Err(e) = check_public_url(u) {

@@ -118,6 +118,8 @@ struct Feed {
     last_ms: i64,
     /// The task's owner: a resubscription is the gateway's call on its behalf.
     owner: Option<Arc<str>>,
+    /// The replica that holds the task: a resubscription goes there.
+    replica: Option<Arc<str>>,
 }
 
 impl Drop for Feed {
@@ -146,6 +148,8 @@ pub struct Start {
     pub last_ms: i64,
     /// Its owner.
     pub owner: Option<Arc<str>>,
+    /// The replica that holds it, for an agent whose calls are pinned.
+    pub replica: Option<Arc<str>>,
 }
 
 /// Join the shared stream of task `id` (recorded as `record`): when nobody streams it on this
@@ -183,6 +187,7 @@ pub async fn join(
                 task,
                 last_ms,
                 owner: record.owner.clone(),
+                replica: record.replica.clone(),
             };
             tokio::spawn(run(start, up));
         })
@@ -201,6 +206,7 @@ pub async fn run(start: Start, up: Upstream) {
         task,
         last_ms,
         owner,
+        replica,
     } = start;
     let hub = state.hub.clone();
     let mut tick = hub.tick();
@@ -223,6 +229,7 @@ pub async fn run(start: Start, up: Upstream) {
         task,
         last_ms,
         owner,
+        replica,
     };
     let (mut body, mut reader) = match up {
         Upstream::Reading {
@@ -589,8 +596,8 @@ impl Feed {
         self.method = Method::SubscribeToTask;
         let call = subscribe_call(&self.id);
         let on = OnBehalf::Owner(self.owner.as_deref());
-        let Ok(out) =
-            to_agent::stream_request(&self.agent, held, None, on, &HeaderMap::new(), &call)
+        let at = (None, self.replica.as_deref());
+        let Ok(out) = to_agent::stream_request(&self.agent, held, at, on, &HeaderMap::new(), &call)
         else {
             self.give_up("its card no longer says how to stream the task".to_owned())
                 .await;

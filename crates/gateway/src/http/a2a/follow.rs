@@ -129,7 +129,8 @@ async fn follow_once(state: &Arc<State>, agent: &Arc<Agent>, id: &str) -> bool {
     };
     let call = agent_stream::subscribe_call(id);
     let on = OnBehalf::Owner(record.owner.as_deref());
-    let Ok(out) = to_agent::stream_request(agent, &held, None, on, &HeaderMap::new(), &call) else {
+    let at = (None, record.replica.as_deref());
+    let Ok(out) = to_agent::stream_request(agent, &held, at, on, &HeaderMap::new(), &call) else {
         return false;
     };
     let joined =

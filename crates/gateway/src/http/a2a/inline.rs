@@ -37,7 +37,6 @@ use super::ledger as a2a_ledger;
 use super::stream::{shared, Opened};
 use crate::http::body::Body;
 use crate::http::context::Ctx;
-use crate::http::exchange::call::admit_agent;
 use crate::ledger::Record;
 use crate::protocol::a2a::held::HeldCard;
 use crate::protocol::a2a::push::PushConfig;
@@ -222,7 +221,8 @@ pub async fn streamed(
     call: &Call,
     cfg: &PushConfig,
 ) -> Result<Response<Body>, Failure> {
-    let mut pass = admit_agent(state, agent)?;
+    let replica = crate::http::exchange::replica::target(agent, Some(ctx), None)?;
+    let mut pass = crate::http::exchange::call::admit_replica(state, agent, Some(ctx), &replica)?;
     let streaming = Call::new(Method::SendStreamingMessage, call.params.clone());
     let opened = shared(
         state,

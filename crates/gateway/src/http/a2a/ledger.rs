@@ -59,7 +59,13 @@ pub async fn visible(
 ) -> Result<Option<Record>, Failure> {
     let record = state.ledger.get(&key(agent, id)).await?;
     match &record {
-        Some(r) if ctx.caller.sees(r.owner.as_deref()) => Ok(record),
+        Some(r) if ctx.caller.sees(r.owner.as_deref()) => {
+            // Its later calls go to the replica that holds it.
+            if let Some(a) = state.registry.by_name(agent) {
+                crate::http::exchange::replica::pin(ctx, a, r);
+            }
+            Ok(record)
+        }
         // An id the gateway has not seen goes to an agent that passes them through only for a
         // caller that may see tasks without an owner (no clients, or `all_tasks`), as on the
         // Clawpedia routes: another could reach, and then own, a task created elsewhere.

@@ -41,8 +41,13 @@ pub async fn before_agent(
         );
     }
     let pass = agent.cfg.passthrough_unknown_tasks;
+    // The first named (`taskId`, else a reference) pins the message to its task's replica.
+    let continues = !named.is_empty();
     for id in named {
         a2a_ledger::visible(state, ctx, name, pass, id).await?;
+    }
+    if let (false, Some(context)) = (continues, named_context_id(&call.params)) {
+        crate::http::exchange::replica::pin_context(state, ctx, agent, context).await;
     }
     let held = held_card(agent)?;
     if !state.ledger.available() {

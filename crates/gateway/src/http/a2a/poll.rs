@@ -85,7 +85,7 @@ async fn once(state: &State, up: &Upstream, name: &str, id: &str) -> Option<Dura
         Ok(_) => {}
         Err(_) => return Some(interval),
     }
-    if !matches!(agent.limits.health(), crate::limits::Health::Ok) {
+    if !agent.replicas.any_ok() {
         return Some(interval);
     }
     match get_and_apply(state, up, &agent, id).await {
@@ -117,8 +117,8 @@ pub async fn get(state: &State, up: &Upstream, agent: &Agent, id: &str) -> Optio
     let mut params = Map::new();
     params.insert("id".into(), Value::from(id));
     let call = Call::new(Method::GetTask, params);
-    let owner = to_agent::owner_of(state, agent, id).await.ok()?;
-    let out = to_agent::own_request(agent, &held, owner.as_deref(), &call).ok()?;
+    let holder = to_agent::owner_of(state, agent, id).await.ok()?;
+    let out = to_agent::own_request(agent, &held, &holder, &call).ok()?;
     let (parts, body) = up
         .exchange(
             out.request,

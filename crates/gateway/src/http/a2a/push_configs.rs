@@ -357,10 +357,10 @@ async fn ask_to_push(
     );
     params.insert("token".into(), Value::from(token));
     let call = Call::new(Method::CreateTaskPushNotificationConfig, params);
-    let Ok(owner) = to_agent::owner_of(state, agent, id).await else {
+    let Ok(holder) = to_agent::owner_of(state, agent, id).await else {
         return false;
     };
-    let Ok(out) = to_agent::own_request(agent, held, owner.as_deref(), &call) else {
+    let Ok(out) = to_agent::own_request(agent, held, &holder, &call) else {
         return false;
     };
     let answer = match state
@@ -561,6 +561,7 @@ pub async fn ingest(state: &State, ctx: &mut Ctx, agent: Arc<Agent>, req: Reques
                 .and_then(|b| b.owner.as_deref())
                 .map(Into::into),
             created_ms: 0,
+            replica: None,
         },
     };
     // The event folded into the task as the ledger holds it (a2a-sdk's task-manager rules). An

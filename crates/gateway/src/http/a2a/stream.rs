@@ -166,7 +166,7 @@ async fn subscribe(
     let out = to_agent::stream_request(
         agent,
         &held,
-        Some(ctx),
+        (Some(ctx), None),
         ctx.on_behalf(),
         headers,
         &upstream_call,
@@ -307,6 +307,7 @@ pub(super) async fn shared(
                 task,
                 last_ms,
                 owner: task_owner,
+                replica: ctx.replica.replica().map(|r| r.address.clone()),
             };
             tokio::spawn(feed::run(start, up));
             let owner = ctx.caller.owner().cloned();
@@ -337,7 +338,14 @@ async fn open(
     headers: &HeaderMap,
     call: &Call,
 ) -> Result<FirstRead, Failure> {
-    let out = to_agent::stream_request(agent, held, Some(ctx), ctx.on_behalf(), headers, call)?;
+    let out = to_agent::stream_request(
+        agent,
+        held,
+        (Some(ctx), None),
+        ctx.on_behalf(),
+        headers,
+        call,
+    )?;
     let timeout = agent.cfg.timeout;
     let res = state
         .upstream

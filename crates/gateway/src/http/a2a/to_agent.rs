@@ -54,7 +54,7 @@ pub fn request(
     build(
         agent,
         held,
-        Some(ctx),
+        (Some(ctx), None),
         ctx.on_behalf(),
         client,
         (call, written),
@@ -64,11 +64,11 @@ pub fn request(
 
 /// The request of a streaming `call` (it asks for `text/event-stream`), on behalf of `on`;
 /// without `ctx`, the gateway's own (a shared stream reconnecting): no client's forwarding
-/// headers.
+/// headers, and `at` names the task's replica.
 pub fn stream_request(
     agent: &Agent,
     held: &HeldCard,
-    ctx: Option<&Ctx>,
+    (ctx, at): (Option<&Ctx>, Option<&str>),
     on: OnBehalf<'_>,
     client: &HeaderMap,
     call: &Call,
@@ -76,7 +76,7 @@ pub fn stream_request(
     build(
         agent,
         held,
-        ctx,
+        (ctx, at),
         on,
         client,
         (call, None),
@@ -84,35 +84,49 @@ pub fn stream_request(
     )
 }
 
-/// A call of the gateway's own (a push config it gives the agent, a poll) for a task of
-/// `owner`: no client's headers.
+/// A call of the gateway's own (a push config it gives the agent, a poll) for a task `holder`
+/// says whose and where it is: no client's headers.
 pub fn own_request(
     agent: &Agent,
     held: &HeldCard,
-    owner: Option<&str>,
+    holder: &Holder,
     call: &Call,
 ) -> Result<Outgoing, ApiError> {
     build(
         agent,
         held,
-        None,
-        OnBehalf::Owner(owner),
+        (None, holder.replica.as_deref()),
+        OnBehalf::Owner(holder.owner.as_deref()),
         &HeaderMap::new(),
         (call, None),
         "application/json",
     )
 }
 
-/// The owner of A2A task `id` of `agent`, for the gateway's own calls to an agent told who is
-/// calling (`identity`); no ledger read for the others. `Err` when the ledger cannot say: the
-/// call is not made, rather than made in no one's name.
-pub async fn owner_of(state: &State, agent: &Agent, id: &str) -> Result<Option<Arc<str>>, ()> {
-    if agent.cfg.identity == crate::config::Identity::None {
-        return Ok(None);
+/// Whose a task is and which replica holds it, for the gateway's own calls of it.
+#[derive(Debug, Default, Clone)]
+pub struct Holder {
+    /// The task's owner: what an agent told who is calling (`identity`) is told.
+    pub owner: Option<Arc<str>>,
+    /// The replica that holds it (`host:port`), for an agent whose calls are pinned.
+    pub replica: Option<Arc<str>>,
+}
+
+/// The owner and replica of A2A task `id` of `agent`, for the gateway's own calls to it; no
+/// ledger read for an agent told nothing of callers and not pinned. `Err` when the ledger
+/// cannot say: the call is not made, rather than made in no one's name or to any replica.
+pub async fn owner_of(state: &State, agent: &Agent, id: &str) -> Result<Holder, ()> {
+    if agent.cfg.identity == crate::config::Identity::None && !agent.cfg.pins() {
+        return Ok(Holder::default());
     }
     let key = crate::protocol::a2a::ledger_key(&agent.cfg.name, id);
     match state.ledger.get(&key).await {
-        Ok(record) => Ok(record.and_then(|r| r.owner)),
+        Ok(record) => Ok(record
+            .map(|r| Holder {
+                owner: r.owner,
+                replica: r.replica,
+            })
+            .unwrap_or_default()),
         Err(_) => Err(()),
     }
 }
@@ -121,14 +135,15 @@ pub async fn owner_of(state: &State, agent: &Agent, id: &str) -> Result<Option<A
 fn build(
     agent: &Agent,
     held: &HeldCard,
-    ctx: Option<&Ctx>,
+    (ctx, at): (Option<&Ctx>, Option<&str>),
     on: OnBehalf<'_>,
     client: &HeaderMap,
     (call, written): (&Call, Option<&[u8]>),
     accept: &'static str,
 ) -> Result<Outgoing, ApiError> {
     let form = wire::of_interface(held.interface.binding, held.interface.version);
-    let origin = form.origin(&agent.cfg, held);
+    let replica = crate::http::exchange::replica::target(agent, ctx, at)?;
+    let origin = form.origin(&replica.base, &agent.cfg, held);
     let Written {
         verb: method,
         url,
@@ -162,6 +177,9 @@ fn build(
     }
     // After the JSON defaults: a form that is not JSON (gRPC) sets its own.
     form.agent_headers(&mut headers);
+    if let Some(host) = &replica.host {
+        headers.insert(header::HOST, host.clone());
+    }
     *request.headers_mut() = headers;
     agent.authorize(request.headers_mut(), on)?;
     Ok(Outgoing { request, sent })

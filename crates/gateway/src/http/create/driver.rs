@@ -84,7 +84,7 @@ pub async fn drive<F: Finish>(
     up: Request<Full<Bytes>>,
     held: Option<Held>,
 ) -> ApiResult {
-    let pass = match admit_agent(state, &agent) {
+    let pass = match admit_agent(state, &agent, Some(ctx), up.uri()) {
         Ok(pass) => pass,
         Err(refused) => {
             let Some(held) = &held else {

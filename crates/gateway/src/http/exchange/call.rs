@@ -55,16 +55,20 @@ pub fn build_request(
         query,
     } = client;
     agent.card()?;
-    // The prefix stands for the agent's base URL: the query string goes along, less the
+    let replica = super::replica::target(agent, Some(ctx), None)?;
+    // The prefix stands for the replica's base URL: the query string goes along, less the
     // gateway's own credential.
     let query = query.map(admission::without_access_token);
     let url = match query.as_deref() {
-        Some("") | None => format!("{}{path}", agent.cfg.url),
-        Some(q) => format!("{}{path}?{q}", agent.cfg.url),
+        Some("") | None => format!("{}{path}", replica.base),
+        Some(q) => format!("{}{path}?{q}", replica.base),
     };
     let mut req = new_request(method, url, body)?;
     let headers = req.headers_mut();
     *headers = upstream_headers(client, &ctx.peer_ip, ctx.https, &ctx.request_id, reads_body);
+    if let Some(host) = &replica.host {
+        headers.insert(hyper::header::HOST, host.clone());
+    }
     agent.authorize(headers, ctx.on_behalf())?;
     Ok(req)
 }
@@ -107,11 +111,42 @@ pub async fn ask(
 /// call, 503 AGENT_UNAVAILABLE while the agent is ejected, 503 AGENT_BUSY past its
 /// `max_in_flight`. Here rather than in admission: only requests that would reach the agent
 /// count, after every check of their own (a refused 422 holds no pass, nor is it a probe).
-pub fn admit_agent(state: &State, agent: &Agent) -> Result<Pass, ApiError> {
-    agent
+///
+/// The limits are those of the replica the request goes to (`uri`'s). A pinned call refused
+/// because its replica is ejected is 503 REPLICA_UNAVAILABLE: no other replica holds its task.
+pub fn admit_agent(
+    state: &State,
+    agent: &Agent,
+    ctx: Option<&Ctx>,
+    uri: &hyper::Uri,
+) -> Result<Pass, ApiError> {
+    let replica = agent.replicas.at(uri).ok_or_else(|| {
+        ApiError::new(
+            Code::AgentUnavailable,
+            format!("agent {:?} has no replica", agent.cfg.name),
+        )
+    })?;
+    admit_replica(state, agent, ctx, &replica)
+}
+
+/// [`admit_agent`], for the replica already chosen.
+pub fn admit_replica(
+    state: &State,
+    agent: &Agent,
+    ctx: Option<&Ctx>,
+    replica: &crate::registry::replicas::Replica,
+) -> Result<Pass, ApiError> {
+    replica
         .limits
         .admit(AgentPolicy::of(&agent.cfg), &state.metrics, &agent.cfg.name)
-        .map_err(ApiError::from)
+        .map_err(|e| match e.refusal {
+            crate::limits::Refusal::Ejected { .. } | crate::limits::Refusal::Probing { .. }
+                if agent.cfg.pins() && ctx.is_some_and(|c| c.replica.pinned()) =>
+            {
+                super::replica::ejected(agent, e.refusal.retry_after_secs())
+            }
+            _ => ApiError::from(e),
+        })
 }
 
 /// One buffered exchange with an agent, timed, within the agent's limits.
@@ -121,7 +156,7 @@ pub async fn exchange(
     ctx: &Ctx,
     mut req: Request<Full<Bytes>>,
 ) -> Result<(Parts, Bytes), ApiError> {
-    let mut pass = admit_agent(state, agent)?;
+    let mut pass = admit_agent(state, agent, Some(ctx), req.uri())?;
     let span = exchange_span(ctx, agent, &mut req);
     let out = state
         .upstream
@@ -181,7 +216,7 @@ pub async fn pass_through(
     mut up: Request<Full<Bytes>>,
     idle: std::time::Duration,
 ) -> ApiResult {
-    let mut pass = admit_agent(state, agent)?;
+    let mut pass = admit_agent(state, agent, Some(ctx), up.uri())?;
     let span = exchange_span(ctx, agent, &mut up);
     let res = state.upstream.send(up, agent.cfg.timeout).await;
     // The span covers the exchange up to the answer's head; the body streams after it.

@@ -20,6 +20,7 @@ pub mod call;
 pub mod judge;
 pub mod record;
 pub mod relay;
+pub mod replica;
 pub mod resolve;
 
 use std::sync::Arc;

@@ -144,6 +144,9 @@ pub async fn apply(
     });
     // The deliveries of this change are the apply's children.
     let stored = span.as_ref().map(|s| s.stored());
+    // Where the task lives, for an agent whose calls are pinned: the replica that answered.
+    let pins = state.registry.by_name(agent).is_some_and(|a| a.cfg.pins());
+    let replica = super::replica::recorded(pins, ctx);
     let applied = apply_counted(
         state.ledger.as_ref(),
         &state.metrics,
@@ -154,9 +157,15 @@ pub async fn apply(
         Origin {
             request_id,
             trace: stored.as_deref(),
+            replica: replica.as_ref().map(|r| &*r.address),
         },
     )
     .await;
+    if let (Some(r), Ok(a)) = (&replica, &applied) {
+        if a.verdict == crate::protocol::task::Verdict::New {
+            r.held_one();
+        }
+    }
     if let Some(span) = &span {
         match &applied {
             Ok(a) => span.set(KeyValue::new(telemetry::VERDICT, a.verdict.label())),

@@ -84,6 +84,10 @@ pub async fn task_agent(
         }
     };
     ctx.agent = Some(agent.clone());
+    // Its calls go to the replica that holds it.
+    if let Some(r) = &record {
+        super::replica::pin(ctx, &agent, r);
+    }
     Ok((agent, record))
 }
 

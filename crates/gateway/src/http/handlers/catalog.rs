@@ -65,9 +65,43 @@ struct Entry<'a> {
     /// Why it was ejected: an error text, so only for callers that may read those.
     #[serde(skip_serializing_if = "Option::is_none")]
     ejection_reason: Option<String>,
+    /// Its replicas, each with its health on this gateway, its requests in flight and the
+    /// tasks pinned to it; their addresses only for callers that may read agents' errors.
+    replicas: Vec<ReplicaEntry>,
     /// On `/api/fleet` only.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     live: Option<Live>,
+}
+
+/// One replica of an agent, as `/agents` shows it.
+#[derive(Serialize)]
+struct ReplicaEntry {
+    /// `host:port`: an agent's address, so only for callers that may read agents' errors.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    address: Option<String>,
+    /// `ok`, `ejected`, `probing`, `card_mismatch` or `gone`.
+    health: &'static str,
+    in_flight: usize,
+    /// Tasks this gateway has pinned to it since it joined.
+    tasks_held: u64,
+}
+
+/// The replicas of `a`, members first, then those gone within their grace.
+fn replicas_of(a: &Agent, errors: bool) -> Vec<ReplicaEntry> {
+    let live = a.replicas.live();
+    let member = live.iter().map(|r| ReplicaEntry {
+        address: errors.then(|| r.address.to_string()),
+        health: r.health(),
+        in_flight: r.limits.in_flight(),
+        tasks_held: r.tasks_held(),
+    });
+    let gone = a.replicas.gone().into_iter().map(|(r, _)| ReplicaEntry {
+        address: errors.then(|| r.address.to_string()),
+        health: "gone",
+        in_flight: r.limits.in_flight(),
+        tasks_held: r.tasks_held(),
+    });
+    member.chain(gone).collect()
 }
 
 /// An agent's live numbers on this replica (`/api/fleet`).
@@ -154,10 +188,11 @@ fn entry<'a>(
             }
             _ => None,
         },
+        replicas: replicas_of(a, errors),
         live: live.map(|samples| {
-            let (requests, errors) = a.limits.totals();
+            let (requests, errors) = a.replicas.totals();
             Live {
-                in_flight: a.limits.in_flight(),
+                in_flight: a.replicas.in_flight(),
                 requests,
                 errors,
                 samples: samples.map(|s| s.agent(&a.cfg.name)),
@@ -173,7 +208,7 @@ fn usable<'a>(state: &'a State, ctx: &Ctx) -> Vec<(&'a Arc<Agent>, CardSlot, Hea
         .agents()
         .iter()
         .filter(|a| ctx.caller.may_use(a))
-        .map(|a| (a, a.slot(), a.limits.health()))
+        .map(|a| (a, a.slot(), a.replicas.health()))
         .collect()
 }
 
@@ -221,7 +256,7 @@ pub async fn refresh(state: &State, ctx: &Ctx, name: &str) -> ApiResult {
         .registry
         .refresh(agent, &state.upstream, &state.metrics)
         .await;
-    let (slot, health) = (agent.slot(), agent.limits.health());
+    let (slot, health) = (agent.slot(), agent.replicas.health());
     let body = to_json(&entry(agent, &slot, &health, sees_errors(ctx), None))?;
     Ok(response::json(StatusCode::OK, body))
 }

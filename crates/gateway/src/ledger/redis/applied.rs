@@ -64,6 +64,11 @@ pub(super) fn applied(reply: &[RValue], task: Bytes) -> Result<Applied, LedgerEr
     } else {
         Bytes::from(rec_task)
     };
+    let replica = reply
+        .get(9)
+        .and_then(text)
+        .filter(|r| !r.is_empty())
+        .map(Arc::<str>::from);
     // Push deliveries the queue had no room for (the change is recorded all the same).
     let push_dropped = reply
         .get(8)
@@ -81,6 +86,7 @@ pub(super) fn applied(reply: &[RValue], task: Bytes) -> Result<Applied, LedgerEr
             task: rec_task,
             owner: rec_owner,
             created_ms,
+            replica,
         },
     })
 }

@@ -117,14 +117,16 @@ pub trait Form: Sync + Send + fmt::Debug {
     /// How a subscriber that called in this form reads a stream's events.
     fn framing(&self, echo: &Echo) -> Framing;
 
-    /// Where the agent of `cfg` is called in this form: its configured `url` (a card names
-    /// public hosts, and must never steer the gateway), or for gRPC its gRPC address.
+    /// Where the agent of `cfg` is called in this form: the base URL of the replica chosen
+    /// (`base`: one of its configured `url`s; a card names public hosts, and must never steer
+    /// the gateway), or for gRPC its gRPC address.
     fn origin<'a>(
         &self,
-        cfg: &'a crate::config::AgentConfig,
+        base: &'a str,
+        _cfg: &'a crate::config::AgentConfig,
         _held: &HeldCard,
     ) -> std::borrow::Cow<'a, str> {
-        std::borrow::Cow::Borrowed(&cfg.url)
+        std::borrow::Cow::Borrowed(base)
     }
 
     /// The request for `call` to an agent at `origin` over the interface of `held`, which is of

@@ -223,10 +223,11 @@ impl Form for V1Grpc {
         }
     }
 
-    fn origin<'a>(&self, cfg: &'a AgentConfig, held: &HeldCard) -> Cow<'a, str> {
+    /// `grpc_url` (an agent of one replica), or the replica's host at the card's gRPC port.
+    fn origin<'a>(&self, base: &'a str, cfg: &'a AgentConfig, held: &HeldCard) -> Cow<'a, str> {
         match &cfg.grpc_url {
             Some(u) => Cow::Borrowed(u),
-            None => Cow::Owned(agent_origin(&cfg.url, &held.interface.url)),
+            None => Cow::Owned(agent_origin(base, &held.interface.url)),
         }
     }
 
