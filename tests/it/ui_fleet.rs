@@ -21,6 +21,20 @@ const OPS: &str = "ops-key-0123456789abcdef0123";
 const VIEWER: &str = "viewer-key-0123456789abcdef01";
 const WAIT: Duration = Duration::from_secs(20);
 
+/// `base` under another name of the same host (`127.0.0.1` and `localhost`): a second replica
+/// address of one process.
+fn other_name(base: &str) -> String {
+    match base.contains("127.0.0.1") {
+        true => base.replacen("127.0.0.1", "localhost", 1),
+        false => base.replacen("localhost", "127.0.0.1", 1),
+    }
+}
+
+/// The `host:port` a replica at `base` is named by.
+fn replica_address(base: &str) -> String {
+    a2a_gateway::registry::replicas::address_of(base).expect("host:port")
+}
+
 /// The page with `key` in the session, loaded.
 async fn page_with_key(b: &mut Browser, base: &str, key: &str) {
     b.navigate(&format!("{base}/ui")).await;
@@ -118,6 +132,10 @@ async fn the_fleet_page_shows_both_protocols_recent_tasks_artifacts_and_pictures
     let g = TestGateway::start(&[("scripts", &scripts), ("failing", &failing)], |cfg| {
         ingest(cfg);
         cfg.agents.push(a2a_agent("echo", &echo.base));
+        // One agent served by two replicas (`urls`): the same a2a-sdk process under two names.
+        let mut twin = a2a_agent("twin", &echo.base);
+        twin.urls = vec![echo.base.clone(), other_name(&echo.base)];
+        cfg.agents.push(twin);
         cfg.clients = vec![
             client("ops", OPS, &["*"], &Right::ALL),
             client("viewer", VIEWER, &["*"], &[Right::Tasks, Right::AllTasks]),
@@ -193,6 +211,40 @@ async fn the_fleet_page_shows_both_protocols_recent_tasks_artifacts_and_pictures
         WAIT,
     )
     .await;
+    // The agent with replicas lists each under its health, with its address for this key
+    // (`admin`: it may read agents' addresses); an agent with one replica lists none.
+    b.wait_for(
+        "the replicas of the agent with `urls`",
+        "document.querySelectorAll('#agents tr[data-agent=twin] ul.replicas li').length === 2",
+        WAIT,
+    )
+    .await;
+    let replicas = b
+        .eval(
+            r#"[...document.querySelectorAll('#agents tr[data-agent=twin] ul.replicas li')]
+                 .map((li) => [li.dataset.replica, li.dataset.state, li.textContent])"#,
+        )
+        .await;
+    let want = [
+        replica_address(&echo.base),
+        replica_address(&other_name(&echo.base)),
+    ];
+    for (i, address) in want.iter().enumerate() {
+        let li = &replicas[i];
+        assert_eq!(li[0], address.as_str(), "{replicas}");
+        assert_eq!(li[1], "ok", "{replicas}");
+        assert!(
+            li[2]
+                .as_str()
+                .is_some_and(|t| t.contains("in flight") && t.contains("task")),
+            "{replicas}"
+        );
+    }
+    assert_eq!(
+        b.eval("document.querySelectorAll('#agents tr[data-agent=echo] ul.replicas').length")
+            .await,
+        0
+    );
     let id = create_as(&http, "scripts", OPS).await;
     let pushes = async {
         tokio::time::sleep(Duration::from_millis(400)).await;

@@ -290,6 +290,20 @@ function healthCell(a) {
   return [a.health, (a.ejection_reason || "") + until];
 }
 
+// An agent's replicas (`urls`, `discover = "dns"`), one line each under its health: the
+// replica's address (for a caller that may read agents' errors), its health on this gateway, its
+// requests in flight and the tasks pinned to it. Nothing for an agent with one replica.
+function replicaList(a) {
+  const rs = a.replicas || [];
+  if (rs.length < 2) return null;
+  const ul = el("ul", { class: "replicas", "aria-label": `Replicas of ${a.name}` });
+  rs.forEach((r, i) => ul.append(el("li", { dataset: { replica: r.address || String(i + 1), state: r.health } },
+    el("span", { class: "addr", text: r.address || `Replica ${i + 1}` }), " ",
+    el("span", { class: `state ${stateClass(r.health)}`, text: r.health }),
+    el("span", { class: "muted", text: ` · ${r.in_flight} in flight · ${r.tasks_held} ${r.tasks_held === 1 ? "task" : "tasks"}` }))));
+  return ul;
+}
+
 function rate(name, a, now) {
   const p = page.prev.get(name);
   page.prev.set(name, { requests: a.requests, errors: a.errors, t: now });
@@ -340,7 +354,8 @@ function renderAgents(agents) {
     const samples = page.samples.get(a.name) || [];
     const lastAt = samples.length ? samples[samples.length - 1].at : "";
     const proto = a.protocol === "a2a" ? `A2A${a.binding ? " " + a.binding : ""}` : "Clawpedia";
-    const sig = [a.display_name, caps, card, cardWhy, health, healthWhy, a.in_flight, rps, eps, proto].join("\u0000");
+    const reps = (a.replicas || []).map((r) => [r.address, r.health, r.in_flight, r.tasks_held].join(" ")).join("\u0001");
+    const sig = [a.display_name, caps, card, cardWhy, health, healthWhy, a.in_flight, rps, eps, proto, reps].join("\u0000");
     if (row.sig !== sig) {
       row.sig = sig;
       const c = row.cells;
@@ -350,6 +365,8 @@ function renderAgents(agents) {
       c[3].replaceChildren(...stateSpan(card, cardWhy));
       c[3].dataset.state = card;
       c[4].replaceChildren(...stateSpan(health, healthWhy));
+      const replicas = replicaList(a);
+      if (replicas) c[4].append(replicas);
       c[4].dataset.state = health;
       setText(c[5], String(a.in_flight));
       setText(c[6], rps);
