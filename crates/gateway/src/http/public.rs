@@ -80,8 +80,14 @@ fn plain_host(h: &str) -> bool {
 /// Where `url` points, if it is on `agent`'s configured origin: its path and query (empty for
 /// a URL that cannot be read, which counts as the agent's). Read as a browser reads it, with the
 /// loopback names as one host: see [`crate::protocol::origin`].
+///
+/// With replicas, any replica's origin counts: each names its own files.
 pub(crate) fn on_agent(agent: &Agent, url: &str) -> Option<String> {
-    crate::protocol::origin::Origin::parse(&agent.cfg.url)?.path_of(url)
+    let on = |base: &str| crate::protocol::origin::Origin::parse(base)?.path_of(url);
+    on(&agent.cfg.url).or_else(|| {
+        let live = agent.replicas.live();
+        live.iter().skip(1).find_map(|r| on(&r.base))
+    })
 }
 
 /// The `content` of each `file` artifact of a list that is on the agent's origin, rewritten to

@@ -239,10 +239,25 @@ pub async fn localize<T: Tree>(
     shape: Shape,
     doc: &mut T,
 ) {
-    let Some(origin) = Origin::parse(&agent.cfg.url) else {
-        return;
-    };
-    let Some(wanted) = wanted(&origin, shape, doc) else {
+    // Each replica names files on its own origin: every one of them is rewritten.
+    let live = agent.replicas.live();
+    let bases =
+        std::iter::once(agent.cfg.url.as_str()).chain(live.iter().skip(1).map(|r| &*r.base));
+    for origin in bases.filter_map(Origin::parse) {
+        localize_at(state, agent, owner, shape, doc, &origin).await;
+    }
+}
+
+/// [`localize`], for the file URLs on one origin of the agent's.
+async fn localize_at<T: Tree>(
+    state: &State,
+    agent: &Agent,
+    owner: Option<&str>,
+    shape: Shape,
+    doc: &mut T,
+    origin: &Origin,
+) {
+    let Some(wanted) = wanted(origin, shape, doc) else {
         return;
     };
     let name = agent.cfg.name.as_str();
@@ -377,7 +392,14 @@ pub async fn serve(
             .inc();
         return Err(unknown(id));
     }
-    let origin = Origin::parse(&agent.cfg.url).ok_or_else(|| unknown(id))?;
+    // The origin the file was named on: the agent's, or one of its replicas'.
+    let live = agent.replicas.live();
+    let origin = std::iter::once(agent.cfg.url.as_str())
+        .chain(live.iter().map(|r| &*r.base))
+        .filter_map(Origin::parse)
+        .find(|o| o.path_of(&file.url).is_some())
+        .or_else(|| Origin::parse(&agent.cfg.url))
+        .ok_or_else(|| unknown(id))?;
     let Some(path) = origin.path_of(&file.url).filter(|p| p.starts_with('/')) else {
         return Err(ApiError::new(
             Code::AgentProtocolViolation,

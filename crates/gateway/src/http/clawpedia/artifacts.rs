@@ -111,6 +111,7 @@ pub async fn content(
         }
         admission::task(state, ctx, &listed.task_id, visible).map_err(|_| unknown())?;
     }
+    let listed_task = listed.as_ref().map(|l| l.task_id.clone());
     let agent = match (named, listed) {
         (Some(agent), Some(l)) if *l.agent != agent.cfg.name => return Err(unknown()),
         (Some(agent), _) => agent,
@@ -123,6 +124,18 @@ pub async fn content(
     };
     ctx.agent = Some(agent.clone());
     admission::agent(state, ctx, &agent)?;
+    // The content is on the replica that holds the artifact's task.
+    if agent.cfg.pins() {
+        let task = match listed_task {
+            Some(t) => Some(t),
+            None => state.ledger.artifact(artifact_id).await?.map(|l| l.task_id),
+        };
+        if let Some(task) = task {
+            if let Some(r) = state.ledger.get(&task).await? {
+                crate::http::exchange::replica::pin(ctx, &agent, &r);
+            }
+        }
+    }
     let up = build_request(
         &agent,
         ctx,
