@@ -98,10 +98,16 @@ impl Replica {
 
     /// Whether it may be given new work now: not ejected or being probed, not past
     /// `max_in_flight`, and serving the agent's card.
+    ///
+    /// An ejected replica whose cool-off is over takes new work again: the request it is
+    /// picked for is its probe, which brings it back or ejects it again.
     fn takes_new_work(&self, max_in_flight: usize) -> bool {
-        !self.card_mismatch()
-            && matches!(self.limits.health(), Health::Ok)
-            && self.limits.in_flight() < max_in_flight
+        let up = match self.limits.health() {
+            Health::Ok => true,
+            Health::Ejected { until, .. } => until <= chrono::Utc::now(),
+            Health::Probing { .. } => false,
+        };
+        up && !self.card_mismatch() && self.limits.in_flight() < max_in_flight
     }
 
     /// How it stands, as `/agents` says it: `ok`, `ejected`, `probing`, `card_mismatch`.
