@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::support::redis_server::RedisServer;
 use crate::support::*;
-use a2a_gateway::ledger::{decide, MemoryLedger, RedisLedger, TaskLedger};
+use a2a_gateway::ledger::{decide, MemoryLedger, Origin, RedisLedger, TaskLedger};
 use a2a_gateway::protocol::task::{Head, Status, Verdict};
 use bytes::Bytes;
 use serde_json::json;
@@ -32,6 +32,75 @@ fn doc(id: &str, h: Head) -> Bytes {
 async fn the_lua_rule_agrees_with_the_rust_rule_on_every_case() {
     let r = RedisServer::start();
     agreement(&redis_ledger(&r, Duration::from_secs(60)).await).await;
+}
+
+/// The replica that holds a task (`Origin::replica`) is recorded by the first news that names
+/// it and never replaced, in both stores: a later answer from another replica (a gateway that
+/// balanced a call wrongly) must not move the task, and news that names none keeps it.
+#[tokio::test]
+async fn a_tasks_replica_is_recorded_once_in_both_stores() {
+    use a2a_gateway::protocol::task::TaskRef;
+    let r = RedisServer::start();
+    let redis = redis_ledger(&r, Duration::from_secs(60)).await;
+    let memory = MemoryLedger::new(
+        1000,
+        Duration::from_secs(60),
+        a2a_gateway::ledger::Evictions::unregistered(),
+    );
+    let ledgers: [&dyn TaskLedger; 2] = [&redis, &memory];
+    for l in ledgers {
+        let at = |status, ms| Head {
+            status,
+            updated_ms: ms,
+        };
+        let task = |h: Head| TaskRef {
+            task_id: "rp-1".into(),
+            head: h,
+            context: None,
+            content: 0,
+        };
+        let from = |replica| Origin {
+            replica,
+            ..Origin::default()
+        };
+        // First seen by a push that names no replica: none yet.
+        let h = at(Status::Submitted, 1);
+        let a = l
+            .apply_traced("a", &task(h), doc("rp-1", h), None, Origin::default())
+            .await
+            .expect("apply");
+        assert_eq!(a.record.replica, None);
+        // The create's answer, a duplicate of it, still records where it lives.
+        let a = l
+            .apply_traced(
+                "a",
+                &task(h),
+                doc("rp-1", h),
+                Some("c"),
+                from(Some("10.0.0.1:9000")),
+            )
+            .await
+            .expect("apply");
+        assert_eq!(a.verdict, Verdict::Duplicate);
+        assert_eq!(a.record.replica.as_deref(), Some("10.0.0.1:9000"));
+        // Another replica's later news moves the state, never the replica.
+        let h = at(Status::Working, 2);
+        let a = l
+            .apply_traced(
+                "a",
+                &task(h),
+                doc("rp-1", h),
+                None,
+                from(Some("10.0.0.2:9000")),
+            )
+            .await
+            .expect("apply");
+        assert!(matches!(a.verdict, Verdict::Transition { .. }));
+        assert_eq!(a.record.replica.as_deref(), Some("10.0.0.1:9000"));
+        let got = l.get("rp-1").await.expect("get").expect("held");
+        assert_eq!(got.replica.as_deref(), Some("10.0.0.1:9000"));
+        assert_eq!(got.owner.as_deref(), Some("c"));
+    }
 }
 
 /// The agreement above, on any Redis ledger: with content digests too (`TaskRef::content`,
@@ -62,7 +131,13 @@ pub(crate) async fn agreement(l: &RedisLedger) {
                             content,
                         };
                         let a = l
-                            .apply_traced("a", &task_ref(first, had), doc(&id, first), None, None)
+                            .apply_traced(
+                                "a",
+                                &task_ref(first, had),
+                                doc(&id, first),
+                                None,
+                                Origin::default(),
+                            )
                             .await
                             .expect("apply");
                         assert_eq!(a.verdict, Verdict::New);
@@ -72,7 +147,7 @@ pub(crate) async fn agreement(l: &RedisLedger) {
                                 &task_ref(update, content),
                                 doc(&id, update),
                                 None,
-                                None,
+                                Origin::default(),
                             )
                             .await
                             .expect("apply");

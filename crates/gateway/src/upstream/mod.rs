@@ -195,8 +195,10 @@ impl AgentConnector {
             let Some(ca) = a.ca_file.as_deref() else {
                 continue;
             };
-            // The agent's origins: its url's, and its gRPC service's when configured apart.
+            // The agent's origins: each replica's url's, and its gRPC service's when
+            // configured apart.
             let origins = std::iter::once(&a.url)
+                .chain(a.urls.iter())
                 .chain(a.grpc_url.as_ref())
                 .filter_map(|u| Origin::of_url(u));
             for origin in origins {
