@@ -154,6 +154,8 @@ mod reload;
 /// (TaskNotFoundError, counted), the gateway pins every call of a task to the replica holding it
 /// and spreads new tasks evenly.
 mod replicas;
+/// One card per agent: a replica serving another card is `card_mismatch` and takes no new work.
+mod replicas_cards;
 /// Withdrawn credentials cut what they opened: a removed client, a rotated key, a right or an
 /// agent taken away, or a JWT's `exp` passing ends the streams they opened, with the reason.
 mod revocation;

@@ -2,6 +2,7 @@
 //! (`Cache-Control`), the card compiled on the blocking pool within [`COMPILE_PERMITS`], and
 //! why a card could not be had ([`CardError`], [`NoCard`]).
 
+use super::shape::Shape;
 use super::*;
 
 /// What the registry says of a new card: a warning its protocol raises (an agent whose pushes
@@ -15,6 +16,8 @@ pub(super) fn warn_about(name: &str, card: &Card) {
 pub(super) enum Fetched {
     New {
         card: Box<Card>,
+        /// The raw card's shape, which every replica's card is compared with.
+        shape: Shape,
         etag: Option<HeaderValue>,
         max_age: Option<Duration>,
     },
@@ -93,11 +96,15 @@ pub(super) async fn fetch(
     up: &Upstream,
     compiles: &Arc<Semaphore>,
 ) -> Result<Fetched, CardError> {
-    let mut req = Request::get(agent.cfg.card_fetch_url())
+    let (url, host) = source(agent);
+    let mut req = Request::get(url)
         .header(header::ACCEPT, "application/json")
         .header(header::ACCEPT_ENCODING, "identity")
         .body(Full::new(Bytes::new()))
         .map_err(|e| CardError::Invalid(format!("card URL: {e}")))?;
+    if let Some(host) = host {
+        req.headers_mut().insert(header::HOST, host);
+    }
     // A card is asked for no one: no `A2A-Caller`, so nothing can be refused.
     let _ = agent.authorize(req.headers_mut(), crate::caller::OnBehalf::Nobody);
     // A card compiled for another binding than the configured one (a reload changed it) is
@@ -121,13 +128,40 @@ pub(super) async fn fetch(
         crate::protocol::json::JsonError::Syntax(_) => CardError::Invalid(format!("not JSON: {e}")),
         _ => CardError::Invalid(e.to_string()),
     })?;
+    let shape = Shape::of(agent.cfg.protocol, &doc);
     let prefer = crate::protocol::a2a::card::Prefer::of(&agent.cfg);
     let card = compile(agent.cfg.protocol, prefer, doc, compiles).await?;
     Ok(Fetched::New {
         card: Box::new(card),
+        shape,
         etag: parts.headers.get(header::ETAG).cloned(),
         max_age,
     })
+}
+
+/// Where the agent's card is fetched: an agent with one replica, at `url`; one with several,
+/// from the first replica that is not ejected and serves the agent's card (else the first
+/// that is not ejected, else `url`), so that the agent keeps its card while any healthy
+/// replica serves it. With the `Host` a discovered replica is called with.
+fn source(agent: &Agent) -> (String, Option<HeaderValue>) {
+    let live = agent.replicas.live();
+    if live.len() < 2 {
+        return (agent.cfg.card_fetch_url(), None);
+    }
+    let healthy = || {
+        live.iter()
+            .filter(|r| matches!(r.limits.health(), crate::limits::Health::Ok))
+    };
+    match healthy()
+        .find(|r| !r.card_mismatch())
+        .or_else(|| healthy().next())
+    {
+        Some(r) => (
+            format!("{}{}", r.base, agent.cfg.card_path()),
+            r.host.clone(),
+        ),
+        None => (agent.cfg.card_fetch_url(), None),
+    }
 }
 
 /// [`Card::compile`] on the blocking pool, once a permit of `compiles` is free. The permit goes

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 pub mod dns;
 mod fetch;
 pub mod replicas;
+mod shape;
 
 use fetch::{backoff, fetch, warn_about, Fetched};
 pub use fetch::{CardError, NoCard};
@@ -93,6 +94,8 @@ pub struct CardSlot {
     pub etag: Option<HeaderValue>,
     /// At least one fetch has finished (successfully or not): `/readyz` waits for this.
     pub attempted: bool,
+    /// The serving card's shape, which each replica's card is compared with (`shape`).
+    shape: Option<Arc<shape::Shape>>,
 }
 
 /// One configured agent and its card.
@@ -148,6 +151,7 @@ impl Agent {
                 refusal: None,
                 etag: None,
                 attempted: false,
+                shape: None,
             })),
         }
     }
@@ -525,6 +529,12 @@ impl Registry {
     /// One fetch of one agent's card. Ok(delay until the next), or Err after recording why.
     pub async fn refresh(&self, agent: &Agent, up: &Upstream, m: &Metrics) -> Result<Duration, ()> {
         let name = agent.cfg.name.as_str();
+        // Replicas are checked against the serving card before it is refetched, so that the
+        // refetch goes to one still serving it (see `fetch::source`).
+        let checked = agent.slot().shape;
+        if let Some(serving) = &checked {
+            shape::check(agent, up, serving).await;
+        }
         let outcome = fetch(agent, up, &self.compiles)
             .await
             .and_then(|f| self.not_shadowed(name, f));
@@ -569,6 +579,7 @@ impl Registry {
             }
             Ok(Fetched::New {
                 card,
+                shape,
                 etag,
                 max_age,
             }) => {
@@ -614,8 +625,13 @@ impl Registry {
                         refusal: None,
                         etag,
                         attempted: true,
+                        shape: Some(Arc::new(shape.clone())),
                     }
                 });
+                // A first card, or another one: the replicas are compared with it now.
+                if checked.as_deref() != Some(&shape) {
+                    shape::check(agent, up, &shape).await;
+                }
                 Ok(max_age.unwrap_or(agent.cfg.refresh))
             }
             Err(e) => {
