@@ -40,6 +40,13 @@
 # sides), in the same rounds.
 # CREATE_KEYS (0; 1: every create carries a new Idempotency-Key, so the gateway keeps a key
 # record for each create as it does for each A2A message's messageId).
+# REPLICAS_RUN (0; 1: two more sample agents of each protocol on free ports, and beside the
+# one-url agents the gateway gets `scripts3` and `echo3`, each with `urls` = the three of its
+# protocol (issue 49: new work balanced by power of two choices, each task pinned to its
+# replica); in the same rounds the create and the SendMessage also go through them (rows
+# post-replicas, a2a-replicas; with GET_RUN, get-replicas: a GET pinned to the replica holding the
+# task), one-replica first in odd rounds, three-replica first in even ones; agent-cpu then sums
+# the three agents; the table ends with each replica's share of the tasks (/agents tasks_held)).
 # Everything listens on 127.0.0.1 only; every process started here is killed on exit.
 set -euo pipefail
 
@@ -77,6 +84,9 @@ GRPC_STREAMS="${GRPC_STREAMS:-8}"
 TELEMETRY="${TELEMETRY:-off}"
 TELEMETRY_RATIO="${TELEMETRY_RATIO:-1.0}"
 AGENT_NAME=scripts
+REPLICAS_RUN="${REPLICAS_RUN:-0}"
+REPLICA_NAME=scripts3
+A2A_REPLICA_NAME=echo3
 
 # --- tools: checked, never installed silently -------------------------------------------------
 missing=()
@@ -87,6 +97,9 @@ if ((${#missing[@]})); then
     echo "missing: ${missing[*]}" >&2
     echo "install them with:  apt-get install -y wrk nginx curl   (after apt-get update)" >&2
     exit 1
+fi
+if [[ "$REPLICAS_RUN" == 1 ]] && ! command -v jq >/dev/null 2>&1; then
+    echo "REPLICAS_RUN=1 needs jq (apt-get install -y jq): it reads the replicas' shares from /agents" >&2; exit 1
 fi
 if [[ "$PIN" == 1 ]]; then
     command -v taskset >/dev/null 2>&1 || { echo "PIN=1 needs taskset (apt-get install -y util-linux)" >&2; exit 1; }
@@ -182,6 +195,13 @@ wait_line() {
 # --- the agent ------------------------------------------------------------------------------------
 AGENT_ARGS=()
 if [[ "$FILE_RUN" == 1 ]]; then AGENT_ARGS=(--file-bytes "$FILE_BYTES"); fi
+# REPLICAS_RUN: replicas of one agent share its identity. Without one agent_id for the three, each
+# process would draw its own, and the gateway (one card per agent) refuses a task naming another
+# (502 AGENT_PROTOCOL_VIOLATION): two creates in three, in a first try of this run.
+if [[ "$REPLICAS_RUN" == 1 ]]; then
+    REPLICA_AGENT_ID="$(cat /proc/sys/kernel/random/uuid)"
+    AGENT_ARGS+=(--agent-id "$REPLICA_AGENT_ID")
+fi
 "${ON_REST[@]}" "$AGENT_BIN" sample-agent --listen 127.0.0.1:0 "${AGENT_ARGS[@]}" >"$TMP/agent.out" 2>"$TMP/agent.err" &
 PIDS+=($!)
 AGENT_PID=$!
@@ -201,6 +221,23 @@ A2A_AGENT_URL="$(wait_line "$TMP/a2a-agent.out" 'http://127\.0\.0\.1:[0-9]+' "$A
 PIDS+=($!)
 A2A03_AGENT_PID=$!
 A2A03_AGENT_URL="$(wait_line "$TMP/a2a03-agent.out" 'http://127\.0\.0\.1:[0-9]+' "$A2A03_AGENT_PID")"
+# REPLICAS_RUN: two more of each of the first two, on ports of their own; the first one of each
+# kind is the third replica, so the one-replica and three-replica agents share one process.
+if [[ "$REPLICAS_RUN" == 1 ]]; then
+    REPLICA_URLS=("$AGENT_URL") REPLICA_PIDS="$AGENT_PID"
+    A2A_REPLICA_URLS=("$A2A_AGENT_URL") A2A_REPLICA_PIDS="$A2A_AGENT_PID"
+    for i in 2 3; do
+        "${ON_REST[@]}" "$AGENT_BIN" sample-agent --listen 127.0.0.1:0 --agent-id "$REPLICA_AGENT_ID" \
+            >"$TMP/agent-$i.out" 2>"$TMP/agent-$i.err" &
+        PIDS+=($!)
+        REPLICA_PIDS="$REPLICA_PIDS $!"
+        REPLICA_URLS+=("$(wait_line "$TMP/agent-$i.out" 'http://127\.0\.0\.1:[0-9]+' "$!")")
+        "${ON_REST[@]}" "$AGENT_BIN" sample-agent --protocol a2a --listen 127.0.0.1:0 >"$TMP/a2a-agent-$i.out" 2>"$TMP/a2a-agent-$i.err" &
+        PIDS+=($!)
+        A2A_REPLICA_PIDS="$A2A_REPLICA_PIDS $!"
+        A2A_REPLICA_URLS+=("$(wait_line "$TMP/a2a-agent-$i.out" 'http://127\.0\.0\.1:[0-9]+' "$!")")
+    done
+fi
 
 # --- nginx ----------------------------------------------------------------------------------------
 NGINX_PORT="$(free_port)"
@@ -261,6 +298,12 @@ url = "$A2A_AGENT_URL"
 protocol = "a2a"
 binding = "GRPC"
 EOF
+if [[ "$REPLICAS_RUN" == 1 ]]; then
+    toml_list() { local u out=""; for u in "$@"; do out="${out:+$out, }\"$u\""; done; echo "[$out]"; }
+    printf '\n[[agents]]\nname = "%s"\nurls = %s\n\n[[agents]]\nname = "%s"\nurls = %s\nprotocol = "a2a"\n' \
+        "$REPLICA_NAME" "$(toml_list "${REPLICA_URLS[@]}")" \
+        "$A2A_REPLICA_NAME" "$(toml_list "${A2A_REPLICA_URLS[@]}")" >>"$TMP/gateway.toml"
+fi
 if [[ -n "${RECONCILE_AFTER_MS:-}" ]]; then
     printf 'reconcile_after_ms = %d\n' "$RECONCILE_AFTER_MS" >>"$TMP/gateway.toml"
 fi
@@ -382,12 +425,24 @@ ready() {
 ready "$AGENT_URL/tasks"
 ready "$NGINX_URL/tasks"
 ready "$GATEWAY_URL/agents/$AGENT_NAME/tasks"
+if [[ "$REPLICAS_RUN" == 1 ]]; then
+    ready "$GATEWAY_URL/agents/$REPLICA_NAME/tasks"
+    # Every replica of both must be up and serving the agent's card before a measured run.
+    for _ in $(seq 100); do
+        okays="$(curl -s ${WRK_AUTH:+-H "Authorization: $WRK_AUTH"} "$GATEWAY_URL/agents" | jq -r --arg a "$REPLICA_NAME" --arg b "$A2A_REPLICA_NAME" \
+            '[.agents[] | select(.name == $a or .name == $b) | .replicas[] | select(.health == "ok")] | length' 2>/dev/null || true)"
+        [[ "$okays" == 6 ]] && break
+        sleep 0.1
+    done
+    [[ "$okays" == 6 ]] || { echo "the replica agents' six replicas are not all ok: $(curl -s "$GATEWAY_URL/agents")" >&2; exit 1; }
+fi
 # One SendMessage through each A2A target must answer a task.
 send() { curl -s -X POST -H 'Content-Type: application/json' -H 'A2A-Version: 1.0' \
     ${WRK_AUTH:+-H "Authorization: $WRK_AUTH"} \
     -d "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"SendMessage\",\"params\":{\"message\":{\"messageId\":\"ready-$RANDOM$RANDOM\",\"role\":\"ROLE_USER\",\"parts\":[{\"text\":\"hello\"}]}}}" "$1" || true; }
 if [[ "$A2A_RUN" == 1 ]]; then
-    for url in "$A2A_AGENT_URL/a2a/jsonrpc" "$NGINX_A2A_URL/a2a/jsonrpc" "$GATEWAY_URL/agents/$A2A_NAME/jsonrpc"; do
+    for url in "$A2A_AGENT_URL/a2a/jsonrpc" "$NGINX_A2A_URL/a2a/jsonrpc" "$GATEWAY_URL/agents/$A2A_NAME/jsonrpc" \
+        ${REPLICA_PIDS:+"$GATEWAY_URL/agents/$A2A_REPLICA_NAME/jsonrpc"}; do
         for _ in $(seq 100); do
             answer="$(send "$url")"
             [[ "$answer" == *'"result"'* ]] && break
@@ -437,6 +492,7 @@ fi
     if [[ -n "$(cd "$ROOT" && git status --porcelain -- src 2>/dev/null)" ]]; then dirty=" (src/ has uncommitted changes)"; fi
     echo "work tree: $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo '?')$dirty"
     echo "params: THREADS=$THREADS CONNS=$CONNS DURATION=$DURATION WARMUP=$WARMUP PIN=$PIN ROUNDS=$ROUNDS ORDER=\"$ORDER\" AUTH=$AUTH LEDGER=$LEDGER FILE_RUN=$FILE_RUN RATE_RUN=$RATE_RUN CREATE_KEYS=$CREATE_KEYS nginx worker_processes=$NGINX_WORKERS"
+    if [[ "$REPLICAS_RUN" == 1 ]]; then echo "replicas: $REPLICA_NAME=${REPLICA_URLS[*]} $A2A_REPLICA_NAME=${A2A_REPLICA_URLS[*]}"; fi
     echo "agent=$AGENT_URL nginx=$NGINX_URL gateway=$GATEWAY_URL a2a-agent=$A2A_AGENT_URL a2a-nginx=$NGINX_A2A_URL A2A_RUN=$A2A_RUN a2a03-agent=$A2A03_AGENT_URL a2a03-nginx=$NGINX_A2A03_URL A2A03_RUN=$A2A03_RUN grpc-nginx=$NGINX_GRPC_URL GRPC_RUN=$GRPC_RUN (${GRPC_CONNS}x$GRPC_STREAMS)"
 } | tee "$RESULTS/env.txt"
 
@@ -513,13 +569,14 @@ bench() {
     load "$script" "$base" "$path" "$WARMUP" >"$RESULTS/$label.warmup.txt" 2>&1 || true
     out="$RESULTS/$label.txt"
     wait_quiet
-    # shellcheck disable=SC2086  # proxy_pid may list two processes (the gateway and its redis)
-    a0="$(cpu_ticks "${BENCH_AGENT_PID:-$AGENT_PID}")"; [[ -n "$proxy_pid" ]] && p0="$(cpu_ticks $proxy_pid)"
+    # shellcheck disable=SC2086  # proxy_pid may list two processes (the gateway and its redis),
+    # BENCH_AGENT_PID three (REPLICAS_RUN)
+    a0="$(cpu_ticks ${BENCH_AGENT_PID:-$AGENT_PID})"; [[ -n "$proxy_pid" ]] && p0="$(cpu_ticks $proxy_pid)"
     children_ticks w0; read -r m0 mt0 <<<"$(machine_ticks)"
     load "$script" "$base" "$path" "$DURATION" >"$out" 2>&1 || true
     read -r m1 mt1 <<<"$(machine_ticks)"; children_ticks w1
     # shellcheck disable=SC2086
-    a1="$(cpu_ticks "${BENCH_AGENT_PID:-$AGENT_PID}")"; [[ -n "$proxy_pid" ]] && p1="$(cpu_ticks $proxy_pid)"
+    a1="$(cpu_ticks ${BENCH_AGENT_PID:-$AGENT_PID})"; [[ -n "$proxy_pid" ]] && p1="$(cpu_ticks $proxy_pid)"
     summary="$(grep '^SUMMARY ' "$out" || true)"
     if [[ -z "$summary" ]]; then
         echo "wrk gave no summary for $label; see $out" >&2
@@ -573,13 +630,24 @@ if [[ "$FILE_RUN" == 1 ]]; then
         | tee -a "$RESULTS/env.txt"
 fi
 
+# REPLICAS_RUN: the same create and SendMessage through the agents of three replicas, beside the
+# one-replica runs (before them in even rounds, after in odd ones: the ledger grows through a run).
+post_replicas() {
+    BENCH_AGENT_PID="$REPLICA_PIDS" bench "post-replicas$(suffix "$1")" post_task.lua "$GATEWAY_URL" "/agents/$REPLICA_NAME/tasks" "$GATEWAY_CPU"
+}
+a2a_replicas() {
+    BENCH_AGENT_PID="$A2A_REPLICA_PIDS" bench "a2a-replicas$(suffix "$1")" send_message.lua "$GATEWAY_URL" "/agents/$A2A_REPLICA_NAME/jsonrpc" "$GATEWAY_CPU"
+}
 for round in $(seq "$ROUNDS"); do
     for target in $ORDER; do
         [[ "$POST_RUN" == 1 ]] || break
         case "$target" in
             agent)   bench "post-agent$(suffix "$round")"   post_task.lua "$AGENT_URL"   "/tasks" "" ;;
             nginx)   bench "post-nginx$(suffix "$round")"   post_task.lua "$NGINX_URL"   "/tasks" "$NGINX_PID" ;;
-            gateway) bench "post-gateway$(suffix "$round")" post_task.lua "$GATEWAY_URL" "/agents/$AGENT_NAME/tasks" "$GATEWAY_CPU" ;;
+            gateway)
+                if [[ "$REPLICAS_RUN" == 1 ]] && ((round % 2 == 0)); then post_replicas "$round"; fi
+                bench "post-gateway$(suffix "$round")" post_task.lua "$GATEWAY_URL" "/agents/$AGENT_NAME/tasks" "$GATEWAY_CPU"
+                if [[ "$REPLICAS_RUN" == 1 ]] && ((round % 2 == 1)); then post_replicas "$round"; fi ;;
             *) echo "unknown target in ORDER: $target" >&2; exit 2 ;;
         esac
     done
@@ -590,7 +658,10 @@ for round in $(seq "$ROUNDS"); do
         case "$target" in
             agent)   BENCH_AGENT_PID=$A2A_AGENT_PID bench "a2a-agent$(suffix "$round")"   send_message.lua "$A2A_AGENT_URL" "/a2a/jsonrpc" "" ;;
             nginx)   BENCH_AGENT_PID=$A2A_AGENT_PID bench "a2a-nginx$(suffix "$round")"   send_message.lua "$NGINX_A2A_URL" "/a2a/jsonrpc" "$NGINX_PID" ;;
-            gateway) BENCH_AGENT_PID=$A2A_AGENT_PID bench "a2a-gateway$(suffix "$round")" send_message.lua "$GATEWAY_URL" "/agents/$A2A_NAME/jsonrpc" "$GATEWAY_CPU" ;;
+            gateway)
+                if [[ "$REPLICAS_RUN" == 1 ]] && ((round % 2 == 0)); then a2a_replicas "$round"; fi
+                BENCH_AGENT_PID=$A2A_AGENT_PID bench "a2a-gateway$(suffix "$round")" send_message.lua "$GATEWAY_URL" "/agents/$A2A_NAME/jsonrpc" "$GATEWAY_CPU"
+                if [[ "$REPLICAS_RUN" == 1 ]] && ((round % 2 == 1)); then a2a_replicas "$round"; fi ;;
         esac
     done
     # And gRPC's SendMessage, in the same round (gRPC on both sides of each proxy).
@@ -629,12 +700,26 @@ if [[ "$GET_RUN" == 1 ]]; then
     [[ "$code" =~ ^2 ]] || { echo "cannot create the GET task: $code $(cat "$TMP/ready.body")" >&2; exit 1; }
     TASK_ID="$(sed -E 's/.*"task_id":"([^"]+)".*/\1/' "$TMP/ready.body")"
     echo "GET runs on task $TASK_ID" | tee -a "$RESULTS/env.txt"
+    if [[ "$REPLICAS_RUN" == 1 ]]; then
+        # And one through the agent of three replicas: its GETs go to the replica holding it.
+        code="$(post "$GATEWAY_URL/agents/$REPLICA_NAME/tasks")"
+        [[ "$code" =~ ^2 ]] || { echo "cannot create the replicas' GET task: $code $(cat "$TMP/ready.body")" >&2; exit 1; }
+        REPLICA_TASK_ID="$(sed -E 's/.*"task_id":"([^"]+)".*/\1/' "$TMP/ready.body")"
+        echo "replicas' GET runs on task $REPLICA_TASK_ID" | tee -a "$RESULTS/env.txt"
+    fi
     for round in $(seq "$ROUNDS"); do
         for target in $ORDER; do
             case "$target" in
                 agent)   bench "get-agent$(suffix "$round")"   get_task.lua "$AGENT_URL"   "/tasks/$TASK_ID" "" ;;
                 nginx)   bench "get-nginx$(suffix "$round")"   get_task.lua "$NGINX_URL"   "/tasks/$TASK_ID" "$NGINX_PID" ;;
-                gateway) bench "get-gateway$(suffix "$round")" get_task.lua "$GATEWAY_URL" "/agents/$AGENT_NAME/tasks/$TASK_ID" "$GATEWAY_PID" ;;
+                gateway)
+                    if [[ "$REPLICAS_RUN" == 1 ]] && ((round % 2 == 0)); then
+                        BENCH_AGENT_PID="$REPLICA_PIDS" bench "get-replicas$(suffix "$round")" get_task.lua "$GATEWAY_URL" "/agents/$REPLICA_NAME/tasks/$REPLICA_TASK_ID" "$GATEWAY_PID"
+                    fi
+                    bench "get-gateway$(suffix "$round")" get_task.lua "$GATEWAY_URL" "/agents/$AGENT_NAME/tasks/$TASK_ID" "$GATEWAY_PID"
+                    if [[ "$REPLICAS_RUN" == 1 ]] && ((round % 2 == 1)); then
+                        BENCH_AGENT_PID="$REPLICA_PIDS" bench "get-replicas$(suffix "$round")" get_task.lua "$GATEWAY_URL" "/agents/$REPLICA_NAME/tasks/$REPLICA_TASK_ID" "$GATEWAY_PID"
+                    fi ;;
             esac
         done
     done
@@ -725,6 +810,30 @@ fi
                     (r > 1 ? " (best of " r ")" : ""), g / n, (g > n ? "gateway faster" : "gateway SLOWER than nginx") }'
         fi
     done
+    if [[ "$REPLICAS_RUN" == 1 ]]; then
+        # Median (min-max) over the rounds of one replica's and three replicas' figures.
+        med() {
+            local label="$1" col="$2" r
+            for r in "${ROWS[@]}"; do
+                [[ "${r%%|*}" == "$label" || "${r%%|*}" == "$label"-r* ]] || continue
+                cut -d'|' -f"$col" <<<"$r"
+            done | grep -v '^-$' | sort -g | awk '{ v[NR] = $1 } END { if (!NR) { print "-"; exit }
+                m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+                printf "%.1f (%.1f-%.1f)", m, v[1], v[NR] }'
+        }
+        echo "one replica against three (median (min-max) over $ROUNDS rounds): gateway CPU us/req | req/s | p99 us"
+        for kind in post a2a get; do
+            for who in gateway replicas; do
+                [[ " ${ROWS[*]%%|*} " == *" $kind-$who"* ]] || continue
+                printf '  %-14s %-24s %-30s %s\n' "$kind-$who" "$(med "$kind-$who" 7)" "$(med "$kind-$who" 2)" "$(med "$kind-$who" 4)"
+            done
+        done
+        # Each replica's share of the tasks made through it (warm-ups and ready checks included).
+        curl -s ${WRK_AUTH:+-H "Authorization: $WRK_AUTH"} "$GATEWAY_URL/agents" | jq -r --arg a "$REPLICA_NAME" --arg b "$A2A_REPLICA_NAME" '
+            .agents[] | select(.name == $a or .name == $b)
+            | (([.replicas[].tasks_held] | add) as $t
+               | "tasks held by \(.name)'"'"'s replicas: " + ([.replicas[] | "\(.address // "?") \(.tasks_held) (\(if $t > 0 then (.tasks_held * 1000 / $t | round / 10) else 0 end)%)"] | join(", ")))'
+    fi
     if ((BAD)); then
         echo "INVALID: some run had non-2xx answers or socket errors; its req/s does not count."
     fi
