@@ -156,6 +156,10 @@ mod reload;
 mod replicas;
 /// One card per agent: a replica serving another card is `card_mismatch` and takes no new work.
 mod replicas_cards;
+/// Replicas as operators live with them: one killed (ejected, REPLICA_UNAVAILABLE, FAILED after
+/// the grace once out of `urls`), two gateways on one Redis pinning alike, replicas followed in
+/// DNS, Clawpedia agents as replicas, replica addresses for operators only.
+mod replicas_ops;
 /// Withdrawn credentials cut what they opened: a removed client, a rotated key, a right or an
 /// agent taken away, or a JWT's `exp` passing ends the streams they opened, with the reason.
 mod revocation;

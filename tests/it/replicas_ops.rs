@@ -1,0 +1,661 @@
+//! Replicas as operators live with them (issue 49): a replica killed (ejected, its final tasks
+//! read from the ledger, its live ones REPLICA_UNAVAILABLE, then FAILED once a reload took it
+//! out of `urls` for `replica_grace_ms`), two gateway processes on one Redis pinning alike,
+//! replicas followed in DNS, Clawpedia agents as replicas, and `/agents` showing replica
+//! addresses to operators only.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use hyper::Method;
+use serde_json::{json, Value};
+
+use a2a_gateway::config::{Config, Right};
+use a2a_gateway::Gateway;
+use a2a_sample_agent::{AgentOptions, NewArtifact, Route, SampleAgent};
+
+use crate::auth::client;
+use crate::support::a2a_calls::{error_code, info_of, message, reason, rest, rpc};
+use crate::support::a2a_sdk::{SdkAgent, JSONRPC};
+use crate::support::dnsmasq::Dnsmasq;
+use crate::support::process::GwProc;
+use crate::support::redis_server::RedisServer;
+use crate::support::{agent, within, Http};
+
+/// The config `text` as an operator writes it, parsed (its problems told when refused).
+fn parse(text: &str) -> Config {
+    Config::parse(text).unwrap_or_else(|problems| {
+        let said: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        panic!("the config is refused:\n{text}\n{}", said.join("\n"))
+    })
+}
+
+/// A gateway in-process on `cfg`, ready.
+async fn start(cfg: Config) -> (Gateway, Http) {
+    let gw = Gateway::start(cfg).await.expect("gateway starts");
+    let http = Http::new(format!("http://{}", gw.addr()));
+    http.ready().await;
+    (gw, http)
+}
+
+/// `"url1", "url2"` for a TOML array.
+fn quoted(urls: &[String]) -> String {
+    urls.iter()
+        .map(|u| format!("{u:?}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `host:port` of a base URL.
+fn host_port(base: &str) -> String {
+    base.strip_prefix("http://")
+        .unwrap_or_else(|| panic!("{base}"))
+        .trim_end_matches('/')
+        .to_owned()
+}
+
+/// Agent `name`'s `replicas` in `GET /agents`, as `token` (none: no credential).
+async fn replicas_of(http: &Http, token: Option<&str>, name: &str) -> Vec<Value> {
+    let r = match token {
+        Some(t) => http.get_as("/agents", t).await,
+        None => http.get("/agents").await,
+    };
+    assert_eq!(r.status, 200, "{r:?}");
+    let v = r.json();
+    let agent = v["agents"]
+        .as_array()
+        .and_then(|a| a.iter().find(|e| e["name"] == name))
+        .unwrap_or_else(|| panic!("no agent {name} in /agents: {v}"))
+        .clone();
+    agent["replicas"]
+        .as_array()
+        .unwrap_or_else(|| panic!("agent {name} without replicas: {agent}"))
+        .clone()
+}
+
+/// `address -> health` of agent `name`'s replicas (as a caller that sees addresses).
+async fn health_by_address(http: &Http, name: &str) -> HashMap<String, String> {
+    replicas_of(http, None, name)
+        .await
+        .iter()
+        .map(|r| {
+            (
+                r["address"]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("no address: {r}"))
+                    .to_owned(),
+                r["health"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// SendMessage of `text` through `http`'s agent `echo` (a new task): the task answered.
+async fn send_new(http: &Http, text: &str) -> Result<Value, Value> {
+    let v = rpc(http, "echo", None, "SendMessage", message(text, json!({}))).await;
+    if v["result"]["task"].is_object() {
+        Ok(v["result"]["task"].clone())
+    } else {
+        Err(v)
+    }
+}
+
+fn id_of(task: &Value) -> String {
+    task["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("task without id: {task}"))
+        .to_owned()
+}
+
+fn state_of(task: &Value) -> &str {
+    task["status"]["state"].as_str().unwrap_or_default()
+}
+
+/// Which of `agents` holds task `id`: the one whose records name it (a GetTask, a message or a
+/// push config call of it; a2a-sdk's agents record requests, not answers, so a task must have
+/// been named once since it was made).
+fn holder_by_record(agents: &[&SdkAgent], id: &str) -> Option<usize> {
+    agents.iter().position(|a| {
+        a.recorded().iter().any(|r| {
+            let p = &r["body"]["params"];
+            p["id"] == id || p["message"]["taskId"] == id || p["taskId"] == id
+        })
+    })
+}
+
+/// GetTask of `id` through `http`: the JSON-RPC answer.
+async fn get_task(http: &Http, id: &str) -> Value {
+    rpc(http, "echo", None, "GetTask", json!({ "id": id })).await
+}
+
+/// 1. A replica killed with kill -9: new tasks stop going to it within 10 s (ejected), its
+///    final tasks are read from the ledger, its live ones answer REPLICA_UNAVAILABLE on both
+///    bindings while it is listed (however long), and once a reload took it out of `urls`,
+///    they are FAILED after `replica_grace_ms` with a status message saying the replica left.
+#[tokio::test(flavor = "multi_thread")]
+async fn killed_replica() {
+    let mut agents: Vec<SdkAgent> = (0..3).map(|_| SdkAgent::start(JSONRPC)).collect();
+    let urls: Vec<String> = agents.iter().map(|a| a.base.clone()).collect();
+    let text = |urls: &[String]| {
+        format!(
+            "listen = \"127.0.0.1:0\"\n\
+             [[agents]]\n\
+             name = \"echo\"\n\
+             protocol = \"a2a\"\n\
+             urls = [{}]\n\
+             eject_after = 2\n\
+             eject_secs = 30\n\
+             replica_grace_ms = 3000\n",
+            quoted(urls)
+        )
+    };
+    let (gw, http) = start(parse(&text(&urls))).await;
+
+    // Tasks on every replica: some COMPLETED, some left INPUT_REQUIRED. A GetTask of each
+    // (answered by its replica) marks in that replica's records that it holds it.
+    let mut finished: Vec<(String, usize)> = Vec::new();
+    let mut live: Vec<(String, usize)> = Vec::new();
+    for _ in 0..90 {
+        let covered = |v: &[(String, usize)]| (0..3).all(|i| v.iter().any(|t| t.1 == i));
+        if covered(&finished) && covered(&live) {
+            break;
+        }
+        for (text, want, into) in [
+            ("hello", "TASK_STATE_COMPLETED", &mut finished),
+            ("need input", "TASK_STATE_INPUT_REQUIRED", &mut live),
+        ] {
+            let t = send_new(&http, text).await.expect("a task");
+            assert_eq!(state_of(&t), want, "{t}");
+            let id = id_of(&t);
+            let g = get_task(&http, &id).await;
+            assert_eq!(state_of(&g["result"]), want, "{g}");
+            let refs: Vec<&SdkAgent> = agents.iter().collect();
+            let at = holder_by_record(&refs, &id)
+                .unwrap_or_else(|| panic!("no replica recorded the GetTask of {id}"));
+            into.push((id, at));
+        }
+    }
+    for i in 0..3 {
+        assert!(
+            finished.iter().any(|t| t.1 == i) && live.iter().any(|t| t.1 == i),
+            "replica {i} got no final or no live task: finished {finished:?} live {live:?}"
+        );
+    }
+
+    // kill -9 replica 0 (dropping an SdkAgent SIGKILLs it).
+    let victim = 0usize;
+    let victim_addr = host_port(&urls[victim]);
+    drop(agents.remove(victim));
+    let killed = Instant::now();
+
+    // New tasks: within 10 s the victim is ejected, and from then on every new task is made
+    // (on a replica that holds it: its GetTask answers).
+    let mut failed_meanwhile = Vec::new();
+    let mut made_meanwhile = 0;
+    let mut ejected = false;
+    while killed.elapsed() < Duration::from_secs(10) {
+        match send_new(&http, "hello").await {
+            Ok(_) => made_meanwhile += 1,
+            Err(e) => failed_meanwhile.push(e),
+        }
+        let health = health_by_address(&http, "echo").await;
+        if health.get(&victim_addr).is_some_and(|h| h == "ejected") {
+            ejected = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    eprintln!(
+        "killed replica: ejected after {:?}; meanwhile {made_meanwhile} tasks made, {} failed: {:?}",
+        killed.elapsed(),
+        failed_meanwhile.len(),
+        failed_meanwhile.first()
+    );
+    assert!(
+        ejected,
+        "the killed replica {victim_addr} is not ejected 10 s after: {:?}",
+        health_by_address(&http, "echo").await
+    );
+    for n in 0..30 {
+        let t = send_new(&http, "need input")
+            .await
+            .unwrap_or_else(|e| panic!("new task {n} after the ejection: {e}"));
+        let id = id_of(&t);
+        let g = get_task(&http, &id).await;
+        assert_eq!(
+            state_of(&g["result"]),
+            "TASK_STATE_INPUT_REQUIRED",
+            "new task {n} {id} after the ejection, read again: {g}"
+        );
+    }
+
+    // Its final tasks are still read (from the ledger); its live ones answer
+    // REPLICA_UNAVAILABLE: JSON-RPC's -32000, REST's 503 with Retry-After.
+    let check_unavailable = |when: &'static str| {
+        let http = http.clone();
+        let live = live.clone();
+        async move {
+            for (id, _) in live.iter().filter(|t| t.1 == victim) {
+                let v = get_task(&http, id).await;
+                assert_eq!(error_code(&v), -32000, "{when}: GetTask {id}: {v}");
+                assert_eq!(
+                    reason(&v),
+                    "REPLICA_UNAVAILABLE",
+                    "{when}: GetTask {id}: {v}"
+                );
+                let v = rpc(
+                    &http,
+                    "echo",
+                    None,
+                    "SendMessage",
+                    message("more", json!({ "taskId": id })),
+                )
+                .await;
+                assert_eq!(error_code(&v), -32000, "{when}: second turn of {id}: {v}");
+                assert_eq!(reason(&v), "REPLICA_UNAVAILABLE", "{when}: {v}");
+                let r = rest(
+                    &http,
+                    Method::GET,
+                    &format!("/agents/echo/tasks/{id}"),
+                    None,
+                    None,
+                )
+                .await;
+                assert_eq!(r.status, 503, "{when}: REST GET of {id}: {r:?}");
+                assert!(r.header("retry-after").is_some(), "{when}: {r:?}");
+                assert_eq!(
+                    info_of(&r.json())["reason"],
+                    "REPLICA_UNAVAILABLE",
+                    "{when}: {r:?}"
+                );
+            }
+        }
+    };
+    for (id, at) in &finished {
+        let v = get_task(&http, id).await;
+        assert_eq!(
+            state_of(&v["result"]),
+            "TASK_STATE_COMPLETED",
+            "final task {id} of replica {at}: {v}"
+        );
+    }
+    // The others' live tasks are untouched.
+    for (id, at) in live.iter().filter(|t| t.1 != victim) {
+        let v = get_task(&http, id).await;
+        assert_eq!(
+            state_of(&v["result"]),
+            "TASK_STATE_INPUT_REQUIRED",
+            "live task {id} of replica {at}: {v}"
+        );
+    }
+    check_unavailable("ejected").await;
+    // Ejected but still listed: the grace does not fail its tasks, however long.
+    let past_grace = Duration::from_millis(4500);
+    if let Some(left) = past_grace.checked_sub(killed.elapsed()) {
+        tokio::time::sleep(left).await;
+    }
+    check_unavailable("ejected and listed past the grace").await;
+
+    // A reload takes it out of `urls`: after the grace its live tasks are FAILED, saying why.
+    let removed = Instant::now();
+    gw.reload(parse(&text(&urls[1..])))
+        .await
+        .expect("reload applied");
+    let gone = health_by_address(&http, "echo").await;
+    assert_eq!(
+        gone.get(&victim_addr).map(String::as_str),
+        Some("gone"),
+        "{gone:?}"
+    );
+    let victims: Vec<&String> = live
+        .iter()
+        .filter(|t| t.1 == victim)
+        .map(|t| &t.0)
+        .collect();
+    let all_failed = within(Duration::from_secs(10), || {
+        let http = http.clone();
+        let victims = victims.clone();
+        async move {
+            for id in victims {
+                let v = get_task(&http, id).await;
+                if state_of(&v["result"]) != "TASK_STATE_FAILED" {
+                    return false;
+                }
+            }
+            true
+        }
+    })
+    .await;
+    let took = removed.elapsed();
+    let mut said = Vec::new();
+    for id in &victims {
+        said.push(get_task(&http, id).await);
+    }
+    assert!(all_failed, "not FAILED 10 s after the reload: {said:?}");
+    assert!(
+        took >= Duration::from_millis(2500),
+        "failed {took:?} after the reload, before replica_grace_ms = 3000"
+    );
+    for v in &said {
+        let t = &v["result"];
+        let words = t["status"]["message"]["parts"]
+            .as_array()
+            .map(|p| {
+                p.iter()
+                    .filter_map(|p| p["text"].as_str())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .unwrap_or_default();
+        assert!(
+            words.to_lowercase().contains("replica"),
+            "FAILED without a status message saying the replica left: {t}"
+        );
+    }
+    // The other replicas' tasks are not failed.
+    for (id, at) in live.iter().filter(|t| t.1 != victim) {
+        let v = get_task(&http, id).await;
+        assert_eq!(
+            state_of(&v["result"]),
+            "TASK_STATE_INPUT_REQUIRED",
+            "live task {id} of replica {at} after the grace: {v}"
+        );
+    }
+    eprintln!("killed replica: its live tasks FAILED {took:?} after the reload");
+}
+
+/// 2. Two gateway processes on one Redis in front of the same three replicas: a task made
+///    through either is continued and read through the other at the replica that holds it
+///    (a2a-sdk keeps tasks in memory: a wrong replica answers TaskNotFound).
+#[tokio::test(flavor = "multi_thread")]
+async fn two_gateways_one_redis_pin_alike() {
+    let agents: Vec<SdkAgent> = (0..3).map(|_| SdkAgent::start(JSONRPC)).collect();
+    let urls: Vec<String> = agents.iter().map(|a| a.base.clone()).collect();
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("gateway.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "listen = \"127.0.0.1:0\"\n\
+             [redis]\n{}\
+             [[agents]]\n\
+             name = \"echo\"\n\
+             protocol = \"a2a\"\n\
+             urls = [{}]\n",
+            redis.toml(),
+            quoted(&urls)
+        ),
+    )
+    .expect("config written");
+    let a = GwProc::spawn(&path);
+    let b = GwProc::spawn(&path);
+    a.ready().await;
+    b.ready().await;
+
+    let mut tasks = Vec::new();
+    for n in 0..24 {
+        let (maker, other) = if n % 2 == 0 { (&a, &b) } else { (&b, &a) };
+        let t = send_new(&maker.http, "need input").await.expect("a task");
+        assert_eq!(state_of(&t), "TASK_STATE_INPUT_REQUIRED", "{t}");
+        tasks.push((id_of(&t), t["contextId"].clone(), other.http.clone()));
+    }
+    for (id, context, other) in &tasks {
+        let v = get_task(other, id).await;
+        assert_eq!(
+            state_of(&v["result"]),
+            "TASK_STATE_INPUT_REQUIRED",
+            "GetTask of {id} through the other gateway: {v}"
+        );
+        let v = rpc(
+            other,
+            "echo",
+            None,
+            "SendMessage",
+            message("more", json!({ "taskId": id, "contextId": context })),
+        )
+        .await;
+        assert_eq!(
+            state_of(&v["result"]["task"]),
+            "TASK_STATE_COMPLETED",
+            "second turn of {id} through the other gateway: {v}"
+        );
+    }
+    // Every call naming a task reached one replica only, the one holding it; and the tasks
+    // were spread over more than one.
+    let mut at: HashMap<String, Vec<usize>> = HashMap::new();
+    for (i, agent) in agents.iter().enumerate() {
+        for r in agent.recorded() {
+            let p = &r["body"]["params"];
+            let named = p["id"].as_str().or(p["message"]["taskId"].as_str());
+            if let Some(t) = named {
+                at.entry(t.to_owned()).or_default().push(i);
+            }
+        }
+    }
+    for (id, ..) in &tasks {
+        let seen = at.get(id).cloned().unwrap_or_default();
+        assert_eq!(
+            seen.len(),
+            2,
+            "task {id}: GetTask and the second turn: {seen:?}"
+        );
+        assert!(seen.iter().all(|i| *i == seen[0]), "task {id} at {seen:?}");
+    }
+    let used: std::collections::BTreeSet<usize> = at.values().map(|v| v[0]).collect();
+    assert!(used.len() > 1, "every task on one replica: {used:?}");
+}
+
+/// 3. `discover = "dns"` against dnsmasq: replicas on 127.0.0.2 and 127.0.0.3 (one port), then
+///    the name's records changed (127.0.0.4 added, 127.0.0.2 removed): seen within 4 s at
+///    `discover_interval_ms = 1000`, the removed one `gone`.
+#[tokio::test(flavor = "multi_thread")]
+async fn dns_discovery_follows_records() {
+    let on = |ip: [u8; 4], port: u16| AgentOptions {
+        listen: SocketAddr::from((ip, port)),
+        ..AgentOptions::default()
+    };
+    let first = SampleAgent::start(on([127, 0, 0, 2], 0))
+        .await
+        .expect("agent on 127.0.0.2");
+    let port = first.addr().port();
+    let second = SampleAgent::start(on([127, 0, 0, 3], port))
+        .await
+        .expect("agent on 127.0.0.3, same port");
+    let third = SampleAgent::start(on([127, 0, 0, 4], port))
+        .await
+        .expect("agent on 127.0.0.4, same port");
+    let ip = |s: &str| s.parse::<IpAddr>().expect("an IP");
+    let dns = Dnsmasq::start();
+    dns.set("agents.test", &[ip("127.0.0.2"), ip("127.0.0.3")]);
+    let (_gw, http) = start(parse(&format!(
+        "listen = \"127.0.0.1:0\"\n\
+         [discovery]\n\
+         nameserver = \"{}\"\n\
+         [[agents]]\n\
+         name = \"c\"\n\
+         url = \"http://agents.test:{port}\"\n\
+         discover = \"dns\"\n\
+         discover_interval_ms = 1000\n",
+        dns.addr
+    )))
+    .await;
+    let a2 = format!("127.0.0.2:{port}");
+    let a3 = format!("127.0.0.3:{port}");
+    let a4 = format!("127.0.0.4:{port}");
+    let want = |set: &[(&str, &str)]| {
+        set.iter()
+            .map(|(a, h)| (a.to_string(), h.to_string()))
+            .collect::<HashMap<_, _>>()
+    };
+    let both = want(&[(&a2, "ok"), (&a3, "ok")]);
+    let seen = within(Duration::from_secs(4), || async {
+        health_by_address(&http, "c").await == both
+    })
+    .await;
+    assert!(seen, "{:?}", health_by_address(&http, "c").await);
+    // New tasks go to both.
+    for _ in 0..20 {
+        http.create_task("c").await;
+    }
+    assert!(
+        !first.task_ids().is_empty() && !second.task_ids().is_empty(),
+        "{} {}",
+        first.task_ids().len(),
+        second.task_ids().len()
+    );
+
+    dns.set("agents.test", &[ip("127.0.0.3"), ip("127.0.0.4")]);
+    let changed = Instant::now();
+    let next = want(&[(&a2, "gone"), (&a3, "ok"), (&a4, "ok")]);
+    let seen = within(Duration::from_secs(4), || async {
+        health_by_address(&http, "c").await == next
+    })
+    .await;
+    assert!(
+        seen,
+        "4 s after the records changed: {:?}",
+        health_by_address(&http, "c").await
+    );
+    eprintln!(
+        "dns: the new set seen {:?} after the change",
+        changed.elapsed()
+    );
+    let before = first.task_ids().len();
+    for _ in 0..20 {
+        http.create_task("c").await;
+    }
+    assert_eq!(
+        first.task_ids().len(),
+        before,
+        "a new task went to a removed replica"
+    );
+    assert!(
+        !third.task_ids().is_empty(),
+        "no new task on the added replica"
+    );
+}
+
+/// 4. Clawpedia agents as replicas: each task's get, artifacts and cancel reach the replica
+///    that made it (the mock agents keep their own tasks; another answers 404).
+#[tokio::test(flavor = "multi_thread")]
+async fn clawpedia_replicas() {
+    let agents = vec![agent().await, agent().await, agent().await];
+    let urls: Vec<String> = agents.iter().map(|a| a.base_url()).collect();
+    let (_gw, http) = start(parse(&format!(
+        "listen = \"127.0.0.1:0\"\n\
+         [[agents]]\n\
+         name = \"c\"\n\
+         urls = [{}]\n",
+        quoted(&urls)
+    )))
+    .await;
+    let mut made = Vec::new();
+    for _ in 0..24 {
+        let id = http.create_task("c").await;
+        let holders: Vec<usize> = (0..agents.len())
+            .filter(|i| agents[*i].task(&id).is_some())
+            .collect();
+        assert_eq!(holders.len(), 1, "task {id} held by {holders:?}");
+        agents[holders[0]].add_artifact(&id, NewArtifact::Text(format!("for {id}")));
+        made.push((id, holders[0]));
+    }
+    let per: Vec<usize> = (0..3)
+        .map(|i| made.iter().filter(|t| t.1 == i).count())
+        .collect();
+    assert!(per.iter().all(|n| *n > 0), "{per:?}");
+    for (id, at) in &made {
+        let r = http.get(&format!("/agents/c/tasks/{id}")).await;
+        assert_eq!(r.status, 200, "get of {id} (replica {at}): {r:?}");
+        let r = http.get(&format!("/agents/c/tasks/{id}/artifacts")).await;
+        assert_eq!(r.status, 200, "artifacts of {id} (replica {at}): {r:?}");
+        assert!(
+            String::from_utf8_lossy(&r.body).contains(&format!("for {id}")),
+            "{r:?}"
+        );
+        let r = http
+            .post_json(&format!("/agents/c/tasks/{id}/cancel"), &json!({}))
+            .await;
+        assert!(r.status < 300, "cancel of {id} (replica {at}): {r:?}");
+        assert_eq!(
+            agents[*at].task(id).expect("held")["status"],
+            "CANCELLED",
+            "{id}"
+        );
+    }
+    // Each agent was asked only about its own tasks.
+    for (i, a) in agents.iter().enumerate() {
+        for r in a.requests() {
+            if !matches!(
+                r.route,
+                Route::GetTask | Route::CancelTask | Route::ListArtifacts
+            ) {
+                continue;
+            }
+            let id = r.path.split('/').nth(2).unwrap_or_default();
+            assert!(
+                a.task(id).is_some(),
+                "replica {i} got {} {} for a task it does not hold",
+                r.method,
+                r.path
+            );
+        }
+        assert!(a.request_count(Route::CancelTask) > 0, "replica {i}");
+        assert!(a.request_count(Route::ListArtifacts) > 0, "replica {i}");
+    }
+}
+
+/// 5. `GET /agents` with clients: a `metrics` client sees each replica's `host:port`, a plain
+///    client the same replicas without `address`.
+#[tokio::test(flavor = "multi_thread")]
+async fn agents_shows_replicas_to_operators_only() {
+    const OPS: &str = "ops-key-0123456789abcdef012";
+    const PLAIN: &str = "plain-key-0123456789abcdef01";
+    let agents = vec![agent().await, agent().await];
+    let urls: Vec<String> = agents.iter().map(|a| a.base_url()).collect();
+    let mut cfg = parse(&format!(
+        "listen = \"127.0.0.1:0\"\n\
+         [[agents]]\n\
+         name = \"c\"\n\
+         urls = [{}]\n",
+        quoted(&urls)
+    ));
+    cfg.clients = vec![
+        client("ops", OPS, &["*"], &[Right::Metrics]),
+        client("plain", PLAIN, &["*"], &[Right::Tasks]),
+    ];
+    let (_gw, http) = start(cfg).await;
+    let want: std::collections::BTreeSet<String> = urls.iter().map(|u| host_port(u)).collect();
+
+    let ops = replicas_of(&http, Some(OPS), "c").await;
+    let seen: std::collections::BTreeSet<String> = ops
+        .iter()
+        .map(|r| {
+            r["address"]
+                .as_str()
+                .unwrap_or_else(|| panic!("the metrics client sees no address: {r}"))
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(seen, want, "{ops:?}");
+    for r in &ops {
+        assert_eq!(r["health"], "ok", "{r}");
+        assert!(r["in_flight"].is_u64() && r["tasks_held"].is_u64(), "{r}");
+    }
+
+    let plain = replicas_of(&http, Some(PLAIN), "c").await;
+    assert_eq!(plain.len(), 2, "{plain:?}");
+    for r in &plain {
+        assert!(r.get("address").is_none(), "a plain client sees {r}");
+        assert_eq!(r["health"], "ok", "{r}");
+        assert!(r["in_flight"].is_u64() && r["tasks_held"].is_u64(), "{r}");
+    }
+    let body = String::from_utf8_lossy(&http.get_as("/agents", PLAIN).await.body).into_owned();
+    for addr in &want {
+        assert!(
+            !body.contains(addr.as_str()),
+            "{addr} in a plain client's /agents: {body}"
+        );
+    }
+}
