@@ -59,6 +59,9 @@ pub async fn run(state: Arc<ArcSwap<State>>, mut stop: watch::Receiver<bool>) {
             }
             for r in agent.replicas.expire(agent.cfg.replica_grace) {
                 r.limits.unbind(&s.metrics, &agent.cfg.name);
+                if r.host.is_some() {
+                    crate::upstream::names::set(&r.address, None);
+                }
                 if agent.cfg.pins() {
                     fail_tasks_of(&s, agent, &r).await;
                 }
@@ -84,7 +87,7 @@ async fn discover(s: &State, agent: &Arc<Agent>) {
     match dns::resolve(host, port, nameserver, RESOLVE_TIMEOUT).await {
         Ok(addrs) => {
             let path = uri.path().trim_end_matches('/');
-            let members = addrs
+            let members: Vec<(String, String)> = addrs
                 .iter()
                 .filter_map(|a| {
                     let base = format!("{scheme}://{a}{path}");
@@ -94,6 +97,11 @@ async fn discover(s: &State, agent: &Arc<Agent>) {
             // Called by its configured name: the `Host` its server expects.
             let authority = uri.authority().map(|a| a.as_str()).unwrap_or(host);
             let named = HeaderValue::from_str(authority).ok();
+            if scheme == "https" {
+                for (address, _) in &members {
+                    crate::upstream::names::set(address, Some(host));
+                }
+            }
             let (joined, left) = agent.replicas.set(cfg, members, named);
             for r in &joined {
                 r.limits.bind(&s.metrics, &cfg.name);

@@ -23,6 +23,7 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use crate::config::AgentConfig;
 
 mod http1;
+pub mod names;
 
 /// The pooled client type towards agents.
 pub type HttpClient = Client<AgentConnector, Full<Bytes>>;
@@ -48,6 +49,7 @@ pub enum ClientError {
 fn https<R>(
     http: HttpConnector<R>,
     tls: Option<rustls::ClientConfig>,
+    names: bool,
 ) -> Result<HttpsConnector<HttpConnector<R>>, ClientError> {
     let builder = match tls {
         Some(config) => HttpsConnectorBuilder::new().with_tls_config(config),
@@ -56,11 +58,14 @@ fn https<R>(
             .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
             .map_err(ClientError::Tls)?,
     };
-    Ok(builder
-        .https_or_http()
-        .enable_http1()
-        .enable_http2()
-        .wrap_connector(http))
+    let builder = builder.https_or_http();
+    // Towards agents, a discovered replica's certificate is verified by its configured name.
+    let builder = if names {
+        builder.with_server_name_resolver(names::Names)
+    } else {
+        builder
+    };
+    Ok(builder.enable_http1().enable_http2().wrap_connector(http))
 }
 
 /// A pool's builder, with a timer so idle connections are reaped after `idle`.
@@ -124,7 +129,7 @@ where
     <HttpConnector<R> as tower_service::Service<Uri>>::Error:
         Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    Ok(pool(https(http, None)?, idle, max_idle_per_host))
+    Ok(pool(https(http, None, false)?, idle, max_idle_per_host))
 }
 
 /// The HTTP/1.1 + HTTP/2 client of an identity provider's documents (`[[auth.oidc]]`): rustls
@@ -143,7 +148,7 @@ pub fn issuer_client(
         None => None,
     };
     Ok(pool(
-        https(http, tls).map_err(|e| e.to_string())?,
+        https(http, tls, false).map_err(|e| e.to_string())?,
         Duration::from_secs(90),
         2,
     ))
@@ -211,20 +216,29 @@ impl AgentConnector {
                         source,
                     },
                 )?;
-                own.push((origin, https(http.clone(), Some(config))?));
+                own.push((origin, https(http.clone(), Some(config), true)?));
             }
         }
         Ok(AgentConnector {
-            shared: https(http, None)?,
+            shared: https(http, None, true)?,
             own: own.into(),
         })
     }
 
     fn pick(&self, dst: &Uri) -> Option<&HttpsConnector<HttpConnector>> {
-        self.own
-            .iter()
-            .find(|(o, _)| o.matches(dst))
-            .map(|(_, c)| c)
+        if self.own.is_empty() {
+            return None;
+        }
+        let own = self.own.iter().find(|(o, _)| o.matches(dst));
+        // A discovered replica, called at its address, trusts its agent's CA by name.
+        own.or_else(|| {
+            let name = names::name_of(dst)?;
+            let port = dst.port_u16().unwrap_or(443);
+            self.own
+                .iter()
+                .find(|(o, _)| o.port == port && o.host.eq_ignore_ascii_case(&name))
+        })
+        .map(|(_, c)| c)
     }
 }
 
