@@ -21,7 +21,7 @@ use crate::support::a2a_sdk::{SdkAgent, JSONRPC};
 use crate::support::dnsmasq::Dnsmasq;
 use crate::support::process::GwProc;
 use crate::support::redis_server::RedisServer;
-use crate::support::{agent, within, Http};
+use crate::support::{within, Http};
 
 /// The config `text` as an operator writes it, parsed (its problems told when refused).
 fn parse(text: &str) -> Config {
@@ -29,6 +29,23 @@ fn parse(text: &str) -> Config {
         let said: Vec<String> = problems.iter().map(ToString::to_string).collect();
         panic!("the config is refused:\n{text}\n{}", said.join("\n"))
     })
+}
+
+/// Mock Clawpedia agents as replicas of one agent: `listen` each, one card (one `agent_id`).
+async fn clawpedia_replicas_on(listen: &[SocketAddr]) -> Vec<SampleAgent> {
+    let card = a2a_sample_agent::card_for("Sample Agent", None);
+    let mut out = Vec::new();
+    for l in listen {
+        let a = SampleAgent::start(AgentOptions {
+            listen: *l,
+            card: card.clone(),
+            ..AgentOptions::default()
+        })
+        .await
+        .unwrap_or_else(|e| panic!("agent on {l}: {e}"));
+        out.push(a);
+    }
+    out
 }
 
 /// A gateway in-process on `cfg`, ready.
@@ -452,20 +469,17 @@ async fn two_gateways_one_redis_pin_alike() {
 ///    `discover_interval_ms = 1000`, the removed one `gone`.
 #[tokio::test(flavor = "multi_thread")]
 async fn dns_discovery_follows_records() {
-    let on = |ip: [u8; 4], port: u16| AgentOptions {
-        listen: SocketAddr::from((ip, port)),
-        ..AgentOptions::default()
-    };
-    let first = SampleAgent::start(on([127, 0, 0, 2], 0))
+    let first = clawpedia_replicas_on(&[SocketAddr::from(([127, 0, 0, 2], 0))])
         .await
-        .expect("agent on 127.0.0.2");
+        .remove(0);
     let port = first.addr().port();
-    let second = SampleAgent::start(on([127, 0, 0, 3], port))
-        .await
-        .expect("agent on 127.0.0.3, same port");
-    let third = SampleAgent::start(on([127, 0, 0, 4], port))
-        .await
-        .expect("agent on 127.0.0.4, same port");
+    let mut others = clawpedia_replicas_on(&[
+        SocketAddr::from(([127, 0, 0, 3], port)),
+        SocketAddr::from(([127, 0, 0, 4], port)),
+    ])
+    .await;
+    let third = others.remove(1);
+    let second = others.remove(0);
     let ip = |s: &str| s.parse::<IpAddr>().expect("an IP");
     let dns = Dnsmasq::start();
     dns.set("agents.test", &[ip("127.0.0.2"), ip("127.0.0.3")]);
@@ -541,7 +555,8 @@ async fn dns_discovery_follows_records() {
 ///    that made it (the mock agents keep their own tasks; another answers 404).
 #[tokio::test(flavor = "multi_thread")]
 async fn clawpedia_replicas() {
-    let agents = vec![agent().await, agent().await, agent().await];
+    let lo = SocketAddr::from(([127, 0, 0, 1], 0));
+    let agents = clawpedia_replicas_on(&[lo, lo, lo]).await;
     let urls: Vec<String> = agents.iter().map(|a| a.base_url()).collect();
     let (_gw, http) = start(parse(&format!(
         "listen = \"127.0.0.1:0\"\n\
@@ -612,7 +627,8 @@ async fn clawpedia_replicas() {
 async fn agents_shows_replicas_to_operators_only() {
     const OPS: &str = "ops-key-0123456789abcdef012";
     const PLAIN: &str = "plain-key-0123456789abcdef01";
-    let agents = vec![agent().await, agent().await];
+    let lo = SocketAddr::from(([127, 0, 0, 1], 0));
+    let agents = clawpedia_replicas_on(&[lo, lo]).await;
     let urls: Vec<String> = agents.iter().map(|a| a.base_url()).collect();
     let mut cfg = parse(&format!(
         "listen = \"127.0.0.1:0\"\n\
