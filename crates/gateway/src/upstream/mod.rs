@@ -299,6 +299,13 @@ pub struct AgentError {
     pub error: UpstreamError,
 }
 
+/// How long a connection to an agent may sit idle in the pool: under the 5 s after which
+/// uvicorn (a2a-sdk's servers) and Node's http server (@a2a-js/sdk's) close an idle
+/// connection themselves. Kept longer, a pooled connection is now and then reused just as the
+/// agent closes it, and the request fails ("connection closed before message completed"); a
+/// busy pool reuses its connections long before either side's timer.
+pub const AGENT_IDLE: Duration = Duration::from_secs(4);
+
 /// The client towards agents: one per worker, cheap to clone (clones share the pools).
 #[derive(Clone)]
 pub struct Upstream {
@@ -311,7 +318,7 @@ pub struct Upstream {
 
 impl Upstream {
     /// A client with TCP_NODELAY, this connect timeout, TCP keep-alive and a pool of 256 idle
-    /// connections per host, reaped after 90 s idle; `agents`' `ca_file`s are trusted for their
+    /// connections per host, reaped after [`AGENT_IDLE`]; `agents`' `ca_file`s are trusted for their
     /// origins (see [`AgentConnector`]). Fails if one of them cannot be used.
     pub fn new(connect_timeout: Duration, agents: &[AgentConfig]) -> Result<Upstream, ClientError> {
         let mut http = HttpConnector::new();
@@ -319,14 +326,10 @@ impl Upstream {
         http.set_connect_timeout(Some(connect_timeout));
         http.enforce_http(false);
         http.set_keepalive(Some(Duration::from_secs(60)));
-        let http1 = Arc::new(http1::Http1Pool::new(
-            http.clone(),
-            256,
-            Duration::from_secs(90),
-        ));
+        let http1 = Arc::new(http1::Http1Pool::new(http.clone(), 256, AGENT_IDLE));
         let connector = AgentConnector::new(http, agents)?;
-        let grpc = h2_pool(connector.clone(), Duration::from_secs(90));
-        let client = pool(connector, Duration::from_secs(90), 256);
+        let grpc = h2_pool(connector.clone(), AGENT_IDLE);
+        let client = pool(connector, AGENT_IDLE, 256);
         Ok(Upstream {
             client,
             grpc,
