@@ -106,6 +106,11 @@ async fn discover(s: &State, agent: &Arc<Agent>) {
             for r in &joined {
                 r.limits.bind(&s.metrics, &cfg.name);
             }
+            // The first replicas of an agent with no card yet: its card is fetched from them
+            // now, not at the next turn of its backoff.
+            if !joined.is_empty() && agent.card().is_err() {
+                agent.ask_refetch();
+            }
             if !joined.is_empty() || !left.is_empty() {
                 tracing::info!(agent = %cfg.name, joined = joined.len(), left = left.len(),
                     replicas = agent.replicas.live().len(), "the agent's replicas changed (DNS)");
@@ -144,10 +149,10 @@ async fn fail_tasks_of(s: &State, agent: &Agent, replica: &Replica) {
             }
         };
         for t in &page.tasks {
-            if t.record.replica.as_deref() == Some(&*replica.address) {
-                if fail(s, &agent.cfg, &t.key, &t.record.task).await {
-                    failed += 1;
-                }
+            if t.record.replica.as_deref() == Some(&*replica.address)
+                && fail(s, &agent.cfg, &t.key, &t.record.task).await
+            {
+                failed += 1;
             }
         }
         match page.next {

@@ -2,7 +2,9 @@
 //!
 //! A card's *shape* is what makes it this agent rather than another: its skills, its
 //! capabilities and its interfaces (each by binding, version, URL path and tenant, never by
-//! host: each replica names itself). A Clawpedia card's shape is its capabilities and schemas.
+//! host: each replica names itself). A Clawpedia card's shape is its `agent_id` (every task an
+//! agent answers names it, and the gateway holds each answer to its card's), capabilities and
+//! schemas.
 //! After each refresh of an agent with several replicas, every replica's card is fetched and
 //! compared with the serving card's shape; one that differs is `card_mismatch` (it takes no new
 //! work, but still takes the calls of the tasks pinned to it), so that a half-rolled-out upgrade
@@ -40,6 +42,7 @@ impl Shape {
                     .unwrap_or_default();
                 capabilities.sort_by_key(Value::to_string);
                 Shape(json!({
+                    "agent_id": card.get("agent_id"),
                     "protocol_version": card.get("protocol_version"),
                     "capabilities": capabilities,
                     "input_schema": card.get("input_schema"),
@@ -266,7 +269,7 @@ mod tests {
     }
 
     #[test]
-    fn clawpedia_cards_compare_capabilities_and_schemas_not_hosts() {
+    fn clawpedia_cards_compare_id_capabilities_and_schemas_not_hosts() {
         let claw = |host: &str| {
             json!({
                 "protocol_version": "1.0",
@@ -285,6 +288,10 @@ mod tests {
         assert_ne!(shape(&claw("a:1")), shape(&c));
         let mut c = claw("a:1");
         c["capabilities"] = json!(["a"]);
+        assert_ne!(shape(&claw("a:1")), shape(&c));
+        // Another agent_id is another agent: each of its answers would be refused.
+        let mut c = claw("a:1");
+        c["agent_id"] = json!("7f1c2a4e-0000-4000-8000-000000000002");
         assert_ne!(shape(&claw("a:1")), shape(&c));
     }
 }

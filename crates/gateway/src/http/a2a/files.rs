@@ -285,7 +285,7 @@ async fn localize_at<T: Tree>(
         }
     }
     let root = format!("{}/agents/{name}/files/", base(state));
-    substitute(&origin, shape, doc, &root, &ids);
+    substitute(origin, shape, doc, &root, &ids);
 }
 
 /// The ids bound, by (task id, URL as the agent wrote it).
