@@ -126,8 +126,14 @@ fn bench(c: &mut Criterion) {
                 // The digest a push config's news is judged by, made as the gateway makes it.
                 content: a2a_gateway::protocol::a2a::answer::content_of(&v["task"]),
             };
-            rt.block_on(ledger.apply_traced("echo", &key, raw.clone(), Some("alice"), None))
-                .expect("applied")
+            rt.block_on(ledger.apply_traced(
+                "echo",
+                &key,
+                raw.clone(),
+                Some("alice"),
+                Default::default(),
+            ))
+            .expect("applied")
         })
     });
     let v = sent.read(&call, &parts, &body).expect("an answer");

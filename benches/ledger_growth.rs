@@ -82,7 +82,7 @@ fn main() {
                 .expect("context claim");
             assert_eq!(claim, Claim::Claimed);
             ledger
-                .apply_traced("echo", &task, doc, Some("bench"), None)
+                .apply_traced("echo", &task, doc, Some("bench"), Default::default())
                 .await
                 .expect("apply");
             let kept = ledger
