@@ -34,6 +34,12 @@ fn parse(text: &str) -> Config {
 /// Mock Clawpedia agents as replicas of one agent: `listen` each, one card (one `agent_id`).
 async fn clawpedia_replicas_on(listen: &[SocketAddr]) -> Vec<SampleAgent> {
     let card = a2a_sample_agent::card_for("Sample Agent", None);
+    clawpedia_replicas_with(&card, listen).await
+}
+
+/// Mock Clawpedia agents serving `card` (replicas of one agent, started in more than one go):
+/// `listen` each. A replica whose card names another `agent_id` is `card_mismatch`.
+async fn clawpedia_replicas_with(card: &Value, listen: &[SocketAddr]) -> Vec<SampleAgent> {
     let mut out = Vec::new();
     for l in listen {
         let a = SampleAgent::start(AgentOptions {
@@ -108,13 +114,25 @@ async fn health_by_address(http: &Http, name: &str) -> HashMap<String, String> {
         .collect()
 }
 
-/// SendMessage of `text` through `http`'s agent `echo` (a new task): the task answered.
+/// SendMessage of `text` through `http`'s agent `echo` (a new task): the task answered, or the
+/// answer that has none.
 async fn send_new(http: &Http, text: &str) -> Result<Value, Value> {
-    let v = rpc(http, "echo", None, "SendMessage", message(text, json!({}))).await;
+    send_new_with_id(http, text).await.1
+}
+
+/// As `send_new`, with the creating message's messageId (what the replica that took it
+/// recorded).
+async fn send_new_with_id(http: &Http, text: &str) -> (String, Result<Value, Value>) {
+    let params = message(text, json!({}));
+    let message_id = params["message"]["messageId"]
+        .as_str()
+        .expect("a messageId")
+        .to_owned();
+    let v = rpc(http, "echo", None, "SendMessage", params).await;
     if v["result"]["task"].is_object() {
-        Ok(v["result"]["task"].clone())
+        (message_id, Ok(v["result"]["task"].clone()))
     } else {
-        Err(v)
+        (message_id, Err(v))
     }
 }
 
@@ -129,16 +147,24 @@ fn state_of(task: &Value) -> &str {
     task["status"]["state"].as_str().unwrap_or_default()
 }
 
-/// Which of `agents` holds task `id`: the one whose records name it (a GetTask, a message or a
-/// push config call of it; a2a-sdk's agents record requests, not answers, so a task must have
-/// been named once since it was made).
-fn holder_by_record(agents: &[&SdkAgent], id: &str) -> Option<usize> {
-    agents.iter().position(|a| {
-        a.recorded().iter().any(|r| {
-            let p = &r["body"]["params"];
-            p["id"] == id || p["message"]["taskId"] == id || p["taskId"] == id
+/// Which of `agents` received the message `message_id` that made a task (a2a-sdk's agents
+/// record requests, not answers; a later GetTask of a final task may be answered from the
+/// gateway's ledger and reach no replica): the indexes of those whose records hold it, a new
+/// message (naming no task) with that messageId.
+fn holders_of_message(agents: &[SdkAgent], message_id: &str) -> Vec<usize> {
+    (0..agents.len())
+        .filter(|i| {
+            agents[*i].recorded().iter().any(|r| {
+                let body = &r["body"];
+                let m = &body["params"]["message"];
+                body["method"]
+                    .as_str()
+                    .is_some_and(|k| k.starts_with("Send"))
+                    && m["messageId"] == message_id
+                    && m["taskId"].as_str().is_none_or(str::is_empty)
+            })
         })
-    })
+        .collect()
 }
 
 /// GetTask of `id` through `http`: the JSON-RPC answer.
@@ -169,8 +195,8 @@ async fn killed_replica() {
     };
     let (gw, http) = start(parse(&text(&urls))).await;
 
-    // Tasks on every replica: some COMPLETED, some left INPUT_REQUIRED. A GetTask of each
-    // (answered by its replica) marks in that replica's records that it holds it.
+    // Tasks on every replica: some COMPLETED, some left INPUT_REQUIRED. The replica that holds
+    // each is the one that recorded its creating message (by messageId).
     let mut finished: Vec<(String, usize)> = Vec::new();
     let mut live: Vec<(String, usize)> = Vec::new();
     for _ in 0..90 {
@@ -182,15 +208,19 @@ async fn killed_replica() {
             ("hello", "TASK_STATE_COMPLETED", &mut finished),
             ("need input", "TASK_STATE_INPUT_REQUIRED", &mut live),
         ] {
-            let t = send_new(&http, text).await.expect("a task");
+            let (message_id, t) = send_new_with_id(&http, text).await;
+            let t = t.unwrap_or_else(|e| panic!("no task for {text:?}: {e}"));
             assert_eq!(state_of(&t), want, "{t}");
             let id = id_of(&t);
             let g = get_task(&http, &id).await;
             assert_eq!(state_of(&g["result"]), want, "{g}");
-            let refs: Vec<&SdkAgent> = agents.iter().collect();
-            let at = holder_by_record(&refs, &id)
-                .unwrap_or_else(|| panic!("no replica recorded the GetTask of {id}"));
-            into.push((id, at));
+            let at = holders_of_message(&agents, &message_id);
+            assert_eq!(
+                at.len(),
+                1,
+                "task {id}'s creating message {message_id} recorded by replicas {at:?}"
+            );
+            into.push((id, at[0]));
         }
     }
     for i in 0..3 {
@@ -206,11 +236,13 @@ async fn killed_replica() {
     drop(agents.remove(victim));
     let killed = Instant::now();
 
-    // New tasks: within 10 s the victim is ejected, and from then on every new task is made
-    // (on a replica that holds it: its GetTask answers).
-    let mut failed_meanwhile = Vec::new();
+    // New tasks: within 10 s the victim is ejected. Until then, new work picked for the dead
+    // replica fails with AGENT_UNREACHABLE (documented: the gateway does not retry a message
+    // on another replica, the agent may have acted on it); from then on every new task is made,
+    // on a live replica (its creating message recorded there; its GetTask answers).
+    let mut failed_meanwhile: Vec<Value> = Vec::new();
     let mut made_meanwhile = 0;
-    let mut ejected = false;
+    let mut ejected_after = None;
     while killed.elapsed() < Duration::from_secs(10) {
         match send_new(&http, "hello").await {
             Ok(_) => made_meanwhile += 1,
@@ -218,26 +250,42 @@ async fn killed_replica() {
         }
         let health = health_by_address(&http, "echo").await;
         if health.get(&victim_addr).is_some_and(|h| h == "ejected") {
-            ejected = true;
+            ejected_after = Some((killed.elapsed(), Instant::now()));
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     eprintln!(
-        "killed replica: ejected after {:?}; meanwhile {made_meanwhile} tasks made, {} failed: {:?}",
-        killed.elapsed(),
+        "killed replica: ejected after {:?}; meanwhile {made_meanwhile} tasks made, \
+         {} failed: {:?}",
+        ejected_after.map(|e| e.0),
         failed_meanwhile.len(),
         failed_meanwhile.first()
     );
-    assert!(
-        ejected,
-        "the killed replica {victim_addr} is not ejected 10 s after: {:?}",
-        health_by_address(&http, "echo").await
-    );
+    let Some((_, ejected_at)) = ejected_after else {
+        panic!(
+            "the killed replica {victim_addr} is not ejected 10 s after: {:?}",
+            health_by_address(&http, "echo").await
+        )
+    };
+    for e in &failed_meanwhile {
+        assert_eq!(
+            reason(e),
+            "AGENT_UNREACHABLE",
+            "a new task before the ejection failed otherwise than the dead replica \
+             unreachable: {e}"
+        );
+    }
+    let mut failed_after = Vec::new();
     for n in 0..30 {
-        let t = send_new(&http, "need input")
-            .await
-            .unwrap_or_else(|e| panic!("new task {n} after the ejection: {e}"));
+        let (message_id, t) = send_new_with_id(&http, "need input").await;
+        let t = match t {
+            Ok(t) => t,
+            Err(e) => {
+                failed_after.push((n, e));
+                continue;
+            }
+        };
         let id = id_of(&t);
         let g = get_task(&http, &id).await;
         assert_eq!(
@@ -245,7 +293,20 @@ async fn killed_replica() {
             "TASK_STATE_INPUT_REQUIRED",
             "new task {n} {id} after the ejection, read again: {g}"
         );
+        let at = holders_of_message(&agents, &message_id);
+        assert_eq!(
+            at.len(),
+            1,
+            "new task {n} {id} after the ejection: its creating message {message_id} recorded \
+             by the live replicas {at:?}"
+        );
     }
+    assert!(
+        failed_after.is_empty(),
+        "{} of 30 new tasks failed after the ejection (the ejected replica still picked?): {:?}",
+        failed_after.len(),
+        failed_after.first()
+    );
 
     // Its final tasks are still read (from the ledger); its live ones answer
     // REPLICA_UNAVAILABLE: JSON-RPC's -32000, REST's 503 with Retry-After.
@@ -309,7 +370,7 @@ async fn killed_replica() {
     check_unavailable("ejected").await;
     // Ejected but still listed: the grace does not fail its tasks, however long.
     let past_grace = Duration::from_millis(4500);
-    if let Some(left) = past_grace.checked_sub(killed.elapsed()) {
+    if let Some(left) = past_grace.checked_sub(ejected_at.elapsed()) {
         tokio::time::sleep(left).await;
     }
     check_unavailable("ejected and listed past the grace").await;
@@ -353,6 +414,11 @@ async fn killed_replica() {
     assert!(
         took >= Duration::from_millis(2500),
         "failed {took:?} after the reload, before replica_grace_ms = 3000"
+    );
+    // The keeper ticks every 250 ms: FAILED within the grace and about a second more.
+    assert!(
+        took <= Duration::from_millis(4300),
+        "failed {took:?} after the reload, later than replica_grace_ms = 3000 and a second"
     );
     for v in &said {
         let t = &v["result"];
@@ -469,14 +535,19 @@ async fn two_gateways_one_redis_pin_alike() {
 ///    `discover_interval_ms = 1000`, the removed one `gone`.
 #[tokio::test(flavor = "multi_thread")]
 async fn dns_discovery_follows_records() {
-    let first = clawpedia_replicas_on(&[SocketAddr::from(([127, 0, 0, 2], 0))])
+    // One card for all three (one agent_id): the first is started alone to learn the port.
+    let card = a2a_sample_agent::card_for("Sample Agent", None);
+    let first = clawpedia_replicas_with(&card, &[SocketAddr::from(([127, 0, 0, 2], 0))])
         .await
         .remove(0);
     let port = first.addr().port();
-    let mut others = clawpedia_replicas_on(&[
-        SocketAddr::from(([127, 0, 0, 3], port)),
-        SocketAddr::from(([127, 0, 0, 4], port)),
-    ])
+    let mut others = clawpedia_replicas_with(
+        &card,
+        &[
+            SocketAddr::from(([127, 0, 0, 3], port)),
+            SocketAddr::from(([127, 0, 0, 4], port)),
+        ],
+    )
     .await;
     let third = others.remove(1);
     let second = others.remove(0);
@@ -509,6 +580,30 @@ async fn dns_discovery_follows_records() {
     })
     .await;
     assert!(seen, "{:?}", health_by_address(&http, "c").await);
+    // The card is fetched from the first healthy replica once discovery found them (not from
+    // the configured name, which only the nameserver knows): wait for it before new work.
+    let card_state = || async {
+        let v = http.get("/agents").await.json();
+        v["agents"]
+            .as_array()
+            .and_then(|a| a.iter().find(|e| e["name"] == "c"))
+            .cloned()
+            .unwrap_or_else(|| panic!("no agent c in /agents: {v}"))
+    };
+    let asked = Instant::now();
+    let fresh = within(Duration::from_secs(10), || async {
+        card_state().await["card_state"] == "fresh"
+    })
+    .await;
+    assert!(
+        fresh,
+        "agent c's card not fetched from its discovered replicas 10 s after they were seen: {}",
+        card_state().await
+    );
+    eprintln!(
+        "dns: the card fresh {:?} after the replicas were seen",
+        asked.elapsed()
+    );
     // New tasks go to both.
     for _ in 0..20 {
         http.create_task("c").await;
