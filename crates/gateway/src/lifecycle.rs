@@ -146,6 +146,10 @@ impl Gateway {
         let registry = Arc::new(registry);
         registry.set_signer(signer);
         for a in &ended {
+            // Its replicas' series go with it (the new agent of the name binds its own after).
+            for r in a.replicas.live().iter() {
+                r.limits.unbind(&self.metrics, &a.cfg.name);
+            }
             let name = a.cfg.name.clone();
             if new.agents.iter().any(|c| c.name == name) {
                 out.agents_changed.push(name);

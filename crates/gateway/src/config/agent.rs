@@ -256,10 +256,11 @@ impl AgentConfig {
         }
     }
 
-    /// Whether later calls of a task go to the replica that holds it: the agent may have more
-    /// than one replica, and they do not share their task store.
+    /// Whether later calls of a task go to the replica that holds it: the agent is configured
+    /// with replicas (`urls`, even one, or `discover`), and they do not share their task store.
+    /// An agent of one `url` pins nothing: a change of its `url` moves its tasks with it.
     pub fn pins(&self) -> bool {
-        !self.shared_state && (self.urls.len() > 1 || self.discover.is_some())
+        !self.shared_state && (!self.urls.is_empty() || self.discover.is_some())
     }
 
     /// Where the card is fetched, under `url`: `card_path`, or the protocol's default

@@ -86,7 +86,9 @@ pub(crate) fn on_agent(agent: &Agent, url: &str) -> Option<String> {
     let on = |base: &str| crate::protocol::origin::Origin::parse(base)?.path_of(url);
     on(&agent.cfg.url).or_else(|| {
         let live = agent.replicas.live();
-        live.iter().skip(1).find_map(|r| on(&r.base))
+        live.iter()
+            .filter(|r| *r.base != agent.cfg.url)
+            .find_map(|r| on(&r.base))
     })
 }
 

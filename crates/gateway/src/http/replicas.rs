@@ -21,7 +21,7 @@ use tokio::sync::watch;
 use crate::config::{AgentConfig, Discover, Protocol};
 use crate::ledger::listing::{Query, Scope};
 use crate::protocol::task::{Head, Status, TaskRef};
-use crate::registry::replicas::{address_of, Replica};
+use crate::registry::replicas::address_of;
 use crate::registry::{dns, Agent};
 use crate::state::State;
 
@@ -29,14 +29,38 @@ use crate::state::State;
 const TICK: Duration = Duration::from_millis(250);
 /// One resolution may take this long.
 const RESOLVE_TIMEOUT: Duration = Duration::from_secs(2);
-/// Live tasks failed per gone replica per turn, a page at a time: bounded work per tick.
-const PAGES_PER_TURN: usize = 20;
+/// Addresses of unknown replicas remembered per agent (when each was first seen), for their
+/// grace: past it the oldest is forgotten, and its tasks' grace starts again.
+const MAX_UNKNOWN: usize = 1024;
+
+/// What the keeper holds of one agent between turns.
+#[derive(Default)]
+struct Kept {
+    /// When its name was last resolved.
+    resolved: Option<Instant>,
+    /// Its sweep of live tasks, when one is under way or asked for: the listing's cursor, and
+    /// whether a task it passed still waits out a grace.
+    sweep: Option<Sweep>,
+    /// Replicas no longer known (expired, or never known to this gateway) by address, with
+    /// when their grace started.
+    unknown: HashMap<Arc<str>, Instant>,
+}
+
+/// One pass over an agent's live tasks, a page per turn.
+#[derive(Default)]
+struct Sweep {
+    after: Option<crate::ledger::listing::Position>,
+    /// A task passed whose replica's grace is still running: sweep again once this one ends.
+    waiting: bool,
+    /// Not before this (a sweep asked again while tasks wait out their grace).
+    not_before: Option<Instant>,
+}
 
 /// Keep every agent's replicas until `stop`.
 pub async fn run(state: Arc<ArcSwap<State>>, mut stop: watch::Receiver<bool>) {
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut resolved: HashMap<String, Instant> = HashMap::new();
+    let mut kept: HashMap<String, Kept> = HashMap::new();
     loop {
         tokio::select! {
             _ = tick.tick() => {}
@@ -44,30 +68,160 @@ pub async fn run(state: Arc<ArcSwap<State>>, mut stop: watch::Receiver<bool>) {
         }
         let s = state.load_full();
         let now = Instant::now();
-        for agent in s.registry.agents() {
-            if agent.cfg.discover == Some(Discover::Dns) {
-                let due = resolved
-                    .get(&agent.cfg.name)
-                    .is_none_or(|t| now.duration_since(*t) >= agent.cfg.discover_interval);
-                if due {
-                    resolved.insert(agent.cfg.name.clone(), now);
-                    discover(&s, agent).await;
-                }
-            }
-            for (r, _) in agent.replicas.gone() {
-                r.limits.unbind(&s.metrics, &agent.cfg.name);
-            }
-            for r in agent.replicas.expire(agent.cfg.replica_grace) {
-                r.limits.unbind(&s.metrics, &agent.cfg.name);
-                if r.host.is_some() {
-                    crate::upstream::names::set(&r.address, None);
-                }
-                if agent.cfg.pins() {
-                    fail_tasks_of(&s, agent, &r).await;
-                }
-            }
+        // Names are resolved concurrently: one slow nameserver delays no other agent.
+        let due: Vec<&Arc<Agent>> = s
+            .registry
+            .agents()
+            .iter()
+            .filter(|a| a.cfg.discover == Some(Discover::Dns))
+            .filter(|a| {
+                kept.get(&a.cfg.name)
+                    .and_then(|k| k.resolved)
+                    .is_none_or(|t| now.duration_since(t) >= a.cfg.discover_interval)
+            })
+            .collect();
+        for a in &due {
+            kept.entry(a.cfg.name.clone()).or_default().resolved = Some(now);
         }
-        resolved.retain(|name, _| s.registry.by_name(name).is_some());
+        futures_util::future::join_all(due.iter().map(|a| discover(&s, a))).await;
+        for agent in s.registry.agents() {
+            if !agent.cfg.pins() {
+                continue;
+            }
+            // The first turn sweeps every agent once: tasks of replicas that left before a
+            // restart wait out their grace, then fail, like those of replicas that leave now.
+            let k = kept.entry(agent.cfg.name.clone()).or_insert_with(|| Kept {
+                sweep: Some(Sweep::default()),
+                ..Kept::default()
+            });
+            keep(&s, agent, k, now).await;
+        }
+        kept.retain(|name, _| s.registry.by_name(name).is_some());
+    }
+}
+
+/// One turn for one agent with replicas.
+async fn keep(s: &State, agent: &Arc<Agent>, k: &mut Kept, now: Instant) {
+    let name = agent.cfg.name.as_str();
+    let grace = agent.cfg.replica_grace;
+    for r in agent.replicas.expire(grace) {
+        // Its series go with it (a gone replica's stay through its grace: it may come back).
+        r.limits.unbind(&s.metrics, name);
+        if r.host.is_some() {
+            crate::upstream::names::set(&r.address, None);
+        }
+        if agent.replicas.knows(&r.address) {
+            continue;
+        }
+        // Past its grace already: its tasks fail at the next sweep.
+        remember(
+            &mut k.unknown,
+            &r.address,
+            now.checked_sub(grace).unwrap_or(now),
+        );
+        k.sweep.get_or_insert_with(Sweep::default);
+    }
+    if agent.replicas.take_unknown_seen() {
+        k.sweep.get_or_insert_with(Sweep::default);
+    }
+    // A replica whose card is not checked yet takes no new work: its card is fetched soon.
+    if agent.replicas.live().iter().any(|r| !r.checked()) && agent.replicas.live().len() > 1 {
+        agent.ask_refetch();
+    }
+    let Some(sweep) = k.sweep.as_mut() else {
+        return;
+    };
+    if sweep.not_before.is_some_and(|t| now < t) {
+        return;
+    }
+    match sweep_page(s, agent, sweep, &mut k.unknown, now).await {
+        Ok(true) => {
+            let waiting = sweep.waiting;
+            k.sweep = waiting.then(|| Sweep {
+                not_before: Some(now + (grace / 4).clamp(TICK, Duration::from_secs(5))),
+                ..Sweep::default()
+            });
+        }
+        Ok(false) => {}
+        // Asked again at the next turn, from where it stopped.
+        Err(e) => {
+            tracing::warn!(agent = name, error = %e, "the live tasks of gone replicas could not be listed; trying again")
+        }
+    }
+}
+
+/// Remember an unknown replica from `since` (the grace of its tasks starts then), the oldest
+/// forgotten past [`MAX_UNKNOWN`]; when its grace started.
+fn remember(unknown: &mut HashMap<Arc<str>, Instant>, address: &str, since: Instant) -> Instant {
+    if let Some(t) = unknown.get(address) {
+        return *t;
+    }
+    if unknown.len() >= MAX_UNKNOWN {
+        let oldest = unknown
+            .iter()
+            .min_by_key(|(_, t)| **t)
+            .map(|(a, _)| a.clone());
+        if let Some(oldest) = oldest {
+            unknown.remove(&oldest);
+        }
+    }
+    unknown.insert(address.into(), since);
+    since
+}
+
+/// One page of an agent's live tasks: each whose replica is neither a member nor gone within
+/// its grace, and has been unknown for a grace, is failed. Ok(true) at the last page.
+async fn sweep_page(
+    s: &State,
+    agent: &Agent,
+    sweep: &mut Sweep,
+    unknown: &mut HashMap<Arc<str>, Instant>,
+    now: Instant,
+) -> Result<bool, crate::ledger::LedgerError> {
+    let query = Query {
+        scope: Scope::All,
+        agents: vec![agent.cfg.name.as_str().into()],
+        statuses: Status::ALL
+            .into_iter()
+            .filter(|st| !st.is_terminal())
+            .collect(),
+        since_ms: None,
+        context: None,
+        after: sweep.after.clone(),
+        limit: crate::ledger::listing::MAX_PAGE,
+    };
+    let page = s.ledger.list(&query).await?;
+    let grace = agent.cfg.replica_grace;
+    let mut failed = 0usize;
+    for t in &page.tasks {
+        let Some(address) = t.record.replica.as_deref() else {
+            continue;
+        };
+        if agent.replicas.knows(address) {
+            if agent.replicas.find(address).is_none() {
+                sweep.waiting = true;
+            }
+            continue;
+        }
+        let since = remember(unknown, address, now);
+        if now.duration_since(since) < grace {
+            sweep.waiting = true;
+            continue;
+        }
+        if fail(s, &agent.cfg, &t.key, &t.record.task).await {
+            failed += 1;
+        }
+    }
+    if failed > 0 {
+        tracing::warn!(agent = %agent.cfg.name, failed,
+            "live tasks of replicas gone past replica_grace_ms are failed");
+    }
+    match page.next {
+        Some(next) => {
+            sweep.after = Some(next);
+            Ok(false)
+        }
+        None => Ok(true),
     }
 }
 
@@ -97,12 +251,12 @@ async fn discover(s: &State, agent: &Arc<Agent>) {
             // Called by its configured name: the `Host` its server expects.
             let authority = uri.authority().map(|a| a.as_str()).unwrap_or(host);
             let named = HeaderValue::from_str(authority).ok();
+            let (joined, left) = agent.replicas.set(cfg, members, named);
             if scheme == "https" {
-                for (address, _) in &members {
-                    crate::upstream::names::set(address, Some(host));
+                for r in &joined {
+                    crate::upstream::names::set(&r.address, Some(host));
                 }
             }
-            let (joined, left) = agent.replicas.set(cfg, members, named);
             for r in &joined {
                 r.limits.bind(&s.metrics, &cfg.name);
             }
@@ -121,47 +275,6 @@ async fn discover(s: &State, agent: &Arc<Agent>) {
             tracing::warn!(agent = %cfg.name, error = %e, "resolving the agent's replicas failed; the last set is kept")
         }
     }
-}
-
-/// Fail every live task the ledger holds on `replica` of `agent`, with a status message that
-/// says the replica left.
-async fn fail_tasks_of(s: &State, agent: &Agent, replica: &Replica) {
-    let live: Vec<Status> = Status::ALL
-        .into_iter()
-        .filter(|st| !st.is_terminal())
-        .collect();
-    let mut query = Query {
-        scope: Scope::All,
-        agents: vec![agent.cfg.name.as_str().into()],
-        statuses: live,
-        since_ms: None,
-        context: None,
-        after: None,
-        limit: crate::ledger::listing::MAX_PAGE,
-    };
-    let mut failed = 0usize;
-    for _ in 0..PAGES_PER_TURN {
-        let page = match s.ledger.list(&query).await {
-            Ok(p) => p,
-            Err(e) => {
-                tracing::warn!(agent = %agent.cfg.name, error = %e, "the live tasks of a gone replica could not be listed; they are failed when it is next gone");
-                return;
-            }
-        };
-        for t in &page.tasks {
-            if t.record.replica.as_deref() == Some(&*replica.address)
-                && fail(s, &agent.cfg, &t.key, &t.record.task).await
-            {
-                failed += 1;
-            }
-        }
-        match page.next {
-            Some(next) => query.after = Some(next),
-            None => break,
-        }
-    }
-    tracing::warn!(agent = %agent.cfg.name, replica = %replica.address, failed,
-        "a replica was gone past replica_grace_ms: its live tasks are failed");
 }
 
 /// The words a task failed for its replica's leaving carries.

@@ -139,13 +139,16 @@ pub(super) async fn fetch(
     })
 }
 
-/// Where the agent's card is fetched: an agent with one replica, at `url`; one with several,
+/// Where the agent's card is fetched: an agent with one configured replica, at `url`; one with
+/// several (or found by DNS),
 /// from the first replica that is not ejected and serves the agent's card (else the first
 /// that is not ejected, else `url`), so that the agent keeps its card while any healthy
 /// replica serves it. With the `Host` a discovered replica is called with.
 fn source(agent: &Agent) -> (String, Option<HeaderValue>) {
     let live = agent.replicas.live();
-    if live.len() < 2 {
+    // A discovered agent's one replica too: its name may resolve only at `[discovery]`'s
+    // nameserver, never through the system resolver `url` would go through.
+    if live.is_empty() || (live.len() == 1 && agent.cfg.discover.is_none()) {
         return (agent.cfg.card_fetch_url(), None);
     }
     let healthy = || {

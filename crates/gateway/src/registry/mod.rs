@@ -181,12 +181,9 @@ impl Agent {
     /// and what it is told of who is calling).
     fn same_agent(&self, cfg: &AgentConfig) -> bool {
         let a = &self.cfg;
-        // Replicas listed in `urls` (or found by DNS) may change and it is the same agent.
-        let place = if a.urls.is_empty() && cfg.urls.is_empty() {
-            a.url == cfg.url
-        } else {
-            !a.urls.is_empty() && !cfg.urls.is_empty()
-        };
+        // Replicas listed in `urls` may change and it is the same agent; so does a `url` that
+        // becomes the first of `urls` (scaling out), or `urls` that shrink to it.
+        let place = a.url == cfg.url || (!a.urls.is_empty() && !cfg.urls.is_empty());
         place
             && a.discover == cfg.discover
             && a.protocol == cfg.protocol

@@ -101,13 +101,23 @@ impl Replica {
     ///
     /// An ejected replica whose cool-off is over takes new work again: the request it is
     /// picked for is its probe, which brings it back or ejects it again.
-    fn takes_new_work(&self, max_in_flight: usize) -> bool {
+    ///
+    /// A replica whose card has not been checked yet takes none while another's has: a
+    /// replica that just joined (a rolling upgrade's new pod) may serve another card.
+    fn takes_new_work(&self, max_in_flight: usize, any_checked: bool) -> bool {
         let up = match self.limits.health() {
             Health::Ok => true,
             Health::Ejected { until, .. } => until <= chrono::Utc::now(),
             Health::Probing { .. } => false,
         };
-        up && !self.card_mismatch() && self.limits.in_flight() < max_in_flight
+        up && !self.card_mismatch()
+            && (!any_checked || self.checked())
+            && self.limits.in_flight() < max_in_flight
+    }
+
+    /// Whether its card has been compared with the agent's at least once.
+    pub fn checked(&self) -> bool {
+        self.checked.load(Ordering::Acquire)
     }
 
     /// How it stands, as `/agents` says it: `ok`, `ejected`, `probing`, `card_mismatch`.
@@ -138,6 +148,9 @@ pub struct Replicas {
     gone: Mutex<Vec<(Arc<Replica>, Instant)>>,
     /// A counter for the cheap random draws of [`Replicas::pick`].
     draw: AtomicU64,
+    /// A call named a replica this gateway does not know (one that left before a restart,
+    /// or one another gateway's config names): the keeper looks for such tasks.
+    unknown_seen: AtomicBool,
 }
 
 impl Replicas {
@@ -148,6 +161,7 @@ impl Replicas {
             live: ArcSwap::from_pointee(Vec::new()),
             gone: Mutex::new(Vec::new()),
             draw: AtomicU64::new(seed()),
+            unknown_seen: AtomicBool::new(false),
         };
         // A discovered agent has none until its name first resolves (at once, at start).
         if cfg.discover.is_none() {
@@ -180,7 +194,7 @@ impl Replicas {
     pub fn set(
         &self,
         cfg: &AgentConfig,
-        members: Vec<(String, String)>,
+        mut members: Vec<(String, String)>,
         host: Option<HeaderValue>,
     ) -> (Vec<Arc<Replica>>, Vec<Arc<Replica>>) {
         let old = self.live.load_full();
@@ -190,25 +204,26 @@ impl Replicas {
         if members.len() > cfg.max_replicas {
             tracing::warn!(agent = %cfg.name, replicas = members.len(), max = cfg.max_replicas,
                 "more replicas than max_replicas: the rest are not used");
+            // Members that stay come first: a new address must not push out one that holds
+            // tasks.
+            members.sort_by_key(|(a, _)| !old.iter().any(|r| *r.address == **a));
         }
         for (address, base) in members.into_iter().take(cfg.max_replicas) {
             if next.iter().any(|r| *r.address == *address) {
                 continue;
             }
-            let kept = old
-                .iter()
-                .find(|r| *r.address == *address && *r.base == *base)
-                .cloned();
-            let mut back = || {
-                let i = gone
-                    .iter()
-                    .position(|(r, _)| *r.address == *address && *r.base == *base)?;
-                Some(gone.swap_remove(i).0)
-            };
+            // A replica is its address: one whose base URL changed (a path added) is the same
+            // process, and keeps its tasks and its limits.
+            let same = |r: &Arc<Replica>| *r.address == *address && *r.base == *base;
+            let kept = old.iter().find(|r| same(r)).cloned();
             let r = match kept {
                 Some(r) => r,
                 None => {
-                    let r = back().unwrap_or_else(|| {
+                    let back = gone
+                        .iter()
+                        .position(|(r, _)| same(r))
+                        .map(|i| gone.swap_remove(i).0);
+                    let r = back.unwrap_or_else(|| {
                         Arc::new(Replica::new(address.into(), base.into(), host.clone()))
                     });
                     joined.push(r.clone());
@@ -225,8 +240,11 @@ impl Replicas {
                 left.push(r.clone());
             }
         }
-        drop(gone);
+        // A member's address is never gone at once (a base URL changed under it).
+        gone.retain(|(g, _)| !next.iter().any(|n| n.address == g.address));
+        // Stored under the lock: a replica coming back is in one list or the other, always.
         self.live.store(Arc::new(next));
+        drop(gone);
         (joined, left)
     }
 
@@ -290,8 +308,21 @@ impl Replicas {
             .find(|(r, _)| *r.address == *address)
         {
             Some((_, t)) => Pinned::Gone(now.duration_since(*t)),
-            None => Pinned::Unknown,
+            None => {
+                self.unknown_seen.store(true, Ordering::Relaxed);
+                Pinned::Unknown
+            }
         }
+    }
+
+    /// Whether a call named an unknown replica since the last time this was asked.
+    pub fn take_unknown_seen(&self) -> bool {
+        self.unknown_seen.swap(false, Ordering::Relaxed)
+    }
+
+    /// Whether `address` is a member or gone within its grace (its tasks wait for it).
+    pub fn knows(&self, address: &str) -> bool {
+        self.find(address).is_some() || self.lock_gone().iter().any(|(r, _)| *r.address == *address)
     }
 
     /// The replica for new work: of two members picked at random, the one with fewer requests
@@ -305,6 +336,7 @@ impl Replicas {
             _ => {}
         }
         let max = AgentPolicy::of(cfg).max_in_flight;
+        let any_checked = live.iter().any(|r| r.checked());
         let n = live.len() as u64;
         let x = self.next_draw();
         let (i, mut j) = ((x % n) as usize, ((x >> 32) % (n - 1)) as usize);
@@ -319,19 +351,28 @@ impl Replicas {
                 a.clone()
             }
         };
-        match (a.takes_new_work(max), b.takes_new_work(max)) {
+        match (
+            a.takes_new_work(max, any_checked),
+            b.takes_new_work(max, any_checked),
+        ) {
             (true, true) => return Some(less(a, b)),
             (true, false) => return Some(a.clone()),
             (false, true) => return Some(b.clone()),
             (false, false) => {}
         }
-        // Both out: any that takes new work, the least loaded first.
+        // Both out: any that takes new work, the least loaded first; else the least loaded
+        // that serves the agent's card (its limits refuse, with the reason), unless none does.
         let able = live
             .iter()
-            .filter(|r| r.takes_new_work(max))
+            .filter(|r| r.takes_new_work(max, any_checked))
             .min_by_key(|r| r.limits.in_flight());
-        able.or_else(|| live.iter().min_by_key(|r| r.limits.in_flight()))
-            .cloned()
+        able.or_else(|| {
+            live.iter()
+                .filter(|r| !r.card_mismatch())
+                .min_by_key(|r| r.limits.in_flight())
+        })
+        .or_else(|| live.iter().min_by_key(|r| r.limits.in_flight()))
+        .cloned()
     }
 
     /// Whether any member takes calls now (not ejected): the reconciler and polling wait

@@ -241,8 +241,11 @@ pub async fn localize<T: Tree>(
 ) {
     // Each replica names files on its own origin: every one of them is rewritten.
     let live = agent.replicas.live();
-    let bases =
-        std::iter::once(agent.cfg.url.as_str()).chain(live.iter().skip(1).map(|r| &*r.base));
+    let bases = std::iter::once(agent.cfg.url.as_str()).chain(
+        live.iter()
+            .map(|r| &*r.base)
+            .filter(|b| *b != agent.cfg.url),
+    );
     for origin in bases.filter_map(Origin::parse) {
         localize_at(state, agent, owner, shape, doc, &origin).await;
     }

@@ -46,6 +46,16 @@ pub async fn before_agent(
     for id in named {
         a2a_ledger::visible(state, ctx, name, pass, id).await?;
     }
+    let has_task = call
+        .params
+        .get("message")
+        .and_then(|m| m.get("taskId"))
+        .is_some_and(|t| t.is_string());
+    if !has_task {
+        // Only a `taskId` holds a message to a replica that is gone; references follow one
+        // that is there.
+        crate::http::exchange::replica::unpin_gone(ctx);
+    }
     if let (false, Some(context)) = (continues, named_context_id(&call.params)) {
         crate::http::exchange::replica::pin_context(state, ctx, agent, context).await;
     }

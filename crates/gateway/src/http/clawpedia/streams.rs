@@ -22,6 +22,10 @@ pub async fn subscribe(
     if record.as_ref().is_some_and(|r| r.head.status.is_terminal()) {
         return Ok(no_more_events());
     }
+    // A live task on a replica that is gone: 503 REPLICA_UNAVAILABLE, not a stream that ends.
+    if agent.cfg.pins() {
+        crate::http::exchange::replica::target(&agent, Some(ctx), None)?;
+    }
     // What the stream stands on, judged again when credentials change: this agent, and
     // `all_tasks` for a task that is not the caller's own.
     if let Some(p) = &ctx.permit {

@@ -112,15 +112,19 @@ pub async fn ask(
 /// `max_in_flight`. Here rather than in admission: only requests that would reach the agent
 /// count, after every check of their own (a refused 422 holds no pass, nor is it a probe).
 ///
-/// The limits are those of the replica the request goes to (`uri`'s). A pinned call refused
-/// because its replica is ejected is 503 REPLICA_UNAVAILABLE: no other replica holds its task.
+/// The limits are those of the replica the request goes to (the request's, else `uri`'s). A
+/// pinned call refused because its replica is ejected is 503 REPLICA_UNAVAILABLE: no other
+/// replica holds its task.
 pub fn admit_agent(
     state: &State,
     agent: &Agent,
     ctx: Option<&Ctx>,
     uri: &hyper::Uri,
 ) -> Result<Pass, ApiError> {
-    let replica = agent.replicas.at(uri).ok_or_else(|| {
+    // The replica the request was built for (a gRPC call's URI names the card's gRPC port, not
+    // the replica's address); the gateway's own calls, by the URI.
+    let chosen = ctx.and_then(|c| c.replica.replica());
+    let replica = chosen.or_else(|| agent.replicas.at(uri)).ok_or_else(|| {
         ApiError::new(
             Code::AgentUnavailable,
             format!("agent {:?} has no replica", agent.cfg.name),

@@ -86,12 +86,33 @@ impl Slot {
 /// pinned: nothing for a task recorded without one (made before the agent had replicas, or by
 /// an agent that shares its state). A gone replica pins the request to its refusal
 /// ([`target`] answers it); a final task is answered from the ledger before any call.
+///
+/// A task recorded without a replica (made while the agent had one `url`, before it was given
+/// `urls`) goes to the first of `urls`, the old `url`, while that one is a member.
 pub fn pin(ctx: &Ctx, agent: &Agent, record: &Record) {
     if !agent.cfg.pins() {
         return;
     }
-    if let Some(address) = record.replica.as_deref() {
-        pin_at(ctx, agent, address);
+    match record.replica.as_deref() {
+        Some(address) => pin_at(ctx, agent, address),
+        None => {
+            let first = crate::registry::replicas::address_of(&agent.cfg.url);
+            if let Some(Pinned::At(replica)) = first.map(|a| agent.replicas.pinned(&a)) {
+                ctx.replica.set_first(Target::At {
+                    replica,
+                    pinned: true,
+                });
+            }
+        }
+    }
+}
+
+/// Undo a pin to a replica that is gone: a message that names no `taskId` (only a context, or
+/// tasks it refers to) is new work when the replica of the task it follows has left.
+pub fn unpin_gone(ctx: &Ctx) {
+    let mut slot = ctx.replica.0.lock().unwrap_or_else(|p| p.into_inner());
+    if matches!(*slot, Some(Target::Gone { .. })) {
+        *slot = None;
     }
 }
 
@@ -136,6 +157,7 @@ pub async fn pin_context(state: &crate::state::State, ctx: &Ctx, agent: &Agent, 
     if let Ok(page) = state.ledger.list(&query).await {
         if let Some(first) = page.tasks.first() {
             pin(ctx, agent, &first.record);
+            unpin_gone(ctx);
         }
     }
 }
