@@ -35,7 +35,7 @@ fn replica_address(base: &str) -> String {
     a2a_gateway::registry::replicas::address_of(base).expect("host:port")
 }
 
-/// The page with `key` in the session, loaded.
+/// The page with `key` in the session, loaded: a row for each of the four agents.
 async fn page_with_key(b: &mut Browser, base: &str, key: &str) {
     b.navigate(&format!("{base}/ui")).await;
     // As a person would: the page asks for a key; it is typed in and submitted.
@@ -52,7 +52,7 @@ async fn page_with_key(b: &mut Browser, base: &str, key: &str) {
     .await;
     b.wait_for(
         "the agents' rows",
-        "document.querySelectorAll('#agents tbody tr').length === 3",
+        "document.querySelectorAll('#agents tbody tr').length === 4",
         WAIT,
     )
     .await;

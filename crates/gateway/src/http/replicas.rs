@@ -260,10 +260,10 @@ async fn discover(s: &State, agent: &Arc<Agent>) {
             for r in &joined {
                 r.limits.bind(&s.metrics, &cfg.name);
             }
-            // The first replicas of an agent with no card yet: its card is fetched from them
-            // now, not at the next turn of its backoff.
-            if !joined.is_empty() && agent.card().is_err() {
-                agent.ask_refetch();
+            // Replicas joined: the card is fetched now (from them, for an agent with none yet)
+            // and theirs checked against it, so that they take new work at once.
+            if !joined.is_empty() {
+                agent.refetch_now();
             }
             if !joined.is_empty() || !left.is_empty() {
                 tracing::info!(agent = %cfg.name, joined = joined.len(), left = left.len(),

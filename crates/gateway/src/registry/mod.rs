@@ -220,6 +220,13 @@ impl Agent {
         true
     }
 
+    /// Fetch the card now, whatever was asked before: replicas joined (found by DNS), whose
+    /// cards are checked with it before they take new work. Bounded by the discovery interval,
+    /// unlike the answers [`Agent::ask_refetch`] guards against.
+    pub fn refetch_now(&self) {
+        self.refetch.notify_one();
+    }
+
     /// Whether `card` was compiled for this agent's configured `binding` and `a2a_version`
     /// (any card, for an agent that configures neither or is not an A2A agent).
     pub fn fits_binding(&self, card: &Card) -> bool {

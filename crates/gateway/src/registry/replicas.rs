@@ -120,10 +120,12 @@ impl Replica {
         self.checked.load(Ordering::Acquire)
     }
 
-    /// How it stands, as `/agents` says it: `ok`, `ejected`, `probing`, `card_mismatch`.
-    pub fn health(&self) -> &'static str {
+    /// How it stands, as `/agents` says it: `ok`, `ejected`, `probing` (its circuit's probe,
+    /// or its card not checked yet while others' are: `others_checked`), `card_mismatch`.
+    pub fn health(&self, others_checked: bool) -> &'static str {
         match self.limits.health() {
             Health::Ok if self.card_mismatch() => "card_mismatch",
+            Health::Ok if others_checked && !self.checked() => "probing",
             h => h.as_str(),
         }
     }
@@ -373,6 +375,11 @@ impl Replicas {
         })
         .or_else(|| live.iter().min_by_key(|r| r.limits.in_flight()))
         .cloned()
+    }
+
+    /// Whether any member's card has been checked.
+    pub fn any_checked(&self) -> bool {
+        self.live.load().iter().any(|r| r.checked())
     }
 
     /// Whether any member takes calls now (not ejected): the reconciler and polling wait

@@ -89,9 +89,10 @@ struct ReplicaEntry {
 /// The replicas of `a`, members first, then those gone within their grace.
 fn replicas_of(a: &Agent, errors: bool) -> Vec<ReplicaEntry> {
     let live = a.replicas.live();
+    let checked = live.len() > 1 && a.replicas.any_checked();
     let member = live.iter().map(|r| ReplicaEntry {
         address: errors.then(|| r.address.to_string()),
-        health: r.health(),
+        health: r.health(checked),
         in_flight: r.limits.in_flight(),
         tasks_held: r.tasks_held(),
     });
