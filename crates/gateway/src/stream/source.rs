@@ -403,6 +403,16 @@ pub(crate) async fn ask_and_apply(
 ) -> Option<Applied> {
     let card = agent.card().ok()?;
     let owner = owner_of(ledger, agent, task_id).await.ok()?;
+    // Not called while its replica is ejected (a reconciler read passes no admission).
+    let ejected = owner
+        .replica
+        .as_deref()
+        .filter(|_| agent.cfg.pins())
+        .and_then(|a| agent.replicas.find(a))
+        .is_some_and(|r| !matches!(r.limits.health(), crate::limits::Health::Ok));
+    if ejected {
+        return None;
+    }
     let req = request(agent, &owner, &card.task_path(task_id), None, false)?;
     let (parts, body) = client
         .exchange(req, agent.cfg.timeout, MAX_AGENT_JSON)

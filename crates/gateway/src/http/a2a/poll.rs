@@ -118,6 +118,11 @@ pub async fn get(state: &State, up: &Upstream, agent: &Agent, id: &str) -> Optio
     params.insert("id".into(), Value::from(id));
     let call = Call::new(Method::GetTask, params);
     let holder = to_agent::owner_of(state, agent, id).await.ok()?;
+    // Not called while its replica is ejected: a poll or a reconciler read passes no
+    // admission, and would wait out the timeout of a replica known to fail.
+    if !replica_up(agent, holder.replica.as_deref()) {
+        return None;
+    }
     let out = to_agent::own_request(agent, &held, &holder, &call).ok()?;
     let (parts, body) = up
         .exchange(
@@ -157,5 +162,17 @@ impl crate::reconcile::A2aAsk for Reconcile {
             let up = self.client.load_full();
             get_and_apply(&state, &up, agent, id).await
         })
+    }
+}
+
+/// Whether the replica at `address` (a pinned task's) may be called by the gateway's own
+/// reads: not ejected or being probed. True for a task of no pinned replica.
+pub fn replica_up(agent: &Agent, address: Option<&str>) -> bool {
+    match address.filter(|_| agent.cfg.pins()) {
+        Some(a) => agent
+            .replicas
+            .find(a)
+            .is_some_and(|r| matches!(r.limits.health(), crate::limits::Health::Ok)),
+        None => true,
     }
 }
