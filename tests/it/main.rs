@@ -156,6 +156,7 @@ mod reload;
 mod replicas;
 /// One card per agent: a replica serving another card is `card_mismatch` and takes no new work.
 mod replicas_cards;
+/// Each replica's metric series, and a departed replica's removed after its grace.
 mod replicas_metrics;
 /// Replicas as operators live with them: one killed (ejected, REPLICA_UNAVAILABLE, FAILED after
 /// the grace once out of `urls`), two gateways on one Redis pinning alike, replicas followed in
