@@ -1,6 +1,7 @@
 //! Replicas as operators live with them (issue 49): a replica killed (ejected, its final tasks
 //! read from the ledger, its live ones REPLICA_UNAVAILABLE, then FAILED once a reload took it
-//! out of `urls` for `replica_grace_ms`), two gateway processes on one Redis pinning alike,
+//! out of `urls` for `replica_grace_ms`), two gateway processes on one Redis pinning alike, a
+//! gateway restarted without a replica in `urls` failing its live tasks after the grace,
 //! replicas followed in DNS, Clawpedia agents as replicas, and `/agents` showing replica
 //! addresses to operators only.
 
@@ -767,6 +768,184 @@ async fn agents_shows_replicas_to_operators_only() {
         assert!(
             !body.contains(addr.as_str()),
             "{addr} in a plain client's /agents: {body}"
+        );
+    }
+}
+
+/// The words of a task's status message.
+fn status_words(task: &Value) -> String {
+    task["status"]["message"]["parts"]
+        .as_array()
+        .map(|p| {
+            p.iter()
+                .filter_map(|p| p["text"].as_str())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_default()
+}
+
+/// Whether replica `agent` recorded a SendMessage continuing task `id` (naming its `taskId`).
+fn continued_at(agent: &SdkAgent, id: &str) -> bool {
+    agent.recorded().iter().any(|r| {
+        let body = &r["body"];
+        body["method"]
+            .as_str()
+            .is_some_and(|k| k.starts_with("Send"))
+            && body["params"]["message"]["taskId"] == id
+    })
+}
+
+/// 6. A gateway restarted on its Redis with a replica no longer in `urls`: the live tasks of
+///    that replica (unknown to the new process) are FAILED by the sweep made at the start,
+///    once the replica has been unknown for `replica_grace_ms` (not before), with a status
+///    message saying the replica left; the listed replicas' live tasks stay live and go on.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restart_fails_the_tasks_of_a_replica_no_longer_listed() {
+    let agents: Vec<SdkAgent> = (0..3).map(|_| SdkAgent::start(JSONRPC)).collect();
+    let urls: Vec<String> = agents.iter().map(|a| a.base.clone()).collect();
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("gateway.toml");
+    let write = |urls: &[String]| {
+        std::fs::write(
+            &path,
+            format!(
+                "listen = \"127.0.0.1:0\"\n\
+                 [redis]\n{}\
+                 [[agents]]\n\
+                 name = \"echo\"\n\
+                 protocol = \"a2a\"\n\
+                 urls = [{}]\n\
+                 replica_grace_ms = 2000\n",
+                redis.toml(),
+                quoted(urls)
+            ),
+        )
+        .expect("config written")
+    };
+    write(&urls);
+    let mut first = GwProc::spawn(&path);
+    first.ready().await;
+
+    // Live tasks until every replica holds one (each task's replica: the one that recorded its
+    // creating message).
+    let victim = 2usize;
+    let mut live: Vec<(String, Value, usize)> = Vec::new();
+    for _ in 0..60 {
+        if (0..3).all(|i| live.iter().any(|t| t.2 == i)) {
+            break;
+        }
+        let (message_id, t) = send_new_with_id(&first.http, "need input").await;
+        let t = t.unwrap_or_else(|e| panic!("no task: {e}"));
+        assert_eq!(state_of(&t), "TASK_STATE_INPUT_REQUIRED", "{t}");
+        let at = holders_of_message(&agents, &message_id);
+        assert_eq!(at.len(), 1, "task {t}: its creating message at {at:?}");
+        live.push((id_of(&t), t["contextId"].clone(), at[0]));
+    }
+    assert!(
+        (0..3).all(|i| live.iter().any(|t| t.2 == i)),
+        "a replica got no live task of {}: {live:?}",
+        live.len()
+    );
+    first.kill();
+
+    // A new gateway on the same Redis, listing a and b only.
+    write(&urls[..2]);
+    let spawned = Instant::now();
+    let second = GwProc::spawn(&path);
+    let listening = Instant::now();
+    second.ready().await;
+    let http = second.http.clone();
+    let victims: Vec<&String> = live
+        .iter()
+        .filter(|t| t.2 == victim)
+        .map(|t| &t.0)
+        .collect();
+
+    // Until FAILED, GetTask of c's task answers REPLICA_UNAVAILABLE (c is unknown to this
+    // process); the first FAILED read of each is timed from the new process listening.
+    let mut failed_after: HashMap<String, Duration> = HashMap::new();
+    let mut last: HashMap<String, Value> = HashMap::new();
+    while failed_after.len() < victims.len() && listening.elapsed() < Duration::from_secs(8) {
+        for id in &victims {
+            if failed_after.contains_key(*id) {
+                continue;
+            }
+            let v = get_task(&http, id).await;
+            let seen = listening.elapsed();
+            if state_of(&v["result"]) == "TASK_STATE_FAILED" {
+                failed_after.insert((*id).clone(), seen);
+            } else {
+                assert_eq!(
+                    reason(&v),
+                    "REPLICA_UNAVAILABLE",
+                    "GetTask {id} of the unlisted replica {seen:?} after the restart, not \
+                     FAILED yet: {v}"
+                );
+            }
+            last.insert((*id).clone(), v);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eprintln!(
+        "restart: the process listening {:?} after its spawn; the unlisted replica's {} live \
+         tasks FAILED after {failed_after:?} (from listening)",
+        listening.duration_since(spawned),
+        victims.len()
+    );
+    assert_eq!(
+        failed_after.len(),
+        victims.len(),
+        "not every live task of the unlisted replica FAILED 8 s after the restart \
+         (replica_grace_ms = 2000): {last:?}"
+    );
+    for (id, took) in &failed_after {
+        assert!(
+            *took >= Duration::from_millis(1500),
+            "task {id} FAILED {took:?} after the restart, before replica_grace_ms = 2000"
+        );
+        assert!(
+            *took <= Duration::from_millis(4000),
+            "task {id} FAILED {took:?} after the restart, later than replica_grace_ms = 2000 \
+             and 2 s"
+        );
+    }
+    for id in &victims {
+        let v = get_task(&http, id).await;
+        let t = &v["result"];
+        assert_eq!(state_of(t), "TASK_STATE_FAILED", "{v}");
+        assert!(
+            status_words(t).to_lowercase().contains("replica"),
+            "FAILED without a status message saying the replica left: {t}"
+        );
+    }
+
+    // The listed replicas' live tasks are untouched, and their second turn is made at the
+    // replica that holds each.
+    for (id, context, at) in live.iter().filter(|t| t.2 != victim) {
+        let v = get_task(&http, id).await;
+        assert_eq!(
+            state_of(&v["result"]),
+            "TASK_STATE_INPUT_REQUIRED",
+            "live task {id} of replica {at} after the restart: {v}"
+        );
+        let v = rpc(
+            &http,
+            "echo",
+            None,
+            "SendMessage",
+            message("more", json!({ "taskId": id, "contextId": context })),
+        )
+        .await;
+        assert_eq!(
+            state_of(&v["result"]["task"]),
+            "TASK_STATE_COMPLETED",
+            "second turn of {id} (replica {at}) after the restart: {v}"
+        );
+        assert!(
+            continued_at(&agents[*at], id),
+            "the second turn of {id} not recorded at its replica {at}"
         );
     }
 }
