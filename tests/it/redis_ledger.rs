@@ -36,7 +36,8 @@ async fn the_lua_rule_agrees_with_the_rust_rule_on_every_case() {
 
 /// The replica that holds a task (`Origin::replica`) is recorded by the first news that names
 /// it and never replaced, in both stores: a later answer from another replica (a gateway that
-/// balanced a call wrongly) must not move the task, and news that names none keeps it.
+/// balanced a call wrongly) must not move the task, and news that names none keeps it. A
+/// context's replica is the last that answered in it, for its time.
 #[tokio::test]
 async fn a_tasks_replica_is_recorded_once_in_both_stores() {
     use a2a_gateway::protocol::task::TaskRef;
@@ -100,6 +101,20 @@ async fn a_tasks_replica_is_recorded_once_in_both_stores() {
         let got = l.get("rp-1").await.expect("get").expect("held");
         assert_eq!(got.replica.as_deref(), Some("10.0.0.1:9000"));
         assert_eq!(got.owner.as_deref(), Some("c"));
+        // A context lives where it was last answered, until its time is up.
+        let ttl = Duration::from_millis(300);
+        assert_eq!(l.context_replica("a", "ctx-1").await.expect("read"), None);
+        l.set_context_replica("a", "ctx-1", "10.0.0.1:9000", ttl)
+            .await
+            .expect("kept");
+        l.set_context_replica("a", "ctx-1", "10.0.0.2:9000", ttl)
+            .await
+            .expect("kept");
+        let home = l.context_replica("a", "ctx-1").await.expect("read");
+        assert_eq!(home.as_deref(), Some("10.0.0.2:9000"));
+        assert_eq!(l.context_replica("b", "ctx-1").await.expect("read"), None);
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert_eq!(l.context_replica("a", "ctx-1").await.expect("read"), None);
     }
 }
 

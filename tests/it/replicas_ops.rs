@@ -949,3 +949,139 @@ async fn a_restart_fails_the_tasks_of_a_replica_no_longer_listed() {
         );
     }
 }
+/// 7. A message naming only a context follows a task of that context to its replica only while
+///    that replica is live: once a reload took the replica out of `urls` (within its grace), it
+///    is new work, made on a listed replica; a message naming a live task of that replica is
+///    REPLICA_UNAVAILABLE.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_context_follows_only_a_live_replica() {
+    let agents: Vec<SdkAgent> = (0..3).map(|_| SdkAgent::start(JSONRPC)).collect();
+    let urls: Vec<String> = agents.iter().map(|a| a.base.clone()).collect();
+    let text = |urls: &[String]| {
+        format!(
+            "listen = \"127.0.0.1:0\"\n\
+             [[agents]]\n\
+             name = \"echo\"\n\
+             protocol = \"a2a\"\n\
+             urls = [{}]\n\
+             replica_grace_ms = 60000\n",
+            quoted(urls)
+        )
+    };
+    let (gw, http) = start(parse(&text(&urls))).await;
+    let victim = 2usize;
+
+    // A COMPLETED task on c (its context X), and a live one on c.
+    let mut finished: Option<Value> = None;
+    let mut live: Option<Value> = None;
+    for _ in 0..90 {
+        if finished.is_some() && live.is_some() {
+            break;
+        }
+        for (text, want, into) in [
+            ("hello", "TASK_STATE_COMPLETED", &mut finished),
+            ("need input", "TASK_STATE_INPUT_REQUIRED", &mut live),
+        ] {
+            if into.is_some() {
+                continue;
+            }
+            let (message_id, t) = send_new_with_id(&http, text).await;
+            let t = t.unwrap_or_else(|e| panic!("no task for {text:?}: {e}"));
+            assert_eq!(state_of(&t), want, "{t}");
+            let at = holders_of_message(&agents, &message_id);
+            assert_eq!(at.len(), 1, "task {t}: its creating message at {at:?}");
+            if at[0] == victim {
+                *into = Some(t);
+            }
+        }
+    }
+    let finished = finished.expect("a COMPLETED task on replica c");
+    let live = live.expect("a live task on replica c");
+    let context = finished["contextId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no contextId: {finished}"))
+        .to_owned();
+
+    // While c is listed, a message naming only X goes to c.
+    let params = message("hello", json!({ "contextId": context }));
+    let message_id = params["message"]["messageId"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let v = rpc(&http, "echo", None, "SendMessage", params).await;
+    assert_eq!(
+        state_of(&v["result"]["task"]),
+        "TASK_STATE_COMPLETED",
+        "a message in context {context} while its replica is listed: {v}"
+    );
+    let at = holders_of_message(&agents, &message_id);
+    assert_eq!(
+        at,
+        vec![victim],
+        "a message in context {context} (of replica {victim}) while listed went to {at:?}"
+    );
+
+    // A reload takes c out of `urls`: gone, within its grace.
+    gw.reload(parse(&text(&urls[..2])))
+        .await
+        .expect("reload applied");
+    let health = health_by_address(&http, "echo").await;
+    assert_eq!(
+        health.get(&host_port(&urls[victim])).map(String::as_str),
+        Some("gone"),
+        "{health:?}"
+    );
+
+    // A message naming only X is new work, on a or b.
+    for n in 0..6 {
+        let params = message("hello", json!({ "contextId": context }));
+        let message_id = params["message"]["messageId"]
+            .as_str()
+            .expect("id")
+            .to_owned();
+        let v = rpc(&http, "echo", None, "SendMessage", params).await;
+        assert!(
+            v["error"].is_null(),
+            "message {n} naming only context {context} (its task's replica gone): {v}"
+        );
+        assert_eq!(
+            state_of(&v["result"]["task"]),
+            "TASK_STATE_COMPLETED",
+            "message {n} naming only context {context} (its task's replica gone): {v}"
+        );
+        let at = holders_of_message(&agents, &message_id);
+        assert!(
+            at.len() == 1 && at[0] != victim,
+            "message {n} naming only context {context} (its task's replica gone) went to {at:?}"
+        );
+    }
+
+    // A message naming c's live task (with or without its context) is REPLICA_UNAVAILABLE.
+    let id = id_of(&live);
+    let mut answers = Vec::new();
+    for extra in [
+        json!({ "taskId": id }),
+        json!({ "taskId": id, "contextId": live["contextId"] }),
+    ] {
+        let v = rpc(
+            &http,
+            "echo",
+            None,
+            "SendMessage",
+            message("more", extra.clone()),
+        )
+        .await;
+        answers.push((extra, v));
+    }
+    for (extra, v) in &answers {
+        assert!(
+            v["error"]["code"] == -32000 && reason(v) == "REPLICA_UNAVAILABLE",
+            "a second turn naming {extra}, a live task of the gone replica, is not -32000 \
+             REPLICA_UNAVAILABLE: {v}\nall answers: {answers:?}"
+        );
+    }
+    assert!(
+        !continued_at(&agents[victim], &id),
+        "a second turn of {id} reached the gone replica"
+    );
+}

@@ -34,6 +34,7 @@ mod announce;
 mod bounds;
 mod contexts;
 mod files;
+mod homes;
 mod index;
 mod listing;
 mod outbox;
@@ -151,6 +152,8 @@ pub struct MemoryLedger {
     sends: sends::Sends,
     /// File bindings ([`TaskLedger::bind_files`]), bounded like the artifact index.
     files: files::Files,
+    /// Where contexts live ([`TaskLedger::set_context_replica`]), bounded like the tasks.
+    homes: homes::Homes,
 }
 
 fn lock(m: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
@@ -183,6 +186,7 @@ impl MemoryLedger {
             contexts: contexts::Contexts::new(max_tasks, retention),
             sends: sends::Sends::new(MAX_SENDS),
             files: files::Files::new(max_tasks, usize::MAX),
+            homes: homes::Homes::new(max_tasks),
         }
     }
 
@@ -540,6 +544,25 @@ impl TaskLedger for MemoryLedger {
     fn end_send<'a>(&'a self, id: &'a str) -> LedgerFuture<'a, ()> {
         self.sends.end(id);
         Box::pin(std::future::ready(Ok(())))
+    }
+
+    fn set_context_replica<'a>(
+        &'a self,
+        agent: &'a str,
+        context: &'a str,
+        replica: &'a str,
+        ttl: Duration,
+    ) -> LedgerFuture<'a, ()> {
+        self.homes.set(agent, context, replica, ttl);
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    fn context_replica<'a>(
+        &'a self,
+        agent: &'a str,
+        context: &'a str,
+    ) -> LedgerFuture<'a, Option<Arc<str>>> {
+        Box::pin(std::future::ready(Ok(self.homes.get(agent, context))))
     }
 
     fn delete_push_config<'a>(&'a self, task_id: &'a str, id: &'a str) -> LedgerFuture<'a, bool> {

@@ -440,6 +440,24 @@ pub trait TaskLedger: Send + Sync + 'static {
         id: &'a str,
         task_id: &'a str,
     ) -> LedgerFuture<'a, Option<(Bytes, String)>>;
+    /// Keep `replica` (`host:port`) as where official A2A context `context` of `agent` lives,
+    /// for `ttl`: the replica that last answered in it, for an agent whose calls are pinned. A
+    /// conversation may live in a replica's memory with no task (an agent that answers with
+    /// Messages), so a later message naming only the context goes there.
+    fn set_context_replica<'a>(
+        &'a self,
+        agent: &'a str,
+        context: &'a str,
+        replica: &'a str,
+        ttl: Duration,
+    ) -> LedgerFuture<'a, ()>;
+    /// Where context `context` of `agent` lives, if it is known (see
+    /// [`TaskLedger::set_context_replica`]).
+    fn context_replica<'a>(
+        &'a self,
+        agent: &'a str,
+        context: &'a str,
+    ) -> LedgerFuture<'a, Option<Arc<str>>>;
     /// End send `id`: its message was answered. An unbound send is forgotten (a later push
     /// with its URL binds nothing); a bound one lived its purpose and is forgotten too.
     fn end_send<'a>(&'a self, id: &'a str) -> LedgerFuture<'a, ()>;

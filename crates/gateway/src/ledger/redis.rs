@@ -494,6 +494,24 @@ impl TaskLedger for RedisLedger {
         Box::pin(self.end_send_inner(id))
     }
 
+    fn set_context_replica<'a>(
+        &'a self,
+        agent: &'a str,
+        context: &'a str,
+        replica: &'a str,
+        ttl: Duration,
+    ) -> LedgerFuture<'a, ()> {
+        Box::pin(self.set_home(agent, context, replica, ttl))
+    }
+
+    fn context_replica<'a>(
+        &'a self,
+        agent: &'a str,
+        context: &'a str,
+    ) -> LedgerFuture<'a, Option<Arc<str>>> {
+        Box::pin(self.home(agent, context))
+    }
+
     fn delete_push_config<'a>(&'a self, task_id: &'a str, id: &'a str) -> LedgerFuture<'a, bool> {
         Box::pin(self.delete_push_inner(task_id, id))
     }

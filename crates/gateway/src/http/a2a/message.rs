@@ -136,7 +136,10 @@ pub async fn answered_context(
             "owner",
             "the agent answered in another client's context",
         )),
-        _ => Ok(()),
+        _ => {
+            crate::http::exchange::replica::keep_context(state, ctx, agent, context, keep).await;
+            Ok(())
+        }
     }
 }
 

@@ -145,9 +145,14 @@ async fn send_checked(
     let out = match to_agent::request(agent, &held, ctx, headers, &call, written) {
         Ok(out) => out,
         Err(e) => {
-            // A refusal of the caller's (its token is not meant for this agent) is its own
-            // answer; anything else says the agent cannot be called. The key keeps the same.
-            let answer = if e.code == Code::Forbidden {
+            // A refusal of the caller's (its token is not meant for this agent), or a task
+            // whose replica is gone (or an agent with no replica yet), is its own answer;
+            // anything else says the agent cannot be called. The key keeps the same.
+            let own = matches!(
+                e.code,
+                Code::Forbidden | Code::ReplicaUnavailable | Code::AgentUnavailable
+            );
+            let answer = if own {
                 e
             } else {
                 ApiError::new(

@@ -138,11 +138,22 @@ pub fn pin_at(ctx: &Ctx, agent: &Agent, address: &str) {
     ctx.replica.set_first(target);
 }
 
-/// Pin a message that names a context but no task to the replica of a task of that context
-/// (an agent may keep a conversation's state in memory too: ADK's sessions). A context with no
-/// task recorded, or a ledger that cannot say, pins nothing: the message is new work.
+/// Pin a message that names a context but no task to the replica the context lives on (the
+/// ledger's record of the replica that last answered in it, else that of a task of the
+/// context), while that replica is a member: an agent may keep a conversation in memory (ADK's
+/// sessions), with or without tasks. A context whose replica is gone, or that the ledger cannot
+/// place, pins nothing: the message is new work.
 pub async fn pin_context(state: &crate::state::State, ctx: &Ctx, agent: &Agent, context: &str) {
     if !agent.cfg.pins() {
+        return;
+    }
+    if let Ok(Some(home)) = state.ledger.context_replica(&agent.cfg.name, context).await {
+        if let Pinned::At(replica) = agent.replicas.pinned(&home) {
+            ctx.replica.set_first(Target::At {
+                replica,
+                pinned: true,
+            });
+        }
         return;
     }
     let query = crate::ledger::listing::Query {
@@ -159,6 +170,31 @@ pub async fn pin_context(state: &crate::state::State, ctx: &Ctx, agent: &Agent, 
             pin(ctx, agent, &first.record);
             unpin_gone(ctx);
         }
+    }
+}
+
+/// Keep the replica that answered in `context` as where it lives, for `keep` (every answer
+/// naming it keeps it again), for an agent whose calls are pinned. A ledger that cannot keep it
+/// now costs the context's next message its pin, not its answer.
+pub async fn keep_context(
+    state: &crate::state::State,
+    ctx: &Ctx,
+    agent: &str,
+    context: &str,
+    keep: Duration,
+) {
+    let Some(a) = state.registry.by_name(agent) else {
+        return;
+    };
+    let Some(replica) = recorded(a.cfg.pins(), Some(ctx)) else {
+        return;
+    };
+    if let Err(e) = state
+        .ledger
+        .set_context_replica(agent, context, &replica.address, keep)
+        .await
+    {
+        tracing::warn!(agent, error = %e, "where a context lives was not recorded; its next message is new work");
     }
 }
 

@@ -124,3 +124,48 @@ impl RedisLedger {
         self.counted(owner, "ctxo").await
     }
 }
+
+impl RedisLedger {
+    /// Where context `context` of `agent` lives (`TaskLedger::set_context_replica`): a string
+    /// in the context's partition, expiring on its own.
+    fn home_key(&self, agent: &str, context: &str) -> String {
+        let keys = &self.store.keys;
+        let name = format!("{agent}\n{context}");
+        let part = keys.part(keys.of(&name));
+        format!("{part}home:{agent}:{context}")
+    }
+
+    pub(super) async fn set_home(
+        &self,
+        agent: &str,
+        context: &str,
+        replica: &str,
+        ttl: Duration,
+    ) -> Result<(), LedgerError> {
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(self.home_key(agent, context))
+            .arg(replica)
+            .arg("PX")
+            .arg(millis(ttl));
+        let cmd = &cmd;
+        self.write(None, |mut c| async move {
+            let () = cmd.query_async(&mut c).await?;
+            Ok(((), c))
+        })
+        .await
+    }
+
+    pub(super) async fn home(
+        &self,
+        agent: &str,
+        context: &str,
+    ) -> Result<Option<std::sync::Arc<str>>, LedgerError> {
+        let mut cmd = redis::cmd("GET");
+        cmd.arg(self.home_key(agent, context));
+        let cmd = &cmd;
+        let got: Option<String> = self
+            .read(|mut c| async move { cmd.query_async(&mut c).await })
+            .await?;
+        Ok(got.map(Into::into))
+    }
+}
