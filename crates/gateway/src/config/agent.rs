@@ -263,6 +263,12 @@ impl AgentConfig {
         !self.shared_state && (!self.urls.is_empty() || self.discover.is_some())
     }
 
+    /// Whether the gateway's own calls of a task need its owner or its replica from the
+    /// ledger (`ledger::holder_of`): the agent is told who calls, or its calls are pinned.
+    pub fn needs_holder(&self) -> bool {
+        self.identity != Identity::None || self.pins()
+    }
+
     /// Where the card is fetched, under `url`: `card_path`, or the protocol's default
     /// (`/agent-card.json` for Clawpedia, `/.well-known/agent-card.json` for A2A, §8.2).
     pub fn card_path(&self) -> &str {

@@ -463,6 +463,34 @@ pub trait TaskLedger: Send + Sync + 'static {
     fn end_send<'a>(&'a self, id: &'a str) -> LedgerFuture<'a, ()>;
 }
 
+/// Whose a task is and which replica holds it: what the gateway's own calls of it (polls,
+/// reconciler reads, resubscriptions, push configs) are made with.
+#[derive(Debug, Default, Clone)]
+pub struct Holder {
+    /// The task's owner: what an agent told who is calling (`identity`) is told.
+    pub owner: Option<Arc<str>>,
+    /// The replica that holds it (`host:port`), for an agent whose calls are pinned.
+    pub replica: Option<Arc<str>>,
+}
+
+/// The [`Holder`] of task `key`, read only when `needed` (the agent is told who calls, or its
+/// calls are pinned: `AgentConfig::needs_holder`). `Err` when the ledger cannot say: the call
+/// is not made, rather than made in no one's name or to any replica.
+pub async fn holder_of(ledger: &dyn TaskLedger, key: &str, needed: bool) -> Result<Holder, ()> {
+    if !needed {
+        return Ok(Holder::default());
+    }
+    match ledger.get(key).await {
+        Ok(record) => Ok(record
+            .map(|r| Holder {
+                owner: r.owner,
+                replica: r.replica,
+            })
+            .unwrap_or_default()),
+        Err(_) => Err(()),
+    }
+}
+
 /// What the ledger holds of a task to judge an update by: its agent, its head and its content
 /// digest (`TaskRef::content`).
 pub type Standing<'a> = (&'a str, Head, u64);

@@ -13,6 +13,7 @@ use super::topic::{Phase, Topic};
 use super::{Hub, StreamError};
 use crate::caller::OnBehalf;
 use crate::config::Conformance;
+use crate::ledger::Holder;
 use crate::ledger::{apply_counted, Applied, Origin, TaskLedger};
 use crate::metrics::Metrics;
 use crate::protocol::sse::Parser;
@@ -64,34 +65,14 @@ fn request(
     Some(req)
 }
 
-/// Whose Clawpedia task `task_id` is and which replica holds it.
-#[derive(Default)]
-struct Holder {
-    owner: Option<Arc<str>>,
-    replica: Option<Arc<str>>,
-}
-
-/// The owner of Clawpedia task `task_id` (for an agent told who is calling, `identity`) and
-/// its replica (for an agent whose calls are pinned); no ledger read for the others. `Err`
-/// when the ledger cannot say: the call is not made, rather than made in no one's name or to
-/// any replica.
+/// The owner and replica of Clawpedia task `task_id`, for the gateway's own calls to it
+/// (`ledger::holder_of`).
 async fn owner_of(
     ledger: &Arc<dyn TaskLedger>,
     agent: &Agent,
     task_id: &str,
 ) -> Result<Holder, ()> {
-    if agent.cfg.identity == crate::config::Identity::None && !agent.cfg.pins() {
-        return Ok(Holder::default());
-    }
-    match ledger.get(task_id).await {
-        Ok(record) => Ok(record
-            .map(|r| Holder {
-                owner: r.owner,
-                replica: r.replica,
-            })
-            .unwrap_or_default()),
-        Err(_) => Err(()),
-    }
+    crate::ledger::holder_of(ledger.as_ref(), task_id, agent.cfg.needs_holder()).await
 }
 
 /// Whether an answer's `Content-Type` is `text/event-stream`.

@@ -103,32 +103,13 @@ pub fn own_request(
     )
 }
 
-/// Whose a task is and which replica holds it, for the gateway's own calls of it.
-#[derive(Debug, Default, Clone)]
-pub struct Holder {
-    /// The task's owner: what an agent told who is calling (`identity`) is told.
-    pub owner: Option<Arc<str>>,
-    /// The replica that holds it (`host:port`), for an agent whose calls are pinned.
-    pub replica: Option<Arc<str>>,
-}
+pub use crate::ledger::Holder;
 
-/// The owner and replica of A2A task `id` of `agent`, for the gateway's own calls to it; no
-/// ledger read for an agent told nothing of callers and not pinned. `Err` when the ledger
-/// cannot say: the call is not made, rather than made in no one's name or to any replica.
+/// The owner and replica of A2A task `id` of `agent`, for the gateway's own calls to it
+/// (`ledger::holder_of`).
 pub async fn owner_of(state: &State, agent: &Agent, id: &str) -> Result<Holder, ()> {
-    if agent.cfg.identity == crate::config::Identity::None && !agent.cfg.pins() {
-        return Ok(Holder::default());
-    }
     let key = crate::protocol::a2a::ledger_key(&agent.cfg.name, id);
-    match state.ledger.get(&key).await {
-        Ok(record) => Ok(record
-            .map(|r| Holder {
-                owner: r.owner,
-                replica: r.replica,
-            })
-            .unwrap_or_default()),
-        Err(_) => Err(()),
-    }
+    crate::ledger::holder_of(state.ledger.as_ref(), &key, agent.cfg.needs_holder()).await
 }
 
 #[allow(clippy::too_many_arguments)]
