@@ -145,7 +145,14 @@ pub async fn apply(
     // The deliveries of this change are the apply's children.
     let stored = span.as_ref().map(|s| s.stored());
     // Where the task lives, for an agent whose calls are pinned: the replica that answered.
-    let pins = state.registry.by_name(agent).is_some_and(|a| a.cfg.pins());
+    // The request's own agent when it is this one (no lookup on the hot path).
+    let own = ctx
+        .and_then(|c| c.agent.as_ref())
+        .filter(|a| a.cfg.name == agent);
+    let pins = match own {
+        Some(a) => a.cfg.pins(),
+        None => state.registry.by_name(agent).is_some_and(|a| a.cfg.pins()),
+    };
     let replica = super::replica::recorded(pins, ctx);
     let applied = apply_counted(
         state.ledger.as_ref(),
