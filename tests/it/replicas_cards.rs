@@ -12,15 +12,8 @@ use crate::support::{agent_with, wait_for, Http};
 
 /// `address -> health` of agent `name`'s replicas on `GET /agents`.
 async fn healths(http: &Http, name: &str) -> Vec<(String, String)> {
-    let v = http.get("/agents").await.json();
-    let agent = v["agents"]
-        .as_array()
-        .and_then(|a| a.iter().find(|e| e["name"] == name))
-        .unwrap_or_else(|| panic!("no agent {name} in /agents: {v}"))
-        .clone();
-    agent["replicas"]
-        .as_array()
-        .unwrap_or_else(|| panic!("agent {name} without replicas: {agent}"))
+    crate::replicas_ops::replicas_of(http, None, name)
+        .await
         .iter()
         .map(|r| {
             let s = |k: &str| r[k].as_str().unwrap_or_default().to_owned();

@@ -80,7 +80,7 @@ fn host_port(base: &str) -> String {
 }
 
 /// Agent `name`'s `replicas` in `GET /agents`, as `token` (none: no credential).
-async fn replicas_of(http: &Http, token: Option<&str>, name: &str) -> Vec<Value> {
+pub(crate) async fn replicas_of(http: &Http, token: Option<&str>, name: &str) -> Vec<Value> {
     let r = match token {
         Some(t) => http.get_as("/agents", t).await,
         None => http.get("/agents").await,
